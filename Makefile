@@ -1,0 +1,39 @@
+# Two entry points: `make demo` and `make test`. Both set up what they need and are idempotent.
+VENV ?= .venv
+PY := $(VENV)/bin/python
+# A CPU build of torch for the reference engine's unit tests. On a machine without a local wheel,
+# TORCH="torch==2.13.0 --index-url https://download.pytorch.org/whl/cpu" avoids a multi-GB CUDA build.
+TORCH ?= torch==2.13.0
+PYTEST_ARGS ?=
+
+.PHONY: setup venv docker images demo test lint clean
+
+setup: venv docker images
+
+venv: $(VENV)/.installed
+
+$(VENV)/.installed: pyproject.toml
+	@test -x $(PY) || python3 -m venv $(VENV)
+	@echo "[setup] installing the package and test tools into $(VENV)..."
+	@$(PY) -m pip install -q --disable-pip-version-check -e '.[dev]' $(TORCH) 2>&1 | grep -v '^WARNING: Location' || true
+	@$(PY) -c "import orchestrator, torch, hydra, docker, httpx, pyarrow" || { echo "[setup] install failed"; exit 1; }
+	@touch $@
+
+docker:
+	@bash scripts/ensure-docker.sh
+
+images: venv docker
+	@bash scripts/build-images.sh $(PY)
+
+demo: setup
+	@$(VENV)/bin/orchestrator run
+
+test: setup
+	@$(PY) -m pytest $(PYTEST_ARGS)
+
+lint: venv
+	@$(VENV)/bin/ruff check orchestrator tests arms
+	@$(VENV)/bin/mypy
+
+clean:
+	@$(VENV)/bin/orchestrator clean || true

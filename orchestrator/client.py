@@ -1,0 +1,79 @@
+"""HTTP client for OpenAI-compatible servers (httpx). Requests never raise for what the server does:
+every outcome, a 500, garbage, a timeout, becomes an Exchange that the record keeps."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+from tenacity import Retrying, retry_if_exception_type, stop_after_delay, wait_fixed
+
+from orchestrator.errors import ArmStartError
+
+
+@dataclass(frozen=True)
+class Exchange:
+    status: int | None  # None when no HTTP answer came
+    body: bytes
+    error: str | None
+    send_ns: int
+    recv_ns: int
+
+
+class CompletionClient:
+    def __init__(self, base_url: str, timeout_s: float, max_connections: int = 256,
+                 transport: httpx.AsyncBaseTransport | None = None) -> None:
+        self._client = httpx.AsyncClient(
+            base_url=base_url, timeout=httpx.Timeout(timeout_s, connect=min(timeout_s, 10.0)),
+            limits=httpx.Limits(max_connections=max_connections, max_keepalive_connections=max_connections),
+            transport=transport)
+
+    async def request(self, method: str, path: str, json: dict[str, Any] | None = None) -> Exchange:
+        send_ns = time.time_ns()
+        try:
+            response = await self._client.request(method, path, json=json)
+        except httpx.HTTPError as exc:
+            return Exchange(None, b"", f"{type(exc).__name__}: {exc}".rstrip(": "), send_ns, time.time_ns())
+        recv_ns = time.time_ns()
+        error = None if response.is_success else f"HTTP {response.status_code}"
+        return Exchange(response.status_code, response.content, error, send_ns, recv_ns)
+
+    async def complete(self, body: dict[str, Any]) -> Exchange:
+        return await self.request("POST", "/v1/completions", json=body)
+
+    async def aclose(self) -> None:
+        await self._client.aclose()
+
+
+class _NotReady(Exception):
+    pass
+
+
+def wait_ready(base_url: str, health_path: str, timeout_s: float, exit_code: Callable[[], int | None],
+               log_tail: Callable[[], list[str]], transport: httpx.BaseTransport | None = None,
+               sleep: Callable[[float], None] = time.sleep, poll_s: float = 0.5) -> None:
+    """Poll until the health path answers HTTP 200. A connect-only probe lies (docker-proxy accepts
+    TCP before the server listens), so only a real 200 counts. Fails fast if the server exits."""
+
+    def probe(client: httpx.Client) -> None:
+        code = exit_code()
+        if code is not None:
+            raise ArmStartError(f"server exited with status {code} before it was ready", log_tail())
+        try:
+            response = client.get(health_path)
+        except httpx.HTTPError as exc:
+            raise _NotReady(f"{type(exc).__name__}") from exc
+        if response.status_code != 200:
+            raise _NotReady(f"HTTP {response.status_code}")
+
+    with httpx.Client(base_url=base_url, timeout=5.0, transport=transport) as client:
+        retrying = Retrying(retry=retry_if_exception_type(_NotReady), stop=stop_after_delay(timeout_s),
+                            wait=wait_fixed(poll_s), sleep=sleep, reraise=True)
+        try:
+            retrying(probe, client)
+        except _NotReady as exc:
+            raise ArmStartError(f"server not ready after {timeout_s:g} s (last probe of {health_path}: {exc}); "
+                                "raise the arm's startup_timeout_s if it is just slow", log_tail()) from exc

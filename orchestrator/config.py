@@ -1,0 +1,131 @@
+"""Compose a study config with Hydra and turn every composition failure into one clear ConfigError."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import re
+from pathlib import Path
+from typing import Any
+
+from omegaconf import DictConfig, OmegaConf
+
+from orchestrator import schema
+from orchestrator.errors import ConfigError, did_you_mean
+
+PROJECT_ROOT = Path(__file__).resolve().parent.parent
+CONF_DIR = Path(os.environ.get("ORCHESTRATOR_CONF_DIR", PROJECT_ROOT / "conf")).resolve()
+CONFIG_NAME = "config"
+
+_SCHEMAS = {cls.__name__: cls for cls in (
+    schema.Config, schema.ArmConfig, schema.BuildConfig, schema.VolumeConfig, schema.PromptConfig,
+    schema.PromptSetConfig, schema.RequestConfig, schema.PhaseConfig, schema.ProtocolConfig,
+    schema.StudyConfig, schema.RuntimeConfig)}
+
+
+def compose(overrides: list[str]) -> DictConfig:
+    """Compose conf/config.yaml with command-line overrides (the same composition `run` does)."""
+    from hydra import compose as hydra_compose
+    from hydra import initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
+
+    schema.register_configs()
+    GlobalHydra.instance().clear()
+    try:
+        with initialize_config_dir(str(CONF_DIR), version_base="1.3"):
+            return hydra_compose(CONFIG_NAME, overrides=overrides, return_hydra_config=True)
+    except Exception as exc:  # Hydra raises several unrelated types; all are config problems
+        raise explain(exc) from exc
+    finally:
+        GlobalHydra.instance().clear()
+
+
+def to_typed(cfg: DictConfig) -> schema.Config:
+    """Validate a composed config (again, strictly) and return the dataclass tree."""
+    plain = OmegaConf.masked_copy(cfg, [k for k in cfg if k != "hydra"]) if "hydra" in cfg else cfg
+    try:
+        merged = OmegaConf.merge(OmegaConf.structured(schema.Config), plain)
+        typed = OmegaConf.to_object(merged)
+    except ConfigError:
+        raise
+    except Exception as exc:
+        if isinstance(exc.__cause__, ConfigError):
+            raise exc.__cause__ from exc
+        raise explain(exc) from exc
+    assert isinstance(typed, schema.Config)
+    return typed
+
+
+def explain(exc: BaseException) -> ConfigError:
+    """Map a Hydra/OmegaConf failure to a one-line message naming the key, its source and the choices."""
+    if isinstance(exc, ConfigError):
+        return exc
+    cause = exc.__cause__ if exc.__cause__ is not None else exc
+    text = str(exc)
+    source = _source_of(text)
+    full_key = getattr(cause, "full_key", None)
+    first_line = str(cause).splitlines()[0] if str(cause) else type(cause).__name__
+
+    missing = re.search(r"Could not find '([^']+)/([^']+)'", text)
+    if missing:
+        group, name = missing.groups()
+        return ConfigError(f"unknown {group} '{name}' ({source}).{did_you_mean(name, _options(group))}")
+
+    unknown = re.match(r"Key '([^']+)' not in '([^']+)'", first_line)
+    if unknown:
+        key, type_name = unknown.groups()
+        parent = full_key.rsplit(".", 1)[0] if full_key and "." in full_key else "the top level"
+        fields = [f.name for f in dataclasses.fields(_SCHEMAS[type_name])] if type_name in _SCHEMAS else []
+        return ConfigError(f"unknown key '{key}' in {parent} ({source}).{did_you_mean(key, fields)}")
+
+    if full_key:
+        return ConfigError(f"{full_key}: {first_line} ({source})")
+    return ConfigError(" ".join(text.split()) or type(exc).__name__)
+
+
+def _source_of(text: str) -> str:
+    found = re.search(r"In '([^']+)'", text)
+    if found:
+        return f"in conf/{found.group(1)}.yaml"
+    if "override" in text:
+        return "on the command line"
+    return "in the composed config"
+
+
+def _options(group: str) -> list[str]:
+    folder = CONF_DIR / group
+    return sorted(p.stem for p in folder.glob("*.yaml")) if folder.is_dir() else []
+
+
+def group_choices(cfg: DictConfig) -> dict[str, Any]:
+    """Which file of each config group was picked (arm@arms.X: reference, protocol: smoke, ...)."""
+    return dict(cfg.hydra.runtime.choices) if "hydra" in cfg else {}
+
+
+def resolve_prompts(prompt_set: schema.PromptSetConfig) -> dict[str, str]:
+    """Prompt id -> exact text. Files are read relative to conf/prompts/ unless absolute."""
+    texts: dict[str, str] = {}
+    problems = []
+    for prompt_id, prompt in prompt_set.prompts.items():
+        if (prompt.text is None) == (prompt.file is None):
+            problems.append(f"prompt '{prompt_id}' in set '{prompt_set.name}' needs exactly one of text or file")
+            continue
+        text = prompt.text
+        if prompt.file is not None:
+            path = Path(prompt.file)
+            path = path if path.is_absolute() else CONF_DIR / "prompts" / path
+            if not path.is_file():
+                problems.append(f"prompt '{prompt_id}': file {path} does not exist (paths are relative to "
+                                f"{CONF_DIR / 'prompts'})")
+                continue
+            text = path.read_text(encoding="utf-8")
+        assert text is not None
+        if prompt.repeat_to_chars:
+            if not text:
+                problems.append(f"prompt '{prompt_id}': cannot repeat an empty text")
+                continue
+            text = (text * (prompt.repeat_to_chars // len(text) + 1))[: prompt.repeat_to_chars]
+        texts[prompt_id] = text
+    if problems:
+        raise ConfigError(problems)
+    return texts

@@ -1,0 +1,120 @@
+"""Parse OpenAI/vLLM completion bodies into record fields. Malformed bodies never raise: the row keeps
+the raw bytes and says what was wrong in `error`."""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass
+class ParsedCompletion:
+    completion_text: str | None = None
+    finish_reason: str | None = None
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+    token_ids: list[int] | None = None
+    tokens: list[str] | None = None
+    token_logprobs: list[float] | None = None
+    top_logprobs: list[list[dict[str, Any]] | None] | None = None
+    prompt_logprobs: list[list[dict[str, Any]] | None] | None = None
+    problems: list[str] = field(default_factory=list)
+
+    @property
+    def error(self) -> str | None:
+        return "; ".join(self.problems) or None
+
+
+def _float(value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise TypeError(f"logprob {value!r} is not a number")
+    return float(value)
+
+
+def _token_id(token: str) -> int | None:
+    # With return_tokens_as_token_ids vLLM names tokens "token_id:<id>".
+    if token.startswith("token_id:") and token[9:].lstrip("-").isdigit():
+        return int(token[9:])
+    return None
+
+
+def parse_completion(body: bytes) -> ParsedCompletion:
+    out = ParsedCompletion()
+    try:
+        doc = json.loads(body)
+    except (ValueError, UnicodeDecodeError) as exc:
+        out.problems.append(f"body is not JSON: {exc}")
+        return out
+    if not isinstance(doc, dict):
+        out.problems.append(f"body is JSON {type(doc).__name__}, not an object")
+        return out
+    if "error" in doc and "choices" not in doc:
+        err = doc["error"]
+        out.problems.append(f"server error: {err.get('message', err) if isinstance(err, dict) else err}")
+        return out
+    choices = doc.get("choices")
+    if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
+        out.problems.append("no choices[0] in body")
+        return out
+    choice = choices[0]
+    _parse_usage(doc.get("usage"), out)
+    text = choice.get("text")
+    out.completion_text = text if isinstance(text, str) else None
+    if out.completion_text is None:
+        out.problems.append("choices[0].text missing or not a string")
+    reason = choice.get("finish_reason")
+    out.finish_reason = reason if isinstance(reason, str) else None
+    for name, parser in (("logprobs", _parse_logprobs), ("prompt_logprobs", _parse_prompt_logprobs),
+                         ("token_ids", _parse_token_ids)):
+        if choice.get(name) is not None:
+            try:
+                parser(choice[name], out)
+            except (TypeError, ValueError, KeyError, AttributeError) as exc:
+                out.problems.append(f"choices[0].{name} malformed: {exc}")
+    if out.token_ids is None and out.tokens and all(_token_id(t) is not None for t in out.tokens):
+        out.token_ids = [_token_id(t) for t in out.tokens]  # type: ignore[misc]
+    return out
+
+
+def _parse_usage(usage: Any, out: ParsedCompletion) -> None:
+    if isinstance(usage, dict):
+        for key in ("prompt_tokens", "completion_tokens"):
+            value = usage.get(key)
+            if isinstance(value, int) and not isinstance(value, bool):
+                setattr(out, key, value)
+
+
+def _parse_logprobs(logprobs: dict[str, Any], out: ParsedCompletion) -> None:
+    tokens = logprobs.get("tokens")
+    if tokens is not None:
+        out.tokens = [str(t) for t in tokens]
+    values = logprobs.get("token_logprobs")
+    if values is not None:
+        out.token_logprobs = [math.nan if v is None else _float(v) for v in values]
+    top = logprobs.get("top_logprobs")
+    if top is not None:
+        out.top_logprobs = [
+            None if position is None
+            else [{"token": str(tok), "logprob": _float(lp)} for tok, lp in position.items()]
+            for position in top
+        ]
+
+
+def _parse_prompt_logprobs(prompt_logprobs: list[Any], out: ParsedCompletion) -> None:
+    parsed: list[list[dict[str, Any]] | None] = []
+    for position in prompt_logprobs:
+        if position is None:
+            parsed.append(None)
+            continue
+        parsed.append([
+            {"token_id": int(tid), "token": entry.get("decoded_token"), "logprob": _float(entry["logprob"]),
+             "rank": entry.get("rank")}
+            for tid, entry in position.items()
+        ])
+    out.prompt_logprobs = parsed
+
+
+def _parse_token_ids(token_ids: list[Any], out: ParsedCompletion) -> None:
+    out.token_ids = [int(t) for t in token_ids]

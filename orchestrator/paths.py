@@ -1,0 +1,66 @@
+"""Every file location of a run, in one class (like submitit's JobPaths)."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+TABLES = ("responses", "logs", "arms")
+
+
+@dataclass(frozen=True)
+class RunPaths:
+    root: Path
+
+    @property
+    def data(self) -> Path:
+        return self.root / "data"
+
+    def table(self, name: str) -> Path:
+        return self.data / name
+
+    @property
+    def hydra(self) -> Path:
+        return self.root / ".hydra"
+
+    @property
+    def resolved_config(self) -> Path:
+        return self.root / "config.resolved.yaml"
+
+    @property
+    def report_md(self) -> Path:
+        return self.root / "report.md"
+
+    @property
+    def report_json(self) -> Path:
+        return self.root / "report.json"
+
+    @property
+    def meta(self) -> Path:
+        return self.root / "run.json"  # study name, run id, baseline: what `compare` needs
+
+    def make(self) -> RunPaths:
+        for name in TABLES:
+            self.table(name).mkdir(parents=True, exist_ok=True)
+        return self
+
+
+def atomic_write_bytes(path: Path, data: bytes) -> None:
+    """Write to a temporary name in the same folder, then rename: readers never see half a file."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def atomic_write_text(path: Path, text: str) -> None:
+    atomic_write_bytes(path, text.encode())

@@ -1,0 +1,155 @@
+"""The runtime seam: how an arm's server is started, observed and stopped.
+
+A `Runtime` turns a `ContainerSpec` into a running server reachable at `Handle.base_url`.
+Implementations: runtime/docker.py (Docker SDK). Every implementation must make `stop` safe to call
+in every exit path, and `cleanup` able to find what a crashed run left behind by its labels.
+"""
+
+from __future__ import annotations
+
+import shlex
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from orchestrator.schema import ArmConfig, BuildConfig
+
+LABEL_NS = "org.orchestrator"
+REDACTED = "<redacted>"
+
+
+@dataclass(frozen=True)
+class ImageInfo:
+    ref: str  # what the config asked for
+    id: str  # content-addressed image id (sha256:...): what the container really runs
+    repo_digests: tuple[str, ...] = ()  # registry digests, when the image came from one
+
+
+@dataclass(frozen=True)
+class Mount:
+    host: str
+    container: str
+    read_only: bool = True
+
+
+@dataclass
+class ContainerSpec:
+    name: str
+    image: str
+    command: list[str]
+    env: dict[str, str]
+    secret_env: dict[str, str]  # passed to the container, never stored or printed
+    labels: dict[str, str]
+    container_port: int
+    network_host: bool = False
+    gpus: str | None = None
+    shm_size: str | None = None
+    ipc_mode: str | None = None
+    mounts: list[Mount] = field(default_factory=list)
+
+    @classmethod
+    def for_arm(cls, arm_name: str, arm: ArmConfig, image: str, labels: Mapping[str, str],
+                host_env: Mapping[str, str]) -> ContainerSpec:
+        return cls(
+            name=f"{labels.get(f'{LABEL_NS}.run', 'run')}-{arm_name}"[:120],
+            image=image,
+            command=[*arm.command, *engine_argv(arm.engine_args)],
+            env=dict(arm.env),
+            secret_env={k: host_env[k] for k in arm.secret_env if k in host_env},
+            labels={**labels, f"{LABEL_NS}.arm": arm_name},
+            container_port=arm.port,
+            network_host=arm.network_host,
+            gpus=arm.gpus,
+            shm_size=arm.shm_size,
+            ipc_mode=arm.ipc_mode,
+            mounts=[Mount(v.host, v.container, v.read_only) for v in arm.volumes],
+        )
+
+    def redacted_env(self) -> dict[str, str]:
+        return {**self.env, **{k: REDACTED for k in self.secret_env}}
+
+    def docker_run(self) -> str:
+        """The `docker run` command equivalent to what the Docker runtime does with this spec."""
+        argv = ["docker", "run", "-d", "--init", "--name", self.name]
+        for key, value in self.labels.items():
+            argv += ["--label", f"{key}={value}"]
+        if self.network_host:
+            argv += ["--network", "host"]
+        else:
+            argv += ["-p", f"127.0.0.1::{self.container_port}"]
+        if self.gpus:
+            argv += ["--gpus", self.gpus if self.gpus == "all" else f"device={self.gpus}"]
+        if self.shm_size:
+            argv += ["--shm-size", self.shm_size]
+        if self.ipc_mode:
+            argv += ["--ipc", self.ipc_mode]
+        for mount in self.mounts:
+            argv += ["-v", f"{mount.host}:{mount.container}{':ro' if mount.read_only else ''}"]
+        for key, value in self.env.items():
+            argv += ["-e", f"{key}={value}"]
+        for key in self.secret_env:
+            argv += ["-e", key]  # value taken from the caller's environment, as docker does
+        return shlex.join([*argv, self.image, *self.command])
+
+
+def engine_argv(engine_args: Mapping[str, Any]) -> list[str]:
+    """{seed: 0, enforce-eager: true, enable-prefix-caching: false} ->
+    ['--seed', '0', '--enforce-eager', '--no-enable-prefix-caching']."""
+    argv: list[str] = []
+    for name, value in engine_args.items():
+        flag = name if name.startswith("-") else f"--{name}"
+        if value is None:
+            continue
+        if value is True:
+            argv.append(flag)
+        elif value is False:
+            argv.append(f"--no-{flag.lstrip('-')}")
+        elif isinstance(value, list | tuple):
+            argv += [flag, *map(str, value)]
+        else:
+            argv += [flag, str(value)]
+    return argv
+
+
+@dataclass(frozen=True)
+class Handle:
+    id: str
+    name: str
+    base_url: str
+
+
+@dataclass(frozen=True)
+class LogLine:
+    stream: str  # stdout | stderr
+    timestamp: str  # as the runtime reports it (RFC 3339 for Docker)
+    text: str
+
+
+@dataclass(frozen=True)
+class ExecResult:
+    exit_code: int
+    output: str
+
+
+class Runtime(Protocol):
+    def resolve_image(self, ref: str, build: BuildConfig) -> ImageInfo: ...
+
+    def start(self, spec: ContainerSpec) -> Handle: ...
+
+    def exit_code(self, handle: Handle) -> int | None:
+        """None while running; the exit status once it has exited."""
+        ...
+
+    def logs(self, handle: Handle, tail: int | None = None) -> list[LogLine]: ...
+
+    def exec(self, handle: Handle, argv: list[str]) -> ExecResult: ...
+
+    def stop(self, handle: Handle, timeout_s: float) -> int | None:
+        """Stop (if running) and return the exit code; the container stays for `logs` until remove."""
+        ...
+
+    def remove(self, handle: Handle) -> None: ...
+
+    def cleanup(self, labels: Mapping[str, str]) -> list[str]:
+        """Remove every container carrying all these labels; return their names."""
+        ...

@@ -1,0 +1,162 @@
+"""Docker implementation of the Runtime seam, through the Docker SDK (imported lazily)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from orchestrator.config import PROJECT_ROOT
+from orchestrator.errors import ArmStartError, EngineUnavailable, ImageError, RuntimeFailure
+from orchestrator.runtime.base import ContainerSpec, ExecResult, Handle, ImageInfo, LogLine
+from orchestrator.schema import BuildConfig
+
+if TYPE_CHECKING:
+    import docker
+
+
+class DockerRuntime:
+    def __init__(self, docker_host: str | None = None) -> None:
+        import docker
+        import docker.errors
+
+        self._errors = docker.errors
+        try:
+            self.client: docker.DockerClient = (
+                docker.DockerClient(base_url=docker_host) if docker_host else docker.from_env())
+            self.client.ping()
+        except Exception as exc:
+            where = docker_host or "DOCKER_HOST or /var/run/docker.sock"
+            raise EngineUnavailable(
+                f"no Docker engine reachable at {where} ({exc}). Start one (`make setup` installs and "
+                "starts dockerd on Debian as root) or set runtime.docker_host.") from exc
+
+    # images -----------------------------------------------------------------------------------
+    def resolve_image(self, ref: str, build: BuildConfig) -> ImageInfo:
+        try:
+            image = self.client.images.get(ref)
+        except self._errors.ImageNotFound:
+            if not build.context:
+                raise ImageError(
+                    f"image '{ref}' is not present on this Docker engine and the arm has no build.context. "
+                    "No registry is assumed: build or load it (`make images` builds the project's own), "
+                    "or set the arm's build.context.") from None
+            image = self._build(ref, build)
+        except self._errors.APIError as exc:
+            raise ImageError(f"cannot inspect image '{ref}': {exc}") from exc
+        return ImageInfo(ref=ref, id=image.id, repo_digests=tuple(image.attrs.get("RepoDigests") or ()))
+
+    def _build(self, ref: str, build: BuildConfig) -> Any:
+        context = (PROJECT_ROOT / build.context).resolve() if build.context else PROJECT_ROOT
+        if not (context / build.dockerfile).is_file():
+            raise ImageError(f"cannot build '{ref}': no {build.dockerfile} in {context}")
+        try:
+            image, _ = self.client.images.build(path=str(context), dockerfile=build.dockerfile, tag=ref,
+                                                buildargs=dict(build.args), rm=True)
+        except self._errors.BuildError as exc:
+            tail = [str(c.get("stream", c.get("error", ""))).rstrip() for c in exc.build_log][-20:]
+            raise ImageError(f"building '{ref}' from {context} failed: {exc.msg}\n" + "\n".join(tail)) from exc
+        return image
+
+    # containers -------------------------------------------------------------------------------
+    def start(self, spec: ContainerSpec) -> Handle:
+        import docker.types
+
+        kwargs: dict[str, Any] = dict(
+            image=spec.image, command=spec.command or None, name=spec.name, labels=spec.labels,
+            environment={**spec.env, **spec.secret_env}, detach=True, init=True,
+        )
+        if spec.network_host:
+            kwargs["network_mode"] = "host"
+        else:
+            kwargs["ports"] = {f"{spec.container_port}/tcp": ("127.0.0.1", None)}
+        if spec.gpus:
+            ids = None if spec.gpus == "all" else [g.strip() for g in spec.gpus.split(",")]
+            kwargs["device_requests"] = [docker.types.DeviceRequest(
+                count=-1 if ids is None else None, device_ids=ids, capabilities=[["gpu"]])]
+        if spec.shm_size:
+            kwargs["shm_size"] = spec.shm_size
+        if spec.ipc_mode:
+            kwargs["ipc_mode"] = spec.ipc_mode
+        if spec.mounts:
+            kwargs["volumes"] = {m.host: {"bind": m.container, "mode": "ro" if m.read_only else "rw"}
+                                 for m in spec.mounts}
+        try:
+            container = self.client.containers.run(**kwargs)
+        except self._errors.APIError as exc:
+            raise ArmStartError(f"docker could not start container '{spec.name}': {exc.explanation or exc}") \
+                from exc
+        handle = Handle(id=container.id, name=spec.name, base_url="")
+        try:
+            return Handle(id=container.id, name=spec.name, base_url=self._base_url(container, spec))
+        except BaseException:
+            self.stop(handle, 0)
+            self.remove(handle)
+            raise
+
+    def _base_url(self, container: Any, spec: ContainerSpec) -> str:
+        if spec.network_host:
+            return f"http://127.0.0.1:{spec.container_port}"
+        for _ in range(50):  # the published port shows up a moment after start
+            container.reload()
+            bindings = (container.attrs["NetworkSettings"]["Ports"] or {}).get(f"{spec.container_port}/tcp")
+            if bindings:
+                return f"http://127.0.0.1:{bindings[0]['HostPort']}"
+            if container.status == "exited":
+                break
+            time.sleep(0.1)
+        tail = [line.text for line in self.logs(Handle(container.id, spec.name, ""), tail=50)]
+        raise ArmStartError(f"container '{spec.name}' exited before its port was published", tail)
+
+    def _container(self, handle: Handle) -> Any:
+        try:
+            return self.client.containers.get(handle.id)
+        except self._errors.NotFound as exc:
+            raise RuntimeFailure(f"container '{handle.name}' no longer exists (removed from outside?)") \
+                from exc
+
+    def exit_code(self, handle: Handle) -> int | None:
+        container = self._container(handle)
+        container.reload()
+        if container.status in ("created", "running", "restarting"):
+            return None
+        return int(container.attrs["State"]["ExitCode"])
+
+    def logs(self, handle: Handle, tail: int | None = None) -> list[LogLine]:
+        container = self._container(handle)
+        lines: list[LogLine] = []
+        for stream in ("stdout", "stderr"):
+            raw = container.logs(stdout=stream == "stdout", stderr=stream == "stderr", timestamps=True,
+                                 tail=tail if tail is not None else "all")
+            for line in raw.decode("utf-8", "replace").splitlines():
+                stamp, _, text = line.partition(" ")
+                lines.append(LogLine(stream=stream, timestamp=stamp, text=text))
+        lines.sort(key=lambda line: line.timestamp)  # RFC 3339 with fixed-width nanoseconds
+        return lines[-tail:] if tail else lines
+
+    def exec(self, handle: Handle, argv: list[str]) -> ExecResult:
+        result = self._container(handle).exec_run(argv, demux=False)
+        return ExecResult(exit_code=int(result.exit_code), output=(result.output or b"").decode("utf-8", "replace"))
+
+    def stop(self, handle: Handle, timeout_s: float) -> int | None:
+        try:
+            container = self.client.containers.get(handle.id)
+            if container.status in ("running", "restarting", "created"):
+                container.stop(timeout=int(timeout_s))
+            return int(container.wait(timeout=timeout_s + 30)["StatusCode"])
+        except self._errors.NotFound:
+            return None
+
+    def remove(self, handle: Handle) -> None:
+        try:
+            self.client.containers.get(handle.id).remove(force=True)
+        except self._errors.NotFound:
+            pass
+
+    def cleanup(self, labels: Mapping[str, str]) -> list[str]:
+        filters = {"label": [f"{k}={v}" if v else k for k, v in labels.items()]}
+        removed = []
+        for container in self.client.containers.list(all=True, filters=filters):
+            container.remove(force=True)
+            removed.append(container.name)
+        return removed

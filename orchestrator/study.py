@@ -1,0 +1,179 @@
+"""One study run: every arm in order (start, wait ready, protocol, stop), recorded as it goes."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import os
+import sys
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import httpx
+
+from orchestrator import protocol, signatures
+from orchestrator.client import CompletionClient, Exchange, wait_ready
+from orchestrator.config import resolve_prompts
+from orchestrator.errors import ArmStartError, OrchestratorError
+from orchestrator.parse import parse_completion
+from orchestrator.paths import RunPaths
+from orchestrator.runtime.base import LABEL_NS, ContainerSpec, Handle, Runtime
+from orchestrator.schema import ArmConfig, Config
+from orchestrator.store import TableWriter
+
+
+@dataclass(frozen=True)
+class RunContext:
+    study: str
+    run_id: str
+    arm: str
+    significant_digits: int
+
+
+def response_row(ctx: RunContext, request: protocol.Request, exchange: Exchange, prompt: str) -> dict[str, Any]:
+    """One `responses` row: what was sent, exactly what came back, what it parsed to, its signatures."""
+    parsed = parse_completion(exchange.body) if exchange.status is not None else None
+    errors = [e for e in (exchange.error, parsed.error if parsed else None) if e]
+    top = parsed.top_logprobs if parsed else None
+    return {
+        "study": ctx.study, "run_id": ctx.run_id, "arm": ctx.arm, "prompt_id": request.prompt_id,
+        "phase": request.phase, "phase_kind": request.phase_kind.value, "batch_id": request.batch_id,
+        "repeat": request.repeat, "request_index": request.request_index, "cold": request.cold,
+        "prompt_sha256": hashlib.sha256(prompt.encode()).hexdigest(), "prompt_chars": len(prompt),
+        "prompt_tokens": parsed.prompt_tokens if parsed else None,
+        "request_json": json.dumps(request.body, ensure_ascii=False, sort_keys=True),
+        "response_body": exchange.body, "http_status": exchange.status,
+        "error": "; ".join(errors) or None, "send_ns": exchange.send_ns, "recv_ns": exchange.recv_ns,
+        "completion_text": parsed.completion_text if parsed else None,
+        "finish_reason": parsed.finish_reason if parsed else None,
+        "completion_tokens": parsed.completion_tokens if parsed else None,
+        "token_ids": parsed.token_ids if parsed else None, "tokens": parsed.tokens if parsed else None,
+        "token_logprobs": parsed.token_logprobs if parsed else None, "top_logprobs": top,
+        "prompt_logprobs": parsed.prompt_logprobs if parsed else None,
+        "sig_text": signatures.text_signature(parsed.completion_text) if parsed and not errors else None,
+        "sig_token_ids": signatures.token_ids_signature(parsed.token_ids) if parsed and not errors else None,
+        "sig_top_logprobs": signatures.top_logprobs_signature(top, ctx.significant_digits)
+        if parsed and not errors else None,
+        "sig_logprob_vector": signatures.logprob_vector_signature(parsed.token_logprobs, top)
+        if parsed and not errors else None,
+    }
+
+
+class StudyRunner:
+    def __init__(self, config: Config, paths: RunPaths, run_id: str, runtime: Runtime,
+                 host_env: Mapping[str, str] | None = None, say: Callable[[str], None] | None = None,
+                 transport: httpx.AsyncBaseTransport | None = None) -> None:
+        self.config = config
+        self.paths = paths.make()
+        self.run_id = run_id
+        self.runtime = runtime
+        self.host_env = os.environ if host_env is None else host_env
+        self.say = say or (lambda text: print(text, file=sys.stderr, flush=True))
+        self.transport = transport
+        self.labels = {f"{LABEL_NS}.run": run_id, f"{LABEL_NS}.study": config.study.name}
+        self.failed: list[str] = []
+
+    def run(self) -> None:
+        prompts = resolve_prompts(self.config.prompts)
+        with TableWriter(self.paths, "arms", "arms", flush_rows=1) as arms_writer:
+            for name, arm in self.config.arms.items():
+                self._run_arm(name, arm, prompts, arms_writer)
+
+    def _run_arm(self, name: str, arm: ArmConfig, prompts: dict[str, str], arms_writer: TableWriter) -> None:
+        row: dict[str, Any] = {"study": self.config.study.name, "run_id": self.run_id, "arm": name,
+                               "config_json": json.dumps(asdict(arm), default=str, sort_keys=True),
+                               "image_ref": arm.image, "status": "failed"}
+        handle: Handle | None = None
+        try:
+            image = self.runtime.resolve_image(arm.image, arm.build)
+            row.update(image_id=image.id, image_repo_digests=list(image.repo_digests))
+            spec = ContainerSpec.for_arm(name, arm, image.id, self.labels, self.host_env)
+            row.update(docker_run=spec.docker_run(), env_json=json.dumps(spec.redacted_env(), sort_keys=True))
+            self.say(f"[{name}] starting {arm.image} ({image.id[:19]})")
+            row["start_ns"] = time.time_ns()
+            handle = self.runtime.start(spec)
+            row["container_id"] = handle.id
+            started = handle
+            wait_ready(handle.base_url, arm.health_path, arm.startup_timeout_s,
+                       exit_code=lambda: self.runtime.exit_code(started),
+                       log_tail=lambda: [line.text for line in self.runtime.logs(started, tail=50)])
+            row["ready_ns"] = time.time_ns()
+            self.say(f"[{name}] ready at {handle.base_url} in {(row['ready_ns'] - row['start_ns']) / 1e9:.1f} s")
+            fingerprint = asyncio.run(self._fingerprint(handle))
+            row.update(fingerprint_json=json.dumps(fingerprint, sort_keys=True),
+                       matrix_key=_matrix_key(image.id, fingerprint))
+            sent = asyncio.run(self._send(name, arm, handle, prompts))
+            self.say(f"[{name}] {sent} requests done")
+            row["status"] = "completed"
+        except OrchestratorError as exc:
+            row["error"] = str(exc)
+            self.failed.append(name)
+            self.say(f"[{name}] FAILED: {exc}")
+        except BaseException as exc:  # Ctrl-C and bugs: record, clean up, then let it through
+            row["status"] = "interrupted" if isinstance(exc, KeyboardInterrupt) else "failed"
+            row["error"] = f"{type(exc).__name__}: {exc}"
+            raise
+        finally:
+            try:
+                if handle is not None:
+                    self._stop(name, handle, row)
+            finally:
+                row["stop_ns"] = time.time_ns()
+                arms_writer.append(row)  # the arm's row lands in every exit path
+
+    def _stop(self, name: str, handle: Handle, row: dict[str, Any]) -> None:
+        try:
+            row["exit_code"] = self.runtime.stop(handle, self.config.runtime.stop_timeout_s)
+            with TableWriter(self.paths, "logs", name, flush_rows=10_000) as logs:
+                for seq, line in enumerate(self.runtime.logs(handle)):
+                    logs.append({"run_id": self.run_id, "arm": name, "container_id": handle.id,
+                                 "stream": line.stream, "seq": seq, "timestamp": line.timestamp,
+                                 "text": line.text})
+        finally:
+            self.runtime.remove(handle)
+
+    async def _fingerprint(self, handle: Handle) -> dict[str, Any]:
+        facts: dict[str, Any] = {}
+        client = CompletionClient(handle.base_url, timeout_s=30, transport=self.transport)
+        try:
+            for key, path in (("version", "/version"), ("models", "/v1/models")):
+                exchange = await client.request("GET", path)
+                try:
+                    facts[key] = json.loads(exchange.body) if exchange.status == 200 else None
+                except ValueError:
+                    facts[key] = None
+        finally:
+            await client.aclose()
+        return facts
+
+    async def _send(self, name: str, arm: ArmConfig, handle: Handle, prompts: dict[str, str]) -> int:
+        proto = self.config.protocol
+        ctx = RunContext(self.config.study.name, self.run_id, name, proto.significant_digits)
+        client = CompletionClient(handle.base_url, proto.request_timeout_s, transport=self.transport)
+        try:
+            with TableWriter(self.paths, "responses", name) as writer:
+                sent = 0
+                for group in protocol.plan(proto, arm.served_model_name, prompts):
+                    exchanges = await protocol.send_group(client, group)
+                    for request, exchange in zip(group, exchanges, strict=True):
+                        writer.append(response_row(ctx, request, exchange, prompts[request.prompt_id]))
+                    sent += len(group)
+                    if any(e.status is None for e in exchanges):
+                        self._check_alive(handle)
+                return sent
+        finally:
+            await client.aclose()
+
+    def _check_alive(self, handle: Handle) -> None:
+        code = self.runtime.exit_code(handle)
+        if code is not None:
+            raise ArmStartError(f"server exited with status {code} during the protocol",
+                                [line.text for line in self.runtime.logs(handle, tail=50)])
+
+
+def _matrix_key(image_id: str, fingerprint: dict[str, Any]) -> str:
+    material = json.dumps({"image_id": image_id, "version": fingerprint.get("version")}, sort_keys=True)
+    return hashlib.sha256(material.encode()).hexdigest()[:12]

@@ -1,0 +1,67 @@
+"""The walking skeleton end to end: real containers, real HTTP, real Parquet."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+
+from tests.conftest import orchestrator
+
+pytestmark = pytest.mark.docker
+
+QUICK = ["protocol.phases.sequential.repeats=3", "protocol.phases.concurrent.repeats=3",
+         "protocol.phases.concurrent.batches=1", "protocol.request.max_tokens=8"]
+
+
+@pytest.fixture(scope="module")
+def default_run(tmp_path_factory: pytest.TempPathFactory, docker_client) -> tuple[Path, str]:  # type: ignore[no-untyped-def]
+    run_dir = tmp_path_factory.mktemp("default") / "run"
+    result = orchestrator("run", f"hydra.run.dir={run_dir}", *QUICK)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert docker_client.containers.list(all=True, filters={"label": "org.orchestrator.run"}) == []
+    return run_dir, result.stdout
+
+
+def test_default_study_lands_three_tables(default_run: tuple[Path, str]) -> None:
+    run_dir, _ = default_run
+    responses = pq.read_table(run_dir / "data" / "responses").to_pylist()
+    # 2 arms x 2 prompts x (3 sequential + 1 batch of 3 concurrent)
+    assert len(responses) == 2 * 2 * (3 + 3)
+    assert {r["arm"] for r in responses} == {"baseline", "wide_batch"}
+    assert sum(r["cold"] for r in responses) == 2  # the first request of each arm
+    for row in responses:
+        assert row["http_status"] == 200 and row["error"] is None
+        body = json.loads(row["response_body"])  # exact bytes as received
+        assert body["choices"][0]["text"] == row["completion_text"]
+        assert len(row["top_logprobs"]) == 8 and row["sig_top_logprobs"]
+    arms = pq.read_table(run_dir / "data" / "arms").to_pylist()
+    assert [a["status"] for a in arms] == ["completed", "completed"]
+    assert all(a["image_id"].startswith("sha256:") for a in arms)
+    assert all("docker run" in a["docker_run"] and "127.0.0.1::8000" in a["docker_run"] for a in arms)
+    logs = pq.read_table(run_dir / "data" / "logs").to_pylist()
+    assert {r["arm"] for r in logs} == {"baseline", "wide_batch"}
+    assert any("Starting" in r["text"] for r in logs)
+    assert (run_dir / ".hydra" / "config.yaml").is_file()
+
+
+def test_default_study_report_says_one_distinct_per_cell(default_run: tuple[Path, str]) -> None:
+    run_dir, stdout = default_run
+    report = json.loads((run_dir / "report.json").read_text())
+    assert len(report["cells"]) == 2 * 2 * 2
+    for cell in report["cells"]:
+        assert cell["distinct_completions"] == 1, cell
+        assert cell["distinct_signatures"] == 1, cell
+    assert all(p["verdict"] == "identical" for p in report["pairs"])
+    assert "1 in 3" in stdout and "report.md" in stdout
+    assert "| baseline | capital | sequential |" in (run_dir / "report.md").read_text()
+
+
+def test_compare_reproduces_report(default_run: tuple[Path, str]) -> None:
+    run_dir, _ = default_run
+    before = (run_dir / "report.json").read_text()
+    result = orchestrator("compare", str(run_dir), "--json")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == before

@@ -1,0 +1,74 @@
+"""What goes wrong is reported clearly, loses nothing, and leaves no container behind."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+
+from tests.conftest import LABEL, ROOT, orchestrator
+
+pytestmark = [pytest.mark.docker, pytest.mark.usefixtures("no_leftover_containers")]
+ONE_ARM = ["~arms.wide_batch", "protocol.phases.sequential.repeats=2", "~protocol.phases.concurrent"]
+
+
+def test_container_that_dies_fails_fast_with_its_log(tmp_path: Path) -> None:
+    result = orchestrator(
+        "run", f"hydra.run.dir={tmp_path}", *ONE_ARM, "arms.baseline.image=orchestrator/debian-python:bookworm",
+        "arms.baseline.engine_args={}",
+        "arms.baseline.command=[python3,-c,'print(\"boom: no model\"); raise SystemExit(3)']")
+    assert result.returncode == 1, result.stderr
+    assert "exited with status 3" in result.stderr and "boom: no model" in result.stderr
+    arms = pq.read_table(tmp_path / "data" / "arms").to_pylist()
+    assert arms[0]["status"] == "failed" and arms[0]["exit_code"] == 3
+    logs = pq.read_table(tmp_path / "data" / "logs").to_pylist()
+    assert any("boom: no model" in line["text"] for line in logs)
+
+
+def test_missing_image_is_named(tmp_path: Path) -> None:
+    result = orchestrator("run", f"hydra.run.dir={tmp_path}", *ONE_ARM,
+                          "arms.baseline.image=orchestrator/does-not-exist:1", "arms.baseline.build.context=null")
+    assert result.returncode == 1
+    assert "image 'orchestrator/does-not-exist:1' is not present" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_server_errors_are_recorded_not_fatal(tmp_path: Path) -> None:
+    # The engine refuses more than 20 logprobs with HTTP 400, as vLLM does.
+    result = orchestrator("run", f"hydra.run.dir={tmp_path}", *ONE_ARM, "protocol.request.logprobs=25")
+    assert result.returncode == 0, result.stderr
+    rows = pq.read_table(tmp_path / "data" / "responses").to_pylist()
+    assert len(rows) == 4
+    assert all(r["http_status"] == 400 and "HTTP 400" in r["error"] for r in rows)
+    assert all(b"greater than max allowed" in r["response_body"] for r in rows)
+    report = json.loads((tmp_path / "report.json").read_text())
+    assert all(c["n"] == 0 and c["distinct_signatures"] is None for c in report["cells"])
+
+
+def test_interrupt_stops_and_removes_containers(tmp_path: Path, docker_client) -> None:  # type: ignore[no-untyped-def]
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "orchestrator", "run", f"hydra.run.dir={tmp_path}",
+         "protocol.phases.sequential.repeats=500"],
+        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and not list((tmp_path / "data" / "responses").glob("*.parquet")):
+            assert proc.poll() is None, proc.communicate()[1]
+            time.sleep(0.5)
+        assert docker_client.containers.list(filters={"label": LABEL}), "the arm's container should be running"
+        proc.send_signal(signal.SIGINT)
+        _, stderr = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130, stderr
+    assert docker_client.containers.list(all=True, filters={"label": LABEL}) == []
+    arms = pq.read_table(tmp_path / "data" / "arms").to_pylist()
+    assert arms[0]["status"] == "interrupted"
+    assert pq.read_table(tmp_path / "data" / "responses").num_rows > 0  # what was received is kept

@@ -1,0 +1,101 @@
+"""Parsing, signatures, the Parquet store and the statistics, on hand-built inputs with known answers."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+
+from orchestrator import signatures
+from orchestrator.parse import parse_completion
+from orchestrator.paths import RunPaths
+from orchestrator.stats import clopper_pearson, divergence_bound, upper_bound_zero
+from orchestrator.store import TableWriter, read_table
+
+VLLM_BODY = {
+    "id": "cmpl-1", "object": "text_completion", "model": "m",
+    "choices": [{"index": 0, "text": " Paris", "finish_reason": "length", "stop_reason": None,
+                 "logprobs": {"tokens": [" Par", "is"], "token_logprobs": [-0.25, -1e-05],
+                              "top_logprobs": [{" Par": -0.25, " Lyon": -1.5}, {"is": -1e-05, "ish": -12.0}],
+                              "text_offset": [0, 4]},
+                 "prompt_logprobs": [None, {"1234": {"logprob": -2.1, "rank": 3, "decoded_token": "Hi"}}],
+                 "token_ids": [11, 12]}],
+    "usage": {"prompt_tokens": 2, "completion_tokens": 2, "total_tokens": 4},
+}
+
+
+def test_parse_vllm_completion() -> None:
+    parsed = parse_completion(json.dumps(VLLM_BODY).encode())
+    assert parsed.error is None
+    assert parsed.completion_text == " Paris" and parsed.token_ids == [11, 12]
+    assert parsed.top_logprobs == [[{"token": " Par", "logprob": -0.25}, {"token": " Lyon", "logprob": -1.5}],
+                                   [{"token": "is", "logprob": -1e-05}, {"token": "ish", "logprob": -12.0}]]
+    assert parsed.prompt_logprobs == [None, [{"token_id": 1234, "token": "Hi", "logprob": -2.1, "rank": 3}]]
+    assert parsed.prompt_tokens == 2
+
+
+def test_token_ids_from_return_tokens_as_token_ids() -> None:
+    body = json.loads(json.dumps(VLLM_BODY))
+    del body["choices"][0]["token_ids"]
+    body["choices"][0]["logprobs"]["tokens"] = ["token_id:7", "token_id:8"]
+    assert parse_completion(json.dumps(body).encode()).token_ids == [7, 8]
+
+
+@pytest.mark.parametrize(("body", "problem"), [
+    (b"<html>502 Bad Gateway</html>", "not JSON"),
+    (b"[]", "not an object"),
+    (b'{"error": {"message": "boom", "code": 500}}', "server error: boom"),
+    (b'{"choices": []}', "no choices"),
+    (b'{"choices": [{"text": "x", "logprobs": {"top_logprobs": [{"a": "nan?"}]}}]}', "logprobs malformed"),
+])
+def test_malformed_bodies_are_errors_not_crashes(body: bytes, problem: str) -> None:
+    assert problem in (parse_completion(body).error or "")
+
+
+def test_top_logprob_signature_precision() -> None:
+    a = [[{"token": "x", "logprob": -0.1234567890123}]]
+    b = [[{"token": "x", "logprob": -0.1234567890124}]]  # differs in the 13th significant digit
+    c = [[{"token": "x", "logprob": -0.12345678902}]]  # differs in the 11th
+    assert signatures.top_logprobs_signature(a) == signatures.top_logprobs_signature(b)
+    assert signatures.top_logprobs_signature(a) != signatures.top_logprobs_signature(c)
+    assert signatures.top_logprobs_signature(a, 14) != signatures.top_logprobs_signature(b, 14)
+    assert signatures.top_logprobs_signature(None) is None  # not possible, never "equal"
+
+
+def test_store_roundtrip_is_atomic_and_exact(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    paths = RunPaths(tmp_path).make()
+    raw = b'{"weird": "\xff bytes kept"}'
+    with TableWriter(paths, "logs", "arm-a", flush_rows=2) as writer:
+        for seq in range(5):
+            writer.append({"run_id": "r", "arm": "a", "container_id": "c", "stream": "stdout", "seq": seq,
+                           "timestamp": "t", "text": f"line {seq}"})
+    files = sorted(p.name for p in paths.table("logs").iterdir())
+    assert files == ["arm-a-00000.parquet", "arm-a-00001.parquet", "arm-a-00002.parquet"]
+    assert read_table(paths, "logs").column("seq").to_pylist() == [0, 1, 2, 3, 4]
+    with TableWriter(paths, "responses", "a") as writer:
+        writer.append({"arm": "a", "response_body": raw, "top_logprobs": [[{"token": "t", "logprob": -1.0}]]})
+    table = read_table(paths, "responses")
+    assert table.column("response_body").to_pylist() == [raw]
+    import pyarrow.parquet as pq
+
+    meta = pq.read_schema(next(paths.table("responses").glob("*.parquet"))).metadata
+    assert meta[b"orchestrator.schema_version"] == b"1"
+
+
+def test_writer_continues_numbering_after_existing_parts(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    paths = RunPaths(tmp_path).make()
+    for _ in range(2):
+        with TableWriter(paths, "arms", "arms") as writer:
+            writer.append({"arm": "a"})
+    assert read_table(paths, "arms").num_rows == 2
+
+
+def test_bounds_known_values() -> None:
+    assert upper_bound_zero(30) == pytest.approx(0.0950, abs=5e-5)
+    assert upper_bound_zero(1080) == pytest.approx(0.00277, abs=5e-6)
+    lo, hi = clopper_pearson(3, 30)
+    assert lo == pytest.approx(0.0211, abs=1e-4) and hi == pytest.approx(0.2653, abs=1e-4)
+    assert divergence_bound(0, 6) == (0.0, pytest.approx(1 - 0.05 ** (1 / 6)))
+    assert divergence_bound(6, 6)[1] == 1.0
+    assert not math.isnan(clopper_pearson(500, 1000)[0])
