@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import re
 import secrets
 import signal
@@ -85,6 +86,7 @@ def run_study(cfg: Any) -> int:
     from orchestrator.runtime.base import LABEL_NS
     from orchestrator.study import StudyRunner
 
+    logging.getLogger("httpx").setLevel(logging.WARNING)  # one line per request drowns the progress
     try:
         typed = config.to_typed(cfg)
         paths = RunPaths(Path(HydraConfig.get().runtime.output_dir))

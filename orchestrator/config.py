@@ -42,7 +42,7 @@ def compose(overrides: list[str]) -> DictConfig:
 
 def to_typed(cfg: DictConfig) -> schema.Config:
     """Validate a composed config (again, strictly) and return the dataclass tree."""
-    plain = OmegaConf.masked_copy(cfg, [k for k in cfg if k != "hydra"]) if "hydra" in cfg else cfg
+    plain = OmegaConf.masked_copy(cfg, [str(k) for k in cfg if k != "hydra"]) if "hydra" in cfg else cfg
     try:
         merged = OmegaConf.merge(OmegaConf.structured(schema.Config), plain)
         typed = OmegaConf.to_object(merged)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
@@ -148,10 +149,8 @@ class DockerRuntime:
             return None
 
     def remove(self, handle: Handle) -> None:
-        try:
+        with contextlib.suppress(self._errors.NotFound):
             self.client.containers.get(handle.id).remove(force=True)
-        except self._errors.NotFound:
-            pass
 
     def cleanup(self, labels: Mapping[str, str]) -> list[str]:
         filters = {"label": [f"{k}={v}" if v else k for k, v in labels.items()]}
