@@ -50,8 +50,22 @@ class Pair:
     verdict: str  # identical | differ | not comparable
 
 
-def _key_signature(row: dict[str, Any]) -> str | None:
-    return row["sig_top_logprobs"]
+@dataclass
+class ScheduleCheck:
+    arm: str
+    prompt_id: str
+    phase_a: str
+    phase_b: str
+    verdict: str  # identical | differ | not comparable
+
+
+def _verdict(rows_a: list[dict[str, Any]], rows_b: list[dict[str, Any]]) -> str:
+    """identical: both sides show one and the same signature; differ: anything else that is comparable."""
+    sigs_a = {r["sig_top_logprobs"] for r in rows_a if r["error"] is None}
+    sigs_b = {r["sig_top_logprobs"] for r in rows_b if r["error"] is None}
+    if not sigs_a or not sigs_b or None in sigs_a | sigs_b:
+        return "not comparable"
+    return "identical" if sigs_a == sigs_b and len(sigs_a) == 1 else "differ"
 
 
 def compare(paths: RunPaths, baseline: str | None = None) -> dict[str, Any]:
@@ -69,8 +83,23 @@ def compare(paths: RunPaths, baseline: str | None = None) -> dict[str, Any]:
         "cells": [asdict(c) for c in cells],
         "cold": [asdict(_cold(row, groups.get((row["arm"], row["prompt_id"], row["phase"]), [])))
                  for row in cold_rows],
+        "schedules": [asdict(s) for s in _schedules(groups)],
         "pairs": [asdict(p) for p in _pairs(groups, arms, baseline or (arms[0] if arms else None))],
     }
+
+
+def _schedules(groups: dict[tuple[str, str, str], list[dict[str, Any]]]) -> list[ScheduleCheck]:
+    """Within an arm and prompt, each phase against every later one (e.g. sequential vs concurrent)."""
+    phases: dict[tuple[str, str], list[str]] = {}
+    for arm, prompt_id, phase in groups:
+        phases.setdefault((arm, prompt_id), []).append(phase)
+    checks = []
+    for (arm, prompt_id), names in phases.items():
+        for i, phase_a in enumerate(names):
+            for phase_b in names[i + 1:]:
+                checks.append(ScheduleCheck(arm, prompt_id, phase_a, phase_b, _verdict(
+                    groups[(arm, prompt_id, phase_a)], groups[(arm, prompt_id, phase_b)])))
+    return checks
 
 
 def _cell(key: tuple[str, str, str], members: list[dict[str, Any]]) -> Cell:
@@ -111,13 +140,7 @@ def _pairs(groups: dict[tuple[str, str, str], list[dict[str, Any]]], arms: list[
         for (arm_b, prompt_id, phase), members in groups.items():
             if arm_b != arm:
                 continue
-            base = groups.get((baseline, prompt_id, phase), [])
-            sigs_a = {_key_signature(r) for r in base if r["error"] is None}
-            sigs_b = {_key_signature(r) for r in members if r["error"] is None}
-            if not sigs_a or not sigs_b or None in sigs_a | sigs_b:
-                verdict = "not comparable"
-            else:
-                verdict = "identical" if sigs_a == sigs_b and len(sigs_a) == 1 else "differ"
+            verdict = _verdict(groups.get((baseline, prompt_id, phase), []), members)
             pairs.append(Pair(baseline, arm, prompt_id, phase, verdict))
     return pairs
 

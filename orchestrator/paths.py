@@ -37,6 +37,10 @@ class RunPaths:
     def report_json(self) -> Path:
         return self.root / "report.json"
 
+    def scratch(self, owner: str, name: str) -> Path:
+        """A writable directory mounted into arms (caches): per arm, or shared under a share name."""
+        return self.root / "scratch" / owner / name
+
     @property
     def meta(self) -> Path:
         return self.root / "run.json"  # study name, run id, baseline: what `compare` needs

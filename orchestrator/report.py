@@ -54,6 +54,12 @@ def markdown(result: dict[str, Any]) -> str:
             verdict = {True: "yes", False: "**no**", None: "not comparable"}[c["matches_warm"]]
             out.append(f"| {c['arm']} | {c['prompt_id']} | {c['phase']} | {verdict} |")
         out.append("")
+    if result["schedules"]:
+        out += ["## Schedules within an arm", "", "| arm | prompt | phase | vs phase | verdict |",
+                "| --- | --- | --- | --- | --- |"]
+        for c in result["schedules"]:
+            out.append(f"| {c['arm']} | {c['prompt_id']} | {c['phase_a']} | {c['phase_b']} | {c['verdict']} |")
+        out.append("")
     if result["pairs"]:
         out += [f"## Parity with the baseline `{result['baseline']}`", "",
                 "| baseline | arm | prompt | phase | verdict |", "| --- | --- | --- | --- | --- |"]

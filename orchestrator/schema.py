@@ -34,6 +34,16 @@ class VolumeConfig:
 
 
 @dataclass
+class ScratchConfig:
+    """A writable directory the run creates for the arm (autotune or compile caches): host side
+    RUN/scratch/<share or arm>/<name>, mounted read-write at `container`. Arms that name the same
+    `share` see one directory; by default every arm gets a fresh one."""
+
+    container: str = MISSING
+    share: str | None = None
+
+
+@dataclass
 class BuildConfig:
     """How to build the image when it is not present locally (no registry is assumed)."""
 
@@ -65,6 +75,7 @@ class ArmConfig:
     allow_host_ipc: bool = False
     network_host: bool = False  # host networking; off unless the config says so
     volumes: list[VolumeConfig] = field(default_factory=list)
+    scratch: dict[str, ScratchConfig] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         problems = []

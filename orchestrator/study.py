@@ -18,9 +18,10 @@ from orchestrator import protocol, signatures
 from orchestrator.client import CompletionClient, Exchange, wait_ready
 from orchestrator.config import resolve_prompts
 from orchestrator.errors import ArmStartError, OrchestratorError
+from orchestrator.fingerprint import log_facts, matrix_key
 from orchestrator.parse import parse_completion
 from orchestrator.paths import RunPaths
-from orchestrator.runtime.base import LABEL_NS, ContainerSpec, Handle, Runtime
+from orchestrator.runtime.base import LABEL_NS, ContainerSpec, Handle, Mount, Runtime
 from orchestrator.schema import ArmConfig, Config
 from orchestrator.store import TableWriter
 
@@ -91,6 +92,7 @@ class StudyRunner:
             image = self.runtime.resolve_image(arm.image, arm.build)
             row.update(image_id=image.id, image_repo_digests=list(image.repo_digests))
             spec = ContainerSpec.for_arm(name, arm, image.id, self.labels, self.host_env)
+            spec.mounts += self._scratch_mounts(name, arm)
             row.update(docker_run=spec.docker_run(), env_json=json.dumps(spec.redacted_env(), sort_keys=True))
             self.say(f"[{name}] starting {arm.image} ({image.id[:19]})")
             row["start_ns"] = time.time_ns()
@@ -103,8 +105,9 @@ class StudyRunner:
             row["ready_ns"] = time.time_ns()
             self.say(f"[{name}] ready at {handle.base_url} in {(row['ready_ns'] - row['start_ns']) / 1e9:.1f} s")
             fingerprint = asyncio.run(self._fingerprint(handle))
+            fingerprint["log_facts"] = log_facts(line.text for line in self.runtime.logs(handle))
             row.update(fingerprint_json=json.dumps(fingerprint, sort_keys=True),
-                       matrix_key=_matrix_key(image.id, fingerprint))
+                       matrix_key=matrix_key(image.id, fingerprint))
             sent = asyncio.run(self._send(name, arm, handle, prompts))
             self.say(f"[{name}] {sent} requests done")
             row["status"] = "completed"
@@ -123,6 +126,14 @@ class StudyRunner:
             finally:
                 row["stop_ns"] = time.time_ns()
                 arms_writer.append(row)  # the arm's row lands in every exit path
+
+    def _scratch_mounts(self, name: str, arm: ArmConfig) -> list[Mount]:
+        mounts = []
+        for scratch_name, scratch in arm.scratch.items():
+            host = self.paths.scratch(scratch.share or name, scratch_name)
+            host.mkdir(parents=True, exist_ok=True)
+            mounts.append(Mount(str(host.resolve()), scratch.container, read_only=False))
+        return mounts
 
     def _stop(self, name: str, handle: Handle, row: dict[str, Any]) -> None:
         try:
@@ -173,7 +184,3 @@ class StudyRunner:
             raise ArmStartError(f"server exited with status {code} during the protocol",
                                 [line.text for line in self.runtime.logs(handle, tail=50)])
 
-
-def _matrix_key(image_id: str, fingerprint: dict[str, Any]) -> str:
-    material = json.dumps({"image_id": image_id, "version": fingerprint.get("version")}, sort_keys=True)
-    return hashlib.sha256(material.encode()).hexdigest()[:12]

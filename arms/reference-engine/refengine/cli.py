@@ -1,0 +1,206 @@
+"""Command line: vLLM-style flags, env fallbacks, logging setup and the serve loop."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import logging
+import os
+import signal
+import sys
+import threading
+from typing import Any
+
+from refengine.config import MOE_BACKENDS, EngineConfig
+
+logger = logging.getLogger("refengine.cli")
+
+# vLLM flags accepted for command-line compatibility but without effect here (logged at startup).
+IGNORED_VALUE_FLAGS = (
+    ("--gpu-memory-utilization",),
+    ("--tensor-parallel-size", "-tp"),
+    ("--max-num-batched-tokens",),
+    ("--quantization", "-q"),
+    ("--attention-backend",),
+    ("--kv-cache-dtype",),
+    ("--generation-config",),
+    ("--logprobs-mode",),
+)
+IGNORED_BOOL_FLAGS = (
+    "--enforce-eager",
+    "--enable-prefix-caching",
+    "--no-enable-prefix-caching",
+    "--trust-remote-code",
+    "--disable-log-stats",
+    "--async-scheduling",
+    "--no-async-scheduling",
+    "--enable-flashinfer-autotune",
+    "--no-enable-flashinfer-autotune",
+)
+# Env vars the engine reads (only when the matching flag is absent).
+KNOWN_ENV = ("REFENGINE_FUSED_FINALIZE", "VLLM_BATCH_INVARIANT", "VLLM_FLASHINFER_AUTOTUNE_CACHE_DIR")
+
+
+class _Ignored(argparse.Action):
+    """Records an accepted-but-unused flag (with its value) for the startup log."""
+
+    def __call__(self, parser: Any, ns: argparse.Namespace, values: Any, option_string: str | None = None) -> None:
+        ns.ignored.append(option_string if values is None or values == [] else f"{option_string} {values}")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="refengine", description="Reference engine (vLLM-shaped) with known nondeterminism"
+    )
+    p.add_argument("model_tag", nargs="?", default=None, help="model name (as in `vllm serve MODEL`)")
+    p.add_argument("--model", default=None)
+    p.add_argument("--served-model-name", default=None)
+    p.add_argument("--host", default="0.0.0.0")
+    p.add_argument("--port", type=int, default=8000)
+    p.add_argument("--max-model-len", type=int, default=8192)
+    p.add_argument("--max-num-seqs", type=int, default=16)
+    p.add_argument("--max-logprobs", type=int, default=20)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--dtype", choices=("auto", "float32", "bfloat16"), default="auto")
+    p.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto")
+    p.add_argument("--fused-finalize", action=argparse.BooleanOptionalAction, default=None,
+                   help="MoE finalize with atomics-like order (default off; env REFENGINE_FUSED_FINALIZE)")
+    p.add_argument("--batch-invariant", action=argparse.BooleanOptionalAction, default=None,
+                   help="per-sequence linear layers (default on; env VLLM_BATCH_INVARIANT)")
+    p.add_argument("--indexer-budget", type=int, default=2048)
+    p.add_argument("--topk-tiebreak", choices=("stable", "random"), default="stable")
+    p.add_argument("--moe-backend", choices=MOE_BACKENDS, default="auto")
+    p.add_argument("--autotune-cache-dir", default=None, help="env VLLM_FLASHINFER_AUTOTUNE_CACHE_DIR")
+    p.add_argument("--autotune-legacy-key", action="store_true", help="omit finalize mode from the cache key")
+    p.add_argument("--batch-window-ms", type=float, default=20.0)
+    p.add_argument("--log-level", default="INFO")
+    p.add_argument("--list-knobs", action="store_true", help="print known flags and env vars as JSON and exit")
+    p.set_defaults(ignored=[])
+    for names in IGNORED_VALUE_FLAGS:
+        p.add_argument(*names, action=_Ignored, dest="_ign_" + names[0].lstrip("-"), help=argparse.SUPPRESS)
+    for name in IGNORED_BOOL_FLAGS:
+        p.add_argument(name, action=_Ignored, nargs=0, dest="_ign_" + name.lstrip("-"), help=argparse.SUPPRESS)
+    return p
+
+
+def _known_flags(parser: argparse.ArgumentParser) -> list[str]:
+    return sorted({s for a in parser._actions for s in a.option_strings})
+
+
+KNOWN_FLAGS: tuple[str, ...] = tuple(_known_flags(build_parser()))
+
+
+def split_unknown(argv: list[str]) -> tuple[list[str], list[str]]:
+    """Separate unknown flags (and a following value, if any) from the argv we parse."""
+    known, unknown = [], []
+    i = 0
+    while i < len(argv):
+        tok = argv[i]
+        name = tok.split("=", 1)[0]
+        if tok.startswith("-") and tok != "-" and name not in KNOWN_FLAGS:
+            unknown.append(tok)
+            if "=" not in tok and i + 1 < len(argv) and not argv[i + 1].startswith("-"):
+                unknown.append(argv[i + 1])
+                i += 1
+        else:
+            known.append(tok)
+        i += 1
+    return known, unknown
+
+
+def _env_bool(name: str) -> bool | None:
+    v = os.environ.get(name)
+    if v is None or v.strip() == "":
+        return None
+    return v.strip().lower() in ("1", "true", "yes", "on")
+
+
+def config_from_args(ns: argparse.Namespace) -> EngineConfig:
+    fused = ns.fused_finalize if ns.fused_finalize is not None else (_env_bool("REFENGINE_FUSED_FINALIZE") or False)
+    inv = ns.batch_invariant
+    if inv is None:
+        env = _env_bool("VLLM_BATCH_INVARIANT")
+        inv = True if env is None else env
+    cache_dir = ns.autotune_cache_dir or os.environ.get("VLLM_FLASHINFER_AUTOTUNE_CACHE_DIR") or None
+    return EngineConfig(
+        model=ns.model or ns.model_tag or EngineConfig.model,
+        served_model_name=ns.served_model_name,
+        max_model_len=ns.max_model_len,
+        max_num_seqs=ns.max_num_seqs,
+        max_logprobs=ns.max_logprobs,
+        seed=ns.seed,
+        device=ns.device,
+        dtype=ns.dtype,
+        fused_finalize=fused,
+        batch_invariant=inv,
+        indexer_budget=ns.indexer_budget,
+        topk_tiebreak=ns.topk_tiebreak,
+        moe_backend=ns.moe_backend,
+        autotune_cache_dir=cache_dir,
+        autotune_legacy_key=ns.autotune_legacy_key,
+        batch_window_ms=ns.batch_window_ms,
+    )
+
+
+def non_default_args(parser: argparse.ArgumentParser, ns: argparse.Namespace) -> dict[str, Any]:
+    out = {}
+    for a in parser._actions:
+        if a.dest in ("help", "ignored", "list_knobs") or a.dest.startswith("_ign_"):
+            continue
+        v = getattr(ns, a.dest, None)
+        if v != a.default:
+            out["model" if a.dest == "model_tag" else a.dest] = v
+    return out
+
+
+def setup_logging(level: str = "INFO") -> None:
+    with contextlib.suppress(AttributeError, ValueError):
+        sys.stdout.reconfigure(line_buffering=True)  # type: ignore[union-attr]
+    handler = logging.StreamHandler(sys.stdout)
+    handler.setFormatter(
+        logging.Formatter("%(levelname)s %(asctime)s [%(filename)s:%(lineno)d] %(message)s", "%m-%d %H:%M:%S")
+    )
+    root = logging.getLogger("refengine")
+    root.handlers[:] = [handler]
+    root.setLevel(level.upper())
+    root.propagate = False
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    parser = build_parser()
+    known, unknown = split_unknown(argv)
+    ns = parser.parse_args(known)
+    if ns.list_knobs:
+        print(json.dumps({"flags": list(KNOWN_FLAGS), "env": list(KNOWN_ENV)}))
+        return 0
+    setup_logging(ns.log_level)
+    logger.info("non-default args: %s", non_default_args(parser, ns))
+    if ns.ignored:
+        logger.info("Ignoring unsupported flag(s): %s", " ".join(ns.ignored))
+    if unknown:
+        logger.warning("Ignoring unknown flag(s): %s", " ".join(unknown))
+    cfg = config_from_args(ns)
+
+    from refengine.server import build_app, make_server, serve_in_thread  # heavy: imports torch
+
+    app = build_app(cfg)
+    server = make_server(app, ns.host, ns.port)
+    stop = threading.Event()
+
+    def _on_signal(signum: int, _frame: Any) -> None:
+        logger.info("Received signal %d, shutting down", signum)
+        stop.set()
+
+    signal.signal(signal.SIGTERM, _on_signal)
+    signal.signal(signal.SIGINT, _on_signal)
+    logger.info("Starting vLLM-compatible server on http://%s:%d", ns.host, server.server_address[1])
+    serve_in_thread(server)
+    while not stop.wait(0.2):
+        pass
+    server.shutdown()
+    server.server_close()
+    app.scheduler.stop()
+    logger.info("Shutdown complete")
+    return 0

@@ -1,0 +1,41 @@
+"""Resolved engine configuration shared by the model, scheduler and server."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+MOE_BACKENDS = ("auto", "triton", "cutlass", "flashinfer_cutlass")
+# What "auto" resolves to; a pin to the same name yields the same kernel but another cache key.
+AUTO_BACKEND = "flashinfer_cutlass"
+
+
+def resolve_backend(requested: str) -> str:
+    return AUTO_BACKEND if requested == "auto" else requested
+
+
+@dataclass
+class EngineConfig:
+    model: str = "refengine/tiny-moe"
+    served_model_name: str | None = None
+    max_model_len: int = 8192
+    max_num_seqs: int = 16
+    max_logprobs: int = 20
+    seed: int = 0
+    device: str = "auto"  # auto | cpu | cuda
+    dtype: str = "auto"  # auto | float32 | bfloat16
+    fused_finalize: bool = False
+    batch_invariant: bool = True
+    indexer_budget: int = 2048
+    topk_tiebreak: str = "stable"  # stable | random
+    moe_backend: str = "auto"
+    autotune_cache_dir: str | None = None
+    autotune_legacy_key: bool = False
+    batch_window_ms: float = 20.0
+
+    @property
+    def served_name(self) -> str:
+        return self.served_model_name or self.model
+
+    @property
+    def resolved_backend(self) -> str:
+        return resolve_backend(self.moe_backend)

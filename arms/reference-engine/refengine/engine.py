@@ -1,0 +1,135 @@
+"""Runs one static batch: prefill every sequence, then decode all running sequences together."""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, field
+
+import torch
+
+from refengine.autotune import Autotuner
+from refengine.config import EngineConfig
+from refengine.model import KernelParams, TinyMoE
+from refengine.tokenizer import EOS_ID
+
+
+@dataclass
+class GenRequest:
+    prompt_ids: list[int]
+    max_tokens: int = 16
+    temperature: float = 0.0
+    seed: int | None = None
+    logprobs: int | None = None  # top-k for sampled positions (None = no logprobs)
+    prompt_logprobs: int | None = None  # top-k for prompt positions (None = none)
+    ignore_eos: bool = False
+
+
+@dataclass
+class TokenLogprobs:
+    """One position: the chosen token's logprob and rank, then the top-k (id, logprob) pairs."""
+
+    token_id: int
+    logprob: float
+    rank: int
+    top: list[tuple[int, float]]
+
+
+@dataclass
+class GenResult:
+    output_ids: list[int] = field(default_factory=list)
+    logprobs: list[TokenLogprobs] = field(default_factory=list)
+    prompt_logprobs: list[TokenLogprobs | None] | None = None
+    finish_reason: str = "length"
+    batch_size: int = 1
+
+
+def _position(lp: torch.Tensor, token_id: int, k: int) -> TokenLogprobs:
+    value = lp[token_id]
+    rank = int((lp > value).sum().item()) + 1
+    top: list[tuple[int, float]] = []
+    if k > 0:
+        vals, ids = lp.topk(min(k, lp.shape[0]))
+        top = list(zip(ids.tolist(), vals.tolist(), strict=True))
+    return TokenLogprobs(token_id=token_id, logprob=float(value.item()), rank=rank, top=top)
+
+
+class Engine:
+    def __init__(self, cfg: EngineConfig, model: TinyMoE, tuner: Autotuner) -> None:
+        self.cfg = cfg
+        self.model = model
+        self.tuner = tuner
+
+    def kernel_params(self) -> KernelParams:
+        k_chunk, fused = self.tuner.kernel_choice()
+        return KernelParams(
+            backend=self.cfg.resolved_backend,
+            k_chunk=k_chunk,
+            fused_finalize=fused,
+            indexer_budget=self.cfg.indexer_budget,
+            topk_tiebreak=self.cfg.topk_tiebreak,
+        )
+
+    @torch.inference_mode()
+    def run_batch(self, reqs: list[GenRequest]) -> list[GenResult]:
+        kp = self.kernel_params()
+        stacked = not self.cfg.batch_invariant
+        model = self.model
+        results = [GenResult(batch_size=len(reqs)) for _ in reqs]
+        gens = [self._generator(r) for r in reqs]
+        caches = [model.new_cache(len(r.prompt_ids), r.max_tokens, kp.indexer_budget) for r in reqs]
+        prompts = [torch.tensor(r.prompt_ids, dtype=torch.long) for r in reqs]
+        hidden = model.forward(caches, prompts, stacked, kp)
+        # Last-position logits take the same path whether or not prompt logprobs are requested.
+        last = model.logits([h[-1:] for h in hidden], stacked)
+        for i, r in enumerate(reqs):
+            if r.prompt_logprobs is not None:
+                results[i].prompt_logprobs = self._prompt_logprobs(r, hidden[i])
+        active = [i for i, r in enumerate(reqs) if r.max_tokens > 0]
+        step_lp = {i: last[i][0] for i in active}
+        while active:
+            nxt = []
+            for i in active:
+                tok = self._sample(step_lp[i], reqs[i], gens[i])
+                res = results[i]
+                res.output_ids.append(tok)
+                k = reqs[i].logprobs
+                if k is not None:
+                    res.logprobs.append(_position(step_lp[i], tok, k))
+                if tok == EOS_ID and not reqs[i].ignore_eos:
+                    res.finish_reason = "stop"
+                elif len(res.output_ids) >= reqs[i].max_tokens:
+                    res.finish_reason = "length"
+                else:
+                    nxt.append(i)
+            active = nxt
+            if not active:
+                break
+            toks = [torch.tensor([results[i].output_ids[-1]], dtype=torch.long) for i in active]
+            hid = model.forward([caches[i] for i in active], toks, stacked, kp)
+            lps = model.logits(hid, stacked)
+            step_lp = {i: lp[0] for i, lp in zip(active, lps, strict=True)}
+        self.tuner.after_batch()
+        return results
+
+    def _prompt_logprobs(self, r: GenRequest, hidden: torch.Tensor) -> list[TokenLogprobs | None]:
+        k = r.prompt_logprobs or 0
+        out: list[TokenLogprobs | None] = [None]
+        if hidden.shape[0] > 1:
+            lp = self.model.logits([hidden[:-1]], stacked=False)[0]
+            for pos in range(1, len(r.prompt_ids)):
+                out.append(_position(lp[pos - 1], r.prompt_ids[pos], k))
+        return out
+
+    @staticmethod
+    def _generator(r: GenRequest) -> torch.Generator | None:
+        if r.temperature < 1e-5:
+            return None
+        seed = r.seed if r.seed is not None else random.SystemRandom().getrandbits(62)
+        return torch.Generator().manual_seed(seed)
+
+    @staticmethod
+    def _sample(lp: torch.Tensor, r: GenRequest, gen: torch.Generator | None) -> int:
+        if gen is None:  # greedy
+            return int(lp.argmax().item())
+        probs = torch.softmax(lp.float().cpu() / r.temperature, dim=-1)
+        return int(torch.multinomial(probs, 1, generator=gen).item())

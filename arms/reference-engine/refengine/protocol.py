@@ -1,0 +1,230 @@
+"""vLLM-shaped request validation and response building for /v1/completions."""
+
+from __future__ import annotations
+
+import math
+import time
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+from refengine import tokenizer
+from refengine.config import EngineConfig
+from refengine.engine import GenRequest, GenResult, TokenLogprobs
+
+
+class APIError(Exception):
+    """An error rendered as vLLM's ``{"error": {...}}`` body."""
+
+    def __init__(self, status: int, message: str, type_: str = "BadRequestError", param: str | None = None):
+        super().__init__(message)
+        self.status = status
+        self.message = message
+        self.type = type_
+        self.param = param
+
+    def body(self) -> dict[str, Any]:
+        return {"error": {"message": self.message, "type": self.type, "param": self.param, "code": self.status}}
+
+
+@dataclass
+class CompletionOptions:
+    """What the response builder needs besides the generation result."""
+
+    echo: bool
+    logprobs: int | None
+    prompt_logprobs: int | None
+    return_token_ids: bool
+    as_token_ids: bool
+
+
+def _bool(body: dict[str, Any], name: str) -> bool:
+    v = body.get(name, False)
+    if v is None:
+        return False
+    if not isinstance(v, bool):
+        raise APIError(400, f"'{name}' must be a boolean", param=name)
+    return v
+
+
+def _int(body: dict[str, Any], name: str, default: int | None) -> int | None:
+    v = body.get(name)
+    if v is None:
+        return default
+    if isinstance(v, bool) or not isinstance(v, int):
+        raise APIError(400, f"'{name}' must be an integer", param=name)
+    return v
+
+
+def _prompt_ids(prompt: Any) -> list[int]:
+    if isinstance(prompt, list) and len(prompt) == 1 and isinstance(prompt[0], (str, list)):
+        prompt = prompt[0]  # a batch of one prompt
+    if isinstance(prompt, str):
+        ids = tokenizer.encode(prompt)
+    elif isinstance(prompt, list) and all(isinstance(t, int) and not isinstance(t, bool) for t in prompt):
+        if any(t < 0 or t >= tokenizer.VOCAB_SIZE for t in prompt):
+            raise APIError(400, f"Token id out of range [0, {tokenizer.VOCAB_SIZE})", param="prompt")
+        ids = list(prompt)
+    else:
+        raise APIError(400, "'prompt' must be a string, a list of token ids, or a list of one of those", param="prompt")
+    if not ids:
+        raise APIError(400, "The prompt cannot be empty", param="prompt")
+    return ids
+
+
+def _check_logprobs(value: int | None, cap: int, what: str, param: str) -> int | None:
+    if value is None:
+        return None
+    if value == -1:
+        value = tokenizer.VOCAB_SIZE
+    elif value < 0:
+        raise APIError(400, f"{param} must be a non-negative integer or -1", param=param)
+    if cap != -1 and value > cap:
+        raise APIError(
+            400, f"Requested {what} logprobs of {value}, which is greater than max allowed: {cap}", param=param
+        )
+    return value
+
+
+def parse_completion(body: Any, cfg: EngineConfig) -> tuple[GenRequest, CompletionOptions]:
+    if not isinstance(body, dict):
+        raise APIError(400, "Request body must be a JSON object")
+    model = body.get("model")
+    if model is not None and model not in (cfg.served_name, cfg.model):
+        raise APIError(404, f"The model `{model}` does not exist.", type_="NotFoundError", param="model")
+    if "prompt" not in body:
+        raise APIError(400, "'prompt' is required", param="prompt")
+    ids = _prompt_ids(body["prompt"])
+    if _bool(body, "stream"):
+        raise APIError(400, "Streaming is not supported by refengine", param="stream")
+    n = _int(body, "n", 1)
+    if n != 1:
+        raise APIError(400, "Only n=1 is supported", param="n")
+    max_tokens = _int(body, "max_tokens", 16)
+    assert max_tokens is not None
+    if max_tokens < 0:
+        raise APIError(400, "max_tokens must be at least 0", param="max_tokens")
+    temp = body.get("temperature", 1.0)
+    if temp is None:
+        temp = 1.0
+    if isinstance(temp, bool) or not isinstance(temp, (int, float)) or not math.isfinite(temp):
+        raise APIError(400, "'temperature' must be a number", param="temperature")
+    if not 0.0 <= temp <= 2.0:
+        raise APIError(400, f"temperature must be in [0, 2], got {temp}.", param="temperature")
+    seed = _int(body, "seed", None)
+    if seed == -1:
+        seed = None
+    logprobs = _check_logprobs(_int(body, "logprobs", None), cfg.max_logprobs, "sample", "logprobs")
+    prompt_lp = _check_logprobs(
+        _int(body, "prompt_logprobs", None), cfg.max_logprobs, "prompt", "prompt_logprobs"
+    )
+    echo = _bool(body, "echo")
+    if len(ids) > cfg.max_model_len or len(ids) + max_tokens > cfg.max_model_len:
+        raise APIError(
+            400,
+            f"This model's maximum context length is {cfg.max_model_len} tokens. However, you requested "
+            f"{len(ids) + max_tokens} tokens ({len(ids)} in the messages, {max_tokens} in the completion). "
+            "Please reduce the length of the messages or completion.",
+            param="prompt",
+        )
+    # As in vLLM, echo with logprobs needs prompt logprobs even when not asked for explicitly.
+    engine_prompt_lp = prompt_lp if prompt_lp is not None else (logprobs if echo and logprobs is not None else None)
+    req = GenRequest(
+        prompt_ids=ids,
+        max_tokens=max_tokens,
+        temperature=float(temp),
+        seed=seed,
+        logprobs=logprobs,
+        prompt_logprobs=engine_prompt_lp,
+        ignore_eos=_bool(body, "ignore_eos"),
+    )
+    opts = CompletionOptions(
+        echo=echo,
+        logprobs=logprobs,
+        prompt_logprobs=prompt_lp,
+        return_token_ids=_bool(body, "return_token_ids"),
+        as_token_ids=_bool(body, "return_tokens_as_token_ids"),
+    )
+    return req, opts
+
+
+def new_request_id() -> str:
+    return f"cmpl-{uuid.uuid4().hex}"
+
+
+def _lp(v: float) -> float:
+    return -9999.0 if v == float("-inf") else v
+
+
+def _top_dict(pos: TokenLogprobs, as_ids: bool) -> dict[str, float]:
+    def key(t: int) -> str:
+        return f"token_id:{t}" if as_ids else tokenizer.token_str(t)
+
+    out = {key(pos.token_id): _lp(pos.logprob)}  # chosen token first, then ranks 1..k
+    for t, v in pos.top:
+        out.setdefault(key(t), _lp(v))
+    return out
+
+
+def _prompt_entry(pos: TokenLogprobs) -> dict[str, dict[str, Any]]:
+    out = {str(pos.token_id): {"logprob": _lp(pos.logprob), "rank": pos.rank,
+                               "decoded_token": tokenizer.token_str(pos.token_id)}}
+    for rank, (t, v) in enumerate(pos.top, start=1):
+        out.setdefault(str(t), {"logprob": _lp(v), "rank": rank, "decoded_token": tokenizer.token_str(t)})
+    return out
+
+
+def build_response(
+    request_id: str, served: str, req: GenRequest, opts: CompletionOptions, res: GenResult
+) -> dict[str, Any]:
+    text = tokenizer.decode(res.output_ids)
+    if opts.echo:
+        text = tokenizer.decode(req.prompt_ids) + text
+    logprobs: dict[str, Any] | None = None
+    if opts.logprobs is not None:
+        ids: list[int] = []
+        lps: list[float | None] = []
+        tops: list[dict[str, float] | None] = []
+        if opts.echo:
+            plp = res.prompt_logprobs or [None] * len(req.prompt_ids)
+            for t, pos in zip(req.prompt_ids, plp, strict=True):
+                ids.append(t)
+                lps.append(None if pos is None else _lp(pos.logprob))
+                tops.append(None if pos is None else _top_dict(pos, opts.as_token_ids))
+        for pos in res.logprobs:
+            ids.append(pos.token_id)
+            lps.append(_lp(pos.logprob))
+            tops.append(_top_dict(pos, opts.as_token_ids))
+        strs = [f"token_id:{t}" if opts.as_token_ids else tokenizer.token_str(t) for t in ids]
+        offsets, off = [], 0
+        for s in strs:
+            offsets.append(off)
+            off += len(s)
+        logprobs = {"tokens": strs, "token_logprobs": lps, "top_logprobs": tops, "text_offset": offsets}
+    choice: dict[str, Any] = {
+        "index": 0,
+        "text": text,
+        "logprobs": logprobs,
+        "finish_reason": res.finish_reason,
+        "stop_reason": None,
+        "prompt_logprobs": None,
+    }
+    if opts.prompt_logprobs is not None and res.prompt_logprobs is not None:
+        choice["prompt_logprobs"] = [None if p is None else _prompt_entry(p) for p in res.prompt_logprobs]
+    body: dict[str, Any] = {
+        "id": request_id,
+        "object": "text_completion",
+        "created": int(time.time()),
+        "model": served,
+        "choices": [choice],
+    }
+    if opts.return_token_ids:
+        choice["prompt_token_ids"] = list(req.prompt_ids)
+        choice["token_ids"] = list(res.output_ids)
+        body["prompt_token_ids"] = list(req.prompt_ids)
+    body["usage"] = {
+        "prompt_tokens": len(req.prompt_ids),
+        "completion_tokens": len(res.output_ids),
+        "total_tokens": len(req.prompt_ids) + len(res.output_ids),
+    }
+    return body

@@ -1,0 +1,99 @@
+"""Static batching: one worker takes the first waiting request, waits a short window for more
+(up to ``max_num_seqs``), then runs that batch to completion. Later arrivals wait for the next batch."""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+import time
+from dataclasses import dataclass, field
+
+from refengine.engine import Engine, GenRequest, GenResult
+from refengine.metrics import Metrics
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class Job:
+    request_id: str
+    request: GenRequest
+    done: threading.Event = field(default_factory=threading.Event)
+    result: GenResult | None = None
+    error: BaseException | None = None
+
+    def wait(self, timeout_s: float | None = None) -> GenResult:
+        if not self.done.wait(timeout_s):
+            raise TimeoutError(f"request {self.request_id} not finished after {timeout_s} s")
+        if self.error is not None:
+            raise self.error
+        assert self.result is not None
+        return self.result
+
+
+class Scheduler:
+    def __init__(self, engine: Engine, metrics: Metrics, max_num_seqs: int, batch_window_ms: float) -> None:
+        self.engine = engine
+        self.metrics = metrics
+        self.max_num_seqs = max_num_seqs
+        self.batch_window_s = batch_window_ms / 1000.0
+        self._queue: queue.Queue[Job] = queue.Queue()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="refengine-scheduler", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self, timeout_s: float = 2.0) -> None:
+        self._stop.set()
+        self._thread.join(timeout_s)
+
+    def submit(self, request_id: str, request: GenRequest) -> Job:
+        job = Job(request_id, request)
+        self.metrics.enqueue()
+        self._queue.put(job)
+        return job
+
+    def _next_batch(self) -> list[Job]:
+        try:
+            first = self._queue.get(timeout=0.1)
+        except queue.Empty:
+            return []
+        batch = [first]
+        deadline = time.monotonic() + self.batch_window_s
+        while len(batch) < self.max_num_seqs:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                break
+            try:
+                batch.append(self._queue.get(timeout=left))
+            except queue.Empty:
+                break
+        return batch
+
+    def _loop(self) -> None:
+        while not self._stop.is_set():
+            batch = self._next_batch()
+            if batch:
+                self._run(batch)
+
+    def _run(self, batch: list[Job]) -> None:
+        self.metrics.start_batch(len(batch))
+        try:
+            results = self.engine.run_batch([j.request for j in batch])
+        except Exception as exc:  # deliver the failure to every waiting handler
+            logger.exception("Batch of %d failed", len(batch))
+            for j in batch:
+                self.metrics.fail()
+                j.error = exc
+                j.done.set()
+            return
+        for j, res in zip(batch, results, strict=True):
+            j.result = res
+            self.metrics.finish(res.finish_reason, len(j.request.prompt_ids), len(res.output_ids))
+            logger.info(
+                "Finished request %s prompt_tokens=%d completion_tokens=%d batch_size=%d",
+                j.request_id, len(j.request.prompt_ids), len(res.output_ids), res.batch_size,
+            )
+            j.done.set()

@@ -1,0 +1,149 @@
+"""HTTP front end (stdlib ThreadingHTTPServer) and the wiring of model, tuner, engine, scheduler."""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import torch
+
+from refengine import __version__, protocol
+from refengine.autotune import Autotuner
+from refengine.config import EngineConfig
+from refengine.engine import Engine
+from refengine.metrics import Metrics
+from refengine.model import TinyMoE
+from refengine.scheduler import Scheduler
+
+logger = logging.getLogger(__name__)
+
+REQUEST_TIMEOUT_S = 600.0
+
+
+def resolve_device(cfg: EngineConfig) -> tuple[torch.device, torch.dtype, str]:
+    """(device, dtype, description). bf16 on CUDA unless --dtype float32; fp32 on CPU."""
+    want_cuda = cfg.device == "cuda" or (cfg.device == "auto" and torch.cuda.is_available())
+    if want_cuda:
+        device = torch.device("cuda:0")
+        desc = f"cuda:0 ({torch.cuda.get_device_name(0)})"
+        dtype = torch.float32 if cfg.dtype == "float32" else torch.bfloat16
+    else:
+        device = torch.device("cpu")
+        desc = "cpu"
+        dtype = torch.bfloat16 if cfg.dtype == "bfloat16" else torch.float32
+    return device, dtype, desc
+
+
+@dataclass
+class App:
+    cfg: EngineConfig
+    engine: Engine
+    scheduler: Scheduler
+    metrics: Metrics
+    tuner: Autotuner
+    device_desc: str
+    dtype: torch.dtype
+
+
+def build_app(cfg: EngineConfig, log_startup: bool = True) -> App:
+    device, dtype, desc = resolve_device(cfg)
+    if log_startup:
+        logger.info(
+            "refengine version %s, torch %s, device %s, dtype %s",
+            __version__, torch.__version__, desc, str(dtype).removeprefix("torch."),
+        )
+        logger.info("Using max model len %d", cfg.max_model_len)
+        logger.info("MoE backend requested: %s", cfg.moe_backend)
+        logger.info(
+            "Using '%s' Unquantized MoE backend out of potential backends: "
+            "['FLASHINFER_CUTLASS', 'TRITON', 'CUTLASS']",
+            cfg.resolved_backend.upper(),
+        )
+        logger.info("Fused finalize: %s", "on" if cfg.fused_finalize else "off")
+        logger.info("Batch invariant: %s", "on" if cfg.batch_invariant else "off")
+        logger.info("Indexer budget: %d, top-k tie-break: %s", cfg.indexer_budget, cfg.topk_tiebreak)
+    tuner = Autotuner(
+        cfg.autotune_cache_dir, cfg.moe_backend, cfg.resolved_backend, cfg.fused_finalize,
+        desc, cfg.autotune_legacy_key,
+    )
+    if log_startup:
+        tuner.log_startup()
+    model = TinyMoE(cfg.seed, cfg.max_model_len, device, dtype)
+    engine = Engine(cfg, model, tuner)
+    metrics = Metrics(cfg.served_name)
+    scheduler = Scheduler(engine, metrics, cfg.max_num_seqs, cfg.batch_window_ms)
+    scheduler.start()
+    return App(cfg, engine, scheduler, metrics, tuner, desc, dtype)
+
+
+class Handler(BaseHTTPRequestHandler):
+    app: App  # set on the subclass made by make_server
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, format: str, *args: Any) -> None:  # route access logs to DEBUG
+        logger.debug("%s - %s", self.address_string(), format % args)
+
+    def _send(self, status: int, body: bytes, ctype: str = "application/json") -> None:
+        self.send_response(status)
+        self.send_header("Content-Type", ctype)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def _json(self, status: int, obj: Any) -> None:
+        self._send(status, json.dumps(obj).encode())
+
+    def do_GET(self) -> None:
+        path = self.path.split("?", 1)[0]
+        cfg = self.app.cfg
+        if path == "/health":
+            self._send(200, b"")
+        elif path == "/v1/models":
+            self._json(200, {"object": "list", "data": [{
+                "id": cfg.served_name, "object": "model", "owned_by": "refengine",
+                "root": cfg.model, "parent": None, "max_model_len": cfg.max_model_len}]})
+        elif path == "/version":
+            self._json(200, {"version": __version__})
+        elif path == "/metrics":
+            self._send(200, self.app.metrics.render().encode(), "text/plain; version=0.0.4")
+        else:
+            self._json(404, protocol.APIError(404, f"Not found: {path}", "NotFoundError").body())
+
+    def do_POST(self) -> None:
+        path = self.path.split("?", 1)[0]
+        length = int(self.headers.get("Content-Length") or 0)
+        raw = self.rfile.read(length) if length else b""
+        if path != "/v1/completions":
+            self._json(404, protocol.APIError(404, f"Not found: {path}", "NotFoundError").body())
+            return
+        try:
+            try:
+                body = json.loads(raw or b"null")
+            except ValueError as exc:
+                raise protocol.APIError(400, f"Invalid JSON body: {exc}") from exc
+            req, opts = protocol.parse_completion(body, self.app.cfg)
+            rid = protocol.new_request_id()
+            result = self.app.scheduler.submit(rid, req).wait(REQUEST_TIMEOUT_S)
+            self._json(200, protocol.build_response(rid, self.app.cfg.served_name, req, opts, result))
+        except protocol.APIError as err:
+            self._json(err.status, err.body())
+        except Exception as exc:
+            logger.exception("Request failed")
+            self._json(500, protocol.APIError(500, str(exc), "InternalServerError").body())
+
+
+def make_server(app: App, host: str, port: int) -> ThreadingHTTPServer:
+    handler = type("BoundHandler", (Handler,), {"app": app})
+    server = ThreadingHTTPServer((host, port), handler)
+    server.daemon_threads = True
+    return server
+
+
+def serve_in_thread(server: ThreadingHTTPServer) -> threading.Thread:
+    t = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.1}, daemon=True)
+    t.start()
+    return t

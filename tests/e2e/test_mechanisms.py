@@ -1,0 +1,96 @@
+"""Ground truth: each reference-engine mechanism switched on is detected by the orchestrator's own
+comparison where it acts, and only there; with every switch off nothing diverges."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pyarrow.parquet as pq
+import pytest
+
+from tests.conftest import orchestrator
+
+pytestmark = [pytest.mark.docker, pytest.mark.usefixtures("docker_client", "no_leftover_containers")]
+
+
+def run_study(tmp_path: Path, *overrides: str) -> dict[str, Any]:
+    result = orchestrator("run", f"hydra.run.dir={tmp_path}", *overrides)
+    assert result.returncode == 0, result.stderr[-3000:]
+    report = json.loads((tmp_path / "report.json").read_text())
+    report["facts"] = {a["arm"]: json.loads(a["fingerprint_json"])["log_facts"]
+                       for a in pq.read_table(tmp_path / "data" / "arms").to_pylist()}
+    return report
+
+
+def distinct(report: dict[str, Any], arm: str, prompt: str, phase: str = "sequential") -> int:
+    [cell] = [c for c in report["cells"] if (c["arm"], c["prompt_id"], c["phase"]) == (arm, prompt, phase)]
+    assert cell["n"] > 0 and cell["errors"] == 0
+    return int(cell["distinct_signatures"])
+
+
+def cold_matches(report: dict[str, Any], arm: str) -> bool:
+    [check] = [c for c in report["cold"] if c["arm"] == arm]
+    return bool(check["matches_warm"])
+
+
+def test_every_switch_off_30_repeats_one_signature(tmp_path: Path) -> None:
+    report = run_study(tmp_path, "~arms.wide_batch", "protocol.phases.sequential.repeats=31",
+                       "protocol.phases.concurrent.repeats=30", "protocol.phases.concurrent.batches=1")
+    for cell in report["cells"]:
+        assert cell["n"] >= 30 and cell["distinct_signatures"] == 1, cell  # one cold request is set apart
+        assert cell["upper_bound_95"] <= 0.0951
+    assert all(s["verdict"] == "identical" for s in report["schedules"])
+    assert all(c["matches_warm"] for c in report["cold"])
+
+
+def test_fused_finalize_detected_only_when_on(tmp_path: Path) -> None:
+    report = run_study(tmp_path, "study=fused_finalize")
+    for prompt in ("capital", "count"):
+        assert distinct(report, "fused", prompt) > 1
+        assert distinct(report, "unfused", prompt) == 1
+    assert report["facts"]["fused"]["fused_finalize"] == "on"
+    assert report["facts"]["unfused"]["fused_finalize"] == "off"
+
+
+def test_topk_ties_vary_only_above_the_budget(tmp_path: Path) -> None:
+    report = run_study(tmp_path, "study=indexer_budget")
+    assert distinct(report, "random_topk", "above") > 1
+    assert distinct(report, "random_topk", "below") == 1
+    assert distinct(report, "random_topk", "near") == 1  # generation past the budget stays repeatable
+    for prompt in ("below", "near", "above"):
+        assert distinct(report, "stable", prompt) == 1
+
+
+def test_batch_variance_shows_only_across_schedules(tmp_path: Path) -> None:
+    report = run_study(tmp_path, "study=batch_invariance")
+    verdicts = {(s["arm"], s["prompt_id"]): s["verdict"] for s in report["schedules"]}
+    assert verdicts == {("invariant", "capital"): "identical", ("invariant", "count"): "identical",
+                        ("variant", "capital"): "differ", ("variant", "count"): "differ"}
+    assert distinct(report, "variant", "capital", "sequential") == 1
+    assert report["facts"]["variant"]["batch_invariant"] == "off"
+
+
+def test_autotune_cold_first_differs_with_a_fresh_cache_only(tmp_path: Path) -> None:
+    report = run_study(tmp_path, "study=autotune_cold")
+    assert not cold_matches(report, "fresh")  # tuned on the first request
+    assert cold_matches(report, "reuse")  # loaded the entry the first arm wrote
+    assert report["facts"]["reuse"]["autotune_key"] == report["facts"]["fresh"]["autotune_key"]
+    assert distinct(report, "fresh", "count") == 1 and distinct(report, "reuse", "count") == 1
+    assert list((tmp_path / "scratch" / "autotune" / "autotune").glob("*.json"))
+
+
+def test_shared_legacy_cache_makes_unfused_arm_vary(tmp_path: Path) -> None:
+    report = run_study(tmp_path, "study=autotune_shared_legacy")
+    assert distinct(report, "unfused", "count") > 1  # silently reused the fused entry
+    assert report["facts"]["unfused"]["autotune_entry_finalize"] == "fused"
+    assert report["facts"]["unfused"]["fused_finalize"] == "off"
+
+
+def test_backend_pin_changes_cache_key_not_backend(tmp_path: Path) -> None:
+    report = run_study(tmp_path, "study=backend_pin")
+    auto, pinned = report["facts"]["auto"], report["facts"]["pinned"]
+    assert auto["moe_backend"] == pinned["moe_backend"] == "FLASHINFER_CUTLASS"
+    assert auto["autotune_key"] != pinned["autotune_key"]
+    assert distinct(report, "auto", "count") == 1 and distinct(report, "pinned", "count") == 1
