@@ -1,0 +1,102 @@
+"""The runtime spec, the HTTP client and the protocol plan, with fakes (logic only; the real paths run
+in tests/e2e)."""
+
+from __future__ import annotations
+
+import asyncio
+
+import httpx
+import pytest
+
+from orchestrator import config, protocol
+from orchestrator.client import CompletionClient, wait_ready
+from orchestrator.errors import ArmStartError
+from orchestrator.runtime.base import ContainerSpec, engine_argv
+
+
+def test_engine_argv_maps_bools_and_nulls() -> None:
+    assert engine_argv({"seed": 0, "enforce-eager": True, "enable-prefix-caching": False, "quantization": None,
+                        "--max-num-seqs": 16}) == [
+        "--seed", "0", "--enforce-eager", "--no-enable-prefix-caching", "--max-num-seqs", "16"]
+
+
+def test_docker_run_is_loopback_and_redacts_secrets() -> None:
+    arm = config.to_typed(config.compose(["arms.baseline.secret_env=[HF_TOKEN]", "arms.baseline.gpus=all",
+                                          "+arms.baseline.env.A=b"])).arms["baseline"]
+    spec = ContainerSpec.for_arm("baseline", arm, "sha256:abc", {"org.orchestrator.run": "r1"},
+                                 {"HF_TOKEN": "hf_secret_value"})
+    command = spec.docker_run()
+    assert "-p 127.0.0.1::8000" in command and "--init" in command and "--gpus all" in command
+    assert "-e HF_TOKEN " in command and "hf_secret_value" not in command
+    assert spec.redacted_env() == {"A": "b", "HF_TOKEN": "<redacted>"}
+    assert command.endswith("sha256:abc --served-model-name reference --seed 0 --max-num-seqs 16 --max-model-len 8192")
+
+
+def _client(handler) -> CompletionClient:  # type: ignore[no-untyped-def]
+    return CompletionClient("http://server", timeout_s=5, transport=httpx.MockTransport(handler))
+
+
+@pytest.mark.parametrize(("handler", "status", "error"), [
+    (lambda request: httpx.Response(500, content=b"boom"), 500, "HTTP 500"),
+    (lambda request: httpx.Response(200, content=b"\x00garbage"), 200, None),
+])
+def test_client_records_every_answer(handler, status, error) -> None:  # type: ignore[no-untyped-def]
+    exchange = asyncio.run(_client(handler).complete({"prompt": "x"}))
+    assert (exchange.status, exchange.error) == (status, error)
+    assert exchange.recv_ns >= exchange.send_ns
+
+
+def test_client_records_no_answer() -> None:
+    def refuse(request: httpx.Request) -> httpx.Response:
+        raise httpx.ConnectError("connection refused")
+
+    exchange = asyncio.run(_client(refuse).complete({"prompt": "x"}))
+    assert exchange.status is None and "ConnectError" in (exchange.error or "")
+
+
+def test_wait_ready_needs_a_real_200_and_fails_fast_on_exit() -> None:
+    answers = iter([httpx.ReadError("reset"), httpx.Response(503), httpx.Response(200)])
+
+    def health(request: httpx.Request) -> httpx.Response:
+        answer = next(answers)
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
+
+    sleeps: list[float] = []
+    wait_ready("http://s", "/health", 60, exit_code=lambda: None, log_tail=list,
+               transport=httpx.MockTransport(health), sleep=sleeps.append)
+    assert len(sleeps) == 2  # two failed probes, then the 200
+
+    with pytest.raises(ArmStartError, match="exited with status 3") as err:
+        wait_ready("http://s", "/health", 60, exit_code=lambda: 3, log_tail=lambda: ["Traceback: no GPU"],
+                   transport=httpx.MockTransport(health), sleep=sleeps.append)
+    assert "no GPU" in str(err.value)
+
+
+def test_plan_tags_one_cold_request_and_gates_concurrent_groups() -> None:
+    cfg = config.to_typed(config.compose([]))
+    groups = list(protocol.plan(cfg.protocol, "reference", {"a": "x", "b": "y"}))
+    sizes = [len(g) for g in groups]
+    assert sizes == [1] * 12 + [4] * 4  # 6 sequential x 2 prompts, then 2 batches of 4 x 2 prompts
+    requests = [r for g in groups for r in g]
+    assert [r.request_index for r in requests] == list(range(len(requests)))
+    assert [r.cold for r in requests].count(True) == 1 and requests[0].cold
+    assert requests[0].body == {"model": "reference", "prompt": "x", "max_tokens": 16, "temperature": 0.0,
+                                "logprobs": 20}
+
+
+def test_concurrent_group_is_released_together() -> None:
+    in_flight = {"now": 0, "max": 0}
+
+    async def handler(request: httpx.Request) -> httpx.Response:
+        in_flight["now"] += 1
+        in_flight["max"] = max(in_flight["max"], in_flight["now"])
+        await asyncio.sleep(0.05)
+        in_flight["now"] -= 1
+        return httpx.Response(200, json={})
+
+    cfg = config.to_typed(config.compose([]))
+    group = list(protocol.plan(cfg.protocol, "m", {"a": "x"}))[-1]
+    exchanges = asyncio.run(protocol.send_group(_client(handler), group))
+    assert len(exchanges) == 4 and in_flight["max"] == 4
