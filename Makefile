@@ -1,9 +1,10 @@
 # Two entry points: `make demo` and `make test`. Both set up what they need and are idempotent.
 VENV ?= .venv
 PY := $(VENV)/bin/python
-# A CPU build of torch for the reference engine's unit tests. On a machine without a local wheel,
-# TORCH="torch==2.13.0 --index-url https://download.pytorch.org/whl/cpu" avoids a multi-GB CUDA build.
-TORCH ?= torch==2.13.0
+# A CPU build of torch (plus numpy, which torch warns about when missing) for the reference engine's
+# unit tests. Without a local wheel, avoid a multi-GB CUDA build with
+# TORCH="numpy torch==2.13.0 --index-url https://download.pytorch.org/whl/cpu".
+TORCH ?= torch==2.13.0 numpy
 PYTEST_ARGS ?=
 
 .PHONY: setup venv docker images demo test lint clean
@@ -32,7 +33,7 @@ test: setup
 	@$(PY) -m pytest $(PYTEST_ARGS)
 
 lint: venv
-	@$(VENV)/bin/ruff check orchestrator tests arms
+	@$(VENV)/bin/ruff check orchestrator tests arms bench
 	@$(VENV)/bin/mypy
 
 clean:

@@ -17,12 +17,13 @@ if [ -z "${BASE_IMAGE:-}" ]; then
   bash "$root/scripts/build-base-image.sh" "$base"
 fi
 
-if [ ! -d "$ctx/site/torch" ]; then
-  log "Filling $ctx/site with torch (CPU build) for the image's Python 3.11..."
-  "$python" -m pip install -q --disable-pip-version-check --target "$ctx/site" torch==2.13.0 2>&1 \
+if [ ! -d "$ctx/site/torch" ] || [ ! -d "$ctx/site/numpy" ]; then
+  log "Filling $ctx/site with torch (CPU build) and numpy for the image's Python 3.11..."
+  find "$ctx/site" -mindepth 1 -maxdepth 1 ! -name .keep -exec rm -rf {} +
+  "$python" -m pip install -q --disable-pip-version-check --target "$ctx/site" torch==2.13.0 numpy 2>&1 \
     | grep -v "^WARNING: Location" || true
   rm -rf "$ctx/site/bin"
-  [ -d "$ctx/site/torch" ] || { log "could not install torch into $ctx/site"; exit 1; }
+  [ -d "$ctx/site/torch" ] && [ -d "$ctx/site/numpy" ] || { log "could not install torch and numpy into $ctx/site"; exit 1; }
 fi
 
 sources_hash=$(cd "$ctx" && find Dockerfile refengine -name '*.py' -o -name Dockerfile | sort | xargs sha256sum \

@@ -211,7 +211,7 @@ class TinyMoE:
             up = F.gelu(kernels.linear(h[rows], p["w1"][e]))
             y = kernels.expert_down(up, p["w2"][e], kp.backend, kp.k_chunk)
             contrib[rows, slots] = y * weights[rows, slots, None]
-        return kernels.finalize(contrib, kp.fused_finalize).to(self.dtype)
+        return kernels.finalize(contrib, kp.fused_finalize, self.dtype)
 
 
 def _sdpa(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
