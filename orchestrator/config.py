@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import re
+import typing
 from pathlib import Path
 from typing import Any
 
@@ -43,6 +44,9 @@ def compose(overrides: list[str]) -> DictConfig:
 def to_typed(cfg: DictConfig) -> schema.Config:
     """Validate a composed config (again, strictly) and return the dataclass tree."""
     plain = OmegaConf.masked_copy(cfg, [str(k) for k in cfg if k != "hydra"]) if "hydra" in cfg else cfg
+    unknown = _unknown_keys(OmegaConf.to_container(plain), schema.Config, "")
+    if unknown:
+        raise ConfigError(unknown)
     try:
         merged = OmegaConf.merge(OmegaConf.structured(schema.Config), plain)
         typed = OmegaConf.to_object(merged)
@@ -54,6 +58,26 @@ def to_typed(cfg: DictConfig) -> schema.Config:
         raise explain(exc) from exc
     assert isinstance(typed, schema.Config)
     return typed
+
+
+def _unknown_keys(node: Any, cls: type, path: str) -> list[str]:
+    """Keys that no schema field names. Hydra's `+key=value` appends bypass the struct check."""
+    if not isinstance(node, dict):
+        return []
+    hints = typing.get_type_hints(cls)
+    problems = []
+    for key, value in node.items():
+        where = f"{path}.{key}" if path else str(key)
+        if key not in hints:
+            problems.append(f"unknown key '{key}' in {path or 'the top level'}.{did_you_mean(str(key), hints)}")
+            continue
+        hint = hints[key]
+        if dataclasses.is_dataclass(hint):
+            problems += _unknown_keys(value, hint, where)  # type: ignore[arg-type]
+        elif typing.get_origin(hint) is dict and dataclasses.is_dataclass(typing.get_args(hint)[1]):
+            for name, item in (value or {}).items():
+                problems += _unknown_keys(item, typing.get_args(hint)[1], f"{where}.{name}")
+    return problems
 
 
 def explain(exc: BaseException) -> ConfigError:
