@@ -1,13 +1,21 @@
 """Command line: thin verbs over the library.
 
     orchestrator run [HYDRA OVERRIDES...]   compose conf/, run the study, write the report
-    orchestrator compare RUN_DIR            re-make the report of a finished run from its Parquet record
+    orchestrator plan [HYDRA OVERRIDES...]  print each arm's equivalent `docker run`; starts nothing
+    orchestrator compare RUN_DIR [--json] [--max-divergence-rate R] [--expect-pair ARM=VERDICT] [--gate]
+                                            re-make the reports of a finished run from its Parquet record;
+                                            exit 3 when a stated expectation fails
     orchestrator clean [--run RUN_ID]       remove containers a crashed run left behind
+    orchestrator fingerprint [--image IMG] [--json]   this host's (or an image's) fingerprint and matrix key
+    orchestrator probe [--preset NAME] [--local] [--arm ARM | --image IMG] [--set KEY=VALUE] [--out DIR]
+                                            GEMM kernel probes (fixed-M repeats, M-invariance, FP8 scale
+                                            layouts) in an arm's image or as a local process (docs/probes.md)
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import logging
 import re
@@ -17,7 +25,8 @@ import sys
 from pathlib import Path
 from typing import Any, NoReturn
 
-from orchestrator.errors import OrchestratorError
+from orchestrator.errors import ConfigError, OrchestratorError
+from orchestrator.gate import GATE_FAILED
 from orchestrator.paths import RunPaths, atomic_write_text
 
 USAGE = __doc__ or ""
@@ -29,7 +38,8 @@ def main(argv: list[str] | None = None) -> int:
         print(USAGE.strip())
         return 0
     verb, rest = argv[0], argv[1:]
-    verbs = {"run": _run, "compare": _compare, "clean": _clean}
+    verbs = {"run": _run, "plan": _plan, "compare": _compare, "clean": _clean, "fingerprint": _fingerprint,
+             "probe": _probe}
     if verb not in verbs:
         from orchestrator.errors import did_you_mean
 
@@ -46,17 +56,29 @@ def main(argv: list[str] | None = None) -> int:
         return 130
 
 
+def _plan(argv: list[str]) -> int:
+    """Print each arm's equivalent `docker run` command; starts nothing, needs no Docker engine."""
+    from orchestrator import config
+    from orchestrator.plan import render
+
+    typed = config.to_typed(config.compose(argv))
+    config.resolve_prompts(typed.prompts)
+    print(render(typed), end="")
+    return 0
+
+
 def _interrupt(signum: int, frame: Any) -> NoReturn:
     raise KeyboardInterrupt
 
 
 def _run(argv: list[str]) -> int:
-    from orchestrator import config
+    from orchestrator import config, guard
 
     if not any(a in ("-m", "--multirun") or a.startswith("--") for a in argv):
         # Compose once up front so a typo is one clear line and exit 2, before anything starts.
         typed = config.to_typed(config.compose(argv))
         config.resolve_prompts(typed.prompts)
+        guard.enforce_declared(typed)  # a confounded A/B stops here, before any container
     import hydra
 
     from orchestrator.schema import register_configs
@@ -81,7 +103,7 @@ def run_study(cfg: Any) -> int:
     """The Hydra task: one study into Hydra's run dir. Returns the exit status."""
     from hydra.core.hydra_config import HydraConfig
 
-    from orchestrator import config, report
+    from orchestrator import config, guard, report
     from orchestrator.runtime import make_runtime
     from orchestrator.runtime.base import LABEL_NS
     from orchestrator.study import StudyRunner
@@ -91,23 +113,56 @@ def run_study(cfg: Any) -> int:
         typed = config.to_typed(cfg)
         paths = RunPaths(Path(HydraConfig.get().runtime.output_dir))
         run_id = f"{re.sub(r'[^A-Za-z0-9_.-]', '-', paths.root.name)}-{secrets.token_hex(3)}"
-        meta = {"study": typed.study.name, "run_id": run_id, "baseline": typed.baseline_arm}
+        meta: dict[str, Any] = {"study": typed.study.name, "run_id": run_id, "baseline": typed.baseline_arm,
+                "expectations": _expectations(typed), "gate": dataclasses.asdict(typed.gate)}
         atomic_write_text(paths.meta, json.dumps(meta, indent=2) + "\n")
+        declared = guard.declared_check(typed)  # before anything starts (docs/guard.md)
+        guard.write(paths, declared=declared)
+        for line in guard.warnings(declared):
+            print(f"warning: {line}", file=sys.stderr)
+        if problems := guard.refusal(declared):
+            raise ConfigError(problems)
         runtime = make_runtime(typed.runtime)
         runner = StudyRunner(typed, paths, run_id, runtime)
         try:
+            knobs = guard.check_knobs(typed, runtime, run_id)
+            guard.write(paths, knobs=knobs)
+            if problems := guard.knob_refusal(typed, knobs):
+                raise ConfigError(problems)
             runner.run()
         finally:
             runtime.cleanup({f"{LABEL_NS}.run": run_id})  # belt and braces: nothing of this run survives
+        print(f"guard: {guard.headline(guard.after_run(typed, paths)).replace('**', '')}", file=sys.stderr)
         result = report.build(paths, **meta)
     except OrchestratorError as exc:
         print(f"error: {exc}", file=sys.stderr)
         raise SystemExit(exc.exit_status) from None
     _print_summary(paths, result)
+    if _gate_failed(result, meta["gate"]):
+        return GATE_FAILED
     if runner.failed:
         print(f"error: arm(s) failed: {', '.join(runner.failed)} (see {paths.report_md})", file=sys.stderr)
         return 1
     return 0
+
+
+def _expectations(typed: Any) -> dict[str, dict[str, Any]]:
+    """Prompt id -> its quality expectation (set fields only), kept in run.json for `compare`."""
+    out = {}
+    for prompt_id, prompt in typed.prompts.prompts.items():
+        expect = {k: v for k, v in dataclasses.asdict(prompt.expect).items() if v is not None and k != "min_share"}
+        if expect:
+            out[prompt_id] = {**expect, "min_share": prompt.expect.min_share}
+    return out
+
+
+def _gate_failed(result: dict[str, Any], gate: dict[str, Any]) -> bool:
+    from orchestrator.gate import failures
+
+    problems = failures(result, gate)
+    for problem in problems:
+        print(f"gate: {problem}", file=sys.stderr)
+    return bool(problems)
 
 
 def _print_summary(paths: RunPaths, result: dict[str, Any]) -> None:
@@ -122,19 +177,77 @@ def _compare(argv: list[str]) -> int:
     from orchestrator.errors import RecordError
 
     parser = argparse.ArgumentParser(prog="orchestrator compare", description="Re-make a run's report.")
-    parser.add_argument("run_dir", type=Path)
+    parser.add_argument("run_dirs", type=Path, nargs="+", metavar="RUN_DIR",
+                        help="one run, or several compared as one study (arms named RUN_DIR_NAME/ARM)")
+    parser.add_argument("--out", type=Path, default=None, help="where the reports go (needed for several runs)")
+    parser.add_argument("--baseline", default=None, help="baseline arm (several runs: RUN_DIR_NAME/ARM)")
     parser.add_argument("--json", action="store_true", help="print report.json instead of the table")
+    parser.add_argument("--max-divergence-rate", type=float, default=None,
+                        help="exit 3 if any cell's divergent/n exceeds this")
+    parser.add_argument("--expect-pair", action="append", default=[], metavar="ARM=VERDICT",
+                        help="exit 3 unless ARM vs the baseline is VERDICT (identical|differ) in every cell")
+    parser.add_argument("--expect-schedule", action="append", default=[], metavar="ARM=VERDICT",
+                        help="exit 3 unless ARM's phases compare as VERDICT for every prompt")
+    parser.add_argument("--gate", action="store_true", help="also apply the gate the run was configured with")
     args = parser.parse_args(argv)
-    paths = RunPaths(args.run_dir)
-    if not paths.meta.is_file():
-        raise RecordError(f"{args.run_dir} is not a run directory (no run.json): pass the folder "
-                          "`orchestrator run` printed")
-    result = report.build(paths, **json.loads(paths.meta.read_text()))
+    sources = [RunPaths(d) for d in args.run_dirs]
+    for source in sources:
+        if not source.meta.is_file():
+            raise RecordError(f"{source.root} is not a run directory (no run.json): pass the folder "
+                              "`orchestrator run` printed")
+    metas = [json.loads(s.meta.read_text()) for s in sources]
+    meta = metas[0]
+    if len(sources) > 1:
+        if args.out is None:
+            raise ConfigError("comparing several runs needs --out DIR for the reports")
+        expectations = {k: v for m in metas for k, v in (m.get("expectations") or {}).items()}
+        meta = {**meta, "run_id": "+".join(m["run_id"] for m in metas), "expectations": expectations,
+                "baseline": args.baseline or f"{sources[0].root.name}/{meta['baseline']}"}
+        args.out.mkdir(parents=True, exist_ok=True)
+        atomic_write_text(RunPaths(args.out).meta, json.dumps({**meta, "sources": [str(s.root) for s in sources]},
+                                                               indent=2) + "\n")
+    elif args.baseline:
+        meta = {**meta, "baseline": args.baseline}
+    paths = RunPaths(args.out) if args.out else sources[0]
+    result = report.build(paths, **meta, sources=sources)
     if args.json:
         print(paths.report_json.read_text(), end="")
     else:
         _print_summary(paths, result)
-    return 0
+    gate = dict(meta.get("gate") or {}) if args.gate else {}
+    if args.max_divergence_rate is not None:
+        gate["max_divergence_rate"] = args.max_divergence_rate
+    for flag, key in ((args.expect_pair, "expect_pairs"), (args.expect_schedule, "expect_schedules")):
+        gate[key] = {**gate.get(key, {}), **dict(_arm_verdict(item) for item in flag)}
+    return GATE_FAILED if _gate_failed(result, gate) else 0
+
+
+def _arm_verdict(item: str) -> tuple[str, str]:
+    arm, _, verdict = item.partition("=")
+    if verdict not in ("identical", "differ"):
+        raise ConfigError(f"'{item}': expected ARM=identical or ARM=differ")
+    return arm, verdict
+
+
+def _fingerprint(argv: list[str]) -> int:
+    from orchestrator import fingerprint
+
+    parser = argparse.ArgumentParser(prog="orchestrator fingerprint",
+                                     description="Fingerprint this host, or an image, and print its matrix key. "
+                                                 "No network calls.")
+    parser.add_argument("--image", help="fingerprint inside a throwaway container of this image (no network)")
+    parser.add_argument("--json", action="store_true", help="one JSON object for machines")
+    parser.add_argument("--docker-host", default=None)
+    args = parser.parse_args(argv)
+    result = fingerprint.fingerprint_target(args.image, args.docker_host)
+    print(json.dumps(result, indent=2, sort_keys=True) if args.json else fingerprint.render(result))
+    return 0 if not result["fingerprint"].get("probe", {}).get("error") else 1
+
+
+def _probe(argv: list[str]) -> int:
+    from orchestrator import probe_runner
+
+    return probe_runner.main(argv)
 
 
 def _clean(argv: list[str]) -> int:

@@ -41,8 +41,8 @@ class CompletionClient:
         error = None if response.is_success else f"HTTP {response.status_code}"
         return Exchange(response.status_code, response.content, error, send_ns, recv_ns)
 
-    async def complete(self, body: dict[str, Any]) -> Exchange:
-        return await self.request("POST", "/v1/completions", json=body)
+    async def complete(self, body: dict[str, Any], path: str = "/v1/completions") -> Exchange:
+        return await self.request("POST", path, json=body)
 
     async def aclose(self) -> None:
         await self._client.aclose()

@@ -1,22 +1,33 @@
 """Comparison built from the record alone (Parquet), so a report can be re-made without a server.
 
-Cells are (arm, prompt_id, phase) over warm requests; the cold first request of each arm is compared
-with the warm requests of its cell apart. Pairs compare every arm with the baseline, per cell.
+Cells are (arm, prompt_id, phase) over warm requests; the cold first request of an arm is compared
+with the warm requests of its cell apart. Schedules compare phases within an arm and prompt; pairs
+compare every arm with the baseline per prompt and phase. The responses are streamed file by file:
+the writer lands each cell's rows contiguously, so memory holds one cell at a time.
 """
 
 from __future__ import annotations
 
-from collections import Counter
-from dataclasses import asdict, dataclass
+import math
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
+from orchestrator import positions, quality
+from orchestrator.errors import RecordError
 from orchestrator.paths import RunPaths
-from orchestrator.stats import divergence_bound
-from orchestrator.store import read_table
+from orchestrator.stats import divergence_bound, pooled_bound
+from orchestrator.store import iter_batches, read_table
 
-_COLUMNS = ["arm", "prompt_id", "phase", "cold", "error", "sig_text", "sig_top_logprobs"]
+KEY = ("arm", "prompt_id", "phase")
+COLUMNS = ["arm", "prompt_id", "phase", "phase_kind", "batch_id", "cold", "error", "completion_text",
+           "sig_text", "sig_token_ids", "sig_top_logprobs", "token_ids", "tokens", "token_logprobs",
+           "top_logprobs", "prompt_logprobs", "batch_send_spread_ns", "batch_running_max"]
+NEAR_TIE_GAP = 1e-2  # nats: a first divergence whose top1-top2 gap is below this is a near-tie flip
 
 
 @dataclass
@@ -30,121 +41,252 @@ class Cell:
     distinct_signatures: int | None  # None: the server returned no top logprobs
     divergent: int | None  # requests whose signature differs from the cell's most common one
     upper_bound_95: float | None
+    lower_bound_95: float | None
     signature_note: str = ""
+    first_divergent_position: int | None = None  # generated position where a request first differs
+    top1_top2_gap: float | None = None  # at that position, in the reference request
+    near_tie: bool | None = None
+    max_generated_spread: float | None = None
+    max_prompt_spread: float | None = None
+    first_prompt_position_with_spread: int | None = None
+    min_top1_agreement: float | None = None
+    min_topk_overlap: float | None = None
+    quality_pass: float | None = None  # share of answers passing the prompt's expectation
+    quality_note: str = ""
+    batch_size: int | None = None  # concurrent phases: requests per batch
+    min_running_observed: int | None = None  # lowest running-request count seen during a batch
+    max_send_spread_ms: float | None = None
+    co_resident: bool | None = None
 
 
 @dataclass
-class ColdCheck:
-    arm: str
-    prompt_id: str
-    phase: str
-    matches_warm: bool | None  # None: nothing to compare
+class _Reference:
+    """What pairs need of a cell once its rows are gone."""
+
+    signatures: set[str | None]
+    tokens: np.ndarray | None
+    forced: np.ndarray | None
+    ok: bool
 
 
 @dataclass
-class Pair:
-    arm_a: str
-    arm_b: str
-    prompt_id: str
-    phase: str
-    verdict: str  # identical | differ | not comparable
+class Comparison:
+    cells: list[Cell] = field(default_factory=list)
+    cold: list[dict[str, Any]] = field(default_factory=list)
+    positions: list[dict[str, Any]] = field(default_factory=list)
+    refs: dict[tuple[str, str, str], _Reference] = field(default_factory=dict)
 
 
-@dataclass
-class ScheduleCheck:
-    arm: str
-    prompt_id: str
-    phase_a: str
-    phase_b: str
-    verdict: str  # identical | differ | not comparable
+def _labelled(sources: RunPaths | list[RunPaths]) -> list[tuple[RunPaths, str]]:
+    """Several run dirs compare as one study: their arms become '<run dir name>/<arm>'."""
+    if isinstance(sources, RunPaths):
+        return [(sources, "")]
+    if len(sources) == 1:
+        return [(sources[0], "")]
+    return [(p, f"{p.root.name}/") for p in sources]
 
 
-def _verdict(rows_a: list[dict[str, Any]], rows_b: list[dict[str, Any]]) -> str:
-    """identical: both sides show one and the same signature; differ: anything else that is comparable."""
-    sigs_a = {r["sig_top_logprobs"] for r in rows_a if r["error"] is None}
-    sigs_b = {r["sig_top_logprobs"] for r in rows_b if r["error"] is None}
-    if not sigs_a or not sigs_b or None in sigs_a | sigs_b:
-        return "not comparable"
-    return "identical" if sigs_a == sigs_b and len(sigs_a) == 1 else "differ"
+def _batches(sources: RunPaths | list[RunPaths], columns: list[str], batch_rows: int) -> Iterator[pa.RecordBatch]:
+    for paths, label in _labelled(sources):
+        for batch in iter_batches(paths, "responses", columns, batch_rows):
+            if label:
+                arms = pc.binary_join_element_wise(label, batch.column("arm"), "")
+                batch = batch.set_column(batch.schema.get_field_index("arm"), "arm", arms)
+            yield batch
 
 
-def compare(paths: RunPaths, baseline: str | None = None) -> dict[str, Any]:
-    rows = read_table(paths, "responses", columns=_COLUMNS).to_pylist()
-    groups: dict[tuple[str, str, str], list[dict[str, Any]]] = {}
-    cold_rows = []
-    for row in rows:
-        if row["cold"]:
-            cold_rows.append(row)
-        else:
-            groups.setdefault((row["arm"], row["prompt_id"], row["phase"]), []).append(row)
-    cells = [_cell(key, members) for key, members in groups.items()]
-    arms = list(dict.fromkeys(row["arm"] for row in rows))
+def iter_cells(sources: RunPaths | list[RunPaths], batch_rows: int = 4096
+               ) -> Iterator[tuple[tuple[str, str, str], pa.Table]]:
+    current: tuple[str, str, str] | None = None
+    buffer: list[pa.Table] = []
+    done: set[tuple[str, str, str]] = set()
+    for batch in _batches(sources, COLUMNS, batch_rows):
+        keys = list(zip(*(batch.column(k).to_pylist() for k in KEY), strict=True))
+        start = 0
+        for i in range(1, len(keys) + 1):
+            if i < len(keys) and keys[i] == keys[start]:
+                continue
+            key = keys[start]
+            if key != current:
+                if current is not None:
+                    yield current, pa.concat_tables(buffer)
+                    done.add(current)
+                if key in done:
+                    raise RecordError(f"rows of cell {key} are not contiguous in the responses record; "
+                                      "was the folder merged by hand?")
+                current, buffer = key, []
+            buffer.append(pa.Table.from_batches([batch.slice(start, i - start)]))
+            start = i
+    if current is not None:
+        yield current, pa.concat_tables(buffer)
+
+
+def compare(sources: RunPaths | list[RunPaths], baseline: str | None = None,
+            expectations: dict[str, Any] | None = None, near_tie_gap: float = NEAR_TIE_GAP) -> dict[str, Any]:
+    result = Comparison()
+    for key, table in iter_cells(sources):
+        _analyse(key, table, result, (expectations or {}).get(key[1]), near_tie_gap)
+    arms = list(dict.fromkeys(c.arm for c in result.cells))
+    base = baseline if baseline in arms else (arms[0] if arms else None)
     return {
-        "cells": [asdict(c) for c in cells],
-        "cold": [asdict(_cold(row, groups.get((row["arm"], row["prompt_id"], row["phase"]), [])))
-                 for row in cold_rows],
-        "schedules": [asdict(s) for s in _schedules(groups)],
-        "pairs": [asdict(p) for p in _pairs(groups, arms, baseline or (arms[0] if arms else None))],
+        "cells": [asdict(c) for c in result.cells],
+        "cold": result.cold,
+        "schedules": _schedules(result.refs),
+        "pairs": _pairs(result.refs, arms, base),
+        "pooled": _pooled(result.cells),
+        "positions": result.positions,
     }
 
 
-def _schedules(groups: dict[tuple[str, str, str], list[dict[str, Any]]]) -> list[ScheduleCheck]:
+def _analyse(key: tuple[str, str, str], table: pa.Table, result: Comparison, expectation: Any,
+             near_tie_gap: float) -> None:
+    arm, prompt_id, phase = key
+    ok_mask = pc.is_null(table.column("error"))
+    cold_mask = pc.fill_null(table.column("cold"), False)
+    warm_all = table.filter(pc.invert(cold_mask))
+    warm = table.filter(pc.and_(ok_mask, pc.invert(cold_mask)))
+    cell = Cell(arm=arm, prompt_id=prompt_id, phase=phase, n=warm.num_rows,
+                errors=warm_all.num_rows - warm.num_rows, distinct_completions=0, distinct_signatures=None,
+                divergent=None, upper_bound_95=None, lower_bound_95=None)
+    _co_residency(cell, warm_all)
+    sigs = warm.column("sig_top_logprobs")
+    reference = 0
+    if warm.num_rows == 0:
+        cell.signature_note = "no successful responses"
+    elif sigs.null_count:
+        cell.signature_note = "no top logprobs returned: signature comparison not possible"
+    else:
+        counts = pc.value_counts(sigs).to_pylist()
+        modal = max(counts, key=lambda c: c["counts"])
+        cell.distinct_signatures = len(counts)
+        cell.divergent = warm.num_rows - modal["counts"]
+        cell.lower_bound_95, cell.upper_bound_95 = divergence_bound(cell.divergent, warm.num_rows)
+        reference = sigs.to_pylist().index(modal["values"])
+    ref = _Reference(signatures=set(sigs.to_pylist()), tokens=None, forced=None, ok=warm.num_rows > 0)
+    if warm.num_rows:
+        cell.distinct_completions = pc.count_distinct(warm.column("sig_text")).as_py()
+        _positions(cell, warm, reference, ref, result, near_tie_gap)
+        cell.quality_pass, cell.quality_note = quality.pass_share(warm.column("completion_text").to_pylist(),
+                                                                  expectation)
+    result.cells.append(cell)
+    result.refs[key] = ref
+    cold = table.filter(cold_mask)
+    if cold.num_rows:
+        own = cold.column("sig_top_logprobs")[0].as_py() or cold.column("sig_text")[0].as_py()
+        warm_sigs = {s for s in ref.signatures if s is not None} or set(warm.column("sig_text").to_pylist())
+        matches = None if cold.column("error")[0].as_py() or own is None or not warm_sigs else own in warm_sigs
+        result.cold.append({"arm": arm, "prompt_id": prompt_id, "phase": phase, "matches_warm": matches})
+
+
+def _positions(cell: Cell, warm: pa.Table, reference: int, ref: _Reference, result: Comparison,
+               near_tie_gap: float) -> None:
+    codes = positions.token_codes(warm.column("token_ids"), warm.column("tokens"))
+    entry: dict[str, Any] = {"arm": cell.arm, "prompt_id": cell.prompt_id, "phase": cell.phase}
+    if codes.size:
+        gen = positions.generated_positions(codes, warm.column("token_logprobs"), reference)
+        ref.tokens = gen.reference_tokens
+        cell.first_divergent_position = gen.first_divergent
+        cell.max_generated_spread = _max(gen.spread)
+        entry["generated_spread"] = _floats(gen.spread)
+        if gen.first_divergent is not None:
+            top = warm.column("top_logprobs")[reference].as_py() or []
+            cell.top1_top2_gap = positions.top_gap(top[gen.first_divergent] if gen.first_divergent < len(top)
+                                                   else None)
+            cell.near_tie = None if cell.top1_top2_gap is None else cell.top1_top2_gap < near_tie_gap
+    prompt = positions.prompt_positions(warm.column("prompt_logprobs"), reference)
+    if prompt is not None:
+        ref.forced = prompt.forced_reference
+        cell.max_prompt_spread = _max(prompt.spread)
+        spread_at = np.nonzero(np.nan_to_num(prompt.spread) > 0)[0]
+        cell.first_prompt_position_with_spread = int(spread_at[0]) if len(spread_at) else None
+        cell.min_top1_agreement = _min(prompt.top1_agreement)
+        cell.min_topk_overlap = _min(prompt.topk_overlap)
+        entry.update(prompt_spread=_floats(prompt.spread), top1_agreement=_floats(prompt.top1_agreement),
+                     topk_overlap=_floats(prompt.topk_overlap))
+    result.positions.append(entry)
+
+
+def _co_residency(cell: Cell, rows: pa.Table) -> None:
+    if rows.num_rows == 0 or "concurrent" not in set(rows.column("phase_kind").to_pylist()):
+        return
+    sizes = pc.value_counts(rows.column("batch_id")).to_pylist()
+    cell.batch_size = min(s["counts"] for s in sizes)
+    spread = pc.max(rows.column("batch_send_spread_ns")).as_py()
+    cell.max_send_spread_ms = None if spread is None else spread / 1e6
+    running = pc.min(rows.column("batch_running_max")).as_py()
+    cell.min_running_observed = running
+    cell.co_resident = None if running is None else running >= cell.batch_size
+
+
+def _floats(values: np.ndarray) -> list[float | None]:
+    return [None if math.isnan(v) else float(v) for v in values.tolist()]
+
+
+def _max(values: np.ndarray) -> float | None:
+    return None if values.size == 0 or np.all(np.isnan(values)) else float(np.nanmax(values))
+
+
+def _min(values: np.ndarray) -> float | None:
+    return None if values.size == 0 or np.all(np.isnan(values)) else float(np.nanmin(values))
+
+
+def _verdict(a: _Reference, b: _Reference) -> str:
+    """identical: both sides show one and the same signature; differ: anything else comparable."""
+    if not a.ok or not b.ok or None in a.signatures | b.signatures:
+        return "not comparable"
+    return "identical" if a.signatures == b.signatures and len(a.signatures) == 1 else "differ"
+
+
+def _where(a: _Reference, b: _Reference) -> dict[str, Any]:
+    """Where two cells' reference requests part: first generated token, largest prompt logprob gap."""
+    out: dict[str, Any] = {"first_divergent_position": None, "max_prompt_logprob_diff": None}
+    if a.tokens is not None and b.tokens is not None:
+        out["first_divergent_position"] = positions.first_difference(a.tokens, b.tokens)
+    if a.forced is not None and b.forced is not None and len(a.forced) == len(b.forced):
+        out["max_prompt_logprob_diff"] = _max(np.abs(a.forced - b.forced))
+    return out
+
+
+def _schedules(refs: dict[tuple[str, str, str], _Reference]) -> list[dict[str, Any]]:
     """Within an arm and prompt, each phase against every later one (e.g. sequential vs concurrent)."""
     phases: dict[tuple[str, str], list[str]] = {}
-    for arm, prompt_id, phase in groups:
+    for arm, prompt_id, phase in refs:
         phases.setdefault((arm, prompt_id), []).append(phase)
     checks = []
     for (arm, prompt_id), names in phases.items():
         for i, phase_a in enumerate(names):
             for phase_b in names[i + 1:]:
-                checks.append(ScheduleCheck(arm, prompt_id, phase_a, phase_b, _verdict(
-                    groups[(arm, prompt_id, phase_a)], groups[(arm, prompt_id, phase_b)])))
+                a, b = refs[(arm, prompt_id, phase_a)], refs[(arm, prompt_id, phase_b)]
+                checks.append({"arm": arm, "prompt_id": prompt_id, "phase_a": phase_a, "phase_b": phase_b,
+                               "verdict": _verdict(a, b), **_where(a, b)})
     return checks
 
 
-def _cell(key: tuple[str, str, str], members: list[dict[str, Any]]) -> Cell:
-    ok = [r for r in members if r["error"] is None]
-    signatures = [r["sig_top_logprobs"] for r in ok]
-    note = ""
-    if ok and any(s is None for s in signatures):
-        distinct_sigs = divergent = None
-        bound = None
-        note = "no top logprobs returned: signature comparison not possible"
-    elif ok:
-        counts = Counter(signatures)
-        distinct_sigs = len(counts)
-        divergent = len(ok) - counts.most_common(1)[0][1]
-        bound = divergence_bound(divergent, len(ok))[1]
-    else:
-        distinct_sigs = divergent = None
-        bound = None
-        note = "no successful responses"
-    return Cell(arm=key[0], prompt_id=key[1], phase=key[2], n=len(ok), errors=len(members) - len(ok),
-                distinct_completions=len({r["sig_text"] for r in ok}), distinct_signatures=distinct_sigs,
-                divergent=divergent, upper_bound_95=bound, signature_note=note)
-
-
-def _cold(row: dict[str, Any], warm: list[dict[str, Any]]) -> ColdCheck:
-    warm_sigs = {r["sig_top_logprobs"] or r["sig_text"] for r in warm if r["error"] is None}
-    own = row["sig_top_logprobs"] or row["sig_text"]
-    matches = None if row["error"] is not None or not warm_sigs or own is None else own in warm_sigs
-    return ColdCheck(arm=row["arm"], prompt_id=row["prompt_id"], phase=row["phase"], matches_warm=matches)
-
-
-def _pairs(groups: dict[tuple[str, str, str], list[dict[str, Any]]], arms: list[str],
-           baseline: str | None) -> list[Pair]:
+def _pairs(refs: dict[tuple[str, str, str], _Reference], arms: list[str], baseline: str | None
+           ) -> list[dict[str, Any]]:
     pairs = []
-    for arm in arms:
-        if arm == baseline or baseline is None:
+    for (arm, prompt_id, phase), ref in refs.items():
+        if baseline is None or arm == baseline:
             continue
-        for (arm_b, prompt_id, phase), members in groups.items():
-            if arm_b != arm:
-                continue
-            verdict = _verdict(groups.get((baseline, prompt_id, phase), []), members)
-            pairs.append(Pair(baseline, arm, prompt_id, phase, verdict))
+        base = refs.get((baseline, prompt_id, phase), _Reference(set(), None, None, ok=False))
+        pairs.append({"arm_a": baseline, "arm_b": arm, "prompt_id": prompt_id, "phase": phase,
+                      "verdict": _verdict(base, ref), **_where(base, ref)})
     return pairs
 
 
-def arms_summary(paths: RunPaths) -> list[dict[str, Any]]:
-    table: pa.Table = read_table(paths, "arms", columns=["arm", "status", "image_ref", "image_id", "error"])
-    return table.to_pylist()
+def _pooled(cells: list[Cell]) -> list[dict[str, Any]]:
+    by_arm: dict[str, list[Cell]] = {}
+    for cell in cells:
+        if cell.divergent is not None:
+            by_arm.setdefault(cell.arm, []).append(cell)
+    return [{"arm": arm, "cells": len(members), **pooled_bound([c.divergent or 0 for c in members],
+                                                              [c.n for c in members])}
+            for arm, members in by_arm.items()]
+
+
+def arms_summary(sources: RunPaths | list[RunPaths]) -> list[dict[str, Any]]:
+    rows = []
+    for paths, label in _labelled(sources):
+        for arm in read_table(paths, "arms", columns=["arm", "status", "image_ref", "image_id", "error"]).to_pylist():
+            rows.append({**arm, "arm": label + arm["arm"]})
+    return rows

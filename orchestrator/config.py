@@ -19,7 +19,8 @@ CONF_DIR = Path(os.environ.get("ORCHESTRATOR_CONF_DIR", PROJECT_ROOT / "conf")).
 CONFIG_NAME = "config"
 
 _SCHEMAS = {cls.__name__: cls for cls in (
-    schema.Config, schema.ArmConfig, schema.BuildConfig, schema.ScratchConfig, schema.VolumeConfig, schema.PromptConfig,
+    schema.Config, schema.ArmConfig, schema.BuildConfig, schema.KnobsConfig, schema.ScratchConfig,
+    schema.VolumeConfig, schema.PromptConfig, schema.ExpectConfig, schema.GateConfig,
     schema.PromptSetConfig, schema.RequestConfig, schema.PhaseConfig, schema.ProtocolConfig,
     schema.StudyConfig, schema.RuntimeConfig)}
 

@@ -1,4 +1,5 @@
-"""What a running arm really is: facts read from the server and from its startup log.
+"""What a running arm really is: facts read from the server, from inside its container (the
+environment probe, orchestrator/probes/environment.py) and from its startup log; and the matrix key.
 
 The patterns cover vLLM's startup lines (see VLLM-FACTS.md section 5) and the reference engine's,
 which mimics them. A fact that no line states is absent, never guessed.
@@ -9,8 +10,15 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+import subprocess
+import sys
 from collections.abc import Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+from orchestrator import probes
+
+if TYPE_CHECKING:
+    from orchestrator.runtime.base import Handle, Runtime
 
 LOG_PATTERNS: dict[str, str] = {
     "engine_version": r"(?:vLLM server version|refengine version) ([^,\s]+)",
@@ -18,6 +26,7 @@ LOG_PATTERNS: dict[str, str] = {
     "moe_backend_requested": r"MoE backend requested: (\S+)",
     "attention_backend": r"Using (\S+) attention backend",
     "fused_finalize": r"Fused finalize: (on|off)",
+    "finalize_patch": r"Non-fused finalize patch active: (use_fused_finalize=False)",  # arms/vllm-nonfused
     "batch_invariant": r"Batch invariant: (on|off)",
     "indexer_budget": r"Indexer budget: (\d+)",
     "topk_tiebreak": r"top-k tie-break: (\w+)",
@@ -39,8 +48,145 @@ def log_facts(lines: Iterable[str]) -> dict[str, str]:
     return facts
 
 
-def matrix_key(image_id: str, fingerprint: dict[str, Any]) -> str:
-    """Short stable hash of what defines "the same cell" across machines."""
-    material = {"image_id": image_id, "version": fingerprint.get("version"),
-                "engine_version": fingerprint.get("log_facts", {}).get("engine_version")}
+MATRIX_PACKAGES = ("vllm", "flashinfer", "torch", "triton", "refengine")
+
+
+def matrix_material(image_id: str | None, fingerprint: dict[str, Any]) -> dict[str, Any]:
+    """The fields that define "the same cell" across machines: GPU, compute capability, driver, CUDA,
+    engine and library versions, image id, quantization, topology. Env and log lines are left out."""
+    probe = fingerprint.get("probe") or {}
+    gpu = probe.get("gpu") or {}
+    packages = probe.get("packages") or {}
+    cell = fingerprint.get("cell") or arm_cell({}, None)  # an image alone: the engine's defaults
+    return {
+        "image_id": image_id,
+        "gpu": gpu.get("name"), "capability": gpu.get("capability"), "driver": gpu.get("driver"),
+        "gpu_count": gpu.get("count"), "cuda": probe.get("cuda"),
+        "packages": {name: packages.get(name) for name in MATRIX_PACKAGES if packages.get(name)},
+        "quantization": cell.get("quantization"), "topology": cell.get("topology"),
+    }
+
+
+def matrix_key(image_id: str | None, fingerprint: dict[str, Any]) -> str:
+    """Short stable hash of `matrix_material`."""
+    material = matrix_material(image_id, fingerprint)
     return hashlib.sha256(json.dumps(material, sort_keys=True).encode()).hexdigest()[:12]
+
+
+def arm_cell(engine_args: dict[str, Any], gpus: str | None) -> dict[str, Any]:
+    """Quantization and topology as the arm's flags state them (None: the engine's default)."""
+    def flag(*names: str) -> Any:
+        return next((engine_args[n] for n in names if engine_args.get(n) is not None), None)
+
+    return {"quantization": flag("quantization", "q"),
+            "topology": {"tensor_parallel": flag("tensor-parallel-size", "tp"),
+                         "pipeline_parallel": flag("pipeline-parallel-size", "pp"),
+                         "data_parallel": flag("data-parallel-size", "dp"), "gpus": gpus}}
+
+
+def parse_probe(output: str) -> dict[str, Any]:
+    """The JSON object the environment probe printed last; {"error": ...} when there is none."""
+    for line in reversed(output.strip().splitlines()):
+        if line.startswith("{"):
+            try:
+                value = json.loads(line)
+            except ValueError:
+                break
+            if isinstance(value, dict):
+                return value
+    return {"error": f"the probe printed no JSON: {output.strip()[-300:]!r}"}
+
+
+def probe_container(runtime: Runtime, handle: Handle, secret_names: Iterable[str] = ()) -> dict[str, Any]:
+    """Run the environment probe inside a running arm. Never raises: a failure is {"error": ...}.
+    Env values of `secret_names` (the arm's secret_env) are redacted like the probe's own pattern."""
+    probe = _probe_container(runtime, handle)
+    env = probe.get("env")
+    if isinstance(env, dict):
+        for name in secret_names:
+            if name in env:
+                env[name] = "<redacted>"
+    return probe
+
+
+def _probe_container(runtime: Runtime, handle: Handle) -> dict[str, Any]:
+    source = probes.source("environment")
+    problems = []
+    for python in ("python3", "python"):
+        try:
+            result = runtime.exec(handle, [python, "-c", source])
+        except Exception as exc:  # the runtime's own errors and the SDK's alike: the fields become unknown
+            problems.append(f"{python}: {type(exc).__name__}: {exc}")
+            continue
+        if result.exit_code == 0:
+            return parse_probe(result.output)
+        problems.append(f"{python}: exit {result.exit_code}: {result.output.strip()[-200:]}")
+    return {"error": "; ".join(problems)}
+
+
+def probe_image(runtime: Runtime, image: str, labels: dict[str, str], timeout_s: float = 120.0) -> dict[str, Any]:
+    """Run the environment probe in a throwaway container of `image` (no network)."""
+    result = runtime.run_oneshot(image, ["-c", probes.source("environment")], labels,
+                                 entrypoint=["python3"], timeout_s=timeout_s)
+    if result.exit_code != 0:
+        return {"error": f"exit {result.exit_code}: {result.output.strip()[-300:]}"}
+    return parse_probe(result.output)
+
+
+def probe_host() -> dict[str, Any]:
+    """Run the environment probe with this interpreter (the host's view: GPU, driver, torch)."""
+    try:
+        done = subprocess.run([sys.executable, "-c", probes.source("environment")], capture_output=True,
+                              text=True, timeout=120)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return {"error": f"{type(exc).__name__}: {exc}"}
+    if done.returncode != 0:
+        return {"error": f"exit {done.returncode}: {done.stderr.strip()[-300:]}"}
+    return parse_probe(done.stdout)
+
+
+def fingerprint_target(image: str | None = None, docker_host: str | None = None) -> dict[str, Any]:
+    """`orchestrator fingerprint`: this host (no env), or a throwaway container of `image`."""
+    if image is None:
+        probe = probe_host()
+        probe.pop("env", None)  # the host's environment is not part of its fingerprint
+        fingerprint: dict[str, Any] = {"probe": probe}
+        image_id = None
+    else:
+        import secrets
+
+        from orchestrator.runtime.base import LABEL_NS
+        from orchestrator.runtime.docker import DockerRuntime
+        from orchestrator.schema import BuildConfig
+
+        runtime = DockerRuntime(docker_host)
+        info = runtime.resolve_image(image, BuildConfig())
+        labels = {f"{LABEL_NS}.run": f"fingerprint-{secrets.token_hex(3)}", f"{LABEL_NS}.purpose": "fingerprint"}
+        image_id = info.id
+        fingerprint = {"probe": probe_image(runtime, info.id, labels), "image_id": info.id,
+                       "image_ref": image, "repo_digests": list(info.repo_digests)}
+    return {"target": image or "host", "fingerprint": fingerprint,
+            "matrix_fields": matrix_material(image_id, fingerprint), "matrix_key": matrix_key(image_id, fingerprint)}
+
+
+def render(result: dict[str, Any]) -> str:
+    """The fingerprint for people: one field a line, the matrix key last."""
+    fp = result["fingerprint"]
+    probe = fp.get("probe") or {}
+    gpu = probe.get("gpu") or {}
+    rows = [("target", result["target"])]
+    if fp.get("image_id"):
+        rows.append(("image id", fp["image_id"]))
+    if probe.get("error"):
+        rows.append(("probe error", probe["error"]))
+    rows += [
+        ("os", probe.get("os")), ("cpu", f"{probe.get('cpu')} x{probe.get('cpu_count')}"),
+        ("python", probe.get("python")),
+        ("gpu", f"{gpu.get('count')} x {gpu.get('name')} (sm {gpu.get('capability')})" if gpu.get("name")
+         else f"none ({(probe.get('errors') or {}).get('gpu', 'not read')})"),
+        ("driver", gpu.get("driver") or "-"), ("cuda (torch)", probe.get("cuda") or "-"),
+        ("packages", ", ".join(f"{k} {v}" for k, v in sorted((probe.get("packages") or {}).items())) or "-"),
+        ("matrix key", result["matrix_key"]),
+    ]
+    width = max(len(name) for name, _ in rows)
+    return "\n".join(f"{name.ljust(width)}  {value}" for name, value in rows)

@@ -3,6 +3,7 @@ the raw bytes and says what was wrong in `error`."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 from dataclasses import dataclass, field
@@ -33,10 +34,31 @@ def _float(value: Any) -> float:
     return float(value)
 
 
+_INT64 = 2**63
+
+
+def _int(value: Any) -> int:
+    """A JSON integer that fits the record's int64 columns (ids may arrive as JSON strings)."""
+    if isinstance(value, str) and value.lstrip("-").isdigit():
+        value = int(value)
+    if isinstance(value, bool) or not isinstance(value, int) or not -_INT64 <= value < _INT64:
+        raise TypeError(f"{value!r} is not a 64-bit integer")
+    return value
+
+
+def _optional(value: Any, kind: type) -> Any:
+    if value is not None and not isinstance(value, kind):
+        raise TypeError(f"{value!r} is not a {kind.__name__} or null")
+    return value
+
+
 def _token_id(token: str) -> int | None:
     # With return_tokens_as_token_ids vLLM names tokens "token_id:<id>".
     if token.startswith("token_id:") and token[9:].lstrip("-").isdigit():
-        return int(token[9:])
+        try:
+            return _int(token[9:])
+        except TypeError:
+            return None
     return None
 
 
@@ -60,19 +82,27 @@ def parse_completion(body: bytes) -> ParsedCompletion:
         return out
     choice = choices[0]
     _parse_usage(doc.get("usage"), out)
-    text = choice.get("text")
+    chat = "message" in choice  # /v1/chat/completions: text in message.content, logprobs.content
+    if chat:
+        message = choice.get("message")
+        text = message.get("content") if isinstance(message, dict) else None
+    else:
+        text = choice.get("text")
     out.completion_text = text if isinstance(text, str) else None
     if out.completion_text is None:
-        out.problems.append("choices[0].text missing or not a string")
+        out.problems.append(f"choices[0].{'message.content' if chat else 'text'} missing or not a string")
     reason = choice.get("finish_reason")
     out.finish_reason = reason if isinstance(reason, str) else None
-    for name, parser in (("logprobs", _parse_logprobs), ("prompt_logprobs", _parse_prompt_logprobs),
-                         ("token_ids", _parse_token_ids)):
-        if choice.get(name) is not None:
+    # Chat responses carry prompt_logprobs and prompt_token_ids at the top level, not in the choice.
+    fields = (("logprobs", choice, _parse_chat_logprobs if chat else _parse_logprobs),
+              ("prompt_logprobs", doc if chat else choice, _parse_prompt_logprobs),
+              ("token_ids", choice, _parse_token_ids))
+    for name, holder, parser in fields:
+        if holder.get(name) is not None:
             try:
-                parser(choice[name], out)
-            except (TypeError, ValueError, KeyError, AttributeError) as exc:
-                out.problems.append(f"choices[0].{name} malformed: {exc}")
+                parser(holder[name], out)
+            except (TypeError, ValueError, KeyError, AttributeError, OverflowError) as exc:
+                out.problems.append(f"{'' if holder is doc else 'choices[0].'}{name} malformed: {exc}")
     if out.token_ids is None and out.tokens and all(_token_id(t) is not None for t in out.tokens):
         out.token_ids = [_token_id(t) for t in out.tokens]  # type: ignore[misc]
     return out
@@ -81,12 +111,13 @@ def parse_completion(body: bytes) -> ParsedCompletion:
 def _parse_usage(usage: Any, out: ParsedCompletion) -> None:
     if isinstance(usage, dict):
         for key in ("prompt_tokens", "completion_tokens"):
-            value = usage.get(key)
-            if isinstance(value, int) and not isinstance(value, bool):
-                setattr(out, key, value)
+            with contextlib.suppress(TypeError):  # usage is informative only
+                setattr(out, key, _int(usage.get(key)))
 
 
 def _parse_logprobs(logprobs: dict[str, Any], out: ParsedCompletion) -> None:
+    if not isinstance(logprobs, dict):
+        raise TypeError(f"expected an object, got {type(logprobs).__name__}")
     tokens = logprobs.get("tokens")
     if tokens is not None:
         out.tokens = [str(t) for t in tokens]
@@ -102,6 +133,16 @@ def _parse_logprobs(logprobs: dict[str, Any], out: ParsedCompletion) -> None:
         ]
 
 
+def _parse_chat_logprobs(logprobs: dict[str, Any], out: ParsedCompletion) -> None:
+    content = logprobs["content"]
+    if content is None:
+        return
+    out.tokens = [str(entry["token"]) for entry in content]
+    out.token_logprobs = [_float(entry["logprob"]) for entry in content]
+    out.top_logprobs = [[{"token": str(top["token"]), "logprob": _float(top["logprob"])}
+                         for top in entry.get("top_logprobs") or []] for entry in content]
+
+
 def _parse_prompt_logprobs(prompt_logprobs: list[Any], out: ParsedCompletion) -> None:
     parsed: list[list[dict[str, Any]] | None] = []
     for position in prompt_logprobs:
@@ -109,12 +150,13 @@ def _parse_prompt_logprobs(prompt_logprobs: list[Any], out: ParsedCompletion) ->
             parsed.append(None)
             continue
         parsed.append([
-            {"token_id": int(tid), "token": entry.get("decoded_token"), "logprob": _float(entry["logprob"]),
-             "rank": entry.get("rank")}
+            {"token_id": _int(tid), "token": _optional(entry.get("decoded_token"), str),
+             "logprob": _float(entry["logprob"]),
+             "rank": None if entry.get("rank") is None else _int(entry["rank"])}
             for tid, entry in position.items()
         ])
     out.prompt_logprobs = parsed
 
 
 def _parse_token_ids(token_ids: list[Any], out: ParsedCompletion) -> None:
-    out.token_ids = [int(t) for t in token_ids]
+    out.token_ids = [_int(t) for t in token_ids]

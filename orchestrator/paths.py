@@ -7,7 +7,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-TABLES = ("responses", "logs", "arms")
+TABLES = ("responses", "logs", "arms", "probes")
 
 
 @dataclass(frozen=True)
@@ -34,12 +34,21 @@ class RunPaths:
         return self.root / "report.md"
 
     @property
+    def guard_json(self) -> Path:
+        return self.root / "guard.json"  # single-variable checks, declared and observed
+
+    @property
+    def report_html(self) -> Path:
+        return self.root / "report.html"
+
+    @property
     def report_json(self) -> Path:
         return self.root / "report.json"
 
-    def scratch(self, owner: str, name: str) -> Path:
-        """A writable directory mounted into arms (caches): per arm, or shared under a share name."""
-        return self.root / "scratch" / owner / name
+    @property
+    def scratch_root(self) -> Path:
+        """Writable directories mounted into arms (caches): scratch/<arm or share name>/<name>."""
+        return self.root / "scratch"
 
     @property
     def meta(self) -> Path:

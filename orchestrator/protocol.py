@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from orchestrator.client import CompletionClient, Exchange
-from orchestrator.schema import PhaseKind, ProtocolConfig
+from orchestrator.schema import Endpoint, PhaseKind, ProtocolConfig
 
 
 @dataclass(frozen=True)
@@ -26,14 +26,25 @@ class Request:
     request_index: int
     cold: bool
     body: dict[str, Any]
+    path: str = "/v1/completions"
 
+
+
+PATHS = {Endpoint.completions: "/v1/completions", Endpoint.chat: "/v1/chat/completions"}
 
 
 def request_body(protocol: ProtocolConfig, model: str, prompt: str) -> dict[str, Any]:
     params = protocol.request
-    body: dict[str, Any] = {"model": model, "prompt": prompt, "max_tokens": params.max_tokens,
-                            "temperature": params.temperature}
-    for key in ("logprobs", "prompt_logprobs", "seed"):
+    body: dict[str, Any] = {"model": model, "max_tokens": params.max_tokens, "temperature": params.temperature}
+    if protocol.endpoint is Endpoint.chat:
+        body["messages"] = [{"role": "user", "content": prompt}]
+        if params.logprobs is not None:
+            body.update(logprobs=True, top_logprobs=params.logprobs)
+    else:
+        body["prompt"] = prompt
+        if params.logprobs is not None:
+            body["logprobs"] = params.logprobs
+    for key in ("prompt_logprobs", "seed"):
         if getattr(params, key) is not None:
             body[key] = getattr(params, key)
     if params.echo:
@@ -48,28 +59,58 @@ def plan(protocol: ProtocolConfig, model: str, prompts: dict[str, str]) -> Itera
     for phase_name, phase in protocol.phases.items():
         for prompt_id, text in prompts.items():
             body = request_body(protocol, model, text)
+            path = PATHS[protocol.endpoint]
             if phase.kind is PhaseKind.sequential:
                 for repeat in range(phase.repeats):
-                    yield [Request(prompt_id, phase_name, phase.kind, 0, repeat, index, index == 0, body)]
+                    yield [Request(prompt_id, phase_name, phase.kind, 0, repeat, index, index == 0, body, path)]
                     index += 1
             else:
                 for batch in range(phase.batches):
-                    group = [Request(prompt_id, phase_name, phase.kind, batch, r, index + r, index + r == 0, body)
-                             for r in range(phase.repeats)]
+                    group = [Request(prompt_id, phase_name, phase.kind, batch, r, index + r, index + r == 0, body,
+                                     path) for r in range(phase.repeats)]
                     index += len(group)
                     yield group
 
 
-async def send_group(client: CompletionClient, group: list[Request]) -> list[Exchange]:
+@dataclass(frozen=True)
+class GroupResult:
+    exchanges: list[Exchange]
+    send_spread_ns: int | None  # concurrent: last send - first send
+    running_max: int | None  # concurrent: most running requests the server's /metrics showed meanwhile
+
+
+RUNNING_METRIC = "vllm:num_requests_running"
+
+
+def running_requests(metrics_text: str) -> int | None:
+    """Sum of vllm:num_requests_running over its label sets, from Prometheus text; None if absent."""
+    values = [float(line.rsplit(" ", 1)[1]) for line in metrics_text.splitlines()
+              if line.startswith(RUNNING_METRIC) and line[len(RUNNING_METRIC):][:1] in ("{", " ")]
+    return int(sum(values)) if values else None
+
+
+async def send_group(client: CompletionClient, group: list[Request], metrics_path: str | None = "/metrics",
+                     poll_s: float = 0.005) -> GroupResult:
     if len(group) == 1:
-        return [await client.complete(group[0].body)]
+        return GroupResult([await client.complete(group[0].body, group[0].path)], None, None)
     gate = asyncio.Event()
 
     async def one(request: Request) -> Exchange:
         await gate.wait()
-        return await client.complete(request.body)
+        return await client.complete(request.body, request.path)
 
     tasks = [asyncio.create_task(one(r)) for r in group]
     await asyncio.sleep(0)  # let every task reach the gate before it opens
     gate.set()
-    return list(await asyncio.gather(*tasks))
+    seen: list[int] = []
+    if metrics_path:
+        while not all(t.done() for t in tasks):
+            exchange = await client.request("GET", metrics_path)
+            running = running_requests(exchange.body.decode("utf-8", "replace")) if exchange.status == 200 else None
+            if running is None:
+                break  # no such metric here: say so (None) rather than guess
+            seen.append(running)
+            await asyncio.sleep(poll_s)
+    exchanges = list(await asyncio.gather(*tasks))
+    sends = [e.send_ns for e in exchanges]
+    return GroupResult(exchanges, max(sends) - min(sends), max(seen) if seen else None)

@@ -53,6 +53,17 @@ class BuildConfig:
 
 
 @dataclass
+class KnobsConfig:
+    """How to ask an arm's image which flags and env vars its engine knows (checked before the run;
+    an engine silently ignores names it does not know). The command prints {"flags": [...], "env": [...]}."""
+
+    command: list[str] | None = None  # container args (after the entrypoint); null: not checked
+    entrypoint: list[str] | None = None  # null: the image's own entrypoint
+    env_prefixes: list[str] = field(default_factory=lambda: ["VLLM_"])  # env names checked; others pass
+    timeout_s: float = 120.0
+
+
+@dataclass
 class ArmConfig:
     """One serving configuration = one container."""
 
@@ -68,6 +79,7 @@ class ArmConfig:
     served_model_name: str = "reference"
     port: int = 8000  # the server's port inside the container
     health_path: str = "/health"
+    metrics_path: str | None = "/metrics"  # Prometheus text; read during concurrent batches, null: none
     startup_timeout_s: float = 300.0
     gpus: str | None = None  # null: none; "all"; or device ids "0,1"
     shm_size: str | None = None  # e.g. "8g"
@@ -76,6 +88,7 @@ class ArmConfig:
     network_host: bool = False  # host networking; off unless the config says so
     volumes: list[VolumeConfig] = field(default_factory=list)
     scratch: dict[str, ScratchConfig] = field(default_factory=dict)
+    knobs: KnobsConfig = field(default_factory=KnobsConfig)
 
     def __post_init__(self) -> None:
         problems = []
@@ -94,10 +107,22 @@ class ArmConfig:
 
 
 @dataclass
+class ExpectConfig:
+    """Answer quality, judged apart from repeatability; every check given must pass."""
+
+    exact: str | None = None
+    contains: str | None = None
+    regex: str | None = None
+    script: str | None = None  # Unicode script name, e.g. THAI: share of non-space characters
+    min_share: float = 0.9
+
+
+@dataclass
 class PromptConfig:
     text: str | None = None
     file: str | None = None  # relative to conf/prompts/, or absolute
     repeat_to_chars: int | None = None  # repeat the text to this length (budget studies)
+    expect: ExpectConfig = field(default_factory=ExpectConfig)
 
 
 @dataclass
@@ -130,9 +155,15 @@ class PhaseConfig:
             raise ConfigError(f"phase repeats and batches must be >= 1 (got {self.repeats}, {self.batches})")
 
 
+class Endpoint(str, Enum):
+    completions = "completions"  # /v1/completions: prompt text, logprobs=k
+    chat = "chat"  # /v1/chat/completions: one user message, logprobs=true, top_logprobs=k
+
+
 @dataclass
 class ProtocolConfig:
     name: str = MISSING
+    endpoint: Endpoint = Endpoint.completions
     request: RequestConfig = field(default_factory=RequestConfig)
     phases: dict[str, PhaseConfig] = field(default_factory=dict)  # run in this order
     request_timeout_s: float = 300.0
@@ -144,6 +175,17 @@ class StudyConfig:
     name: str = MISSING
     description: str = ""
     baseline: str | None = None  # the arm others are compared against; default: the first arm
+    # Single-variable guard (docs/guard.md). Arm -> the leaves it changes against the baseline, as dotted
+    # paths inside the arm config (engine_args.fused-finalize, env.VLLM_X, image). Empty: not checked.
+    variables: dict[str, list[str]] = field(default_factory=dict)
+    allow_confounded: bool = False  # run anyway when arms differ beyond their variables; headline CONFOUNDED
+    allow_unknown_knobs: bool = False  # run anyway with flags/env the engine does not know
+    # Config leaf (or prefix) -> fingerprint fields (or prefixes, "*" = all) it is known to change.
+    # Defaults come from conf/guard/default.yaml; a study adds or replaces entries.
+    implications: dict[str, list[str]] = field(default_factory=dict)
+    cache_leaves: list[str] = field(default_factory=list)  # arms sharing a cache must agree on these
+    ignore_leaves: list[str] = field(default_factory=list)  # config leaves never compared (description)
+    ignore_fields: list[str] = field(default_factory=list)  # fingerprint fields never compared (env.HOSTNAME)
 
 
 @dataclass
@@ -154,12 +196,25 @@ class RuntimeConfig:
 
 
 @dataclass
+class GateConfig:
+    """Exit non-zero (status 3) after the report when the results are not what the study expects."""
+
+    max_divergence_rate: float | None = None  # any cell with divergent/n above this fails
+    expect_pairs: dict[str, str] = field(default_factory=dict)  # arm -> identical | differ (vs baseline)
+    expect_schedules: dict[str, str] = field(default_factory=dict)  # arm -> identical | differ
+
+
+@dataclass
 class Config:
     study: StudyConfig = field(default_factory=StudyConfig)
     arms: dict[str, ArmConfig] = field(default_factory=dict)
     protocol: ProtocolConfig = field(default_factory=ProtocolConfig)
     prompts: PromptSetConfig = field(default_factory=PromptSetConfig)
     runtime: RuntimeConfig = field(default_factory=RuntimeConfig)
+    gate: GateConfig = field(default_factory=GateConfig)
+    # Run every arm on this image instead, without GPUs or host mounts: the reference engine standing
+    # in for vLLM where there is no GPU (CI). The arms table keeps each arm's own config.
+    stand_in: str | None = None
 
     def __post_init__(self) -> None:
         problems = []

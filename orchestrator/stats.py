@@ -52,3 +52,14 @@ def clopper_pearson(k: int, n: int, confidence: float = CONFIDENCE) -> tuple[flo
 def divergence_bound(k: int, n: int, confidence: float = CONFIDENCE) -> tuple[float, float]:
     """(lower, upper) on the divergence rate: one-sided when k == 0, Clopper-Pearson otherwise."""
     return (0.0, upper_bound_zero(n, confidence)) if k == 0 else clopper_pearson(k, n, confidence)
+
+
+POOLED_ASSUMPTION = "assumes one common divergence rate across the pooled cells"
+
+
+def pooled_bound(divergent: list[int], n: list[int], confidence: float = CONFIDENCE) -> dict[str, object]:
+    """Bound over several cells together; only valid under POOLED_ASSUMPTION, which travels with it."""
+    k, total = sum(divergent), sum(n)
+    lower, upper = divergence_bound(k, total, confidence)
+    return {"divergent": k, "n": total, "lower_bound_95": lower, "upper_bound_95": upper,
+            "assumption": POOLED_ASSUMPTION}

@@ -10,6 +10,7 @@ from __future__ import annotations
 import io
 import itertools
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +36,8 @@ RESPONSES = pa.schema([
     ("response_body", pa.binary()),  # exactly the bytes received
     ("http_status", pa.int64()), ("error", pa.string()),
     ("send_ns", pa.int64()), ("recv_ns", pa.int64()),
+    ("batch_send_spread_ns", pa.int64()),  # concurrent: last send - first send of the batch
+    ("batch_running_max", pa.int64()),  # concurrent: most running requests /metrics showed meanwhile
     ("completion_text", pa.string()), ("finish_reason", pa.string()), ("completion_tokens", pa.int64()),
     ("token_ids", pa.list_(pa.int64())), ("tokens", pa.list_(pa.string())),
     ("token_logprobs", pa.list_(pa.float64())),
@@ -58,7 +61,28 @@ ARMS = pa.schema([
     ("exit_code", pa.int64()), ("status", pa.string()), ("error", pa.string()),
 ])
 
-SCHEMAS = {"responses": RESPONSES, "logs": LOGS, "arms": ARMS}
+# One row per kernel-probe cell (orchestrator/probes/gemm.py; docs/probes.md says what each column means).
+PROBES = pa.schema([
+    ("study", pa.string()), ("run_id", pa.string()), ("process", pa.int64()), ("image", pa.string()),
+    ("torch", pa.string()), ("gpu", pa.string()), ("device", pa.string()),
+    ("shape", pa.string()), ("op", pa.string()), ("arm", pa.string()), ("dtype", pa.string()),
+    ("scale_layout", pa.string()), ("scale_values", pa.string()), ("scale_storage", pa.string()),
+    ("kernel_layout", pa.string()), ("impl", pa.string()), ("negative_control", pa.bool_()),
+    ("M", pa.int64()), ("N", pa.int64()), ("K", pa.int64()), ("seed", pa.int64()), ("mode", pa.string()),
+    ("perturb_allocator", pa.bool_()), ("repeats", pa.int64()), ("distinct_digests", pa.int64()),
+    ("divergent_repeats", pa.int64()), ("upper_bound_95", pa.float64()),
+    ("first_digest", pa.string()), ("digests", pa.list_(pa.string())), ("out_ptrs_distinct", pa.int64()),
+    ("hash_repeats", pa.int64()), ("hash_divergent", pa.int64()),
+    ("processes_agree", pa.bool_()), ("process_digests", pa.list_(pa.string())),
+    ("row0_ref_m", pa.int64()), ("row0_bits_equal_m1", pa.bool_()), ("row0_max_ulps_vs_m1", pa.float64()),
+    ("row0_ulps_vs_float64", pa.float64()), ("max_ulps_vs_float64", pa.float64()),
+    ("layout_ok", pa.bool_()), ("flagged", pa.bool_()), ("unsupported", pa.string()), ("note", pa.string()),
+    ("device_loop_s", pa.float64()), ("device_compare_s", pa.float64()), ("hash_loop_s", pa.float64()),
+    ("device_s_per_call", pa.float64()), ("hash_s_per_call", pa.float64()), ("speedup_per_call", pa.float64()),
+    ("wall_s", pa.float64()),
+])
+
+SCHEMAS = {"responses": RESPONSES, "logs": LOGS, "arms": ARMS, "probes": PROBES}
 
 
 def _with_metadata(name: str) -> pa.Schema:
@@ -121,6 +145,23 @@ def read_table(paths: RunPaths, table: str, columns: list[str] | None = None) ->
     except (OSError, pa.ArrowInvalid) as exc:
         raise RecordError(f"cannot read {table} in {folder}: {exc}. Is this a run directory?") from exc
     return pa.concat_tables(parts)
+
+
+def iter_batches(paths: RunPaths, table: str, columns: list[str], batch_rows: int = 4096
+                 ) -> Iterator[pa.RecordBatch]:
+    """Stream a table in file order (the order it was written), reading only `columns`."""
+    schema = SCHEMAS[table]
+    for path in sorted(p for p in paths.table(table).glob("*.parquet") if not p.name.startswith(".")):
+        try:
+            handle = pq.ParquetFile(path)
+            present = set(handle.schema_arrow.names)
+            for batch in handle.iter_batches(batch_size=batch_rows, columns=[c for c in columns if c in present]):
+                # Older parts may lack newer columns: add them as nulls so callers see one shape.
+                arrays = [batch.column(c) if c in present else pa.nulls(batch.num_rows, schema.field(c).type)
+                          for c in columns]
+                yield pa.RecordBatch.from_arrays(arrays, names=columns)
+        except (OSError, pa.ArrowInvalid) as exc:
+            raise RecordError(f"cannot read {path}: {exc}") from exc
 
 
 def _safe(name: str) -> str:

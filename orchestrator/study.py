@@ -10,6 +10,7 @@ import sys
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -18,10 +19,11 @@ from orchestrator import protocol, signatures
 from orchestrator.client import CompletionClient, Exchange, wait_ready
 from orchestrator.config import resolve_prompts
 from orchestrator.errors import ArmStartError, OrchestratorError
-from orchestrator.fingerprint import log_facts, matrix_key
+from orchestrator.fingerprint import arm_cell, log_facts, matrix_key, probe_container
 from orchestrator.parse import parse_completion
 from orchestrator.paths import RunPaths
-from orchestrator.runtime.base import LABEL_NS, ContainerSpec, Handle, Mount, Runtime
+from orchestrator.plan import effective_arm
+from orchestrator.runtime.base import LABEL_NS, ContainerSpec, Handle, Runtime
 from orchestrator.schema import ArmConfig, Config
 from orchestrator.store import TableWriter
 
@@ -89,10 +91,15 @@ class StudyRunner:
                                "image_ref": arm.image, "status": "failed"}
         handle: Handle | None = None
         try:
+            arm = effective_arm(arm, self.config.stand_in)
+            row["image_ref"] = arm.image
             image = self.runtime.resolve_image(arm.image, arm.build)
             row.update(image_id=image.id, image_repo_digests=list(image.repo_digests))
-            spec = ContainerSpec.for_arm(name, arm, image.id, self.labels, self.host_env)
-            spec.mounts += self._scratch_mounts(name, arm)
+            spec = ContainerSpec.for_arm(name, arm, image.id, self.labels, self.host_env,
+                                         scratch_root=self.paths.scratch_root.resolve())
+            for mount in spec.mounts:
+                if not mount.read_only and Path(mount.host).is_relative_to(self.paths.scratch_root.resolve()):
+                    Path(mount.host).mkdir(parents=True, exist_ok=True)
             row.update(docker_run=spec.docker_run(), env_json=json.dumps(spec.redacted_env(), sort_keys=True))
             self.say(f"[{name}] starting {arm.image} ({image.id[:19]})")
             row["start_ns"] = time.time_ns()
@@ -106,6 +113,9 @@ class StudyRunner:
             self.say(f"[{name}] ready at {handle.base_url} in {(row['ready_ns'] - row['start_ns']) / 1e9:.1f} s")
             fingerprint = asyncio.run(self._fingerprint(handle))
             fingerprint["log_facts"] = log_facts(line.text for line in self.runtime.logs(handle))
+            fingerprint["probe"] = probe_container(self.runtime, handle, arm.secret_env)  # versions, GPU, env
+            fingerprint["image_id"] = image.id
+            fingerprint["cell"] = arm_cell(arm.engine_args, arm.gpus)
             row.update(fingerprint_json=json.dumps(fingerprint, sort_keys=True),
                        matrix_key=matrix_key(image.id, fingerprint))
             sent = asyncio.run(self._send(name, arm, handle, prompts))
@@ -126,14 +136,6 @@ class StudyRunner:
             finally:
                 row["stop_ns"] = time.time_ns()
                 arms_writer.append(row)  # the arm's row lands in every exit path
-
-    def _scratch_mounts(self, name: str, arm: ArmConfig) -> list[Mount]:
-        mounts = []
-        for scratch_name, scratch in arm.scratch.items():
-            host = self.paths.scratch(scratch.share or name, scratch_name)
-            host.mkdir(parents=True, exist_ok=True)
-            mounts.append(Mount(str(host.resolve()), scratch.container, read_only=False))
-        return mounts
 
     def _stop(self, name: str, handle: Handle, row: dict[str, Any]) -> None:
         try:
@@ -167,13 +169,20 @@ class StudyRunner:
         try:
             with TableWriter(self.paths, "responses", name) as writer:
                 sent = 0
-                for group in protocol.plan(proto, arm.served_model_name, prompts):
-                    exchanges = await protocol.send_group(client, group)
-                    for request, exchange in zip(group, exchanges, strict=True):
-                        writer.append(response_row(ctx, request, exchange, prompts[request.prompt_id]))
+                groups = list(protocol.plan(proto, arm.served_model_name, prompts))
+                total, last_said = sum(len(g) for g in groups), time.monotonic()
+                for group in groups:
+                    result = await protocol.send_group(client, group, arm.metrics_path)
+                    for request, exchange in zip(group, result.exchanges, strict=True):
+                        row = response_row(ctx, request, exchange, prompts[request.prompt_id])
+                        row.update(batch_send_spread_ns=result.send_spread_ns, batch_running_max=result.running_max)
+                        writer.append(row)
                     sent += len(group)
-                    if any(e.status is None for e in exchanges):
+                    if any(e.status is None for e in result.exchanges):
                         self._check_alive(handle)
+                    if time.monotonic() - last_said >= 10:
+                        self.say(f"[{name}] {sent}/{total} requests")
+                        last_said = time.monotonic()
                 return sent
         finally:
             await client.aclose()

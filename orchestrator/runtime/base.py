@@ -10,6 +10,7 @@ from __future__ import annotations
 import shlex
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Protocol
 
 from orchestrator.schema import ArmConfig, BuildConfig
@@ -49,7 +50,11 @@ class ContainerSpec:
 
     @classmethod
     def for_arm(cls, arm_name: str, arm: ArmConfig, image: str, labels: Mapping[str, str],
-                host_env: Mapping[str, str]) -> ContainerSpec:
+                host_env: Mapping[str, str], scratch_root: Path | None = None) -> ContainerSpec:
+        """`scratch_root`: the run's scratch folder; each scratch dir is SHARE_OR_ARM/NAME under it."""
+        scratch = [] if scratch_root is None else [
+            Mount(str(scratch_root / (s.share or arm_name) / name), s.container, read_only=False)
+            for name, s in arm.scratch.items()]
         return cls(
             name=f"{labels.get(f'{LABEL_NS}.run', 'run')}-{arm_name}"[:120],
             image=image,
@@ -62,7 +67,7 @@ class ContainerSpec:
             gpus=arm.gpus,
             shm_size=arm.shm_size,
             ipc_mode=arm.ipc_mode,
-            mounts=[Mount(v.host, v.container, v.read_only) for v in arm.volumes],
+            mounts=[*(Mount(v.host, v.container, v.read_only) for v in arm.volumes), *scratch],
         )
 
     def redacted_env(self) -> dict[str, str]:
@@ -143,6 +148,12 @@ class Runtime(Protocol):
     def logs(self, handle: Handle, tail: int | None = None) -> list[LogLine]: ...
 
     def exec(self, handle: Handle, argv: list[str]) -> ExecResult: ...
+
+    def run_oneshot(self, image: str, command: list[str], labels: Mapping[str, str],
+                    entrypoint: list[str] | None = None, timeout_s: float = 120.0) -> ExecResult:
+        """Run a short-lived container of `image` with no network (knob listings, fingerprints) and
+        return its exit status and stdout; it is always removed, and carries `labels` for `cleanup`."""
+        ...
 
     def stop(self, handle: Handle, timeout_s: float) -> int | None:
         """Stop (if running) and return the exit code; the container stays for `logs` until remove."""

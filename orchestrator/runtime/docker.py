@@ -139,6 +139,31 @@ class DockerRuntime:
         result = self._container(handle).exec_run(argv, demux=False)
         return ExecResult(exit_code=int(result.exit_code), output=(result.output or b"").decode("utf-8", "replace"))
 
+    def run_oneshot(self, image: str, command: list[str], labels: Mapping[str, str],
+                    entrypoint: list[str] | None = None, timeout_s: float = 120.0) -> ExecResult:
+        try:
+            container = self.client.containers.create(image=image, command=command, entrypoint=entrypoint,
+                                                      labels=dict(labels), network_mode="none")
+        except self._errors.APIError as exc:
+            raise RuntimeFailure(f"docker could not create a container of '{image}': {exc.explanation or exc}") \
+                from exc
+        try:
+            container.start()
+            try:
+                status = int(container.wait(timeout=timeout_s)["StatusCode"])
+            except Exception as exc:  # requests' ReadTimeout / ConnectionError
+                raise RuntimeFailure(f"a container of '{image}' running {command} did not finish within "
+                                     f"{timeout_s:.0f} s ({type(exc).__name__})") from exc
+            output = container.logs(stdout=True, stderr=False).decode("utf-8", "replace")
+            if status != 0:
+                output += container.logs(stdout=False, stderr=True).decode("utf-8", "replace")[-2000:]
+            return ExecResult(exit_code=status, output=output)
+        except self._errors.APIError as exc:
+            raise RuntimeFailure(f"running a container of '{image}' failed: {exc.explanation or exc}") from exc
+        finally:
+            with contextlib.suppress(self._errors.NotFound, self._errors.APIError):
+                container.remove(force=True)
+
     def stop(self, handle: Handle, timeout_s: float) -> int | None:
         try:
             container = self.client.containers.get(handle.id)

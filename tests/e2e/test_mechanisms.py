@@ -94,3 +94,24 @@ def test_backend_pin_changes_cache_key_not_backend(tmp_path: Path) -> None:
     assert auto["moe_backend"] == pinned["moe_backend"] == "FLASHINFER_CUTLASS"
     assert auto["autotune_key"] != pinned["autotune_key"]
     assert distinct(report, "auto", "count") == 1 and distinct(report, "pinned", "count") == 1
+
+
+def test_position_parity_locates_the_budget_onset(tmp_path: Path) -> None:
+    # A small budget keeps it quick: 256 tokens; prompts of 200, 250 and 600 tokens.
+    report = run_study(tmp_path, "study=position_parity", "arms.random_topk.engine_args.indexer-budget=256",
+                       "+arms.stable.engine_args.indexer-budget=256", "prompts.prompts.below.repeat_to_chars=200",
+                       "prompts.prompts.near.repeat_to_chars=250", "prompts.prompts.above.repeat_to_chars=600",
+                       "protocol.request.max_tokens=16", "protocol.phases.sequential.repeats=5",
+                       "protocol.phases.concurrent.repeats=5")
+    above = [c for c in report["cells"] if c["arm"] == "random_topk" and c["prompt_id"] == "above"]
+    for cell in above:
+        # prompt positions past the budget are the first whose forced-token logprob varies
+        assert cell["first_prompt_position_with_spread"] == 257
+        assert cell["max_prompt_spread"] > 0 and cell["min_top1_agreement"] < 1
+    for cell in report["cells"]:
+        if cell["arm"] == "stable" or cell["prompt_id"] != "above":
+            assert cell["max_prompt_spread"] == 0 and cell["min_top1_agreement"] == 1, cell
+        if cell["batch_size"] is not None:
+            assert cell["co_resident"] is True and cell["min_running_observed"] == 5
+    html = (tmp_path / "report.html").read_text()
+    assert html.count("<img") >= 2 and "prompt positions" in html.lower()

@@ -86,10 +86,13 @@ def test_plan_tags_one_cold_request_and_gates_concurrent_groups() -> None:
                                 "logprobs": 20}
 
 
-def test_concurrent_group_is_released_together() -> None:
+def test_concurrent_group_is_released_together_and_co_residency_is_measured() -> None:
     in_flight = {"now": 0, "max": 0}
 
     async def handler(request: httpx.Request) -> httpx.Response:
+        if request.url.path == "/metrics":
+            text = f'vllm:num_requests_running{{model_name="m"}} {in_flight["now"]}.0\n'
+            return httpx.Response(200, text=text)
         in_flight["now"] += 1
         in_flight["max"] = max(in_flight["max"], in_flight["now"])
         await asyncio.sleep(0.05)
@@ -98,5 +101,17 @@ def test_concurrent_group_is_released_together() -> None:
 
     cfg = config.to_typed(config.compose([]))
     group = list(protocol.plan(cfg.protocol, "m", {"a": "x"}))[-1]
-    exchanges = asyncio.run(protocol.send_group(_client(handler), group))
-    assert len(exchanges) == 4 and in_flight["max"] == 4
+    result = asyncio.run(protocol.send_group(_client(handler), group))
+    assert len(result.exchanges) == 4 and in_flight["max"] == 4
+    assert result.running_max == 4
+    assert result.send_spread_ns is not None and result.send_spread_ns < 50_000_000
+    no_metrics = asyncio.run(protocol.send_group(_client(handler), group, metrics_path=None))
+    assert no_metrics.running_max is None
+
+
+def test_running_requests_parses_prometheus_text() -> None:
+    text = ('vllm:num_requests_running{model_name="a",engine="0"} 3.0\n'
+            'vllm:num_requests_running{model_name="a",engine="1"} 2.0\n'
+            'vllm:num_requests_running_total 99\nvllm:num_requests_waiting 1.0\n')
+    assert protocol.running_requests(text) == 5
+    assert protocol.running_requests("# nothing here\n") is None

@@ -1,0 +1,154 @@
+"""Position-resolved metrics of one cell, vectorised with numpy over pyarrow's flattened lists.
+
+Every request of a cell is compared with the cell's reference request (the first one carrying the
+most common signature): at each prompt position the spread (max - min) of the forced token's
+logprob, top-1 agreement and top-k overlap; over generated positions the first divergent token and
+the top1-top2 gap there, so a near-tie flip is told apart from a real defect.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+_KEY_SHIFT = np.int64(1) << np.int64(32)
+
+
+def _array(column: pa.ChunkedArray | pa.Array) -> pa.Array:
+    return column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
+
+
+def _flatten(lists: pa.Array) -> tuple[pa.Array, np.ndarray]:
+    """Values and per-row lengths (null lists have length 0)."""
+    lengths = pc.fill_null(pc.list_value_length(lists), 0).to_numpy(zero_copy_only=False).astype(np.int64)
+    return pc.list_flatten(lists), lengths
+
+
+def _index(lengths: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """For flattened values: the owning row and the index within that row."""
+    rows = np.repeat(np.arange(len(lengths)), lengths)
+    starts = np.cumsum(lengths) - lengths
+    return rows, np.arange(int(lengths.sum())) - np.repeat(starts, lengths)
+
+
+def padded_matrix(column: pa.ChunkedArray | pa.Array, fill: float) -> np.ndarray:
+    """list<number> -> [rows, longest] float matrix padded with `fill`."""
+    values, lengths = _flatten(_array(column))
+    width = int(lengths.max()) if len(lengths) else 0
+    out = np.full((len(lengths), width), fill, dtype=np.float64)
+    rows, cols = _index(lengths)
+    if len(rows):
+        out[rows, cols] = pc.fill_null(values.cast(pa.float64()), np.nan).to_numpy(zero_copy_only=False)
+    return out
+
+
+@dataclass
+class PromptPositions:
+    spread: np.ndarray  # [P] max - min of the forced token's logprob across requests
+    top1_agreement: np.ndarray  # [P] share of requests whose top-1 equals the reference's
+    topk_overlap: np.ndarray  # [P] worst share of the reference's top-k found in a request's top-k
+    forced_reference: np.ndarray  # [P] the reference request's forced-token logprobs
+
+
+def prompt_positions(column: pa.ChunkedArray | pa.Array, reference: int) -> PromptPositions | None:
+    """From vLLM-style prompt_logprobs (per position: the prompt token first, then ranks 1..k)."""
+    outer = _array(column)
+    if outer.null_count == len(outer):
+        return None
+    positions, per_row = _flatten(outer)
+    entries, per_position = _flatten(positions)
+    n, width = len(per_row), int(per_row.max())
+    pos_row, pos_col = _index(per_row)
+    entry_pos, entry_in_pos = _index(per_position)
+    token = pc.fill_null(entries.field("token_id"), -1).to_numpy(zero_copy_only=False)
+    logprob = pc.fill_null(entries.field("logprob"), np.nan).to_numpy(zero_copy_only=False)
+    rank = pc.fill_null(entries.field("rank"), -1).to_numpy(zero_copy_only=False)
+    row_of, col_of = pos_row[entry_pos], pos_col[entry_pos]
+
+    forced = np.full((n, width), np.nan)
+    first = entry_in_pos == 0
+    forced[row_of[first], col_of[first]] = logprob[first]
+    top1 = np.full((n, width), -1, dtype=np.int64)
+    is_top1 = rank == 1
+    top1[row_of[is_top1], col_of[is_top1]] = token[is_top1]
+
+    in_topk = rank >= 1
+    keys = col_of * _KEY_SHIFT + token
+    ref_mask = in_topk & (row_of == reference)
+    ref_k = np.bincount(col_of[ref_mask], minlength=width).astype(np.float64)
+    found = in_topk & np.isin(keys, keys[ref_mask])
+    hits = np.zeros((n, width))
+    np.add.at(hits, (row_of[found], col_of[found]), 1.0)
+    present = np.zeros((n, width), dtype=bool)
+    present[pos_row[per_position > 0], pos_col[per_position > 0]] = True
+    with np.errstate(invalid="ignore", divide="ignore"):
+        overlap = np.where(present & (ref_k > 0), hits / ref_k, np.nan)
+        agree = np.where(present & (top1[reference] >= 0), top1 == top1[reference], np.nan)
+        return PromptPositions(
+            spread=_nan_reduce(np.nanmax, forced) - _nan_reduce(np.nanmin, forced),
+            top1_agreement=_nan_reduce(np.nanmean, agree),
+            topk_overlap=_nan_reduce(np.nanmin, overlap),
+            forced_reference=forced[reference])
+
+
+def _nan_reduce(func: object, matrix: np.ndarray) -> np.ndarray:
+    out = np.full(matrix.shape[1], np.nan)
+    valid = ~np.all(np.isnan(matrix), axis=0)
+    if valid.any():
+        out[valid] = func(matrix[:, valid], axis=0)  # type: ignore[operator]
+    return out
+
+
+@dataclass
+class GeneratedPositions:
+    spread: np.ndarray  # [T] max - min of the generated token's logprob across requests
+    divergent_rows: int  # requests whose token sequence differs from the reference's
+    first_divergent: int | None  # earliest generated position where any request differs
+    reference_tokens: np.ndarray  # [T] the reference's token codes (for parity across arms)
+
+
+def token_codes(token_ids: pa.ChunkedArray | pa.Array, tokens: pa.ChunkedArray | pa.Array) -> np.ndarray:
+    """[rows, T] integer codes of the generated tokens, -1 padded: token ids where the server returned
+    them, else the token strings encoded consistently within this call."""
+    ids = _array(token_ids)
+    if ids.null_count < len(ids):
+        return padded_matrix(ids, -1).astype(np.int64)
+    strings = _array(tokens)
+    values, lengths = _flatten(strings)
+    codes = pc.dictionary_encode(values).indices.to_numpy(zero_copy_only=False).astype(np.int64)
+    out = np.full((len(lengths), int(lengths.max()) if len(lengths) else 0), -1, dtype=np.int64)
+    rows, cols = _index(lengths)
+    out[rows, cols] = codes
+    return out
+
+
+def first_difference(a: np.ndarray, b: np.ndarray) -> int | None:
+    """First index where two -1 padded code rows differ (a length difference counts)."""
+    width = max(len(a), len(b))
+    a = np.pad(a, (0, width - len(a)), constant_values=-1)
+    b = np.pad(b, (0, width - len(b)), constant_values=-1)
+    differ = np.nonzero(a != b)[0]
+    return int(differ[0]) if len(differ) else None
+
+
+def generated_positions(codes: np.ndarray, token_logprobs: pa.ChunkedArray | pa.Array,
+                        reference: int) -> GeneratedPositions:
+    mismatch = codes != codes[reference]
+    rows_differ = mismatch.any(axis=1)
+    first = int(np.argmax(mismatch.any(axis=0))) if rows_differ.any() else None
+    logprobs = padded_matrix(token_logprobs, np.nan)
+    spread = (_nan_reduce(np.nanmax, logprobs) - _nan_reduce(np.nanmin, logprobs)) if logprobs.size \
+        else np.zeros(0)
+    return GeneratedPositions(spread=spread, divergent_rows=int(rows_differ.sum()), first_divergent=first,
+                              reference_tokens=codes[reference])
+
+
+def top_gap(top_logprobs_row: list[dict[str, float]] | None) -> float | None:
+    """top1 - top2 logprob at one position (entries in any order; the sampled token may repeat)."""
+    if not top_logprobs_row:
+        return None
+    values = sorted({(e["token"], e["logprob"]) for e in top_logprobs_row}, key=lambda e: -e[1])
+    return float(values[0][1] - values[1][1]) if len(values) > 1 else None

@@ -1,0 +1,112 @@
+"""Print, as one JSON object, what this Python environment really is (run inside an arm's container).
+
+Stdlib only, no network, nothing initialised on the GPU: package versions come from installed
+metadata (no import), the CUDA version from torch.version (no CUDA context), the GPU from nvidia-smi.
+A value that cannot be read is null and the reason lands in "errors"; the script never fails.
+Environment variables whose names look secret are redacted.
+"""
+
+import contextlib
+import json
+import os
+import platform
+import re
+import shutil
+import subprocess
+import sys
+
+PACKAGES = ("vllm", "flashinfer-python", "flashinfer", "torch", "triton", "transformers", "refengine",
+            "nvidia-cublas-cu12", "nvidia-cublas", "nvidia-nccl-cu12", "nvidia-cudnn-cu12")
+SECRET = re.compile(r"TOKEN|KEY|SECRET|PASSWORD|CREDENTIAL", re.IGNORECASE)
+
+
+def package_versions(errors):
+    from importlib import metadata
+
+    versions = {}
+    for name in PACKAGES:
+        with contextlib.suppress(Exception):
+            versions[name] = metadata.version(name)
+    if "refengine" not in versions:  # the reference engine runs from PYTHONPATH, not as a distribution
+        try:
+            import refengine
+
+            versions["refengine"] = refengine.__version__
+        except Exception:
+            pass
+    if "flashinfer-python" in versions and "flashinfer" not in versions:
+        versions["flashinfer"] = versions.pop("flashinfer-python")
+    return versions
+
+
+def torch_cuda(errors):
+    """torch.version.cuda without importing torch's CUDA runtime (reads torch/version.py)."""
+    try:
+        from importlib import util
+
+        spec = util.find_spec("torch")
+        if spec is None or not spec.submodule_search_locations:
+            return None
+        path = os.path.join(next(iter(spec.submodule_search_locations)), "version.py")
+        scope: dict[str, object] = {}
+        with open(path, encoding="utf-8") as handle:
+            exec(compile(handle.read(), path, "exec"), scope)  # torch's own constants file
+        return scope.get("cuda")
+    except Exception as exc:
+        errors["cuda"] = f"{type(exc).__name__}: {exc}"
+        return None
+
+
+def gpus(errors):
+    if not shutil.which("nvidia-smi"):
+        errors["gpu"] = "nvidia-smi not found (no GPU visible, or the utility capability is not mounted)"
+        return []
+    try:
+        out = subprocess.run(["nvidia-smi", "--query-gpu=name,compute_cap,driver_version,memory.total",
+                              "--format=csv,noheader,nounits"], capture_output=True, text=True, timeout=30)
+    except Exception as exc:
+        errors["gpu"] = f"nvidia-smi failed: {exc}"
+        return []
+    if out.returncode != 0:
+        errors["gpu"] = f"nvidia-smi exited {out.returncode}: {out.stderr.strip()[:200]}"
+        return []
+    found = []
+    for line in out.stdout.strip().splitlines():
+        parts = [p.strip() for p in line.split(",")]
+        if len(parts) >= 3:
+            found.append({"name": parts[0], "capability": parts[1], "driver": parts[2],
+                          "memory_mib": parts[3] if len(parts) > 3 else None})
+    return found
+
+
+def cpu_model():
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as handle:
+            for line in handle:
+                if line.lower().startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or None
+
+
+def main():
+    errors: dict[str, str] = {}
+    gpu_list = gpus(errors)
+    first = gpu_list[0] if gpu_list else {}
+    result = {
+        "python": platform.python_version(),
+        "os": platform.platform(),
+        "cpu": cpu_model(),
+        "cpu_count": os.cpu_count(),
+        "packages": package_versions(errors),
+        "cuda": torch_cuda(errors),
+        "gpu": {"name": first.get("name"), "capability": first.get("capability"),
+                "driver": first.get("driver"), "count": len(gpu_list)},
+        "env": {k: ("<redacted>" if SECRET.search(k) else v) for k, v in sorted(os.environ.items())},
+        "errors": errors,
+    }
+    sys.stdout.write(json.dumps(result, sort_keys=True) + "\n")
+
+
+main()

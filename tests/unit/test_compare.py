@@ -1,0 +1,141 @@
+"""Every comparison metric on small hand-built records with known answers."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from orchestrator import quality
+from orchestrator.compare import compare
+from orchestrator.errors import RecordError
+from orchestrator.gate import failures
+from orchestrator.paths import RunPaths
+from orchestrator.signatures import text_signature, token_ids_signature, top_logprobs_signature
+from orchestrator.stats import pooled_bound
+from orchestrator.store import TableWriter
+
+
+def row(arm: str, prompt: str, phase: str, ids: list[int], top1_lp: float = -0.1, top2_lp: float = -2.0,
+        prompt_lp: list[list[tuple[int, float, int]] | None] | None = None, cold: bool = False,
+        text: str | None = None, **extra: Any) -> dict[str, Any]:
+    top = [[{"token": f"t{t}", "logprob": top1_lp}, {"token": "other", "logprob": top2_lp}] for t in ids]
+    prompt_logprobs = None if prompt_lp is None else [
+        None if p is None else [{"token_id": t, "token": None, "logprob": lp, "rank": r} for t, lp, r in p]
+        for p in prompt_lp]
+    text = text if text is not None else "".join(f"t{t}" for t in ids)
+    return {"arm": arm, "prompt_id": prompt, "phase": phase, "phase_kind": extra.pop("kind", "sequential"),
+            "batch_id": extra.pop("batch_id", 0), "cold": cold, "error": None, "completion_text": text,
+            "token_ids": ids, "token_logprobs": [top1_lp] * len(ids), "top_logprobs": top,
+            "prompt_logprobs": prompt_logprobs, "sig_text": text_signature(text),
+            "sig_token_ids": token_ids_signature(ids), "sig_top_logprobs": top_logprobs_signature(top), **extra}
+
+
+def record(tmp_path, rows: list[dict[str, Any]]) -> RunPaths:  # type: ignore[no-untyped-def]
+    paths = RunPaths(tmp_path).make()
+    with TableWriter(paths, "responses", "r", flush_rows=3) as writer:
+        for r in rows:
+            writer.append(r)
+    return paths
+
+
+def cell(result: dict[str, Any], arm: str, prompt: str, phase: str = "seq") -> dict[str, Any]:
+    [found] = [c for c in result["cells"] if (c["arm"], c["prompt_id"], c["phase"]) == (arm, prompt, phase)]
+    return found
+
+
+def test_identical_cell_and_cold_apart(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    rows = [row("a", "p", "seq", [1, 2, 3], top1_lp=-0.5, cold=True)] + [row("a", "p", "seq", [1, 2, 3])] * 30
+    result = compare(record(tmp_path, rows))
+    c = cell(result, "a", "p")
+    assert (c["n"], c["distinct_signatures"], c["divergent"], c["first_divergent_position"]) == (30, 1, 0, None)
+    assert c["upper_bound_95"] == pytest.approx(0.0950, abs=5e-5)
+    assert result["cold"] == [{"arm": "a", "prompt_id": "p", "phase": "seq", "matches_warm": False}]
+
+
+def test_first_divergent_position_and_near_tie(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    rows = [row("a", "p", "seq", [1, 2, 3], top2_lp=-0.1001)] * 4 + [row("a", "p", "seq", [1, 2, 9], top2_lp=-0.1001)]
+    rows += [row("a", "q", "seq", [1, 2, 3])] * 4 + [row("a", "q", "seq", [1, 5, 3])]
+    result = compare(record(tmp_path, rows))
+    near = cell(result, "a", "p")
+    assert (near["distinct_signatures"], near["divergent"], near["first_divergent_position"]) == (2, 1, 2)
+    assert near["top1_top2_gap"] == pytest.approx(1e-4) and near["near_tie"] is True
+    far = cell(result, "a", "q")
+    assert far["first_divergent_position"] == 1 and far["top1_top2_gap"] == pytest.approx(1.9)
+    assert far["near_tie"] is False
+    assert far["lower_bound_95"] == pytest.approx(0.00505, abs=1e-4)  # Clopper-Pearson, 1 in 5
+
+
+def test_prompt_position_metrics(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    # Position 0 is null as served; position 1: forced token 7 (rank 2) first, top-2 = {5, 7};
+    # position 2 in the last request: forced logprob differs by 0.25 and the top-1 flips.
+    same = [None, [(7, -1.0, 2), (5, -0.5, 1)], [(8, -0.2, 1), (9, -1.5, 2)]]
+    flipped = [None, [(7, -1.0, 2), (5, -0.5, 1)], [(8, -0.45, 2), (9, -0.4, 1)]]
+    rows = [row("a", "p", "seq", [1], prompt_lp=same)] * 3 + [row("a", "p", "seq", [1], prompt_lp=flipped)]
+    result = compare(record(tmp_path, rows))
+    c = cell(result, "a", "p")
+    assert c["max_prompt_spread"] == pytest.approx(0.25)
+    assert c["first_prompt_position_with_spread"] == 2
+    assert c["min_top1_agreement"] == pytest.approx(0.75)
+    assert c["min_topk_overlap"] == pytest.approx(1.0)  # the same two tokens, in another order
+    [positions] = result["positions"]
+    assert positions["prompt_spread"] == [None, 0.0, pytest.approx(0.25)]
+    assert positions["top1_agreement"] == [None, 1.0, 0.75]
+
+
+def test_schedules_and_pairs_say_where(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    rows = [row("base", "p", "seq", [1, 2, 3])] * 3 + [row("base", "p", "conc", [1, 2, 3], kind="concurrent")] * 3
+    rows += [row("b", "p", "seq", [1, 2, 3])] * 3 + [row("b", "p", "conc", [1, 4, 3], kind="concurrent")] * 3
+    result = compare(record(tmp_path, rows), baseline="base")
+    schedules = {s["arm"]: (s["verdict"], s["first_divergent_position"]) for s in result["schedules"]}
+    assert schedules == {"base": ("identical", None), "b": ("differ", 1)}
+    pairs = {p["phase"]: (p["verdict"], p["first_divergent_position"]) for p in result["pairs"]}
+    assert pairs == {"seq": ("identical", None), "conc": ("differ", 1)}
+
+
+def test_missing_logprobs_are_not_possible_never_equal(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    rows = [{**row("a", "p", "seq", [1]), "sig_top_logprobs": None, "top_logprobs": None}] * 3
+    result = compare(record(tmp_path, rows + [row("b", "p", "seq", [1])] * 3), baseline="b")
+    c = cell(result, "a", "p")
+    assert c["distinct_signatures"] is None and "not possible" in c["signature_note"]
+    assert result["pairs"][0]["verdict"] == "not comparable"
+
+
+def test_pooled_bound_states_its_assumption() -> None:
+    pooled = pooled_bound([0] * 36, [30] * 36)
+    assert pooled["n"] == 1080 and pooled["upper_bound_95"] == pytest.approx(0.00277, abs=5e-6)
+    assert "common divergence rate" in str(pooled["assumption"])
+
+
+def test_identical_wrong_answer_is_reported_wrong(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    rows = [row("a", "capital", "seq", [1], text=" Lyon")] * 3 + [row("a", "thai", "seq", [2], text="สวัสดีครับ")] * 2
+    expect = {"capital": {"contains": "Paris"}, "thai": {"script": "Thai", "min_share": 0.9}}
+    result = compare(record(tmp_path, rows), expectations=expect)
+    wrong = cell(result, "a", "capital")
+    assert wrong["distinct_completions"] == 1 and wrong["quality_pass"] == 0.0
+    assert cell(result, "a", "thai")["quality_pass"] == 1.0
+    assert quality.script_share("hello สวัสดี", "thai") == pytest.approx(6 / 11)
+
+
+def test_non_contiguous_cells_are_refused(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    rows = [row("a", "p", "seq", [1]), row("a", "q", "seq", [1]), row("a", "p", "seq", [1])]
+    with pytest.raises(RecordError, match="not contiguous"):
+        compare(record(tmp_path, rows))
+
+
+def test_gate_failures(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    rows = [row("a", "p", "seq", [1])] * 3 + [row("b", "p", "seq", [1])] * 2 + [row("b", "p", "seq", [2])]
+    result = compare(record(tmp_path, rows), baseline="a")
+    assert failures(result, {"max_divergence_rate": 0.5, "expect_pairs": {"b": "differ"}}) == []
+    problems = failures(result, {"max_divergence_rate": 0.0, "expect_pairs": {"b": "identical"}})
+    assert problems == ["b/p/seq: 1 divergent in 3 exceeds the stated rate 0",
+                        "pairs: b/p/seq is differ, expected identical"]
+
+
+def test_several_runs_compare_as_one_study(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    first = record(tmp_path / "machine-a", [row("a", "p", "seq", [1, 2])] * 3)
+    second = record(tmp_path / "machine-b", [row("a", "p", "seq", [1, 3])] * 3)
+    result = compare([first, second], baseline="machine-a/a")
+    assert {c["arm"] for c in result["cells"]} == {"machine-a/a", "machine-b/a"}
+    [pair] = result["pairs"]
+    assert (pair["arm_b"], pair["verdict"], pair["first_divergent_position"]) == ("machine-b/a", "differ", 1)
