@@ -5,7 +5,11 @@
     orchestrator compare RUN_DIR [--json] [--max-divergence-rate R] [--expect-pair ARM=VERDICT] [--gate]
                                             re-make the reports of a finished run from its Parquet record;
                                             exit 3 when a stated expectation fails
-    orchestrator clean [--run RUN_ID]       remove containers a crashed run left behind
+    orchestrator reproduce RUN_DIR [--allow KIND] [--by-tag]
+                                            re-run a run dir with its images pinned by id; verdict per cell
+                                            (exit 0 reproduced, 3 differs)
+    orchestrator clean [--run RUN_ID] [--runtime process]   remove containers (or local server
+                                            processes) a crashed run left behind
     orchestrator fingerprint [--image IMG] [--json]   this host's (or an image's) fingerprint and matrix key
     orchestrator probe [--preset NAME] [--local] [--arm ARM | --image IMG] [--set KEY=VALUE] [--out DIR]
                                             GEMM kernel probes (fixed-M repeats, M-invariance, FP8 scale
@@ -38,8 +42,8 @@ def main(argv: list[str] | None = None) -> int:
         print(USAGE.strip())
         return 0
     verb, rest = argv[0], argv[1:]
-    verbs = {"run": _run, "plan": _plan, "compare": _compare, "clean": _clean, "fingerprint": _fingerprint,
-             "probe": _probe}
+    verbs = {"run": _run, "plan": _plan, "compare": _compare, "reproduce": _reproduce, "clean": _clean,
+             "fingerprint": _fingerprint, "probe": _probe}
     if verb not in verbs:
         from orchestrator.errors import did_you_mean
 
@@ -72,13 +76,14 @@ def _interrupt(signum: int, frame: Any) -> NoReturn:
 
 
 def _run(argv: list[str]) -> int:
-    from orchestrator import config, guard
+    from orchestrator import config, guard, security
 
     if not any(a in ("-m", "--multirun") or a.startswith("--") for a in argv):
         # Compose once up front so a typo is one clear line and exit 2, before anything starts.
         typed = config.to_typed(config.compose(argv))
         config.resolve_prompts(typed.prompts)
         guard.enforce_declared(typed)  # a confounded A/B stops here, before any container
+        security.enforce(typed, list(typed.runtime.allow), OWN_CONFIG_ALLOW)
     import hydra
 
     from orchestrator.schema import register_configs
@@ -99,44 +104,58 @@ def _run(argv: list[str]) -> int:
     return status["code"]
 
 
+OWN_CONFIG_ALLOW = "runtime.allow=[{kind}] (in the config, or on the command line as '+runtime.allow=[{kind}]')"
+
+
 def run_study(cfg: Any) -> int:
     """The Hydra task: one study into Hydra's run dir. Returns the exit status."""
     from hydra.core.hydra_config import HydraConfig
 
-    from orchestrator import config, guard, report
+    from orchestrator import config
+
+    try:
+        typed = config.to_typed(cfg)
+        paths = RunPaths(Path(HydraConfig.get().runtime.output_dir))
+        return execute_study(typed, paths, list(typed.runtime.allow), OWN_CONFIG_ALLOW)
+    except OrchestratorError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        raise SystemExit(exc.exit_status) from None
+
+
+def execute_study(typed: Any, paths: RunPaths, allow: list[str], how_to_allow: str,
+                  extra_meta: dict[str, Any] | None = None) -> int:
+    """Checks, the run, the reports, the summary: shared by `run` (Hydra) and `reproduce`."""
+    from orchestrator import guard, report, security
     from orchestrator.runtime import make_runtime
     from orchestrator.runtime.base import LABEL_NS
     from orchestrator.study import StudyRunner
 
     logging.getLogger("httpx").setLevel(logging.WARNING)  # one line per request drowns the progress
+    security.enforce(typed, allow, how_to_allow)
+    paths.root.mkdir(parents=True, exist_ok=True)
+    run_id = f"{re.sub(r'[^A-Za-z0-9_.-]', '-', paths.root.name)}-{secrets.token_hex(3)}"
+    meta: dict[str, Any] = {"study": typed.study.name, "run_id": run_id, "baseline": typed.baseline_arm,
+                            "expectations": _expectations(typed), "gate": dataclasses.asdict(typed.gate),
+                            **(extra_meta or {})}
+    atomic_write_text(paths.meta, json.dumps(meta, indent=2) + "\n")
+    declared = guard.declared_check(typed)  # before anything starts (docs/guard.md)
+    guard.write(paths, declared=declared)
+    for line in guard.warnings(declared):
+        print(f"warning: {line}", file=sys.stderr)
+    if problems := guard.refusal(declared):
+        raise ConfigError(problems)
+    runtime = make_runtime(typed.runtime)
+    runner = StudyRunner(typed, paths, run_id, runtime)
     try:
-        typed = config.to_typed(cfg)
-        paths = RunPaths(Path(HydraConfig.get().runtime.output_dir))
-        run_id = f"{re.sub(r'[^A-Za-z0-9_.-]', '-', paths.root.name)}-{secrets.token_hex(3)}"
-        meta: dict[str, Any] = {"study": typed.study.name, "run_id": run_id, "baseline": typed.baseline_arm,
-                "expectations": _expectations(typed), "gate": dataclasses.asdict(typed.gate)}
-        atomic_write_text(paths.meta, json.dumps(meta, indent=2) + "\n")
-        declared = guard.declared_check(typed)  # before anything starts (docs/guard.md)
-        guard.write(paths, declared=declared)
-        for line in guard.warnings(declared):
-            print(f"warning: {line}", file=sys.stderr)
-        if problems := guard.refusal(declared):
+        knobs = guard.check_knobs(typed, runtime, run_id)
+        guard.write(paths, knobs=knobs)
+        if problems := guard.knob_refusal(typed, knobs):
             raise ConfigError(problems)
-        runtime = make_runtime(typed.runtime)
-        runner = StudyRunner(typed, paths, run_id, runtime)
-        try:
-            knobs = guard.check_knobs(typed, runtime, run_id)
-            guard.write(paths, knobs=knobs)
-            if problems := guard.knob_refusal(typed, knobs):
-                raise ConfigError(problems)
-            runner.run()
-        finally:
-            runtime.cleanup({f"{LABEL_NS}.run": run_id})  # belt and braces: nothing of this run survives
-        print(f"guard: {guard.headline(guard.after_run(typed, paths)).replace('**', '')}", file=sys.stderr)
-        result = report.build(paths, **meta)
-    except OrchestratorError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        raise SystemExit(exc.exit_status) from None
+        runner.run()
+    finally:
+        runtime.cleanup({f"{LABEL_NS}.run": run_id})  # belt and braces: nothing of this run survives
+    print(f"guard: {guard.headline(guard.after_run(typed, paths)).replace('**', '')}", file=sys.stderr)
+    result = report.build(paths, **meta)
     _print_summary(paths, result)
     if _gate_failed(result, meta["gate"]):
         return GATE_FAILED
@@ -222,6 +241,38 @@ def _compare(argv: list[str]) -> int:
     return GATE_FAILED if _gate_failed(result, gate) else 0
 
 
+def _reproduce(argv: list[str]) -> int:
+    from orchestrator import reproduce
+    from orchestrator.security import KINDS
+
+    parser = argparse.ArgumentParser(prog="orchestrator reproduce",
+                                     description="Re-run a run dir with its images pinned and compare signatures.")
+    parser.add_argument("run_dir", type=Path)
+    parser.add_argument("--out", type=Path, default=None, help="the new run dir (default: RUN_DIR/reproduce-<time>)")
+    parser.add_argument("--allow", action="append", default=[], choices=KINDS,
+                        help="accept this dangerous container option of the (untrusted) config")
+    parser.add_argument("--by-tag", action="store_true", help="use the image tags, not the original image ids")
+    args = parser.parse_args(argv)
+    original = RunPaths(args.run_dir)
+    typed = reproduce.load_config(original)
+    if not args.by_tag:
+        pinned = reproduce.pin_images(typed, original)
+        reproduce.check_images_present(typed, pinned, original)
+    new = RunPaths(args.out or reproduce.default_out(original))
+    status = execute_study(typed, new, args.allow, reproduce.REPRODUCE_ALLOW,
+                           extra_meta={"reproduces": str(original.root)})
+    cells = reproduce.verdicts(original, new)
+    for cell in cells:
+        where = f", first differing token {cell['first_differing_token']}" if cell.get("first_differing_token") \
+            is not None else ""
+        print(f"{cell['verdict']:10s} {cell['arm']}/{cell['prompt_id']}/{cell['phase']}: {cell['detail']}{where}")
+    if reproduce.write_verdict(new, original, cells):
+        print(f"verdict: reproduced ({len(cells)} cells)")
+        return status
+    print(f"verdict: differs ({sum(c['verdict'] != 'reproduced' for c in cells)} of {len(cells)} cells)")
+    return GATE_FAILED
+
+
 def _arm_verdict(item: str) -> tuple[str, str]:
     arm, _, verdict = item.partition("=")
     if verdict not in ("identical", "differ"):
@@ -258,8 +309,16 @@ def _clean(argv: list[str]) -> int:
                                      description="Remove containers left by crashed runs.")
     parser.add_argument("--run", help="only this run id (default: every orchestrator container)")
     parser.add_argument("--docker-host", default=None)
+    parser.add_argument("--runtime", choices=("docker", "process"), default="docker",
+                        help="process: kill local server processes a killed run left (docs/runtimes.md)")
     args = parser.parse_args(argv)
     labels = {f"{LABEL_NS}.run": args.run or ""}
+    if args.runtime == "process":
+        from orchestrator.runtime.process import ProcessRuntime
+
+        removed = ProcessRuntime().cleanup(labels)
+        print(f"removed {len(removed)} process(es){': ' + ', '.join(removed) if removed else ''}")
+        return 0
     removed = DockerRuntime(args.docker_host).cleanup(labels)
     print(f"removed {len(removed)} container(s){': ' + ', '.join(removed) if removed else ''}")
     return 0

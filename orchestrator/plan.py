@@ -19,7 +19,7 @@ def effective_arm(arm: ArmConfig, stand_in: str | None) -> ArmConfig:
     if not stand_in:
         return arm
     return dataclasses.replace(arm, image=stand_in, build=BuildConfig(), gpus=None, volumes=[], ipc_mode=None,
-                               allow_host_ipc=False, shm_size=None, network_host=False)
+                               shm_size=None, network_host=False, privileged=False, cap_add=[])
 
 
 def arm_specs(config: Config, run_root: Path, run_id: str, images: dict[str, str] | None = None

@@ -12,6 +12,7 @@ from typing import Any
 
 from orchestrator.compare import arms_summary, compare
 from orchestrator.paths import RunPaths, atomic_write_text
+from orchestrator.store import read_table
 
 
 def build(paths: RunPaths, study: str, run_id: str, baseline: str | None,
@@ -23,6 +24,9 @@ def build(paths: RunPaths, study: str, run_id: str, baseline: str | None,
               **compare(records, baseline, expectations)}
     if paths.guard_json.is_file():
         result["guard"] = json.loads(paths.guard_json.read_text())
+    probes = read_table(paths, "probes").to_pylist()
+    if probes:  # kernel probes recorded in this run dir (orchestrator probe --out RUN_DIR)
+        result["probes"] = probes
     atomic_write_text(paths.report_json, json.dumps(result, indent=2, sort_keys=True, allow_nan=False) + "\n")
     atomic_write_text(paths.report_md, markdown(result))
     atomic_write_text(paths.report_html, to_html(result))
@@ -137,6 +141,10 @@ def markdown(result: dict[str, Any]) -> str:
             out += _table([*first, "prompt", "verdict", "first differing token", "max prompt logprob diff"], [
                 [*(r[k] for k in first), r["prompt_id"], r["verdict"], _num(r["first_divergent_position"], "d"),
                  _num(r["max_prompt_logprob_diff"])] for r in result[key]])
+    if result.get("probes"):
+        from orchestrator.probe_runner import render_markdown
+
+        out += ["## Kernel probes", "", render_markdown(result["probes"]), ""]
     if result["pooled"]:
         out += ["## Pooled over cells", ""]
         out += _table(["arm", "cells", "divergent", "n", "bound (95%)", "assumption"], [

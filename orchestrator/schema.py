@@ -24,6 +24,7 @@ class PhaseKind(str, Enum):
 
 class RuntimeKind(str, Enum):
     docker = "docker"
+    process = "process"  # the arm's command as a local process (runtime/process.py, docs/runtimes.md)
 
 
 @dataclass
@@ -83,22 +84,20 @@ class ArmConfig:
     startup_timeout_s: float = 300.0
     gpus: str | None = None  # null: none; "all"; or device ids "0,1"
     shm_size: str | None = None  # e.g. "8g"
-    ipc_mode: str | None = None  # e.g. "host"; refused unless allow_host_ipc
-    allow_host_ipc: bool = False
-    network_host: bool = False  # host networking; off unless the config says so
+    # Dangerous options (orchestrator/security.py): refused unless runtime.allow names them.
+    ipc_mode: str | None = None  # e.g. "host" (allow: host_ipc); prefer shm_size
+    network_host: bool = False  # host networking (allow: host_network)
+    privileged: bool = False  # (allow: privileged)
+    cap_add: list[str] = field(default_factory=list)  # added Linux capabilities (allow: cap_add)
     volumes: list[VolumeConfig] = field(default_factory=list)
     scratch: dict[str, ScratchConfig] = field(default_factory=dict)
     knobs: KnobsConfig = field(default_factory=KnobsConfig)
+    # Process runtime only: appended to the command, "{port}" = a free 127.0.0.1 port picked at start;
+    # [] = the server listens on `port` itself (docs/runtimes.md).
+    process_port_args: list[str] = field(default_factory=lambda: ["--host", "127.0.0.1", "--port", "{port}"])
 
     def __post_init__(self) -> None:
         problems = []
-        if self.ipc_mode == "host" and not self.allow_host_ipc:
-            problems.append("ipc_mode=host shares the host's IPC namespace; set allow_host_ipc: true "
-                            "to accept that, or use shm_size instead")
-        for volume in self.volumes:
-            if volume.host.rstrip("/") == "" or volume.host.endswith("docker.sock"):
-                problems.append(f"volume host path '{volume.host}' (the host root or the Docker socket) "
-                                "is never mounted")
         if self.gpus is not None and self.gpus != "all" and not all(
                 part.strip().isdigit() for part in self.gpus.split(",")):
             problems.append(f"gpus='{self.gpus}' is not valid: use null, 'all' or device ids like '0,1'")
@@ -191,8 +190,17 @@ class StudyConfig:
 @dataclass
 class RuntimeConfig:
     kind: RuntimeKind = RuntimeKind.docker
+    # Dangerous container options this config explicitly accepts: privileged, cap_add, host_network,
+    # host_ipc, host_root_mount, docker_socket_mount. `orchestrator reproduce` ignores this (someone
+    # else's config) and takes --allow on its command line instead.
+    allow: list[str] = field(default_factory=list)
     docker_host: str | None = None  # None: DOCKER_HOST or the local socket
     stop_timeout_s: float = 10.0
+    # Process runtime only (docs/runtimes.md): host env names a process inherits (PATH, HOME, ...),
+    # and whether the orchestrator's own interpreter directory (its venv) goes first on PATH.
+    inherit_env: list[str] = field(default_factory=lambda: [
+        "PATH", "HOME", "USER", "LOGNAME", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "TMPDIR", "LD_LIBRARY_PATH"])
+    venv_on_path: bool = True
 
 
 @dataclass

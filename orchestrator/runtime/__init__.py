@@ -11,4 +11,8 @@ def make_runtime(config: RuntimeConfig) -> Runtime:
         from orchestrator.runtime.docker import DockerRuntime
 
         return DockerRuntime(config.docker_host)
+    if config.kind is RuntimeKind.process:
+        from orchestrator.runtime.process import ProcessRuntime
+
+        return ProcessRuntime(config.inherit_env, config.venv_on_path)
     raise NotImplementedError(config.kind)  # the enum admits nothing else

@@ -47,6 +47,9 @@ class ContainerSpec:
     shm_size: str | None = None
     ipc_mode: str | None = None
     mounts: list[Mount] = field(default_factory=list)
+    privileged: bool = False
+    cap_add: list[str] = field(default_factory=list)
+    process_port_args: list[str] = field(default_factory=list)  # process runtime only ("{port}")
 
     @classmethod
     def for_arm(cls, arm_name: str, arm: ArmConfig, image: str, labels: Mapping[str, str],
@@ -68,6 +71,9 @@ class ContainerSpec:
             shm_size=arm.shm_size,
             ipc_mode=arm.ipc_mode,
             mounts=[*(Mount(v.host, v.container, v.read_only) for v in arm.volumes), *scratch],
+            privileged=arm.privileged,
+            cap_add=list(arm.cap_add),
+            process_port_args=list(arm.process_port_args),
         )
 
     def redacted_env(self) -> dict[str, str]:
@@ -88,6 +94,10 @@ class ContainerSpec:
             argv += ["--shm-size", self.shm_size]
         if self.ipc_mode:
             argv += ["--ipc", self.ipc_mode]
+        if self.privileged:
+            argv.append("--privileged")
+        for capability in self.cap_add:
+            argv += ["--cap-add", capability]
         for mount in self.mounts:
             argv += ["-v", f"{mount.host}:{mount.container}{':ro' if mount.read_only else ''}"]
         for key, value in self.env.items():

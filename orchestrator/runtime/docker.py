@@ -79,6 +79,10 @@ class DockerRuntime:
             kwargs["shm_size"] = spec.shm_size
         if spec.ipc_mode:
             kwargs["ipc_mode"] = spec.ipc_mode
+        if spec.privileged:
+            kwargs["privileged"] = True
+        if spec.cap_add:
+            kwargs["cap_add"] = list(spec.cap_add)
         if spec.mounts:
             kwargs["volumes"] = {m.host: {"bind": m.container, "mode": "ro" if m.read_only else "rw"}
                                  for m in spec.mounts}

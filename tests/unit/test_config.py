@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from orchestrator import config
+from orchestrator import config, security
 from orchestrator.errors import ConfigError
 from orchestrator.schema import PhaseKind
 from tests.conftest import orchestrator
@@ -30,7 +30,6 @@ def test_default_study_composes_two_reference_arms() -> None:
     ("protocol.phases.sequential.repeats=abc", "protocol.phases.sequential.repeats: Value 'abc'"),
     ("protocol.phases.sequential.kind=paralel", "expected one of [sequential, concurrent]"),
     ("study.baseline=nope", "study.baseline 'nope' is not an arm. Available: baseline, wide_batch"),
-    ("arms.baseline.ipc_mode=host", "allow_host_ipc"),
     ("arms.baseline.gpus=al", "gpus='al' is not valid"),
 ])
 def test_bad_config_is_one_clear_error(override: str, expected: str) -> None:
@@ -39,9 +38,20 @@ def test_bad_config_is_one_clear_error(override: str, expected: str) -> None:
     assert expected in str(err.value)
 
 
-def test_docker_socket_mount_is_refused() -> None:
-    with pytest.raises(ConfigError, match="Docker socket"):
-        load("arms.baseline.volumes=[{host: /var/run/docker.sock, container: /sock}]")
+@pytest.mark.parametrize(("override", "kind"), [
+    ("arms.baseline.volumes=[{host: /var/run/docker.sock, container: /sock}]", "docker_socket_mount"),
+    ("arms.baseline.volumes=[{host: /, container: /host}]", "host_root_mount"),
+    ("arms.baseline.ipc_mode=host", "host_ipc"),
+    ("arms.baseline.network_host=true", "host_network"),
+    ("arms.baseline.cap_add=[SYS_ADMIN]", "cap_add"),
+])
+def test_dangerous_options_need_an_explicit_allow(override: str, kind: str) -> None:
+    typed = load(override)
+    with pytest.raises(ConfigError, match=rf"\({kind}\), refused; to accept it, pass runtime.allow=\[{kind}\]"):
+        security.enforce(typed, [], "runtime.allow=[{kind}]")
+    security.enforce(typed, [kind], "runtime.allow=[{kind}]")  # allowed: no error
+    with pytest.raises(ConfigError, match="unknown allow kind"):
+        security.enforce(typed, ["everything"], "")
 
 
 def test_missing_prompt_file_names_path() -> None:

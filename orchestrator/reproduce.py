@@ -1,0 +1,114 @@
+"""Re-run a finished run from its own record, with its images pinned by id, and say whether it
+reproduced: cell by cell, the new signatures against the original ones.
+
+The run dir's config is someone else's input: it is validated against the schema, nothing in it is
+instantiated or executed on the host, and its dangerous container options need `--allow KIND` here
+(its own runtime.allow does not count).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections import Counter
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from omegaconf import OmegaConf
+
+from orchestrator import config
+from orchestrator.errors import ImageError, RecordError
+from orchestrator.paths import RunPaths, atomic_write_text
+from orchestrator.positions import first_difference
+from orchestrator.schema import BuildConfig, Config
+from orchestrator.store import read_table
+
+REPRODUCE_ALLOW = "--allow {kind} to `orchestrator reproduce`"
+_COLUMNS = ["arm", "prompt_id", "phase", "cold", "error", "sig_top_logprobs", "sig_text", "token_ids"]
+
+
+def load_config(original: RunPaths) -> Config:
+    saved = original.hydra / "config.yaml"
+    if not saved.is_file():
+        raise RecordError(f"{original.root} has no .hydra/config.yaml: not a run directory of `orchestrator run`")
+    return config.to_typed(OmegaConf.load(saved))  # type: ignore[arg-type]
+
+
+def pin_images(typed: Config, original: RunPaths) -> dict[str, str]:
+    """Each arm (or the stand-in) on the exact image id the original run used; no builds."""
+    used = {row["arm"]: row for row in read_table(original, "arms").to_pylist()}
+    pinned = {}
+    for name, arm in typed.arms.items():
+        row = used.get(name)
+        if not row or not row["image_id"]:
+            raise RecordError(f"the original run has no image id for arm '{name}' (did it fail before starting?)")
+        pinned[name] = row["image_id"]
+        if typed.stand_in:
+            typed.stand_in = row["image_id"]
+        else:
+            typed.arms[name] = dataclasses.replace(arm, image=row["image_id"], build=BuildConfig())
+    return pinned
+
+
+def check_images_present(typed: Config, pinned: dict[str, str], original: RunPaths) -> None:
+    from orchestrator.runtime import make_runtime
+
+    runtime = make_runtime(typed.runtime)
+    refs = {row["arm"]: row["image_ref"] for row in read_table(original, "arms").to_pylist()}
+    for name, image_id in pinned.items():
+        try:
+            runtime.resolve_image(image_id, BuildConfig())
+        except ImageError:
+            raise ImageError(f"arm '{name}': the original image {image_id} ({refs.get(name)}) is not on this Docker "
+                             "engine. Load it (docker save on the original machine, docker load here), or pass "
+                             "--by-tag to re-run against the tag and compare anyway") from None
+
+
+def _cells(paths: RunPaths) -> dict[tuple[str, str, str], dict[str, Any]]:
+    cells: dict[tuple[str, str, str], dict[str, Any]] = {}
+    for row in read_table(paths, "responses", columns=_COLUMNS).to_pylist():
+        if row["cold"] or row["error"] is not None:
+            continue
+        cell = cells.setdefault((row["arm"], row["prompt_id"], row["phase"]), {"sigs": Counter(), "tokens": None})
+        cell["sigs"][row["sig_top_logprobs"] or row["sig_text"]] += 1
+        if cell["tokens"] is None and row["token_ids"] is not None:
+            cell["tokens"] = row["token_ids"]
+    return cells
+
+
+def verdicts(original: RunPaths, new: RunPaths) -> list[dict[str, Any]]:
+    before, after = _cells(original), _cells(new)
+    out = []
+    for key in sorted(set(before) | set(after)):
+        a, b = before.get(key), after.get(key)
+        entry: dict[str, Any] = {"arm": key[0], "prompt_id": key[1], "phase": key[2]}
+        if a is None or b is None:
+            entry.update(verdict="missing", detail="cell only in the " + ("new" if a is None else "original") + " run")
+        elif set(a["sigs"]) == set(b["sigs"]) and len(a["sigs"]) == 1:
+            entry.update(verdict="reproduced", detail=f"1 signature in {sum(a['sigs'].values())} and "
+                                                      f"{sum(b['sigs'].values())}")
+        else:
+            seen = sum(n for sig, n in b["sigs"].items() if sig in a["sigs"])
+            where = None
+            if a["tokens"] is not None and b["tokens"] is not None:
+                import numpy as np
+
+                where = first_difference(np.array(a["tokens"]), np.array(b["tokens"]))
+            entry.update(verdict="differs", first_differing_token=where,
+                         detail=f"original {len(a['sigs'])} distinct in {sum(a['sigs'].values())}, new "
+                                f"{len(b['sigs'])} in {sum(b['sigs'].values())}; {seen} of the new responses match "
+                                "an original signature")
+        out.append(entry)
+    return out
+
+
+def default_out(original: RunPaths) -> Path:
+    return original.root / f"reproduce-{datetime.now():%Y-%m-%d_%H-%M-%S}"
+
+
+def write_verdict(new: RunPaths, original: RunPaths, cells: list[dict[str, Any]]) -> bool:
+    reproduced = bool(cells) and all(c["verdict"] == "reproduced" for c in cells)
+    atomic_write_text(new.root / "reproduce.json", json.dumps(
+        {"original": str(original.root), "reproduced": reproduced, "cells": cells}, indent=2) + "\n")
+    return reproduced

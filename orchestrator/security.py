@@ -1,0 +1,44 @@
+"""Dangerous container options are refused unless explicitly allowed.
+
+A config of your own allows them with `runtime.allow: [...]`; `orchestrator reproduce` runs someone
+else's config and ignores that list: only its own `--allow KIND` counts. Nothing from a config is ever
+instantiated or executed on the host (no `_target_`): configs are data.
+"""
+
+from __future__ import annotations
+
+from orchestrator.errors import ConfigError
+from orchestrator.schema import Config
+
+KINDS = ("privileged", "cap_add", "host_network", "host_ipc", "host_root_mount", "docker_socket_mount")
+
+
+def findings(config: Config) -> list[tuple[str, str]]:
+    """(kind, where) for every dangerous option the arms ask for."""
+    found = []
+    for name, arm in config.arms.items():
+        if arm.privileged:
+            found.append(("privileged", f"arms.{name}.privileged=true"))
+        if arm.cap_add:
+            found.append(("cap_add", f"arms.{name}.cap_add={list(arm.cap_add)}"))
+        if arm.network_host:
+            found.append(("host_network", f"arms.{name}.network_host=true"))
+        if arm.ipc_mode == "host":
+            found.append(("host_ipc", f"arms.{name}.ipc_mode=host"))
+        for i, volume in enumerate(arm.volumes):
+            if volume.host.rstrip("/") == "":
+                found.append(("host_root_mount", f"arms.{name}.volumes[{i}].host=/"))
+            elif volume.host.rstrip("/").endswith("docker.sock"):
+                found.append(("docker_socket_mount", f"arms.{name}.volumes[{i}].host={volume.host}"))
+    return found
+
+
+def enforce(config: Config, allowed: list[str], how_to_allow: str) -> None:
+    """`how_to_allow` formats with {kind}: e.g. "runtime.allow=[{kind}]" or "--allow {kind}"."""
+    unknown = [kind for kind in allowed if kind not in KINDS]
+    if unknown:
+        raise ConfigError(f"unknown allow kind(s) {unknown}: valid kinds are {', '.join(KINDS)}")
+    refused = [(kind, where) for kind, where in findings(config) if kind not in allowed]
+    if refused:
+        raise ConfigError([f"{where} is a dangerous container option ({kind}), refused; to accept it, pass "
+                           + how_to_allow.format(kind=kind) for kind, where in refused])

@@ -1,0 +1,80 @@
+"""`orchestrator reproduce`: a deterministic run reproduces, a nondeterministic one differs, someone
+else's hostile config is refused, and a missing original image is named."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+import yaml  # type: ignore[import-untyped]
+
+from tests.conftest import orchestrator
+
+pytestmark = [pytest.mark.docker, pytest.mark.usefixtures("docker_client", "no_leftover_containers")]
+SMALL = ["protocol=probe", "protocol.phases.sequential.repeats=3"]
+
+
+@pytest.fixture(scope="module")
+def deterministic_run(tmp_path_factory: pytest.TempPathFactory, docker_client) -> Path:  # type: ignore[no-untyped-def]
+    run_dir = tmp_path_factory.mktemp("orig") / "run"
+    result = orchestrator("run", f"hydra.run.dir={run_dir}", "~arms.wide_batch", *SMALL)
+    assert result.returncode == 0, result.stderr[-2000:]
+    return run_dir
+
+
+def test_deterministic_run_reproduces(deterministic_run: Path, tmp_path: Path) -> None:
+    result = orchestrator("reproduce", str(deterministic_run), "--out", str(tmp_path / "again"))
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert "verdict: reproduced (2 cells)" in result.stdout
+    verdict = json.loads((tmp_path / "again" / "reproduce.json").read_text())
+    assert verdict["reproduced"] is True
+    original_id = pq.read_table(deterministic_run / "data" / "arms").column("image_id")[0].as_py()
+    assert pq.read_table(tmp_path / "again" / "data" / "arms").column("image_ref")[0].as_py() == original_id
+
+
+def test_nondeterministic_run_differs(tmp_path: Path) -> None:
+    orchestrator("run", f"hydra.run.dir={tmp_path / 'orig'}", "study=fused_finalize", *SMALL)
+    result = orchestrator("reproduce", str(tmp_path / "orig"), "--out", str(tmp_path / "again"))
+    assert result.returncode == 3, result.stderr[-2000:]
+    assert "verdict: differs (2 of 4 cells)" in result.stdout
+    assert "differs    fused/capital/sequential" in result.stdout
+    assert "reproduced unfused/capital/sequential" in result.stdout
+
+
+def _copy(run: Path, to: Path) -> Path:
+    shutil.copytree(run, to, ignore=shutil.ignore_patterns("reproduce-*"))
+    return to
+
+
+def test_hostile_config_is_refused_naming_option_and_flag(deterministic_run: Path, tmp_path: Path) -> None:
+    hostile = _copy(deterministic_run, tmp_path / "hostile")
+    saved = hostile / ".hydra" / "config.yaml"
+    config = yaml.safe_load(saved.read_text())
+    config["arms"]["baseline"].update(privileged=True, volumes=[{"host": "/", "container": "/host"}])
+    config["runtime"]["allow"] = ["privileged", "host_root_mount"]  # the file's own allow does not count
+    saved.write_text(yaml.safe_dump(config))
+    result = orchestrator("reproduce", str(hostile), "--out", str(tmp_path / "never"))
+    assert result.returncode == 2
+    assert "arms.baseline.privileged=true is a dangerous container option (privileged)" in result.stderr
+    assert "--allow privileged" in result.stderr and "--allow host_root_mount" in result.stderr
+    assert not (tmp_path / "never" / "data").exists()
+
+
+def test_own_config_needs_runtime_allow() -> None:
+    result = orchestrator("run", "~arms.wide_batch", "arms.baseline.privileged=true")
+    assert result.returncode == 2 and "runtime.allow=[privileged]" in result.stderr
+
+
+def test_missing_original_image_is_named(deterministic_run: Path, tmp_path: Path) -> None:
+    copy = _copy(deterministic_run, tmp_path / "copy")
+    for part in (copy / "data" / "arms").glob("*.parquet"):
+        table = pq.read_table(part)
+        fake = pa.array(["sha256:" + "0" * 64] * table.num_rows)
+        pq.write_table(table.set_column(table.schema.get_field_index("image_id"), "image_id", fake), part)
+    result = orchestrator("reproduce", str(copy), "--out", str(tmp_path / "never"))
+    assert result.returncode == 1
+    assert "the original image sha256:000" in result.stderr and "docker load" in result.stderr
