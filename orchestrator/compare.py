@@ -122,17 +122,20 @@ def iter_cells(sources: RunPaths | list[RunPaths], batch_rows: int = 4096
 
 
 def compare(sources: RunPaths | list[RunPaths], baseline: str | None = None,
-            expectations: dict[str, Any] | None = None, near_tie_gap: float = NEAR_TIE_GAP) -> dict[str, Any]:
+            expectations: dict[str, Any] | None = None, near_tie_gap: float = NEAR_TIE_GAP,
+            arm_pairs: list[tuple[str, str]] | None = None) -> dict[str, Any]:
+    """`arm_pairs`: compare these (a, b) arms instead of every arm against the baseline (sweeps)."""
     result = Comparison()
     for key, table in iter_cells(sources):
         _analyse(key, table, result, (expectations or {}).get(key[1]), near_tie_gap)
     arms = list(dict.fromkeys(c.arm for c in result.cells))
     base = baseline if baseline in arms else (arms[0] if arms else None)
+    pairs = arm_pairs if arm_pairs is not None else [(base, arm) for arm in arms if base is not None and arm != base]
     return {
         "cells": [asdict(c) for c in result.cells],
         "cold": result.cold,
         "schedules": _schedules(result.refs),
-        "pairs": _pairs(result.refs, arms, base),
+        "pairs": _pairs(result.refs, pairs),
         "pooled": _pooled(result.cells),
         "positions": result.positions,
     }
@@ -262,15 +265,16 @@ def _schedules(refs: dict[tuple[str, str, str], _Reference]) -> list[dict[str, A
     return checks
 
 
-def _pairs(refs: dict[tuple[str, str, str], _Reference], arms: list[str], baseline: str | None
-           ) -> list[dict[str, Any]]:
+def _pairs(refs: dict[tuple[str, str, str], _Reference], arm_pairs: list[tuple[str, str]]) -> list[dict[str, Any]]:
     pairs = []
-    for (arm, prompt_id, phase), ref in refs.items():
-        if baseline is None or arm == baseline:
-            continue
-        base = refs.get((baseline, prompt_id, phase), _Reference(set(), None, None, ok=False))
-        pairs.append({"arm_a": baseline, "arm_b": arm, "prompt_id": prompt_id, "phase": phase,
-                      "verdict": _verdict(base, ref), **_where(base, ref)})
+    missing = _Reference(set(), None, None, ok=False)
+    for arm_a, arm_b in arm_pairs:
+        for (arm, prompt_id, phase), ref in refs.items():
+            if arm != arm_b:
+                continue
+            base = refs.get((arm_a, prompt_id, phase), missing)
+            pairs.append({"arm_a": arm_a, "arm_b": arm_b, "prompt_id": prompt_id, "phase": phase,
+                          "verdict": _verdict(base, ref), **_where(base, ref)})
     return pairs
 
 

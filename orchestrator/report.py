@@ -17,11 +17,11 @@ from orchestrator.store import read_table
 
 def build(paths: RunPaths, study: str, run_id: str, baseline: str | None,
           expectations: dict[str, Any] | None = None, sources: list[RunPaths] | None = None,
-          **_: Any) -> dict[str, Any]:
+          arm_pairs: list[tuple[str, str]] | None = None, **_: Any) -> dict[str, Any]:
     """Write the reports into `paths` from the record of `sources` (default: the same run)."""
     records = sources or [paths]
     result = {"study": study, "run_id": run_id, "baseline": baseline, "arms": arms_summary(records),
-              **compare(records, baseline, expectations)}
+              **compare(records, baseline, expectations, arm_pairs=arm_pairs)}
     if paths.guard_json.is_file():
         result["guard"] = json.loads(paths.guard_json.read_text())
     probes = read_table(paths, "probes").to_pylist()
@@ -133,7 +133,7 @@ def markdown(result: dict[str, Any]) -> str:
         out += _table(["arm", "prompt", "phase", "cold matches warm"], [
             [c["arm"], c["prompt_id"], c["phase"],
              {True: "yes", False: "**no**", None: "not comparable"}[c["matches_warm"]]] for c in result["cold"]])
-    parity = f"Parity with the baseline `{result['baseline']}`"
+    parity = f"Parity with the baseline `{result['baseline']}`" if result["baseline"] else "Parity of arm pairs"
     for title, key, first in (("Schedules within an arm", "schedules", ("arm", "phase_a", "phase_b")),
                               (parity, "pairs", ("arm_a", "arm_b", "phase"))):
         if result[key]:
