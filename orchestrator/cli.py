@@ -127,7 +127,6 @@ def execute_study(typed: Any, paths: RunPaths, allow: list[str], how_to_allow: s
     """Checks, the run, the reports, the summary: shared by `run` (Hydra) and `reproduce`."""
     from orchestrator import guard, report, security
     from orchestrator.runtime import make_runtime
-    from orchestrator.runtime.base import LABEL_NS
     from orchestrator.study import StudyRunner
 
     logging.getLogger("httpx").setLevel(logging.WARNING)  # one line per request drowns the progress
@@ -153,7 +152,7 @@ def execute_study(typed: Any, paths: RunPaths, allow: list[str], how_to_allow: s
             raise ConfigError(problems)
         runner.run()
     finally:
-        runtime.cleanup({f"{LABEL_NS}.run": run_id})  # belt and braces: nothing of this run survives
+        runner.cleanup()  # belt and braces: nothing of this run survives, on any engine it used
     print(f"guard: {guard.headline(guard.after_run(typed, paths)).replace('**', '')}", file=sys.stderr)
     result = report.build(paths, **meta)
     _print_summary(paths, result)

@@ -91,6 +91,9 @@ class ArmConfig:
     cap_add: list[str] = field(default_factory=list)  # added Linux capabilities (allow: cap_add)
     volumes: list[VolumeConfig] = field(default_factory=list)
     scratch: dict[str, ScratchConfig] = field(default_factory=dict)
+    # Another Docker engine for this arm (e.g. ssh://gpu-3, tcp://10.0.0.5:2376); null: runtime.docker_host.
+    # Recorded in the fingerprint; arms on different hosts differ in this variable.
+    docker_host: str | None = None
     knobs: KnobsConfig = field(default_factory=KnobsConfig)
     # Process runtime only: appended to the command, "{port}" = a free 127.0.0.1 port picked at start;
     # [] = the server listens on `port` itself (docs/runtimes.md).

@@ -24,7 +24,7 @@ from orchestrator.parse import parse_completion
 from orchestrator.paths import RunPaths
 from orchestrator.plan import effective_arm
 from orchestrator.runtime.base import LABEL_NS, ContainerSpec, Handle, Runtime
-from orchestrator.schema import ArmConfig, Config
+from orchestrator.schema import ArmConfig, Config, RuntimeKind
 from orchestrator.store import TableWriter
 
 
@@ -72,7 +72,8 @@ class StudyRunner:
         self.config = config
         self.paths = paths.make()
         self.run_id = run_id
-        self.runtime = runtime
+        self.runtime = self.default_runtime = runtime
+        self._remote: dict[str, Runtime] = {}
         self.host_env = os.environ if host_env is None else host_env
         self.say = say or (lambda text: print(text, file=sys.stderr, flush=True))
         self.transport = transport
@@ -83,7 +84,23 @@ class StudyRunner:
         prompts = resolve_prompts(self.config.prompts)
         with TableWriter(self.paths, "arms", "arms", flush_rows=1) as arms_writer:
             for name, arm in self.config.arms.items():
+                self.runtime = self._runtime_for(arm)
                 self._run_arm(name, arm, prompts, arms_writer)
+
+    def _runtime_for(self, arm: ArmConfig) -> Runtime:
+        """The arm's own Docker engine when it names one (many hosts), else the study's runtime."""
+        if arm.docker_host is None or self.config.runtime.kind is not RuntimeKind.docker:
+            return self.default_runtime
+        if arm.docker_host not in self._remote:
+            from orchestrator.runtime.docker import DockerRuntime
+
+            self._remote[arm.docker_host] = DockerRuntime(arm.docker_host)
+        return self._remote[arm.docker_host]
+
+    def cleanup(self) -> None:
+        """Remove whatever of this run is left on every engine it used."""
+        for runtime in (self.default_runtime, *self._remote.values()):
+            runtime.cleanup({f"{LABEL_NS}.run": self.run_id})
 
     def _run_arm(self, name: str, arm: ArmConfig, prompts: dict[str, str], arms_writer: TableWriter) -> None:
         row: dict[str, Any] = {"study": self.config.study.name, "run_id": self.run_id, "arm": name,
@@ -113,6 +130,7 @@ class StudyRunner:
             self.say(f"[{name}] ready at {handle.base_url} in {(row['ready_ns'] - row['start_ns']) / 1e9:.1f} s")
             fingerprint = asyncio.run(self._fingerprint(handle))
             fingerprint["log_facts"] = log_facts(line.text for line in self.runtime.logs(handle))
+            fingerprint["docker_host"] = arm.docker_host or self.config.runtime.docker_host or "local"
             fingerprint["probe"] = probe_container(self.runtime, handle, arm.secret_env)  # versions, GPU, env
             fingerprint["image_id"] = image.id
             fingerprint["cell"] = arm_cell(arm.engine_args, arm.gpus)
