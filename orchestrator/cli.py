@@ -78,7 +78,11 @@ def _interrupt(signum: int, frame: Any) -> NoReturn:
 def _run(argv: list[str]) -> int:
     from orchestrator import config, guard, security
 
-    if not any(a in ("-m", "--multirun") or a.startswith("--") for a in argv):
+    if any(a in ("-m", "--multirun") for a in argv):
+        from orchestrator.sweep import check_parallel_gpus
+
+        check_parallel_gpus(argv)
+    elif not any(a.startswith("--") for a in argv):
         # Compose once up front so a typo is one clear line and exit 2, before anything starts.
         typed = config.to_typed(config.compose(argv))
         config.resolve_prompts(typed.prompts)

@@ -26,7 +26,7 @@ from orchestrator.store import iter_batches, read_table
 KEY = ("arm", "prompt_id", "phase")
 COLUMNS = ["arm", "prompt_id", "phase", "phase_kind", "batch_id", "cold", "error", "completion_text",
            "sig_text", "sig_token_ids", "sig_top_logprobs", "token_ids", "tokens", "token_logprobs",
-           "top_logprobs", "prompt_logprobs", "batch_send_spread_ns", "batch_running_max"]
+           "top_gaps", "prompt_logprobs", "batch_send_spread_ns", "batch_running_max"]
 NEAR_TIE_GAP = 1e-2  # nats: a first divergence whose top1-top2 gap is below this is a near-tie flip
 
 
@@ -144,14 +144,14 @@ def compare(sources: RunPaths | list[RunPaths], baseline: str | None = None,
 def _analyse(key: tuple[str, str, str], table: pa.Table, result: Comparison, expectation: Any,
              near_tie_gap: float) -> None:
     arm, prompt_id, phase = key
-    ok_mask = pc.is_null(table.column("error"))
-    cold_mask = pc.fill_null(table.column("cold"), False)
-    warm_all = table.filter(pc.invert(cold_mask))
-    warm = table.filter(pc.and_(ok_mask, pc.invert(cold_mask)))
+    ok = pc.is_null(table.column("error")).to_numpy(zero_copy_only=False)
+    cold_rows = pc.fill_null(table.column("cold"), False).to_numpy(zero_copy_only=False)
+    warm = table.take(np.nonzero(ok & ~cold_rows)[0]) if not (ok & ~cold_rows).all() else table
     cell = Cell(arm=arm, prompt_id=prompt_id, phase=phase, n=warm.num_rows,
-                errors=warm_all.num_rows - warm.num_rows, distinct_completions=0, distinct_signatures=None,
+                errors=int((~cold_rows).sum()) - warm.num_rows, distinct_completions=0, distinct_signatures=None,
                 divergent=None, upper_bound_95=None, lower_bound_95=None)
-    _co_residency(cell, warm_all)
+    _co_residency(cell, table.select(["phase_kind", "batch_id", "batch_send_spread_ns", "batch_running_max"])
+                  .take(np.nonzero(~cold_rows)[0]))
     sigs = warm.column("sig_top_logprobs")
     reference = 0
     if warm.num_rows == 0:
@@ -173,7 +173,7 @@ def _analyse(key: tuple[str, str, str], table: pa.Table, result: Comparison, exp
                                                                   expectation)
     result.cells.append(cell)
     result.refs[key] = ref
-    cold = table.filter(cold_mask)
+    cold = table.select(["sig_top_logprobs", "sig_text", "error"]).take(np.nonzero(cold_rows)[0])
     if cold.num_rows:
         own = cold.column("sig_top_logprobs")[0].as_py() or cold.column("sig_text")[0].as_py()
         warm_sigs = {s for s in ref.signatures if s is not None} or set(warm.column("sig_text").to_pylist())
@@ -192,9 +192,9 @@ def _positions(cell: Cell, warm: pa.Table, reference: int, ref: _Reference, resu
         cell.max_generated_spread = _max(gen.spread)
         entry["generated_spread"] = _floats(gen.spread)
         if gen.first_divergent is not None:
-            top = warm.column("top_logprobs")[reference].as_py() or []
-            cell.top1_top2_gap = positions.top_gap(top[gen.first_divergent] if gen.first_divergent < len(top)
-                                                   else None)
+            gaps = warm.column("top_gaps")[reference].as_py() or []  # top1 - top2 per position, from the writer
+            gap = gaps[gen.first_divergent] if gen.first_divergent < len(gaps) else None
+            cell.top1_top2_gap = None if gap is None or math.isnan(gap) else gap
             cell.near_tie = None if cell.top1_top2_gap is None else cell.top1_top2_gap < near_tie_gap
     prompt = positions.prompt_positions(warm.column("prompt_logprobs"), reference)
     if prompt is not None:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 
 CONFIDENCE = 0.95
 
@@ -15,37 +14,59 @@ def upper_bound_zero(n: int, confidence: float = CONFIDENCE) -> float:
     return 1.0 - (1.0 - confidence) ** (1.0 / n)
 
 
-def _binom_cdf(k: int, n: int, p: float) -> float:
-    """P(X <= k) for X ~ Binomial(n, p), summed in log space."""
-    if p <= 0.0:
+def _betacf(a: float, b: float, x: float) -> float:
+    """Continued fraction of the incomplete beta function (modified Lentz), as in Numerical Recipes."""
+    tiny, qab, qap, qam = 1e-300, a + b, a + 1.0, a - 1.0
+    c, d = 1.0, 1.0 - qab * x / qap
+    d = 1.0 / (d if abs(d) > tiny else tiny)
+    h = d
+    for m in range(1, 300):
+        m2 = 2 * m
+        for numerator in (m * (b - m) * x / ((qam + m2) * (a + m2)),
+                          -(a + m) * (qab + m) * x / ((a + m2) * (qap + m2))):
+            d = 1.0 + numerator * d
+            d = 1.0 / (d if abs(d) > tiny else tiny)
+            c = 1.0 + numerator / c
+            c = c if abs(c) > tiny else tiny
+            h *= d * c
+        if abs(d * c - 1.0) < 1e-15:
+            break
+    return h
+
+
+def beta_cdf(x: float, a: float, b: float) -> float:
+    """Regularised incomplete beta I_x(a, b)."""
+    if x <= 0.0:
+        return 0.0
+    if x >= 1.0:
         return 1.0
-    if p >= 1.0:
-        return 1.0 if k >= n else 0.0
-    log_p, log_q = math.log(p), math.log1p(-p)
-    terms = [math.lgamma(n + 1) - math.lgamma(i + 1) - math.lgamma(n - i + 1) + i * log_p + (n - i) * log_q
-             for i in range(k + 1)]
-    peak = max(terms)
-    return min(1.0, math.exp(peak) * sum(math.exp(t - peak) for t in terms))
+    log_front = math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b) + a * math.log(x) + b * math.log1p(-x)
+    if x < (a + 1.0) / (a + b + 2.0):
+        return math.exp(log_front) * _betacf(a, b, x) / a
+    return 1.0 - math.exp(log_front) * _betacf(b, a, 1.0 - x) / b
 
 
-def _solve(f: Callable[[float], float], target: float) -> float:
-    lo, hi = 0.0, 1.0  # f decreasing in p
-    for _ in range(100):
+def beta_ppf(q: float, a: float, b: float) -> float:
+    """Inverse of beta_cdf by bisection (monotone, so 200 halvings reach double precision)."""
+    lo, hi = 0.0, 1.0
+    for _ in range(200):
         mid = (lo + hi) / 2
-        if f(mid) > target:
+        if beta_cdf(mid, a, b) < q:
             lo = mid
         else:
             hi = mid
+        if hi - lo < 1e-15:
+            break
     return (lo + hi) / 2
 
 
 def clopper_pearson(k: int, n: int, confidence: float = CONFIDENCE) -> tuple[float, float]:
-    """Two-sided exact interval for k divergent of n."""
+    """Two-sided exact interval for k divergent of n: the Beta quantiles of Clopper and Pearson."""
     if n <= 0:
         return 0.0, 1.0
     alpha = 1.0 - confidence
-    lower = 0.0 if k == 0 else _solve(lambda p: _binom_cdf(k - 1, n, p), 1 - alpha / 2)
-    upper = 1.0 if k == n else _solve(lambda p: _binom_cdf(k, n, p), alpha / 2)
+    lower = 0.0 if k == 0 else beta_ppf(alpha / 2, k, n - k + 1)
+    upper = 1.0 if k == n else beta_ppf(1 - alpha / 2, k + 1, n - k)
     return lower, upper
 
 

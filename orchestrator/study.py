@@ -23,6 +23,7 @@ from orchestrator.fingerprint import arm_cell, log_facts, matrix_key, probe_cont
 from orchestrator.parse import parse_completion
 from orchestrator.paths import RunPaths
 from orchestrator.plan import effective_arm
+from orchestrator.positions import top_gaps
 from orchestrator.runtime.base import LABEL_NS, ContainerSpec, Handle, Runtime
 from orchestrator.schema import ArmConfig, Config, RuntimeKind
 from orchestrator.store import TableWriter
@@ -55,6 +56,7 @@ def response_row(ctx: RunContext, request: protocol.Request, exchange: Exchange,
         "completion_tokens": parsed.completion_tokens if parsed else None,
         "token_ids": parsed.token_ids if parsed else None, "tokens": parsed.tokens if parsed else None,
         "token_logprobs": parsed.token_logprobs if parsed else None, "top_logprobs": top,
+        "top_gaps": top_gaps(top),
         "prompt_logprobs": parsed.prompt_logprobs if parsed else None,
         "sig_text": signatures.text_signature(parsed.completion_text) if parsed and not errors else None,
         "sig_token_ids": signatures.token_ids_signature(parsed.token_ids) if parsed and not errors else None,

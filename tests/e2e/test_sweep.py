@@ -39,3 +39,31 @@ def test_two_by_two_sweep_finds_four_pairs(tmp_path: Path) -> None:
         # fused job differs (its signatures vary).
         assert verdicts[(a, b)] == ("identical" if both_unfused else "differ"), (a, b, key)
     assert "Single-variable pairs: 4" in (tmp_path / "report.md").read_text()
+
+
+def test_joblib_runs_the_sweep_with_two_workers(tmp_path: Path) -> None:
+    result = orchestrator("run", "-m", "study=sweep", "+arms.arm.engine_args.fused-finalize=true,false",
+                          "hydra/launcher=joblib", "hydra.launcher.n_jobs=2", "protocol.phases.sequential.repeats=2",
+                          f"hydra.sweep.dir={tmp_path}")
+    assert result.returncode == 0, result.stderr[-3000:]
+    summary = json.loads((tmp_path / "sweep.json").read_text())
+    assert len(summary["jobs"]) == 2 and len(summary["single_variable_pairs"]) == 1
+    assert (tmp_path / "0" / "data" / "responses").is_dir() and (tmp_path / "1" / "data" / "responses").is_dir()
+
+
+def test_submitit_local_executor_runs_a_two_job_sweep(tmp_path: Path) -> None:
+    result = orchestrator("run", "-m", "study=sweep", "arms.arm.engine_args.max-num-seqs=8,16",
+                          "hydra/launcher=submitit_local", "hydra.launcher.timeout_min=10",
+                          "protocol.phases.sequential.repeats=2", f"hydra.sweep.dir={tmp_path}")
+    assert result.returncode == 0, result.stderr[-3000:]
+    summary = json.loads((tmp_path / "sweep.json").read_text())
+    [pair] = summary["single_variable_pairs"]
+    assert pair["key"] == "arms.arm.engine_args.max-num-seqs"
+    report = json.loads((tmp_path / "report.json").read_text())
+    assert {p["verdict"] for p in report["pairs"]} == {"identical"}
+
+
+def test_parallel_jobs_sharing_gpus_are_refused() -> None:
+    result = orchestrator("run", "-m", "study=sweep", "arms.arm.gpus=all", "hydra/launcher=joblib",
+                          "hydra.launcher.n_jobs=2", "arms.arm.engine_args.seed=1,2")
+    assert result.returncode == 2 and "would share the GPUs" in result.stderr

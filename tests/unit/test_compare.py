@@ -11,6 +11,7 @@ from orchestrator.compare import compare
 from orchestrator.errors import RecordError
 from orchestrator.gate import failures
 from orchestrator.paths import RunPaths
+from orchestrator.positions import top_gaps
 from orchestrator.signatures import text_signature, token_ids_signature, top_logprobs_signature
 from orchestrator.stats import pooled_bound
 from orchestrator.store import TableWriter
@@ -26,7 +27,7 @@ def row(arm: str, prompt: str, phase: str, ids: list[int], top1_lp: float = -0.1
     text = text if text is not None else "".join(f"t{t}" for t in ids)
     return {"arm": arm, "prompt_id": prompt, "phase": phase, "phase_kind": extra.pop("kind", "sequential"),
             "batch_id": extra.pop("batch_id", 0), "cold": cold, "error": None, "completion_text": text,
-            "token_ids": ids, "token_logprobs": [top1_lp] * len(ids), "top_logprobs": top,
+            "token_ids": ids, "token_logprobs": [top1_lp] * len(ids), "top_logprobs": top, "top_gaps": top_gaps(top),
             "prompt_logprobs": prompt_logprobs, "sig_text": text_signature(text),
             "sig_token_ids": token_ids_signature(ids), "sig_top_logprobs": top_logprobs_signature(top), **extra}
 

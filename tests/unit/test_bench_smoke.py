@@ -1,0 +1,37 @@
+"""bench/compare_bench.py at a tiny size: the generator's injected answers are what compare() and the
+plain per-row implementation find (no timing asserted; detllm is not involved)."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+
+from orchestrator.compare import compare
+from orchestrator.paths import RunPaths
+
+BENCH = Path(__file__).resolve().parents[2] / "bench" / "compare_bench.py"
+
+
+def _bench():  # type: ignore[no-untyped-def]
+    spec = importlib.util.spec_from_file_location("compare_bench", BENCH)
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_generator_answers_match_ours_and_plain(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    bench = _bench()
+    expected = bench.generate(tmp_path, responses=300, positions=8, top_k=5, cell_rows=25, part_rows=40)
+    assert len(expected.cells) == 12 and expected.divergent_rows > 0
+    assert any(c["divergent"] == 0 for c in expected.cells.values())  # a clean cell too
+    assert len(list((tmp_path / "data" / "responses").glob("*.parquet"))) == 8  # cells span part files
+
+    result = compare(RunPaths(tmp_path))
+    ours = [{k: c[k] for k in ("arm", "prompt_id", "phase", *bench.CHECKED)} for c in result["cells"]]
+    assert bench.check(ours, expected, "ours") == expected.divergent_rows
+    assert bench.check(bench.plain_compare(tmp_path), expected, "plain") == expected.divergent_rows
+    assert sum(c["n"] for c in result["cells"]) == 300 - 2  # the first row of each arm is cold
+    assert [c["matches_warm"] for c in result["cold"]] == [True, True]
