@@ -38,3 +38,4 @@ lint: venv
 
 clean:
 	@$(VENV)/bin/orchestrator clean || true
+	@$(VENV)/bin/orchestrator clean --runtime process || true

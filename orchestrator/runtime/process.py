@@ -1,0 +1,391 @@
+"""Local-process implementation of the Runtime seam: the arm's command runs as a child process of the
+orchestrator, for hosts without a Docker engine (SLURM nodes, GPU boxes). docs/runtimes.md has the
+user's view; in short:
+
+- no image: `resolve_image` returns an id that hashes the interpreter and the arm's source directory
+  (`build.context`), "process:sha256:...";
+- `start`: argv = the arm's `command` (a full argv) + engine args + `process_port_args` with "{port}" =
+  a free 127.0.0.1 port; env = a few host names (`runtime.inherit_env`) + the arm's env and secrets;
+  cwd = the project root; its own session/process group, so `stop` reaches every child;
+- stdout/stderr are read line by line by threads and written with RFC 3339 UTC timestamps to files in a
+  per-process state dir, which also holds process.json (pid, process group, labels) so `cleanup` finds
+  what a killed orchestrator left behind;
+- `exec` runs argv next to the server (same env and cwd): a process has no namespace to enter.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import secrets
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import IO, Any
+
+from orchestrator.config import PROJECT_ROOT
+from orchestrator.errors import ArmStartError, ConfigError, ImageError, RuntimeFailure
+from orchestrator.runtime.base import LABEL_NS, ContainerSpec, ExecResult, Handle, ImageInfo, LogLine
+from orchestrator.schema import BuildConfig
+
+DEFAULT_INHERIT_ENV = ("PATH", "HOME", "USER", "LOGNAME", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "TMPDIR",
+                       "LD_LIBRARY_PATH")
+STATE_ENV = "ORCHESTRATOR_PROCESS_DIR"  # where process state dirs live (default below)
+RECORD = "process.json"
+STREAMS = ("stdout", "stderr")
+
+
+def default_state_dir() -> Path:
+    """$ORCHESTRATOR_PROCESS_DIR, else $XDG_RUNTIME_DIR/orchestrator-processes, else
+    TMPDIR/orchestrator-processes-UID: one folder per started process, removed by `remove`."""
+    if os.environ.get(STATE_ENV):
+        return Path(os.environ[STATE_ENV])
+    if os.environ.get("XDG_RUNTIME_DIR") and Path(os.environ["XDG_RUNTIME_DIR"]).is_dir():
+        return Path(os.environ["XDG_RUNTIME_DIR"]) / "orchestrator-processes"
+    return Path(tempfile.gettempdir()) / f"orchestrator-processes-{os.getuid()}"
+
+
+def rfc3339_ns(ns: int) -> str:
+    """2024-05-01T12:00:00.123456789Z: fixed width, so text order is time order (as Docker's)."""
+    seconds, frac = divmod(ns, 1_000_000_000)
+    return datetime.fromtimestamp(seconds, UTC).strftime("%Y-%m-%dT%H:%M:%S") + f".{frac:09d}Z"
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """A port nobody listens on right now (the server binds it a moment later; a race is possible
+    and shows up as the server exiting with 'address in use' in its log)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((host, 0))
+        return int(sock.getsockname()[1])
+
+
+def _stat(pid: int) -> list[str] | None:
+    """/proc/PID/stat after the command name: [state, ppid, ...] (field 3 onwards); None: no such pid."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    except OSError:
+        return None
+
+
+def _start_time(pid: int) -> str | None:
+    """The process's start time in clock ticks (field 22): tells a reused pid apart."""
+    stat = _stat(pid)
+    return stat[19] if stat else None
+
+
+def _alive(pid: int, start_time: str | None) -> bool:
+    """Running (not a zombie) and, where /proc tells, still the process that was recorded."""
+    try:
+        os.kill(pid, 0)
+    except (ProcessLookupError, PermissionError):  # gone, or someone else's process now
+        return False
+    stat = _stat(pid)
+    if stat is None:
+        return True  # no /proc: trust the pid
+    return stat[0] != "Z" and (start_time is None or stat[19] == start_time)
+
+
+def _kill_group(pgid: int, sig: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, sig)
+
+
+def _group_exists(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+    except (ProcessLookupError, PermissionError):
+        return False
+    return True
+
+
+MAX_HASHED_BYTES = 64 << 20
+
+
+def tree_hash(root: Path, max_bytes: int = MAX_HASHED_BYTES) -> str:
+    """sha256 over the relative paths and contents of every file under root (caches skipped)."""
+    files = []
+    for path in sorted(p for p in root.rglob("*") if p.is_file()):
+        rel = path.relative_to(root)
+        if not ("__pycache__" in rel.parts or path.suffix in (".pyc", ".pyo") or rel.parts[0] == ".git"):
+            files.append((rel, path))
+    total = sum(path.stat().st_size for _, path in files)
+    if total > max_bytes:
+        raise ImageError(f"build.context {root} holds {total >> 20} MiB: the process runtime hashes it to identify "
+                         f"the arm's code (at most {max_bytes >> 20} MiB); point it at the source folder only "
+                         "(e.g. arms/reference-engine/refengine), or set it to null")
+    digest = hashlib.sha256()
+    for rel, path in files:
+        digest.update(str(rel).encode() + b"\0")
+        digest.update(hashlib.sha256(path.read_bytes()).digest())
+    return digest.hexdigest()
+
+
+@dataclass
+class _Proc:
+    popen: subprocess.Popen[bytes]
+    name: str
+    dir: Path
+    env: dict[str, str]
+    readers: list[threading.Thread] = field(default_factory=list)
+
+
+class ProcessRuntime:
+    def __init__(self, inherit_env: Iterable[str] = DEFAULT_INHERIT_ENV, venv_on_path: bool = True,
+                 state_dir: str | Path | None = None, host_env: Mapping[str, str] | None = None) -> None:
+        self.inherit_env = tuple(inherit_env)
+        self.venv_on_path = venv_on_path
+        self.state_dir = Path(state_dir) if state_dir else default_state_dir()
+        self.host_env = os.environ if host_env is None else host_env
+        self._procs: dict[str, _Proc] = {}
+
+    # images -----------------------------------------------------------------------------------
+    def resolve_image(self, ref: str, build: BuildConfig) -> ImageInfo:
+        """No image: the id hashes the interpreter first on PATH's identity (sys.executable and its
+        version) and, when the arm names one, the files of its source directory `build.context`."""
+        digest = hashlib.sha256(f"{ref}\0{os.path.realpath(sys.executable)}\0{sys.version}".encode())
+        if build.context:
+            source = (PROJECT_ROOT / build.context).resolve()
+            if not source.is_dir():
+                raise ImageError(f"process arm '{ref}': build.context {source} is not a directory (the process "
+                                 "runtime hashes it to identify the arm's code)")
+            digest.update(tree_hash(source).encode())
+        return ImageInfo(ref=ref, id=f"process:sha256:{digest.hexdigest()}")
+
+    # environment ------------------------------------------------------------------------------
+    def base_env(self) -> dict[str, str]:
+        env = {name: self.host_env[name] for name in self.inherit_env if name in self.host_env}
+        if self.venv_on_path:
+            env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), *filter(None, [env.get("PATH")])])
+        return env
+
+    def _env(self, spec: ContainerSpec) -> dict[str, str]:
+        env = self.base_env()
+        if spec.gpus is None:
+            env["CUDA_VISIBLE_DEVICES"] = ""  # as in a container without --gpus: no GPU visible
+        elif spec.gpus != "all":
+            env["CUDA_VISIBLE_DEVICES"] = spec.gpus
+        elif "CUDA_VISIBLE_DEVICES" in self.host_env:  # "all": what the host (or SLURM) allotted
+            env["CUDA_VISIBLE_DEVICES"] = self.host_env["CUDA_VISIBLE_DEVICES"]
+        return {**env, **spec.env, **spec.secret_env}
+
+    def _refuse(self, spec: ContainerSpec) -> None:
+        arm = spec.labels.get(f"{LABEL_NS}.arm", spec.name)
+        problems = [f"arm '{arm}': mount {m.host} -> {m.container} cannot be made for a local process (no "
+                    "filesystem namespace); use the same path on both sides or drop it (docs/runtimes.md)"
+                    for m in spec.mounts if os.path.normpath(m.host) != os.path.normpath(m.container)]
+        if getattr(spec, "privileged", False) or getattr(spec, "cap_add", None):
+            problems.append(f"arm '{arm}': privileged/cap_add cannot be granted to a local process")
+        if not spec.command or spec.command[0].startswith("-"):
+            first = f" (the argv would start with the flag '{spec.command[0]}')" if spec.command else ""
+            problems.append(f"arm '{arm}': the process runtime needs the arm's command as a full argv "
+                            f"(e.g. [python3, -m, refengine]); there is no image entrypoint{first}. "
+                            "For the reference engine use arm@arms.NAME=reference_process")
+        if problems:
+            raise ConfigError(problems)
+
+    # processes --------------------------------------------------------------------------------
+    def start(self, spec: ContainerSpec) -> Handle:
+        self._refuse(spec)
+        port = free_port() if spec.process_port_args else spec.container_port
+        argv = [*spec.command, *(arg.replace("{port}", str(port)) for arg in spec.process_port_args)]
+        env = self._env(spec)
+        self.state_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+        handle_id = f"proc-{secrets.token_hex(6)}"
+        folder = self.state_dir / handle_id
+        folder.mkdir(mode=0o700)
+        try:
+            popen = subprocess.Popen(argv, cwd=PROJECT_ROOT, env=env, stdin=subprocess.DEVNULL,
+                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+        except OSError as exc:
+            _rmtree(folder)
+            raise ArmStartError(f"could not start '{spec.name}' ({argv[0]}): {exc}") from exc
+        proc = _Proc(popen, spec.name, folder, env)
+        self._procs[handle_id] = proc
+        _write_json(folder / RECORD, {"pid": popen.pid, "pgid": popen.pid, "start_time": _start_time(popen.pid),
+                                      "name": spec.name, "labels": spec.labels, "argv": argv, "port": port})
+        for stream, pipe in (("stdout", popen.stdout), ("stderr", popen.stderr)):
+            assert pipe is not None
+            thread = threading.Thread(target=_pump, args=(pipe, folder / f"{stream}.log"), daemon=True,
+                                      name=f"{spec.name}-{stream}")
+            thread.start()
+            proc.readers.append(thread)
+        return Handle(id=handle_id, name=spec.name, base_url=f"http://127.0.0.1:{port}")
+
+    def _proc(self, handle: Handle) -> _Proc:
+        try:
+            return self._procs[handle.id]
+        except KeyError:
+            raise RuntimeFailure(f"process '{handle.name}' no longer exists (removed, or started by another "
+                                 "orchestrator)") from None
+
+    def pid(self, handle: Handle) -> int:
+        return self._proc(handle).popen.pid
+
+    def _drain(self, proc: _Proc, timeout_s: float = 5.0) -> None:
+        """Once the process has exited, wait for the reader threads to write its last lines."""
+        deadline = time.monotonic() + timeout_s
+        for thread in proc.readers:
+            thread.join(max(0.0, deadline - time.monotonic()))
+
+    def exit_code(self, handle: Handle) -> int | None:
+        proc = self._proc(handle)
+        code = proc.popen.poll()
+        if code is None:
+            return None
+        self._drain(proc)
+        return _status(code)
+
+    def logs(self, handle: Handle, tail: int | None = None) -> list[LogLine]:
+        proc = self._proc(handle)
+        if proc.popen.poll() is not None:
+            self._drain(proc)
+        lines: list[LogLine] = []
+        for stream in STREAMS:
+            path = proc.dir / f"{stream}.log"
+            if not path.is_file():
+                continue
+            for raw in path.read_text("utf-8", "replace").split("\n")[:-1]:
+                stamp, _, text = raw.partition(" ")
+                lines.append(LogLine(stream=stream, timestamp=stamp, text=text))
+        lines.sort(key=lambda line: line.timestamp)
+        return lines[-tail:] if tail else lines
+
+    def exec(self, handle: Handle, argv: list[str]) -> ExecResult:
+        proc = self._proc(handle)
+        if proc.popen.poll() is not None:
+            raise RuntimeFailure(f"process '{handle.name}' is not running (exit {_status(proc.popen.returncode)})")
+        try:
+            done = subprocess.run(argv, cwd=PROJECT_ROOT, env=proc.env, stdin=subprocess.DEVNULL,
+                                  stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=600)
+        except FileNotFoundError as exc:
+            return ExecResult(exit_code=127, output=f"{argv[0]}: {exc.strerror}\n")
+        except subprocess.TimeoutExpired as exc:
+            raise RuntimeFailure(f"exec of {argv[:3]} in '{handle.name}' did not finish within 600 s") from exc
+        return ExecResult(exit_code=_status(done.returncode), output=done.stdout.decode("utf-8", "replace"))
+
+    def run_oneshot(self, image: str, command: list[str], labels: Mapping[str, str],
+                    entrypoint: list[str] | None = None, timeout_s: float = 120.0) -> ExecResult:
+        """argv = entrypoint + command (there is no image entrypoint to fall back on), with the base
+        env only (no arm env: put `env NAME=VALUE` in the entrypoint), cwd the project root. Unlike a
+        container it is not cut off from the network."""
+        argv = [*(entrypoint or []), *command]
+        if not argv:
+            raise RuntimeFailure(f"nothing to run for '{image}': the process runtime needs entrypoint + command")
+        self.state_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+        folder = self.state_dir / f"oneshot-{secrets.token_hex(6)}"
+        folder.mkdir(mode=0o700)
+        try:
+            try:
+                popen = subprocess.Popen(argv, cwd=PROJECT_ROOT, env=self.base_env(), stdin=subprocess.DEVNULL,
+                                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+            except OSError as exc:
+                raise RuntimeFailure(f"could not run {argv[0]} for '{image}': {exc}") from exc
+            _write_json(folder / RECORD, {"pid": popen.pid, "pgid": popen.pid, "start_time": _start_time(popen.pid),
+                                          "name": folder.name, "labels": dict(labels), "argv": argv})
+            try:
+                out, err = popen.communicate(timeout=timeout_s)
+            except subprocess.TimeoutExpired as exc:
+                raise RuntimeFailure(f"{argv[:4]} for '{image}' did not finish within {timeout_s:.0f} s") from exc
+            finally:
+                _kill_group(popen.pid, signal.SIGKILL)
+                if popen.poll() is None:
+                    popen.wait()
+            status = _status(popen.returncode)
+            output = out.decode("utf-8", "replace")
+            if status != 0:
+                output += err.decode("utf-8", "replace")[-2000:]
+            return ExecResult(exit_code=status, output=output)
+        finally:
+            _rmtree(folder)
+
+    def stop(self, handle: Handle, timeout_s: float) -> int | None:
+        """SIGTERM to the process group, SIGKILL after timeout_s; then any child left in the group."""
+        proc = self._procs.get(handle.id)
+        if proc is None:
+            return None
+        popen = proc.popen
+        if popen.poll() is None:
+            _kill_group(popen.pid, signal.SIGTERM)
+            try:
+                popen.wait(timeout=timeout_s)
+            except subprocess.TimeoutExpired:
+                _kill_group(popen.pid, signal.SIGKILL)
+                popen.wait()
+        _kill_group(popen.pid, signal.SIGKILL)  # children that outlived the leader
+        self._drain(proc)
+        return _status(popen.returncode)
+
+    def remove(self, handle: Handle) -> None:
+        proc = self._procs.get(handle.id)
+        if proc is None:
+            return
+        if proc.popen.poll() is None:
+            self.stop(handle, 0)
+        _kill_group(proc.popen.pid, signal.SIGKILL)
+        self._drain(proc, 1.0)
+        _rmtree(proc.dir)
+        del self._procs[handle.id]
+
+    def cleanup(self, labels: Mapping[str, str]) -> list[str]:
+        """Kill and forget every process (of any orchestrator on this host, under this state dir) whose
+        recorded labels match: a value of "" matches any value, as Docker's label filter does."""
+        removed: list[str] = []
+        if not self.state_dir.is_dir():
+            return removed
+        for record_path in sorted(self.state_dir.glob(f"*/{RECORD}")):
+            try:
+                record = json.loads(record_path.read_text())
+            except (OSError, ValueError):
+                continue
+            recorded = record.get("labels") or {}
+            if not all(key in recorded and (not value or recorded[key] == value) for key, value in labels.items()):
+                continue
+            pid, pgid = int(record["pid"]), int(record.get("pgid") or record["pid"])
+            ours = next((h for h, p in self._procs.items() if p.dir == record_path.parent), None)
+            if ours is not None:
+                self.remove(Handle(ours, record.get("name", ""), ""))
+            else:
+                if _alive(pid, record.get("start_time")) or _group_exists(pgid):
+                    _kill_group(pgid, signal.SIGKILL)
+                    with contextlib.suppress(ProcessLookupError, PermissionError):
+                        os.kill(pid, signal.SIGKILL)
+                _rmtree(record_path.parent)
+            removed.append(str(record.get("name", record_path.parent.name)))
+        return removed
+
+
+def _status(returncode: int) -> int:
+    """Popen's -N (killed by signal N) as a shell and Docker report it: 128 + N."""
+    return 128 - returncode if returncode < 0 else returncode
+
+
+def _pump(pipe: IO[bytes], path: Path) -> None:
+    """Copy a pipe to `path` line by line, each line prefixed with its arrival time."""
+    with path.open("ab", buffering=0) as out:
+        for raw in iter(pipe.readline, b""):
+            text = raw.rstrip(b"\n").rstrip(b"\r")
+            out.write(rfc3339_ns(time.time_ns()).encode() + b" " + text + b"\n")
+    with contextlib.suppress(OSError):
+        pipe.close()
+
+
+def _write_json(path: Path, value: Any) -> None:
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(value, sort_keys=True))
+    os.replace(tmp, path)
+
+
+def _rmtree(path: Path) -> None:
+    import shutil
+
+    shutil.rmtree(path, ignore_errors=True)

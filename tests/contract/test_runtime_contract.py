@@ -1,0 +1,276 @@
+"""One contract, two runtimes: whatever the study does with a Runtime works the same on Docker and on
+local processes. Docker cases need an engine (fail under CI=true without one, skip otherwise); process
+cases always run (the reference engine from the source tree, torch from the venv)."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import secrets
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from orchestrator.client import wait_ready
+from orchestrator.errors import ArmStartError, ConfigError, RuntimeFailure
+from orchestrator.runtime.base import LABEL_NS, ContainerSpec, Handle, Mount, Runtime
+from orchestrator.runtime.process import ProcessRuntime
+from orchestrator.schema import ArmConfig, BuildConfig
+
+REFERENCE_IMAGE = "orchestrator/reference-engine:0.1.0"
+PYTHON_IMAGE = "orchestrator/debian-python:bookworm"
+ENGINE_ARGS = {"served-model-name": "reference", "seed": 0, "max-num-seqs": 4}
+PROCESS_ENV = {"PYTHONPATH": "arms/reference-engine", "PYTHONUNBUFFERED": "1", "PYTHONDONTWRITEBYTECODE": "1"}
+
+
+@dataclass
+class Kind:
+    """One runtime under test, with what differs between them (how the engine is named and found)."""
+
+    name: str
+    runtime: Runtime
+    engine_image: str
+    engine_command: list[str]
+    engine_env: dict[str, str]
+    engine_build: BuildConfig
+    crash_image: str
+    knobs_entrypoint: list[str] | None
+
+    def arm(self, command: list[str] | None = None, env: dict[str, str] | None = None,
+            engine_args: dict[str, Any] | None = None, image: str | None = None) -> ArmConfig:
+        return ArmConfig(image=image or self.engine_image, build=self.engine_build,
+                         command=self.engine_command if command is None else command,
+                         env={**self.engine_env, **(env or {})},
+                         engine_args=ENGINE_ARGS if engine_args is None else engine_args)
+
+    def spec(self, arm: ArmConfig, run_id: str, arm_name: str = "contract",
+             host_env: dict[str, str] | None = None) -> ContainerSpec:
+        image = self.runtime.resolve_image(arm.image, arm.build).id
+        labels = {f"{LABEL_NS}.run": run_id, f"{LABEL_NS}.study": "contract"}
+        return ContainerSpec.for_arm(arm_name, arm, image, labels, host_env or {})
+
+    def gone(self, handle: Handle, pid: int | None) -> bool:
+        if self.name == "docker":
+            import docker.errors
+
+            try:
+                self.runtime.client.containers.get(handle.id)  # type: ignore[attr-defined]
+            except docker.errors.NotFound:
+                return True
+            return False
+        assert pid is not None
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return True
+        stat = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+        return stat[0] == "Z"  # a zombie is dead; only its parent's wait is missing
+
+
+def _pid(kind: Kind, handle: Handle) -> int | None:
+    return kind.runtime.pid(handle) if isinstance(kind.runtime, ProcessRuntime) else None
+
+
+@pytest.fixture(scope="module", params=[pytest.param("docker", marks=pytest.mark.docker), "process"])
+def kind(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Kind:
+    if request.param == "docker":
+        request.getfixturevalue("docker_client")  # skip, or fail under CI=true, without an engine
+        from orchestrator.runtime.docker import DockerRuntime
+
+        return Kind("docker", DockerRuntime(), REFERENCE_IMAGE, [], {}, BuildConfig(), PYTHON_IMAGE, None)
+    state = tmp_path_factory.mktemp("process-state")
+    return Kind("process", ProcessRuntime(state_dir=state), "process", ["python3", "-m", "refengine"],
+                PROCESS_ENV, BuildConfig(context="arms/reference-engine/refengine"), "process",
+                ["env", "PYTHONPATH=arms/reference-engine", "python3", "-m", "refengine"])
+
+
+@pytest.fixture(scope="module")
+def server(kind: Kind) -> Iterator[tuple[Kind, Handle]]:
+    """The reference engine, started once per runtime, with a plain and a secret env var."""
+    os.environ["CONTRACT_HOST_ONLY"] = "must not leak"
+    arm = kind.arm(env={"CONTRACT_VAR": "configured"})
+    arm.secret_env = ["CONTRACT_SECRET"]
+    spec = kind.spec(arm, f"contract-{secrets.token_hex(3)}", host_env={"CONTRACT_SECRET": "s3cret"})
+    handle = kind.runtime.start(spec)
+    try:
+        wait_ready(handle.base_url, "/health", 120, exit_code=lambda: kind.runtime.exit_code(handle),
+                   log_tail=lambda: [line.text for line in kind.runtime.logs(handle, tail=50)])
+        yield kind, handle
+    finally:
+        os.environ.pop("CONTRACT_HOST_ONLY", None)
+        kind.runtime.stop(handle, 10)
+        kind.runtime.remove(handle)
+
+
+def test_resolve_image_is_stable_and_content_addressed(kind: Kind) -> None:
+    arm = kind.arm()
+    first = kind.runtime.resolve_image(arm.image, arm.build)
+    assert first == kind.runtime.resolve_image(arm.image, arm.build)
+    assert first.ref == arm.image
+    assert first.id.startswith("sha256:" if kind.name == "docker" else "process:sha256:")
+
+
+def test_ready_server_answers_a_completion(server: tuple[Kind, Handle]) -> None:
+    kind, handle = server
+    assert kind.runtime.exit_code(handle) is None
+    assert handle.base_url.startswith("http://127.0.0.1:")
+    body = {"model": "reference", "prompt": "The capital of France is", "max_tokens": 4, "temperature": 0,
+            "logprobs": 5}
+    response = httpx.post(f"{handle.base_url}/v1/completions", json=body, timeout=60)
+    assert response.status_code == 200, response.text
+    choice = response.json()["choices"][0]
+    assert choice["text"] and len(choice["logprobs"]["top_logprobs"]) == 4
+
+
+def test_logs_carry_the_startup_line_with_timestamps(server: tuple[Kind, Handle]) -> None:
+    kind, handle = server
+    lines = kind.runtime.logs(handle)
+    assert any("Starting vLLM-compatible server" in line.text for line in lines)
+    assert {line.stream for line in lines} <= {"stdout", "stderr"}
+    assert all(line.timestamp[:2] == "20" and line.timestamp.endswith("Z") for line in lines)
+    assert [line.timestamp for line in lines] == sorted(line.timestamp for line in lines)
+    tail = kind.runtime.logs(handle, tail=2)
+    assert len(tail) == 2 and tail == lines[-2:]
+
+
+def test_exec_runs_next_to_the_server_with_the_configured_env(server: tuple[Kind, Handle]) -> None:
+    kind, handle = server
+    script = ("import json, os; print(json.dumps({k: os.environ.get(k) for k in "
+              "('CONTRACT_VAR', 'CONTRACT_SECRET', 'CONTRACT_HOST_ONLY')}))")
+    result = kind.runtime.exec(handle, ["python3", "-c", script])
+    assert result.exit_code == 0, result.output
+    env = json.loads(result.output.strip().splitlines()[-1])
+    assert env == {"CONTRACT_VAR": "configured", "CONTRACT_SECRET": "s3cret", "CONTRACT_HOST_ONLY": None}
+    failed = kind.runtime.exec(handle, ["python3", "-c", "import sys; print('nope'); sys.exit(4)"])
+    assert failed.exit_code == 4 and "nope" in failed.output
+
+
+def test_run_oneshot_lists_the_engine_knobs(kind: Kind) -> None:
+    arm = kind.arm()
+    image = kind.runtime.resolve_image(arm.image, arm.build).id
+    run_id = f"contract-{secrets.token_hex(3)}"
+    result = kind.runtime.run_oneshot(image, ["--list-knobs"], {f"{LABEL_NS}.run": run_id},
+                                      kind.knobs_entrypoint, 120)
+    assert result.exit_code == 0, result.output
+    knobs = json.loads(result.output.strip().splitlines()[-1])
+    assert "--max-num-seqs" in knobs["flags"] and "REFENGINE_FUSED_FINALIZE" in knobs["env"]
+    assert kind.runtime.cleanup({f"{LABEL_NS}.run": run_id}) == []  # nothing of it is left
+
+
+def test_stop_returns_the_exit_code_and_remove_leaves_nothing(kind: Kind) -> None:
+    spec = kind.spec(kind.arm(), f"contract-{secrets.token_hex(3)}")
+    handle = kind.runtime.start(spec)
+    pid = _pid(kind, handle)
+    try:
+        wait_ready(handle.base_url, "/health", 120, exit_code=lambda: kind.runtime.exit_code(handle),
+                   log_tail=lambda: [line.text for line in kind.runtime.logs(handle, tail=50)])
+        code = kind.runtime.stop(handle, 10)
+        assert code is not None
+        assert kind.runtime.exit_code(handle) == code
+        assert any("shutting down" in line.text for line in kind.runtime.logs(handle))  # logs outlive stop
+    finally:
+        kind.runtime.remove(handle)
+    assert kind.gone(handle, pid)
+    kind.runtime.remove(handle)  # twice is fine
+    assert kind.runtime.stop(handle, 1) is None
+
+
+def test_server_that_exits_at_once_reports_status_and_log(kind: Kind) -> None:
+    crash = "import sys, time; print('boom: no model', flush=True); time.sleep(1); sys.exit(3)"
+    arm = kind.arm(command=["python3", "-c", crash], engine_args={}, image=kind.crash_image)
+    arm.process_port_args = []
+    spec = kind.spec(arm, f"contract-{secrets.token_hex(3)}")
+    handle = kind.runtime.start(spec)
+    try:
+        with pytest.raises(ArmStartError, match="exited with status 3") as caught:
+            wait_ready(handle.base_url or "http://127.0.0.1:9", "/health", 60,
+                       exit_code=lambda: kind.runtime.exit_code(handle),
+                       log_tail=lambda: [line.text for line in kind.runtime.logs(handle, tail=50)])
+        assert "boom: no model" in caught.value.log_tail
+        assert kind.runtime.stop(handle, 5) == 3
+    finally:
+        kind.runtime.remove(handle)
+
+
+def test_cleanup_by_run_label_removes_a_leftover(kind: Kind, tmp_path: Path) -> None:
+    run_id = f"contract-{secrets.token_hex(3)}"
+    arm = kind.arm(command=["python3", "-c", "import time; print('idle', flush=True); time.sleep(600)"],
+                   engine_args={}, image=kind.crash_image)
+    arm.process_port_args = []
+    handle = kind.runtime.start(kind.spec(arm, run_id))
+    pid = _pid(kind, handle)
+    other = kind.runtime.start(kind.spec(arm, f"contract-{secrets.token_hex(3)}", arm_name="other"))
+    try:
+        # A fresh runtime object, as `orchestrator clean` would have after the run's process died.
+        fresh: Runtime = ProcessRuntime(state_dir=kind.runtime.state_dir) \
+            if isinstance(kind.runtime, ProcessRuntime) else type(kind.runtime)()
+        assert fresh.cleanup({f"{LABEL_NS}.run": run_id}) == [handle.name]
+        deadline = time.monotonic() + 10
+        while not kind.gone(handle, pid) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert kind.gone(handle, pid)
+        assert kind.runtime.exit_code(other) is None  # another run's server is untouched
+        assert fresh.cleanup({f"{LABEL_NS}.run": run_id}) == []
+    finally:
+        kind.runtime.stop(other, 1)
+        kind.runtime.remove(other)
+        kind.runtime.remove(handle)
+
+
+# process-only parts of the contract: what a local process cannot do is refused, not faked ----------
+
+@pytest.fixture()
+def process_runtime(tmp_path: Path) -> ProcessRuntime:
+    return ProcessRuntime(state_dir=tmp_path / "state")
+
+
+def test_process_refuses_mounts_it_cannot_make(process_runtime: ProcessRuntime) -> None:
+    spec = ContainerSpec(name="m", image="process", command=["python3", "-c", "pass"], env={}, secret_env={},
+                         labels={f"{LABEL_NS}.arm": "vllm"}, container_port=8000,
+                         mounts=[Mount("/root/.cache/huggingface-x", "/root/.cache/huggingface")])
+    with pytest.raises(ConfigError, match=re.escape("arm 'vllm': mount /root/.cache/huggingface-x")):
+        process_runtime.start(spec)
+    spec.mounts = [Mount("/data/models", "/data/models/")]  # the same path on both sides is fine
+    handle = process_runtime.start(spec)
+    process_runtime.stop(handle, 5)
+    process_runtime.remove(handle)
+
+
+def test_process_needs_a_full_command(process_runtime: ProcessRuntime) -> None:
+    spec = ContainerSpec(name="e", image="process", command=[], env={}, secret_env={}, labels={},
+                         container_port=8000)
+    with pytest.raises(ConfigError, match="full argv"):
+        process_runtime.start(spec)
+    spec.command = ["--seed", "0"]  # a Docker arm's command: engine flags only, after the image entrypoint
+    with pytest.raises(ConfigError, match="would start with the flag '--seed'"):
+        process_runtime.start(spec)
+    spec.command = ["/no/such/engine"]
+    with pytest.raises(ArmStartError, match="/no/such/engine"):
+        process_runtime.start(spec)
+    assert list(process_runtime.state_dir.iterdir()) == []
+
+
+def test_process_gpus_map_to_cuda_visible_devices(process_runtime: ProcessRuntime) -> None:
+    def visible(gpus: str | None, host: dict[str, str]) -> str | None:
+        runtime = ProcessRuntime(state_dir=process_runtime.state_dir, host_env={"PATH": "/usr/bin", **host})
+        spec = ContainerSpec(name="g", image="process", command=["x"], env={}, secret_env={}, labels={},
+                             container_port=8000, gpus=gpus)
+        return runtime._env(spec).get("CUDA_VISIBLE_DEVICES")
+
+    assert visible(None, {"CUDA_VISIBLE_DEVICES": "0"}) == ""  # no gpus: none visible, as in a container
+    assert visible("1,2", {}) == "1,2"
+    assert visible("all", {"CUDA_VISIBLE_DEVICES": "4,5"}) == "4,5"  # e.g. a SLURM allocation
+    assert visible("all", {}) is None
+
+
+def test_process_handle_of_another_runtime_is_unknown(process_runtime: ProcessRuntime) -> None:
+    handle = Handle("proc-unknown", "ghost", "")
+    with pytest.raises(RuntimeFailure, match="no longer exists"):
+        process_runtime.logs(handle)
+    assert process_runtime.stop(handle, 1) is None

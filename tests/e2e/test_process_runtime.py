@@ -1,0 +1,131 @@
+"""A whole study with runtime=process: the reference engine as local processes, no Docker engine needed.
+Every server this runs is recorded in a per-test state dir (ORCHESTRATOR_PROCESS_DIR), so "nothing
+is left behind" is checked by pid."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+
+from tests.conftest import ROOT, orchestrator
+
+PROCESS = ["runtime=process", "arm@arms.baseline=reference_process", "arm@arms.wide_batch=reference_process"]
+QUICK = ["protocol.phases.sequential.repeats=3", "protocol.phases.concurrent.repeats=3",
+         "protocol.phases.concurrent.batches=1", "protocol.request.max_tokens=8"]
+LONG = [*PROCESS, "~arms.wide_batch", "protocol.phases.sequential.repeats=500"]
+
+
+def _env(state: Path) -> dict[str, str]:
+    return {**os.environ, "ORCHESTRATOR_PROCESS_DIR": str(state)}
+
+
+def _records(state: Path) -> list[dict[str, object]]:
+    return [json.loads(p.read_text()) for p in state.glob("*/process.json")] if state.is_dir() else []
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    stat = Path(f"/proc/{pid}/stat")
+    return not stat.exists() or stat.read_text().rpartition(")")[2].split()[0] != "Z"
+
+
+@pytest.fixture(scope="module")
+def process_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str, Path]:
+    base = tmp_path_factory.mktemp("process")
+    run_dir, state = base / "run", base / "state"
+    result = orchestrator("run", f"hydra.run.dir={run_dir}", *PROCESS, *QUICK, env=_env(state))
+    assert result.returncode == 0, result.stderr[-3000:]
+    return run_dir, result.stdout, state
+
+
+def test_process_study_lands_three_tables(process_run: tuple[Path, str, Path]) -> None:
+    run_dir, _, state = process_run
+    responses = pq.read_table(run_dir / "data" / "responses").to_pylist()
+    assert len(responses) == 2 * 2 * (3 + 3)
+    assert {r["arm"] for r in responses} == {"baseline", "wide_batch"}
+    assert all(r["http_status"] == 200 and r["error"] is None and r["sig_top_logprobs"] for r in responses)
+    arms = pq.read_table(run_dir / "data" / "arms").to_pylist()
+    assert [a["status"] for a in arms] == ["completed", "completed"]
+    assert all(a["image_id"].startswith("process:sha256:") for a in arms)
+    assert all(a["exit_code"] == 0 for a in arms)  # SIGTERM, then a clean shutdown
+    fingerprint = json.loads(arms[0]["fingerprint_json"])
+    assert fingerprint["probe"]["env"]["PYTHONPATH"] == "arms/reference-engine"  # env as configured
+    assert fingerprint["log_facts"]["fused_finalize"] == "off"
+    logs = pq.read_table(run_dir / "data" / "logs").to_pylist()
+    assert {r["arm"] for r in logs} == {"baseline", "wide_batch"}
+    assert any("Starting vLLM-compatible server on http://127.0.0.1:" in r["text"] for r in logs)
+    guard = json.loads((run_dir / "guard.json").read_text())
+    assert all(k["checked"] and not k["unknown"] for k in guard["knobs"].values())  # knobs via run_oneshot
+    assert _records(state) == []  # every process record removed with its process
+
+
+def test_process_study_report(process_run: tuple[Path, str, Path]) -> None:
+    run_dir, stdout, _ = process_run
+    report = json.loads((run_dir / "report.json").read_text())
+    assert len(report["cells"]) == 2 * 2 * 2
+    assert all(c["distinct_signatures"] == 1 for c in report["cells"])
+    assert all(p["verdict"] == "identical" for p in report["pairs"])
+    assert "report.md" in stdout
+    assert "| baseline | capital | sequential |" in (run_dir / "report.md").read_text()
+
+
+def _start_long_run(tmp_path: Path, state: Path) -> tuple[subprocess.Popen[str], list[int], str]:
+    proc = subprocess.Popen([sys.executable, "-m", "orchestrator", "run", f"hydra.run.dir={tmp_path / 'run'}", *LONG],
+                            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_env(state))
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and not list((tmp_path / "run" / "data" / "responses").glob("*.parquet")):
+        assert proc.poll() is None, proc.communicate()[1]
+        time.sleep(0.5)
+    records = _records(state)
+    pids = [int(r["pid"]) for r in records]  # type: ignore[call-overload]
+    assert pids and all(_alive(pid) for pid in pids), "the arm's server should be running"
+    return proc, pids, str(records[0]["labels"]["org.orchestrator.run"])  # type: ignore[index]
+
+
+def test_interrupt_leaves_no_process(tmp_path: Path) -> None:
+    state = tmp_path / "state"
+    proc, pids, _ = _start_long_run(tmp_path, state)
+    try:
+        proc.send_signal(signal.SIGINT)
+        _, stderr = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130, stderr
+    assert not any(_alive(pid) for pid in pids)
+    assert _records(state) == []
+    arms = pq.read_table(tmp_path / "run" / "data" / "arms").to_pylist()
+    assert arms[0]["status"] == "interrupted"
+    assert pq.read_table(tmp_path / "run" / "data" / "responses").num_rows > 0
+
+
+def test_clean_kills_what_a_killed_run_left(tmp_path: Path) -> None:
+    state = tmp_path / "state"
+    proc, pids, run_id = _start_long_run(tmp_path, state)
+    proc.kill()  # SIGKILL: no clean-up path runs; the server (its own session) survives
+    proc.communicate(timeout=30)
+    try:
+        assert all(_alive(pid) for pid in pids)
+        result = orchestrator("clean", "--runtime", "process", "--run", run_id, env=_env(state))
+        assert result.returncode == 0, result.stderr
+        assert "removed 1 process(es)" in result.stdout
+        deadline = time.monotonic() + 10
+        while any(_alive(pid) for pid in pids) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not any(_alive(pid) for pid in pids)
+        assert _records(state) == []
+    finally:
+        for pid in pids:
+            if _alive(pid):
+                os.kill(pid, signal.SIGKILL)
