@@ -45,3 +45,15 @@ def no_leftover_containers(docker_client) -> Iterator[None]:  # type: ignore[no-
 def orchestrator(*args: str, timeout_s: float = 600, **kwargs) -> subprocess.CompletedProcess[str]:  # type: ignore[no-untyped-def]
     return subprocess.run([sys.executable, "-m", "orchestrator", *args], cwd=ROOT, capture_output=True,
                           text=True, timeout=timeout_s, **kwargs)
+
+
+def interrupt(proc: subprocess.Popen[str], timeout_s: float = 60) -> str:
+    """Ctrl-C a running `orchestrator run` and wait for it; returns its stderr (killed if it hangs)."""
+    import signal
+
+    try:
+        proc.send_signal(signal.SIGINT)
+        return proc.communicate(timeout=timeout_s)[1]
+    finally:
+        if proc.poll() is None:
+            proc.kill()

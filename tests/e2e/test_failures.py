@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import signal
 import subprocess
 import sys
 import time
@@ -12,7 +11,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from tests.conftest import LABEL, ROOT, orchestrator
+from tests.conftest import LABEL, ROOT, interrupt, orchestrator
 
 pytestmark = [pytest.mark.docker, pytest.mark.usefixtures("no_leftover_containers")]
 ONE_ARM = ["~arms.wide_batch", "protocol.phases.sequential.repeats=2", "~protocol.phases.concurrent"]
@@ -62,11 +61,8 @@ def test_interrupt_stops_and_removes_containers(tmp_path: Path, docker_client) -
             assert proc.poll() is None, proc.communicate()[1]
             time.sleep(0.5)
         assert docker_client.containers.list(filters={"label": LABEL}), "the arm's container should be running"
-        proc.send_signal(signal.SIGINT)
-        _, stderr = proc.communicate(timeout=60)
     finally:
-        if proc.poll() is None:
-            proc.kill()
+        stderr = interrupt(proc)
     assert proc.returncode == 130, stderr
     assert docker_client.containers.list(all=True, filters={"label": LABEL}) == []
     arms = pq.read_table(tmp_path / "data" / "arms").to_pylist()

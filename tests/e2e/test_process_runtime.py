@@ -15,7 +15,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from tests.conftest import ROOT, orchestrator
+from tests.conftest import ROOT, interrupt, orchestrator
 
 PROCESS = ["runtime=process", "arm@arms.baseline=reference_process", "arm@arms.wide_batch=reference_process"]
 QUICK = ["protocol.phases.sequential.repeats=3", "protocol.phases.concurrent.repeats=3",
@@ -96,12 +96,7 @@ def _start_long_run(tmp_path: Path, state: Path) -> tuple[subprocess.Popen[str],
 def test_interrupt_leaves_no_process(tmp_path: Path) -> None:
     state = tmp_path / "state"
     proc, pids, _ = _start_long_run(tmp_path, state)
-    try:
-        proc.send_signal(signal.SIGINT)
-        _, stderr = proc.communicate(timeout=60)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
+    stderr = interrupt(proc)
     assert proc.returncode == 130, stderr
     assert not any(_alive(pid) for pid in pids)
     assert _records(state) == []
