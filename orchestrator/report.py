@@ -17,11 +17,14 @@ from orchestrator.store import read_table
 
 def build(paths: RunPaths, study: str, run_id: str, baseline: str | None,
           expectations: dict[str, Any] | None = None, sources: list[RunPaths] | None = None,
-          arm_pairs: list[tuple[str, str]] | None = None, **_: Any) -> dict[str, Any]:
+          arm_pairs: list[tuple[str, str]] | None = None, sweep: dict[str, Any] | None = None,
+          **_: Any) -> dict[str, Any]:
     """Write the reports into `paths` from the record of `sources` (default: the same run)."""
     records = sources or [paths]
     result = {"study": study, "run_id": run_id, "baseline": baseline, "arms": arms_summary(records),
               **compare(records, baseline, expectations, arm_pairs=arm_pairs)}
+    if sweep:
+        result["sweep"] = sweep
     if paths.guard_json.is_file():
         result["guard"] = json.loads(paths.guard_json.read_text())
     probes = read_table(paths, "probes").to_pylist()
@@ -97,7 +100,10 @@ def markdown(result: dict[str, Any]) -> str:
         from orchestrator.guard import markdown_section
 
         out += [*markdown_section(guard), ""]
-    out += [headline(result), "", "## Arms", ""]
+    out += [headline(result), ""]
+    if result.get("sweep"):
+        out += _sweep_section(result["sweep"])
+    out += ["## Arms", ""]
     out += _table(["arm", "status", "image", "image id", "error"], [
         [a["arm"], a["status"], a["image_ref"], (a["image_id"] or "")[:19],
          (a["error"] or "").splitlines()[0] if a["error"] else ""] for a in result["arms"]])
@@ -151,6 +157,17 @@ def markdown(result: dict[str, Any]) -> str:
             [p["arm"], p["cells"], p["divergent"], p["n"], f"{_pct(p['lower_bound_95'])}-{_pct(p['upper_bound_95'])}",
              p["assumption"]] for p in result["pooled"]])
     return "\n".join(out)
+
+
+def _sweep_section(sweep: dict[str, Any]) -> list[str]:
+    keys = sweep["swept_keys"]
+    out = ["## Sweep", "", f"Swept keys: {', '.join(keys) or '(none)'}", ""]
+    out += _table(["job", *keys], [[job["arm"], *(job["overrides"].get(k, "") for k in keys)]
+                                   for job in sweep["jobs"].values()])
+    pairs = sweep["single_variable_pairs"]
+    out += [f"Single-variable pairs: {len(pairs)}", ""]
+    out += [f"- {p['a']} vs {p['b']}: only `{p['key']}` differs" for p in pairs]
+    return [*out, ""]
 
 
 def _plots(result: dict[str, Any]) -> list[str]:

@@ -54,20 +54,13 @@ def summarize(sweep_dir: Path) -> dict[str, Any]:
     pairs = [(a, b, key) for a, b, key in single_variable_pairs({j: {k: overrides[j].get(k, "") for k in swept}
                                                                   for j in overrides}) if a in label and b in label]
     meta = json.loads((job_dirs[0] / "run.json").read_text())
-    result = report.build(RunPaths(sweep_dir), study=f"{meta['study']} (sweep)", run_id=sweep_dir.name,
-                          baseline=None, sources=sources, arm_pairs=[(label[a], label[b]) for a, b, _ in pairs])
     summary = {"sweep_dir": str(sweep_dir), "swept_keys": swept,
                "jobs": {job: {"arm": label.get(job), "overrides": overrides[job]} for job in overrides},
                "single_variable_pairs": [{"a": label[a], "b": label[b], "key": key} for a, b, key in pairs]}
     atomic_write_text(sweep_dir / "sweep.json", json.dumps(summary, indent=2) + "\n")
-    legend = ["", "## Sweep", "", f"Swept keys: {', '.join(swept) or '(none)'}", "",
-              "| job | " + " | ".join(swept) + " |", "|" + " --- |" * (len(swept) + 1)]
-    legend += [f"| {label.get(job, job)} | " + " | ".join(overrides[job].get(k, "") for k in swept) + " |"
-               for job in overrides]
-    legend += ["", f"Single-variable pairs: {len(pairs)}", ""]
-    legend += [f"- {label[a]} vs {label[b]}: only `{key}` differs" for a, b, key in pairs]
-    with open(RunPaths(sweep_dir).report_md, "a", encoding="utf-8") as handle:
-        handle.write("\n".join(legend) + "\n")
+    result = report.build(RunPaths(sweep_dir), study=f"{meta['study']} (sweep)", run_id=sweep_dir.name,
+                          baseline=None, sources=sources, arm_pairs=[(label[a], label[b]) for a, b, _ in pairs],
+                          sweep=summary)
     return {**summary, "result": result}
 
 

@@ -39,6 +39,7 @@ def test_two_by_two_sweep_finds_four_pairs(tmp_path: Path) -> None:
         # fused job differs (its signatures vary).
         assert verdicts[(a, b)] == ("identical" if both_unfused else "differ"), (a, b, key)
     assert "Single-variable pairs: 4" in (tmp_path / "report.md").read_text()
+    assert "Swept keys" in (tmp_path / "report.html").read_text()
 
 
 def test_joblib_runs_the_sweep_with_two_workers(tmp_path: Path) -> None:
