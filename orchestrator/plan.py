@@ -10,7 +10,7 @@ import dataclasses
 from pathlib import Path
 
 from orchestrator.runtime.base import LABEL_NS, ContainerSpec
-from orchestrator.schema import ArmConfig, BuildConfig, Config
+from orchestrator.schema import ArmConfig, BuildConfig, Config, RuntimeKind
 
 PLAN_RUN_ID = "RUN_ID"
 
@@ -41,8 +41,9 @@ def render(config: Config) -> str:
              f"prompts {config.prompts.name}"]
     if config.stand_in:
         lines.append(f"# stand-in: every arm runs on {config.stand_in} (no GPUs, no host mounts)")
+    process = config.runtime.kind is RuntimeKind.process
     for name, spec in arm_specs(config, Path("RUN_DIR"), PLAN_RUN_ID).items():
         arm = config.arms[name]
-        lines += [f"# arm {name}: {arm.description or arm.image}; the image is pinned to its id at run time",
-                  spec.docker_run()]
+        pinned = "a local process" if process else "the image is pinned to its id at run time"
+        lines += [f"# arm {name}: {arm.description or arm.image}; {pinned}", spec.equivalent_command(process)]
     return "\n".join(lines) + "\n"

@@ -119,7 +119,9 @@ class StudyRunner:
             for mount in spec.mounts:
                 if not mount.read_only and Path(mount.host).is_relative_to(self.paths.scratch_root.resolve()):
                     Path(mount.host).mkdir(parents=True, exist_ok=True)
-            row.update(docker_run=spec.docker_run(), env_json=json.dumps(spec.redacted_env(), sort_keys=True))
+            process = self.config.runtime.kind is RuntimeKind.process
+            row.update(docker_run=spec.equivalent_command(process),
+                       env_json=json.dumps(spec.redacted_env(), sort_keys=True))
             self.say(f"[{name}] starting {arm.image} ({image.id[:19]})")
             row["start_ns"] = time.time_ns()
             handle = self.runtime.start(spec)

@@ -79,6 +79,17 @@ class ContainerSpec:
     def redacted_env(self) -> dict[str, str]:
         return {**self.env, **{k: REDACTED for k in self.secret_env}}
 
+    def process_command(self) -> str:
+        """The command line equivalent to what the process runtime does with this spec ({port}: free)."""
+        env = [f"{key}={value}" for key, value in self.env.items()]
+        env += [f"{key}=<from your env>" for key in self.secret_env]
+        if self.gpus != "all":
+            env.append(f"CUDA_VISIBLE_DEVICES={self.gpus or ''}")
+        return shlex.join(["env", *env, *self.command, *self.process_port_args])
+
+    def equivalent_command(self, process: bool) -> str:
+        return self.process_command() if process else self.docker_run()
+
     def docker_run(self) -> str:
         """The `docker run` command equivalent to what the Docker runtime does with this spec."""
         argv = ["docker", "run", "-d", "--init", "--name", self.name]

@@ -36,3 +36,13 @@ def test_stand_in_plan_drops_gpus_and_mounts() -> None:
         assert "--gpus" not in command and "huggingface" not in command and "--shm-size" not in command
         assert " orchestrator/reference-engine:0.1.0 --model nvidia/Qwen3-30B-A3B-NVFP4 " in command
         assert "scratch/" in command  # the caches stay: they live in the run dir
+
+
+def test_process_runtime_plan_is_a_command_line() -> None:
+    result = orchestrator("plan", "runtime=process", "arm@arms.baseline=reference_process", "~arms.wide_batch",
+                          env=ENV)
+    assert result.returncode == 0, result.stderr
+    [command] = [line for line in result.stdout.splitlines() if not line.startswith("#")]
+    assert command.startswith("env PYTHONPATH=arms/reference-engine ") and "docker" not in command
+    assert command.endswith("python3 -m refengine --served-model-name reference --seed 0 --max-num-seqs 16 "
+                            "--max-model-len 8192 --host 127.0.0.1 --port '{port}'")
