@@ -202,7 +202,8 @@ class RuntimeConfig:
     # Process runtime only (docs/runtimes.md): host env names a process inherits (PATH, HOME, ...),
     # and whether the orchestrator's own interpreter directory (its venv) goes first on PATH.
     inherit_env: list[str] = field(default_factory=lambda: [
-        "PATH", "HOME", "USER", "LOGNAME", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "TMPDIR", "LD_LIBRARY_PATH"])
+        "PATH", "HOME", "USER", "LOGNAME", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "TMPDIR", "LD_LIBRARY_PATH",
+        "NCCL_NVLS_ENABLE", "TORCH_SYMM_MEM_DISABLE_MULTICAST", "NVSHMEM_DISABLE_NVLS"])
     venv_on_path: bool = True
 
 

@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# The reference-engine studies through the orchestrator's local-process runtime on a GPU box with no
+# Docker engine (the lent H200): every arm a local process on the GPU (bf16). Usage:
+#   bash bench/gpu_process_studies.sh OUT_DIR      (python3 must have torch, hydra-core, pyarrow, httpx)
+set -uo pipefail
+out=${1:?usage: gpu_process_studies.sh OUT_DIR}
+run() {  # study, then overrides; each arm swapped for the process template, on the GPU
+  local study=$1; shift
+  echo "=== $study"
+  python3 -m orchestrator run "study=$study" runtime=process "hydra.run.dir=$out/$study" "$@" 2>&1 \
+    | grep -v '^\[20' | grep -v '^\[.*\] [0-9]*/[0-9]* requests'
+}
+run default arm@arms.baseline=reference_process arm@arms.wide_batch=reference_process \
+  arms.baseline.gpus=all arms.wide_batch.gpus=all protocol.phases.sequential.repeats=31 \
+  protocol.phases.concurrent.repeats=30 protocol.phases.concurrent.batches=1
+run fused_finalize arm@arms.unfused=reference_process arm@arms.fused=reference_process \
+  arms.unfused.gpus=all arms.fused.gpus=all +arms.fused.engine_args.fused-finalize=true
+run batch_invariance arm@arms.invariant=reference_process arm@arms.variant=reference_process \
+  arms.invariant.gpus=all arms.variant.gpus=all +arms.variant.env.VLLM_BATCH_INVARIANT=0
