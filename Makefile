@@ -35,6 +35,7 @@ test: setup
 lint: venv
 	@$(VENV)/bin/ruff check orchestrator tests arms bench
 	@$(VENV)/bin/mypy
+	@$(VENV)/bin/lint-imports --no-cache
 
 clean:
 	@$(VENV)/bin/orchestrator clean || true

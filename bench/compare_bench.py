@@ -5,7 +5,7 @@
         --scale-sizes 100000,1000000 --impls ours --workdir /tmp/bench-1m
 
 A synthetic record is written straight from numpy/pyarrow (no per-row Python dicts) in the schema of
-orchestrator.store: cells (arm, prompt_id, phase) of `--cell-rows` rows; in most cells a known share
+orchestrator.record.tables: cells (arm, prompt_id, phase) of `--cell-rows` rows; in most cells a known share
 of the warm rows diverges from a known generated position onwards (two variants), so every cell's
 answer is known in advance and each implementation's answers are checked before its speed is shown.
 
@@ -37,9 +37,9 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from orchestrator.paths import RunPaths  # noqa: E402
-from orchestrator.signatures import text_signature, token_ids_signature, top_logprobs_signature  # noqa: E402
-from orchestrator.store import RESPONSES, SCHEMA_VERSION, iter_batches  # noqa: E402
+from orchestrator.analysis.signatures import text_signature, token_ids_signature, top_logprobs_signature  # noqa: E402
+from orchestrator.record.paths import RunPaths  # noqa: E402
+from orchestrator.record.tables import RESPONSES, SCHEMA_VERSION, iter_batches  # noqa: E402
 
 VOCAB = 50_000
 SHIFT = 12_347  # variant v's tokens are (base + v * SHIFT) % VOCAB: never the base token for v in 1, 2
@@ -317,7 +317,7 @@ def _status_kib(name: str) -> int:
 
 
 def _child(impl: str, root: Path, out: Path) -> None:
-    from orchestrator.compare import compare  # imported before the baseline is taken
+    from orchestrator.analysis.compare import compare  # imported before the baseline is taken
 
     baseline = _status_kib("VmRSS")
     start = time.perf_counter()
@@ -325,7 +325,7 @@ def _child(impl: str, root: Path, out: Path) -> None:
         result = compare(RunPaths(root))
         cells = [{k: c[k] for k in ("arm", "prompt_id", "phase", *CHECKED)} for c in result["cells"]]
     elif impl == "read":  # the floor: decoding compare()'s columns from Parquet, nothing else
-        from orchestrator.compare import COLUMNS
+        from orchestrator.analysis.compare import COLUMNS
         cells = []
         for _ in iter_batches(RunPaths(root), "responses", COLUMNS):
             pass

@@ -19,8 +19,8 @@ import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from orchestrator.parse import parse_completion
-from orchestrator.signatures import top_logprobs_signature
+from orchestrator.analysis.signatures import top_logprobs_signature
+from orchestrator.run.parse import parse_completion
 
 ROOT = Path(__file__).resolve().parent.parent
 SETTINGS = {

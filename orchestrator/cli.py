@@ -1,37 +1,27 @@
-"""Command line: thin verbs over the library.
+"""Command line: each verb parses its arguments and calls one function of the stage that owns it.
 
-    orchestrator run [HYDRA OVERRIDES...]   compose conf/, run the study, write the report
-    orchestrator plan [HYDRA OVERRIDES...]  print each arm's equivalent `docker run`; starts nothing
-    orchestrator compare RUN_DIR [--json] [--max-divergence-rate R] [--expect-pair ARM=VERDICT] [--gate]
-                                            re-make the reports of a finished run from its Parquet record;
-                                            exit 3 when a stated expectation fails
-    orchestrator reproduce RUN_DIR [--allow KIND] [--by-tag]
-                                            re-run a run dir with its images pinned by id; verdict per cell
-                                            (exit 0 reproduced, 3 differs)
-    orchestrator clean [--run RUN_ID] [--runtime process]   remove containers (or local server
-                                            processes) a crashed run left behind
-    orchestrator fingerprint [--image IMG] [--json]   this host's (or an image's) fingerprint and matrix key
-    orchestrator probe [--preset NAME] [--local] [--arm ARM | --image IMG] [--set KEY=VALUE] [--out DIR]
-                                            GEMM kernel probes (fixed-M repeats, M-invariance, FP8 scale
-                                            layouts) in an arm's image or as a local process (docs/probes.md)
+    orchestrator run [HYDRA OVERRIDES...]      run a study (-m: a sweep); report into the run dir
+    orchestrator plan [HYDRA OVERRIDES...]     each arm's equivalent `docker run`; starts nothing
+    orchestrator compare RUN_DIR... [--gate]   re-make the reports from the record; exit 3 on a failed gate
+    orchestrator reproduce RUN_DIR             re-run with the images pinned by id; verdict per cell
+    orchestrator clean [--run RUN_ID]          remove containers (or processes) a crashed run left
+    orchestrator fingerprint [--image IMG]     this host's (or an image's) fingerprint and matrix key
+    orchestrator probe [--preset NAME]         GEMM kernel probes in an arm's image or as a local process
+
+`orchestrator VERB --help` for a verb's options. Exit statuses: 0 ok, 1 internal error, 2 bad input,
+3 gate failed, 4 measurement failed, 130 interrupted.
 """
 
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
-import logging
-import re
-import secrets
 import signal
 import sys
 from pathlib import Path
 from typing import Any, NoReturn
 
-from orchestrator.errors import ConfigError, OrchestratorError
-from orchestrator.gate import GATE_FAILED
-from orchestrator.paths import RunPaths, atomic_write_text
+from orchestrator.errors import ExitStatus, OrchestratorError, did_you_mean
 
 USAGE = __doc__ or ""
 
@@ -42,33 +32,18 @@ def main(argv: list[str] | None = None) -> int:
         print(USAGE.strip())
         return 0
     verb, rest = argv[0], argv[1:]
-    verbs = {"run": _run, "plan": _plan, "compare": _compare, "reproduce": _reproduce, "clean": _clean,
-             "fingerprint": _fingerprint, "probe": _probe}
-    if verb not in verbs:
-        from orchestrator.errors import did_you_mean
-
-        print(f"error: unknown command '{verb}'.{did_you_mean(verb, verbs)}", file=sys.stderr)
-        return 2
+    if verb not in VERBS:
+        print(f"error: unknown command '{verb}'.{did_you_mean(verb, VERBS)}", file=sys.stderr)
+        return ExitStatus.BAD_INPUT
     signal.signal(signal.SIGTERM, _interrupt)  # `docker stop`/kill: same clean-up path as Ctrl-C
     try:
-        return verbs[verb](rest)
+        return VERBS[verb](rest)
     except OrchestratorError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return exc.exit_status
     except KeyboardInterrupt:
         print("interrupted: containers of this run were stopped and removed", file=sys.stderr)
-        return 130
-
-
-def _plan(argv: list[str]) -> int:
-    """Print each arm's equivalent `docker run` command; starts nothing, needs no Docker engine."""
-    from orchestrator import config
-    from orchestrator.plan import render
-
-    typed = config.to_typed(config.compose(argv))
-    config.resolve_prompts(typed.prompts)
-    print(render(typed), end="")
-    return 0
+        return ExitStatus.INTERRUPTED
 
 
 def _interrupt(signum: int, frame: Any) -> NoReturn:
@@ -76,129 +51,27 @@ def _interrupt(signum: int, frame: Any) -> NoReturn:
 
 
 def _run(argv: list[str]) -> int:
-    from orchestrator import config, guard, security
+    from orchestrator.sweep.app import run_with_hydra
 
-    if any(a in ("-m", "--multirun") for a in argv):
-        from orchestrator.sweep import check_parallel_gpus
-
-        check_parallel_gpus(argv)
-    elif not any(a.startswith("--") for a in argv):
-        # Compose once up front so a typo is one clear line and exit 2, before anything starts.
-        typed = config.to_typed(config.compose(argv))
-        config.resolve_prompts(typed.prompts)
-        guard.enforce_declared(typed)  # a confounded A/B stops here, before any container
-        security.enforce(typed, list(typed.runtime.allow), OWN_CONFIG_ALLOW)
-    import hydra
-
-    from orchestrator.schema import register_configs
-
-    register_configs()
-    status: dict[str, int] = {"code": 0}
-
-    @hydra.main(version_base="1.3", config_path=str(config.CONF_DIR), config_name=config.CONFIG_NAME)
-    def task(cfg: Any) -> None:
-        status["code"] = run_study(cfg)
-
-    saved = sys.argv
-    sys.argv = ["orchestrator", *argv]
-    try:
-        task()
-    finally:
-        sys.argv = saved
-    return status["code"]
+    return run_with_hydra(argv)
 
 
-OWN_CONFIG_ALLOW = "runtime.allow=[{kind}] (in the config, or on the command line as '+runtime.allow=[{kind}]')"
-
-
-def run_study(cfg: Any) -> int:
-    """The Hydra task: one study into Hydra's run dir. Returns the exit status."""
-    from hydra.core.hydra_config import HydraConfig
-
+def _plan(argv: list[str]) -> int:
     from orchestrator import config
+    from orchestrator.run.plan import render
 
-    try:
-        typed = config.to_typed(cfg)
-        paths = RunPaths(Path(HydraConfig.get().runtime.output_dir))
-        return execute_study(typed, paths, list(typed.runtime.allow), OWN_CONFIG_ALLOW)
-    except OrchestratorError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        raise SystemExit(exc.exit_status) from None
-
-
-def execute_study(typed: Any, paths: RunPaths, allow: list[str], how_to_allow: str,
-                  extra_meta: dict[str, Any] | None = None) -> int:
-    """Checks, the run, the reports, the summary: shared by `run` (Hydra) and `reproduce`."""
-    from orchestrator import guard, report, security
-    from orchestrator.runtime import make_runtime
-    from orchestrator.study import StudyRunner
-
-    logging.getLogger("httpx").setLevel(logging.WARNING)  # one line per request drowns the progress
-    security.enforce(typed, allow, how_to_allow)
-    paths.root.mkdir(parents=True, exist_ok=True)
-    run_id = f"{re.sub(r'[^A-Za-z0-9_.-]', '-', paths.root.name)}-{secrets.token_hex(3)}"
-    meta: dict[str, Any] = {"study": typed.study.name, "run_id": run_id, "baseline": typed.baseline_arm,
-                            "expectations": _expectations(typed), "gate": dataclasses.asdict(typed.gate),
-                            **(extra_meta or {})}
-    atomic_write_text(paths.meta, json.dumps(meta, indent=2) + "\n")
-    declared = guard.declared_check(typed)  # before anything starts (docs/guard.md)
-    guard.write(paths, declared=declared)
-    for line in guard.warnings(declared):
-        print(f"warning: {line}", file=sys.stderr)
-    if problems := guard.refusal(declared):
-        raise ConfigError(problems)
-    runtime = make_runtime(typed.runtime)
-    runner = StudyRunner(typed, paths, run_id, runtime)
-    try:
-        knobs = guard.check_knobs(typed, runtime, run_id)
-        guard.write(paths, knobs=knobs)
-        if problems := guard.knob_refusal(typed, knobs):
-            raise ConfigError(problems)
-        runner.run()
-    finally:
-        runner.cleanup()  # belt and braces: nothing of this run survives, on any engine it used
-    print(f"guard: {guard.headline(guard.after_run(typed, paths)).replace('**', '')}", file=sys.stderr)
-    result = report.build(paths, **meta)
-    _print_summary(paths, result)
-    if _gate_failed(result, meta["gate"]):
-        return GATE_FAILED
-    if runner.failed:
-        print(f"error: arm(s) failed: {', '.join(runner.failed)} (see {paths.report_md})", file=sys.stderr)
-        return 1
+    typed = config.to_typed(config.compose(argv))
+    config.resolve_prompts(typed.prompts)
+    print(render(typed), end="")
     return 0
 
 
-def _expectations(typed: Any) -> dict[str, dict[str, Any]]:
-    """Prompt id -> its quality expectation (set fields only), kept in run.json for `compare`."""
-    out = {}
-    for prompt_id, prompt in typed.prompts.prompts.items():
-        expect = {k: v for k, v in dataclasses.asdict(prompt.expect).items() if v is not None and k != "min_share"}
-        if expect:
-            out[prompt_id] = {**expect, "min_share": prompt.expect.min_share}
-    return out
-
-
-def _gate_failed(result: dict[str, Any], gate: dict[str, Any]) -> bool:
-    from orchestrator.gate import failures
-
-    problems = failures(result, gate)
-    for problem in problems:
-        print(f"gate: {problem}", file=sys.stderr)
-    return bool(problems)
-
-
-def _print_summary(paths: RunPaths, result: dict[str, Any]) -> None:
-    from orchestrator.report import cells_table
-
-    print(cells_table(result))
-    print(f"\nReport: {paths.report_md}\nRecord: {paths.data}")
-
-
 def _compare(argv: list[str]) -> int:
-    from orchestrator import report
-    from orchestrator.errors import RecordError
+    from orchestrator.analysis.gate import gate_from_flags
+    from orchestrator.report.build import rebuild
+    from orchestrator.run.execute import gate_failed, print_summary
 
-    parser = argparse.ArgumentParser(prog="orchestrator compare", description="Re-make a run's report.")
+    parser = _parser("compare", "Re-make a run's report.")
     parser.add_argument("run_dirs", type=Path, nargs="+", metavar="RUN_DIR",
                         help="one run, or several compared as one study (arms named RUN_DIR_NAME/ARM)")
     parser.add_argument("--out", type=Path, default=None, help="where the reports go (needed for several runs)")
@@ -212,116 +85,100 @@ def _compare(argv: list[str]) -> int:
                         help="exit 3 unless ARM's phases compare as VERDICT for every prompt")
     parser.add_argument("--gate", action="store_true", help="also apply the gate the run was configured with")
     args = parser.parse_args(argv)
-    sources = [RunPaths(d) for d in args.run_dirs]
-    for source in sources:
-        if not source.meta.is_file():
-            raise RecordError(f"{source.root} is not a run directory (no run.json): pass the folder "
-                              "`orchestrator run` printed")
-    metas = [json.loads(s.meta.read_text()) for s in sources]
-    meta = metas[0]
-    if len(sources) > 1:
-        if args.out is None:
-            raise ConfigError("comparing several runs needs --out DIR for the reports")
-        expectations = {k: v for m in metas for k, v in (m.get("expectations") or {}).items()}
-        meta = {**meta, "run_id": "+".join(m["run_id"] for m in metas), "expectations": expectations,
-                "baseline": args.baseline or f"{sources[0].root.name}/{meta['baseline']}"}
-        args.out.mkdir(parents=True, exist_ok=True)
-        atomic_write_text(RunPaths(args.out).meta, json.dumps({**meta, "sources": [str(s.root) for s in sources]},
-                                                               indent=2) + "\n")
-    elif args.baseline:
-        meta = {**meta, "baseline": args.baseline}
-    paths = RunPaths(args.out) if args.out else sources[0]
-    result = report.build(paths, **meta, sources=sources)
+    paths, result, meta = rebuild(args.run_dirs, args.out, args.baseline)
     if args.json:
         print(paths.report_json.read_text(), end="")
     else:
-        _print_summary(paths, result)
-    gate = dict(meta.get("gate") or {}) if args.gate else {}
-    if args.max_divergence_rate is not None:
-        gate["max_divergence_rate"] = args.max_divergence_rate
-    for flag, key in ((args.expect_pair, "expect_pairs"), (args.expect_schedule, "expect_schedules")):
-        gate[key] = {**gate.get(key, {}), **dict(_arm_verdict(item) for item in flag)}
-    return GATE_FAILED if _gate_failed(result, gate) else 0
+        print_summary(paths, result)
+    gate = gate_from_flags(meta.get("gate") if args.gate else None, args.max_divergence_rate, args.expect_pair,
+                           args.expect_schedule)
+    return ExitStatus.GATE_FAILED if gate_failed(result, gate) else ExitStatus.OK
 
 
 def _reproduce(argv: list[str]) -> int:
-    from orchestrator import reproduce
-    from orchestrator.security import KINDS
+    from orchestrator.config.security import KINDS
+    from orchestrator.reproduce.rerun import reproduce
 
-    parser = argparse.ArgumentParser(prog="orchestrator reproduce",
-                                     description="Re-run a run dir with its images pinned and compare signatures.")
+    parser = _parser("reproduce", "Re-run a run dir with its images pinned and compare signatures.")
     parser.add_argument("run_dir", type=Path)
     parser.add_argument("--out", type=Path, default=None, help="the new run dir (default: RUN_DIR/reproduce-<time>)")
     parser.add_argument("--allow", action="append", default=[], choices=KINDS,
                         help="accept this dangerous container option of the (untrusted) config")
     parser.add_argument("--by-tag", action="store_true", help="use the image tags, not the original image ids")
     args = parser.parse_args(argv)
-    original = RunPaths(args.run_dir)
-    typed = reproduce.load_config(original)
-    if not args.by_tag:
-        pinned = reproduce.pin_images(typed, original)
-        reproduce.check_images_present(typed, pinned, original)
-    new = RunPaths(args.out or reproduce.default_out(original))
-    status = execute_study(typed, new, args.allow, reproduce.REPRODUCE_ALLOW,
-                           extra_meta={"reproduces": str(original.root)})
-    cells = reproduce.verdicts(original, new)
-    for cell in cells:
-        where = f", first differing token {cell['first_differing_token']}" if cell.get("first_differing_token") \
-            is not None else ""
-        print(f"{cell['verdict']:10s} {cell['arm']}/{cell['prompt_id']}/{cell['phase']}: {cell['detail']}{where}")
-    if reproduce.write_verdict(new, original, cells):
-        print(f"verdict: reproduced ({len(cells)} cells)")
-        return status
-    print(f"verdict: differs ({sum(c['verdict'] != 'reproduced' for c in cells)} of {len(cells)} cells)")
-    return GATE_FAILED
-
-
-def _arm_verdict(item: str) -> tuple[str, str]:
-    arm, _, verdict = item.partition("=")
-    if verdict not in ("identical", "differ"):
-        raise ConfigError(f"'{item}': expected ARM=identical or ARM=differ")
-    return arm, verdict
+    return reproduce(args.run_dir, args.out, args.allow, args.by_tag)
 
 
 def _fingerprint(argv: list[str]) -> int:
-    from orchestrator import fingerprint
+    from orchestrator.guard.fingerprint import fingerprint_target, render
 
-    parser = argparse.ArgumentParser(prog="orchestrator fingerprint",
-                                     description="Fingerprint this host, or an image, and print its matrix key. "
-                                                 "No network calls.")
+    parser = _parser("fingerprint", docker_host=True,
+                     description="Fingerprint this host, or an image, and print its matrix key. No network calls.")
     parser.add_argument("--image", help="fingerprint inside a throwaway container of this image (no network)")
     parser.add_argument("--json", action="store_true", help="one JSON object for machines")
-    parser.add_argument("--docker-host", default=None)
     args = parser.parse_args(argv)
-    result = fingerprint.fingerprint_target(args.image, args.docker_host)
-    print(json.dumps(result, indent=2, sort_keys=True) if args.json else fingerprint.render(result))
-    return 0 if not result["fingerprint"].get("probe", {}).get("error") else 1
+    runtime = _runtime("process" if args.image is None else "docker", args.docker_host)
+    result = fingerprint_target(runtime, args.image, "fingerprint")
+    print(json.dumps(result, indent=2, sort_keys=True) if args.json else render(result))
+    return ExitStatus.MEASUREMENT_FAILED if result["fingerprint"].get("probe", {}).get("error") else ExitStatus.OK
 
 
 def _probe(argv: list[str]) -> int:
-    from orchestrator import probe_runner
+    from orchestrator.config.probe import load_probe_config, presets
+    from orchestrator.report.probes import render_markdown
+    from orchestrator.run.kernel_probes import probe
 
-    return probe_runner.main(argv)
+    parser = _parser("probe", docker_host=True, description="GEMM kernel probes (docs/probes.md).")
+    parser.add_argument("--preset", default="cpu_small",
+                        help=f"conf/probe/NAME.yaml or a YAML path ({', '.join(presets())})")
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a preset key")
+    parser.add_argument("--local", action="store_true", help="run as a local process (hosts without Docker)")
+    parser.add_argument("--image", help="run in a container of this image (overrides the preset)")
+    parser.add_argument("--arm", help="take image and gpus from the arm conf/arm/ARM.yaml (its defaults applied)")
+    parser.add_argument("--out", type=Path, help="run directory (default runs/probes/PRESET-TIME)")
+    parser.add_argument("--ingest", type=Path, nargs="+", metavar="RAW", help="record these raw JSONL outputs")
+    parser.add_argument("--print-spec", action="store_true", help="print the JSON spec for gemm.py and exit")
+    args = parser.parse_args(argv)
+    config = load_probe_config(args.preset, args.set, args.arm, args.image)
+    if args.print_spec:
+        print(json.dumps(config.spec()))
+        return ExitStatus.OK
+    runtime = _runtime("process" if args.local or args.ingest else "docker", args.docker_host)
+    paths, rows = probe(config, runtime, args.out, args.local, args.ingest)
+    print(render_markdown(rows))
+    print(f"Record: {paths.table('probes')}\nReport: {paths.root / 'probes.md'}")
+    return ExitStatus.OK
 
 
 def _clean(argv: list[str]) -> int:
-    from orchestrator.runtime.base import LABEL_NS
-    from orchestrator.runtime.docker import DockerRuntime
+    from orchestrator.runtime import KINDS
+    from orchestrator.runtime.spec import run_labels
 
-    parser = argparse.ArgumentParser(prog="orchestrator clean",
-                                     description="Remove containers left by crashed runs.")
-    parser.add_argument("--run", help="only this run id (default: every orchestrator container)")
-    parser.add_argument("--docker-host", default=None)
-    parser.add_argument("--runtime", choices=("docker", "process"), default="docker",
+    parser = _parser("clean", docker_host=True, description="Remove what crashed runs left behind.")
+    parser.add_argument("--run", help="only this run id (default: everything the orchestrator started)")
+    parser.add_argument("--runtime", choices=KINDS, default="docker",
                         help="process: kill local server processes a killed run left (docs/runtimes.md)")
     args = parser.parse_args(argv)
-    labels = {f"{LABEL_NS}.run": args.run or ""}
-    if args.runtime == "process":
-        from orchestrator.runtime.process import ProcessRuntime
+    removed = _runtime(args.runtime, args.docker_host).cleanup(run_labels(args.run or ""))
+    what = "process(es)" if args.runtime == "process" else "container(s)"
+    print(f"removed {len(removed)} {what}{': ' + ', '.join(removed) if removed else ''}")
+    return ExitStatus.OK
 
-        removed = ProcessRuntime().cleanup(labels)
-        print(f"removed {len(removed)} process(es){': ' + ', '.join(removed) if removed else ''}")
-        return 0
-    removed = DockerRuntime(args.docker_host).cleanup(labels)
-    print(f"removed {len(removed)} container(s){': ' + ', '.join(removed) if removed else ''}")
-    return 0
+
+def _parser(verb: str, description: str, docker_host: bool = False) -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog=f"orchestrator {verb}", description=description)
+    if docker_host:
+        parser.add_argument("--docker-host", default=None, help="the Docker engine (default: DOCKER_HOST)")
+    return parser
+
+
+def _runtime(kind: str, docker_host: str | None) -> Any:
+    """The runtime a verb without a study config uses (the config's defaults otherwise)."""
+    from orchestrator.config.arms import runtime_for
+    from orchestrator.config.schema import RuntimeConfig, RuntimeKind
+
+    return runtime_for(RuntimeConfig(kind=RuntimeKind(kind), docker_host=docker_host))
+
+
+VERBS = {"run": _run, "plan": _plan, "compare": _compare, "reproduce": _reproduce, "clean": _clean,
+         "fingerprint": _fingerprint, "probe": _probe}

@@ -1,19 +1,42 @@
-"""One exception tree for the orchestrator. Every message says what went wrong and what to do.
+"""One exception tree for the orchestrator, and the exit statuses every verb uses. Every message says
+what went wrong and what to do.
 
     OrchestratorError                 exit status 1 unless stated
     ├── ConfigError                   bad config: unknown key, wrong type, missing file (exit 2)
-    ├── RuntimeFailure                the container runtime failed
+    ├── RuntimeFailure                the container runtime failed (exit 4)
     │   ├── EngineUnavailable         no Docker engine / no such runtime reachable
     │   ├── ImageError                image missing and not buildable, or build failed
     │   └── ArmStartError             container exited or never became ready (carries log tail)
-    ├── ProtocolFailure               the server misbehaved in a way that stops the arm
-    └── RecordError                   a run directory / Parquet record is missing or unreadable
+    └── RecordError                   a run directory / Parquet record is missing or unreadable (exit 2)
 """
 
 from __future__ import annotations
 
 import difflib
 from collections.abc import Iterable
+from enum import IntEnum
+
+
+class ExitStatus(IntEnum):
+    """The exit statuses of every verb (shared/CONVENTIONS.md)."""
+
+    OK = 0
+    INTERNAL = 1  # a bug in the orchestrator
+    BAD_INPUT = 2  # config, command line, files, run dir: nothing was started
+    GATE_FAILED = 3  # the measurement worked and a gate failed
+    MEASUREMENT_FAILED = 4  # an arm did not start, its engine died, or it got no successful response
+    INTERRUPTED = 130  # Ctrl-C / SIGTERM, cleanup done
+
+
+# Where several apply (a sweep, a study of many arms), the worst wins, in this order.
+_PRECEDENCE = (ExitStatus.INTERRUPTED, ExitStatus.INTERNAL, ExitStatus.BAD_INPUT, ExitStatus.MEASUREMENT_FAILED,
+               ExitStatus.GATE_FAILED, ExitStatus.OK)
+
+
+def worst(*statuses: int) -> int:
+    """The status that wins by precedence: 130 > 1 > 2 > 4 > 3 > 0 (an unknown status counts as 1)."""
+    known = [ExitStatus(s) if s in ExitStatus._value2member_map_ else ExitStatus.INTERNAL for s in statuses]
+    return int(min(known, key=_PRECEDENCE.index, default=ExitStatus.OK))
 
 
 class OrchestratorError(Exception):
@@ -29,7 +52,7 @@ class ConfigError(OrchestratorError):
 
 
 class RuntimeFailure(OrchestratorError):
-    pass
+    exit_status = 4  # the measurement could not be made
 
 
 class EngineUnavailable(RuntimeFailure):
@@ -47,12 +70,8 @@ class ArmStartError(RuntimeFailure):
         super().__init__(f"{message}\n  last {len(self.log_tail)} log lines:\n{tail}" if tail else message)
 
 
-class ProtocolFailure(OrchestratorError):
-    pass
-
-
 class RecordError(OrchestratorError):
-    pass
+    exit_status = 2
 
 
 def did_you_mean(name: str, choices: Iterable[str]) -> str:

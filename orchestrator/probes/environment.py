@@ -14,13 +14,14 @@ import re
 import shutil
 import subprocess
 import sys
+from typing import Any
 
 PACKAGES = ("vllm", "flashinfer-python", "flashinfer", "torch", "triton", "transformers", "refengine",
             "nvidia-cublas-cu12", "nvidia-cublas", "nvidia-nccl-cu12", "nvidia-cudnn-cu12")
 SECRET = re.compile(r"TOKEN|KEY|SECRET|PASSWORD|CREDENTIAL", re.IGNORECASE)
 
 
-def package_versions(errors):
+def package_versions(errors: dict[str, str]) -> dict[str, str]:
     from importlib import metadata
 
     versions = {}
@@ -39,7 +40,7 @@ def package_versions(errors):
     return versions
 
 
-def torch_cuda(errors):
+def torch_cuda(errors: dict[str, str]) -> str | None:
     """torch.version.cuda without importing torch's CUDA runtime (reads torch/version.py)."""
     try:
         from importlib import util
@@ -51,13 +52,14 @@ def torch_cuda(errors):
         scope: dict[str, object] = {}
         with open(path, encoding="utf-8") as handle:
             exec(compile(handle.read(), path, "exec"), scope)  # torch's own constants file
-        return scope.get("cuda")
+        cuda = scope.get("cuda")
+        return cuda if isinstance(cuda, str) else None
     except Exception as exc:
         errors["cuda"] = f"{type(exc).__name__}: {exc}"
         return None
 
 
-def gpus(errors):
+def gpus(errors: dict[str, str]) -> list[dict[str, Any]]:
     if not shutil.which("nvidia-smi"):
         errors["gpu"] = "nvidia-smi not found (no GPU visible, or the utility capability is not mounted)"
         return []
@@ -70,7 +72,7 @@ def gpus(errors):
     if out.returncode != 0:
         errors["gpu"] = f"nvidia-smi exited {out.returncode}: {out.stderr.strip()[:200]}"
         return []
-    found = []
+    found: list[dict[str, Any]] = []
     for line in out.stdout.strip().splitlines():
         parts = [p.strip() for p in line.split(",")]
         if len(parts) >= 3:
@@ -79,7 +81,7 @@ def gpus(errors):
     return found
 
 
-def cpu_model():
+def cpu_model() -> str | None:
     try:
         with open("/proc/cpuinfo", encoding="utf-8") as handle:
             for line in handle:
@@ -90,7 +92,7 @@ def cpu_model():
     return platform.processor() or None
 
 
-def main():
+def main() -> None:
     errors: dict[str, str] = {}
     gpu_list = gpus(errors)
     first = gpu_list[0] if gpu_list else {}

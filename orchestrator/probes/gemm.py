@@ -44,6 +44,8 @@ import math
 import platform
 import sys
 import time
+from collections.abc import Callable
+from typing import Any
 
 import torch
 
@@ -285,7 +287,7 @@ def sync(device: torch.device) -> None:
 
 
 # --- one cell ------------------------------------------------------------------------------------
-def run_cell(gemm: Gemm, first: torch.Tensor, spec: dict, device: torch.device) -> dict:
+def run_cell(gemm: Gemm, first: torch.Tensor, spec: dict[str, Any], device: torch.device) -> dict[str, Any]:
     repeats = int(spec["repeats"]) if spec["mode"] != "m_invariance" else 1
     perturb = bool(spec["perturb_allocator"])
     digests = [digest(first)]
@@ -332,7 +334,7 @@ def run_cell(gemm: Gemm, first: torch.Tensor, spec: dict, device: torch.device) 
     }
 
 
-def probe(spec: dict, emit) -> None:
+def probe(spec: dict[str, Any], emit: Callable[[dict[str, Any]], None]) -> None:
     device = torch.device(("cuda" if torch.cuda.is_available() else "cpu") if spec["device"] == "auto"
                           else spec["device"])
     emit({"kind": "env", **environment(device), "spec": spec})
@@ -372,7 +374,7 @@ def probe(spec: dict, emit) -> None:
     emit({"kind": "done", "wall_s": time.perf_counter() - started})
 
 
-def _arm_facts(arm: str) -> dict:
+def _arm_facts(arm: str) -> dict[str, Any]:
     dtype = {"bf16": "bf16", "fp32": "fp32"}.get(arm, "fp8_e4m3fn")
     layout = {"bf16": "none", "fp32": "none", "fp8_tensor": "per_tensor", "fp8_rowwise": "rowwise"}.get(
         arm, "block_1x128_128x128")
@@ -382,10 +384,11 @@ def _arm_facts(arm: str) -> dict:
     return {"dtype": dtype, "scale_layout": layout, "scale_values": values, "scale_storage": storage}
 
 
-def _invariance(gemm: Gemm, first: torch.Tensor, row0_ref: tuple[int, torch.Tensor] | None, spec: dict) -> dict:
+def _invariance(gemm: Gemm, first: torch.Tensor, row0_ref: tuple[int, torch.Tensor] | None,
+                spec: dict[str, Any]) -> dict[str, Any]:
     """Row 0 against the same arm at M=1 (or, where M=1 is unsupported, the smallest M that ran:
     `row0_ref_m` says which), and rows 0 and M-1 against the float64 reference."""
-    out: dict = {}
+    out: dict[str, Any] = {}
     row0 = first[0]
     if row0_ref is not None:
         out["row0_ref_m"] = row0_ref[0]
@@ -400,8 +403,9 @@ def _invariance(gemm: Gemm, first: torch.Tensor, row0_ref: tuple[int, torch.Tens
     return out
 
 
-def environment(device: torch.device) -> dict:
-    env: dict = {"python": platform.python_version(), "torch": torch.__version__, "cuda": torch.version.cuda,
+def environment(device: torch.device) -> dict[str, Any]:
+    env: dict[str, Any] = {"python": platform.python_version(), "torch": torch.__version__,
+                           "cuda": torch.version.cuda,
            "device": str(device), "gpu": None, "capability": None, "host": platform.node()}
     if device.type == "cuda":
         env["gpu"] = torch.cuda.get_device_name(device)
@@ -411,7 +415,7 @@ def environment(device: torch.device) -> dict:
     return env
 
 
-def parse_spec(argv: list[str]) -> dict:
+def parse_spec(argv: list[str]) -> dict[str, Any]:
     parser = argparse.ArgumentParser(prog="gemm.py", description=__doc__.split("\n")[0] if __doc__ else None)
     parser.add_argument("--spec", help=f"JSON object (keys: {', '.join(DEFAULTS)}), or - for stdin")
     parser.add_argument("--spec-file", help="a file holding the JSON spec")
@@ -441,7 +445,7 @@ def parse_spec(argv: list[str]) -> dict:
 def main(argv: list[str] | None = None) -> int:
     spec = parse_spec(sys.argv[1:] if argv is None else argv)
 
-    def emit(row: dict) -> None:
+    def emit(row: dict[str, Any]) -> None:
         sys.stdout.write(json.dumps(row, sort_keys=True) + "\n")
         sys.stdout.flush()
 

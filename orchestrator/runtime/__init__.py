@@ -1,18 +1,30 @@
-"""Runtimes behind one seam (base.Runtime); `make_runtime` picks one from the runtime config."""
+"""runtime: the only code that starts, inspects, execs in, reads logs of, stops, lists and removes
+servers. One seam (`spec.Runtime`), three implementations: docker.py (Docker SDK), process.py (local
+processes), fake.py (in-process handlers reached through an httpx transport, for unit tests). All pass
+tests/contract. Takes its own spec dataclasses (spec.py), never a config.
+
+May import: errors, the Docker SDK, subprocess. Never: Hydra, config, or any other stage.
+"""
 
 from __future__ import annotations
 
-from orchestrator.runtime.base import Runtime
-from orchestrator.schema import RuntimeConfig, RuntimeKind
+from collections.abc import Iterable
+from pathlib import Path
+
+from orchestrator.runtime.spec import Runtime
+
+KINDS = ("docker", "process")
 
 
-def make_runtime(config: RuntimeConfig) -> Runtime:
-    if config.kind is RuntimeKind.docker:
+def make_runtime(kind: str, *, docker_host: str | None = None, inherit_env: Iterable[str] = (),
+                 venv_on_path: bool = True, workdir: Path | None = None) -> Runtime:
+    """`inherit_env`, `venv_on_path` and `workdir` (the processes' cwd) matter to the process runtime only."""
+    if kind == "docker":
         from orchestrator.runtime.docker import DockerRuntime
 
-        return DockerRuntime(config.docker_host)
-    if config.kind is RuntimeKind.process:
+        return DockerRuntime(docker_host)
+    if kind == "process":
         from orchestrator.runtime.process import ProcessRuntime
 
-        return ProcessRuntime(config.inherit_env, config.venv_on_path)
-    raise NotImplementedError(config.kind)  # the enum admits nothing else
+        return ProcessRuntime(inherit_env, venv_on_path, workdir=workdir)
+    raise ValueError(f"unknown runtime kind {kind!r}; valid: {', '.join(KINDS)}")

@@ -5,18 +5,20 @@ from __future__ import annotations
 import contextlib
 import time
 from collections.abc import Mapping
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from orchestrator.config import PROJECT_ROOT
 from orchestrator.errors import ArmStartError, EngineUnavailable, ImageError, RuntimeFailure
-from orchestrator.runtime.base import ContainerSpec, ExecResult, Handle, ImageInfo, LogLine
-from orchestrator.schema import BuildConfig
+from orchestrator.runtime.spec import BuildSpec, ContainerSpec, ExecResult, Handle, ImageInfo, LogLine
 
 if TYPE_CHECKING:
     import docker
+    import httpx
 
 
 class DockerRuntime:
+    http_transport: httpx.MockTransport | None = None  # servers are reached over the real loopback network
+
     def __init__(self, docker_host: str | None = None) -> None:
         import docker
         import docker.errors
@@ -33,7 +35,7 @@ class DockerRuntime:
                 "starts dockerd on Debian as root) or set runtime.docker_host.") from exc
 
     # images -----------------------------------------------------------------------------------
-    def resolve_image(self, ref: str, build: BuildConfig) -> ImageInfo:
+    def resolve_image(self, ref: str, build: BuildSpec) -> ImageInfo:
         try:
             image = self.client.images.get(ref)
         except self._errors.ImageNotFound:
@@ -42,13 +44,12 @@ class DockerRuntime:
                     f"image '{ref}' is not present on this Docker engine and the arm has no build.context. "
                     "No registry is assumed: build or load it (`make images` builds the project's own), "
                     "or set the arm's build.context.") from None
-            image = self._build(ref, build)
+            image = self._build(ref, build.context, build)
         except self._errors.APIError as exc:
             raise ImageError(f"cannot inspect image '{ref}': {exc}") from exc
         return ImageInfo(ref=ref, id=image.id, repo_digests=tuple(image.attrs.get("RepoDigests") or ()))
 
-    def _build(self, ref: str, build: BuildConfig) -> Any:
-        context = (PROJECT_ROOT / build.context).resolve() if build.context else PROJECT_ROOT
+    def _build(self, ref: str, context: Path, build: BuildSpec) -> Any:
         if not (context / build.dockerfile).is_file():
             raise ImageError(f"cannot build '{ref}': no {build.dockerfile} in {context}")
         try:
@@ -61,7 +62,6 @@ class DockerRuntime:
 
     # containers -------------------------------------------------------------------------------
     def start(self, spec: ContainerSpec) -> Handle:
-        import docker.types
 
         kwargs: dict[str, Any] = dict(
             image=spec.image, command=spec.command or None, name=spec.name, labels=spec.labels,
@@ -72,9 +72,7 @@ class DockerRuntime:
         else:
             kwargs["ports"] = {f"{spec.container_port}/tcp": ("127.0.0.1", None)}
         if spec.gpus:
-            ids = None if spec.gpus == "all" else [g.strip() for g in spec.gpus.split(",")]
-            kwargs["device_requests"] = [docker.types.DeviceRequest(
-                count=-1 if ids is None else None, device_ids=ids, capabilities=[["gpu"]])]
+            kwargs["device_requests"] = _device_requests(spec.gpus)
         if spec.shm_size:
             kwargs["shm_size"] = spec.shm_size
         if spec.ipc_mode:
@@ -144,10 +142,12 @@ class DockerRuntime:
         return ExecResult(exit_code=int(result.exit_code), output=(result.output or b"").decode("utf-8", "replace"))
 
     def run_oneshot(self, image: str, command: list[str], labels: Mapping[str, str],
-                    entrypoint: list[str] | None = None, timeout_s: float = 120.0) -> ExecResult:
+                    entrypoint: list[str] | None = None, timeout_s: float = 120.0,
+                    env: Mapping[str, str] | None = None, gpus: str | None = None) -> ExecResult:
         try:
-            container = self.client.containers.create(image=image, command=command, entrypoint=entrypoint,
-                                                      labels=dict(labels), network_mode="none")
+            container = self.client.containers.create(
+                image=image, command=command, entrypoint=entrypoint, labels=dict(labels), network_mode="none",
+                environment=dict(env or {}), device_requests=_device_requests(gpus) if gpus else None)
         except self._errors.APIError as exc:
             raise RuntimeFailure(f"docker could not create a container of '{image}': {exc.explanation or exc}") \
                 from exc
@@ -188,3 +188,11 @@ class DockerRuntime:
             container.remove(force=True)
             removed.append(container.name)
         return removed
+
+
+def _device_requests(gpus: str) -> list[Any]:
+    """'all' or device ids '0,1' -> the SDK's GPU device requests (`docker run --gpus`)."""
+    import docker.types
+
+    ids = None if gpus == "all" else [g.strip() for g in gpus.split(",")]
+    return [docker.types.DeviceRequest(count=-1 if ids is None else None, device_ids=ids, capabilities=[["gpu"]])]

@@ -31,15 +31,14 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
-from orchestrator.config import PROJECT_ROOT
+if TYPE_CHECKING:
+    import httpx
+
 from orchestrator.errors import ArmStartError, ConfigError, ImageError, RuntimeFailure
-from orchestrator.runtime.base import LABEL_NS, ContainerSpec, ExecResult, Handle, ImageInfo, LogLine
-from orchestrator.schema import BuildConfig
+from orchestrator.runtime.spec import LABEL_NS, BuildSpec, ContainerSpec, ExecResult, Handle, ImageInfo, LogLine
 
-DEFAULT_INHERIT_ENV = ("PATH", "HOME", "USER", "LOGNAME", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "TMPDIR",
-                       "LD_LIBRARY_PATH")
 STATE_ENV = "ORCHESTRATOR_PROCESS_DIR"  # where process state dirs live (default below)
 RECORD = "process.json"
 STREAMS = ("stdout", "stderr")
@@ -140,21 +139,26 @@ class _Proc:
 
 
 class ProcessRuntime:
-    def __init__(self, inherit_env: Iterable[str] = DEFAULT_INHERIT_ENV, venv_on_path: bool = True,
-                 state_dir: str | Path | None = None, host_env: Mapping[str, str] | None = None) -> None:
+    http_transport: httpx.MockTransport | None = None  # servers are reached over the real loopback network
+
+    def __init__(self, inherit_env: Iterable[str], venv_on_path: bool = True, state_dir: str | Path | None = None,
+                 host_env: Mapping[str, str] | None = None, workdir: Path | None = None) -> None:
+        """`inherit_env`: the host env names a process gets (the one default list is the config's,
+        `runtime.inherit_env`); `workdir`: the processes' cwd (default: this process's)."""
         self.inherit_env = tuple(inherit_env)
+        self.workdir = workdir or Path.cwd()
         self.venv_on_path = venv_on_path
         self.state_dir = Path(state_dir) if state_dir else default_state_dir()
         self.host_env = os.environ if host_env is None else host_env
         self._procs: dict[str, _Proc] = {}
 
     # images -----------------------------------------------------------------------------------
-    def resolve_image(self, ref: str, build: BuildConfig) -> ImageInfo:
+    def resolve_image(self, ref: str, build: BuildSpec) -> ImageInfo:
         """No image: the id hashes the interpreter first on PATH's identity (sys.executable and its
         version) and, when the arm names one, the files of its source directory `build.context`."""
         digest = hashlib.sha256(f"{ref}\0{os.path.realpath(sys.executable)}\0{sys.version}".encode())
         if build.context:
-            source = (PROJECT_ROOT / build.context).resolve()
+            source = build.context
             if not source.is_dir():
                 raise ImageError(f"process arm '{ref}': build.context {source} is not a directory (the process "
                                  "runtime hashes it to identify the arm's code)")
@@ -168,15 +172,15 @@ class ProcessRuntime:
             env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), *filter(None, [env.get("PATH")])])
         return env
 
-    def _env(self, spec: ContainerSpec) -> dict[str, str]:
-        env = self.base_env()
-        if spec.gpus is None:
-            env["CUDA_VISIBLE_DEVICES"] = ""  # as in a container without --gpus: no GPU visible
-        elif spec.gpus != "all":
-            env["CUDA_VISIBLE_DEVICES"] = spec.gpus
+    def _env(self, gpus: str | None, env: Mapping[str, str]) -> dict[str, str]:
+        base = self.base_env()
+        if gpus is None:
+            base["CUDA_VISIBLE_DEVICES"] = ""  # as in a container without --gpus: no GPU visible
+        elif gpus != "all":
+            base["CUDA_VISIBLE_DEVICES"] = gpus
         elif "CUDA_VISIBLE_DEVICES" in self.host_env:  # "all": what the host (or SLURM) allotted
-            env["CUDA_VISIBLE_DEVICES"] = self.host_env["CUDA_VISIBLE_DEVICES"]
-        return {**env, **spec.env, **spec.secret_env}
+            base["CUDA_VISIBLE_DEVICES"] = self.host_env["CUDA_VISIBLE_DEVICES"]
+        return {**base, **env}
 
     def _refuse(self, spec: ContainerSpec) -> None:
         arm = spec.labels.get(f"{LABEL_NS}.arm", spec.name)
@@ -198,13 +202,13 @@ class ProcessRuntime:
         self._refuse(spec)
         port = free_port() if spec.process_port_args else spec.container_port
         argv = [*spec.command, *(arg.replace("{port}", str(port)) for arg in spec.process_port_args)]
-        env = self._env(spec)
+        env = self._env(spec.gpus, {**spec.env, **spec.secret_env})
         self.state_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
         handle_id = f"proc-{secrets.token_hex(6)}"
         folder = self.state_dir / handle_id
         folder.mkdir(mode=0o700)
         try:
-            popen = subprocess.Popen(argv, cwd=PROJECT_ROOT, env=env, stdin=subprocess.DEVNULL,
+            popen = subprocess.Popen(argv, cwd=self.workdir, env=env, stdin=subprocess.DEVNULL,
                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
         except OSError as exc:
             _rmtree(folder)
@@ -265,7 +269,7 @@ class ProcessRuntime:
         if proc.popen.poll() is not None:
             raise RuntimeFailure(f"process '{handle.name}' is not running (exit {_status(proc.popen.returncode)})")
         try:
-            done = subprocess.run(argv, cwd=PROJECT_ROOT, env=proc.env, stdin=subprocess.DEVNULL,
+            done = subprocess.run(argv, cwd=self.workdir, env=proc.env, stdin=subprocess.DEVNULL,
                                   stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=600)
         except FileNotFoundError as exc:
             return ExecResult(exit_code=127, output=f"{argv[0]}: {exc.strerror}\n")
@@ -274,7 +278,8 @@ class ProcessRuntime:
         return ExecResult(exit_code=_status(done.returncode), output=done.stdout.decode("utf-8", "replace"))
 
     def run_oneshot(self, image: str, command: list[str], labels: Mapping[str, str],
-                    entrypoint: list[str] | None = None, timeout_s: float = 120.0) -> ExecResult:
+                    entrypoint: list[str] | None = None, timeout_s: float = 120.0,
+                    env: Mapping[str, str] | None = None, gpus: str | None = None) -> ExecResult:
         """argv = entrypoint + command (there is no image entrypoint to fall back on), with the base
         env only (no arm env: put `env NAME=VALUE` in the entrypoint), cwd the project root. Unlike a
         container it is not cut off from the network."""
@@ -286,7 +291,8 @@ class ProcessRuntime:
         folder.mkdir(mode=0o700)
         try:
             try:
-                popen = subprocess.Popen(argv, cwd=PROJECT_ROOT, env=self.base_env(), stdin=subprocess.DEVNULL,
+                popen = subprocess.Popen(argv, cwd=self.workdir, env=self._env(gpus, env or {}),
+                                         stdin=subprocess.DEVNULL,
                                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
             except OSError as exc:
                 raise RuntimeFailure(f"could not run {argv[0]} for '{image}': {exc}") from exc

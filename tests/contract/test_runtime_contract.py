@@ -17,16 +17,18 @@ from typing import Any
 import httpx
 import pytest
 
-from orchestrator.client import wait_ready
+from orchestrator.config.arms import build_spec, container_spec
+from orchestrator.config.schema import ArmConfig, BuildConfig, RuntimeConfig
 from orchestrator.errors import ArmStartError, ConfigError, RuntimeFailure
-from orchestrator.runtime.base import LABEL_NS, ContainerSpec, Handle, Mount, Runtime
+from orchestrator.run.client import wait_ready
 from orchestrator.runtime.process import ProcessRuntime
-from orchestrator.schema import ArmConfig, BuildConfig
+from orchestrator.runtime.spec import LABEL_NS, ContainerSpec, Handle, Mount, Runtime
 
 REFERENCE_IMAGE = "orchestrator/reference-engine:0.1.0"
 PYTHON_IMAGE = "orchestrator/debian-python:bookworm"
 ENGINE_ARGS = {"served-model-name": "reference", "seed": 0, "max-num-seqs": 4}
 PROCESS_ENV = {"PYTHONPATH": "arms/reference-engine", "PYTHONUNBUFFERED": "1", "PYTHONDONTWRITEBYTECODE": "1"}
+INHERIT_ENV = RuntimeConfig().inherit_env
 
 
 @dataclass
@@ -41,6 +43,27 @@ class Kind:
     engine_build: BuildConfig
     crash_image: str
     knobs_entrypoint: list[str] | None
+    idle_image: str = ""  # a server that starts and idles (default: crash_image with an idle command)
+
+    def env_argv(self, names: tuple[str, ...]) -> list[str]:
+        """A command printing these env names as one JSON object."""
+        if self.name == "fake":
+            return ["fake-printenv", *names]
+        return ["python3", "-c", f"import json, os; print(json.dumps({{k: os.environ.get(k) for k in {names!r}}}))"]
+
+    def fail_argv(self, code: int, text: str) -> list[str]:
+        if self.name == "fake":
+            return ["fake-exit", str(code), text]
+        return ["python3", "-c", f"import sys; print({text!r}); sys.exit({code})"]
+
+    def fresh(self) -> Runtime:
+        """A new runtime object, as `orchestrator clean` has after the run's process died."""
+        if isinstance(self.runtime, ProcessRuntime):
+            return ProcessRuntime(INHERIT_ENV, state_dir=self.runtime.state_dir)
+        return self.runtime if self.name == "fake" else type(self.runtime)()  # type: ignore[call-arg]
+
+    def http(self) -> httpx.Client:
+        return httpx.Client(transport=self.runtime.http_transport, timeout=60)
 
     def arm(self, command: list[str] | None = None, env: dict[str, str] | None = None,
             engine_args: dict[str, Any] | None = None, image: str | None = None) -> ArmConfig:
@@ -51,11 +74,13 @@ class Kind:
 
     def spec(self, arm: ArmConfig, run_id: str, arm_name: str = "contract",
              host_env: dict[str, str] | None = None) -> ContainerSpec:
-        image = self.runtime.resolve_image(arm.image, arm.build).id
+        image = self.runtime.resolve_image(arm.image, build_spec(arm.build)).id
         labels = {f"{LABEL_NS}.run": run_id, f"{LABEL_NS}.study": "contract"}
-        return ContainerSpec.for_arm(arm_name, arm, image, labels, host_env or {})
+        return container_spec(arm_name, arm, image, labels, host_env or {})
 
     def gone(self, handle: Handle, pid: int | None) -> bool:
+        if self.name == "fake":
+            return self.runtime._containers[handle.id].removed  # type: ignore[attr-defined]
         if self.name == "docker":
             import docker.errors
 
@@ -77,15 +102,20 @@ def _pid(kind: Kind, handle: Handle) -> int | None:
     return kind.runtime.pid(handle) if isinstance(kind.runtime, ProcessRuntime) else None
 
 
-@pytest.fixture(scope="module", params=[pytest.param("docker", marks=pytest.mark.docker), "process"])
+@pytest.fixture(scope="module", params=[pytest.param("docker", marks=pytest.mark.docker), "process", "fake"])
 def kind(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Kind:
+    if request.param == "fake":
+        from tests.fake_engine import fake_runtime
+
+        return Kind("fake", fake_runtime(), "fake-engine", [], {}, BuildConfig(), "fake-crash", None,
+                    idle_image="fake-idle")
     if request.param == "docker":
         request.getfixturevalue("docker_client")  # skip, or fail under CI=true, without an engine
         from orchestrator.runtime.docker import DockerRuntime
 
         return Kind("docker", DockerRuntime(), REFERENCE_IMAGE, [], {}, BuildConfig(), PYTHON_IMAGE, None)
     state = tmp_path_factory.mktemp("process-state")
-    return Kind("process", ProcessRuntime(state_dir=state), "process", ["python3", "-m", "refengine"],
+    return Kind("process", ProcessRuntime(INHERIT_ENV, state_dir=state), "process", ["python3", "-m", "refengine"],
                 PROCESS_ENV, BuildConfig(context="arms/reference-engine/refengine"), "process",
                 ["env", "PYTHONPATH=arms/reference-engine", "python3", "-m", "refengine"])
 
@@ -100,7 +130,8 @@ def server(kind: Kind) -> Iterator[tuple[Kind, Handle]]:
     handle = kind.runtime.start(spec)
     try:
         wait_ready(handle.base_url, "/health", 120, exit_code=lambda: kind.runtime.exit_code(handle),
-                   log_tail=lambda: [line.text for line in kind.runtime.logs(handle, tail=50)])
+                   log_tail=lambda: [line.text for line in kind.runtime.logs(handle, tail=50)],
+                   transport=kind.runtime.http_transport)
         yield kind, handle
     finally:
         os.environ.pop("CONTRACT_HOST_ONLY", None)
@@ -110,19 +141,21 @@ def server(kind: Kind) -> Iterator[tuple[Kind, Handle]]:
 
 def test_resolve_image_is_stable_and_content_addressed(kind: Kind) -> None:
     arm = kind.arm()
-    first = kind.runtime.resolve_image(arm.image, arm.build)
-    assert first == kind.runtime.resolve_image(arm.image, arm.build)
+    first = kind.runtime.resolve_image(arm.image, build_spec(arm.build))
+    assert first == kind.runtime.resolve_image(arm.image, build_spec(arm.build))
     assert first.ref == arm.image
-    assert first.id.startswith("sha256:" if kind.name == "docker" else "process:sha256:")
+    assert first.id.startswith({"docker": "sha256:", "process": "process:sha256:", "fake": "fake:sha256:"}[kind.name])
 
 
 def test_ready_server_answers_a_completion(server: tuple[Kind, Handle]) -> None:
     kind, handle = server
     assert kind.runtime.exit_code(handle) is None
-    assert handle.base_url.startswith("http://127.0.0.1:")
+    if kind.name != "fake":
+        assert handle.base_url.startswith("http://127.0.0.1:")
     body = {"model": "reference", "prompt": "The capital of France is", "max_tokens": 4, "temperature": 0,
             "logprobs": 5}
-    response = httpx.post(f"{handle.base_url}/v1/completions", json=body, timeout=60)
+    with kind.http() as client:
+        response = client.post(f"{handle.base_url}/v1/completions", json=body)
     assert response.status_code == 200, response.text
     choice = response.json()["choices"][0]
     assert choice["text"] and len(choice["logprobs"]["top_logprobs"]) == 4
@@ -141,19 +174,17 @@ def test_logs_carry_the_startup_line_with_timestamps(server: tuple[Kind, Handle]
 
 def test_exec_runs_next_to_the_server_with_the_configured_env(server: tuple[Kind, Handle]) -> None:
     kind, handle = server
-    script = ("import json, os; print(json.dumps({k: os.environ.get(k) for k in "
-              "('CONTRACT_VAR', 'CONTRACT_SECRET', 'CONTRACT_HOST_ONLY')}))")
-    result = kind.runtime.exec(handle, ["python3", "-c", script])
+    result = kind.runtime.exec(handle, kind.env_argv(("CONTRACT_VAR", "CONTRACT_SECRET", "CONTRACT_HOST_ONLY")))
     assert result.exit_code == 0, result.output
     env = json.loads(result.output.strip().splitlines()[-1])
     assert env == {"CONTRACT_VAR": "configured", "CONTRACT_SECRET": "s3cret", "CONTRACT_HOST_ONLY": None}
-    failed = kind.runtime.exec(handle, ["python3", "-c", "import sys; print('nope'); sys.exit(4)"])
+    failed = kind.runtime.exec(handle, kind.fail_argv(4, "nope"))
     assert failed.exit_code == 4 and "nope" in failed.output
 
 
 def test_run_oneshot_lists_the_engine_knobs(kind: Kind) -> None:
     arm = kind.arm()
-    image = kind.runtime.resolve_image(arm.image, arm.build).id
+    image = kind.runtime.resolve_image(arm.image, build_spec(arm.build)).id
     run_id = f"contract-{secrets.token_hex(3)}"
     result = kind.runtime.run_oneshot(image, ["--list-knobs"], {f"{LABEL_NS}.run": run_id},
                                       kind.knobs_entrypoint, 120)
@@ -169,7 +200,8 @@ def test_stop_returns_the_exit_code_and_remove_leaves_nothing(kind: Kind) -> Non
     pid = _pid(kind, handle)
     try:
         wait_ready(handle.base_url, "/health", 120, exit_code=lambda: kind.runtime.exit_code(handle),
-                   log_tail=lambda: [line.text for line in kind.runtime.logs(handle, tail=50)])
+                   log_tail=lambda: [line.text for line in kind.runtime.logs(handle, tail=50)],
+                   transport=kind.runtime.http_transport)
         code = kind.runtime.stop(handle, 10)
         assert code is not None
         assert kind.runtime.exit_code(handle) == code
@@ -191,7 +223,8 @@ def test_server_that_exits_at_once_reports_status_and_log(kind: Kind) -> None:
         with pytest.raises(ArmStartError, match="exited with status 3") as caught:
             wait_ready(handle.base_url or "http://127.0.0.1:9", "/health", 60,
                        exit_code=lambda: kind.runtime.exit_code(handle),
-                       log_tail=lambda: [line.text for line in kind.runtime.logs(handle, tail=50)])
+                       log_tail=lambda: [line.text for line in kind.runtime.logs(handle, tail=50)],
+                       transport=kind.runtime.http_transport)
         assert "boom: no model" in caught.value.log_tail
         assert kind.runtime.stop(handle, 5) == 3
     finally:
@@ -201,15 +234,13 @@ def test_server_that_exits_at_once_reports_status_and_log(kind: Kind) -> None:
 def test_cleanup_by_run_label_removes_a_leftover(kind: Kind, tmp_path: Path) -> None:
     run_id = f"contract-{secrets.token_hex(3)}"
     arm = kind.arm(command=["python3", "-c", "import time; print('idle', flush=True); time.sleep(600)"],
-                   engine_args={}, image=kind.crash_image)
+                   engine_args={}, image=kind.idle_image or kind.crash_image)
     arm.process_port_args = []
     handle = kind.runtime.start(kind.spec(arm, run_id))
     pid = _pid(kind, handle)
     other = kind.runtime.start(kind.spec(arm, f"contract-{secrets.token_hex(3)}", arm_name="other"))
     try:
-        # A fresh runtime object, as `orchestrator clean` would have after the run's process died.
-        fresh: Runtime = ProcessRuntime(state_dir=kind.runtime.state_dir) \
-            if isinstance(kind.runtime, ProcessRuntime) else type(kind.runtime)()
+        fresh = kind.fresh()
         assert fresh.cleanup({f"{LABEL_NS}.run": run_id}) == [handle.name]
         deadline = time.monotonic() + 10
         while not kind.gone(handle, pid) and time.monotonic() < deadline:
@@ -227,7 +258,7 @@ def test_cleanup_by_run_label_removes_a_leftover(kind: Kind, tmp_path: Path) -> 
 
 @pytest.fixture()
 def process_runtime(tmp_path: Path) -> ProcessRuntime:
-    return ProcessRuntime(state_dir=tmp_path / "state")
+    return ProcessRuntime(INHERIT_ENV, state_dir=tmp_path / "state")
 
 
 def test_process_refuses_mounts_it_cannot_make(process_runtime: ProcessRuntime) -> None:
@@ -258,10 +289,11 @@ def test_process_needs_a_full_command(process_runtime: ProcessRuntime) -> None:
 
 def test_process_gpus_map_to_cuda_visible_devices(process_runtime: ProcessRuntime) -> None:
     def visible(gpus: str | None, host: dict[str, str]) -> str | None:
-        runtime = ProcessRuntime(state_dir=process_runtime.state_dir, host_env={"PATH": "/usr/bin", **host})
+        runtime = ProcessRuntime(INHERIT_ENV, state_dir=process_runtime.state_dir,
+                                 host_env={"PATH": "/usr/bin", **host})
         spec = ContainerSpec(name="g", image="process", command=["x"], env={}, secret_env={}, labels={},
                              container_port=8000, gpus=gpus)
-        return runtime._env(spec).get("CUDA_VISIBLE_DEVICES")
+        return runtime._env(spec.gpus, spec.env).get("CUDA_VISIBLE_DEVICES")
 
     assert visible(None, {"CUDA_VISIBLE_DEVICES": "0"}) == ""  # no gpus: none visible, as in a container
     assert visible("1,2", {}) == "1,2"

@@ -22,7 +22,7 @@ def test_container_that_dies_fails_fast_with_its_log(tmp_path: Path) -> None:
         "run", f"hydra.run.dir={tmp_path}", *ONE_ARM, "arms.baseline.image=orchestrator/debian-python:bookworm",
         "arms.baseline.engine_args={}",
         "arms.baseline.command=[python3,-c,'print(\"boom: no model\"); raise SystemExit(3)']")
-    assert result.returncode == 1, result.stderr
+    assert result.returncode == 4, result.stderr  # the measurement failed (shared/CONVENTIONS.md)
     assert "exited with status 3" in result.stderr and "boom: no model" in result.stderr
     arms = pq.read_table(tmp_path / "data" / "arms").to_pylist()
     assert arms[0]["status"] == "failed" and arms[0]["exit_code"] == 3
@@ -33,7 +33,7 @@ def test_container_that_dies_fails_fast_with_its_log(tmp_path: Path) -> None:
 def test_missing_image_is_named(tmp_path: Path) -> None:
     result = orchestrator("run", f"hydra.run.dir={tmp_path}", *ONE_ARM,
                           "arms.baseline.image=orchestrator/does-not-exist:1", "arms.baseline.build.context=null")
-    assert result.returncode == 1
+    assert result.returncode == 4
     assert "image 'orchestrator/does-not-exist:1' is not present" in result.stderr
     assert "Traceback" not in result.stderr
 

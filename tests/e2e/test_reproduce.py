@@ -76,5 +76,5 @@ def test_missing_original_image_is_named(deterministic_run: Path, tmp_path: Path
         fake = pa.array(["sha256:" + "0" * 64] * table.num_rows)
         pq.write_table(table.set_column(table.schema.get_field_index("image_id"), "image_id", fake), part)
     result = orchestrator("reproduce", str(copy), "--out", str(tmp_path / "never"))
-    assert result.returncode == 1
+    assert result.returncode == 4
     assert "the original image sha256:000" in result.stderr and "docker load" in result.stderr

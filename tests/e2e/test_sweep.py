@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.sweep import single_variable_pairs
+from orchestrator.sweep.callback import single_variable_pairs
 from tests.conftest import orchestrator
 
 pytestmark = [pytest.mark.docker, pytest.mark.usefixtures("docker_client", "no_leftover_containers")]

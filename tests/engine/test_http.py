@@ -15,7 +15,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-from conftest import prompt_ids
+from engines import prompt_ids
 from refengine.config import EngineConfig
 from refengine.server import build_app, make_server, serve_in_thread
 

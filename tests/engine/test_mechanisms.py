@@ -6,7 +6,7 @@ import json
 
 import pytest
 import torch
-from conftest import distinct, greedy, make_engine, model_for, prompt_ids, signature
+from engines import distinct, greedy, make_engine, model_for, prompt_ids, signature
 from refengine.autotune import cache_key
 from refengine.model import TinyMoE
 from refengine.tokenizer import EOS_ID

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from conftest import make_engine
+from engines import make_engine
 from refengine import protocol, tokenizer
 from refengine.config import EngineConfig
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from conftest import greedy, make_engine, prompt_ids, signature
+from engines import greedy, make_engine, prompt_ids, signature
 from refengine.metrics import Metrics
 from refengine.scheduler import Scheduler
 

@@ -7,8 +7,8 @@ import importlib.util
 import sys
 from pathlib import Path
 
-from orchestrator.compare import compare
-from orchestrator.paths import RunPaths
+from orchestrator.analysis.compare import compare
+from orchestrator.record.paths import RunPaths
 
 BENCH = Path(__file__).resolve().parents[2] / "bench" / "compare_bench.py"
 

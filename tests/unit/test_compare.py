@@ -6,15 +6,15 @@ from typing import Any
 
 import pytest
 
-from orchestrator import quality
-from orchestrator.compare import compare
+from orchestrator.analysis import quality
+from orchestrator.analysis.compare import compare
+from orchestrator.analysis.gate import failures
+from orchestrator.analysis.positions import top_gaps
+from orchestrator.analysis.signatures import text_signature, token_ids_signature, top_logprobs_signature
+from orchestrator.analysis.stats import pooled_bound
 from orchestrator.errors import RecordError
-from orchestrator.gate import failures
-from orchestrator.paths import RunPaths
-from orchestrator.positions import top_gaps
-from orchestrator.signatures import text_signature, token_ids_signature, top_logprobs_signature
-from orchestrator.stats import pooled_bound
-from orchestrator.store import TableWriter
+from orchestrator.record.paths import RunPaths
+from orchestrator.record.tables import TableWriter
 
 
 def row(arm: str, prompt: str, phase: str, ids: list[int], top1_lp: float = -0.1, top2_lp: float = -2.0,

@@ -2,9 +2,10 @@ from __future__ import annotations
 
 import pytest
 
-from orchestrator import config, security
+from orchestrator import config
+from orchestrator.config import security
+from orchestrator.config.schema import PhaseKind
 from orchestrator.errors import ConfigError
-from orchestrator.schema import PhaseKind
 from tests.conftest import orchestrator
 
 
@@ -75,3 +76,10 @@ def test_cli_typo_exits_2_with_one_line_and_no_traceback() -> None:
 def test_unknown_verb_lists_choices() -> None:
     result = orchestrator("compre")
     assert result.returncode == 2 and "Did you mean 'compare'?" in result.stderr
+
+
+def test_the_worst_exit_status_wins_by_the_conventions_precedence() -> None:
+    from orchestrator.errors import worst
+
+    assert worst() == 0 and worst(0, 3) == 3 and worst(3, 4) == 4 and worst(4, 2) == 2
+    assert worst(2, 1) == 1 and worst(1, 130) == 130 and worst(0, 99) == 1  # unknown: a bug

@@ -12,8 +12,14 @@ from typing import Any
 import pyarrow.parquet as pq
 import pytest
 
-from orchestrator import probe_runner
-from orchestrator.paths import RunPaths
+from orchestrator import probes
+from orchestrator.config.arms import runtime_for
+from orchestrator.config.probe import load_probe_config
+from orchestrator.config.schema import RuntimeConfig, RuntimeKind
+from orchestrator.record.paths import RunPaths
+from orchestrator.report.build import build
+from orchestrator.report.html import markdown_to_html
+from orchestrator.run import kernel_probes
 
 pytest.importorskip("torch")
 
@@ -22,7 +28,7 @@ SPEC = {"shapes": {"tiny": [256, 256]}, "m": [1, 2, 3, 8], "repeats": 4, "hash_r
 
 
 def run_probe(**spec: Any) -> list[dict[str, Any]]:
-    done = subprocess.run([sys.executable, str(probe_runner.PROBE_SCRIPT), "--spec", json.dumps({**SPEC, **spec})],
+    done = subprocess.run([sys.executable, str(probes.PROBES_DIR / 'gemm.py'), "--spec", json.dumps({**SPEC, **spec})],
                           capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
     return [json.loads(line) for line in done.stdout.splitlines()]
@@ -74,12 +80,12 @@ def test_unsupported_is_recorded_not_crashed() -> None:
 
 
 def test_runner_records_table_and_report(tmp_path: Path) -> None:
-    config = probe_runner.load_config("cpu_small", ["shapes={tiny: [256, 256]}", "m=[1, 4]", "repeats=3",
+    config = load_probe_config("cpu_small", ["shapes={tiny: [256, 256]}", "m=[1, 4]", "repeats=3",
                                                     "arms=[bf16, fp8_block_rowmajor]", "processes=2"])
-    outputs = probe_runner.run_local(config)
+    outputs = kernel_probes.run_probe(config, runtime_for(RuntimeConfig(kind=RuntimeKind.process)), 'r1', local=True)
     paths = RunPaths(tmp_path)
-    rows = probe_runner.rows_from_outputs(outputs, config.name, "r1", None)
-    probe_runner.record(paths, rows, outputs)
+    rows = kernel_probes.rows_from_outputs(outputs, config.name, "r1", None)
+    kernel_probes.record(paths, rows, outputs)
     table = pq.read_table(paths.table("probes")).to_pylist()
     assert len(table) == 8 and {r["process"] for r in table} == {1, 2}
     assert all(r["processes_agree"] for r in table)
@@ -87,10 +93,25 @@ def test_runner_records_table_and_report(tmp_path: Path) -> None:
     text = (tmp_path / "probes.md").read_text()
     assert "negative control" in text and "assumes one common divergence rate" in text
     assert (tmp_path / "probes-raw-2.jsonl").is_file()
+    result = build(paths, "probe", "r1", None)  # the run dir's report carries the probes' section once
+    report = paths.report_md.read_text()
+    assert sum(line.startswith("## Kernel probes") for line in report.splitlines()) == 1
+    assert "<td>---:</td>" not in paths.report_html.read_text() and result["probes"]
+
+
+def test_html_tables_drop_every_alignment_row() -> None:
+    body = markdown_to_html("| a | b | c |\n| --- | ---: | :---: |\n| 1 | 2 | 3 |\n")
+    assert body == ["<table>", "<tr><th>a</th><th>b</th><th>c</th></tr>", "<tr><td>1</td><td>2</td><td>3</td></tr>",
+                    "</table>"]
+
+
+def test_probe_in_an_arm_takes_what_the_arm_inherits() -> None:
+    config = load_probe_config("cpu_small", arm="vllm_nonfused")  # its gpus come from its template, vllm
+    assert (config.image, config.gpus) == ("orchestrator/vllm-nonfused:v0.34.0", "all")
 
 
 def test_config_errors_name_the_choices() -> None:
     with pytest.raises(Exception, match="Did you mean 'cpu_small'"):
-        probe_runner.load_config("cpu_smal")
+        load_probe_config("cpu_smal")
     with pytest.raises(Exception, match="unknown probe key 'repeat'"):
-        probe_runner.load_config("cpu_small", ["repeat=3"])
+        load_probe_config("cpu_small", ["repeat=3"])

@@ -9,13 +9,13 @@ from pathlib import Path
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from orchestrator.client import Exchange
-from orchestrator.parse import parse_completion
-from orchestrator.paths import RunPaths
-from orchestrator.protocol import Request
-from orchestrator.schema import PhaseKind
-from orchestrator.store import TableWriter, read_table
-from orchestrator.study import RunContext, response_row
+from orchestrator.config.schema import PhaseKind
+from orchestrator.record.paths import RunPaths
+from orchestrator.record.tables import TableWriter, read_table
+from orchestrator.run.arms import RunContext, response_row
+from orchestrator.run.client import Exchange
+from orchestrator.run.parse import parse_completion
+from orchestrator.run.protocol import Request
 
 CHAT = {  # VLLM-FACTS.md section 2
     "id": "chatcmpl-1", "object": "chat.completion", "model": "m",
@@ -93,8 +93,15 @@ def mutated(base: dict) -> st.SearchStrategy[dict]:
                  mutated(CHAT).map(lambda d: json.dumps(d).encode()),
                  mutated(ECHO).map(lambda d: json.dumps(d).encode())))
 def test_any_body_parses_or_says_why(body: bytes) -> None:
-    parsed = parse_completion(body)
-    assert parsed.error is None or isinstance(parsed.error, str)
+    parsed = parse_completion(body)  # never raises
+    if parsed.error is not None:
+        assert parsed.error.strip(), "an error names what was wrong"
+        return
+    # A body that parsed is internally consistent: the record's per-token columns line up.
+    assert isinstance(parsed.completion_text, str)
+    lengths = {len(v) for v in (parsed.tokens, parsed.token_logprobs, parsed.top_logprobs) if v is not None}
+    assert len(lengths) <= 1, f"per-token columns of different lengths: {lengths}"
+    assert all(isinstance(x, float) for x in parsed.token_logprobs or [])
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,

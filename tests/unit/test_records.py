@@ -7,11 +7,11 @@ import math
 
 import pytest
 
-from orchestrator import signatures
-from orchestrator.parse import parse_completion
-from orchestrator.paths import RunPaths
-from orchestrator.stats import clopper_pearson, divergence_bound, upper_bound_zero
-from orchestrator.store import TableWriter, read_table
+from orchestrator.analysis import signatures
+from orchestrator.analysis.stats import clopper_pearson, divergence_bound, upper_bound_zero
+from orchestrator.record.paths import RunPaths
+from orchestrator.record.tables import TableWriter, read_table
+from orchestrator.run.parse import parse_completion
 
 VLLM_BODY = {
     "id": "cmpl-1", "object": "text_completion", "model": "m",

@@ -8,10 +8,11 @@ import asyncio
 import httpx
 import pytest
 
-from orchestrator import config, protocol
-from orchestrator.client import CompletionClient, wait_ready
+from orchestrator import config
+from orchestrator.config.arms import container_spec, engine_argv
 from orchestrator.errors import ArmStartError
-from orchestrator.runtime.base import ContainerSpec, engine_argv
+from orchestrator.run import protocol
+from orchestrator.run.client import CompletionClient, wait_ready
 
 
 def test_engine_argv_maps_bools_and_nulls() -> None:
@@ -23,7 +24,7 @@ def test_engine_argv_maps_bools_and_nulls() -> None:
 def test_docker_run_is_loopback_and_redacts_secrets() -> None:
     arm = config.to_typed(config.compose(["arms.baseline.secret_env=[HF_TOKEN]", "arms.baseline.gpus=all",
                                           "+arms.baseline.env.A=b"])).arms["baseline"]
-    spec = ContainerSpec.for_arm("baseline", arm, "sha256:abc", {"org.orchestrator.run": "r1"},
+    spec = container_spec("baseline", arm, "sha256:abc", {"org.orchestrator.run": "r1"},
                                  {"HF_TOKEN": "hf_secret_value"})
     command = spec.docker_run()
     assert "-p 127.0.0.1::8000" in command and "--init" in command and "--gpus all" in command

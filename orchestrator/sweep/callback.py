@@ -18,7 +18,7 @@ from typing import Any
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf
 
-from orchestrator.paths import RunPaths, atomic_write_text
+from orchestrator.record.paths import RunPaths, atomic_write_text
 
 
 def job_overrides(job_dir: Path) -> dict[str, str]:
@@ -39,8 +39,8 @@ def single_variable_pairs(jobs: dict[str, dict[str, str]]) -> list[tuple[str, st
 
 
 def summarize(sweep_dir: Path) -> dict[str, Any]:
-    from orchestrator import report
-    from orchestrator.store import read_table
+    from orchestrator.record.tables import read_table
+    from orchestrator.report import build as report
 
     job_dirs = sorted((p for p in sweep_dir.iterdir() if (p / "run.json").is_file()), key=lambda p: p.name)
     if not job_dirs:

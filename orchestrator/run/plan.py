@@ -1,38 +1,27 @@
-"""What a run will do, without doing it: per arm the equivalent `docker run` command.
-
-Also the stand-in: `stand_in=IMAGE` runs every arm on IMAGE (the reference engine accepts vLLM's
-flags), without GPUs, host mounts or host IPC, so a vLLM study's whole path runs where no GPU is.
-"""
+"""The `plan` verb: per arm the equivalent `docker run` (or command line), without starting anything."""
 
 from __future__ import annotations
 
-import dataclasses
 from pathlib import Path
 
-from orchestrator.runtime.base import LABEL_NS, ContainerSpec
-from orchestrator.schema import ArmConfig, BuildConfig, Config, RuntimeKind
+from orchestrator.config.arms import container_spec, effective_arm
+from orchestrator.config.schema import Config, RuntimeKind
+from orchestrator.runtime.spec import ContainerSpec, run_labels
 
 PLAN_RUN_ID = "RUN_ID"
-
-
-def effective_arm(arm: ArmConfig, stand_in: str | None) -> ArmConfig:
-    if not stand_in:
-        return arm
-    return dataclasses.replace(arm, image=stand_in, build=BuildConfig(), gpus=None, volumes=[], ipc_mode=None,
-                               shm_size=None, network_host=False, privileged=False, cap_add=[])
 
 
 def arm_specs(config: Config, run_root: Path, run_id: str, images: dict[str, str] | None = None
               ) -> dict[str, ContainerSpec]:
     """The container spec of every arm; `images` maps arm -> resolved image id (default: the ref)."""
-    labels = {f"{LABEL_NS}.run": run_id, f"{LABEL_NS}.study": config.study.name}
+    labels = run_labels(run_id, study=config.study.name)
     specs = {}
     for name, original in config.arms.items():
         arm = effective_arm(original, config.stand_in)
         image = (images or {}).get(name, arm.image)
         # Secrets appear by name only (as `-e NAME`), never with a value.
-        specs[name] = ContainerSpec.for_arm(name, arm, image, labels, {k: "" for k in arm.secret_env},
-                                            scratch_root=run_root / "scratch")
+        specs[name] = container_spec(name, arm, image, labels, {k: "" for k in arm.secret_env},
+                                     scratch_root=run_root / "scratch")
     return specs
 
 

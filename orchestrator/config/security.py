@@ -7,8 +7,8 @@ instantiated or executed on the host (no `_target_`): configs are data.
 
 from __future__ import annotations
 
+from orchestrator.config.schema import Config
 from orchestrator.errors import ConfigError
-from orchestrator.schema import Config
 
 KINDS = ("privileged", "cap_add", "host_network", "host_ipc", "host_root_mount", "docker_socket_mount")
 

@@ -1,39 +1,13 @@
-"""Reports a person reads (report.md, report.html with plots) and a machine reads (report.json),
-made from the record alone. The wording never says "deterministic": it says how many distinct in how
-many, and the bound on the divergence rate that this sample supports."""
+"""report.md: the guard's headline, the results' headline, then one section per question, as tables.
+The wording never says "deterministic": it says how many distinct in how many, and the bound on the
+divergence rate that this sample supports."""
 
 from __future__ import annotations
 
-import base64
-import html
-import io
-import json
 from typing import Any
 
-from orchestrator.compare import arms_summary, compare
-from orchestrator.paths import RunPaths, atomic_write_text
-from orchestrator.store import read_table
-
-
-def build(paths: RunPaths, study: str, run_id: str, baseline: str | None,
-          expectations: dict[str, Any] | None = None, sources: list[RunPaths] | None = None,
-          arm_pairs: list[tuple[str, str]] | None = None, sweep: dict[str, Any] | None = None,
-          **_: Any) -> dict[str, Any]:
-    """Write the reports into `paths` from the record of `sources` (default: the same run)."""
-    records = sources or [paths]
-    result = {"study": study, "run_id": run_id, "baseline": baseline, "arms": arms_summary(records),
-              **compare(records, baseline, expectations, arm_pairs=arm_pairs)}
-    if sweep:
-        result["sweep"] = sweep
-    if paths.guard_json.is_file():
-        result["guard"] = json.loads(paths.guard_json.read_text())
-    probes = read_table(paths, "probes").to_pylist()
-    if probes:  # kernel probes recorded in this run dir (orchestrator probe --out RUN_DIR)
-        result["probes"] = probes
-    atomic_write_text(paths.report_json, json.dumps(result, indent=2, sort_keys=True, allow_nan=False) + "\n")
-    atomic_write_text(paths.report_md, markdown(result))
-    atomic_write_text(paths.report_html, to_html(result))
-    return result
+from orchestrator.report.guard import markdown_section
+from orchestrator.report.probes import render_markdown
 
 
 def _pct(value: float | None) -> str:
@@ -97,8 +71,6 @@ def markdown(result: dict[str, Any]) -> str:
     out = [f"# Study `{result['study']}`, run `{result['run_id']}`", ""]
     guard = result.get("guard")
     if guard:
-        from orchestrator.guard import markdown_section
-
         out += [*markdown_section(guard), ""]
     out += [headline(result), ""]
     if result.get("sweep"):
@@ -148,9 +120,7 @@ def markdown(result: dict[str, Any]) -> str:
                 [*(r[k] for k in first), r["prompt_id"], r["verdict"], _num(r["first_divergent_position"], "d"),
                  _num(r["max_prompt_logprob_diff"])] for r in result[key]])
     if result.get("probes"):
-        from orchestrator.probe_runner import render_markdown
-
-        out += ["## Kernel probes", "", render_markdown(result["probes"]), ""]
+        out += [render_markdown(result["probes"]), ""]
     if result["pooled"]:
         out += ["## Pooled over cells", ""]
         out += _table(["arm", "cells", "divergent", "n", "bound (95%)", "assumption"], [
@@ -168,78 +138,3 @@ def _sweep_section(sweep: dict[str, Any]) -> list[str]:
     out += [f"Single-variable pairs: {len(pairs)}", ""]
     out += [f"- {p['a']} vs {p['b']}: only `{p['key']}` differs" for p in pairs]
     return [*out, ""]
-
-
-def _plots(result: dict[str, Any]) -> list[str]:
-    """PNG images (base64) of per-position spread and distinct counts; [] without matplotlib."""
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        return []
-    images = []
-    for key, label in (("prompt_spread", "prompt position"), ("generated_spread", "generated position")):
-        series = [p for p in result["positions"] if p.get(key)]
-        if not series:
-            continue
-        fig, ax = plt.subplots(figsize=(9, 3.2))
-        for p in series:
-            values = [float("nan") if v is None else v for v in p[key]]
-            ax.plot(values, label=f"{p['arm']} / {p['prompt_id']} / {p['phase']}", linewidth=1)
-        ax.set_xlabel(label)
-        ax.set_ylabel("logprob spread (max - min)")
-        ax.legend(fontsize=6, loc="upper left")
-        images.append(_png(fig, plt))
-    cells = result["cells"]
-    if cells:
-        fig, ax = plt.subplots(figsize=(9, 0.3 * len(cells) + 1))
-        labels = [f"{c['arm']} / {c['prompt_id']} / {c['phase']}" for c in cells]
-        ax.barh(labels, [c["distinct_signatures"] or 0 for c in cells])
-        ax.set_xlabel("distinct signatures")
-        ax.tick_params(axis="y", labelsize=6)
-        images.append(_png(fig, plt))
-    return images
-
-
-def _png(fig: Any, plt: Any) -> str:
-    buffer = io.BytesIO()
-    fig.tight_layout()
-    fig.savefig(buffer, format="png", dpi=110)
-    plt.close(fig)
-    return base64.b64encode(buffer.getvalue()).decode()
-
-
-def to_html(result: dict[str, Any]) -> str:
-    """Self-contained: the Markdown tables as HTML tables, plots inlined as PNG."""
-    body = []
-    in_table = False
-    for line in markdown(result).splitlines():
-        if line.startswith("|"):
-            cells = [html.escape(c.strip()).replace("**", "") for c in line.strip("|").split("|")]
-            if set("".join(cells)) <= {"-", " "}:
-                continue
-            if not in_table:
-                body.append("<table>")
-                in_table = True
-            tag = "th" if body[-1] == "<table>" else "td"
-            body.append("<tr>" + "".join(f"<{tag}>{c}</{tag}>" for c in cells) + "</tr>")
-            continue
-        if in_table:
-            body.append("</table>")
-            in_table = False
-        if line.startswith("#"):
-            level = len(line) - len(line.lstrip("#"))
-            body.append(f"<h{level}>{html.escape(line.lstrip('# '))}</h{level}>")
-        elif line.strip():
-            body.append(f"<p>{html.escape(line).replace('`', '')}</p>")
-    if in_table:
-        body.append("</table>")
-    plots = _plots(result)
-    body += ["<h2>Plots</h2>", *(f'<img alt="plot" src="data:image/png;base64,{p}">' for p in plots)] if plots \
-        else ["<p>(plots need matplotlib: pip install 'orchestrator[report]')</p>"]
-    style = ("body{font-family:sans-serif;margin:2em;max-width:1200px} table{border-collapse:collapse;"
-             "margin-bottom:1em;font-size:13px} td,th{border:1px solid #ccc;padding:2px 6px} img{max-width:100%}")
-    return (f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(result['study'])}</title>"
-            f"<style>{style}</style></head><body>\n" + "\n".join(body) + "\n</body></html>\n")

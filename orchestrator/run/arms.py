@@ -13,20 +13,19 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-import httpx
-
-from orchestrator import protocol, signatures
-from orchestrator.client import CompletionClient, Exchange, wait_ready
+from orchestrator.analysis import signatures
+from orchestrator.analysis.positions import top_gaps
 from orchestrator.config import resolve_prompts
+from orchestrator.config.arms import build_spec, container_spec, effective_arm, runtime_for
+from orchestrator.config.schema import ArmConfig, Config, RuntimeKind
 from orchestrator.errors import ArmStartError, OrchestratorError
-from orchestrator.fingerprint import arm_cell, log_facts, matrix_key, probe_container
-from orchestrator.parse import parse_completion
-from orchestrator.paths import RunPaths
-from orchestrator.plan import effective_arm
-from orchestrator.positions import top_gaps
-from orchestrator.runtime.base import LABEL_NS, ContainerSpec, Handle, Runtime
-from orchestrator.schema import ArmConfig, Config, RuntimeKind
-from orchestrator.store import TableWriter
+from orchestrator.guard.fingerprint import arm_cell, log_facts, matrix_key, probe_container
+from orchestrator.record.paths import RunPaths
+from orchestrator.record.tables import TableWriter
+from orchestrator.run import protocol
+from orchestrator.run.client import CompletionClient, Exchange, wait_ready
+from orchestrator.run.parse import parse_completion
+from orchestrator.runtime.spec import Handle, Runtime, run_labels
 
 
 @dataclass(frozen=True)
@@ -69,8 +68,7 @@ def response_row(ctx: RunContext, request: protocol.Request, exchange: Exchange,
 
 class StudyRunner:
     def __init__(self, config: Config, paths: RunPaths, run_id: str, runtime: Runtime,
-                 host_env: Mapping[str, str] | None = None, say: Callable[[str], None] | None = None,
-                 transport: httpx.AsyncBaseTransport | None = None) -> None:
+                 host_env: Mapping[str, str] | None = None, say: Callable[[str], None] | None = None) -> None:
         self.config = config
         self.paths = paths.make()
         self.run_id = run_id
@@ -78,8 +76,7 @@ class StudyRunner:
         self._remote: dict[str, Runtime] = {}
         self.host_env = os.environ if host_env is None else host_env
         self.say = say or (lambda text: print(text, file=sys.stderr, flush=True))
-        self.transport = transport
-        self.labels = {f"{LABEL_NS}.run": run_id, f"{LABEL_NS}.study": config.study.name}
+        self.labels = run_labels(run_id, study=config.study.name)
         self.failed: list[str] = []
 
     def run(self) -> None:
@@ -94,15 +91,13 @@ class StudyRunner:
         if arm.docker_host is None or self.config.runtime.kind is not RuntimeKind.docker:
             return self.default_runtime
         if arm.docker_host not in self._remote:
-            from orchestrator.runtime.docker import DockerRuntime
-
-            self._remote[arm.docker_host] = DockerRuntime(arm.docker_host)
+            self._remote[arm.docker_host] = runtime_for(self.config.runtime, arm.docker_host)
         return self._remote[arm.docker_host]
 
     def cleanup(self) -> None:
         """Remove whatever of this run is left on every engine it used."""
         for runtime in (self.default_runtime, *self._remote.values()):
-            runtime.cleanup({f"{LABEL_NS}.run": self.run_id})
+            runtime.cleanup(run_labels(self.run_id))
 
     def _run_arm(self, name: str, arm: ArmConfig, prompts: dict[str, str], arms_writer: TableWriter) -> None:
         row: dict[str, Any] = {"study": self.config.study.name, "run_id": self.run_id, "arm": name,
@@ -112,10 +107,10 @@ class StudyRunner:
         try:
             arm = effective_arm(arm, self.config.stand_in)
             row["image_ref"] = arm.image
-            image = self.runtime.resolve_image(arm.image, arm.build)
+            image = self.runtime.resolve_image(arm.image, build_spec(arm.build))
             row.update(image_id=image.id, image_repo_digests=list(image.repo_digests))
-            spec = ContainerSpec.for_arm(name, arm, image.id, self.labels, self.host_env,
-                                         scratch_root=self.paths.scratch_root.resolve())
+            spec = container_spec(name, arm, image.id, self.labels, self.host_env,
+                                  scratch_root=self.paths.scratch_root.resolve())
             for mount in spec.mounts:
                 if not mount.read_only and Path(mount.host).is_relative_to(self.paths.scratch_root.resolve()):
                     Path(mount.host).mkdir(parents=True, exist_ok=True)
@@ -129,7 +124,8 @@ class StudyRunner:
             started = handle
             wait_ready(handle.base_url, arm.health_path, arm.startup_timeout_s,
                        exit_code=lambda: self.runtime.exit_code(started),
-                       log_tail=lambda: [line.text for line in self.runtime.logs(started, tail=50)])
+                       log_tail=lambda: [line.text for line in self.runtime.logs(started, tail=50)],
+                       transport=self.runtime.http_transport)
             row["ready_ns"] = time.time_ns()
             self.say(f"[{name}] ready at {handle.base_url} in {(row['ready_ns'] - row['start_ns']) / 1e9:.1f} s")
             fingerprint = asyncio.run(self._fingerprint(handle))
@@ -172,7 +168,7 @@ class StudyRunner:
 
     async def _fingerprint(self, handle: Handle) -> dict[str, Any]:
         facts: dict[str, Any] = {}
-        client = CompletionClient(handle.base_url, timeout_s=30, transport=self.transport)
+        client = CompletionClient(handle.base_url, timeout_s=30, transport=self.runtime.http_transport)
         try:
             for key, path in (("version", "/version"), ("models", "/v1/models")):
                 exchange = await client.request("GET", path)
@@ -187,7 +183,7 @@ class StudyRunner:
     async def _send(self, name: str, arm: ArmConfig, handle: Handle, prompts: dict[str, str]) -> int:
         proto = self.config.protocol
         ctx = RunContext(self.config.study.name, self.run_id, name, proto.significant_digits)
-        client = CompletionClient(handle.base_url, proto.request_timeout_s, transport=self.transport)
+        client = CompletionClient(handle.base_url, proto.request_timeout_s, transport=self.runtime.http_transport)
         try:
             with TableWriter(self.paths, "responses", name) as writer:
                 sent = 0

@@ -1,5 +1,6 @@
 """What a running arm really is: facts read from the server, from inside its container (the
-environment probe, orchestrator/probes/environment.py) and from its startup log; and the matrix key.
+environment probe, orchestrator/probes/environment.py, run through the runtime) and from its startup
+log; and the matrix key.
 
 The patterns cover vLLM's startup lines (see VLLM-FACTS.md section 5) and the reference engine's,
 which mimics them. A fact that no line states is absent, never guessed.
@@ -10,15 +11,15 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-import subprocess
 import sys
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 from orchestrator import probes
+from orchestrator.runtime.spec import BuildSpec, ExecResult, run_labels
 
 if TYPE_CHECKING:
-    from orchestrator.runtime.base import Handle, Runtime
+    from orchestrator.runtime.spec import Handle, Runtime
 
 LOG_PATTERNS: dict[str, str] = {
     "engine_version": r"(?:vLLM server version|refengine version) ([^,\s]+)",
@@ -84,17 +85,13 @@ def arm_cell(engine_args: dict[str, Any], gpus: str | None) -> dict[str, Any]:
                          "data_parallel": flag("data-parallel-size", "dp"), "gpus": gpus}}
 
 
-def parse_probe(output: str) -> dict[str, Any]:
-    """The JSON object the environment probe printed last; {"error": ...} when there is none."""
-    for line in reversed(output.strip().splitlines()):
-        if line.startswith("{"):
-            try:
-                value = json.loads(line)
-            except ValueError:
-                break
-            if isinstance(value, dict):
-                return value
-    return {"error": f"the probe printed no JSON: {output.strip()[-300:]!r}"}
+def probe_result(result: ExecResult, where: str) -> dict[str, Any]:
+    """The environment probe's JSON object; {"error": ...} when it failed or printed none."""
+    if result.exit_code != 0:
+        return {"error": f"{where}: exit {result.exit_code}: {result.output.strip()[-300:]}"}
+    value = result.last_json_object()
+    return value if value is not None else {"error": f"{where}: the probe printed no JSON: "
+                                                      f"{result.output.strip()[-300:]!r}"}
 
 
 def probe_container(runtime: Runtime, handle: Handle, secret_names: Iterable[str] = ()) -> dict[str, Any]:
@@ -119,49 +116,32 @@ def _probe_container(runtime: Runtime, handle: Handle) -> dict[str, Any]:
             problems.append(f"{python}: {type(exc).__name__}: {exc}")
             continue
         if result.exit_code == 0:
-            return parse_probe(result.output)
+            return probe_result(result, python)
         problems.append(f"{python}: exit {result.exit_code}: {result.output.strip()[-200:]}")
     return {"error": "; ".join(problems)}
 
 
-def probe_image(runtime: Runtime, image: str, labels: dict[str, str], timeout_s: float = 120.0) -> dict[str, Any]:
-    """Run the environment probe in a throwaway container of `image` (no network)."""
-    result = runtime.run_oneshot(image, ["-c", probes.source("environment")], labels,
-                                 entrypoint=["python3"], timeout_s=timeout_s)
-    if result.exit_code != 0:
-        return {"error": f"exit {result.exit_code}: {result.output.strip()[-300:]}"}
-    return parse_probe(result.output)
+def probe_image(runtime: Runtime, image: str, labels: dict[str, str], timeout_s: float = 120.0,
+                python: str = "python3", gpus: str | None = None) -> dict[str, Any]:
+    """Run the environment probe in a throwaway container of `image` (no network); with the process
+    runtime, `python` is the interpreter to ask (the host's own, for `orchestrator fingerprint`)."""
+    result = runtime.run_oneshot(image, ["-c", probes.source("environment")], labels, entrypoint=[python],
+                                 timeout_s=timeout_s, gpus=gpus)
+    return probe_result(result, image)
 
 
-def probe_host() -> dict[str, Any]:
-    """Run the environment probe with this interpreter (the host's view: GPU, driver, torch)."""
-    try:
-        done = subprocess.run([sys.executable, "-c", probes.source("environment")], capture_output=True,
-                              text=True, timeout=120)
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        return {"error": f"{type(exc).__name__}: {exc}"}
-    if done.returncode != 0:
-        return {"error": f"exit {done.returncode}: {done.stderr.strip()[-300:]}"}
-    return parse_probe(done.stdout)
-
-
-def fingerprint_target(image: str | None = None, docker_host: str | None = None) -> dict[str, Any]:
-    """`orchestrator fingerprint`: this host (no env), or a throwaway container of `image`."""
+def fingerprint_target(runtime: Runtime, image: str | None, run_id: str) -> dict[str, Any]:
+    """`orchestrator fingerprint`: this host (`runtime` a process runtime, no env), or a throwaway
+    container of `image`."""
+    labels = run_labels(run_id, purpose="fingerprint")
+    fingerprint: dict[str, Any]
     if image is None:
-        probe = probe_host()
+        probe = probe_image(runtime, "host", labels, python=sys.executable, gpus="all")
         probe.pop("env", None)  # the host's environment is not part of its fingerprint
-        fingerprint: dict[str, Any] = {"probe": probe}
+        fingerprint = {"probe": probe}
         image_id = None
     else:
-        import secrets
-
-        from orchestrator.runtime.base import LABEL_NS
-        from orchestrator.runtime.docker import DockerRuntime
-        from orchestrator.schema import BuildConfig
-
-        runtime = DockerRuntime(docker_host)
-        info = runtime.resolve_image(image, BuildConfig())
-        labels = {f"{LABEL_NS}.run": f"fingerprint-{secrets.token_hex(3)}", f"{LABEL_NS}.purpose": "fingerprint"}
+        info = runtime.resolve_image(image, BuildSpec())
         image_id = info.id
         fingerprint = {"probe": probe_image(runtime, info.id, labels), "image_id": info.id,
                        "image_ref": image, "repo_digests": list(info.repo_digests)}

@@ -12,8 +12,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from orchestrator.client import CompletionClient, Exchange
-from orchestrator.schema import Endpoint, PhaseKind, ProtocolConfig
+from orchestrator.config.schema import Endpoint, PhaseKind, ProtocolConfig
+from orchestrator.run.client import CompletionClient, Exchange
 
 
 @dataclass(frozen=True)

@@ -131,6 +131,10 @@ def _parse_logprobs(logprobs: dict[str, Any], out: ParsedCompletion) -> None:
             else [{"token": str(tok), "logprob": _float(lp)} for tok, lp in position.items()]
             for position in top
         ]
+    lengths = {name: len(v) for name, v in (("tokens", out.tokens), ("token_logprobs", out.token_logprobs),
+                                            ("top_logprobs", out.top_logprobs)) if v is not None}
+    if len(set(lengths.values())) > 1:  # positions would be misattributed in every per-token column
+        raise ValueError(f"per-position lists of different lengths: {lengths}")
 
 
 def _parse_chat_logprobs(logprobs: dict[str, Any], out: ParsedCompletion) -> None:

@@ -1,21 +1,31 @@
 """The runtime seam: how an arm's server is started, observed and stopped.
 
 A `Runtime` turns a `ContainerSpec` into a running server reachable at `Handle.base_url`.
-Implementations: runtime/docker.py (Docker SDK). Every implementation must make `stop` safe to call
+Implementations: runtime/docker.py (Docker SDK), runtime/process.py (local processes),
+runtime/fake.py (in-process, for unit tests). Every implementation must make `stop` safe to call
 in every exit path, and `cleanup` able to find what a crashed run left behind by its labels.
 """
 
 from __future__ import annotations
 
+import json
 import shlex
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
-from orchestrator.schema import ArmConfig, BuildConfig
+if TYPE_CHECKING:
+    import httpx
 
+# Every container and process a run starts carries `LABEL_NS.run` (and `.arm`, `.study`, `.purpose`):
+# how cleanup finds what a crashed run left. The one place the namespace is spelled.
 LABEL_NS = "org.orchestrator"
+
+
+def run_labels(run_id: str, **more: str) -> dict[str, str]:
+    """{'org.orchestrator.run': run_id, 'org.orchestrator.<key>': value, ...}"""
+    return {f"{LABEL_NS}.run": run_id, **{f"{LABEL_NS}.{key}": value for key, value in more.items()}}
 REDACTED = "<redacted>"
 
 
@@ -24,6 +34,15 @@ class ImageInfo:
     ref: str  # what the config asked for
     id: str  # content-addressed image id (sha256:...): what the container really runs
     repo_digests: tuple[str, ...] = ()  # registry digests, when the image came from one
+
+
+@dataclass(frozen=True)
+class BuildSpec:
+    """How to build an image that is not present (no registry is assumed); `context` is absolute."""
+
+    context: Path | None = None  # None: never build
+    dockerfile: str = "Dockerfile"
+    args: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -50,31 +69,6 @@ class ContainerSpec:
     privileged: bool = False
     cap_add: list[str] = field(default_factory=list)
     process_port_args: list[str] = field(default_factory=list)  # process runtime only ("{port}")
-
-    @classmethod
-    def for_arm(cls, arm_name: str, arm: ArmConfig, image: str, labels: Mapping[str, str],
-                host_env: Mapping[str, str], scratch_root: Path | None = None) -> ContainerSpec:
-        """`scratch_root`: the run's scratch folder; each scratch dir is SHARE_OR_ARM/NAME under it."""
-        scratch = [] if scratch_root is None else [
-            Mount(str(scratch_root / (s.share or arm_name) / name), s.container, read_only=False)
-            for name, s in arm.scratch.items()]
-        return cls(
-            name=f"{labels.get(f'{LABEL_NS}.run', 'run')}-{arm_name}"[:120],
-            image=image,
-            command=[*arm.command, *engine_argv(arm.engine_args)],
-            env=dict(arm.env),
-            secret_env={k: host_env[k] for k in arm.secret_env if k in host_env},
-            labels={**labels, f"{LABEL_NS}.arm": arm_name},
-            container_port=arm.port,
-            network_host=arm.network_host,
-            gpus=arm.gpus,
-            shm_size=arm.shm_size,
-            ipc_mode=arm.ipc_mode,
-            mounts=[*(Mount(v.host, v.container, v.read_only) for v in arm.volumes), *scratch],
-            privileged=arm.privileged,
-            cap_add=list(arm.cap_add),
-            process_port_args=list(arm.process_port_args),
-        )
 
     def redacted_env(self) -> dict[str, str]:
         return {**self.env, **{k: REDACTED for k in self.secret_env}}
@@ -118,25 +112,6 @@ class ContainerSpec:
         return shlex.join([*argv, self.image, *self.command])
 
 
-def engine_argv(engine_args: Mapping[str, Any]) -> list[str]:
-    """{seed: 0, enforce-eager: true, enable-prefix-caching: false} ->
-    ['--seed', '0', '--enforce-eager', '--no-enable-prefix-caching']."""
-    argv: list[str] = []
-    for name, value in engine_args.items():
-        flag = name if name.startswith("-") else f"--{name}"
-        if value is None:
-            continue
-        if value is True:
-            argv.append(flag)
-        elif value is False:
-            argv.append(f"--no-{flag.lstrip('-')}")
-        elif isinstance(value, list | tuple):
-            argv += [flag, *map(str, value)]
-        else:
-            argv += [flag, str(value)]
-    return argv
-
-
 @dataclass(frozen=True)
 class Handle:
     id: str
@@ -156,9 +131,26 @@ class ExecResult:
     exit_code: int
     output: str
 
+    def last_json_object(self) -> dict[str, Any] | None:
+        """The last line of the output that is a JSON object: how the shipped probes and knob listings
+        report, after whatever else the engine's imports print."""
+        for line in reversed(self.output.strip().splitlines()):
+            if line.lstrip().startswith("{"):
+                try:
+                    value = json.loads(line)
+                except ValueError:
+                    continue
+                if isinstance(value, dict):
+                    return value
+        return None
+
 
 class Runtime(Protocol):
-    def resolve_image(self, ref: str, build: BuildConfig) -> ImageInfo: ...
+    # How clients reach the servers this runtime starts: None for a real network (Docker, processes);
+    # the fake runtime hands out an httpx transport that routes to its in-process handlers.
+    http_transport: httpx.MockTransport | None
+
+    def resolve_image(self, ref: str, build: BuildSpec) -> ImageInfo: ...
 
     def start(self, spec: ContainerSpec) -> Handle: ...
 
@@ -171,9 +163,11 @@ class Runtime(Protocol):
     def exec(self, handle: Handle, argv: list[str]) -> ExecResult: ...
 
     def run_oneshot(self, image: str, command: list[str], labels: Mapping[str, str],
-                    entrypoint: list[str] | None = None, timeout_s: float = 120.0) -> ExecResult:
-        """Run a short-lived container of `image` with no network (knob listings, fingerprints) and
-        return its exit status and stdout; it is always removed, and carries `labels` for `cleanup`."""
+                    entrypoint: list[str] | None = None, timeout_s: float = 120.0,
+                    env: Mapping[str, str] | None = None, gpus: str | None = None) -> ExecResult:
+        """Run a short-lived container of `image` with no network (knob listings, fingerprints, kernel
+        probes) and return its exit status and stdout (plus the stderr tail when it failed); it is always
+        removed, and carries `labels` for `cleanup`. `gpus`: None, "all" or device ids, as for an arm."""
         ...
 
     def stop(self, handle: Handle, timeout_s: float) -> int | None:

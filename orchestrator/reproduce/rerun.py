@@ -18,11 +18,13 @@ from typing import Any
 from omegaconf import OmegaConf
 
 from orchestrator import config
-from orchestrator.errors import ImageError, RecordError
-from orchestrator.paths import RunPaths, atomic_write_text
-from orchestrator.positions import first_difference
-from orchestrator.schema import BuildConfig, Config
-from orchestrator.store import read_table
+from orchestrator.analysis.positions import first_difference
+from orchestrator.config.arms import runtime_for
+from orchestrator.config.schema import BuildConfig, Config
+from orchestrator.errors import ExitStatus, ImageError, RecordError, worst
+from orchestrator.record.paths import RunPaths, atomic_write_text
+from orchestrator.record.tables import read_table
+from orchestrator.runtime.spec import BuildSpec
 
 REPRODUCE_ALLOW = "--allow {kind} to `orchestrator reproduce`"
 _COLUMNS = ["arm", "prompt_id", "phase", "cold", "error", "sig_top_logprobs", "sig_text", "token_ids"]
@@ -52,13 +54,11 @@ def pin_images(typed: Config, original: RunPaths) -> dict[str, str]:
 
 
 def check_images_present(typed: Config, pinned: dict[str, str], original: RunPaths) -> None:
-    from orchestrator.runtime import make_runtime
-
-    runtime = make_runtime(typed.runtime)
+    runtime = runtime_for(typed.runtime)
     refs = {row["arm"]: row["image_ref"] for row in read_table(original, "arms").to_pylist()}
     for name, image_id in pinned.items():
         try:
-            runtime.resolve_image(image_id, BuildConfig())
+            runtime.resolve_image(image_id, BuildSpec())
         except ImageError:
             raise ImageError(f"arm '{name}': the original image {image_id} ({refs.get(name)}) is not on this Docker "
                              "engine. Load it (docker save on the original machine, docker load here), or pass "
@@ -112,3 +112,25 @@ def write_verdict(new: RunPaths, original: RunPaths, cells: list[dict[str, Any]]
     atomic_write_text(new.root / "reproduce.json", json.dumps(
         {"original": str(original.root), "reproduced": reproduced, "cells": cells}, indent=2) + "\n")
     return reproduced
+
+
+def reproduce(run_dir: Path, out: Path | None, allow: list[str], by_tag: bool) -> int:
+    """`orchestrator reproduce`: the re-run, a verdict line per cell, then the overall verdict."""
+    from orchestrator.run.execute import execute_study
+
+    original = RunPaths(run_dir)
+    typed = load_config(original)
+    if not by_tag:
+        check_images_present(typed, pin_images(typed, original), original)
+    new = RunPaths(out or default_out(original))
+    status = execute_study(typed, new, allow, REPRODUCE_ALLOW, extra_meta={"reproduces": str(original.root)})
+    cells = verdicts(original, new)
+    for cell in cells:
+        where = f", first differing token {cell['first_differing_token']}" \
+            if cell.get("first_differing_token") is not None else ""
+        print(f"{cell['verdict']:10s} {cell['arm']}/{cell['prompt_id']}/{cell['phase']}: {cell['detail']}{where}")
+    if write_verdict(new, original, cells):
+        print(f"verdict: reproduced ({len(cells)} cells)")
+        return status
+    print(f"verdict: differs ({sum(c['verdict'] != 'reproduced' for c in cells)} of {len(cells)} cells)")
+    return worst(status, ExitStatus.GATE_FAILED)

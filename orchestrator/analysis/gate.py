@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-GATE_FAILED = 3  # exit status: the run worked, the results are not what the study expects
+from orchestrator.errors import ConfigError
 
 
 def failures(result: dict[str, Any], gate: dict[str, Any]) -> list[str]:
@@ -29,3 +29,21 @@ def failures(result: dict[str, Any], gate: dict[str, Any]) -> list[str]:
                     where = row.get("phase") or f"{row.get('phase_a')} vs {row.get('phase_b')}"
                     problems.append(f"{key}: {arm}/{row['prompt_id']}/{where} is {row['verdict']}, expected {verdict}")
     return problems
+
+
+def gate_from_flags(run_gate: dict[str, Any] | None, max_divergence_rate: float | None,
+                    expect_pairs: list[str], expect_schedules: list[str]) -> dict[str, Any]:
+    """`compare`'s gate: the run's own (with --gate), then the flags (ARM=identical|differ) on top."""
+    gate = dict(run_gate or {})
+    if max_divergence_rate is not None:
+        gate["max_divergence_rate"] = max_divergence_rate
+    for items, key in ((expect_pairs, "expect_pairs"), (expect_schedules, "expect_schedules")):
+        gate[key] = {**gate.get(key, {}), **dict(_arm_verdict(item) for item in items)}
+    return gate
+
+
+def _arm_verdict(item: str) -> tuple[str, str]:
+    arm, _, verdict = item.partition("=")
+    if verdict not in ("identical", "differ"):
+        raise ConfigError(f"'{item}': expected ARM=identical or ARM=differ")
+    return arm, verdict

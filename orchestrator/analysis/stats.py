@@ -11,7 +11,7 @@ def upper_bound_zero(n: int, confidence: float = CONFIDENCE) -> float:
     """One-sided upper bound on the rate when 0 of n diverged: 1 - (1 - c)^(1/n). n=30 -> 0.0950."""
     if n <= 0:
         return 1.0
-    return 1.0 - (1.0 - confidence) ** (1.0 / n)
+    return float(1.0 - (1.0 - confidence) ** (1.0 / n))
 
 
 def _betacf(a: float, b: float, x: float) -> float:

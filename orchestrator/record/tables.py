@@ -18,7 +18,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from orchestrator.errors import RecordError
-from orchestrator.paths import RunPaths, atomic_write_bytes
+from orchestrator.record.paths import RunPaths, atomic_write_bytes
 
 SCHEMA_VERSION = "1"
 

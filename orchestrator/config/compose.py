@@ -11,10 +11,10 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
-from orchestrator import schema
+from orchestrator.config import schema
 from orchestrator.errors import ConfigError, did_you_mean
 
-PROJECT_ROOT = Path(__file__).resolve().parent.parent
+PROJECT_ROOT = Path(__file__).resolve().parents[2]  # the checkout: conf/, arms/, runs/
 CONF_DIR = Path(os.environ.get("ORCHESTRATOR_CONF_DIR", PROJECT_ROOT / "conf")).resolve()
 CONFIG_NAME = "config"
 
@@ -120,11 +120,6 @@ def _source_of(text: str) -> str:
 def _options(group: str) -> list[str]:
     folder = CONF_DIR / group
     return sorted(p.stem for p in folder.glob("*.yaml")) if folder.is_dir() else []
-
-
-def group_choices(cfg: DictConfig) -> dict[str, Any]:
-    """Which file of each config group was picked (arm@arms.X: reference, protocol: smoke, ...)."""
-    return dict(cfg.hydra.runtime.choices) if "hydra" in cfg else {}
 
 
 def resolve_prompts(prompt_set: schema.PromptSetConfig) -> dict[str, str]:

@@ -17,11 +17,11 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from orchestrator import positions, quality
+from orchestrator.analysis import positions, quality
+from orchestrator.analysis.stats import divergence_bound, pooled_bound
 from orchestrator.errors import RecordError
-from orchestrator.paths import RunPaths
-from orchestrator.stats import divergence_bound, pooled_bound
-from orchestrator.store import iter_batches, read_table
+from orchestrator.record.paths import RunPaths
+from orchestrator.record.tables import iter_batches, read_table
 
 KEY = ("arm", "prompt_id", "phase")
 COLUMNS = ["arm", "prompt_id", "phase", "phase_kind", "batch_id", "cold", "error", "completion_text",

@@ -1,0 +1,10 @@
+"""config: what a study is. Dataclass schemas registered in Hydra's ConfigStore (schema.py), composing the
+project's conf/ and user config dirs into a typed `Config` (compose.py), and the checks made on a config
+before anything starts (security.py: dangerous container options).
+
+May import: errors, Hydra, OmegaConf. Never: runtime, run, record, guard, analysis, report.
+"""
+
+from orchestrator.config.compose import CONF_DIR, CONFIG_NAME, PROJECT_ROOT, compose, resolve_prompts, to_typed
+
+__all__ = ["CONFIG_NAME", "CONF_DIR", "PROJECT_ROOT", "compose", "resolve_prompts", "to_typed"]

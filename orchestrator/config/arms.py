@@ -1,0 +1,81 @@
+"""An arm config as the runtime sees it: the stand-in applied, its build spec, its container spec, the
+runtime a config names. The runtime never sees a config; this is where one becomes the other.
+
+The stand-in: `stand_in=IMAGE` runs every arm on IMAGE (the reference engine accepts vLLM's flags),
+without GPUs, host mounts or host IPC, so a vLLM study's whole path runs where no GPU is.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from orchestrator.config.compose import PROJECT_ROOT
+from orchestrator.config.schema import ArmConfig, BuildConfig, RuntimeConfig
+from orchestrator.runtime import make_runtime
+from orchestrator.runtime.spec import LABEL_NS, BuildSpec, ContainerSpec, Mount, Runtime
+
+
+def effective_arm(arm: ArmConfig, stand_in: str | None) -> ArmConfig:
+    if not stand_in:
+        return arm
+    return dataclasses.replace(arm, image=stand_in, build=BuildConfig(), gpus=None, volumes=[], ipc_mode=None,
+                               shm_size=None, network_host=False, privileged=False, cap_add=[])
+
+
+def runtime_for(config: RuntimeConfig, docker_host: str | None = None) -> Runtime:
+    """The runtime a config names; `docker_host` (an arm's own engine) overrides the study's."""
+    return make_runtime(config.kind.value, docker_host=docker_host or config.docker_host,
+                        inherit_env=config.inherit_env, venv_on_path=config.venv_on_path, workdir=PROJECT_ROOT)
+
+
+def build_spec(build: BuildConfig) -> BuildSpec:
+    """The runtime's build spec: a relative context resolves against the project root."""
+    context = (PROJECT_ROOT / build.context).resolve() if build.context else None
+    return BuildSpec(context=context, dockerfile=build.dockerfile, args=dict(build.args))
+
+
+def engine_argv(engine_args: Mapping[str, Any]) -> list[str]:
+    """{seed: 0, enforce-eager: true, enable-prefix-caching: false} ->
+    ['--seed', '0', '--enforce-eager', '--no-enable-prefix-caching']."""
+    argv: list[str] = []
+    for name, value in engine_args.items():
+        flag = name if name.startswith("-") else f"--{name}"
+        if value is None:
+            continue
+        if value is True:
+            argv.append(flag)
+        elif value is False:
+            argv.append(f"--no-{flag.lstrip('-')}")
+        elif isinstance(value, list | tuple):
+            argv += [flag, *map(str, value)]
+        else:
+            argv += [flag, str(value)]
+    return argv
+
+
+def container_spec(arm_name: str, arm: ArmConfig, image: str, labels: Mapping[str, str],
+                   host_env: Mapping[str, str], scratch_root: Path | None = None) -> ContainerSpec:
+    """`scratch_root`: the run's scratch folder; each scratch dir is SHARE_OR_ARM/NAME under it."""
+    scratch = [] if scratch_root is None else [
+        Mount(str(scratch_root / (s.share or arm_name) / name), s.container, read_only=False)
+        for name, s in arm.scratch.items()]
+    return ContainerSpec(
+        name=f"{labels.get(f'{LABEL_NS}.run', 'run')}-{arm_name}"[:120],
+        image=image,
+        command=[*arm.command, *engine_argv(arm.engine_args)],
+        env=dict(arm.env),
+        secret_env={k: host_env[k] for k in arm.secret_env if k in host_env},
+        labels={**labels, f"{LABEL_NS}.arm": arm_name},
+        container_port=arm.port,
+        network_host=arm.network_host,
+        gpus=arm.gpus,
+        shm_size=arm.shm_size,
+        ipc_mode=arm.ipc_mode,
+        mounts=[*(Mount(v.host, v.container, v.read_only) for v in arm.volumes), *scratch],
+        privileged=arm.privileged,
+        cap_add=list(arm.cap_add),
+        process_port_args=list(arm.process_port_args),
+    )

@@ -1,0 +1,119 @@
+"""Kernel probe presets (conf/probe/NAME.yaml): where the GEMM probe runs and its spec.
+
+The spec's defaults live once, in the shipped probe (orchestrator/probes/gemm.py `DEFAULTS`): a field left
+None here is not sent, and the probe uses its own default.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from orchestrator.config.compose import CONF_DIR
+from orchestrator.errors import ConfigError, did_you_mean
+
+PRESETS_DIR = CONF_DIR / "probe"
+SPEC_KEYS = ("shapes", "m", "repeats", "hash_repeats", "seed", "arms", "device", "backend", "perturb_allocator",
+             "mode", "layout_tolerance_ulps")
+MODES = ("all", "repeats", "m_invariance")
+BACKENDS = ("auto", "scaled_mm", "emulate")
+
+
+@dataclass
+class ProbeConfig:
+    """A probe preset. Spec fields (None: the probe's own default) go to gemm.py as they are."""
+
+    name: str = "probe"
+    # where it runs: a container of `image` (Docker), or a local process with `--local`
+    image: str | None = None
+    gpus: str | None = None  # null: none; "all"; or device ids "0,1"
+    env: dict[str, str] = field(default_factory=dict)
+    processes: int = 2  # separate processes with the same seed, compared cell by cell
+    timeout_s: float = 900.0  # per process
+    # the spec (orchestrator/probes/gemm.py documents each key)
+    shapes: dict[str, list[int]] | None = None  # name -> [K, N]
+    m: list[int] | None = None
+    repeats: int | None = None
+    hash_repeats: int | None = None
+    seed: int | None = None
+    arms: list[str] | None = None
+    device: str | None = None
+    backend: str | None = None
+    perturb_allocator: bool | None = None
+    mode: str | None = None
+    layout_tolerance_ulps: float | None = None
+
+    def __post_init__(self) -> None:
+        problems = []
+        if self.processes < 1:
+            problems.append(f"processes {self.processes}: must be >= 1")
+        if self.timeout_s <= 0:
+            problems.append(f"timeout_s {self.timeout_s}: must be > 0")
+        if self.repeats is not None and self.repeats < 1:
+            problems.append(f"repeats {self.repeats}: must be >= 1")
+        if self.shapes is not None and (not self.shapes or any(len(v) != 2 or min(v) < 1
+                                                               for v in self.shapes.values())):
+            problems.append("shapes: give name: [K, N] with positive K and N")
+        if self.m is not None and (not self.m or min(self.m) < 1):
+            problems.append("m: a non-empty list of positive batch sizes")
+        if self.mode is not None and self.mode not in MODES:
+            problems.append(f"mode '{self.mode}': expected one of {', '.join(MODES)}")
+        if self.backend is not None and self.backend not in BACKENDS:
+            problems.append(f"backend '{self.backend}': expected one of {', '.join(BACKENDS)}")
+        if problems:
+            raise ConfigError([f"probe {self.name}: {p}" for p in problems])
+
+    def spec(self) -> dict[str, Any]:
+        """The JSON spec for gemm.py: the fields this preset sets."""
+        return {k: getattr(self, k) for k in SPEC_KEYS if getattr(self, k) is not None}
+
+
+def presets() -> list[str]:
+    return sorted(p.stem for p in PRESETS_DIR.glob("*.yaml"))
+
+
+def load_probe_config(preset: str | None = None, overrides: list[str] | None = None, arm: str | None = None,
+                      image: str | None = None) -> ProbeConfig:
+    """A preset name (conf/probe/NAME.yaml) or a YAML path, then KEY=VALUE overrides (values in YAML),
+    then the image and GPUs of `arm` (see `with_arm`), then `image`."""
+    import yaml
+
+    data: dict[str, Any] = {}
+    if preset:
+        path = Path(preset) if preset.endswith((".yaml", ".yml")) else PRESETS_DIR / f"{preset}.yaml"
+        if not path.is_file():
+            raise ConfigError(f"unknown probe preset '{preset}'.{did_you_mean(preset, presets())}")
+        data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    for item in overrides or []:
+        key, sep, value = item.partition("=")
+        if not sep:
+            raise ConfigError(f"'{item}': expected KEY=VALUE")
+        data[key.strip()] = yaml.safe_load(value)
+    known = {f.name for f in dataclasses.fields(ProbeConfig)}
+    unknown = [k for k in data if k not in known]
+    if unknown:
+        raise ConfigError([f"unknown probe key '{k}'.{did_you_mean(k, known)}" for k in unknown])
+    config = ProbeConfig(**data)
+    if arm:
+        config = with_arm(config, arm)
+    return dataclasses.replace(config, image=image) if image else config
+
+
+def with_arm(config: ProbeConfig, arm: str) -> ProbeConfig:
+    """The probe in an arm's image, with its GPUs. The arm file is composed on its own, its defaults list
+    included, so an arm that takes its image from a template (`defaults: [reference]`) gets that image."""
+    from hydra import compose as hydra_compose
+    from hydra import initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
+
+    choices = sorted(p.stem for p in (CONF_DIR / "arm").glob("*.yaml"))
+    if arm not in choices:
+        raise ConfigError(f"unknown arm '{arm}'.{did_you_mean(arm, choices)}")
+    GlobalHydra.instance().clear()
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+        composed = hydra_compose(config_name=f"arm/{arm}")
+    GlobalHydra.instance().clear()
+    node = composed.get("arm", composed)
+    return dataclasses.replace(config, image=node.get("image", config.image), gpus=node.get("gpus", config.gpus))

@@ -1,0 +1,7 @@
+"""guard: is an A/B really one variable? The declared check of the resolved configs, shared caches,
+the knob listing (which flags and env names the engine in an image knows), the observed check of the
+arms' fingerprints, and the fingerprint itself (log facts, environment probe, matrix key).
+
+May import: config, runtime (through the `Runtime` protocol it is handed), record, errors.
+Never: run, analysis, report.
+"""

@@ -1,0 +1,136 @@
+"""The declared check: the resolved arm configs, leaf by leaf, before anything starts.
+
+Baseline vs each arm: anything beyond the arm's declared `study.variables` is an extra difference
+(ConfigError, exit 2, unless `study.allow_confounded`, then the report's headline says CONFOUNDED); and
+arms that share a scratch dir (`scratch.*.share`) but differ in a `study.cache_leaves` leaf. Pure.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from orchestrator.errors import ConfigError
+from orchestrator.guard.leaves import (
+    ABSENT,
+    CONFOUNDED,
+    SINGLE,
+    UNDECLARED,
+    arm_leaves,
+    describe_all,
+    describe_extra,
+    differences,
+    matches,
+)
+
+if TYPE_CHECKING:
+    from orchestrator.config.schema import Config
+
+
+def validate_variables(config: Config) -> list[str]:
+    """Every problem with study.variables: unknown arms, leaves that exist in neither arm, undeclared arms."""
+    study, baseline = config.study, config.baseline_arm
+    problems = []
+    base = arm_leaves(config.arms[baseline], [])
+    strays = [arm for arm in study.variables if arm not in config.arms]  # e.g. removed with ~arms.NAME
+    for arm, declared in study.variables.items():
+        if arm not in config.arms:
+            continue
+        valid = set(base) | set(arm_leaves(config.arms[arm], []))
+        for leaf in declared:
+            if not any(matches(v, leaf) for v in valid):
+                hint = difflib.get_close_matches(leaf, sorted(valid), n=1, cutoff=0.5)
+                problems.append(f"study.variables.{arm}: '{leaf}' is not a leaf of arm '{arm}' or of the baseline "
+                                f"'{baseline}'.{f' Did you mean {hint[0]!r}?' if hint else ''} Leaves are dotted "
+                                f"paths inside the arm config, e.g. {', '.join(sorted(valid)[:6])}, ...")
+    if study.variables:
+        for arm in config.arms:
+            if arm != baseline and arm not in study.variables:
+                close = difflib.get_close_matches(arm, strays, n=1, cutoff=0.5)
+                typo = f" (study.variables names '{close[0]}', which is not in the study: a typo?)" if close else ""
+                problems.append(f"arm '{arm}' declares no variable: add study.variables.{arm}: [LEAF, ...] "
+                                f"([] when it should equal the baseline){typo}")
+    return problems
+
+
+def declared_check(config: Config) -> dict[str, Any]:
+    """Baseline vs each arm, leaf by leaf. Raises ConfigError for a malformed `study.variables`."""
+    problems = validate_variables(config)
+    if problems:
+        raise ConfigError(problems)
+    study, baseline = config.study, config.baseline_arm
+    base = arm_leaves(config.arms[baseline], study.ignore_leaves)
+    pairs = []
+    for arm, arm_config in config.arms.items():
+        if arm == baseline:
+            continue
+        diff = differences(base, arm_leaves(arm_config, study.ignore_leaves))
+        declared = study.variables.get(arm)
+        if declared is None:
+            pairs.append({"arm": arm, "declared": None, "differing": diff, "extra": sorted(diff),
+                          "unused": [], "verdict": UNDECLARED})
+            continue
+        extra = [leaf for leaf in diff if not any(matches(leaf, d) for d in declared)]
+        unused = [d for d in declared if not any(matches(leaf, d) for leaf in diff)]
+        pairs.append({"arm": arm, "declared": list(declared), "differing": diff, "extra": extra,
+                      "unused": unused, "verdict": CONFOUNDED if extra else SINGLE})
+    return {"checked": bool(study.variables), "baseline": baseline, "allow_confounded": study.allow_confounded,
+            "pairs": pairs, "confounded": any(p["verdict"] == CONFOUNDED for p in pairs),
+            "not_in_study": [arm for arm in study.variables if arm not in config.arms],  # ignored
+            "shared_caches": shared_caches(config)}
+
+
+def refusal(declared: Mapping[str, Any]) -> list[str]:
+    """One problem per confounded pair, naming every differing leaf; [] when the run may go on."""
+    if declared["allow_confounded"]:
+        return []
+    return [f"arm '{p['arm']}' differs from baseline '{declared['baseline']}' in {len(p['differing'])} leaves, "
+            f"{len(p['extra'])} beyond its declared variable(s) {', '.join(p['declared']) or '(none)'}: "
+            f"{describe_all(p)}. Declare them in study.variables.{p['arm']}, make the arms agree, or set "
+            "study.allow_confounded: true"
+            for p in declared["pairs"] if p["verdict"] == CONFOUNDED]
+
+
+def enforce_declared(config: Config) -> dict[str, Any]:
+    """The declared check, raising ConfigError (exit 2) for a confounded, not allowed study."""
+    result = declared_check(config)
+    problems = refusal(result)
+    if problems:
+        raise ConfigError(problems)
+    return result
+
+
+def shared_caches(config: Config) -> list[dict[str, Any]]:
+    """Every scratch dir that several arms share; flagged when they differ in a cache leaf."""
+    groups: dict[tuple[str, str], list[str]] = {}
+    for arm, arm_config in config.arms.items():
+        for name, scratch in arm_config.scratch.items():
+            if scratch.share is not None:
+                groups.setdefault((scratch.share, name), []).append(arm)
+    found = []
+    for (share, name), arms in groups.items():
+        if len(arms) < 2:
+            continue
+        leaves = {arm: arm_leaves(config.arms[arm], []) for arm in arms}
+        keys = sorted({k for lv in leaves.values() for k in lv
+                       if any(matches(k, p) for p in config.study.cache_leaves)})
+        differing = {k: {arm: leaves[arm].get(k, ABSENT) for arm in arms} for k in keys
+                     if len({json.dumps(leaves[arm].get(k, ABSENT), sort_keys=True) for arm in arms}) > 1}
+        found.append({"dir": f"scratch/{share}/{name}", "arms": arms, "differing": differing,
+                      "flagged": bool(differing)})
+    return found
+
+
+def warnings(declared: Mapping[str, Any]) -> list[str]:
+    """What the run goes on with but says up front: an allowed confound, a flagged shared cache."""
+    found = []
+    if declared.get("allow_confounded"):
+        found += [f"CONFOUNDED (allowed): arm '{p['arm']}' also differs in {describe_extra(p)}"
+                  for p in declared["pairs"] if p["verdict"] == CONFOUNDED]
+    for cache in declared.get("shared_caches", []):
+        if cache["flagged"]:
+            found.append(f"shared cache {cache['dir']} across arms that differ in "
+                         f"{', '.join(cache['differing'])}: {', '.join(cache['arms'])}")
+    return found

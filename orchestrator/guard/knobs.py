@@ -1,0 +1,101 @@
+"""The knob check: flags and env vars an arm sets that the engine in its image does not know (an engine
+silently ignores them). The image lists what it knows in a throwaway container, through the runtime.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from orchestrator.config.arms import build_spec, effective_arm
+from orchestrator.errors import OrchestratorError
+from orchestrator.runtime.spec import run_labels
+
+if TYPE_CHECKING:
+    from orchestrator.config.schema import ArmConfig, Config
+    from orchestrator.runtime.spec import ExecResult, Runtime
+
+
+def arm_flags(engine_args: Mapping[str, Any]) -> list[str]:
+    """The flag names engine_argv emits: {fused-finalize: false} -> ['--no-fused-finalize']."""
+    flags = []
+    for name, value in engine_args.items():
+        if value is None:
+            continue
+        flag = name if name.startswith("-") else f"--{name}"
+        flags.append(f"--no-{flag.lstrip('-')}" if value is False else flag)
+    return flags
+
+
+def unknown_knobs(arm: str, arm_config: ArmConfig, known: Mapping[str, Any]) -> list[str]:
+    """Problems for the flags and env vars (within knobs.env_prefixes) the engine's listing lacks."""
+    flags, env = set(known.get("flags") or ()), set(known.get("env") or ())
+    problems = []
+    for flag in arm_flags(arm_config.engine_args):
+        if flag not in flags:
+            problems.append(f"arm '{arm}': flag {flag} is not known to the engine in {arm_config.image} "
+                            f"(it would be ignored).{_closest(flag, flags)}")
+    for name in [*arm_config.env, *arm_config.secret_env]:
+        if any(name.startswith(p) for p in arm_config.knobs.env_prefixes) and name not in env:
+            problems.append(f"arm '{arm}': env {name} is not known to the engine in {arm_config.image} "
+                            f"(it would be ignored).{_closest(name, env)}")
+    return problems
+
+
+def _closest(name: str, choices: set[str]) -> str:
+    close = difflib.get_close_matches(name, sorted(choices), n=1, cutoff=0.6)
+    return f" Did you mean '{close[0]}'?" if close else f" The engine knows {len(choices)} such names."
+
+
+def check_knobs(config: Config, runtime: Runtime, run_id: str) -> dict[str, Any]:
+    """Ask each arm's image which knobs its engine knows (a throwaway container, no network) and
+    compare with what the arm sets: arm -> {checked, unknown: [problem, ...], ...}."""
+    results: dict[str, Any] = {}
+    listings: dict[tuple[str, tuple[str, ...], tuple[str, ...] | None], dict[str, Any] | None] = {}
+    for arm, original in config.arms.items():
+        arm_config = effective_arm(original, config.stand_in)
+        knobs = arm_config.knobs
+        if config.stand_in:
+            results[arm] = {"checked": False, "reason": f"stand-in {config.stand_in} runs instead of the arm's image",
+                            "unknown": []}
+            continue
+        if knobs.command is None:
+            results[arm] = {"checked": False, "reason": "arm.knobs.command is null", "unknown": []}
+            continue
+        try:  # a missing image or a broken listing is the arm's own failure later, not the guard's
+            image = runtime.resolve_image(arm_config.image, build_spec(arm_config.build))
+            key = (image.id, tuple(knobs.command), tuple(knobs.entrypoint) if knobs.entrypoint is not None else None)
+            if key not in listings:
+                labels = run_labels(run_id, arm=arm, purpose="knobs")
+                out = runtime.run_oneshot(image.id, list(knobs.command), labels, knobs.entrypoint, knobs.timeout_s)
+        except OrchestratorError as exc:
+            results[arm] = {"checked": False, "reason": f"the knob listing could not run: {exc}", "unknown": []}
+            continue
+        if key not in listings:
+            listings[key] = _listing(out) if out.exit_code == 0 else None
+            if listings[key] is None:
+                results[arm] = {"checked": False, "unknown": [],
+                                "reason": f"the knob listing failed (exit {out.exit_code}): {out.output[-300:]}"}
+                continue
+        known = listings[key]
+        if known is None:
+            results[arm] = {"checked": False, "reason": "the knob listing failed", "unknown": []}
+            continue
+        found = unknown_knobs(arm, arm_config, known)
+        results[arm] = {"checked": True, "unknown": found, "flags_known": len(known.get("flags") or ()),
+                        "env_known": len(known.get("env") or ())}
+    return results
+
+
+def knob_refusal(config: Config, knobs: Mapping[str, Any]) -> list[str]:
+    """The problems that stop the run (exit 2), unless study.allow_unknown_knobs."""
+    problems = [problem for result in knobs.values() for problem in result.get("unknown", [])]
+    if not problems or config.study.allow_unknown_knobs:
+        return []
+    return [*problems, "fix the names, or set study.allow_unknown_knobs: true to run anyway"]
+
+
+def _listing(out: ExecResult) -> dict[str, Any] | None:
+    value = out.last_json_object()
+    return value if value is not None and ("flags" in value or "env" in value) else None

@@ -1,0 +1,62 @@
+"""Reports a person reads (report.md, report.html with plots) and a machine reads (report.json),
+made from the record alone."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from orchestrator.analysis.compare import arms_summary, compare
+from orchestrator.errors import ConfigError, RecordError
+from orchestrator.record.paths import RunPaths, atomic_write_text
+from orchestrator.record.tables import read_table
+from orchestrator.report.html import to_html
+from orchestrator.report.markdown import markdown
+
+
+def build(paths: RunPaths, study: str, run_id: str, baseline: str | None,
+          expectations: dict[str, Any] | None = None, sources: list[RunPaths] | None = None,
+          arm_pairs: list[tuple[str, str]] | None = None, sweep: dict[str, Any] | None = None,
+          **_: Any) -> dict[str, Any]:
+    """Write the reports into `paths` from the record of `sources` (default: the same run)."""
+    records = sources or [paths]
+    result = {"study": study, "run_id": run_id, "baseline": baseline, "arms": arms_summary(records),
+              **compare(records, baseline, expectations, arm_pairs=arm_pairs)}
+    if sweep:
+        result["sweep"] = sweep
+    if paths.guard_json.is_file():
+        result["guard"] = json.loads(paths.guard_json.read_text())
+    probes = read_table(paths, "probes").to_pylist()
+    if probes:  # kernel probes recorded in this run dir (orchestrator probe --out RUN_DIR)
+        result["probes"] = probes
+    atomic_write_text(paths.report_json, json.dumps(result, indent=2, sort_keys=True, allow_nan=False) + "\n")
+    atomic_write_text(paths.report_md, markdown(result))
+    atomic_write_text(paths.report_html, to_html(result))
+    return result
+
+
+def rebuild(run_dirs: list[Path], out: Path | None,
+            baseline: str | None) -> tuple[RunPaths, dict[str, Any], dict[str, Any]]:
+    """`compare`: re-make the reports of one run, or of several compared as one study (arms named
+    RUN_DIR_NAME/ARM, reports into `out`). Returns (where they went, the result, the run's meta)."""
+    sources = [RunPaths(d) for d in run_dirs]
+    for source in sources:
+        if not source.meta.is_file():
+            raise RecordError(f"{source.root} is not a run directory (no run.json): pass the folder "
+                              "`orchestrator run` printed")
+    metas = [json.loads(s.meta.read_text()) for s in sources]
+    meta = metas[0]
+    if len(sources) > 1:
+        if out is None:
+            raise ConfigError("comparing several runs needs --out DIR for the reports")
+        expectations = {k: v for m in metas for k, v in (m.get("expectations") or {}).items()}
+        meta = {**meta, "run_id": "+".join(m["run_id"] for m in metas), "expectations": expectations,
+                "baseline": baseline or f"{sources[0].root.name}/{meta['baseline']}"}
+        out.mkdir(parents=True, exist_ok=True)
+        atomic_write_text(RunPaths(out).meta, json.dumps({**meta, "sources": [str(s.root) for s in sources]},
+                                                         indent=2) + "\n")
+    elif baseline:
+        meta = {**meta, "baseline": baseline}
+    paths = RunPaths(out) if out else sources[0]
+    return paths, build(paths, **meta, sources=sources), meta

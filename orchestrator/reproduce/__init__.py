@@ -1,0 +1,5 @@
+"""reproduce: re-running someone's run dir. Its config loaded as untrusted, images pinned by id,
+and the per-cell verdict against the original.
+
+May import: config, runtime, record, analysis, errors.
+"""

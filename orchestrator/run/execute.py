@@ -1,0 +1,94 @@
+"""What the `run` verb calls (and `reproduce`, for the re-run): checks, the arms, the reports, the
+summary and the exit status of one study into one run dir."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import re
+import secrets
+import sys
+from typing import Any
+
+from orchestrator.analysis.gate import failures
+from orchestrator.config import security
+from orchestrator.config.arms import runtime_for
+from orchestrator.config.schema import Config
+from orchestrator.errors import ConfigError, ExitStatus
+from orchestrator.guard import declared as guard_declared
+from orchestrator.guard import knobs as guard_knobs
+from orchestrator.guard import observed as guard_observed
+from orchestrator.record.paths import RunPaths, atomic_write_text
+from orchestrator.report.build import build as build_reports
+from orchestrator.report.guard import headline as guard_headline
+from orchestrator.report.markdown import cells_table
+from orchestrator.run.arms import StudyRunner
+
+OWN_CONFIG_ALLOW = "runtime.allow=[{kind}] (in the config, or on the command line as '+runtime.allow=[{kind}]')"
+
+
+def preflight(typed: Config) -> None:
+    """What stops a study before anything starts: a confounded A/B, a dangerous option not allowed."""
+    guard_declared.enforce_declared(typed)
+    security.enforce(typed, list(typed.runtime.allow), OWN_CONFIG_ALLOW)
+
+
+def execute_study(typed: Config, paths: RunPaths, allow: list[str], how_to_allow: str,
+                  extra_meta: dict[str, Any] | None = None) -> int:
+    """Checks, the run, the reports, the summary: shared by `run` (Hydra) and `reproduce`."""
+    logging.getLogger("httpx").setLevel(logging.WARNING)  # one line per request drowns the progress
+    security.enforce(typed, allow, how_to_allow)
+    paths.root.mkdir(parents=True, exist_ok=True)
+    run_id = f"{re.sub(r'[^A-Za-z0-9_.-]', '-', paths.root.name)}-{secrets.token_hex(3)}"
+    meta: dict[str, Any] = {"study": typed.study.name, "run_id": run_id, "baseline": typed.baseline_arm,
+                            "expectations": expectations(typed), "gate": dataclasses.asdict(typed.gate),
+                            **(extra_meta or {})}
+    atomic_write_text(paths.meta, json.dumps(meta, indent=2) + "\n")
+    declared = guard_declared.declared_check(typed)  # before anything starts (docs/guard.md)
+    guard_observed.write(paths, declared=declared)
+    for line in guard_declared.warnings(declared):
+        print(f"warning: {line}", file=sys.stderr)
+    if problems := guard_declared.refusal(declared):
+        raise ConfigError(problems)
+    runtime = runtime_for(typed.runtime)
+    runner = StudyRunner(typed, paths, run_id, runtime)
+    try:
+        knobs = guard_knobs.check_knobs(typed, runtime, run_id)
+        guard_observed.write(paths, knobs=knobs)
+        if problems := guard_knobs.knob_refusal(typed, knobs):
+            raise ConfigError(problems)
+        runner.run()
+    finally:
+        runner.cleanup()  # belt and braces: nothing of this run survives, on any engine it used
+    guard = guard_observed.after_run(typed, paths)
+    print(f"guard: {guard_headline(guard).replace('**', '')}", file=sys.stderr)
+    result = build_reports(paths, **meta)
+    print_summary(paths, result)
+    status = ExitStatus.GATE_FAILED if gate_failed(result, meta["gate"]) else ExitStatus.OK
+    if runner.failed:
+        print(f"error: arm(s) failed: {', '.join(runner.failed)} (see {paths.report_md})", file=sys.stderr)
+        status = ExitStatus.MEASUREMENT_FAILED
+    return int(status)
+
+
+def expectations(typed: Config) -> dict[str, dict[str, Any]]:
+    """Prompt id -> its quality expectation (set fields only), kept in run.json for `compare`."""
+    out = {}
+    for prompt_id, prompt in typed.prompts.prompts.items():
+        expect = {k: v for k, v in dataclasses.asdict(prompt.expect).items() if v is not None and k != "min_share"}
+        if expect:
+            out[prompt_id] = {**expect, "min_share": prompt.expect.min_share}
+    return out
+
+
+def gate_failed(result: dict[str, Any], gate: dict[str, Any]) -> bool:
+    problems = failures(result, gate)
+    for problem in problems:
+        print(f"gate: {problem}", file=sys.stderr)
+    return bool(problems)
+
+
+def print_summary(paths: RunPaths, result: dict[str, Any]) -> None:
+    print(cells_table(result))
+    print(f"\nReport: {paths.report_md}\nRecord: {paths.data}")

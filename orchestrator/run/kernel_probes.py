@@ -1,0 +1,117 @@
+"""Kernel probes: ship orchestrator/probes/gemm.py into an arm's image (or run it as a local process)
+through the runtime, and record what it printed.
+
+The probe runs `processes` times with the same spec and seed, each in a fresh process (a fresh container
+in Docker), and the rows say per cell whether the processes' first outputs agree. Each process's raw
+JSON lines are kept in RUN/probes-raw-N.jsonl; the rows land in the `probes` Parquet table (RUN/data/probes)
+and report/probes.py renders RUN/probes.md from them.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from collections import defaultdict
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from orchestrator import probes
+from orchestrator.analysis.stats import divergence_bound
+from orchestrator.config.compose import PROJECT_ROOT
+from orchestrator.config.probe import ProbeConfig
+from orchestrator.errors import ConfigError, RuntimeFailure
+from orchestrator.record.paths import RunPaths, atomic_write_text
+from orchestrator.runtime.spec import Runtime, run_labels
+
+LOCAL = "local"  # the "image" of a probe run as a local process
+
+
+def run_probe(config: ProbeConfig, runtime: Runtime, run_id: str, local: bool = False) -> list[str]:
+    """Each process's stdout (JSON lines). Docker: a fresh container of the preset's image per process,
+    gemm.py passed as `python3 -c SOURCE`, no network, the preset's GPUs. Local: this interpreter."""
+    if not local and not config.image:
+        raise ConfigError("the probe needs an image to run in Docker: set image (or --image/--arm), "
+                          "or pass --local to run it as a process here")
+    argv = ["-c", probes.source("gemm"), "--spec", json.dumps(config.spec())]
+    entrypoint = [sys.executable if local else "python3"]
+    image = LOCAL if local else str(config.image)
+    outputs = []
+    for index in range(config.processes):
+        result = runtime.run_oneshot(image, argv, run_labels(run_id, purpose=f"gemm-{index + 1}"), entrypoint,
+                                     config.timeout_s, env=config.env, gpus=config.gpus if not local else "all")
+        if result.exit_code != 0:
+            raise RuntimeFailure(f"the probe in {image} exited {result.exit_code}: {result.output.strip()[-2000:]}")
+        outputs.append(result.output)
+    return outputs
+
+
+def parse(output: str) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """(env header, cells) from one process's JSON lines."""
+    env: dict[str, Any] = {}
+    cells = []
+    for line in output.splitlines():
+        if not line.strip().startswith("{"):
+            continue
+        row = json.loads(line)
+        if row.get("kind") == "env":
+            env = row
+        elif row.get("kind") == "cell":
+            cells.append(row)
+    return env, cells
+
+
+def rows_from_outputs(outputs: list[str], study: str, run_id: str, image: str | None) -> list[dict[str, Any]]:
+    """Probe rows (store.PROBES) with the cross-process comparison and per-cell bounds filled in."""
+    from orchestrator.record.tables import PROBES
+
+    parsed = [parse(o) for o in outputs]
+    first_by_cell: dict[tuple[Any, ...], list[str | None]] = defaultdict(list)
+    for _, cells in parsed:
+        for cell in cells:
+            first_by_cell[_key(cell)].append(cell.get("first_digest"))
+    rows = []
+    names = PROBES.names
+    for process, (env, cells) in enumerate(parsed, start=1):
+        for cell in cells:
+            row = {k: cell.get(k) for k in names}
+            seen = first_by_cell[_key(cell)]
+            supported = [d for d in seen if d is not None]
+            row.update(study=study, run_id=run_id, process=process, image=image, torch=env.get("torch"),
+                       gpu=env.get("gpu"), process_digests=seen,
+                       processes_agree=(len(set(supported)) == 1) if len(supported) == len(outputs) > 1 else None)
+            if cell.get("unsupported") is None and cell.get("repeats"):
+                row["upper_bound_95"] = divergence_bound(int(cell["divergent_repeats"]), int(cell["repeats"]))[1]
+            rows.append(row)
+    return rows
+
+
+def _key(cell: Mapping[str, Any]) -> tuple[Any, ...]:
+    return cell["shape"], cell["arm"], cell["M"], cell.get("perturb_allocator")
+
+
+def record(paths: RunPaths, rows: list[dict[str, Any]], outputs: list[str]) -> None:
+    from orchestrator.record.tables import TableWriter
+    from orchestrator.report.probes import render_markdown
+
+    for index, output in enumerate(outputs, start=1):
+        atomic_write_text(paths.root / f"probes-raw-{index}.jsonl", output)
+    with TableWriter(paths, "probes", "probes", flush_rows=4096, flush_s=3600) as writer:
+        for row in rows:
+            writer.append(row)
+    atomic_write_text(paths.root / "probes.md", render_markdown(rows))
+
+
+def probe(config: ProbeConfig, runtime: Runtime, out: Path | None, local: bool,
+          ingest: list[Path] | None) -> tuple[RunPaths, list[dict[str, Any]]]:
+    """`orchestrator probe`: run (or ingest) the probe, record rows, raw outputs and RUN/probes.md."""
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    paths = RunPaths(out or PROJECT_ROOT / "runs" / "probes" / f"{config.name}-{stamp}")
+    paths.root.mkdir(parents=True, exist_ok=True)
+    run_id = f"probe-{config.name}-{stamp}-{os.getpid()}"
+    outputs = [p.read_text(encoding="utf-8") for p in ingest] if ingest else run_probe(config, runtime, run_id, local)
+    rows = rows_from_outputs(outputs, config.name, run_id, None if local or ingest else config.image)
+    record(paths, rows, outputs)
+    return paths, rows

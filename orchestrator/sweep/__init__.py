@@ -1,0 +1,5 @@
+"""sweep: Hydra multirun. The callback that compares a sweep's jobs as arms and finds the
+single-variable pairs, and the check that parallel launchers do not share GPUs.
+
+May import: config, record, report, analysis, errors, Hydra.
+"""

@@ -1,0 +1,86 @@
+"""A vLLM-shaped engine for the fake runtime (orchestrator/runtime/fake.py): OpenAI completions with
+logprobs, /health, /version, /v1/models, /metrics and vLLM's startup lines, all in-process.
+
+`fake-engine` answers every identical request identically; `fake-noisy` perturbs the logprobs of every
+call (a mechanism switched on, for tests that must detect it); `fake-crash` exits at once with status 3;
+`fake-idle` starts and answers nothing.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import json
+from collections.abc import Mapping
+
+import httpx
+
+from orchestrator.runtime.fake import FakeRuntime, FakeServer
+from orchestrator.runtime.spec import ContainerSpec, ExecResult
+
+VERSION = "0.0.fake"
+KNOBS = {"flags": ["--served-model-name", "--seed", "--max-num-seqs", "--max-model-len", "--fused-finalize",
+                   "--no-fused-finalize"], "env": ["VLLM_BATCH_INVARIANT", "REFENGINE_FUSED_FINALIZE"]}
+
+
+def _tokens(prompt: str, n: int) -> list[str]:
+    digest = hashlib.sha256(prompt.encode()).hexdigest()
+    return [f" t{digest[i * 2:i * 2 + 2]}" for i in range(n)]
+
+
+def engine(noisy: bool = False):  # type: ignore[no-untyped-def]
+    def factory(spec: ContainerSpec) -> FakeServer:
+        calls = itertools.count()
+        server = FakeServer(handler=lambda request: _answer(request, noisy, next(calls)),
+                            log=[f"INFO vLLM server version {VERSION}", "INFO Using max model len 512",
+                                 "INFO Starting vLLM-compatible server on http://0.0.0.0:8000"],
+                            commands=_commands)
+        return server
+    return factory
+
+
+def _answer(request: httpx.Request, noisy: bool, call: int) -> httpx.Response:
+    path = request.url.path
+    if path == "/health":
+        return httpx.Response(200)
+    if path == "/version":
+        return httpx.Response(200, json={"version": VERSION})
+    if path == "/v1/models":
+        return httpx.Response(200, json={"data": [{"id": "model", "max_model_len": 512}]})
+    if path == "/metrics":
+        return httpx.Response(200, text='vllm:num_requests_running{engine="0"} 1.0\n')
+    if path != "/v1/completions":
+        return httpx.Response(404, json={"error": {"message": f"no route {path}"}})
+    body = json.loads(request.content)
+    tokens = _tokens(str(body["prompt"]), int(body.get("max_tokens", 4)))
+    k = int(body.get("logprobs") or 0)
+    jitter = 1e-9 * call if noisy else 0.0
+    top = [{f"{tok}{j}": -0.1 * (j + 1) - jitter for j in range(k)} for tok in tokens] if k else None
+    logprobs = {"tokens": tokens, "token_logprobs": [-0.1 - jitter] * len(tokens), "top_logprobs": top,
+                "text_offset": list(range(len(tokens)))} if k else None
+    choice = {"index": 0, "text": "".join(tokens), "finish_reason": "length", "logprobs": logprobs}
+    return httpx.Response(200, json={"object": "text_completion", "model": "model", "choices": [choice],
+                                     "usage": {"prompt_tokens": 3, "completion_tokens": len(tokens)}})
+
+
+def _commands(argv: list[str], env: Mapping[str, str]) -> ExecResult:
+    if argv[-1:] == ["--list-knobs"]:
+        return ExecResult(0, json.dumps(KNOBS) + "\n")
+    if argv[:2] in (["python3", "-c"], ["python", "-c"]):  # the environment probe
+        probe = {"python": "3.11.2", "os": "fake", "cpu": "fake", "cpu_count": 1, "cuda": None,
+                 "packages": {"vllm": VERSION}, "gpu": {"name": None, "count": 0}, "env": dict(env), "errors": {}}
+        return ExecResult(0, json.dumps(probe) + "\n")
+    return ExecResult(127, f"{argv[0]}: not found\n")
+
+
+def _crash(spec: ContainerSpec) -> FakeServer:
+    return FakeServer(handler=lambda request: httpx.Response(500), log=["boom: no model"], exit_code=3)
+
+
+def _idle(spec: ContainerSpec) -> FakeServer:
+    return FakeServer(handler=lambda request: httpx.Response(404), log=["idle"])
+
+
+def fake_runtime() -> FakeRuntime:
+    return FakeRuntime({"fake-engine": engine(), "fake-noisy": engine(noisy=True), "fake-crash": _crash,
+                        "fake-idle": _idle}, commands=_commands)

@@ -1,0 +1,70 @@
+"""A whole study through the run stage on the fake runtime: arms started, readiness, fingerprint,
+protocol, stop, the record and the comparison, with no container, process or network. Ground truth:
+the fake engine is repeatable, its noisy variant is not, and the comparison must tell them apart."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from orchestrator import config
+from orchestrator.analysis.compare import compare
+from orchestrator.config.schema import Config
+from orchestrator.guard.knobs import check_knobs
+from orchestrator.record.paths import RunPaths
+from orchestrator.record.tables import read_table
+from orchestrator.run.arms import StudyRunner
+from tests.fake_engine import VERSION, fake_runtime
+
+
+def study(noisy_arm: str | None) -> Config:
+    typed = config.to_typed(config.compose(["protocol=smoke"]))
+    for name, arm in typed.arms.items():
+        arm.image = "fake-noisy" if name == noisy_arm else "fake-engine"
+        arm.build.context = None
+    return typed
+
+
+@pytest.mark.parametrize("noisy_arm", [None, "wide_batch"])
+def test_the_run_records_every_request_and_the_comparison_finds_the_noise(tmp_path: Path,
+                                                                          noisy_arm: str | None) -> None:
+    typed, runtime = study(noisy_arm), fake_runtime()
+    paths = RunPaths(tmp_path / "run")
+    runner = StudyRunner(typed, paths, "run-fake", runtime, say=lambda _: None)
+    runner.run()
+    runner.cleanup()
+    assert runner.failed == []
+    arms = {row["arm"]: row for row in read_table(paths, "arms").to_pylist()}
+    assert {a["status"] for a in arms.values()} == {"completed"}
+    assert '"version": "' + VERSION in arms["baseline"]["fingerprint_json"]
+    responses = read_table(paths, "responses").to_pylist()
+    prompts = len(typed.prompts.prompts)
+    assert len(responses) == 2 * prompts * (6 + 4 * 2)  # two arms, 6 sequential + 2 batches of 4 per prompt
+    assert all(r["error"] is None for r in responses)
+    cells = compare([paths], "baseline")["cells"]
+    varying = {c["arm"] for c in cells if c["distinct_signatures"] not in (None, 1)}
+    assert varying == ({noisy_arm} if noisy_arm else set())
+    logs = read_table(paths, "logs").to_pylist()
+    assert any("shutting down" in line["text"] for line in logs)  # logs are read after the stop
+
+
+def test_a_server_that_dies_at_start_fails_its_arm_and_leaves_nothing(tmp_path: Path) -> None:
+    typed, runtime = study(None), fake_runtime()
+    typed.arms["wide_batch"].image = "fake-crash"
+    typed.arms["wide_batch"].startup_timeout_s = 5
+    runner = StudyRunner(typed, RunPaths(tmp_path / "run"), "run-crash", runtime, say=lambda _: None)
+    runner.run()
+    runner.cleanup()
+    assert runner.failed == ["wide_batch"]
+    row = next(r for r in read_table(RunPaths(tmp_path / "run"), "arms").to_pylist() if r["arm"] == "wide_batch")
+    assert "exited with status 3" in row["error"] and "boom: no model" in row["error"]
+    assert runtime.cleanup({"org.orchestrator.run": "run-crash"}) == []
+
+
+def test_the_knob_check_runs_through_the_runtime(tmp_path: Path) -> None:
+    typed = study(None)
+    typed.arms["wide_batch"].env["VLLM_BATCH_INVARIENT"] = "1"  # a typo the engine would ignore
+    knobs = check_knobs(typed, fake_runtime(), "run-knobs")
+    assert knobs["baseline"]["checked"] and knobs["baseline"]["unknown"] == []
+    assert "Did you mean 'VLLM_BATCH_INVARIANT'?" in knobs["wide_batch"]["unknown"][0]
