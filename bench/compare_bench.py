@@ -323,7 +323,7 @@ def _child(impl: str, root: Path, out: Path) -> None:
     start = time.perf_counter()
     if impl == "ours":
         result = compare(RunPaths(root))
-        cells = [{k: c[k] for k in ("arm", "prompt_id", "phase", *CHECKED)} for c in result["cells"]]
+        cells = [{k: getattr(c, k) for k in ("arm", "prompt_id", "phase", *CHECKED)} for c in result.cells]
     elif impl == "read":  # the floor: decoding compare()'s columns from Parquet, nothing else
         from orchestrator.analysis.compare import COLUMNS
         cells = []

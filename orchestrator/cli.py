@@ -85,14 +85,14 @@ def _compare(argv: list[str]) -> int:
                         help="exit 3 unless ARM's phases compare as VERDICT for every prompt")
     parser.add_argument("--gate", action="store_true", help="also apply the gate the run was configured with")
     args = parser.parse_args(argv)
-    paths, result, meta = rebuild(args.run_dirs, args.out, args.baseline)
+    paths, report, meta = rebuild(args.run_dirs, args.out, args.baseline)
     if args.json:
         print(paths.report_json.read_text(), end="")
     else:
-        print_summary(paths, result)
+        print_summary(paths, report)
     gate = gate_from_flags(meta.get("gate") if args.gate else None, args.max_divergence_rate, args.expect_pair,
                            args.expect_schedule)
-    return ExitStatus.GATE_FAILED if gate_failed(result, gate) else ExitStatus.OK
+    return ExitStatus.GATE_FAILED if gate_failed(report.comparison, gate) else ExitStatus.OK
 
 
 def _reproduce(argv: list[str]) -> int:
@@ -144,9 +144,9 @@ def _probe(argv: list[str]) -> int:
         print(json.dumps(config.spec()))
         return ExitStatus.OK
     runtime = _runtime("process" if args.local or args.ingest else "docker", args.docker_host)
-    paths, rows = probe(config, runtime, args.out, args.local, args.ingest)
-    print(render_markdown(rows))
-    print(f"Record: {paths.table('probes')}\nReport: {paths.root / 'probes.md'}")
+    run = probe(config, runtime, args.out, args.local, args.ingest)
+    print(render_markdown(run.rows))
+    print(f"Record: {run.paths.table('probes')}\nReport: {run.paths.root / 'probes.md'}")
     return ExitStatus.OK
 
 

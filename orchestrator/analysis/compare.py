@@ -18,6 +18,16 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from orchestrator.analysis import positions, quality
+from orchestrator.analysis.results import (
+    ArmSummary,
+    Cell,
+    ColdCheck,
+    Comparison,
+    PairCheck,
+    PooledBound,
+    PositionSeries,
+    ScheduleCheck,
+)
 from orchestrator.analysis.stats import divergence_bound, pooled_bound
 from orchestrator.errors import RecordError
 from orchestrator.record.paths import RunPaths
@@ -31,35 +41,6 @@ NEAR_TIE_GAP = 1e-2  # nats: a first divergence whose top1-top2 gap is below thi
 
 
 @dataclass
-class Cell:
-    arm: str
-    prompt_id: str
-    phase: str
-    n: int  # warm requests that got a parsable answer
-    errors: int
-    distinct_completions: int
-    distinct_signatures: int | None  # None: the server returned no top logprobs
-    divergent: int | None  # requests whose signature differs from the cell's most common one
-    upper_bound_95: float | None
-    lower_bound_95: float | None
-    signature_note: str = ""
-    first_divergent_position: int | None = None  # generated position where a request first differs
-    top1_top2_gap: float | None = None  # at that position, in the reference request
-    near_tie: bool | None = None
-    max_generated_spread: float | None = None
-    max_prompt_spread: float | None = None
-    first_prompt_position_with_spread: int | None = None
-    min_top1_agreement: float | None = None
-    min_topk_overlap: float | None = None
-    quality_pass: float | None = None  # share of answers passing the prompt's expectation
-    quality_note: str = ""
-    batch_size: int | None = None  # concurrent phases: requests per batch
-    min_running_observed: int | None = None  # lowest running-request count seen during a batch
-    max_send_spread_ms: float | None = None
-    co_resident: bool | None = None
-
-
-@dataclass
 class _Reference:
     """What pairs need of a cell once its rows are gone."""
 
@@ -70,10 +51,10 @@ class _Reference:
 
 
 @dataclass
-class Comparison:
-    cells: list[Cell] = field(default_factory=list)
-    cold: list[dict[str, Any]] = field(default_factory=list)
-    positions: list[dict[str, Any]] = field(default_factory=list)
+class _Accumulator:
+    """What the cell-by-cell pass collects; `refs` feed the schedules and pairs once every cell is read."""
+
+    result: Comparison = field(default_factory=Comparison)
     refs: dict[tuple[str, str, str], _Reference] = field(default_factory=dict)
 
 
@@ -123,25 +104,22 @@ def iter_cells(sources: RunPaths | list[RunPaths], batch_rows: int = 4096
 
 def compare(sources: RunPaths | list[RunPaths], baseline: str | None = None,
             expectations: dict[str, Any] | None = None, near_tie_gap: float = NEAR_TIE_GAP,
-            arm_pairs: list[tuple[str, str]] | None = None) -> dict[str, Any]:
+            arm_pairs: list[tuple[str, str]] | None = None) -> Comparison:
     """`arm_pairs`: compare these (a, b) arms instead of every arm against the baseline (sweeps)."""
-    result = Comparison()
+    acc = _Accumulator()
     for key, table in iter_cells(sources):
-        _analyse(key, table, result, (expectations or {}).get(key[1]), near_tie_gap)
+        _analyse(key, table, acc, (expectations or {}).get(key[1]), near_tie_gap)
+    result = acc.result
     arms = list(dict.fromkeys(c.arm for c in result.cells))
     base = baseline if baseline in arms else (arms[0] if arms else None)
     pairs = arm_pairs if arm_pairs is not None else [(base, arm) for arm in arms if base is not None and arm != base]
-    return {
-        "cells": [asdict(c) for c in result.cells],
-        "cold": result.cold,
-        "schedules": _schedules(result.refs),
-        "pairs": _pairs(result.refs, pairs),
-        "pooled": _pooled(result.cells),
-        "positions": result.positions,
-    }
+    result.schedules = _schedules(acc.refs)
+    result.pairs = _pairs(acc.refs, pairs)
+    result.pooled = _pooled(result.cells)
+    return result
 
 
-def _analyse(key: tuple[str, str, str], table: pa.Table, result: Comparison, expectation: Any,
+def _analyse(key: tuple[str, str, str], table: pa.Table, acc: _Accumulator, expectation: Any,
              near_tie_gap: float) -> None:
     arm, prompt_id, phase = key
     ok = pc.is_null(table.column("error")).to_numpy(zero_copy_only=False)
@@ -168,29 +146,28 @@ def _analyse(key: tuple[str, str, str], table: pa.Table, result: Comparison, exp
     ref = _Reference(signatures=set(sigs.to_pylist()), tokens=None, forced=None, ok=warm.num_rows > 0)
     if warm.num_rows:
         cell.distinct_completions = pc.count_distinct(warm.column("sig_text")).as_py()
-        _positions(cell, warm, reference, ref, result, near_tie_gap)
+        acc.result.positions.append(_positions(cell, warm, reference, ref, near_tie_gap))
         cell.quality_pass, cell.quality_note = quality.pass_share(warm.column("completion_text").to_pylist(),
                                                                   expectation)
-    result.cells.append(cell)
-    result.refs[key] = ref
+    acc.result.cells.append(cell)
+    acc.refs[key] = ref
     cold = table.select(["sig_top_logprobs", "sig_text", "error"]).take(np.nonzero(cold_rows)[0])
     if cold.num_rows:
         own = cold.column("sig_top_logprobs")[0].as_py() or cold.column("sig_text")[0].as_py()
         warm_sigs = {s for s in ref.signatures if s is not None} or set(warm.column("sig_text").to_pylist())
         matches = None if cold.column("error")[0].as_py() or own is None or not warm_sigs else own in warm_sigs
-        result.cold.append({"arm": arm, "prompt_id": prompt_id, "phase": phase, "matches_warm": matches})
+        acc.result.cold.append(ColdCheck(arm, prompt_id, phase, matches))
 
 
-def _positions(cell: Cell, warm: pa.Table, reference: int, ref: _Reference, result: Comparison,
-               near_tie_gap: float) -> None:
+def _positions(cell: Cell, warm: pa.Table, reference: int, ref: _Reference, near_tie_gap: float) -> PositionSeries:
     codes = positions.token_codes(warm.column("token_ids"), warm.column("tokens"))
-    entry: dict[str, Any] = {"arm": cell.arm, "prompt_id": cell.prompt_id, "phase": cell.phase}
+    entry = PositionSeries(cell.arm, cell.prompt_id, cell.phase)
     if codes.size:
         gen = positions.generated_positions(codes, warm.column("token_logprobs"), reference)
         ref.tokens = gen.reference_tokens
         cell.first_divergent_position = gen.first_divergent
         cell.max_generated_spread = _max(gen.spread)
-        entry["generated_spread"] = _floats(gen.spread)
+        entry.generated_spread = _floats(gen.spread)
         if gen.first_divergent is not None:
             gaps = warm.column("top_gaps")[reference].as_py() or []  # top1 - top2 per position, from the writer
             gap = gaps[gen.first_divergent] if gen.first_divergent < len(gaps) else None
@@ -204,9 +181,10 @@ def _positions(cell: Cell, warm: pa.Table, reference: int, ref: _Reference, resu
         cell.first_prompt_position_with_spread = int(spread_at[0]) if len(spread_at) else None
         cell.min_top1_agreement = _min(prompt.top1_agreement)
         cell.min_topk_overlap = _min(prompt.topk_overlap)
-        entry.update(prompt_spread=_floats(prompt.spread), top1_agreement=_floats(prompt.top1_agreement),
-                     topk_overlap=_floats(prompt.topk_overlap))
-    result.positions.append(entry)
+        entry.prompt_spread = _floats(prompt.spread)
+        entry.top1_agreement = _floats(prompt.top1_agreement)
+        entry.topk_overlap = _floats(prompt.topk_overlap)
+    return entry
 
 
 def _co_residency(cell: Cell, rows: pa.Table) -> None:
@@ -241,16 +219,16 @@ def _verdict(a: _Reference, b: _Reference) -> str:
 
 
 def _where(a: _Reference, b: _Reference) -> dict[str, Any]:
-    """Where two cells' reference requests part: first generated token, largest prompt logprob gap."""
-    out: dict[str, Any] = {"first_divergent_position": None, "max_prompt_logprob_diff": None}
-    if a.tokens is not None and b.tokens is not None:
-        out["first_divergent_position"] = positions.first_difference(a.tokens, b.tokens)
-    if a.forced is not None and b.forced is not None and len(a.forced) == len(b.forced):
-        out["max_prompt_logprob_diff"] = _max(np.abs(a.forced - b.forced))
-    return out
+    """The verdict and where two cells' reference requests part: first generated token, largest prompt
+    logprob gap (the fields of `Divergence`)."""
+    first = positions.first_difference(a.tokens, b.tokens) if a.tokens is not None and b.tokens is not None \
+        else None
+    gap = _max(np.abs(a.forced - b.forced)) \
+        if a.forced is not None and b.forced is not None and len(a.forced) == len(b.forced) else None
+    return {"verdict": _verdict(a, b), "first_divergent_position": first, "max_prompt_logprob_diff": gap}
 
 
-def _schedules(refs: dict[tuple[str, str, str], _Reference]) -> list[dict[str, Any]]:
+def _schedules(refs: dict[tuple[str, str, str], _Reference]) -> list[ScheduleCheck]:
     """Within an arm and prompt, each phase against every later one (e.g. sequential vs concurrent)."""
     phases: dict[tuple[str, str], list[str]] = {}
     for arm, prompt_id, phase in refs:
@@ -260,12 +238,12 @@ def _schedules(refs: dict[tuple[str, str, str], _Reference]) -> list[dict[str, A
         for i, phase_a in enumerate(names):
             for phase_b in names[i + 1:]:
                 a, b = refs[(arm, prompt_id, phase_a)], refs[(arm, prompt_id, phase_b)]
-                checks.append({"arm": arm, "prompt_id": prompt_id, "phase_a": phase_a, "phase_b": phase_b,
-                               "verdict": _verdict(a, b), **_where(a, b)})
+                checks.append(ScheduleCheck(**_where(a, b), arm=arm, prompt_id=prompt_id, phase_a=phase_a,
+                                            phase_b=phase_b))
     return checks
 
 
-def _pairs(refs: dict[tuple[str, str, str], _Reference], arm_pairs: list[tuple[str, str]]) -> list[dict[str, Any]]:
+def _pairs(refs: dict[tuple[str, str, str], _Reference], arm_pairs: list[tuple[str, str]]) -> list[PairCheck]:
     pairs = []
     missing = _Reference(set(), None, None, ok=False)
     for arm_a, arm_b in arm_pairs:
@@ -273,24 +251,23 @@ def _pairs(refs: dict[tuple[str, str, str], _Reference], arm_pairs: list[tuple[s
             if arm != arm_b:
                 continue
             base = refs.get((arm_a, prompt_id, phase), missing)
-            pairs.append({"arm_a": arm_a, "arm_b": arm_b, "prompt_id": prompt_id, "phase": phase,
-                          "verdict": _verdict(base, ref), **_where(base, ref)})
+            pairs.append(PairCheck(**_where(base, ref), arm_a=arm_a, arm_b=arm_b, prompt_id=prompt_id, phase=phase))
     return pairs
 
 
-def _pooled(cells: list[Cell]) -> list[dict[str, Any]]:
+def _pooled(cells: list[Cell]) -> list[PooledBound]:
     by_arm: dict[str, list[Cell]] = {}
     for cell in cells:
         if cell.divergent is not None:
             by_arm.setdefault(cell.arm, []).append(cell)
-    return [{"arm": arm, "cells": len(members), **pooled_bound([c.divergent or 0 for c in members],
-                                                              [c.n for c in members])}
+    return [PooledBound(arm, len(members), **asdict(pooled_bound([c.divergent or 0 for c in members],
+                                                                  [c.n for c in members])))
             for arm, members in by_arm.items()]
 
 
-def arms_summary(sources: RunPaths | list[RunPaths]) -> list[dict[str, Any]]:
+def arms_summary(sources: RunPaths | list[RunPaths]) -> list[ArmSummary]:
     rows = []
     for paths, label in _labelled(sources):
         for arm in read_table(paths, "arms", columns=["arm", "status", "image_ref", "image_id", "error"]).to_pylist():
-            rows.append({**arm, "arm": label + arm["arm"]})
+            rows.append(ArmSummary(**{**arm, "arm": label + arm["arm"]}))
     return rows

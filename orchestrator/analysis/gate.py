@@ -4,31 +4,34 @@ from __future__ import annotations
 
 from typing import Any
 
+from orchestrator.analysis.results import Comparison, PairCheck, ScheduleCheck
 from orchestrator.errors import ConfigError
 
 
-def failures(result: dict[str, Any], gate: dict[str, Any]) -> list[str]:
+def failures(comparison: Comparison, gate: dict[str, Any]) -> list[str]:
+    """Every way the results miss what the gate states; [] when it passes."""
     problems = []
     limit = gate.get("max_divergence_rate")
     if limit is not None:
-        for cell in result["cells"]:
-            if cell["divergent"] is None:
-                problems.append(f"{cell['arm']}/{cell['prompt_id']}/{cell['phase']}: divergence unknown "
-                                f"({cell['signature_note']})")
-            elif cell["n"] and cell["divergent"] / cell["n"] > limit:
-                problems.append(f"{cell['arm']}/{cell['prompt_id']}/{cell['phase']}: {cell['divergent']} divergent "
-                                f"in {cell['n']} exceeds the stated rate {limit:g}")
-    for key, expected in (("pairs", gate.get("expect_pairs") or {}), ("schedules", gate.get("expect_schedules") or {})):
-        arm_field = "arm_b" if key == "pairs" else "arm"
-        for arm, verdict in expected.items():
-            rows = [r for r in result[key] if r[arm_field] == arm]
-            if not rows:
-                problems.append(f"{key}: no comparison for arm '{arm}' in this run")
-            for row in rows:
-                if row["verdict"] != verdict:
-                    where = row.get("phase") or f"{row.get('phase_a')} vs {row.get('phase_b')}"
-                    problems.append(f"{key}: {arm}/{row['prompt_id']}/{where} is {row['verdict']}, expected {verdict}")
+        for cell in comparison.cells:
+            if cell.divergent is None:
+                problems.append(f"{cell.label}: divergence unknown ({cell.signature_note})")
+            elif cell.n and cell.divergent / cell.n > limit:
+                problems.append(f"{cell.label}: {cell.divergent} divergent in {cell.n} exceeds the stated rate "
+                                f"{limit:g}")
+    for arm, verdict in (gate.get("expect_pairs") or {}).items():
+        problems += _expected("pairs", arm, verdict, [(p, p.phase) for p in comparison.pairs if p.arm_b == arm])
+    for arm, verdict in (gate.get("expect_schedules") or {}).items():
+        problems += _expected("schedules", arm, verdict, [(s, f"{s.phase_a} vs {s.phase_b}")
+                                                          for s in comparison.schedules if s.arm == arm])
     return problems
+
+
+def _expected(key: str, arm: str, verdict: str, rows: list[tuple[PairCheck | ScheduleCheck, str]]) -> list[str]:
+    if not rows:
+        return [f"{key}: no comparison for arm '{arm}' in this run"]
+    return [f"{key}: {arm}/{row.prompt_id}/{where} is {row.verdict}, expected {verdict}"
+            for row, where in rows if row.verdict != verdict]
 
 
 def gate_from_flags(run_gate: dict[str, Any] | None, max_divergence_rate: float | None,

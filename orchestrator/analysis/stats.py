@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 CONFIDENCE = 0.95
 
@@ -78,9 +79,19 @@ def divergence_bound(k: int, n: int, confidence: float = CONFIDENCE) -> tuple[fl
 POOLED_ASSUMPTION = "assumes one common divergence rate across the pooled cells"
 
 
-def pooled_bound(divergent: list[int], n: list[int], confidence: float = CONFIDENCE) -> dict[str, object]:
+@dataclass(frozen=True)
+class PooledRate:
+    """A divergence rate bounded over several cells together, with the assumption that makes it valid."""
+
+    divergent: int
+    n: int
+    lower_bound_95: float
+    upper_bound_95: float
+    assumption: str = POOLED_ASSUMPTION
+
+
+def pooled_bound(divergent: list[int], n: list[int], confidence: float = CONFIDENCE) -> PooledRate:
     """Bound over several cells together; only valid under POOLED_ASSUMPTION, which travels with it."""
     k, total = sum(divergent), sum(n)
     lower, upper = divergence_bound(k, total, confidence)
-    return {"divergent": k, "n": total, "lower_bound_95": lower, "upper_bound_95": upper,
-            "assumption": POOLED_ASSUMPTION}
+    return PooledRate(k, total, lower, upper)

@@ -9,20 +9,18 @@ from __future__ import annotations
 
 import difflib
 import json
-from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from orchestrator.errors import ConfigError
-from orchestrator.guard.leaves import (
+from orchestrator.guard.leaves import arm_leaves, describe_all, describe_extra, differences, matches
+from orchestrator.guard.results import (
     ABSENT,
     CONFOUNDED,
     SINGLE,
     UNDECLARED,
-    arm_leaves,
-    describe_all,
-    describe_extra,
-    differences,
-    matches,
+    DeclaredCheck,
+    DeclaredPair,
+    SharedCache,
 )
 
 if TYPE_CHECKING:
@@ -55,7 +53,7 @@ def validate_variables(config: Config) -> list[str]:
     return problems
 
 
-def declared_check(config: Config) -> dict[str, Any]:
+def declared_check(config: Config) -> DeclaredCheck:
     """Baseline vs each arm, leaf by leaf. Raises ConfigError for a malformed `study.variables`."""
     problems = validate_variables(config)
     if problems:
@@ -69,31 +67,29 @@ def declared_check(config: Config) -> dict[str, Any]:
         diff = differences(base, arm_leaves(arm_config, study.ignore_leaves))
         declared = study.variables.get(arm)
         if declared is None:
-            pairs.append({"arm": arm, "declared": None, "differing": diff, "extra": sorted(diff),
-                          "unused": [], "verdict": UNDECLARED})
+            pairs.append(DeclaredPair(arm, None, diff, extra=sorted(diff), verdict=UNDECLARED))
             continue
         extra = [leaf for leaf in diff if not any(matches(leaf, d) for d in declared)]
         unused = [d for d in declared if not any(matches(leaf, d) for leaf in diff)]
-        pairs.append({"arm": arm, "declared": list(declared), "differing": diff, "extra": extra,
-                      "unused": unused, "verdict": CONFOUNDED if extra else SINGLE})
-    return {"checked": bool(study.variables), "baseline": baseline, "allow_confounded": study.allow_confounded,
-            "pairs": pairs, "confounded": any(p["verdict"] == CONFOUNDED for p in pairs),
-            "not_in_study": [arm for arm in study.variables if arm not in config.arms],  # ignored
-            "shared_caches": shared_caches(config)}
+        pairs.append(DeclaredPair(arm, list(declared), diff, extra=extra, unused=unused,
+                                    verdict=CONFOUNDED if extra else SINGLE))
+    return DeclaredCheck(checked=bool(study.variables), baseline=baseline, allow_confounded=study.allow_confounded,
+                         pairs=pairs, not_in_study=[arm for arm in study.variables if arm not in config.arms],
+                         shared_caches=shared_caches(config))
 
 
-def refusal(declared: Mapping[str, Any]) -> list[str]:
+def refusal(declared: DeclaredCheck) -> list[str]:
     """One problem per confounded pair, naming every differing leaf; [] when the run may go on."""
-    if declared["allow_confounded"]:
+    if declared.allow_confounded:
         return []
-    return [f"arm '{p['arm']}' differs from baseline '{declared['baseline']}' in {len(p['differing'])} leaves, "
-            f"{len(p['extra'])} beyond its declared variable(s) {', '.join(p['declared']) or '(none)'}: "
-            f"{describe_all(p)}. Declare them in study.variables.{p['arm']}, make the arms agree, or set "
+    return [f"arm '{p.arm}' differs from baseline '{declared.baseline}' in {len(p.differing)} leaves, "
+            f"{len(p.extra)} beyond its declared variable(s) {', '.join(p.declared or []) or '(none)'}: "
+            f"{describe_all(p)}. Declare them in study.variables.{p.arm}, make the arms agree, or set "
             "study.allow_confounded: true"
-            for p in declared["pairs"] if p["verdict"] == CONFOUNDED]
+            for p in declared.pairs if p.verdict == CONFOUNDED]
 
 
-def enforce_declared(config: Config) -> dict[str, Any]:
+def enforce_declared(config: Config) -> DeclaredCheck:
     """The declared check, raising ConfigError (exit 2) for a confounded, not allowed study."""
     result = declared_check(config)
     problems = refusal(result)
@@ -102,7 +98,7 @@ def enforce_declared(config: Config) -> dict[str, Any]:
     return result
 
 
-def shared_caches(config: Config) -> list[dict[str, Any]]:
+def shared_caches(config: Config) -> list[SharedCache]:
     """Every scratch dir that several arms share; flagged when they differ in a cache leaf."""
     groups: dict[tuple[str, str], list[str]] = {}
     for arm, arm_config in config.arms.items():
@@ -118,19 +114,18 @@ def shared_caches(config: Config) -> list[dict[str, Any]]:
                        if any(matches(k, p) for p in config.study.cache_leaves)})
         differing = {k: {arm: leaves[arm].get(k, ABSENT) for arm in arms} for k in keys
                      if len({json.dumps(leaves[arm].get(k, ABSENT), sort_keys=True) for arm in arms}) > 1}
-        found.append({"dir": f"scratch/{share}/{name}", "arms": arms, "differing": differing,
-                      "flagged": bool(differing)})
+        found.append(SharedCache(f"scratch/{share}/{name}", arms, differing, flagged=bool(differing)))
     return found
 
 
-def warnings(declared: Mapping[str, Any]) -> list[str]:
+def warnings(declared: DeclaredCheck) -> list[str]:
     """What the run goes on with but says up front: an allowed confound, a flagged shared cache."""
     found = []
-    if declared.get("allow_confounded"):
-        found += [f"CONFOUNDED (allowed): arm '{p['arm']}' also differs in {describe_extra(p)}"
-                  for p in declared["pairs"] if p["verdict"] == CONFOUNDED]
-    for cache in declared.get("shared_caches", []):
-        if cache["flagged"]:
-            found.append(f"shared cache {cache['dir']} across arms that differ in "
-                         f"{', '.join(cache['differing'])}: {', '.join(cache['arms'])}")
+    if declared.allow_confounded:
+        found += [f"CONFOUNDED (allowed): arm '{p.arm}' also differs in {describe_extra(p)}"
+                  for p in declared.pairs if p.verdict == CONFOUNDED]
+    for cache in declared.shared_caches:
+        if cache.flagged:
+            found.append(f"shared cache {cache.dir} across arms that differ in "
+                         f"{', '.join(cache.differing)}: {', '.join(cache.arms)}")
     return found

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from orchestrator.config.arms import build_spec, effective_arm
 from orchestrator.errors import OrchestratorError
+from orchestrator.guard.results import KnobCheck
 from orchestrator.runtime.spec import run_labels
 
 if TYPE_CHECKING:
@@ -48,20 +49,19 @@ def _closest(name: str, choices: set[str]) -> str:
     return f" Did you mean '{close[0]}'?" if close else f" The engine knows {len(choices)} such names."
 
 
-def check_knobs(config: Config, runtime: Runtime, run_id: str) -> dict[str, Any]:
+def check_knobs(config: Config, runtime: Runtime, run_id: str) -> dict[str, KnobCheck]:
     """Ask each arm's image which knobs its engine knows (a throwaway container, no network) and
-    compare with what the arm sets: arm -> {checked, unknown: [problem, ...], ...}."""
-    results: dict[str, Any] = {}
+    compare with what the arm sets."""
+    results: dict[str, KnobCheck] = {}
     listings: dict[tuple[str, tuple[str, ...], tuple[str, ...] | None], dict[str, Any] | None] = {}
     for arm, original in config.arms.items():
         arm_config = effective_arm(original, config.stand_in)
         knobs = arm_config.knobs
         if config.stand_in:
-            results[arm] = {"checked": False, "reason": f"stand-in {config.stand_in} runs instead of the arm's image",
-                            "unknown": []}
+            results[arm] = KnobCheck(False, reason=f"stand-in {config.stand_in} runs instead of the arm's image")
             continue
         if knobs.command is None:
-            results[arm] = {"checked": False, "reason": "arm.knobs.command is null", "unknown": []}
+            results[arm] = KnobCheck(False, reason="arm.knobs.command is null")
             continue
         try:  # a missing image or a broken listing is the arm's own failure later, not the guard's
             image = runtime.resolve_image(arm_config.image, build_spec(arm_config.build))
@@ -70,27 +70,27 @@ def check_knobs(config: Config, runtime: Runtime, run_id: str) -> dict[str, Any]
                 labels = run_labels(run_id, arm=arm, purpose="knobs")
                 out = runtime.run_oneshot(image.id, list(knobs.command), labels, knobs.entrypoint, knobs.timeout_s)
         except OrchestratorError as exc:
-            results[arm] = {"checked": False, "reason": f"the knob listing could not run: {exc}", "unknown": []}
+            results[arm] = KnobCheck(False, reason=f"the knob listing could not run: {exc}")
             continue
         if key not in listings:
             listings[key] = _listing(out) if out.exit_code == 0 else None
             if listings[key] is None:
-                results[arm] = {"checked": False, "unknown": [],
-                                "reason": f"the knob listing failed (exit {out.exit_code}): {out.output[-300:]}"}
+                results[arm] = KnobCheck(False, reason=f"the knob listing failed (exit {out.exit_code}): "
+                                                       f"{out.output[-300:]}")
                 continue
         known = listings[key]
         if known is None:
-            results[arm] = {"checked": False, "reason": "the knob listing failed", "unknown": []}
+            results[arm] = KnobCheck(False, reason="the knob listing failed")
             continue
         found = unknown_knobs(arm, arm_config, known)
-        results[arm] = {"checked": True, "unknown": found, "flags_known": len(known.get("flags") or ()),
-                        "env_known": len(known.get("env") or ())}
+        results[arm] = KnobCheck(True, found, flags_known=len(known.get("flags") or ()),
+                                 env_known=len(known.get("env") or ()))
     return results
 
 
-def knob_refusal(config: Config, knobs: Mapping[str, Any]) -> list[str]:
+def knob_refusal(config: Config, knobs: Mapping[str, KnobCheck]) -> list[str]:
     """The problems that stop the run (exit 2), unless study.allow_unknown_knobs."""
-    problems = [problem for result in knobs.values() for problem in result.get("unknown", [])]
+    problems = [problem for result in knobs.values() for problem in result.unknown]
     if not problems or config.study.allow_unknown_knobs:
         return []
     return [*problems, "fix the names, or set study.allow_unknown_knobs: true to run anyway"]

@@ -1,4 +1,4 @@
-"""Arm configs as leaves (dotted paths to values) and the vocabulary of the guard's verdicts."""
+"""Arm configs as leaves (dotted paths to values), their differences, and how a difference is said."""
 
 from __future__ import annotations
 
@@ -7,14 +7,11 @@ from collections.abc import Mapping
 from dataclasses import asdict, is_dataclass
 from typing import TYPE_CHECKING, Any
 
+from orchestrator.guard.results import ABSENT, PairDifference
+
 if TYPE_CHECKING:
     from orchestrator.config.schema import ArmConfig
 
-
-ABSENT = "<absent>"
-
-
-SINGLE, CONFOUNDED, UNKNOWN, UNDECLARED = "single-variable", "confounded", "unknown", "not declared"
 
 
 def flatten(node: Any, prefix: str = "") -> dict[str, Any]:
@@ -50,14 +47,14 @@ def show(value: Any) -> str:
     return value if isinstance(value, str) else json.dumps(value)
 
 
-def describe_extra(pair: Mapping[str, Any]) -> str:
+def describe_extra(pair: PairDifference) -> str:
     """'engine_args.moe-backend (<absent> -> flashinfer_cutlass), ...'"""
-    return ", ".join(f"{leaf} ({show(pair['differing'][leaf][0])} -> {show(pair['differing'][leaf][1])})"
-                     for leaf in pair["extra"])
+    return ", ".join(f"{leaf} ({show(pair.differing[leaf][0])} -> {show(pair.differing[leaf][1])})"
+                     for leaf in pair.extra)
 
 
-def describe_all(pair: Mapping[str, Any]) -> str:
+def describe_all(pair: PairDifference) -> str:
     """Every differing leaf, each marked declared or NOT declared."""
     return ", ".join(f"{leaf} ({show(old)} -> {show(new)}) "
-                     f"[{'NOT declared' if leaf in pair['extra'] else 'declared'}]"
-                     for leaf, (old, new) in pair["differing"].items())
+                     f"[{'NOT declared' if leaf in pair.extra else 'declared'}]"
+                     for leaf, (old, new) in pair.differing.items())

@@ -10,7 +10,17 @@ import json
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from orchestrator.guard.leaves import ABSENT, CONFOUNDED, SINGLE, UNDECLARED, UNKNOWN, differences, matches
+from orchestrator.guard.leaves import differences, matches
+from orchestrator.guard.results import (
+    ABSENT,
+    CONFOUNDED,
+    SINGLE,
+    UNDECLARED,
+    UNKNOWN,
+    GuardResult,
+    ObservedCheck,
+    ObservedPair,
+)
 
 if TYPE_CHECKING:
     from orchestrator.config.schema import Config
@@ -48,7 +58,7 @@ def explains(declared: list[str], field: str, implications: Mapping[str, list[st
     return False
 
 
-def observed_check(config: Config, fingerprints: Mapping[str, Mapping[str, Any] | None]) -> dict[str, Any]:
+def observed_check(config: Config, fingerprints: Mapping[str, Mapping[str, Any] | None]) -> ObservedCheck:
     """Baseline vs each arm, fingerprint field by field. `fingerprints` maps arm -> its stored
     fingerprint (None when the arm failed before one was taken)."""
     study, baseline = config.study, config.baseline_arm
@@ -57,51 +67,47 @@ def observed_check(config: Config, fingerprints: Mapping[str, Mapping[str, Any] 
         if arm == baseline:
             continue
         declared = study.variables.get(arm)
-        pair: dict[str, Any] = {"arm": arm, "declared": declared, "differing": {}, "extra": [], "unknown": []}
+        pair = ObservedPair(arm, None if declared is None else list(declared), {}, extra=[], verdict=UNKNOWN)
+        pairs.append(pair)
         base_fp, arm_fp = fingerprints.get(baseline), fingerprints.get(arm)
-        missing = [name for name, fp in ((baseline, base_fp), (arm, arm_fp)) if not fp]
-        if missing:
-            pair["unknown"] = [f"fingerprint of {', '.join(missing)} (the arm failed before it was taken)"]
-            pair["verdict"] = UNKNOWN
-            pairs.append(pair)
+        if base_fp is None or arm_fp is None:
+            missing = [name for name, fp in ((baseline, base_fp), (arm, arm_fp)) if not fp]
+            pair.unknown = [f"fingerprint of {', '.join(missing)} (the arm failed before it was taken)"]
             continue
-        assert base_fp is not None and arm_fp is not None
         for name, fp in ((baseline, base_fp), (arm, arm_fp)):
             if (fp.get("probe") or {}).get("error"):
-                pair["unknown"].append(f"probe in {name}: {fp['probe']['error']}")
-        keep = [p for p in study.ignore_fields]
-        base_fields = {k: v for k, v in observed_fields(base_fp).items() if not any(matches(k, p) for p in keep)}
-        arm_fields = {k: v for k, v in observed_fields(arm_fp).items() if not any(matches(k, p) for p in keep)}
-        diff = {k: v for k, v in differences(base_fields, arm_fields).items()}
-        pair["differing"] = diff
-        covered = list(declared or [])
-        for field, (left, right) in diff.items():
-            if explains(covered, field, study.implications):
+                pair.unknown.append(f"probe in {name}: {fp['probe']['error']}")
+        base_fields, arm_fields = (
+            {k: v for k, v in observed_fields(fp).items() if not any(matches(k, p) for p in study.ignore_fields)}
+            for fp in (base_fp, arm_fp))
+        pair.differing = differences(base_fields, arm_fields)
+        for field, (left, right) in pair.differing.items():
+            if explains(list(declared or []), field, study.implications):
                 continue
             if ABSENT in (left, right) or None in (left, right):
-                pair["unknown"].append(f"{field} (read in one arm only)")
+                pair.unknown.append(f"{field} (read in one arm only)")
             else:
-                pair["extra"].append(field)
+                pair.extra.append(field)
         if declared is None:
-            pair["verdict"] = UNDECLARED
+            pair.verdict = UNDECLARED
         else:
-            pair["verdict"] = CONFOUNDED if pair["extra"] else UNKNOWN if pair["unknown"] else SINGLE
-        pairs.append(pair)
-    return {"baseline": baseline, "pairs": pairs}
+            pair.verdict = CONFOUNDED if pair.extra else UNKNOWN if pair.unknown else SINGLE
+    return ObservedCheck(baseline, pairs)
 
 
-def write(paths: RunPaths, **parts: Any) -> dict[str, Any]:
-    """Merge `parts` into RUN/guard.json (atomically) and return the whole document."""
+def write(paths: RunPaths, guard: GuardResult) -> None:
+    """RUN/guard.json, atomically: written after each check, so a run stopped half-way keeps the rest."""
     from orchestrator.record.paths import atomic_write_text
 
-    current = json.loads(paths.guard_json.read_text()) if paths.guard_json.is_file() else {}
-    current.update(parts)
-    atomic_write_text(paths.guard_json, json.dumps(current, indent=2, sort_keys=True, default=str) + "\n")
-    return current
+    atomic_write_text(paths.guard_json, json.dumps(guard.to_json(), indent=2, sort_keys=True, default=str) + "\n")
 
 
-def after_run(config: Config, paths: RunPaths) -> dict[str, Any]:
-    """The observed check over the arms table of a finished run, merged into guard.json."""
+def read(paths: RunPaths) -> GuardResult | None:
+    return GuardResult.from_json(json.loads(paths.guard_json.read_text())) if paths.guard_json.is_file() else None
+
+
+def after_run(config: Config, paths: RunPaths, guard: GuardResult) -> GuardResult:
+    """The observed check over the arms table of a finished run, added to `guard` and guard.json."""
     from orchestrator.record.tables import read_table
 
     fingerprints: dict[str, Any] = {}
@@ -112,4 +118,6 @@ def after_run(config: Config, paths: RunPaths) -> dict[str, Any]:
     for row in rows:
         text = row.get("fingerprint_json")
         fingerprints[row["arm"]] = json.loads(text) if text else None
-    return write(paths, observed=observed_check(config, fingerprints))
+    guard.observed = observed_check(config, fingerprints)
+    write(paths, guard)
+    return guard

@@ -9,35 +9,34 @@ from typing import Any
 
 from orchestrator.analysis.compare import arms_summary, compare
 from orchestrator.errors import ConfigError, RecordError
+from orchestrator.guard.observed import read as read_guard
 from orchestrator.record.paths import RunPaths, atomic_write_text
 from orchestrator.record.tables import read_table
 from orchestrator.report.html import to_html
 from orchestrator.report.markdown import markdown
+from orchestrator.report.model import StudyReport
 
 
 def build(paths: RunPaths, study: str, run_id: str, baseline: str | None,
           expectations: dict[str, Any] | None = None, sources: list[RunPaths] | None = None,
           arm_pairs: list[tuple[str, str]] | None = None, sweep: dict[str, Any] | None = None,
-          **_: Any) -> dict[str, Any]:
+          **_: Any) -> StudyReport:
     """Write the reports into `paths` from the record of `sources` (default: the same run)."""
     records = sources or [paths]
-    result = {"study": study, "run_id": run_id, "baseline": baseline, "arms": arms_summary(records),
-              **compare(records, baseline, expectations, arm_pairs=arm_pairs)}
-    if sweep:
-        result["sweep"] = sweep
-    if paths.guard_json.is_file():
-        result["guard"] = json.loads(paths.guard_json.read_text())
-    probes = read_table(paths, "probes").to_pylist()
-    if probes:  # kernel probes recorded in this run dir (orchestrator probe --out RUN_DIR)
-        result["probes"] = probes
-    atomic_write_text(paths.report_json, json.dumps(result, indent=2, sort_keys=True, allow_nan=False) + "\n")
-    atomic_write_text(paths.report_md, markdown(result))
-    atomic_write_text(paths.report_html, to_html(result))
-    return result
+    report = StudyReport(study=study, run_id=run_id, baseline=baseline, arms=arms_summary(records),
+                         comparison=compare(records, baseline, expectations, arm_pairs=arm_pairs),
+                         guard=read_guard(paths), sweep=sweep or None,
+                         # kernel probes recorded in this run dir (orchestrator probe --out RUN_DIR)
+                         probes=read_table(paths, "probes").to_pylist())
+    atomic_write_text(paths.report_json, json.dumps(report.to_json(), indent=2, sort_keys=True, allow_nan=False)
+                      + "\n")
+    atomic_write_text(paths.report_md, markdown(report))
+    atomic_write_text(paths.report_html, to_html(report))
+    return report
 
 
 def rebuild(run_dirs: list[Path], out: Path | None,
-            baseline: str | None) -> tuple[RunPaths, dict[str, Any], dict[str, Any]]:
+            baseline: str | None) -> tuple[RunPaths, StudyReport, dict[str, Any]]:
     """`compare`: re-make the reports of one run, or of several compared as one study (arms named
     RUN_DIR_NAME/ARM, reports into `out`). Returns (where they went, the result, the run's meta)."""
     sources = [RunPaths(d) for d in run_dirs]

@@ -6,14 +6,18 @@ import base64
 import html
 import io
 import re
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from orchestrator.analysis.results import Comparison
 from orchestrator.report.markdown import markdown
+
+if TYPE_CHECKING:
+    from orchestrator.report.model import StudyReport
 
 ALIGNMENT_CELL = re.compile(r":?-{3,}:?")
 
 
-def _plots(result: dict[str, Any]) -> list[str]:
+def _plots(result: Comparison) -> list[str]:
     """PNG images (base64) of per-position spread and distinct counts; [] without matplotlib."""
     try:
         import matplotlib
@@ -24,22 +28,22 @@ def _plots(result: dict[str, Any]) -> list[str]:
         return []
     images = []
     for key, label in (("prompt_spread", "prompt position"), ("generated_spread", "generated position")):
-        series = [p for p in result["positions"] if p.get(key)]
+        series = [p for p in result.positions if getattr(p, key)]
         if not series:
             continue
         fig, ax = plt.subplots(figsize=(9, 3.2))
         for p in series:
-            values = [float("nan") if v is None else v for v in p[key]]
-            ax.plot(values, label=f"{p['arm']} / {p['prompt_id']} / {p['phase']}", linewidth=1)
+            values = [float("nan") if v is None else v for v in getattr(p, key)]
+            ax.plot(values, label=f"{p.arm} / {p.prompt_id} / {p.phase}", linewidth=1)
         ax.set_xlabel(label)
         ax.set_ylabel("logprob spread (max - min)")
         ax.legend(fontsize=6, loc="upper left")
         images.append(_png(fig, plt))
-    cells = result["cells"]
+    cells = result.cells
     if cells:
         fig, ax = plt.subplots(figsize=(9, 0.3 * len(cells) + 1))
-        labels = [f"{c['arm']} / {c['prompt_id']} / {c['phase']}" for c in cells]
-        ax.barh(labels, [c["distinct_signatures"] or 0 for c in cells])
+        labels = [f"{c.arm} / {c.prompt_id} / {c.phase}" for c in cells]
+        ax.barh(labels, [c.distinct_signatures or 0 for c in cells])
         ax.set_xlabel("distinct signatures")
         ax.tick_params(axis="y", labelsize=6)
         images.append(_png(fig, plt))
@@ -82,13 +86,13 @@ def markdown_to_html(text: str) -> list[str]:
     return body
 
 
-def to_html(result: dict[str, Any]) -> str:
+def to_html(report: StudyReport) -> str:
     """Self-contained: the Markdown tables as HTML tables, plots inlined as PNG."""
-    body = markdown_to_html(markdown(result))
-    plots = _plots(result)
+    body = markdown_to_html(markdown(report))
+    plots = _plots(report.comparison)
     body += ["<h2>Plots</h2>", *(f'<img alt="plot" src="data:image/png;base64,{p}">' for p in plots)] if plots \
         else ["<p>(plots need matplotlib: pip install 'orchestrator[report]')</p>"]
     style = ("body{font-family:sans-serif;margin:2em;max-width:1200px} table{border-collapse:collapse;"
              "margin-bottom:1em;font-size:13px} td,th{border:1px solid #ccc;padding:2px 6px} img{max-width:100%}")
-    return (f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(result['study'])}</title>"
+    return (f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(report.study)}</title>"
             f"<style>{style}</style></head><body>\n" + "\n".join(body) + "\n</body></html>\n")

@@ -4,31 +4,36 @@ divergence rate that this sample supports."""
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
+from orchestrator.analysis.results import Cell, Comparison, Divergence
 from orchestrator.report.guard import markdown_section
 from orchestrator.report.probes import render_markdown
+
+if TYPE_CHECKING:
+    from orchestrator.report.model import StudyReport
 
 
 def _pct(value: float | None) -> str:
     return "n/a" if value is None else f"{100 * value:.1f}%"
 
 
-def rate(cell: dict[str, Any]) -> str:
-    if cell["distinct_signatures"] is None:
-        return cell["signature_note"] or "n/a"
-    if cell["divergent"] == 0:
-        return f"divergence rate <= {_pct(cell['upper_bound_95'])} (95%)"
-    return (f"{cell['divergent']} divergent in {cell['n']}; rate {_pct(cell['lower_bound_95'])}"
-            f"-{_pct(cell['upper_bound_95'])} (95%)")
+def rate(cell: Cell) -> str:
+    if cell.distinct_signatures is None:
+        return cell.signature_note or "n/a"
+    if cell.divergent == 0:
+        return f"divergence rate <= {_pct(cell.upper_bound_95)} (95%)"
+    return (f"{cell.divergent} divergent in {cell.n}; rate {_pct(cell.lower_bound_95)}"
+            f"-{_pct(cell.upper_bound_95)} (95%)")
 
 
-def _where(cell: dict[str, Any]) -> str:
-    pos = cell["first_divergent_position"]
+def _where(cell: Cell) -> str:
+    pos = cell.first_divergent_position
     if pos is None:
         return "-"
-    gap = cell["top1_top2_gap"]
-    tie = " (near-tie flip)" if cell["near_tie"] else ""
+    gap = cell.top1_top2_gap
+    tie = " (near-tie flip)" if cell.near_tie else ""
     return f"token {pos}, gap {gap:.3g}{tie}" if gap is not None else f"token {pos}"
 
 
@@ -36,14 +41,14 @@ def _num(value: float | None, fmt: str = ".3g") -> str:
     return "-" if value is None else format(value, fmt)
 
 
-def cells_table(result: dict[str, Any]) -> str:
+def cells_table(comparison: Comparison) -> str:
     lines = ["| arm | prompt | phase | n | distinct completions | distinct signatures | rate | first divergence |",
              "| --- | --- | --- | --- | --- | --- | --- | --- |"]
-    for c in result["cells"]:
-        sigs = "n/a" if c["distinct_signatures"] is None else f"{c['distinct_signatures']} in {c['n']}"
-        errors = f" (+{c['errors']} errors)" if c["errors"] else ""
-        lines.append(f"| {c['arm']} | {c['prompt_id']} | {c['phase']} | {c['n']}{errors} | "
-                     f"{c['distinct_completions']} in {c['n']} | {sigs} | {rate(c)} | {_where(c)} |")
+    for c in comparison.cells:
+        sigs = "n/a" if c.distinct_signatures is None else f"{c.distinct_signatures} in {c.n}"
+        errors = f" (+{c.errors} errors)" if c.errors else ""
+        lines.append(f"| {c.arm} | {c.prompt_id} | {c.phase} | {c.n}{errors} | "
+                     f"{c.distinct_completions} in {c.n} | {sigs} | {rate(c)} | {_where(c)} |")
     return "\n".join(lines)
 
 
@@ -52,80 +57,82 @@ def _table(header: list[str], rows: list[list[Any]]) -> list[str]:
             *("| " + " | ".join(str(v) for v in row) + " |" for row in rows), ""]
 
 
-def headline(result: dict[str, Any]) -> str:
-    varying = [c for c in result["cells"] if c["distinct_signatures"] not in (None, 1)]
-    parts = [f"{len(varying)} of {len(result['cells'])} cells show more than one signature"]
-    differ = [s for s in result["schedules"] if s["verdict"] == "differ"]
+def headline(comparison: Comparison) -> str:
+    varying = [c for c in comparison.cells if c.distinct_signatures not in (None, 1)]
+    parts = [f"{len(varying)} of {len(comparison.cells)} cells show more than one signature"]
+    differ = [s for s in comparison.schedules if s.verdict == "differ"]
     if differ:
         parts.append(f"{len(differ)} schedule comparisons differ")
-    cold = [c for c in result["cold"] if c["matches_warm"] is False]
+    cold = [c for c in comparison.cold if c.matches_warm is False]
     if cold:
         parts.append(f"{len(cold)} cold first requests differ from warm")
-    not_co = [c for c in result["cells"] if c["co_resident"] is False]
+    not_co = [c for c in comparison.cells if c.co_resident is False]
     if not_co:
         parts.append(f"{len(not_co)} concurrent cells were not actually co-resident")
     return "; ".join(parts) + "."
 
 
-def markdown(result: dict[str, Any]) -> str:
-    out = [f"# Study `{result['study']}`, run `{result['run_id']}`", ""]
-    guard = result.get("guard")
-    if guard:
-        out += [*markdown_section(guard), ""]
+def markdown(report: StudyReport) -> str:
+    result = report.comparison
+    out = [f"# Study `{report.study}`, run `{report.run_id}`", ""]
+    if report.guard:
+        out += [*markdown_section(report.guard), ""]
     out += [headline(result), ""]
-    if result.get("sweep"):
-        out += _sweep_section(result["sweep"])
+    if report.sweep:
+        out += _sweep_section(report.sweep)
     out += ["## Arms", ""]
     out += _table(["arm", "status", "image", "image id", "error"], [
-        [a["arm"], a["status"], a["image_ref"], (a["image_id"] or "")[:19],
-         (a["error"] or "").splitlines()[0] if a["error"] else ""] for a in result["arms"]])
+        [a.arm, a.status, a.image_ref, (a.image_id or "")[:19],
+         (a.error or "").splitlines()[0] if a.error else ""] for a in report.arms])
     out += ["## Repeatability per cell (warm requests)", "",
             "Signatures hash the top-k logprobs at 12 significant digits. Bounds are 95%: one-sided when "
             "nothing diverged, Clopper-Pearson otherwise. A first divergence whose top1-top2 gap is tiny is "
             "a near-tie flip, not by itself a kernel defect.", "", cells_table(result), ""]
-    positional = [c for c in result["cells"] if c["max_prompt_spread"] is not None]
+    positional = [c for c in result.cells if c.max_prompt_spread is not None]
     if positional:
         out += ["## Prompt positions (prompt_logprobs)", ""]
         out += _table(["arm", "prompt", "phase", "max forced-token spread", "first position with spread",
                        "min top-1 agreement", "min top-k overlap"], [
-            [c["arm"], c["prompt_id"], c["phase"], _num(c["max_prompt_spread"]),
-             _num(c["first_prompt_position_with_spread"], "d"), _num(c["min_top1_agreement"]),
-             _num(c["min_topk_overlap"])] for c in positional])
-    quality = [c for c in result["cells"] if c["quality_note"]]
+            [c.arm, c.prompt_id, c.phase, _num(c.max_prompt_spread),
+             _num(c.first_prompt_position_with_spread, "d"), _num(c.min_top1_agreement),
+             _num(c.min_topk_overlap)] for c in positional])
+    quality = [c for c in result.cells if c.quality_note]
     if quality:
         out += ["## Answer quality (separate from repeatability)", ""]
         out += _table(["arm", "prompt", "phase", "expectation", "passing", "distinct completions"], [
-            [c["arm"], c["prompt_id"], c["phase"], c["quality_note"], _pct(c["quality_pass"]),
-             c["distinct_completions"]] for c in quality])
-    concurrent = [c for c in result["cells"] if c["batch_size"] is not None]
+            [c.arm, c.prompt_id, c.phase, c.quality_note, _pct(c.quality_pass),
+             c.distinct_completions] for c in quality])
+    concurrent = [c for c in result.cells if c.batch_size is not None]
     if concurrent:
         out += ["## Concurrent batches", "",
                 "Requests of a batch are released together; `running seen` is the lowest, over the batches, "
                 "of the most running requests the server's /metrics showed while the batch was in flight.", ""]
         out += _table(["arm", "prompt", "phase", "batch size", "send spread (ms)", "running seen", "co-resident"], [
-            [c["arm"], c["prompt_id"], c["phase"], c["batch_size"], _num(c["max_send_spread_ms"]),
-             _num(c["min_running_observed"], "d"),
-             {True: "yes", False: "**no**", None: "unknown (no /metrics)"}[c["co_resident"]]] for c in concurrent])
-    if result["cold"]:
+            [c.arm, c.prompt_id, c.phase, c.batch_size, _num(c.max_send_spread_ms),
+             _num(c.min_running_observed, "d"),
+             {True: "yes", False: "**no**", None: "unknown (no /metrics)"}[c.co_resident]] for c in concurrent])
+    if result.cold:
         out += ["## Cold first request vs warm repeats", ""]
         out += _table(["arm", "prompt", "phase", "cold matches warm"], [
-            [c["arm"], c["prompt_id"], c["phase"],
-             {True: "yes", False: "**no**", None: "not comparable"}[c["matches_warm"]]] for c in result["cold"]])
-    parity = f"Parity with the baseline `{result['baseline']}`" if result["baseline"] else "Parity of arm pairs"
-    for title, key, first in (("Schedules within an arm", "schedules", ("arm", "phase_a", "phase_b")),
-                              (parity, "pairs", ("arm_a", "arm_b", "phase"))):
-        if result[key]:
+            [c.arm, c.prompt_id, c.phase,
+             {True: "yes", False: "**no**", None: "not comparable"}[c.matches_warm]] for c in result.cold])
+    parity = f"Parity with the baseline `{report.baseline}`" if report.baseline else "Parity of arm pairs"
+    checks: tuple[tuple[str, Sequence[Divergence], tuple[str, ...]], ...] = (
+        ("Schedules within an arm", result.schedules, ("arm", "phase_a", "phase_b")),
+        (parity, result.pairs, ("arm_a", "arm_b", "phase")))
+    for title, rows, first in checks:
+        if rows:
             out += [f"## {title}", ""]
             out += _table([*first, "prompt", "verdict", "first differing token", "max prompt logprob diff"], [
-                [*(r[k] for k in first), r["prompt_id"], r["verdict"], _num(r["first_divergent_position"], "d"),
-                 _num(r["max_prompt_logprob_diff"])] for r in result[key]])
-    if result.get("probes"):
-        out += [render_markdown(result["probes"]), ""]
-    if result["pooled"]:
+                [*(getattr(r, k) for k in first), r.prompt_id, r.verdict,
+                 _num(r.first_divergent_position, "d"), _num(r.max_prompt_logprob_diff)] for r in rows])
+    if report.probes:
+        out += [render_markdown(report.probes), ""]
+    if result.pooled:
         out += ["## Pooled over cells", ""]
         out += _table(["arm", "cells", "divergent", "n", "bound (95%)", "assumption"], [
-            [p["arm"], p["cells"], p["divergent"], p["n"], f"{_pct(p['lower_bound_95'])}-{_pct(p['upper_bound_95'])}",
-             p["assumption"]] for p in result["pooled"]])
+            [p.arm, p.cells, p.divergent, p.n, f"{_pct(p.lower_bound_95)}-{_pct(p.upper_bound_95)}",
+             p.assumption] for p in result.pooled])
     return "\n".join(out)
 
 

@@ -4,29 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from orchestrator.analysis.stats import POOLED_ASSUMPTION, pooled_bound
-
-
-def summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
-    """Pooled bound (with its assumption), cross-process agreement, flags, the device-compare speed-up."""
-    ran = [r for r in rows if r.get("unsupported") is None and r.get("repeats")]
-    production = [r for r in ran if not r.get("negative_control")]
-    speedups = [r["speedup_per_call"] for r in ran if r.get("speedup_per_call")]
-    largest = max(ran, key=lambda r: (r["M"] * r["N"], r.get("speedup_per_call") or 0), default=None)
-    return {
-        "cells": len(rows), "ran": len(ran), "unsupported": len(rows) - len(ran),
-        "cells_with_divergence": sum(r["distinct_digests"] > 1 for r in ran),
-        "pooled_production": pooled_bound([r["divergent_repeats"] for r in production],
-                                          [r["repeats"] for r in production]) if production else None,
-        "processes_disagree": sorted({(r["shape"], r["arm"], r["M"]) for r in ran
-                                      if r.get("processes_agree") is False}),
-        "row0_changes_with_m": sum(r.get("row0_bits_equal_m1") is False for r in production),
-        "production_flagged": sorted({(r["shape"], r["arm"], r["M"]) for r in production if r.get("flagged")}),
-        "negative_control_flagged": [sum(bool(r.get("flagged")) for r in ran if r.get("negative_control")),
-                                     sum(bool(r.get("negative_control")) for r in ran)],
-        "speedup_min": min(speedups, default=None), "speedup_max": max(speedups, default=None),
-        "speedup_largest_cell": (largest or {}).get("speedup_per_call"),
-    }
+from orchestrator.analysis.probes import summarize
+from orchestrator.analysis.stats import POOLED_ASSUMPTION
 
 
 def _fmt(value: Any, digits: int = 3) -> str:
@@ -43,7 +22,7 @@ def render_markdown(rows: list[dict[str, Any]]) -> str:
     """The probes section of a report: one line per cell (process 1), then the summary."""
     if not rows:
         return "## Kernel probes (GEMM)\n\nNo probe rows.\n"
-    s = summary(rows)
+    s = summarize(rows)
     first = [r for r in rows if r.get("process") in (None, 1)]
     head = rows[0]
     lines = ["## Kernel probes (GEMM)", "",
@@ -67,19 +46,19 @@ def render_markdown(rows: list[dict[str, Any]]) -> str:
             f"| {_fmt(r.get('row0_bits_equal_m1'))} / {_fmt(r.get('row0_max_ulps_vs_m1'))}{ref} "
             f"| {_fmt(r.get('max_ulps_vs_float64'))} | {_fmt(r.get('flagged'))}"
             f"{' (negative control)' if r.get('negative_control') else ''} | {_fmt(r.get('speedup_per_call'))} | |")
-    pooled = s["pooled_production"]
-    lines += ["", f"- cells: {s['cells']} ({s['ran']} ran, {s['unsupported']} unsupported); cells with more than "
-              f"one digest: {s['cells_with_divergence']}"]
+    pooled = s.pooled_production
+    lines += ["", f"- cells: {s.cells} ({s.ran} ran, {s.unsupported} unsupported); cells with more than "
+              f"one digest: {s.cells_with_divergence}"]
     if pooled:
-        lines.append(f"- pooled over the production cells: {pooled['divergent']} divergent of {pooled['n']} calls, "
-                     f"upper bound 95% {pooled['upper_bound_95']:.4g} ({POOLED_ASSUMPTION}; without it, only the "
+        lines.append(f"- pooled over the production cells: {pooled.divergent} divergent of {pooled.n} calls, "
+                     f"upper bound 95% {pooled.upper_bound_95:.4g} ({POOLED_ASSUMPTION}; without it, only the "
                      "per-cell bounds hold)")
-    lines += [f"- separate processes with the same seed disagree in: {s['processes_disagree'] or 'no cell'}",
-              f"- production cells whose row 0 differs bitwise from the reference M: {s['row0_changes_with_m']}",
-              f"- production cells flagged against float64: {s['production_flagged'] or 'none'}",
-              f"- negative control (row-major scale memory) flagged in {s['negative_control_flagged'][0]} of "
-              f"{s['negative_control_flagged'][1]} cells",
+    lines += [f"- separate processes with the same seed disagree in: {s.processes_disagree or 'no cell'}",
+              f"- production cells whose row 0 differs bitwise from the reference M: {s.row0_changes_with_m}",
+              f"- production cells flagged against float64: {s.production_flagged or 'none'}",
+              f"- negative control (row-major scale memory) flagged in {s.negative_control_flagged} of "
+              f"{s.negative_controls} cells",
               f"- device-side compare vs hashing every call on the CPU, per call: speed-up "
-              f"{_fmt(s['speedup_min'])} to {_fmt(s['speedup_max'])} (largest cell: {_fmt(s['speedup_largest_cell'])})",
+              f"{_fmt(s.speedup_min)} to {_fmt(s.speedup_max)} (largest cell: {_fmt(s.speedup_largest_cell)})",
               ""]
     return "\n".join(lines)

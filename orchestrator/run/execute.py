@@ -12,6 +12,7 @@ import sys
 from typing import Any
 
 from orchestrator.analysis.gate import failures
+from orchestrator.analysis.results import Comparison
 from orchestrator.config import security
 from orchestrator.config.arms import runtime_for
 from orchestrator.config.schema import Config
@@ -19,10 +20,12 @@ from orchestrator.errors import ConfigError, ExitStatus
 from orchestrator.guard import declared as guard_declared
 from orchestrator.guard import knobs as guard_knobs
 from orchestrator.guard import observed as guard_observed
+from orchestrator.guard.results import GuardResult
 from orchestrator.record.paths import RunPaths, atomic_write_text
 from orchestrator.report.build import build as build_reports
 from orchestrator.report.guard import headline as guard_headline
 from orchestrator.report.markdown import cells_table
+from orchestrator.report.model import StudyReport
 from orchestrator.run.arms import StudyRunner
 
 OWN_CONFIG_ALLOW = "runtime.allow=[{kind}] (in the config, or on the command line as '+runtime.allow=[{kind}]')"
@@ -46,7 +49,8 @@ def execute_study(typed: Config, paths: RunPaths, allow: list[str], how_to_allow
                             **(extra_meta or {})}
     atomic_write_text(paths.meta, json.dumps(meta, indent=2) + "\n")
     declared = guard_declared.declared_check(typed)  # before anything starts (docs/guard.md)
-    guard_observed.write(paths, declared=declared)
+    guard = GuardResult(declared=declared)
+    guard_observed.write(paths, guard)
     for line in guard_declared.warnings(declared):
         print(f"warning: {line}", file=sys.stderr)
     if problems := guard_declared.refusal(declared):
@@ -54,18 +58,18 @@ def execute_study(typed: Config, paths: RunPaths, allow: list[str], how_to_allow
     runtime = runtime_for(typed.runtime)
     runner = StudyRunner(typed, paths, run_id, runtime)
     try:
-        knobs = guard_knobs.check_knobs(typed, runtime, run_id)
-        guard_observed.write(paths, knobs=knobs)
-        if problems := guard_knobs.knob_refusal(typed, knobs):
+        guard.knobs = guard_knobs.check_knobs(typed, runtime, run_id)
+        guard_observed.write(paths, guard)
+        if problems := guard_knobs.knob_refusal(typed, guard.knobs):
             raise ConfigError(problems)
         runner.run()
     finally:
         runner.cleanup()  # belt and braces: nothing of this run survives, on any engine it used
-    guard = guard_observed.after_run(typed, paths)
+    guard_observed.after_run(typed, paths, guard)
     print(f"guard: {guard_headline(guard).replace('**', '')}", file=sys.stderr)
-    result = build_reports(paths, **meta)
-    print_summary(paths, result)
-    status = ExitStatus.GATE_FAILED if gate_failed(result, meta["gate"]) else ExitStatus.OK
+    report = build_reports(paths, **meta)
+    print_summary(paths, report)
+    status = ExitStatus.GATE_FAILED if gate_failed(report.comparison, meta["gate"]) else ExitStatus.OK
     if runner.failed:
         print(f"error: arm(s) failed: {', '.join(runner.failed)} (see {paths.report_md})", file=sys.stderr)
         status = ExitStatus.MEASUREMENT_FAILED
@@ -82,13 +86,13 @@ def expectations(typed: Config) -> dict[str, dict[str, Any]]:
     return out
 
 
-def gate_failed(result: dict[str, Any], gate: dict[str, Any]) -> bool:
-    problems = failures(result, gate)
+def gate_failed(comparison: Comparison, gate: dict[str, Any]) -> bool:
+    problems = failures(comparison, gate)
     for problem in problems:
         print(f"gate: {problem}", file=sys.stderr)
     return bool(problems)
 
 
-def print_summary(paths: RunPaths, result: dict[str, Any]) -> None:
-    print(cells_table(result))
+def print_summary(paths: RunPaths, report: StudyReport) -> None:
+    print(cells_table(report.comparison))
     print(f"\nReport: {paths.report_md}\nRecord: {paths.data}")

@@ -15,10 +15,12 @@ import sys
 import time
 from collections import defaultdict
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from orchestrator import probes
+from orchestrator.analysis.probes import ProbeSummary, summarize
 from orchestrator.analysis.stats import divergence_bound
 from orchestrator.config.compose import PROJECT_ROOT
 from orchestrator.config.probe import ProbeConfig
@@ -104,8 +106,17 @@ def record(paths: RunPaths, rows: list[dict[str, Any]], outputs: list[str]) -> N
     atomic_write_text(paths.root / "probes.md", render_markdown(rows))
 
 
+@dataclass
+class ProbeRun:
+    """What `orchestrator probe` made: where, the rows (one per cell and process), their summary."""
+
+    paths: RunPaths
+    rows: list[dict[str, Any]]
+    summary: ProbeSummary
+
+
 def probe(config: ProbeConfig, runtime: Runtime, out: Path | None, local: bool,
-          ingest: list[Path] | None) -> tuple[RunPaths, list[dict[str, Any]]]:
+          ingest: list[Path] | None) -> ProbeRun:
     """`orchestrator probe`: run (or ingest) the probe, record rows, raw outputs and RUN/probes.md."""
     stamp = time.strftime("%Y%m%d-%H%M%S")
     paths = RunPaths(out or PROJECT_ROOT / "runs" / "probes" / f"{config.name}-{stamp}")
@@ -114,4 +125,4 @@ def probe(config: ProbeConfig, runtime: Runtime, out: Path | None, local: bool,
     outputs = [p.read_text(encoding="utf-8") for p in ingest] if ingest else run_probe(config, runtime, run_id, local)
     rows = rows_from_outputs(outputs, config.name, run_id, None if local or ingest else config.image)
     record(paths, rows, outputs)
-    return paths, rows
+    return ProbeRun(paths, rows, summarize(rows))

@@ -29,7 +29,7 @@ def test_generator_answers_match_ours_and_plain(tmp_path) -> None:  # type: igno
     assert any(c["divergent"] == 0 for c in expected.cells.values())  # a clean cell too
     assert len(list((tmp_path / "data" / "responses").glob("*.parquet"))) == 8  # cells span part files
 
-    result = compare(RunPaths(tmp_path))
+    result = compare(RunPaths(tmp_path)).to_json()
     ours = [{k: c[k] for k in ("arm", "prompt_id", "phase", *bench.CHECKED)} for c in result["cells"]]
     assert bench.check(ours, expected, "ours") == expected.divergent_rows
     assert bench.check(bench.plain_compare(tmp_path), expected, "plain") == expected.divergent_rows

@@ -47,7 +47,7 @@ def cell(result: dict[str, Any], arm: str, prompt: str, phase: str = "seq") -> d
 
 def test_identical_cell_and_cold_apart(tmp_path) -> None:  # type: ignore[no-untyped-def]
     rows = [row("a", "p", "seq", [1, 2, 3], top1_lp=-0.5, cold=True)] + [row("a", "p", "seq", [1, 2, 3])] * 30
-    result = compare(record(tmp_path, rows))
+    result = compare(record(tmp_path, rows)).to_json()
     c = cell(result, "a", "p")
     assert (c["n"], c["distinct_signatures"], c["divergent"], c["first_divergent_position"]) == (30, 1, 0, None)
     assert c["upper_bound_95"] == pytest.approx(0.0950, abs=5e-5)
@@ -57,7 +57,7 @@ def test_identical_cell_and_cold_apart(tmp_path) -> None:  # type: ignore[no-unt
 def test_first_divergent_position_and_near_tie(tmp_path) -> None:  # type: ignore[no-untyped-def]
     rows = [row("a", "p", "seq", [1, 2, 3], top2_lp=-0.1001)] * 4 + [row("a", "p", "seq", [1, 2, 9], top2_lp=-0.1001)]
     rows += [row("a", "q", "seq", [1, 2, 3])] * 4 + [row("a", "q", "seq", [1, 5, 3])]
-    result = compare(record(tmp_path, rows))
+    result = compare(record(tmp_path, rows)).to_json()
     near = cell(result, "a", "p")
     assert (near["distinct_signatures"], near["divergent"], near["first_divergent_position"]) == (2, 1, 2)
     assert near["top1_top2_gap"] == pytest.approx(1e-4) and near["near_tie"] is True
@@ -73,7 +73,7 @@ def test_prompt_position_metrics(tmp_path) -> None:  # type: ignore[no-untyped-d
     same = [None, [(7, -1.0, 2), (5, -0.5, 1)], [(8, -0.2, 1), (9, -1.5, 2)]]
     flipped = [None, [(7, -1.0, 2), (5, -0.5, 1)], [(8, -0.45, 2), (9, -0.4, 1)]]
     rows = [row("a", "p", "seq", [1], prompt_lp=same)] * 3 + [row("a", "p", "seq", [1], prompt_lp=flipped)]
-    result = compare(record(tmp_path, rows))
+    result = compare(record(tmp_path, rows)).to_json()
     c = cell(result, "a", "p")
     assert c["max_prompt_spread"] == pytest.approx(0.25)
     assert c["first_prompt_position_with_spread"] == 2
@@ -87,7 +87,7 @@ def test_prompt_position_metrics(tmp_path) -> None:  # type: ignore[no-untyped-d
 def test_schedules_and_pairs_say_where(tmp_path) -> None:  # type: ignore[no-untyped-def]
     rows = [row("base", "p", "seq", [1, 2, 3])] * 3 + [row("base", "p", "conc", [1, 2, 3], kind="concurrent")] * 3
     rows += [row("b", "p", "seq", [1, 2, 3])] * 3 + [row("b", "p", "conc", [1, 4, 3], kind="concurrent")] * 3
-    result = compare(record(tmp_path, rows), baseline="base")
+    result = compare(record(tmp_path, rows), baseline="base").to_json()
     schedules = {s["arm"]: (s["verdict"], s["first_divergent_position"]) for s in result["schedules"]}
     assert schedules == {"base": ("identical", None), "b": ("differ", 1)}
     pairs = {p["phase"]: (p["verdict"], p["first_divergent_position"]) for p in result["pairs"]}
@@ -96,7 +96,7 @@ def test_schedules_and_pairs_say_where(tmp_path) -> None:  # type: ignore[no-unt
 
 def test_missing_logprobs_are_not_possible_never_equal(tmp_path) -> None:  # type: ignore[no-untyped-def]
     rows = [{**row("a", "p", "seq", [1]), "sig_top_logprobs": None, "top_logprobs": None}] * 3
-    result = compare(record(tmp_path, rows + [row("b", "p", "seq", [1])] * 3), baseline="b")
+    result = compare(record(tmp_path, rows + [row("b", "p", "seq", [1])] * 3), baseline="b").to_json()
     c = cell(result, "a", "p")
     assert c["distinct_signatures"] is None and "not possible" in c["signature_note"]
     assert result["pairs"][0]["verdict"] == "not comparable"
@@ -104,14 +104,14 @@ def test_missing_logprobs_are_not_possible_never_equal(tmp_path) -> None:  # typ
 
 def test_pooled_bound_states_its_assumption() -> None:
     pooled = pooled_bound([0] * 36, [30] * 36)
-    assert pooled["n"] == 1080 and pooled["upper_bound_95"] == pytest.approx(0.00277, abs=5e-6)
-    assert "common divergence rate" in str(pooled["assumption"])
+    assert pooled.n == 1080 and pooled.upper_bound_95 == pytest.approx(0.00277, abs=5e-6)
+    assert "common divergence rate" in str(pooled.assumption)
 
 
 def test_identical_wrong_answer_is_reported_wrong(tmp_path) -> None:  # type: ignore[no-untyped-def]
     rows = [row("a", "capital", "seq", [1], text=" Lyon")] * 3 + [row("a", "thai", "seq", [2], text="สวัสดีครับ")] * 2
     expect = {"capital": {"contains": "Paris"}, "thai": {"script": "Thai", "min_share": 0.9}}
-    result = compare(record(tmp_path, rows), expectations=expect)
+    result = compare(record(tmp_path, rows), expectations=expect).to_json()
     wrong = cell(result, "a", "capital")
     assert wrong["distinct_completions"] == 1 and wrong["quality_pass"] == 0.0
     assert cell(result, "a", "thai")["quality_pass"] == 1.0
@@ -136,7 +136,7 @@ def test_gate_failures(tmp_path) -> None:  # type: ignore[no-untyped-def]
 def test_several_runs_compare_as_one_study(tmp_path) -> None:  # type: ignore[no-untyped-def]
     first = record(tmp_path / "machine-a", [row("a", "p", "seq", [1, 2])] * 3)
     second = record(tmp_path / "machine-b", [row("a", "p", "seq", [1, 3])] * 3)
-    result = compare([first, second], baseline="machine-a/a")
+    result = compare([first, second], baseline="machine-a/a").to_json()
     assert {c["arm"] for c in result["cells"]} == {"machine-a/a", "machine-b/a"}
     [pair] = result["pairs"]
     assert (pair["arm_b"], pair["verdict"], pair["first_divergent_position"]) == ("machine-b/a", "differ", 1)

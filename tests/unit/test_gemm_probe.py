@@ -96,7 +96,7 @@ def test_runner_records_table_and_report(tmp_path: Path) -> None:
     result = build(paths, "probe", "r1", None)  # the run dir's report carries the probes' section once
     report = paths.report_md.read_text()
     assert sum(line.startswith("## Kernel probes") for line in report.splitlines()) == 1
-    assert "<td>---:</td>" not in paths.report_html.read_text() and result["probes"]
+    assert "<td>---:</td>" not in paths.report_html.read_text() and result.probes == table
 
 
 def test_html_tables_drop_every_alignment_row() -> None:

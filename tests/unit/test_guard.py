@@ -12,10 +12,11 @@ from orchestrator.config.arms import runtime_for
 from orchestrator.config.schema import RuntimeConfig, RuntimeKind
 from orchestrator.errors import ConfigError
 from orchestrator.guard import declared as guard_declared
-from orchestrator.guard import fingerprint
+from orchestrator.guard import fingerprint, results
 from orchestrator.guard import knobs as guard_knobs
 from orchestrator.guard import leaves as guard_leaves
 from orchestrator.guard import observed as guard_observed
+from orchestrator.guard.results import GuardResult
 from orchestrator.report import guard as guard_report
 from orchestrator.runtime.fake import FakeRuntime
 from orchestrator.runtime.spec import ExecResult
@@ -38,28 +39,28 @@ def fp(**log_facts: str) -> dict[str, Any]:
                       "env": {"HOSTNAME": "abc123", "PATH": "/usr/bin"}, "errors": {}}}
 
 
-def pair(result: dict[str, Any], arm: str) -> dict[str, Any]:
-    [found] = [p for p in result["pairs"] if p["arm"] == arm]
+def pair(result: Any, arm: str) -> Any:
+    [found] = [p for p in result.pairs if p.arm == arm]
     return found
 
 
 def test_flatten_and_differences() -> None:
     leaves = guard_leaves.flatten({"engine_args": {"seed": 0, "fused-finalize": True}, "env": {}, "command": ["a"]})
     assert leaves == {"engine_args.seed": 0, "engine_args.fused-finalize": True, "command": ["a"]}
-    absent = guard_leaves.ABSENT
+    absent = results.ABSENT
     assert guard_leaves.differences({"a": 1, "b": 2}, {"a": 1, "c": 3}) == {"b": [2, absent], "c": [absent, 3]}
 
 
 def test_finalize_only_is_single_variable_in_config_and_observed() -> None:
     cfg = load("study=guard_finalize_only")
     declared = guard_declared.enforce_declared(cfg)
-    assert pair(declared, "fused")["verdict"] == guard_leaves.SINGLE
-    assert pair(declared, "fused")["differing"] == {"engine_args.fused-finalize": [guard_leaves.ABSENT, True]}
+    assert pair(declared, "fused").verdict == results.SINGLE
+    assert pair(declared, "fused").differing == {"engine_args.fused-finalize": [results.ABSENT, True]}
     unfused, fused = fp(), fp(fused_finalize="on", autotune_key="bbbb")
     fused["probe"]["env"]["HOSTNAME"] = "def456"  # differs between any two containers: ignored
     observed = guard_observed.observed_check(cfg, {"unfused": unfused, "fused": fused})
-    assert pair(observed, "fused")["verdict"] == guard_leaves.SINGLE
-    headline = guard_report.headline({"declared": declared, "observed": observed})
+    assert pair(observed, "fused").verdict == results.SINGLE
+    headline = guard_report.headline(GuardResult(declared=declared, observed=observed))
     assert headline.startswith("Single-variable in config and observed")
     assert "fused changes engine_args.fused-finalize" in headline
 
@@ -78,28 +79,28 @@ def test_confounded_config_is_refused_listing_every_differing_leaf() -> None:
 def test_allow_confounded_runs_and_the_headline_says_so() -> None:
     cfg = load("study=guard_finalize_and_pin", "study.allow_confounded=true")
     declared = guard_declared.enforce_declared(cfg)
-    assert declared["confounded"] and guard_declared.refusal(declared) == []
+    assert declared.confounded and guard_declared.refusal(declared) == []
     assert guard_declared.warnings(declared) == [
         "CONFOUNDED (allowed): arm 'fused' also differs in engine_args.moe-backend (<absent> -> flashinfer_cutlass)"]
-    lines = guard_report.markdown_section({"declared": declared})
+    lines = guard_report.markdown_section(GuardResult(declared=declared))
     assert lines[0].startswith("**CONFOUNDED**: fused vs unfused in config: engine_args.moe-backend")
 
 
 def test_derived_cache_key_is_confounded_unless_its_implication_is_declared() -> None:
     cfg = load("study=guard_derived_key")
-    assert pair(guard_declared.enforce_declared(cfg), "pinned")["verdict"] == guard_leaves.SINGLE
+    assert pair(guard_declared.enforce_declared(cfg), "pinned").verdict == results.SINGLE
     prints = {"auto": fp(), "pinned": fp(moe_backend_requested="flashinfer_cutlass", autotune_key="bbbb")}
     observed = pair(guard_observed.observed_check(cfg, prints), "pinned")
-    assert observed["verdict"] == guard_leaves.CONFOUNDED
-    assert observed["extra"] == ["log_facts.autotune_key"]  # moe_backend_requested is a default implication
+    assert observed.verdict == results.CONFOUNDED
+    assert observed.extra == ["log_facts.autotune_key"]  # moe_backend_requested is a default implication
     cfg.study.implications["engine_args.moe-backend"].append("log_facts.autotune_key")
-    assert pair(guard_observed.observed_check(cfg, prints), "pinned")["verdict"] == guard_leaves.SINGLE
+    assert pair(guard_observed.observed_check(cfg, prints), "pinned").verdict == results.SINGLE
 
 
 def test_backend_pin_preset_declares_the_implication() -> None:
     cfg = load("study=backend_pin")
     prints = {"auto": fp(), "pinned": fp(moe_backend_requested="flashinfer_cutlass", autotune_key="bbbb")}
-    assert pair(guard_observed.observed_check(cfg, prints), "pinned")["verdict"] == guard_leaves.SINGLE
+    assert pair(guard_observed.observed_check(cfg, prints), "pinned").verdict == results.SINGLE
 
 
 def test_image_change_implies_everything_inside_it() -> None:
@@ -108,7 +109,7 @@ def test_image_change_implies_everything_inside_it() -> None:
     other = fp()
     other["image_id"], other["probe"]["packages"]["torch"] = "sha256:other", "2.14.0"
     observed = guard_observed.observed_check(cfg, {"unfused": fp(), "fused": other})
-    assert pair(observed, "fused")["verdict"] == guard_leaves.SINGLE
+    assert pair(observed, "fused").verdict == results.SINGLE
 
 
 def test_unreadable_fields_make_the_pair_unknown() -> None:
@@ -116,16 +117,16 @@ def test_unreadable_fields_make_the_pair_unknown() -> None:
     broken = fp(fused_finalize="on", autotune_key="bbbb")
     broken["probe"] = {"error": "python3: exit 126: executable file not found"}
     observed = pair(guard_observed.observed_check(cfg, {"unfused": fp(), "fused": broken}), "fused")
-    assert observed["verdict"] == guard_leaves.UNKNOWN
-    assert any("probe in fused: python3: exit 126" in u for u in observed["unknown"])
+    assert observed.verdict == results.UNKNOWN
+    assert any("probe in fused: python3: exit 126" in u for u in observed.unknown)
     gpu = fp(fused_finalize="on", autotune_key="bbbb")
     gpu["probe"]["gpu"]["driver"] = "590.48.01"
     observed = pair(guard_observed.observed_check(cfg, {"unfused": fp(), "fused": gpu}), "fused")
-    assert observed["verdict"] == guard_leaves.UNKNOWN and observed["unknown"] == ["gpu.driver (read in one arm only)"]
+    assert observed.verdict == results.UNKNOWN and observed.unknown == ["gpu.driver (read in one arm only)"]
     failed = pair(guard_observed.observed_check(cfg, {"unfused": fp(), "fused": None}), "fused")
-    assert failed["verdict"] == guard_leaves.UNKNOWN and "fingerprint of fused" in failed["unknown"][0]
+    assert failed.verdict == results.UNKNOWN and "fingerprint of fused" in failed.unknown[0]
     assert "observed check incomplete (unknown)" in guard_report.headline(
-        {"declared": guard_declared.declared_check(cfg), "observed": {"baseline": "unfused", "pairs": [failed]}})
+        GuardResult(declared=guard_declared.declared_check(cfg), observed=results.ObservedCheck("unfused", [failed])))
 
 
 def test_observed_difference_beyond_the_variable_is_confounded() -> None:
@@ -133,7 +134,7 @@ def test_observed_difference_beyond_the_variable_is_confounded() -> None:
     other = fp(fused_finalize="on", autotune_key="bbbb")
     other["probe"]["packages"]["torch"] = "2.14.0"
     observed = pair(guard_observed.observed_check(cfg, {"unfused": fp(), "fused": other}), "fused")
-    assert observed["verdict"] == guard_leaves.CONFOUNDED and observed["extra"] == ["packages.torch"]
+    assert observed.verdict == results.CONFOUNDED and observed.extra == ["packages.torch"]
 
 
 def test_misspelled_variable_gets_the_closest_leaf() -> None:
@@ -148,7 +149,7 @@ def test_misspelled_variable_gets_the_closest_leaf() -> None:
 
 def test_variables_of_a_removed_arm_are_ignored() -> None:
     declared = guard_declared.enforce_declared(load("~arms.wide_batch"))
-    assert declared["pairs"] == [] and declared["not_in_study"] == ["wide_batch"]
+    assert declared.pairs == [] and declared.not_in_study == ["wide_batch"]
 
 
 def test_undeclared_arm_in_a_declaring_study_is_an_error() -> None:
@@ -161,18 +162,19 @@ def test_study_without_variables_is_not_checked() -> None:
     cfg = load("study=guard_finalize_only")
     cfg.study.variables = {}
     declared = guard_declared.enforce_declared(cfg)
-    assert not declared["checked"] and pair(declared, "fused")["verdict"] == guard_leaves.UNDECLARED
-    assert guard_report.headline({"declared": declared}).startswith("Single-variable check: not declared")
+    assert not declared.checked and pair(declared, "fused").verdict == results.UNDECLARED
+    assert guard_report.headline(GuardResult(declared=declared)).startswith("Single-variable check: not declared")
 
 
 def test_shared_cache_across_finalize_modes_is_flagged() -> None:
-    [cache] = guard_declared.declared_check(load("study=guard_shared_cache"))["shared_caches"]
-    assert cache["flagged"] and cache["dir"] == "scratch/shared/autotune"
-    assert cache["differing"] == {"engine_args.fused-finalize": {"unfused": guard_leaves.ABSENT, "fused": True}}
-    [cold] = guard_declared.declared_check(load("study=autotune_cold"))["shared_caches"]
-    assert not cold["flagged"]  # same finalize mode and backend: sharing is the point
-    assert guard_declared.declared_check(load("study=guard_finalize_only"))["shared_caches"] == []  # fresh dirs
-    lines = guard_report.markdown_section({"declared": guard_declared.declared_check(load("study=guard_shared_cache"))})
+    [cache] = guard_declared.declared_check(load("study=guard_shared_cache")).shared_caches
+    assert cache.flagged and cache.dir == "scratch/shared/autotune"
+    assert cache.differing == {"engine_args.fused-finalize": {"unfused": results.ABSENT, "fused": True}}
+    [cold] = guard_declared.declared_check(load("study=autotune_cold")).shared_caches
+    assert not cold.flagged  # same finalize mode and backend: sharing is the point
+    assert guard_declared.declared_check(load("study=guard_finalize_only")).shared_caches == []  # fresh dirs
+    shared = guard_declared.declared_check(load("study=guard_shared_cache"))
+    lines = guard_report.markdown_section(GuardResult(declared=shared))
     assert any(line.startswith("- **Shared cache flagged**: scratch/shared/autotune") for line in lines)
 
 
@@ -210,13 +212,13 @@ def test_check_knobs_lists_once_per_image_and_refuses_unknown_names() -> None:
     runtime, calls = listing_runtime(json.dumps(KNOWN))
     listed = guard_knobs.check_knobs(cfg, runtime, "run-1")
     assert calls == [["--list-knobs"]]  # once per image, not once per arm
-    assert listed["unfused"]["checked"] and listed["unfused"]["unknown"] == []
+    assert listed["unfused"].checked and listed["unfused"].unknown == []
     problems = guard_knobs.knob_refusal(cfg, listed)
     assert "VLLM_FLASHINFER_AUTOTUNE_CACHE_DIRS" in problems[0] and "allow_unknown_knobs" in problems[-1]
     cfg.study.allow_unknown_knobs = True
     assert guard_knobs.knob_refusal(cfg, listed) == []
     cfg.arms["fused"].knobs.command = None
-    assert guard_knobs.check_knobs(cfg, runtime, "run-1")["fused"]["checked"] is False
+    assert guard_knobs.check_knobs(cfg, runtime, "run-1")["fused"].checked is False
 
 
 def test_matrix_key_covers_the_cell_fields_and_not_the_env() -> None:

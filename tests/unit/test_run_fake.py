@@ -42,8 +42,8 @@ def test_the_run_records_every_request_and_the_comparison_finds_the_noise(tmp_pa
     prompts = len(typed.prompts.prompts)
     assert len(responses) == 2 * prompts * (6 + 4 * 2)  # two arms, 6 sequential + 2 batches of 4 per prompt
     assert all(r["error"] is None for r in responses)
-    cells = compare([paths], "baseline")["cells"]
-    varying = {c["arm"] for c in cells if c["distinct_signatures"] not in (None, 1)}
+    cells = compare([paths], "baseline").cells
+    varying = {c.arm for c in cells if c.distinct_signatures not in (None, 1)}
     assert varying == ({noisy_arm} if noisy_arm else set())
     logs = read_table(paths, "logs").to_pylist()
     assert any("shutting down" in line["text"] for line in logs)  # logs are read after the stop
@@ -66,5 +66,5 @@ def test_the_knob_check_runs_through_the_runtime(tmp_path: Path) -> None:
     typed = study(None)
     typed.arms["wide_batch"].env["VLLM_BATCH_INVARIENT"] = "1"  # a typo the engine would ignore
     knobs = check_knobs(typed, fake_runtime(), "run-knobs")
-    assert knobs["baseline"]["checked"] and knobs["baseline"]["unknown"] == []
-    assert "Did you mean 'VLLM_BATCH_INVARIANT'?" in knobs["wide_batch"]["unknown"][0]
+    assert knobs["baseline"].checked and knobs["baseline"].unknown == []
+    assert "Did you mean 'VLLM_BATCH_INVARIANT'?" in knobs["wide_batch"].unknown[0]

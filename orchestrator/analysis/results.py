@@ -1,0 +1,132 @@
+"""What the comparison returns: typed results, rendered by report/ and serialised as report.json."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+
+@dataclass
+class Cell:
+    """One (arm, prompt, phase) over its warm requests."""
+
+    arm: str
+    prompt_id: str
+    phase: str
+    n: int  # warm requests that got a parsable answer
+    errors: int
+    distinct_completions: int
+    distinct_signatures: int | None  # None: the server returned no top logprobs
+    divergent: int | None  # requests whose signature differs from the cell's most common one
+    upper_bound_95: float | None
+    lower_bound_95: float | None
+    signature_note: str = ""
+    first_divergent_position: int | None = None  # generated position where a request first differs
+    top1_top2_gap: float | None = None  # at that position, in the reference request
+    near_tie: bool | None = None
+    max_generated_spread: float | None = None
+    max_prompt_spread: float | None = None
+    first_prompt_position_with_spread: int | None = None
+    min_top1_agreement: float | None = None
+    min_topk_overlap: float | None = None
+    quality_pass: float | None = None  # share of answers passing the prompt's expectation
+    quality_note: str = ""
+    batch_size: int | None = None  # concurrent phases: requests per batch
+    min_running_observed: int | None = None  # lowest running-request count seen during a batch
+    max_send_spread_ms: float | None = None
+    co_resident: bool | None = None
+
+    @property
+    def label(self) -> str:
+        return f"{self.arm}/{self.prompt_id}/{self.phase}"
+
+
+@dataclass
+class ColdCheck:
+    """The cold first request of an arm against the warm requests of its cell."""
+
+    arm: str
+    prompt_id: str
+    phase: str
+    matches_warm: bool | None  # None: not comparable (an error, or no signature)
+
+
+@dataclass
+class Divergence:
+    """Where two cells' reference requests part."""
+
+    prompt_id: str
+    verdict: str  # identical | differ | not comparable
+    first_divergent_position: int | None
+    max_prompt_logprob_diff: float | None
+
+
+@dataclass
+class ScheduleCheck(Divergence):
+    """Within an arm and prompt, one phase against a later one (e.g. sequential vs concurrent)."""
+
+    arm: str = ""
+    phase_a: str = ""
+    phase_b: str = ""
+
+
+@dataclass
+class PairCheck(Divergence):
+    """An arm against the baseline (or a sweep's pair) for one prompt and phase."""
+
+    arm_a: str = ""
+    arm_b: str = ""
+    phase: str = ""
+
+
+@dataclass
+class PooledBound:
+    """An arm's cells pooled, with the assumption that makes pooling valid."""
+
+    arm: str
+    cells: int
+    divergent: int
+    n: int
+    lower_bound_95: float
+    upper_bound_95: float
+    assumption: str
+
+
+@dataclass
+class PositionSeries:
+    """Per-position spreads of one cell, for the plots."""
+
+    arm: str
+    prompt_id: str
+    phase: str
+    generated_spread: list[float | None] | None = None
+    prompt_spread: list[float | None] | None = None
+    top1_agreement: list[float | None] | None = None
+    topk_overlap: list[float | None] | None = None
+
+
+@dataclass
+class ArmSummary:
+    """An arm as the `arms` table records it."""
+
+    arm: str
+    status: str
+    image_ref: str | None
+    image_id: str | None
+    error: str | None
+
+
+@dataclass
+class Comparison:
+    cells: list[Cell] = field(default_factory=list)
+    cold: list[ColdCheck] = field(default_factory=list)
+    schedules: list[ScheduleCheck] = field(default_factory=list)
+    pairs: list[PairCheck] = field(default_factory=list)
+    pooled: list[PooledBound] = field(default_factory=list)
+    positions: list[PositionSeries] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        """As report.json holds it (a position series keeps only the series it has)."""
+        out = asdict(self)
+        out["positions"] = [{k: v for k, v in p.items() if v is not None} for p in out["positions"]]
+        return out

@@ -1,0 +1,104 @@
+"""What the guard returns: typed results, kept in RUN/guard.json and rendered by report/guard.py."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+ABSENT = "<absent>"
+SINGLE, CONFOUNDED, UNKNOWN, UNDECLARED = "single-variable", "confounded", "unknown", "not declared"
+
+
+@dataclass
+class PairDifference:
+    """Baseline vs one arm: every differing leaf (or fingerprint field) and which of them the arm's
+    declared variables do not explain."""
+
+    arm: str
+    declared: list[str] | None  # None: the study declares no variables for this arm
+    differing: dict[str, list[Any]]  # leaf -> [baseline value, arm value]
+    extra: list[str]  # differing, not explained by a declared variable
+    verdict: str  # SINGLE | CONFOUNDED | UNKNOWN | UNDECLARED
+
+
+@dataclass
+class DeclaredPair(PairDifference):
+    """Config leaves."""
+
+    unused: list[str] = field(default_factory=list)  # declared, yet equal in both arms
+
+
+@dataclass
+class ObservedPair(PairDifference):
+    """Fingerprint fields."""
+
+    unknown: list[str] = field(default_factory=list)  # fields that could not be read in both arms
+
+
+@dataclass
+class SharedCache:
+    """A scratch dir several arms share; flagged when they differ in a cache leaf."""
+
+    dir: str
+    arms: list[str]
+    differing: dict[str, dict[str, Any]]  # leaf -> arm -> value
+    flagged: bool
+
+
+@dataclass
+class DeclaredCheck:
+    checked: bool  # the study declares variables
+    baseline: str
+    allow_confounded: bool
+    pairs: list[DeclaredPair]
+    not_in_study: list[str]  # arms study.variables names that the study does not have
+    shared_caches: list[SharedCache]
+
+    @property
+    def confounded(self) -> bool:
+        return any(p.verdict == CONFOUNDED for p in self.pairs)
+
+
+@dataclass
+class ObservedCheck:
+    baseline: str
+    pairs: list[ObservedPair]
+
+
+@dataclass
+class KnobCheck:
+    """An arm's flags and env names against what the engine in its image lists."""
+
+    checked: bool
+    unknown: list[str] = field(default_factory=list)  # one problem per unknown name
+    reason: str | None = None  # why it was not checked
+    flags_known: int | None = None
+    env_known: int | None = None
+
+
+@dataclass
+class GuardResult:
+    declared: DeclaredCheck | None = None
+    observed: ObservedCheck | None = None
+    knobs: dict[str, KnobCheck] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        out = asdict(self)
+        if self.declared is not None:
+            out["declared"]["confounded"] = self.declared.confounded
+        out["knobs"] = {arm: {k: v for k, v in check.items() if v is not None} for arm, check in out["knobs"].items()}
+        return out
+
+    @classmethod
+    def from_json(cls, doc: dict[str, Any]) -> GuardResult:
+        declared = doc.get("declared")
+        observed = doc.get("observed")
+        return cls(
+            declared=None if declared is None else DeclaredCheck(
+                checked=declared["checked"], baseline=declared["baseline"],
+                allow_confounded=declared["allow_confounded"],
+                pairs=[DeclaredPair(**p) for p in declared["pairs"]], not_in_study=declared["not_in_study"],
+                shared_caches=[SharedCache(**c) for c in declared["shared_caches"]]),
+            observed=None if observed is None else ObservedCheck(
+                baseline=observed["baseline"], pairs=[ObservedPair(**p) for p in observed["pairs"]]),
+            knobs={arm: KnobCheck(**k) for arm, k in (doc.get("knobs") or {}).items()})

@@ -1,0 +1,33 @@
+"""What a report shows: one study's results, typed, as the stages returned them."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from orchestrator.analysis.results import ArmSummary, Comparison
+from orchestrator.guard.results import GuardResult
+
+
+@dataclass
+class StudyReport:
+    study: str
+    run_id: str
+    baseline: str | None
+    arms: list[ArmSummary]
+    comparison: Comparison
+    guard: GuardResult | None = None
+    probes: list[dict[str, Any]] = field(default_factory=list)  # rows of the `probes` table
+    sweep: dict[str, Any] | None = None  # sweep/callback.py's summary
+
+    def to_json(self) -> dict[str, Any]:
+        """report.json: the comparison's lists at the top level, the rest only where present."""
+        out: dict[str, Any] = {"study": self.study, "run_id": self.run_id, "baseline": self.baseline,
+                               "arms": [asdict(a) for a in self.arms], **self.comparison.to_json()}
+        if self.guard is not None:
+            out["guard"] = self.guard.to_json()
+        if self.probes:
+            out["probes"] = self.probes
+        if self.sweep:
+            out["sweep"] = self.sweep
+        return out
