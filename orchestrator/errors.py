@@ -7,6 +7,7 @@ what went wrong and what to do.
     │   ├── EngineUnavailable         no Docker engine / no such runtime reachable
     │   ├── ImageError                image missing and not buildable, or build failed
     │   └── ArmStartError             container exited or never became ready (carries log tail)
+    ├── EngineFailure                 the engine died mid-protocol or answered nothing (exit 4)
     └── RecordError                   a run directory / Parquet record is missing or unreadable (exit 2)
 """
 
@@ -68,6 +69,12 @@ class ArmStartError(RuntimeFailure):
         self.log_tail = log_tail or []
         tail = "\n".join(f"    {line}" for line in self.log_tail)
         super().__init__(f"{message}\n  last {len(self.log_tail)} log lines:\n{tail}" if tail else message)
+
+
+class EngineFailure(OrchestratorError):
+    """The engine died mid-protocol, or answered no request of an arm successfully."""
+
+    exit_status = 4
 
 
 class RecordError(OrchestratorError):

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import re
 import sys
+from pathlib import Path
 from typing import Any
 
 VOLATILE = re.compile(r"(_ns|_ms|_s|run_id|container_id|image_id|matrix_key|hostname|HOSTNAME|spread.*|"
@@ -43,7 +44,7 @@ def main(argv: list[str]) -> int:
     if len(argv) != 2:
         print(__doc__.strip(), file=sys.stderr)
         return 2
-    before, after = (strip(json.loads(open(p, encoding="utf-8").read())) for p in argv)
+    before, after = (strip(json.loads(Path(p).read_text(encoding="utf-8"))) for p in argv)
     problems = diff(before, after)
     for line in problems:
         print(line)

@@ -1,9 +1,10 @@
 """A vLLM-shaped engine for the fake runtime (orchestrator/runtime/fake.py): OpenAI completions with
 logprobs, /health, /version, /v1/models, /metrics and vLLM's startup lines, all in-process.
 
-`fake-engine` answers every identical request identically; `fake-noisy` perturbs the logprobs of every
-call (a mechanism switched on, for tests that must detect it); `fake-crash` exits at once with status 3;
-`fake-idle` starts and answers nothing.
+Images: `fake-engine` answers every identical request identically; `fake-noisy` perturbs the logprobs of
+every call (a mechanism switched on, for tests that must detect it); `fake-crash` exits at once with
+status 3; `fake-dying` dies at its fourth completion; `fake-refusing` answers every completion with HTTP
+400; `fake-idle` starts and answers nothing.
 """
 
 from __future__ import annotations
@@ -73,6 +74,36 @@ def _commands(argv: list[str], env: Mapping[str, str]) -> ExecResult:
     return ExecResult(127, f"{argv[0]}: not found\n")
 
 
+def _dying(spec: ContainerSpec) -> FakeServer:
+    """Answers three completions, then its engine core dies: HTTP 500, a traceback in the log, exit 1."""
+    answered = itertools.count()
+    server = FakeServer(handler=lambda request: httpx.Response(500), log=["INFO Starting vLLM-compatible server"],
+                        commands=_commands)
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        if request.url.path != "/v1/completions":
+            return _answer(request, False, 0)
+        if next(answered) < 3:
+            return _answer(request, False, 0)
+        server.log += ["INFO request 4 received", "ERROR EngineCore encountered a fatal error.",
+                       "Traceback (most recent call last):", '  File "batch_invariant.py", line 1, in mean_dim',
+                       "TypeError: 'function' object is not subscriptable", "INFO Shutting down"]
+        server.exit_code = 1
+        return httpx.Response(500, json={"error": {"message": "EngineCore encountered an issue."}})
+
+    server.handler = handler
+    return server
+
+
+def _refusing(spec: ContainerSpec) -> FakeServer:
+    def handler(request: httpx.Request) -> httpx.Response:
+        if request.url.path == "/v1/completions":
+            return httpx.Response(400, json={"error": {"message": "Requested sample logprobs of 25, which is greater "
+                                                                  "than max allowed: 20"}})
+        return _answer(request, False, 0)
+    return FakeServer(handler=handler, log=["INFO Starting vLLM-compatible server"], commands=_commands)
+
+
 def _crash(spec: ContainerSpec) -> FakeServer:
     return FakeServer(handler=lambda request: httpx.Response(500), log=["boom: no model"], exit_code=3)
 
@@ -82,5 +113,6 @@ def _idle(spec: ContainerSpec) -> FakeServer:
 
 
 def fake_runtime() -> FakeRuntime:
-    return FakeRuntime({"fake-engine": engine(), "fake-noisy": engine(noisy=True), "fake-crash": _crash,
-                        "fake-idle": _idle}, commands=_commands)
+    images = {"fake-engine": engine(), "fake-noisy": engine(noisy=True), "fake-crash": _crash, "fake-dying": _dying,
+              "fake-refusing": _refusing, "fake-idle": _idle}
+    return FakeRuntime(images, commands=_commands)

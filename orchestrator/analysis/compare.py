@@ -8,6 +8,7 @@ the writer lands each cell's rows contiguously, so memory holds one cell at a ti
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
@@ -36,7 +37,7 @@ from orchestrator.record.tables import iter_batches, read_table
 KEY = ("arm", "prompt_id", "phase")
 COLUMNS = ["arm", "prompt_id", "phase", "phase_kind", "batch_id", "cold", "error", "completion_text",
            "sig_text", "sig_token_ids", "sig_top_logprobs", "token_ids", "tokens", "token_logprobs",
-           "top_gaps", "prompt_logprobs", "batch_send_spread_ns", "batch_running_max"]
+           "top_gaps", "top_logprobs_entries", "prompt_logprobs", "batch_send_spread_ns", "batch_running_max"]
 NEAR_TIE_GAP = 1e-2  # nats: a first divergence whose top1-top2 gap is below this is a near-tie flip
 
 
@@ -56,6 +57,7 @@ class _Accumulator:
 
     result: Comparison = field(default_factory=Comparison)
     refs: dict[tuple[str, str, str], _Reference] = field(default_factory=dict)
+    capacities: dict[str, int | None] = field(default_factory=dict)  # arm -> requests it runs at once
 
 
 def _labelled(sources: RunPaths | list[RunPaths]) -> list[tuple[RunPaths, str]]:
@@ -106,7 +108,7 @@ def compare(sources: RunPaths | list[RunPaths], baseline: str | None = None,
             expectations: dict[str, Any] | None = None, near_tie_gap: float = NEAR_TIE_GAP,
             arm_pairs: list[tuple[str, str]] | None = None) -> Comparison:
     """`arm_pairs`: compare these (a, b) arms instead of every arm against the baseline (sweeps)."""
-    acc = _Accumulator()
+    acc = _Accumulator(capacities=capacities(sources))
     for key, table in iter_cells(sources):
         _analyse(key, table, acc, (expectations or {}).get(key[1]), near_tie_gap)
     result = acc.result
@@ -128,8 +130,8 @@ def _analyse(key: tuple[str, str, str], table: pa.Table, acc: _Accumulator, expe
     cell = Cell(arm=arm, prompt_id=prompt_id, phase=phase, n=warm.num_rows,
                 errors=int((~cold_rows).sum()) - warm.num_rows, distinct_completions=0, distinct_signatures=None,
                 divergent=None, upper_bound_95=None, lower_bound_95=None)
-    _co_residency(cell, table.select(["phase_kind", "batch_id", "batch_send_spread_ns", "batch_running_max"])
-                  .take(np.nonzero(~cold_rows)[0]))
+    batches = table.select(["phase_kind", "batch_id", "batch_send_spread_ns", "batch_running_max"])
+    _co_residency(cell, acc.capacities.get(arm), batches.take(np.nonzero(~cold_rows)[0]))
     sigs = warm.column("sig_top_logprobs")
     reference = 0
     if warm.num_rows == 0:
@@ -145,6 +147,8 @@ def _analyse(key: tuple[str, str, str], table: pa.Table, acc: _Accumulator, expe
         reference = sigs.to_pylist().index(modal["values"])
     ref = _Reference(signatures=set(sigs.to_pylist()), tokens=None, forced=None, ok=warm.num_rows > 0)
     if warm.num_rows:
+        entries = pc.list_flatten(warm.column("top_logprobs_entries"))
+        cell.top_entries_min, cell.top_entries_max = pc.min(entries).as_py(), pc.max(entries).as_py()
         cell.distinct_completions = pc.count_distinct(warm.column("sig_text")).as_py()
         acc.result.positions.append(_positions(cell, warm, reference, ref, near_tie_gap))
         cell.quality_pass, cell.quality_note = quality.pass_share(warm.column("completion_text").to_pylist(),
@@ -187,7 +191,9 @@ def _positions(cell: Cell, warm: pa.Table, reference: int, ref: _Reference, near
     return entry
 
 
-def _co_residency(cell: Cell, rows: pa.Table) -> None:
+def _co_residency(cell: Cell, capacity: int | None, rows: pa.Table) -> None:
+    """Co-resident (shared/CONVENTIONS.md): the server showed min(N, C) of a batch of N running together,
+    C the arm's capacity (its max-num-seqs) where known."""
     if rows.num_rows == 0 or "concurrent" not in set(rows.column("phase_kind").to_pylist()):
         return
     sizes = pc.value_counts(rows.column("batch_id")).to_pylist()
@@ -196,7 +202,8 @@ def _co_residency(cell: Cell, rows: pa.Table) -> None:
     cell.max_send_spread_ms = None if spread is None else spread / 1e6
     running = pc.min(rows.column("batch_running_max")).as_py()
     cell.min_running_observed = running
-    cell.co_resident = None if running is None else running >= cell.batch_size
+    cell.capacity = capacity
+    cell.co_resident = None if running is None else running >= min(cell.batch_size, capacity or cell.batch_size)
 
 
 def _floats(values: np.ndarray) -> list[float | None]:
@@ -263,6 +270,20 @@ def _pooled(cells: list[Cell]) -> list[PooledBound]:
     return [PooledBound(arm, len(members), **asdict(pooled_bound([c.divergent or 0 for c in members],
                                                                   [c.n for c in members])))
             for arm, members in by_arm.items()]
+
+
+CAPACITY_FLAGS = ("max-num-seqs", "max_num_seqs")
+
+
+def capacities(sources: RunPaths | list[RunPaths]) -> dict[str, int | None]:
+    """Each arm's max-num-seqs, from the config the arms table recorded (None: not set, the engine's default)."""
+    out: dict[str, int | None] = {}
+    for paths, label in _labelled(sources):
+        for row in read_table(paths, "arms", columns=["arm", "config_json"]).to_pylist():
+            engine_args = json.loads(row["config_json"] or "{}").get("engine_args") or {}
+            value = next((engine_args[k] for k in CAPACITY_FLAGS if engine_args.get(k) is not None), None)
+            out[label + row["arm"]] = int(value) if value is not None else None
+    return out
 
 
 def arms_summary(sources: RunPaths | list[RunPaths]) -> list[ArmSummary]:

@@ -29,12 +29,15 @@ class Cell:
     first_prompt_position_with_spread: int | None = None
     min_top1_agreement: float | None = None
     min_topk_overlap: float | None = None
+    top_entries_min: int | None = None  # fewest top-logprob entries at any generated position
+    top_entries_max: int | None = None  # most (min < max: the server's keys collapsed some entries)
     quality_pass: float | None = None  # share of answers passing the prompt's expectation
     quality_note: str = ""
     batch_size: int | None = None  # concurrent phases: requests per batch
     min_running_observed: int | None = None  # lowest running-request count seen during a batch
     max_send_spread_ms: float | None = None
-    co_resident: bool | None = None
+    capacity: int | None = None  # requests the arm's engine runs at once (its max-num-seqs), where known
+    co_resident: bool | None = None  # the server showed min(batch, capacity) running together
 
     @property
     def label(self) -> str:

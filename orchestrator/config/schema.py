@@ -53,12 +53,20 @@ class BuildConfig:
     args: dict[str, str] = field(default_factory=dict)
 
 
+class Endpoint(str, Enum):
+    completions = "completions"  # /v1/completions: prompt text, logprobs=k
+    chat = "chat"  # /v1/chat/completions: one user message, logprobs=true, top_logprobs=k
+
+
 @dataclass
 class KnobsConfig:
     """How to ask an arm's image which flags and env vars its engine knows (checked before the run;
     an engine silently ignores names it does not know). The command prints {"flags": [...], "env": [...]}."""
 
-    command: list[str] | None = None  # container args (after the entrypoint); null: not checked
+    # A listing shipped with the orchestrator (orchestrator/probes/NAME.py, e.g. vllm_knobs), run with the
+    # arm's `python`; it takes precedence over command/entrypoint.
+    probe: str | None = None
+    command: list[str] | None = None  # container args (after the entrypoint); null (and no probe): not checked
     entrypoint: list[str] | None = None  # null: the image's own entrypoint
     env_prefixes: list[str] = field(default_factory=lambda: ["VLLM_"])  # env names checked; others pass
     timeout_s: float = 120.0
@@ -78,6 +86,12 @@ class ArmConfig:
     env: dict[str, str] = field(default_factory=dict)
     secret_env: list[str] = field(default_factory=list)  # names copied from the host env, never stored
     served_model_name: str = "reference"
+    # The arm's own interpreter (the environment probe and shipped knob listings run with it): python3 in
+    # an image; a process arm names its venv's python, not the orchestrator's.
+    python: str = "python3"
+    endpoint: Endpoint | None = None  # null: the protocol's (completions or chat)
+    # Merged into every request this arm gets, e.g. vLLM's return_token_ids (after the protocol's extra).
+    request_extra: dict[str, Any] = field(default_factory=dict)
     port: int = 8000  # the server's port inside the container
     health_path: str = "/health"
     metrics_path: str | None = "/metrics"  # Prometheus text; read during concurrent batches, null: none
@@ -155,11 +169,6 @@ class PhaseConfig:
     def __post_init__(self) -> None:
         if self.repeats < 1 or self.batches < 1:
             raise ConfigError(f"phase repeats and batches must be >= 1 (got {self.repeats}, {self.batches})")
-
-
-class Endpoint(str, Enum):
-    completions = "completions"  # /v1/completions: prompt text, logprobs=k
-    chat = "chat"  # /v1/chat/completions: one user message, logprobs=true, top_logprobs=k
 
 
 @dataclass

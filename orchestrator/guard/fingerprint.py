@@ -22,7 +22,8 @@ if TYPE_CHECKING:
     from orchestrator.runtime.spec import Handle, Runtime
 
 LOG_PATTERNS: dict[str, str] = {
-    "engine_version": r"(?:vLLM server version|refengine version) ([^,\s]+)",
+    # vLLM's plain line, the logo banner's "█  version 0.32.0", the engine core's "(v0.32.0)", ours
+    "engine_version": r"(?:vLLM server version |refengine version |█ +version |LLM engine \(v)([0-9][^,\s)]*)",
     "moe_backend": r"Using '?(.+?)'? (?:Unquantized|Fp8|NvFp4|Mxfp4|Mxfp8|Int8|WNA16) MoE (?:LoRA )?backend",
     "moe_backend_requested": r"MoE backend requested: (\S+)",
     "attention_backend": r"Using (\S+) attention backend",
@@ -94,10 +95,11 @@ def probe_result(result: ExecResult, where: str) -> dict[str, Any]:
                                                       f"{result.output.strip()[-300:]!r}"}
 
 
-def probe_container(runtime: Runtime, handle: Handle, secret_names: Iterable[str] = ()) -> dict[str, Any]:
+def probe_container(runtime: Runtime, handle: Handle, secret_names: Iterable[str] = (),
+                    python: str = "python3") -> dict[str, Any]:
     """Run the environment probe inside a running arm. Never raises: a failure is {"error": ...}.
     Env values of `secret_names` (the arm's secret_env) are redacted like the probe's own pattern."""
-    probe = _probe_container(runtime, handle)
+    probe = _probe_container(runtime, handle, python)
     env = probe.get("env")
     if isinstance(env, dict):
         for name in secret_names:
@@ -106,10 +108,12 @@ def probe_container(runtime: Runtime, handle: Handle, secret_names: Iterable[str
     return probe
 
 
-def _probe_container(runtime: Runtime, handle: Handle) -> dict[str, Any]:
+def _probe_container(runtime: Runtime, handle: Handle, arm_python: str) -> dict[str, Any]:
+    """With the arm's interpreter (a process arm's venv, not the orchestrator's); `python` where an image
+    has no python3."""
     source = probes.source("environment")
     problems = []
-    for python in ("python3", "python"):
+    for python in (arm_python, "python") if arm_python == "python3" else (arm_python,):
         try:
             result = runtime.exec(handle, [python, "-c", source])
         except Exception as exc:  # the runtime's own errors and the SDK's alike: the fields become unknown

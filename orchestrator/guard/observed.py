@@ -41,8 +41,14 @@ def observed_fields(fingerprint: Mapping[str, Any], image_id: str | None = None)
     for key, value in (fingerprint.get("log_facts") or {}).items():
         fields[f"log_facts.{key}"] = value
     version = fingerprint.get("version")
-    if isinstance(version, Mapping):
-        fields["server.version"] = version.get("version")
+    # /version first; the startup banner where the server has no such endpoint
+    fields["server.version"] = (version.get("version") if isinstance(version, Mapping) else None) \
+        or (fingerprint.get("log_facts") or {}).get("engine_version")
+    models = fingerprint.get("models")
+    served = (models.get("data") or [{}])[0] if isinstance(models, Mapping) else {}
+    for key in ("root", "max_model_len"):  # the model folder it loaded, and the context it allows
+        if isinstance(served, Mapping) and served.get(key) is not None:
+            fields[f"server.{key}"] = served[key]
     return fields
 
 

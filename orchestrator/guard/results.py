@@ -74,6 +74,7 @@ class KnobCheck:
     reason: str | None = None  # why it was not checked
     flags_known: int | None = None
     env_known: int | None = None
+    listed_from: str | None = None  # the engine and version the listing came from, when it says
 
 
 @dataclass

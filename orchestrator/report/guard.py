@@ -58,4 +58,7 @@ def markdown_section(guard: GuardResult) -> list[str]:
             lines.append(f"- Knobs of {arm}: not checked ({knobs.reason})")
         elif knobs.unknown:
             lines.append(f"- Knobs of {arm}: **unknown to the engine**: {'; '.join(knobs.unknown)}")
+        if knobs.checked and knobs.listed_from:
+            lines.append(f"- Knobs of {arm} checked against {knobs.flags_known} flags and {knobs.env_known} env "
+                         f"names listed from {knobs.listed_from}")
     return lines

@@ -59,10 +59,17 @@ def _png(fig: Any, plt: Any) -> str:
 
 
 def markdown_to_html(text: str) -> list[str]:
-    """The report's Markdown (headings, paragraphs, pipe tables) as HTML elements, one per line."""
+    """The report's Markdown (headings, paragraphs, pipe tables, fenced blocks) as HTML elements."""
     body: list[str] = []
-    in_table = False
+    in_table = in_code = False
     for line in text.splitlines():
+        if line.strip() == "```":  # a log excerpt: kept verbatim
+            body.append("</pre>" if in_code else "<pre>")
+            in_code = not in_code
+            continue
+        if in_code:
+            body.append(html.escape(line))
+            continue
         if line.startswith("|"):
             cells = [html.escape(c.strip()).replace("**", "") for c in line.strip("|").split("|")]
             if all(ALIGNMENT_CELL.fullmatch(c) for c in cells):  # |---|---:|: the header's underline

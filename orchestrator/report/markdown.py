@@ -69,7 +69,28 @@ def headline(comparison: Comparison) -> str:
     not_co = [c for c in comparison.cells if c.co_resident is False]
     if not_co:
         parts.append(f"{len(not_co)} concurrent cells were not actually co-resident")
-    return "; ".join(parts) + "."
+    line = "; ".join(parts) + "."
+    measured = [c for c in comparison.cells if c.distinct_signatures is not None]
+    if measured and not varying and not differ and not cold:
+        line += " " + no_difference(measured)
+    return line
+
+
+def no_difference(cells: list[Cell]) -> str:
+    """An honest negative: what was not seen, the bound the sample supports, and the co-residency reached."""
+    loosest = max(cells, key=lambda c: c.upper_bound_95 or 0.0)
+    text = (f"**No difference observed**: one signature in each of {len(cells)} cells (n = "
+            f"{min(c.n for c in cells)}-{max(c.n for c in cells)} each; divergence rate <= "
+            f"{_pct(loosest.upper_bound_95)} at 95% in the smallest).")
+    concurrent = [c for c in cells if c.batch_size is not None]
+    if concurrent:
+        reached = [c for c in concurrent if c.co_resident]
+        seen = [c.min_running_observed for c in concurrent if c.min_running_observed is not None]
+        capacities = ", ".join(sorted({str(c.capacity or "unknown") for c in concurrent}))
+        text += (f" Concurrent cells co-resident: {len(reached)} of {len(concurrent)} (batches of "
+                 f"{min(c.batch_size or 0 for c in concurrent)}, at least {min(seen) if seen else 'unknown'} "
+                 f"running together; capacity {capacities}).")
+    return text
 
 
 def markdown(report: StudyReport) -> str:
@@ -80,6 +101,7 @@ def markdown(report: StudyReport) -> str:
     out += [headline(result), ""]
     if report.sweep:
         out += _sweep_section(report.sweep)
+    out += _failures_section(report)
     out += ["## Arms", ""]
     out += _table(["arm", "status", "image", "image id", "error"], [
         [a.arm, a.status, a.image_ref, (a.image_id or "")[:19],
@@ -88,6 +110,13 @@ def markdown(report: StudyReport) -> str:
             "Signatures hash the top-k logprobs at 12 significant digits. Bounds are 95%: one-sided when "
             "nothing diverged, Clopper-Pearson otherwise. A first divergence whose top1-top2 gap is tiny is "
             "a near-tie flip, not by itself a kernel defect.", "", cells_table(result), ""]
+    collapsed = [c for c in result.cells if c.top_entries_min is not None and c.top_entries_min != c.top_entries_max]
+    if collapsed:
+        out += [f"Top-logprob entries per position varied in {len(collapsed)} cell(s) ("
+                + ", ".join(f"{c.label}: {c.top_entries_min}-{c.top_entries_max}" for c in collapsed[:6])
+                + "): the server keys them by decoded string, and tokens that decode alike collapse into one "
+                "entry, so these signatures can hide or invent differences. Ask for token-id keys (vLLM: "
+                "`request_extra: {return_tokens_as_token_ids: true}` on the arm).", ""]
     positional = [c for c in result.cells if c.max_prompt_spread is not None]
     if positional:
         out += ["## Prompt positions (prompt_logprobs)", ""]
@@ -107,10 +136,10 @@ def markdown(report: StudyReport) -> str:
         out += ["## Concurrent batches", "",
                 "Requests of a batch are released together; `running seen` is the lowest, over the batches, "
                 "of the most running requests the server's /metrics showed while the batch was in flight.", ""]
-        out += _table(["arm", "prompt", "phase", "batch size", "send spread (ms)", "running seen", "co-resident"], [
-            [c.arm, c.prompt_id, c.phase, c.batch_size, _num(c.max_send_spread_ms),
-             _num(c.min_running_observed, "d"),
-             {True: "yes", False: "**no**", None: "unknown (no /metrics)"}[c.co_resident]] for c in concurrent])
+        out += _table(["arm", "prompt", "phase", "batch size", "capacity", "send spread (ms)", "running seen",
+                       "co-resident"], [
+            [c.arm, c.prompt_id, c.phase, c.batch_size, _num(c.capacity, "d"), _num(c.max_send_spread_ms),
+             _num(c.min_running_observed, "d"), _co_resident(c)] for c in concurrent])
     if result.cold:
         out += ["## Cold first request vs warm repeats", ""]
         out += _table(["arm", "prompt", "phase", "cold matches warm"], [
@@ -134,6 +163,35 @@ def markdown(report: StudyReport) -> str:
             [p.arm, p.cells, p.divergent, p.n, f"{_pct(p.lower_bound_95)}-{_pct(p.upper_bound_95)}",
              p.assumption] for p in result.pooled])
     return "\n".join(out)
+
+
+def _failures_section(report: StudyReport) -> list[str]:
+    """First thing after the headline: an arm that failed makes every other number suspect."""
+    if not report.failures:
+        return []
+    out = ["## Failures", ""]
+    for failure in report.failures:
+        reason = (failure.error or "").splitlines()[0] if failure.error else "no error recorded"
+        out += [f"- **{failure.arm}** ({failure.status}, {failure.failed_requests} of {failure.requests} requests "
+                f"failed): {reason}"]
+        if failure.died_at:
+            out.append(f"  - first failure of the trailing run: {failure.died_at}")
+        if failure.root_cause:
+            out += ["  - root cause, from its log:", "", "```", *failure.root_cause, "```"]
+        else:
+            out.append("  - its log shows no traceback or ERROR line after its last successful response")
+        out.append("")
+    return out
+
+
+def _co_resident(cell: Cell) -> str:
+    if cell.co_resident is None:
+        return "unknown (no /metrics)"
+    queued = cell.capacity is not None and cell.batch_size is not None and cell.batch_size > cell.capacity
+    if queued:
+        state = "yes" if cell.co_resident else "**no**"
+        return f"batch of {cell.batch_size} on capacity {cell.capacity}: queued ({state}, {cell.capacity} at once)"
+    return "yes" if cell.co_resident else "**no**"
 
 
 def _sweep_section(sweep: dict[str, Any]) -> list[str]:

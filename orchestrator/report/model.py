@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from orchestrator.analysis.failures import ArmFailure
 from orchestrator.analysis.results import ArmSummary, Comparison
 from orchestrator.guard.results import GuardResult
 
@@ -17,6 +18,7 @@ class StudyReport:
     arms: list[ArmSummary]
     comparison: Comparison
     guard: GuardResult | None = None
+    failures: list[ArmFailure] = field(default_factory=list)  # arms that failed: where and why
     probes: list[dict[str, Any]] = field(default_factory=list)  # rows of the `probes` table
     sweep: dict[str, Any] | None = None  # sweep/callback.py's summary
 
@@ -24,6 +26,8 @@ class StudyReport:
         """report.json: the comparison's lists at the top level, the rest only where present."""
         out: dict[str, Any] = {"study": self.study, "run_id": self.run_id, "baseline": self.baseline,
                                "arms": [asdict(a) for a in self.arms], **self.comparison.to_json()}
+        if self.failures:
+            out["failures"] = [asdict(f) for f in self.failures]
         if self.guard is not None:
             out["guard"] = self.guard.to_json()
         if self.probes:

@@ -3,67 +3,26 @@
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import json
 import os
 import sys
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from orchestrator.analysis import signatures
-from orchestrator.analysis.positions import top_gaps
 from orchestrator.config import resolve_prompts
 from orchestrator.config.arms import build_spec, container_spec, effective_arm, runtime_for
 from orchestrator.config.schema import ArmConfig, Config, RuntimeKind
-from orchestrator.errors import ArmStartError, OrchestratorError
+from orchestrator.errors import OrchestratorError
 from orchestrator.guard.fingerprint import arm_cell, log_facts, matrix_key, probe_container
 from orchestrator.record.paths import RunPaths
 from orchestrator.record.tables import TableWriter
 from orchestrator.run import protocol
-from orchestrator.run.client import CompletionClient, Exchange, wait_ready
-from orchestrator.run.parse import parse_completion
+from orchestrator.run.client import CompletionClient, wait_ready
+from orchestrator.run.sending import ProtocolSender, RunContext
 from orchestrator.runtime.spec import Handle, Runtime, run_labels
-
-
-@dataclass(frozen=True)
-class RunContext:
-    study: str
-    run_id: str
-    arm: str
-    significant_digits: int
-
-
-def response_row(ctx: RunContext, request: protocol.Request, exchange: Exchange, prompt: str) -> dict[str, Any]:
-    """One `responses` row: what was sent, exactly what came back, what it parsed to, its signatures."""
-    parsed = parse_completion(exchange.body) if exchange.status is not None else None
-    errors = [e for e in (exchange.error, parsed.error if parsed else None) if e]
-    top = parsed.top_logprobs if parsed else None
-    return {
-        "study": ctx.study, "run_id": ctx.run_id, "arm": ctx.arm, "prompt_id": request.prompt_id,
-        "phase": request.phase, "phase_kind": request.phase_kind.value, "batch_id": request.batch_id,
-        "repeat": request.repeat, "request_index": request.request_index, "cold": request.cold,
-        "prompt_sha256": hashlib.sha256(prompt.encode()).hexdigest(), "prompt_chars": len(prompt),
-        "prompt_tokens": parsed.prompt_tokens if parsed else None,
-        "request_json": json.dumps(request.body, ensure_ascii=False, sort_keys=True),
-        "response_body": exchange.body, "http_status": exchange.status,
-        "error": "; ".join(errors) or None, "send_ns": exchange.send_ns, "recv_ns": exchange.recv_ns,
-        "completion_text": parsed.completion_text if parsed else None,
-        "finish_reason": parsed.finish_reason if parsed else None,
-        "completion_tokens": parsed.completion_tokens if parsed else None,
-        "token_ids": parsed.token_ids if parsed else None, "tokens": parsed.tokens if parsed else None,
-        "token_logprobs": parsed.token_logprobs if parsed else None, "top_logprobs": top,
-        "top_gaps": top_gaps(top),
-        "prompt_logprobs": parsed.prompt_logprobs if parsed else None,
-        "sig_text": signatures.text_signature(parsed.completion_text) if parsed and not errors else None,
-        "sig_token_ids": signatures.token_ids_signature(parsed.token_ids) if parsed and not errors else None,
-        "sig_top_logprobs": signatures.top_logprobs_signature(top, ctx.significant_digits)
-        if parsed and not errors else None,
-        "sig_logprob_vector": signatures.logprob_vector_signature(parsed.token_logprobs, top)
-        if parsed and not errors else None,
-    }
 
 
 class StudyRunner:
@@ -131,7 +90,8 @@ class StudyRunner:
             fingerprint = asyncio.run(self._fingerprint(handle))
             fingerprint["log_facts"] = log_facts(line.text for line in self.runtime.logs(handle))
             fingerprint["docker_host"] = arm.docker_host or self.config.runtime.docker_host or "local"
-            fingerprint["probe"] = probe_container(self.runtime, handle, arm.secret_env)  # versions, GPU, env
+            # versions, GPU, env, from inside the arm with its own interpreter
+            fingerprint["probe"] = probe_container(self.runtime, handle, arm.secret_env, arm.python)
             fingerprint["image_id"] = image.id
             fingerprint["cell"] = arm_cell(arm.engine_args, arm.gpus)
             row.update(fingerprint_json=json.dumps(fingerprint, sort_keys=True),
@@ -183,31 +143,13 @@ class StudyRunner:
     async def _send(self, name: str, arm: ArmConfig, handle: Handle, prompts: dict[str, str]) -> int:
         proto = self.config.protocol
         ctx = RunContext(self.config.study.name, self.run_id, name, proto.significant_digits)
+        groups = list(protocol.plan(proto, arm.served_model_name, prompts, arm.endpoint, arm.request_extra))
         client = CompletionClient(handle.base_url, proto.request_timeout_s, transport=self.runtime.http_transport)
         try:
             with TableWriter(self.paths, "responses", name) as writer:
-                sent = 0
-                groups = list(protocol.plan(proto, arm.served_model_name, prompts))
-                total, last_said = sum(len(g) for g in groups), time.monotonic()
-                for group in groups:
-                    result = await protocol.send_group(client, group, arm.metrics_path)
-                    for request, exchange in zip(group, result.exchanges, strict=True):
-                        row = response_row(ctx, request, exchange, prompts[request.prompt_id])
-                        row.update(batch_send_spread_ns=result.send_spread_ns, batch_running_max=result.running_max)
-                        writer.append(row)
-                    sent += len(group)
-                    if any(e.status is None for e in result.exchanges):
-                        self._check_alive(handle)
-                    if time.monotonic() - last_said >= 10:
-                        self.say(f"[{name}] {sent}/{total} requests")
-                        last_said = time.monotonic()
-                return sent
+                sender = ProtocolSender(ctx, prompts, writer, arm.metrics_path, arm.health_path,
+                                        lambda: self.runtime.exit_code(handle),
+                                        lambda text: self.say(f"[{name}] {text}"))
+                return await sender.send(client, groups)
         finally:
             await client.aclose()
-
-    def _check_alive(self, handle: Handle) -> None:
-        code = self.runtime.exit_code(handle)
-        if code is not None:
-            raise ArmStartError(f"server exited with status {code} during the protocol",
-                                [line.text for line in self.runtime.logs(handle, tail=50)])
-

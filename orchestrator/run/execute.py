@@ -13,7 +13,7 @@ from typing import Any
 
 from orchestrator.analysis.gate import failures
 from orchestrator.analysis.results import Comparison
-from orchestrator.config import security
+from orchestrator.config import engine_rules, security
 from orchestrator.config.arms import runtime_for
 from orchestrator.config.schema import Config
 from orchestrator.errors import ConfigError, ExitStatus
@@ -32,9 +32,12 @@ OWN_CONFIG_ALLOW = "runtime.allow=[{kind}] (in the config, or on the command lin
 
 
 def preflight(typed: Config) -> None:
-    """What stops a study before anything starts: a confounded A/B, a dangerous option not allowed."""
+    """What stops a study before anything starts: a confounded A/B, a dangerous option not allowed, a
+    request the engine would refuse."""
     guard_declared.enforce_declared(typed)
     security.enforce(typed, list(typed.runtime.allow), OWN_CONFIG_ALLOW)
+    if found := engine_rules.problems(typed):
+        raise ConfigError(found)
 
 
 def execute_study(typed: Config, paths: RunPaths, allow: list[str], how_to_allow: str,
@@ -42,6 +45,8 @@ def execute_study(typed: Config, paths: RunPaths, allow: list[str], how_to_allow
     """Checks, the run, the reports, the summary: shared by `run` (Hydra) and `reproduce`."""
     logging.getLogger("httpx").setLevel(logging.WARNING)  # one line per request drowns the progress
     security.enforce(typed, allow, how_to_allow)
+    if found := engine_rules.problems(typed):
+        raise ConfigError(found)
     paths.root.mkdir(parents=True, exist_ok=True)
     run_id = f"{re.sub(r'[^A-Za-z0-9_.-]', '-', paths.root.name)}-{secrets.token_hex(3)}"
     meta: dict[str, Any] = {"study": typed.study.name, "run_id": run_id, "baseline": typed.baseline_arm,

@@ -33,10 +33,12 @@ class Request:
 PATHS = {Endpoint.completions: "/v1/completions", Endpoint.chat: "/v1/chat/completions"}
 
 
-def request_body(protocol: ProtocolConfig, model: str, prompt: str) -> dict[str, Any]:
+def request_body(protocol: ProtocolConfig, model: str, prompt: str, endpoint: Endpoint | None = None,
+                 arm_extra: dict[str, Any] | None = None) -> dict[str, Any]:
+    """`endpoint`: the arm's, when it names one; `arm_extra`: merged last (engine-specific fields)."""
     params = protocol.request
     body: dict[str, Any] = {"model": model, "max_tokens": params.max_tokens, "temperature": params.temperature}
-    if protocol.endpoint is Endpoint.chat:
+    if (endpoint or protocol.endpoint) is Endpoint.chat:
         body["messages"] = [{"role": "user", "content": prompt}]
         if params.logprobs is not None:
             body.update(logprobs=True, top_logprobs=params.logprobs)
@@ -50,16 +52,18 @@ def request_body(protocol: ProtocolConfig, model: str, prompt: str) -> dict[str,
     if params.echo:
         body["echo"] = True
     body.update(params.extra)
+    body.update(arm_extra or {})
     return body
 
 
-def plan(protocol: ProtocolConfig, model: str, prompts: dict[str, str]) -> Iterator[list[Request]]:
+def plan(protocol: ProtocolConfig, model: str, prompts: dict[str, str], endpoint: Endpoint | None = None,
+         arm_extra: dict[str, Any] | None = None) -> Iterator[list[Request]]:
     """Groups of requests in sending order: a group of one is sent alone, a larger group together."""
     index = 0
     for phase_name, phase in protocol.phases.items():
         for prompt_id, text in prompts.items():
-            body = request_body(protocol, model, text)
-            path = PATHS[protocol.endpoint]
+            body = request_body(protocol, model, text, endpoint, arm_extra)
+            path = PATHS[endpoint or protocol.endpoint]
             if phase.kind is PhaseKind.sequential:
                 for repeat in range(phase.repeats):
                     yield [Request(prompt_id, phase_name, phase.kind, 0, repeat, index, index == 0, body, path)]

@@ -10,7 +10,9 @@ user's view; in short:
 - stdout/stderr are read line by line by threads and written with RFC 3339 UTC timestamps to files in a
   per-process state dir, which also holds process.json (pid, process group, labels) so `cleanup` finds
   what a killed orchestrator left behind;
-- `exec` runs argv next to the server (same env and cwd): a process has no namespace to enter.
+- `exec` runs argv next to the server (same env and cwd): a process has no namespace to enter;
+- mounts: a mount's container path in the argv or env becomes its host path (`map_mounts`), so an arm
+  written for Docker (`-v ~/models:/models`, `--model /models/x`) runs as a process unchanged.
 """
 
 from __future__ import annotations
@@ -21,112 +23,45 @@ import json
 import os
 import secrets
 import signal
-import socket
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     import httpx
 
 from orchestrator.errors import ArmStartError, ConfigError, ImageError, RuntimeFailure
-from orchestrator.runtime.spec import LABEL_NS, BuildSpec, ContainerSpec, ExecResult, Handle, ImageInfo, LogLine
+from orchestrator.runtime.host import (
+    _alive,
+    _group_exists,
+    _kill_group,
+    _pump,
+    _rmtree,
+    _start_time,
+    _status,
+    _write_json,
+    default_state_dir,
+    free_port,
+    tree_hash,
+)
+from orchestrator.runtime.spec import (
+    LABEL_NS,
+    BuildSpec,
+    ContainerSpec,
+    ExecResult,
+    Handle,
+    ImageInfo,
+    LogLine,
+    map_mounts,
+)
 
-STATE_ENV = "ORCHESTRATOR_PROCESS_DIR"  # where process state dirs live (default below)
 RECORD = "process.json"
 STREAMS = ("stdout", "stderr")
-
-
-def default_state_dir() -> Path:
-    """$ORCHESTRATOR_PROCESS_DIR, else $XDG_RUNTIME_DIR/orchestrator-processes, else
-    TMPDIR/orchestrator-processes-UID: one folder per started process, removed by `remove`."""
-    if os.environ.get(STATE_ENV):
-        return Path(os.environ[STATE_ENV])
-    if os.environ.get("XDG_RUNTIME_DIR") and Path(os.environ["XDG_RUNTIME_DIR"]).is_dir():
-        return Path(os.environ["XDG_RUNTIME_DIR"]) / "orchestrator-processes"
-    return Path(tempfile.gettempdir()) / f"orchestrator-processes-{os.getuid()}"
-
-
-def rfc3339_ns(ns: int) -> str:
-    """2024-05-01T12:00:00.123456789Z: fixed width, so text order is time order (as Docker's)."""
-    seconds, frac = divmod(ns, 1_000_000_000)
-    return datetime.fromtimestamp(seconds, UTC).strftime("%Y-%m-%dT%H:%M:%S") + f".{frac:09d}Z"
-
-
-def free_port(host: str = "127.0.0.1") -> int:
-    """A port nobody listens on right now (the server binds it a moment later; a race is possible
-    and shows up as the server exiting with 'address in use' in its log)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind((host, 0))
-        return int(sock.getsockname()[1])
-
-
-def _stat(pid: int) -> list[str] | None:
-    """/proc/PID/stat after the command name: [state, ppid, ...] (field 3 onwards); None: no such pid."""
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
-    except OSError:
-        return None
-
-
-def _start_time(pid: int) -> str | None:
-    """The process's start time in clock ticks (field 22): tells a reused pid apart."""
-    stat = _stat(pid)
-    return stat[19] if stat else None
-
-
-def _alive(pid: int, start_time: str | None) -> bool:
-    """Running (not a zombie) and, where /proc tells, still the process that was recorded."""
-    try:
-        os.kill(pid, 0)
-    except (ProcessLookupError, PermissionError):  # gone, or someone else's process now
-        return False
-    stat = _stat(pid)
-    if stat is None:
-        return True  # no /proc: trust the pid
-    return stat[0] != "Z" and (start_time is None or stat[19] == start_time)
-
-
-def _kill_group(pgid: int, sig: int) -> None:
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(pgid, sig)
-
-
-def _group_exists(pgid: int) -> bool:
-    try:
-        os.killpg(pgid, 0)
-    except (ProcessLookupError, PermissionError):
-        return False
-    return True
-
-
-MAX_HASHED_BYTES = 64 << 20
-
-
-def tree_hash(root: Path, max_bytes: int = MAX_HASHED_BYTES) -> str:
-    """sha256 over the relative paths and contents of every file under root (caches skipped)."""
-    files = []
-    for path in sorted(p for p in root.rglob("*") if p.is_file()):
-        rel = path.relative_to(root)
-        if not ("__pycache__" in rel.parts or path.suffix in (".pyc", ".pyo") or rel.parts[0] == ".git"):
-            files.append((rel, path))
-    total = sum(path.stat().st_size for _, path in files)
-    if total > max_bytes:
-        raise ImageError(f"build.context {root} holds {total >> 20} MiB: the process runtime hashes it to identify "
-                         f"the arm's code (at most {max_bytes >> 20} MiB); point it at the source folder only "
-                         "(e.g. arms/reference-engine/refengine), or set it to null")
-    digest = hashlib.sha256()
-    for rel, path in files:
-        digest.update(str(rel).encode() + b"\0")
-        digest.update(hashlib.sha256(path.read_bytes()).digest())
-    return digest.hexdigest()
 
 
 @dataclass
@@ -184,9 +119,8 @@ class ProcessRuntime:
 
     def _refuse(self, spec: ContainerSpec) -> None:
         arm = spec.labels.get(f"{LABEL_NS}.arm", spec.name)
-        problems = [f"arm '{arm}': mount {m.host} -> {m.container} cannot be made for a local process (no "
-                    "filesystem namespace); use the same path on both sides or drop it (docs/runtimes.md)"
-                    for m in spec.mounts if os.path.normpath(m.host) != os.path.normpath(m.container)]
+        problems = [f"arm '{arm}': mount {m.host} -> {m.container}: {m.host} does not exist on this host"
+                    for m in spec.mounts if m.read_only and not os.path.exists(m.host)]
         if getattr(spec, "privileged", False) or getattr(spec, "cap_add", None):
             problems.append(f"arm '{arm}': privileged/cap_add cannot be granted to a local process")
         if not spec.command or spec.command[0].startswith("-"):
@@ -201,8 +135,10 @@ class ProcessRuntime:
     def start(self, spec: ContainerSpec) -> Handle:
         self._refuse(spec)
         port = free_port() if spec.process_port_args else spec.container_port
-        argv = [*spec.command, *(arg.replace("{port}", str(port)) for arg in spec.process_port_args)]
-        env = self._env(spec.gpus, {**spec.env, **spec.secret_env})
+        argv = [*map_mounts(spec.command, spec.mounts),
+                *(arg.replace("{port}", str(port)) for arg in spec.process_port_args)]
+        env = self._env(spec.gpus, dict(zip(spec.env, map_mounts(list(spec.env.values()), spec.mounts),
+                                            strict=True)) | spec.secret_env)
         self.state_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
         handle_id = f"proc-{secrets.token_hex(6)}"
         folder = self.state_dir / handle_id
@@ -370,28 +306,3 @@ class ProcessRuntime:
         return removed
 
 
-def _status(returncode: int) -> int:
-    """Popen's -N (killed by signal N) as a shell and Docker report it: 128 + N."""
-    return 128 - returncode if returncode < 0 else returncode
-
-
-def _pump(pipe: IO[bytes], path: Path) -> None:
-    """Copy a pipe to `path` line by line, each line prefixed with its arrival time."""
-    with path.open("ab", buffering=0) as out:
-        for raw in iter(pipe.readline, b""):
-            text = raw.rstrip(b"\n").rstrip(b"\r")
-            out.write(rfc3339_ns(time.time_ns()).encode() + b" " + text + b"\n")
-    with contextlib.suppress(OSError):
-        pipe.close()
-
-
-def _write_json(path: Path, value: Any) -> None:
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(value, sort_keys=True))
-    os.replace(tmp, path)
-
-
-def _rmtree(path: Path) -> None:
-    import shutil
-
-    shutil.rmtree(path, ignore_errors=True)

@@ -52,6 +52,21 @@ class Mount:
     read_only: bool = True
 
 
+def map_mounts(values: list[str], mounts: list[Mount]) -> list[str]:
+    """A process has no filesystem namespace: a mount's container path in an argument or env value becomes
+    its host path, as a bind mount would show it (/models/tiny-llama -> ~/.cache/orchestrator/models/
+    tiny-llama). Read-only cannot be enforced on a process."""
+    out = []
+    for value in values:
+        for mount in sorted(mounts, key=lambda m: len(m.container), reverse=True):  # the most specific first
+            container = mount.container.rstrip("/")
+            if value == container or value.startswith(container + "/"):
+                value = mount.host.rstrip("/") + value[len(container):]
+                break
+        out.append(value)
+    return out
+
+
 @dataclass
 class ContainerSpec:
     name: str
@@ -75,11 +90,12 @@ class ContainerSpec:
 
     def process_command(self) -> str:
         """The command line equivalent to what the process runtime does with this spec ({port}: free)."""
-        env = [f"{key}={value}" for key, value in self.env.items()]
+        env = [f"{key}={value}" for key, value in zip(self.env, map_mounts(list(self.env.values()), self.mounts),
+                                                      strict=True)]
         env += [f"{key}=<from your env>" for key in self.secret_env]
         if self.gpus != "all":
             env.append(f"CUDA_VISIBLE_DEVICES={self.gpus or ''}")
-        return shlex.join(["env", *env, *self.command, *self.process_port_args])
+        return shlex.join(["env", *env, *map_mounts(self.command, self.mounts), *self.process_port_args])
 
     def equivalent_command(self, process: bool) -> str:
         return self.process_command() if process else self.docker_run()

@@ -261,16 +261,26 @@ def process_runtime(tmp_path: Path) -> ProcessRuntime:
     return ProcessRuntime(INHERIT_ENV, state_dir=tmp_path / "state")
 
 
-def test_process_refuses_mounts_it_cannot_make(process_runtime: ProcessRuntime) -> None:
-    spec = ContainerSpec(name="m", image="process", command=["python3", "-c", "pass"], env={}, secret_env={},
-                         labels={f"{LABEL_NS}.arm": "vllm"}, container_port=8000,
-                         mounts=[Mount("/root/.cache/huggingface-x", "/root/.cache/huggingface")])
-    with pytest.raises(ConfigError, match=re.escape("arm 'vllm': mount /root/.cache/huggingface-x")):
-        process_runtime.start(spec)
-    spec.mounts = [Mount("/data/models", "/data/models/")]  # the same path on both sides is fine
+def test_process_maps_mounts_to_host_paths(process_runtime: ProcessRuntime, tmp_path: Path) -> None:
+    models = tmp_path / "models"
+    (models / "tiny").mkdir(parents=True)
+    (models / "tiny" / "config.json").write_text("{}")
+    script = "import os, sys; print(sys.argv[1], os.environ['MODEL'], os.path.isfile(sys.argv[1] + '/config.json'))"
+    spec = ContainerSpec(name="m", image="process", command=["python3", "-c", script, "/models/tiny"],
+                         env={"MODEL": "/models/tiny/config.json"}, secret_env={}, labels={f"{LABEL_NS}.arm": "vllm"},
+                         container_port=8000, mounts=[Mount(str(models), "/models")], process_port_args=[])
     handle = process_runtime.start(spec)
-    process_runtime.stop(handle, 5)
-    process_runtime.remove(handle)
+    try:
+        deadline = time.monotonic() + 30
+        while process_runtime.exit_code(handle) is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        printed = " ".join(line.text for line in process_runtime.logs(handle))
+        assert printed == f"{models}/tiny {models}/tiny/config.json True"  # as a bind mount shows it
+    finally:
+        process_runtime.remove(handle)
+    spec.mounts = [Mount(str(tmp_path / "absent"), "/models")]
+    with pytest.raises(ConfigError, match=re.escape(f"arm 'vllm': mount {tmp_path / 'absent'} -> /models")):
+        process_runtime.start(spec)
 
 
 def test_process_needs_a_full_command(process_runtime: ProcessRuntime) -> None:

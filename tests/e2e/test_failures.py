@@ -38,16 +38,27 @@ def test_missing_image_is_named(tmp_path: Path) -> None:
     assert "Traceback" not in result.stderr
 
 
-def test_server_errors_are_recorded_not_fatal(tmp_path: Path) -> None:
-    # The engine refuses more than 20 logprobs with HTTP 400, as vLLM does.
+def test_more_logprobs_than_the_engine_allows_is_refused_before_the_run(tmp_path: Path) -> None:
+    # vLLM (and the reference engine) refuse more than --max-logprobs (20) with HTTP 400 per request.
     result = orchestrator("run", f"hydra.run.dir={tmp_path}", *ONE_ARM, "protocol.request.logprobs=25")
-    assert result.returncode == 0, result.stderr
+    assert result.returncode == 2, result.stderr
+    assert result.stderr.count("\n") == 1 and "arms.baseline.engine_args.max-logprobs: 25" in result.stderr
+    assert not (tmp_path / "data").exists()  # nothing started
+
+def test_server_errors_are_recorded_and_an_arm_with_no_answer_fails(tmp_path: Path) -> None:
+    # An engine-specific extra the reference engine refuses: HTTP 400 for every request.
+    result = orchestrator("run", f"hydra.run.dir={tmp_path}", *ONE_ARM, "+arms.baseline.request_extra.seed=soon")
+    assert result.returncode == 4, result.stderr  # a study where an arm got no answer is never a success
+    assert "no successful response: all 4 requests failed" in result.stderr
     rows = pq.read_table(tmp_path / "data" / "responses").to_pylist()
     assert len(rows) == 4
     assert all(r["http_status"] == 400 and "HTTP 400" in r["error"] for r in rows)
-    assert all(b"greater than max allowed" in r["response_body"] for r in rows)
+    assert all(b"'seed' must be an integer" in r["response_body"] for r in rows)  # the exact body
     report = json.loads((tmp_path / "report.json").read_text())
     assert all(c["n"] == 0 and c["distinct_signatures"] is None for c in report["cells"])
+    [failure] = report["failures"]
+    assert failure["arm"] == "baseline" and failure["failed_requests"] == 4
+    assert "## Failures" in (tmp_path / "report.md").read_text()
 
 
 def test_interrupt_stops_and_removes_containers(tmp_path: Path, docker_client) -> None:  # type: ignore[no-untyped-def]

@@ -99,6 +99,11 @@ def test_runner_records_table_and_report(tmp_path: Path) -> None:
     assert "<td>---:</td>" not in paths.report_html.read_text() and result.probes == table
 
 
+def test_html_keeps_log_excerpts_verbatim() -> None:
+    assert markdown_to_html("- root cause:\n\n```\nTypeError: <x> & y\n```\n") == [
+        "<p>- root cause:</p>", "<pre>", "TypeError: &lt;x&gt; &amp; y", "</pre>"]
+
+
 def test_html_tables_drop_every_alignment_row() -> None:
     body = markdown_to_html("| a | b | c |\n| --- | ---: | :---: |\n| 1 | 2 | 3 |\n")
     assert body == ["<table>", "<tr><th>a</th><th>b</th><th>c</th></tr>", "<tr><td>1</td><td>2</td><td>3</td></tr>",

@@ -12,10 +12,10 @@ from hypothesis import strategies as st
 from orchestrator.config.schema import PhaseKind
 from orchestrator.record.paths import RunPaths
 from orchestrator.record.tables import TableWriter, read_table
-from orchestrator.run.arms import RunContext, response_row
 from orchestrator.run.client import Exchange
 from orchestrator.run.parse import parse_completion
 from orchestrator.run.protocol import Request
+from orchestrator.run.sending import RunContext, response_row
 
 CHAT = {  # VLLM-FACTS.md section 2
     "id": "chatcmpl-1", "object": "chat.completion", "model": "m",

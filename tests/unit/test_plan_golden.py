@@ -12,7 +12,9 @@ from tests.conftest import ROOT, orchestrator
 
 GOLDEN = ROOT / "tests" / "golden" / "plan"
 STUDIES = sorted(p.stem for p in (ROOT / "conf" / "study").glob("*.yaml"))
-ENV = {**os.environ, "HOME": "/root"}  # the HF cache mount is ${HOME}/.cache/huggingface
+# The HF cache mount is ${HOME}/.cache/huggingface, the vLLM CPU models' ${cache dir}/models.
+ENV = {**{k: v for k, v in os.environ.items() if k not in ("ORCHESTRATOR_CACHE_DIR", "XDG_CACHE_HOME")},
+       "HOME": "/root"}
 
 
 @pytest.mark.parametrize("study", STUDIES)

@@ -68,3 +68,52 @@ def test_the_knob_check_runs_through_the_runtime(tmp_path: Path) -> None:
     knobs = check_knobs(typed, fake_runtime(), "run-knobs")
     assert knobs["baseline"].checked and knobs["baseline"].unknown == []
     assert "Did you mean 'VLLM_BATCH_INVARIANT'?" in knobs["wide_batch"].unknown[0]
+
+
+def test_an_engine_that_dies_mid_protocol_fails_its_arm_and_says_where_and_why(tmp_path: Path) -> None:
+    from orchestrator.analysis.failures import arm_failures
+
+    typed, runtime = study(None), fake_runtime()
+    typed.arms["wide_batch"].image = "fake-dying"
+    paths = RunPaths(tmp_path / "run")
+    runner = StudyRunner(typed, paths, "run-dying", runtime, say=lambda _: None)
+    runner.run()
+    assert runner.failed == ["wide_batch"]
+    rows = [r for r in read_table(paths, "responses").to_pylist() if r["arm"] == "wide_batch"]
+    assert len(rows) == 2 * (6 + 4 * 2)  # every request of the protocol has its row, sent or not
+    assert sum(r["error"] is None for r in rows) == 3
+    assert sum((r["error"] or "").startswith("not sent") for r in rows) == len(rows) - 4
+    [failure] = arm_failures(paths)
+    assert failure.arm == "wide_batch" and failure.died_at is not None and failure.died_at.startswith("request 4 of 28")
+    assert "HTTP 500" in failure.died_at and "the engine died at request 4 of 28" in (failure.error or "")
+    assert failure.root_cause[0] == "ERROR EngineCore encountered a fatal error."
+    assert failure.root_cause[-1] == "TypeError: 'function' object is not subscriptable"
+
+
+def test_an_arm_whose_every_request_failed_is_never_a_success(tmp_path: Path) -> None:
+    typed, runtime = study(None), fake_runtime()
+    typed.arms["wide_batch"].image = "fake-refusing"  # healthy, but answers every completion with HTTP 400
+    paths = RunPaths(tmp_path / "run")
+    runner = StudyRunner(typed, paths, "run-refused", runtime, say=lambda _: None)
+    runner.run()
+    assert runner.failed == ["wide_batch"]
+    row = next(r for r in read_table(paths, "arms").to_pylist() if r["arm"] == "wide_batch")
+    assert row["status"] == "failed" and row["error"].startswith("no successful response: all 28 requests failed")
+
+
+def test_the_root_cause_is_the_whole_error_block_after_the_last_answer_trimmed_in_the_middle() -> None:
+    from orchestrator.analysis.failures import root_cause
+
+    frames = [(f"2026-12-03T10:00:0{i % 10}.000000Z", f"(Worker pid=9) ERROR [x.py:1]   File 'f{i}.py'")
+              for i in range(60)]
+    lines = [("2026-12-03T09:58:00.000000000Z", "(APIServer pid=7) WARNING ulimit low: `OSError: [Errno 24]` ahead"),
+             ("2026-12-03T09:59:00.000000000Z", "(EngineCore pid=8) ERROR an old error, before the last answer"),
+             ("2026-12-03T10:00:00.000000Z", "(APIServer pid=7) INFO 200 OK"), *frames,
+             ("2026-12-03T10:00:09.000000Z", "(Worker pid=9) ERROR [x.py:1] TypeError: 'function' object is not "
+                                             "subscriptable"),
+             ("2026-12-03T10:00:09.500000Z", "(APIServer pid=7) INFO Finished server process")]
+    after = 1796292000 * 10**9  # 2026-12-03T10:00:00Z
+    block = root_cause(lines, after)
+    assert block[0].endswith("File 'f0.py'") and block[-1].endswith("is not subscriptable")
+    assert len(block) == 39 and block[8] == "... (23 lines) ..."
+    assert root_cause(lines, None)[0].endswith("an old error, before the last answer")  # never answered: from the start

