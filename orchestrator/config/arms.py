@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from orchestrator.config.compose import PROJECT_ROOT
-from orchestrator.config.schema import ArmConfig, BuildConfig, RuntimeConfig
+from orchestrator.config.schema import ArmConfig, BuildConfig, Config, RuntimeConfig, RuntimeKind
 from orchestrator.runtime import make_runtime
 from orchestrator.runtime.spec import LABEL_NS, BuildSpec, ContainerSpec, Mount, Runtime
 
@@ -79,3 +79,16 @@ def container_spec(arm_name: str, arm: ArmConfig, image: str, labels: Mapping[st
         cap_add=list(arm.cap_add),
         process_port_args=list(arm.process_port_args),
     )
+
+
+def missing_executables(config: Config) -> list[str]:
+    """Process arms whose interpreter or program (an absolute path) is not there, with how to get it."""
+    if config.runtime.kind is not RuntimeKind.process:
+        return []
+    problems = []
+    for name, arm in config.arms.items():
+        for path in {arm.command[0] if arm.command else "", arm.python}:
+            if path.startswith("/") and not Path(path).exists():
+                how = arm.build.hint or "install the engine there, or point the arm's command at it"
+                problems.append(f"arm '{name}': {path} does not exist: {how}")
+    return problems

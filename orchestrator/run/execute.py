@@ -14,9 +14,9 @@ from typing import Any
 from orchestrator.analysis.gate import failures
 from orchestrator.analysis.results import Comparison
 from orchestrator.config import engine_rules, security
-from orchestrator.config.arms import runtime_for
+from orchestrator.config.arms import build_spec, effective_arm, missing_executables, runtime_for
 from orchestrator.config.schema import Config
-from orchestrator.errors import ConfigError, ExitStatus
+from orchestrator.errors import ConfigError, ExitStatus, ImageError
 from orchestrator.guard import declared as guard_declared
 from orchestrator.guard import knobs as guard_knobs
 from orchestrator.guard import observed as guard_observed
@@ -27,6 +27,7 @@ from orchestrator.report.guard import headline as guard_headline
 from orchestrator.report.markdown import cells_table
 from orchestrator.report.model import StudyReport
 from orchestrator.run.arms import StudyRunner
+from orchestrator.runtime.spec import Runtime
 
 OWN_CONFIG_ALLOW = "runtime.allow=[{kind}] (in the config, or on the command line as '+runtime.allow=[{kind}]')"
 
@@ -36,7 +37,7 @@ def preflight(typed: Config) -> None:
     request the engine would refuse."""
     guard_declared.enforce_declared(typed)
     security.enforce(typed, list(typed.runtime.allow), OWN_CONFIG_ALLOW)
-    if found := engine_rules.problems(typed):
+    if found := engine_rules.problems(typed) + missing_executables(typed):
         raise ConfigError(found)
 
 
@@ -45,7 +46,7 @@ def execute_study(typed: Config, paths: RunPaths, allow: list[str], how_to_allow
     """Checks, the run, the reports, the summary: shared by `run` (Hydra) and `reproduce`."""
     logging.getLogger("httpx").setLevel(logging.WARNING)  # one line per request drowns the progress
     security.enforce(typed, allow, how_to_allow)
-    if found := engine_rules.problems(typed):
+    if found := engine_rules.problems(typed) + missing_executables(typed):
         raise ConfigError(found)
     paths.root.mkdir(parents=True, exist_ok=True)
     run_id = f"{re.sub(r'[^A-Za-z0-9_.-]', '-', paths.root.name)}-{secrets.token_hex(3)}"
@@ -61,6 +62,8 @@ def execute_study(typed: Config, paths: RunPaths, allow: list[str], how_to_allow
     if problems := guard_declared.refusal(declared):
         raise ConfigError(problems)
     runtime = runtime_for(typed.runtime)
+    if found := missing_images(typed, runtime):
+        raise ConfigError(found)
     runner = StudyRunner(typed, paths, run_id, runtime)
     try:
         guard.knobs = guard_knobs.check_knobs(typed, runtime, run_id)
@@ -79,6 +82,22 @@ def execute_study(typed: Config, paths: RunPaths, allow: list[str], how_to_allow
         print(f"error: arm(s) failed: {', '.join(runner.failed)} (see {paths.report_md})", file=sys.stderr)
         status = ExitStatus.MEASUREMENT_FAILED
     return int(status)
+
+
+def missing_images(typed: Config, runtime: Runtime) -> list[str]:
+    """Every arm whose image is neither present nor buildable, with how to get it: before any arm starts
+    (an arm's own engine, in a sweep of many hosts, is checked when the arm runs)."""
+    problems = []
+    for name, original in typed.arms.items():
+        arm = effective_arm(original, typed.stand_in)
+        if arm.docker_host is not None:
+            continue
+        try:
+            runtime.resolve_image(arm.image, build_spec(arm.build))
+        except ImageError as exc:
+            problems.append(f"arm '{name}': {str(exc).splitlines()[0]}"
+                            + (f" For this arm: {arm.build.hint}." if arm.build.hint else ""))
+    return problems
 
 
 def expectations(typed: Config) -> dict[str, dict[str, Any]]:

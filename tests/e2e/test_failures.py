@@ -33,9 +33,10 @@ def test_container_that_dies_fails_fast_with_its_log(tmp_path: Path) -> None:
 def test_missing_image_is_named(tmp_path: Path) -> None:
     result = orchestrator("run", f"hydra.run.dir={tmp_path}", *ONE_ARM,
                           "arms.baseline.image=orchestrator/does-not-exist:1", "arms.baseline.build.context=null")
-    assert result.returncode == 4
+    assert result.returncode == 2  # bad input, found before any arm starts
     assert "image 'orchestrator/does-not-exist:1' is not present" in result.stderr
-    assert "Traceback" not in result.stderr
+    assert "For this arm: run `make images`." in result.stderr and result.stderr.count("\n") == 1
+    assert not (tmp_path / "data").exists()
 
 
 def test_more_logprobs_than_the_engine_allows_is_refused_before_the_run(tmp_path: Path) -> None:

