@@ -1,6 +1,7 @@
 """Command line: each verb parses its arguments and calls one function of the stage that owns it.
 
     orchestrator run [HYDRA OVERRIDES...]      run a study (-m: a sweep); report into the run dir
+    orchestrator run --from RUN_DIR            run the study a run dir recorded (someone else's, too)
     orchestrator plan [HYDRA OVERRIDES...]     each arm's equivalent `docker run`; starts nothing
     orchestrator compare RUN_DIR... [--gate]   re-make the reports from the record; exit 3 on a failed gate
     orchestrator reproduce RUN_DIR             re-run with the images pinned by id; verdict per cell
@@ -51,18 +52,22 @@ def _interrupt(signum: int, frame: Any) -> NoReturn:
 
 
 def _run(argv: list[str]) -> int:
-    from orchestrator.sweep.app import run_with_hydra
+    if argv[:1] != ["--from"]:
+        from orchestrator.sweep.app import run_with_hydra
 
-    return run_with_hydra(argv)
+        return run_with_hydra(argv)
+    from orchestrator.reproduce.rerun import run_from
+
+    parser = _parser("run", "Run the study a run dir recorded, on this machine, into a new run dir.")
+    parser.add_argument("--from", dest="run_dir", type=Path, required=True, metavar="RUN_DIR")
+    args = _rerun_options(parser).parse_args(argv)
+    return run_from(args.run_dir, args.out, args.allow)
 
 
 def _plan(argv: list[str]) -> int:
-    from orchestrator import config
-    from orchestrator.run.plan import render
+    from orchestrator.run.plan import plan
 
-    typed = config.to_typed(config.compose(argv))
-    config.resolve_prompts(typed.prompts)
-    print(render(typed), end="")
+    print(plan(argv), end="")
     return 0
 
 
@@ -96,16 +101,12 @@ def _compare(argv: list[str]) -> int:
 
 
 def _reproduce(argv: list[str]) -> int:
-    from orchestrator.config.security import KINDS
     from orchestrator.reproduce.rerun import reproduce
 
     parser = _parser("reproduce", "Re-run a run dir with its images pinned and compare signatures.")
     parser.add_argument("run_dir", type=Path)
-    parser.add_argument("--out", type=Path, default=None, help="the new run dir (default: RUN_DIR/reproduce-<time>)")
-    parser.add_argument("--allow", action="append", default=[], choices=KINDS,
-                        help="accept this dangerous container option of the (untrusted) config")
     parser.add_argument("--by-tag", action="store_true", help="use the image tags, not the original image ids")
-    args = parser.parse_args(argv)
+    args = _rerun_options(parser).parse_args(argv)
     return reproduce(args.run_dir, args.out, args.allow, args.by_tag)
 
 
@@ -169,6 +170,16 @@ def _parser(verb: str, description: str, docker_host: bool = False) -> argparse.
     parser = argparse.ArgumentParser(prog=f"orchestrator {verb}", description=description)
     if docker_host:
         parser.add_argument("--docker-host", default=None, help="the Docker engine (default: DOCKER_HOST)")
+    return parser
+
+
+def _rerun_options(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    """A run dir's study again: someone else's config, so its dangerous options need --allow here."""
+    from orchestrator.config.security import KINDS
+
+    parser.add_argument("--out", type=Path, default=None, help="the new run dir")
+    parser.add_argument("--allow", action="append", default=[], choices=KINDS,
+                        help="accept this dangerous container option of the (someone else's) config")
     return parser
 
 

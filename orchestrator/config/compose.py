@@ -12,6 +12,7 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 
 from orchestrator.config import schema
+from orchestrator.config.search import overrides_for
 from orchestrator.errors import ConfigError, did_you_mean
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]  # the checkout: conf/, arms/, runs/
@@ -25,8 +26,10 @@ _SCHEMAS = {cls.__name__: cls for cls in (
     schema.StudyConfig, schema.RuntimeConfig)}
 
 
-def compose(overrides: list[str]) -> DictConfig:
-    """Compose conf/config.yaml with command-line overrides (the same composition `run` does)."""
+def compose(overrides: list[str], dirs: list[Path] | None = None) -> DictConfig:
+    """Compose conf/config.yaml with command-line overrides (the same composition `run` does), the user's
+    config dirs (config/search.py) searched after the project's conf/."""
+    overrides = [*overrides, *overrides_for(dirs or [])]
     from hydra import compose as hydra_compose
     from hydra import initialize_config_dir
     from hydra.core.global_hydra import GlobalHydra
@@ -37,7 +40,7 @@ def compose(overrides: list[str]) -> DictConfig:
         with initialize_config_dir(str(CONF_DIR), version_base="1.3"):
             return hydra_compose(CONFIG_NAME, overrides=overrides, return_hydra_config=True)
     except Exception as exc:  # Hydra raises several unrelated types; all are config problems
-        raise explain(exc) from exc
+        raise explain(exc, dirs or []) from exc
     finally:
         GlobalHydra.instance().clear()
 
@@ -81,20 +84,21 @@ def _unknown_keys(node: Any, cls: type, path: str) -> list[str]:
     return problems
 
 
-def explain(exc: BaseException) -> ConfigError:
+def explain(exc: BaseException, dirs: list[Path] | None = None) -> ConfigError:
     """Map a Hydra/OmegaConf failure to a one-line message naming the key, its source and the choices."""
     if isinstance(exc, ConfigError):
         return exc
     cause = exc.__cause__ if exc.__cause__ is not None else exc
     text = str(exc)
-    source = _source_of(text)
+    source = _source_of(text, dirs or [])
     full_key = getattr(cause, "full_key", None)
     first_line = str(cause).splitlines()[0] if str(cause) else type(cause).__name__
 
     missing = re.search(r"Could not find '([^']+)/([^']+)'", text)
     if missing:
         group, name = missing.groups()
-        return ConfigError(f"unknown {group} '{name}' ({source}).{did_you_mean(name, _options(group))}")
+        choices = group_options(group, dirs or [])
+        return ConfigError(f"unknown {group} '{name}' ({source}).{did_you_mean(name, choices)}")
 
     unknown = re.match(r"Key '([^']+)' not in '([^']+)'", first_line)
     if unknown:
@@ -108,22 +112,29 @@ def explain(exc: BaseException) -> ConfigError:
     return ConfigError(" ".join(text.split()) or type(exc).__name__)
 
 
-def _source_of(text: str) -> str:
+def _source_of(text: str, dirs: list[Path]) -> str:
     found = re.search(r"In '([^']+)'", text)
     if found:
-        return f"in conf/{found.group(1)}.yaml"
+        name = f"{found.group(1)}.yaml"
+        # Hydra names the config, not its folder: the user's dirs win over the project's, as in the search
+        for root in (*reversed(dirs), CONF_DIR):
+            if (root / name).is_file():
+                return f"in {root / name}" if root != CONF_DIR else f"in conf/{name}"
+        return f"in conf/{name}"
     if "override" in text:
         return "on the command line"
     return "in the composed config"
 
 
-def _options(group: str) -> list[str]:
-    folder = CONF_DIR / group
-    return sorted(p.stem for p in folder.glob("*.yaml")) if folder.is_dir() else []
+def group_options(group: str, dirs: list[Path]) -> list[str]:
+    """The choices of a config group across the project's conf/ and the user's dirs."""
+    return sorted({p.stem for root in (CONF_DIR, *dirs) for p in (root / group).glob("*.yaml")})
 
 
-def resolve_prompts(prompt_set: schema.PromptSetConfig) -> dict[str, str]:
-    """Prompt id -> exact text. Files are read relative to conf/prompts/ unless absolute."""
+def resolve_prompts(prompt_set: schema.PromptSetConfig, config_dirs: list[str] | None = None) -> dict[str, str]:
+    """Prompt id -> exact text. A relative file is looked up in the prompts/ folder of each user config dir
+    (in search order), then the project's conf/prompts; an absolute one is read as it is."""
+    folders = [*(Path(d) / "prompts" for d in config_dirs or []), CONF_DIR / "prompts"]
     texts: dict[str, str] = {}
     problems = []
     for prompt_id, prompt in prompt_set.prompts.items():
@@ -132,11 +143,12 @@ def resolve_prompts(prompt_set: schema.PromptSetConfig) -> dict[str, str]:
             continue
         text = prompt.text
         if prompt.file is not None:
-            path = Path(prompt.file)
-            path = path if path.is_absolute() else CONF_DIR / "prompts" / path
-            if not path.is_file():
-                problems.append(f"prompt '{prompt_id}': file {path} does not exist (paths are relative to "
-                                f"{CONF_DIR / 'prompts'})")
+            given = Path(prompt.file)
+            candidates = [given] if given.is_absolute() else [folder / given for folder in folders]
+            path = next((c for c in candidates if c.is_file()), None)
+            if path is None:
+                problems.append(f"prompt '{prompt_id}': file {prompt.file} not found (looked in "
+                                f"{', '.join(str(c.parent) for c in candidates)})")
                 continue
             text = path.read_text(encoding="utf-8")
         assert text is not None

@@ -237,6 +237,9 @@ class Config:
     # Run every arm on this image instead, without GPUs or host mounts: the reference engine standing
     # in for vLLM where there is no GPU (CI). The arms table keeps each arm's own config.
     stand_in: str | None = None
+    # The user's config dirs this config was composed from (config/search.py), in search order: prompt
+    # files are looked up in their prompts/ folders before the project's. Set by the orchestrator.
+    config_dirs: list[str] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         problems = []

@@ -26,8 +26,9 @@ class RunPaths:
         return self.root / ".hydra"
 
     @property
-    def resolved_config(self) -> Path:
-        return self.root / "config.resolved.yaml"
+    def prompts_json(self) -> Path:
+        """Every prompt's exact text and sha256: the run dir re-runs without the config dirs it came from."""
+        return self.root / "prompts.json"
 
     @property
     def report_md(self) -> Path:

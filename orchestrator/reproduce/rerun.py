@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import sys
 from collections import Counter
 from datetime import datetime
 from pathlib import Path
@@ -31,10 +32,20 @@ _COLUMNS = ["arm", "prompt_id", "phase", "cold", "error", "sig_top_logprobs", "s
 
 
 def load_config(original: RunPaths) -> Config:
+    """The study a run dir recorded, validated as someone else's input, its prompts by content
+    (RUN/prompts.json): it re-runs without the config dirs, prompt files or working directory it came from."""
     saved = original.hydra / "config.yaml"
     if not saved.is_file():
         raise RecordError(f"{original.root} has no .hydra/config.yaml: not a run directory of `orchestrator run`")
-    return config.to_typed(OmegaConf.load(saved))  # type: ignore[arg-type]
+    typed = config.to_typed(OmegaConf.load(saved))  # type: ignore[arg-type]
+    if original.prompts_json.is_file():
+        recorded = json.loads(original.prompts_json.read_text(encoding="utf-8"))
+        for prompt_id, prompt in typed.prompts.prompts.items():
+            if prompt_id in recorded:
+                typed.prompts.prompts[prompt_id] = dataclasses.replace(
+                    prompt, text=recorded[prompt_id]["text"], file=None, repeat_to_chars=None)
+        typed.config_dirs = []
+    return typed
 
 
 def pin_images(typed: Config, original: RunPaths) -> dict[str, str]:
@@ -112,6 +123,18 @@ def write_verdict(new: RunPaths, original: RunPaths, cells: list[dict[str, Any]]
     atomic_write_text(new.root / "reproduce.json", json.dumps(
         {"original": str(original.root), "reproduced": reproduced, "cells": cells}, indent=2) + "\n")
     return reproduced
+
+
+def run_from(run_dir: Path, out: Path | None, allow: list[str]) -> int:
+    """`orchestrator run --from RUN_DIR`: the recorded study again, by image tag, into a new run dir."""
+    from orchestrator.run.execute import execute_study
+
+    original = RunPaths(run_dir)
+    typed = load_config(original)
+    new = RunPaths(out or Path("runs") / typed.study.name / f"{datetime.now():%Y-%m-%d_%H-%M-%S}")
+    print(f"running the study recorded in {original.root} into {new.root}", file=sys.stderr)
+    return execute_study(typed, new, allow, REPRODUCE_ALLOW.replace("reproduce", "run --from"),
+                         extra_meta={"from": str(original.root)})
 
 
 def reproduce(run_dir: Path, out: Path | None, allow: list[str], by_tag: bool) -> int:

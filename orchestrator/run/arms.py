@@ -39,7 +39,7 @@ class StudyRunner:
         self.failed: list[str] = []
 
     def run(self) -> None:
-        prompts = resolve_prompts(self.config.prompts)
+        prompts = resolve_prompts(self.config.prompts, self.config.config_dirs)
         with TableWriter(self.paths, "arms", "arms", flush_rows=1) as arms_writer:
             for name, arm in self.config.arms.items():
                 self.runtime = self._runtime_for(arm)

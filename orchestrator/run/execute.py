@@ -4,6 +4,7 @@ summary and the exit status of one study into one run dir."""
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 import logging
 import re
@@ -13,7 +14,7 @@ from typing import Any
 
 from orchestrator.analysis.gate import failures
 from orchestrator.analysis.results import Comparison
-from orchestrator.config import engine_rules, security
+from orchestrator.config import engine_rules, resolve_prompts, security
 from orchestrator.config.arms import build_spec, effective_arm, missing_executables, runtime_for
 from orchestrator.config.schema import Config
 from orchestrator.errors import ConfigError, ExitStatus, ImageError
@@ -54,6 +55,7 @@ def execute_study(typed: Config, paths: RunPaths, allow: list[str], how_to_allow
                             "expectations": expectations(typed), "gate": dataclasses.asdict(typed.gate),
                             **(extra_meta or {})}
     atomic_write_text(paths.meta, json.dumps(meta, indent=2) + "\n")
+    write_prompts(paths, resolve_prompts(typed.prompts, typed.config_dirs))
     declared = guard_declared.declared_check(typed)  # before anything starts (docs/guard.md)
     guard = GuardResult(declared=declared)
     guard_observed.write(paths, guard)
@@ -98,6 +100,13 @@ def missing_images(typed: Config, runtime: Runtime) -> list[str]:
             problems.append(f"arm '{name}': {str(exc).splitlines()[0]}"
                             + (f" For this arm: {arm.build.hint}." if arm.build.hint else ""))
     return problems
+
+
+def write_prompts(paths: RunPaths, texts: dict[str, str]) -> None:
+    """RUN/prompts.json: what was sent, by content (`run --from` and `reproduce` read it back)."""
+    record = {prompt_id: {"text": text, "sha256": hashlib.sha256(text.encode()).hexdigest()}
+              for prompt_id, text in texts.items()}
+    atomic_write_text(paths.prompts_json, json.dumps(record, indent=2, ensure_ascii=False) + "\n")
 
 
 def expectations(typed: Config) -> dict[str, dict[str, Any]]:

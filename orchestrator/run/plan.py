@@ -36,3 +36,14 @@ def render(config: Config) -> str:
         pinned = "a local process" if process else "the image is pinned to its id at run time"
         lines += [f"# arm {name}: {arm.description or arm.image}; {pinned}", spec.equivalent_command(process)]
     return "\n".join(lines) + "\n"
+
+
+def plan(argv: list[str]) -> str:
+    """The `plan` verb: compose (with the user's config dirs), check the prompts, render."""
+    from orchestrator import config
+    from orchestrator.config.search import split_config_dirs
+
+    dirs, overrides = split_config_dirs(argv)
+    typed = config.to_typed(config.compose(overrides, dirs))
+    config.resolve_prompts(typed.prompts, typed.config_dirs)
+    return render(typed)

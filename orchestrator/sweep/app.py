@@ -1,29 +1,91 @@
 """The `run` verb is a Hydra app: one study per job (a multirun sweeps them, through a launcher), each
-into Hydra's run dir."""
+into Hydra's run dir. Every job's config is composed and checked before the first starts; every job
+runs even when one fails, and the exit status is the worst job's (shared/CONVENTIONS.md)."""
 
 from __future__ import annotations
 
+import itertools
 import sys
 from pathlib import Path
 from typing import Any
 
 from orchestrator import config
-from orchestrator.errors import OrchestratorError
+from orchestrator.config.search import overrides_for, split_config_dirs
+from orchestrator.errors import ConfigError, OrchestratorError, worst
 from orchestrator.record.paths import RunPaths
 from orchestrator.run.execute import OWN_CONFIG_ALLOW, execute_study, preflight
 
+# Hydra's own flags, and those of them that take a value: not overrides.
+FLAGS_WITH_VALUE = {"--cfg", "-c", "--package", "-p", "--config-path", "-cp", "--config-name", "-cn", "--info",
+                    "-i", "--experimental-rerun"}
+MULTIRUN = ("-m", "--multirun")
+MAX_CHECKED_JOBS = 256  # jobs whose configs are composed up front; a bigger sweep checks the first ones
+
+
+def split_flags(argv: list[str]) -> tuple[list[str], list[str]]:
+    flags, overrides, args = [], [], iter(argv)
+    for arg in args:
+        if arg.startswith("-"):
+            flags.append(arg)
+            if arg in FLAGS_WITH_VALUE:
+                flags.append(next(args, ""))
+        else:
+            overrides.append(arg)
+    return flags, overrides
+
+
+def jobs(overrides: list[str], dirs: list[Path]) -> list[list[str]]:
+    """Every job's overrides, as Hydra's basic sweeper makes them: sweep values (a,b / range() /
+    choice() / glob()) parsed by Hydra's own override parser, in their cartesian product."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from hydra.core.override_parser.types import Glob
+
+    from orchestrator.config.compose import group_options
+
+    try:
+        parsed = OverridesParser.create().parse_overrides(overrides)
+    except Exception as exc:  # Hydra's grammar errors
+        raise ConfigError(f"{' '.join(str(exc).split())}") from exc
+    axes = []
+    for override, text in zip(parsed, overrides, strict=True):
+        if not override.is_sweep_override():
+            axes.append([text])
+            continue
+        key = override.get_key_element()
+        value = override.value()
+        if isinstance(value, Glob):
+            values = value.filter(group_options(override.key_or_group, dirs))
+        else:
+            values = list(override.sweep_string_iterator())
+        axes.append([f"{key}={v}" for v in values])
+    return [list(job) for job in itertools.islice(itertools.product(*axes), MAX_CHECKED_JOBS)]
+
 
 def run_with_hydra(argv: list[str]) -> int:
-    """Check the composed config first (a typo is one clear line and exit 2, before anything starts),
-    then hand the command line to Hydra's main, which makes the run dir and calls `run_study`."""
-    if any(a in ("-m", "--multirun") for a in argv):
-        from orchestrator.sweep.callback import check_parallel_gpus
+    """Check every job's composed config first (a typo is one clear line and exit 2, before anything
+    starts), then hand the command line to Hydra's main, which makes the run dirs and calls `run_study`."""
+    dirs, argv = split_config_dirs(argv)
+    flags, overrides = split_flags(argv)
+    recorded = [d for d in dirs if (d / "config.yaml").is_file() and (d / "overrides.yaml").is_file()]
+    if recorded:  # `--config-dir RUN/.hydra --config-name config`: Hydra's way to name a recorded run
+        from orchestrator.reproduce.rerun import run_from
 
-        check_parallel_gpus(argv)
-    elif not any(a.startswith("--") for a in argv):
-        typed = config.to_typed(config.compose(argv))
-        config.resolve_prompts(typed.prompts)
-        preflight(typed)
+        if overrides or any(f in MULTIRUN for f in flags):
+            raise ConfigError(f"{recorded[0]} is a recorded run: it re-runs as it was (no overrides, no -m); "
+                              f"to change it, copy {recorded[0] / 'config.yaml'} into a config dir of your own")
+        return run_from(recorded[0].parent, None, [])
+    multirun = any(f in MULTIRUN for f in flags)
+    if not [f for f in flags if f not in MULTIRUN]:  # Hydra's own flags (--cfg, --help, ...) go straight to it
+        composed = None
+        for job in jobs(overrides, dirs) if multirun else [overrides]:
+            composed = config.compose(job, dirs)
+            typed = config.to_typed(composed)
+            config.resolve_prompts(typed.prompts, typed.config_dirs)
+            preflight(typed)
+        if multirun and composed is not None:
+            from orchestrator.sweep.callback import check_parallel_gpus
+
+            check_parallel_gpus(composed, jobs(overrides, dirs))
     import hydra
 
     from orchestrator.config.schema import register_configs
@@ -33,10 +95,10 @@ def run_with_hydra(argv: list[str]) -> int:
 
     @hydra.main(version_base="1.3", config_path=str(config.CONF_DIR), config_name=config.CONFIG_NAME)
     def task(cfg: Any) -> None:
-        status["code"] = run_study(cfg)
+        status["code"] = worst(status["code"], run_study(cfg))
 
     saved = sys.argv
-    sys.argv = ["orchestrator", *argv]
+    sys.argv = ["orchestrator", *flags, *overrides, *overrides_for(dirs)]
     try:
         task()
     finally:
@@ -45,7 +107,8 @@ def run_with_hydra(argv: list[str]) -> int:
 
 
 def run_study(cfg: Any) -> int:
-    """The Hydra task: one study into Hydra's run dir. Returns the exit status."""
+    """The Hydra task: one study into Hydra's run dir. Returns the exit status; never raises for what the
+    orchestrator reports itself, so the other jobs of a sweep still run."""
     from hydra.core.hydra_config import HydraConfig
 
     try:
@@ -54,4 +117,4 @@ def run_study(cfg: Any) -> int:
         return execute_study(typed, paths, list(typed.runtime.allow), OWN_CONFIG_ALLOW)
     except OrchestratorError as exc:
         print(f"error: {exc}", file=sys.stderr)
-        raise SystemExit(exc.exit_status) from None
+        return exc.exit_status

@@ -64,31 +64,19 @@ def summarize(sweep_dir: Path) -> dict[str, Any]:
     return {**summary, "result": result}
 
 
-_FLAGS_WITH_VALUE = {"--cfg", "-c", "--package", "-p", "--config-path", "-cp", "--config-name", "-cn",
-                     "--config-dir", "-cd", "--info", "-i", "--experimental-rerun"}
-
-
-def check_parallel_gpus(argv: list[str]) -> None:
+def check_parallel_gpus(composed: DictConfig, jobs: list[list[str]]) -> None:
     """Parallel jobs (hydra-joblib-launcher with n_jobs != 1) must not share a GPU: refuse a sweep whose
-    arms ask for GPUs unless the GPUs themselves are swept over distinct devices."""
-    from orchestrator import config
+    arms ask for GPUs unless the jobs give them distinct devices."""
     from orchestrator.errors import ConfigError
 
-    overrides, skip = [], False
-    for arg in argv:  # Hydra's own flags (and the values some take) are not overrides
-        if skip or arg.startswith("-"):
-            skip = arg in _FLAGS_WITH_VALUE
-            continue
-        overrides.append(arg)
-    first = [a.split("=", 1)[0] + "=" + a.split("=", 1)[1].split(",")[0] if "=" in a else a for a in overrides]
-    composed = config.compose(first)
     launcher = str(composed.hydra.launcher.get("_target_", ""))
     n_jobs = composed.hydra.launcher.get("n_jobs", 1)
     if "joblib" not in launcher or n_jobs == 1:
         return
-    swept_gpus = [a for a in argv if "=" in a and a.split("=", 1)[0].endswith(".gpus") and "," in a.split("=", 1)[1]]
+    gpus_per_job = [{o for o in job if o.split("=", 1)[0].endswith(".gpus")} for job in jobs]
     with_gpus = [name for name, arm in composed.arms.items() if arm.gpus is not None]
-    if with_gpus and not swept_gpus:
+    distinct = len({frozenset(g) for g in gpus_per_job}) == len(jobs)
+    if with_gpus and not distinct:
         raise ConfigError(f"parallel jobs (joblib, n_jobs={n_jobs}) would share the GPUs of arm(s) "
                           f"{', '.join(with_gpus)}: sweep arms.X.gpus over distinct devices (e.g. "
                           "arms.arm.gpus=0,1) or set hydra.launcher.n_jobs=1")

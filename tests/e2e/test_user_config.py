@@ -1,0 +1,111 @@
+"""Someone else's config, for real: a config dir of the user's own outside the project (an arm, a prompt
+set with a prompt file beside it, a study), used from another working directory through every verb; a
+run dir sent to a colleague re-runs and reproduces elsewhere; a sweep over the user's study runs every
+job and exits with the worst job's status."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import ROOT
+
+ARM = """defaults:
+  - reference
+  - _self_
+description: my reference arm, smaller batches
+engine_args:
+  max-num-seqs: 4
+"""
+PROMPTS = """name: mine
+prompts:
+  hello:
+    file: hello.txt  # beside this set, in the user's prompts/ folder
+"""
+STUDY = """# @package _global_
+defaults:
+  - /arm@arms.mine: my_reference
+  - /arm@arms.base: reference
+  - override /prompts: my_prompts
+  - override /protocol: smoke
+study:
+  name: my_study
+  baseline: base
+  variables:
+    mine: [engine_args.max-num-seqs, description]
+"""
+QUICK = ["protocol.phases.sequential.repeats=2", "protocol.phases.concurrent.repeats=2",
+         "protocol.phases.concurrent.batches=1"]
+
+
+@pytest.fixture()
+def user_dir(tmp_path: Path) -> Path:
+    root = tmp_path / "my-configs"
+    for name, text in (("arm/my_reference.yaml", ARM), ("prompts/my_prompts.yaml", PROMPTS),
+                       ("prompts/hello.txt", "Hello from a file of my own,"), ("study/my_study.yaml", STUDY)):
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text(text)
+    return root
+
+
+def run(*args: str, cwd: Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """The orchestrator from another working directory (never the checkout)."""
+    return subprocess.run([sys.executable, "-m", "orchestrator", *args], cwd=cwd, capture_output=True, text=True,
+                          timeout=600, env={**os.environ, "PYTHONPATH": str(ROOT), **(env or {})})
+
+
+def test_plan_finds_the_users_study_and_suggests_from_every_dir(user_dir: Path, tmp_path: Path) -> None:
+    assert run("plan", "--config-dir", str(user_dir), "study=my_study", cwd=tmp_path).returncode == 0
+    typo = run("plan", f"--config-dir={user_dir}", "study=my_stuyd", cwd=tmp_path)
+    assert typo.returncode == 2 and typo.stderr.count("\n") == 1 and "Did you mean 'my_study'?" in typo.stderr
+    arm = run("plan", "study=my_study", "arm@arms.mine=my_referense", cwd=tmp_path,
+              env={"ORCHESTRATOR_CONFIG_PATH": str(user_dir)})
+    assert arm.returncode == 2 and f"in {user_dir}/study/my_study.yaml" in arm.stderr
+    assert "Did you mean 'my_reference'?" in arm.stderr
+    (user_dir / "protocol").mkdir()
+    (user_dir / "protocol" / "smoke.yaml").write_text("name: smoke\n")  # would be hidden by the project's
+    shadow = run("plan", "--config-dir", str(user_dir), "study=my_study", cwd=tmp_path)
+    assert shadow.returncode == 2 and "rename yours" in shadow.stderr
+
+
+@pytest.mark.docker
+@pytest.mark.usefixtures("docker_client", "no_leftover_containers")
+def test_a_users_study_runs_and_a_colleague_reruns_and_reproduces_it_elsewhere(user_dir: Path,
+                                                                               tmp_path: Path) -> None:
+    mine = tmp_path / "my-cwd"
+    mine.mkdir()
+    first = run("run", "--config-dir", str(user_dir), "study=my_study", *QUICK, "hydra.run.dir=sent", cwd=mine)
+    assert first.returncode == 0, first.stderr[-2000:]
+    prompts = json.loads((mine / "sent" / "prompts.json").read_text())
+    assert prompts["hello"]["text"] == "Hello from a file of my own,"
+    # The colleague has only the run dir, somewhere else, and no config dir of ours.
+    colleague = tmp_path / "colleague"
+    shutil.copytree(mine / "sent", colleague / "received")
+    shutil.rmtree(user_dir)
+    (colleague / "cwd").mkdir()
+    rerun = run("run", "--from", "../received", "--out", "../rerun", cwd=colleague / "cwd")
+    assert rerun.returncode == 0, rerun.stderr[-2000:]
+    report = json.loads((colleague / "rerun" / "report.json").read_text())
+    assert report["study"] == "my_study" and {c["arm"] for c in report["cells"]} == {"mine", "base"}
+    hydra_style = run("run", "--config-dir", "../received/.hydra", "--config-name", "config", cwd=colleague / "cwd")
+    assert hydra_style.returncode == 0 and "running the study recorded in" in hydra_style.stderr
+    again = run("reproduce", "../received", "--out", "../repro", cwd=colleague / "cwd")
+    assert again.returncode == 0 and "verdict: reproduced" in again.stdout, again.stdout + again.stderr
+
+
+@pytest.mark.docker
+@pytest.mark.usefixtures("docker_client", "no_leftover_containers")
+def test_a_sweep_over_a_users_study_runs_every_job_and_exits_with_the_worst(user_dir: Path, tmp_path: Path) -> None:
+    sweep = run("run", "-m", "--config-dir", str(user_dir), "study=my_study",
+                "arms.mine.engine_args.max-num-seqs=range(2,5,2)", "+protocol.request.extra.seed=soon,1", *QUICK,
+                "hydra.sweep.dir=sweep", cwd=tmp_path)
+    assert sweep.returncode == 4, sweep.stderr[-2000:]  # the jobs with seed=soon got no answer
+    jobs = sorted(p.name for p in (tmp_path / "sweep").iterdir() if (p / "run.json").is_file())
+    assert jobs == ["0", "1", "2", "3"]  # every job ran, also after a failed one
+    assert (tmp_path / "sweep" / "2" / "report.json").is_file()
