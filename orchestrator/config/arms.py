@@ -31,10 +31,12 @@ def runtime_for(config: RuntimeConfig, docker_host: str | None = None) -> Runtim
                         inherit_env=config.inherit_env, venv_on_path=config.venv_on_path, workdir=PROJECT_ROOT)
 
 
-def build_spec(build: BuildConfig) -> BuildSpec:
-    """The runtime's build spec: a relative context resolves against the project root."""
+def build_spec(arm: ArmConfig) -> BuildSpec:
+    """The runtime's build spec: a relative context resolves against the project root; the arm's own
+    interpreter identifies a process arm's code."""
+    build = arm.build
     context = (PROJECT_ROOT / build.context).resolve() if build.context else None
-    return BuildSpec(context=context, dockerfile=build.dockerfile, args=dict(build.args))
+    return BuildSpec(context=context, dockerfile=build.dockerfile, args=dict(build.args), interpreter=arm.python)
 
 
 def engine_argv(engine_args: Mapping[str, Any]) -> list[str]:

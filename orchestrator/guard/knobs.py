@@ -76,7 +76,7 @@ def check_knobs(config: Config, runtime: Runtime, run_id: str) -> dict[str, Knob
             continue
         command, entrypoint = listing
         try:  # a missing image or a broken listing is the arm's own failure later, not the guard's
-            image = runtime.resolve_image(arm_config.image, build_spec(arm_config.build))
+            image = runtime.resolve_image(arm_config.image, build_spec(arm_config))
             key = (image.id, *command, "\0", *(entrypoint or ()))
             if key not in listings:
                 listings[key] = runtime.run_oneshot(image.id, command, run_labels(run_id, arm=arm, purpose="knobs"),

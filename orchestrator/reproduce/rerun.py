@@ -20,7 +20,7 @@ from omegaconf import OmegaConf
 
 from orchestrator import config
 from orchestrator.analysis.positions import first_difference
-from orchestrator.config.arms import runtime_for
+from orchestrator.config.arms import build_spec, runtime_for
 from orchestrator.config.schema import BuildConfig, Config
 from orchestrator.errors import ExitStatus, ImageError, RecordError, worst
 from orchestrator.record.paths import RunPaths, atomic_write_text
@@ -60,7 +60,9 @@ def pin_images(typed: Config, original: RunPaths) -> dict[str, str]:
         if typed.stand_in:
             typed.stand_in = row["image_id"]
         else:
-            typed.arms[name] = dataclasses.replace(arm, image=row["image_id"], build=BuildConfig())
+            # a process arm keeps its source folder: it is part of the code identity being checked
+            build = arm.build if row["image_id"].startswith("process:") else BuildConfig()
+            typed.arms[name] = dataclasses.replace(arm, image=row["image_id"], build=build)
     return pinned
 
 
@@ -68,9 +70,12 @@ def check_images_present(typed: Config, pinned: dict[str, str], original: RunPat
     runtime = runtime_for(typed.runtime)
     refs = {row["arm"]: row["image_ref"] for row in read_table(original, "arms").to_pylist()}
     for name, image_id in pinned.items():
+        arm = typed.arms[name]
         try:
-            runtime.resolve_image(image_id, BuildSpec())
-        except ImageError:
+            runtime.resolve_image(image_id, build_spec(arm) if image_id.startswith("process:") else BuildSpec())
+        except ImageError as exc:
+            if image_id.startswith("process:"):  # a local process: what is installed differs
+                raise ImageError(f"arm '{name}': {exc}") from None
             raise ImageError(f"arm '{name}': the original image {image_id} ({refs.get(name)}) is not on this Docker "
                              "engine. Load it (docker save on the original machine, docker load here), or pass "
                              "--by-tag to re-run against the tag and compare anyway") from None

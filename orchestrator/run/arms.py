@@ -66,7 +66,7 @@ class StudyRunner:
         try:
             arm = effective_arm(arm, self.config.stand_in)
             row["image_ref"] = arm.image
-            image = self.runtime.resolve_image(arm.image, build_spec(arm.build))
+            image = self.runtime.resolve_image(arm.image, build_spec(arm))
             row.update(image_id=image.id, image_repo_digests=list(image.repo_digests))
             spec = container_spec(name, arm, image.id, self.labels, self.host_env,
                                   scratch_root=self.paths.scratch_root.resolve())

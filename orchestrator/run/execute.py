@@ -95,7 +95,7 @@ def missing_images(typed: Config, runtime: Runtime) -> list[str]:
         if arm.docker_host is not None:
             continue
         try:
-            runtime.resolve_image(arm.image, build_spec(arm.build))
+            runtime.resolve_image(arm.image, build_spec(arm))
         except ImageError as exc:
             problems.append(f"arm '{name}': {str(exc).splitlines()[0]}"
                             + (f" For this arm: {arm.build.hint}." if arm.build.hint else ""))

@@ -64,6 +64,12 @@ RECORD = "process.json"
 STREAMS = ("stdout", "stderr")
 
 
+# Printed by the arm's interpreter: its version and its installed distributions, sorted (no paths).
+_DISTRIBUTIONS = ("import sys, importlib.metadata as m; print(sys.version.split()[0]); "
+                  "print('\\n'.join(sorted({f\"{d.metadata['Name'].lower()}=={d.version}\" "
+                  "for d in m.distributions() if d.metadata['Name']})))")
+
+
 @dataclass
 class _Proc:
     popen: subprocess.Popen[bytes]
@@ -86,19 +92,40 @@ class ProcessRuntime:
         self.state_dir = Path(state_dir) if state_dir else default_state_dir()
         self.host_env = os.environ if host_env is None else host_env
         self._procs: dict[str, _Proc] = {}
+        self._environments: dict[str, str] = {}
 
     # images -----------------------------------------------------------------------------------
     def resolve_image(self, ref: str, build: BuildSpec) -> ImageInfo:
-        """No image: the id hashes the interpreter first on PATH's identity (sys.executable and its
-        version) and, when the arm names one, the files of its source directory `build.context`."""
-        digest = hashlib.sha256(f"{ref}\0{os.path.realpath(sys.executable)}\0{sys.version}".encode())
+        """No image: a code identity (shared/CONVENTIONS.md) from what runs, never from where it lies: the
+        arm's interpreter's version and installed distributions, and the content of `build.context`.
+        The same code on two machines gives the same id. A ref that is such an id (`reproduce` pins
+        one) must match what is installed here."""
+        digest = hashlib.sha256(self._environment(build.interpreter).encode())
         if build.context:
             source = build.context
             if not source.is_dir():
                 raise ImageError(f"process arm '{ref}': build.context {source} is not a directory (the process "
                                  "runtime hashes it to identify the arm's code)")
             digest.update(tree_hash(source).encode())
-        return ImageInfo(ref=ref, id=f"process:sha256:{digest.hexdigest()}")
+        found = f"process:sha256:{digest.hexdigest()}"
+        if ref.startswith("process:sha256:") and ref != found:
+            raise ImageError(f"the code that ran ({ref[:27]}...) is not what is installed here ({found[:27]}...): "
+                             f"{build.interpreter} has other distributions or versions, or the source differs. "
+                             "Install what the original run's fingerprint lists, or pass --by-tag to run anyway")
+        return ImageInfo(ref=ref, id=found)
+
+    def _environment(self, interpreter: str) -> str:
+        """'3.11.7\nname==version\n...' of an interpreter (as the arm's PATH finds it), once per runtime."""
+        if interpreter not in self._environments:
+            try:
+                done = subprocess.run([interpreter, "-c", _DISTRIBUTIONS], capture_output=True, text=True,
+                                      timeout=120, env=self.base_env(), cwd=self.workdir)
+            except (OSError, subprocess.TimeoutExpired) as exc:
+                raise ImageError(f"cannot run the arm's interpreter {interpreter}: {exc}") from exc
+            if done.returncode != 0:
+                raise ImageError(f"the arm's interpreter {interpreter} failed: {done.stderr.strip()[-300:]}")
+            self._environments[interpreter] = done.stdout
+        return self._environments[interpreter]
 
     # environment ------------------------------------------------------------------------------
     def base_env(self) -> dict[str, str]:

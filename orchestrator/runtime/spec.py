@@ -43,6 +43,7 @@ class BuildSpec:
     context: Path | None = None  # None: never build
     dockerfile: str = "Dockerfile"
     args: Mapping[str, str] = field(default_factory=dict)
+    interpreter: str = "python3"  # the process runtime: whose installed distributions identify the code
 
 
 @dataclass(frozen=True)

@@ -74,7 +74,7 @@ class Kind:
 
     def spec(self, arm: ArmConfig, run_id: str, arm_name: str = "contract",
              host_env: dict[str, str] | None = None) -> ContainerSpec:
-        image = self.runtime.resolve_image(arm.image, build_spec(arm.build)).id
+        image = self.runtime.resolve_image(arm.image, build_spec(arm)).id
         labels = {f"{LABEL_NS}.run": run_id, f"{LABEL_NS}.study": "contract"}
         return container_spec(arm_name, arm, image, labels, host_env or {})
 
@@ -141,8 +141,8 @@ def server(kind: Kind) -> Iterator[tuple[Kind, Handle]]:
 
 def test_resolve_image_is_stable_and_content_addressed(kind: Kind) -> None:
     arm = kind.arm()
-    first = kind.runtime.resolve_image(arm.image, build_spec(arm.build))
-    assert first == kind.runtime.resolve_image(arm.image, build_spec(arm.build))
+    first = kind.runtime.resolve_image(arm.image, build_spec(arm))
+    assert first == kind.runtime.resolve_image(arm.image, build_spec(arm))
     assert first.ref == arm.image
     assert first.id.startswith({"docker": "sha256:", "process": "process:sha256:", "fake": "fake:sha256:"}[kind.name])
 
@@ -184,7 +184,7 @@ def test_exec_runs_next_to_the_server_with_the_configured_env(server: tuple[Kind
 
 def test_run_oneshot_lists_the_engine_knobs(kind: Kind) -> None:
     arm = kind.arm()
-    image = kind.runtime.resolve_image(arm.image, build_spec(arm.build)).id
+    image = kind.runtime.resolve_image(arm.image, build_spec(arm)).id
     run_id = f"contract-{secrets.token_hex(3)}"
     result = kind.runtime.run_oneshot(image, ["--list-knobs"], {f"{LABEL_NS}.run": run_id},
                                       kind.knobs_entrypoint, 120)

@@ -63,6 +63,10 @@ def test_server_errors_are_recorded_and_an_arm_with_no_answer_fails(tmp_path: Pa
 
 
 def test_interrupt_stops_and_removes_containers(tmp_path: Path, docker_client) -> None:  # type: ignore[no-untyped-def]
+    def ours() -> list[str]:  # this run's containers (named RUN_ID-ARM, the run id from the run dir's name)
+        return [c.name for c in docker_client.containers.list(all=True, filters={"label": LABEL})
+                if c.name.startswith(f"{tmp_path.name}-")]
+
     proc = subprocess.Popen(
         [sys.executable, "-m", "orchestrator", "run", f"hydra.run.dir={tmp_path}",
          "protocol.phases.sequential.repeats=500"],
@@ -72,11 +76,11 @@ def test_interrupt_stops_and_removes_containers(tmp_path: Path, docker_client) -
         while time.monotonic() < deadline and not list((tmp_path / "data" / "responses").glob("*.parquet")):
             assert proc.poll() is None, proc.communicate()[1]
             time.sleep(0.5)
-        assert docker_client.containers.list(filters={"label": LABEL}), "the arm's container should be running"
+        assert ours(), "the arm's container should be running"
     finally:
         stderr = interrupt(proc)
     assert proc.returncode == 130, stderr
-    assert docker_client.containers.list(all=True, filters={"label": LABEL}) == []
+    assert ours() == []
     arms = pq.read_table(tmp_path / "data" / "arms").to_pylist()
     assert arms[0]["status"] == "interrupted"
     assert pq.read_table(tmp_path / "data" / "responses").num_rows > 0  # what was received is kept

@@ -109,3 +109,21 @@ def test_a_sweep_over_a_users_study_runs_every_job_and_exits_with_the_worst(user
     jobs = sorted(p.name for p in (tmp_path / "sweep").iterdir() if (p / "run.json").is_file())
     assert jobs == ["0", "1", "2", "3"]  # every job ran, also after a failed one
     assert (tmp_path / "sweep" / "2" / "report.json").is_file()
+
+
+def test_a_process_run_reproduces_by_code_identity_and_refuses_other_code(tmp_path: Path) -> None:
+    source = tmp_path / "refengine"
+    shutil.copytree(ROOT / "arms" / "reference-engine" / "refengine", source,
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    common = ["runtime=process", "arm@arms.baseline=reference_process", "~arms.wide_batch", *QUICK,
+              f"arms.baseline.build.context={source}",
+              f"arms.baseline.env.PYTHONPATH={tmp_path}"]  # the engine runs from the copy
+    state = {"ORCHESTRATOR_PROCESS_DIR": str(tmp_path / "state")}
+    first = run("run", *common, "hydra.run.dir=original", cwd=tmp_path, env=state)
+    assert first.returncode == 0, first.stderr[-2000:]
+    same = run("reproduce", "original", "--out", "same", cwd=tmp_path, env=state)
+    assert same.returncode == 0 and "verdict: reproduced" in same.stdout, same.stdout + same.stderr[-2000:]
+    (source / "engine.py").write_text((source / "engine.py").read_text() + "\n# changed\n")
+    other = run("reproduce", "original", "--out", "other", cwd=tmp_path, env=state)
+    assert other.returncode == 4, other.stderr[-2000:]  # could not run: not the code that ran
+    assert "is not what is installed here" in other.stderr and other.stderr.count("\n") == 1
