@@ -10,6 +10,7 @@ import logging
 import re
 import secrets
 import sys
+from pathlib import Path
 from typing import Any
 
 from orchestrator.analysis.gate import failures
@@ -22,7 +23,7 @@ from orchestrator.guard import declared as guard_declared
 from orchestrator.guard import knobs as guard_knobs
 from orchestrator.guard import observed as guard_observed
 from orchestrator.guard.results import GuardResult
-from orchestrator.record.paths import RunPaths, atomic_write_text
+from orchestrator.record.paths import RunPaths, atomic_write_bytes, atomic_write_text
 from orchestrator.report.build import build as build_reports
 from orchestrator.report.guard import headline as guard_headline
 from orchestrator.report.markdown import cells_table
@@ -53,7 +54,7 @@ def execute_study(typed: Config, paths: RunPaths, allow: list[str], how_to_allow
     run_id = f"{re.sub(r'[^A-Za-z0-9_.-]', '-', paths.root.name)}-{secrets.token_hex(3)}"
     meta: dict[str, Any] = {"study": typed.study.name, "run_id": run_id, "baseline": typed.baseline_arm,
                             "expectations": expectations(typed), "gate": dataclasses.asdict(typed.gate),
-                            **(extra_meta or {})}
+                            "config_dirs": keep_config_dirs(paths, typed.config_dirs), **(extra_meta or {})}
     atomic_write_text(paths.meta, json.dumps(meta, indent=2) + "\n")
     write_prompts(paths, resolve_prompts(typed.prompts, typed.config_dirs))
     declared = guard_declared.declared_check(typed)  # before anything starts (docs/guard.md)
@@ -100,6 +101,22 @@ def missing_images(typed: Config, runtime: Runtime) -> list[str]:
             problems.append(f"arm '{name}': {str(exc).splitlines()[0]}"
                             + (f" For this arm: {arm.build.hint}." if arm.build.hint else ""))
     return problems
+
+
+def keep_config_dirs(paths: RunPaths, dirs: list[str]) -> list[dict[str, Any]]:
+    """Copy the user's config files (small: YAML and text) into RUN/config-dirs/N and record each one's
+    sha256, so the run dir shows what its study was composed from without the folders it came from."""
+    kept = []
+    for index, folder in enumerate(map(Path, dirs)):
+        files = {}
+        for path in sorted(p for p in folder.rglob("*") if p.is_file() and p.suffix in (".yaml", ".yml", ".txt")
+                           and p.stat().st_size <= 1 << 20):
+            data = path.read_bytes()
+            relative = path.relative_to(folder).as_posix()
+            atomic_write_bytes(paths.root / "config-dirs" / str(index) / relative, data)
+            files[relative] = hashlib.sha256(data).hexdigest()
+        kept.append({"dir": str(folder), "copy": f"config-dirs/{index}", "sha256": files})
+    return kept
 
 
 def write_prompts(paths: RunPaths, texts: dict[str, str]) -> None:

@@ -84,6 +84,9 @@ def test_a_users_study_runs_and_a_colleague_reruns_and_reproduces_it_elsewhere(u
     assert first.returncode == 0, first.stderr[-2000:]
     prompts = json.loads((mine / "sent" / "prompts.json").read_text())
     assert prompts["hello"]["text"] == "Hello from a file of my own,"
+    [kept] = json.loads((mine / "sent" / "run.json").read_text())["config_dirs"]
+    assert kept["dir"] == str(user_dir) and set(kept["sha256"]) >= {"study/my_study.yaml", "prompts/hello.txt"}
+    assert (mine / "sent" / kept["copy"] / "arm" / "my_reference.yaml").read_text() == ARM
     # The colleague has only the run dir, somewhere else, and no config dir of ours.
     colleague = tmp_path / "colleague"
     shutil.copytree(mine / "sent", colleague / "received")
