@@ -97,13 +97,16 @@ def run_with_hydra(argv: list[str]) -> int:
     def task(cfg: Any) -> None:
         status["code"] = worst(status["code"], run_study(cfg))
 
+    from orchestrator.sweep.callback import SweepCompare
+
     saved = sys.argv
     sys.argv = ["orchestrator", *flags, *overrides, *overrides_for(dirs)]
+    SweepCompare.status = 0
     try:
         task()
     finally:
         sys.argv = saved
-    return status["code"]
+    return worst(status["code"], SweepCompare.status)
 
 
 def run_study(cfg: Any) -> int:

@@ -11,6 +11,7 @@ sweep.json into the sweep dir; `orchestrator compare SWEEP_DIR/0 SWEEP_DIR/1 ...
 from __future__ import annotations
 
 import json
+import sys
 from itertools import combinations
 from pathlib import Path
 from typing import Any
@@ -83,11 +84,25 @@ def check_parallel_gpus(composed: DictConfig, jobs: list[list[str]]) -> None:
 
 
 class SweepCompare(Callback):
-    """Hydra callback: after a multirun, compare its jobs as arms of one study."""
+    """Hydra callback: after a multirun, compare its jobs as arms of one study. Hydra swallows a callback's
+    exceptions (a warning), so a report that could not be made is kept in `status` for the exit status."""
+
+    status = 0
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
+        from orchestrator.errors import OrchestratorError
+
         sweep_dir = Path(config.hydra.sweep.dir)
-        summary = summarize(sweep_dir)
+        try:
+            summary = summarize(sweep_dir)
+        except OrchestratorError as exc:
+            print(f"error: the sweep report could not be made: {exc}", file=sys.stderr)
+            SweepCompare.status = exc.exit_status
+            return
+        except Exception as exc:  # a bug: say so, and make the sweep fail rather than pass silently
+            print(f"error: the sweep report failed (a bug): {type(exc).__name__}: {exc}", file=sys.stderr)
+            SweepCompare.status = 1
+            return
         if summary:
             print(f"Sweep report: {sweep_dir / 'report.md'} ({len(summary['single_variable_pairs'])} "
                   f"single-variable pairs over {', '.join(summary['swept_keys'])})")
