@@ -61,7 +61,27 @@ def to_typed(cfg: DictConfig) -> schema.Config:
             raise exc.__cause__ from exc
         raise explain(exc) from exc
     assert isinstance(typed, schema.Config)
+    resolve_arm_paths(typed)
     return typed
+
+
+def resolve_arm_paths(typed: schema.Config) -> None:
+    """Relative paths an arm names (its build context, its mounts' host folders) become absolute: beside the
+    arm files of the user's config dirs (DIR/arm/PATH) when they exist there, else against the project root
+    (build contexts: the project's own arms/) or the working directory (host folders, as typed on a
+    command line). The record then names what was used."""
+    arm_dirs = [Path(d) / "arm" for d in typed.config_dirs]
+    for arm in typed.arms.values():
+        if arm.build.context and not Path(arm.build.context).is_absolute():
+            arm.build.context = str(_first_existing(arm.build.context, [*arm_dirs, PROJECT_ROOT]))
+        for volume in arm.volumes:
+            if not Path(volume.host).is_absolute():
+                volume.host = str(_first_existing(volume.host, [*arm_dirs, Path.cwd()]))
+
+
+def _first_existing(relative: str, roots: list[Path]) -> Path:
+    found = next((root / relative for root in roots if (root / relative).exists()), roots[-1] / relative)
+    return found.resolve()
 
 
 def _unknown_keys(node: Any, cls: type, path: str) -> list[str]:

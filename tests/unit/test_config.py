@@ -83,3 +83,18 @@ def test_the_worst_exit_status_wins_by_the_conventions_precedence() -> None:
 
     assert worst() == 0 and worst(0, 3) == 3 and worst(3, 4) == 4 and worst(4, 2) == 2
     assert worst(2, 1) == 1 and worst(1, 130) == 130 and worst(0, 99) == 1  # unknown: a bug
+
+
+def test_relative_arm_paths_resolve_beside_the_users_arm_files_then_the_project(tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    from pathlib import Path
+
+    user = tmp_path / "mine"
+    (user / "arm" / "engine-src").mkdir(parents=True)
+    (user / "arm" / "my_arm.yaml").write_text(
+        "defaults: [reference, _self_]\nbuild:\n  context: engine-src\n"
+        "volumes:\n  - {host: models, container: /models}\n")
+    monkeypatch.chdir(tmp_path)
+    typed = config.to_typed(config.compose(["arm@arms.baseline=my_arm"], [user]))
+    assert typed.arms["baseline"].build.context == str(user / "arm" / "engine-src")  # beside the arm file
+    assert typed.arms["baseline"].volumes[0].host == str(tmp_path / "models")  # not there: the working dir
+    assert typed.arms["wide_batch"].build.context == str(Path(config.PROJECT_ROOT) / "arms" / "reference-engine")
