@@ -106,10 +106,12 @@ class DockerRuntime:
             if bindings:
                 return f"http://127.0.0.1:{bindings[0]['HostPort']}"
             if container.status == "exited":
-                break
+                # No port any more: the caller learns the exit status and reads the logs through the
+                # handle (readiness fails fast on an exit code), and they land in the record.
+                return ""
             time.sleep(0.1)
         tail = [line.text for line in self.logs(Handle(container.id, spec.name, ""), tail=50)]
-        raise ArmStartError(f"container '{spec.name}' exited before its port was published", tail)
+        raise ArmStartError(f"container '{spec.name}' published no port for {spec.container_port}/tcp", tail)
 
     def _container(self, handle: Handle) -> Any:
         try:

@@ -133,7 +133,7 @@ class ContainerSpec:
 class Handle:
     id: str
     name: str
-    base_url: str
+    base_url: str  # "" when the server exited before it listened: exit_code and logs still work
 
 
 @dataclass(frozen=True)
