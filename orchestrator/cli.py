@@ -37,6 +37,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: unknown command '{verb}'.{did_you_mean(verb, VERBS)}", file=sys.stderr)
         return ExitStatus.BAD_INPUT
     signal.signal(signal.SIGTERM, _interrupt)  # `docker stop`/kill: same clean-up path as Ctrl-C
+    # A process started in the background by a shell inherits SIGINT ignored: Ctrl-C (or SIGINT from a
+    # supervisor) must still stop the study and clean up.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
         return VERBS[verb](rest)
     except OrchestratorError as exc:
