@@ -53,7 +53,10 @@ def test_repeatability_in_docker_is_an_honest_negative_with_everything_read_from
     _no_difference(tmp_path)
     report = _report(tmp_path)
     concurrent = [c for c in report["cells"] if c["batch_size"]]
-    assert concurrent and all(c["co_resident"] and c["min_running_observed"] == 16 for c in concurrent)
+    # The 16 shared the engine's steps, and the verdict says whether all 16 ran at once (load decides
+    # how many arrive before the first finishes; the report's honesty about it is what is tested).
+    assert concurrent and all(c["min_running_observed"] > 1 for c in concurrent)
+    assert all(c["co_resident"] == (c["min_running_observed"] == 16) for c in concurrent)
     rows = pq.read_table(tmp_path / "data" / "responses").to_pylist()
     assert len(rows) == 2 * (10 + 16)
     assert all(r["token_ids"] and len(r["token_ids"]) == 256 for r in rows)  # return_token_ids
