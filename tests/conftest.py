@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import os
+import socket
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -32,14 +33,31 @@ def docker_client():  # type: ignore[no-untyped-def]
 
 @pytest.fixture()
 def no_leftover_containers(docker_client) -> Iterator[None]:  # type: ignore[no-untyped-def]
-    """Fail a test that leaves any container of a run behind (labels name every one we create)."""
+    """Fail a test that leaves any container of a run behind (labels name every one we create). A container
+    whose owner process still lives belongs to a run going on beside this test (another test session), not
+    to a leftover."""
     before = {c.id for c in docker_client.containers.list(all=True, filters={"label": LABEL})}
     yield
     after = docker_client.containers.list(all=True, filters={"label": LABEL})
-    left = [c for c in after if c.id not in before]
+    left = [c for c in after if c.id not in before and not _owner_alive(c.labels)]
     for container in left:
         container.remove(force=True)
     assert not left, f"containers left behind: {[c.name for c in left]}"
+
+
+def _owner_alive(labels: dict[str, str]) -> bool:
+    from orchestrator.runtime.spec import OWNER_HOST, OWNER_PID
+
+    pid = labels.get(OWNER_PID, "")
+    if labels.get(OWNER_HOST) != socket.gethostname() or not pid.isdigit() or int(pid) == os.getpid():
+        return False
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        pass
+    return True
 
 
 def orchestrator(*args: str, timeout_s: float = 600, **kwargs) -> subprocess.CompletedProcess[str]:  # type: ignore[no-untyped-def]

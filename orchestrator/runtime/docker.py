@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from orchestrator.errors import ArmStartError, EngineUnavailable, ImageError, RuntimeFailure
-from orchestrator.runtime.spec import BuildSpec, ContainerSpec, ExecResult, Handle, ImageInfo, LogLine
+from orchestrator.runtime.spec import BuildSpec, ContainerSpec, ExecResult, Handle, ImageInfo, LogLine, with_owner
 
 if TYPE_CHECKING:
     import docker
@@ -64,7 +64,7 @@ class DockerRuntime:
     def start(self, spec: ContainerSpec) -> Handle:
 
         kwargs: dict[str, Any] = dict(
-            image=spec.image, command=spec.command or None, name=spec.name, labels=spec.labels,
+            image=spec.image, command=spec.command or None, name=spec.name, labels=with_owner(spec.labels),
             environment={**spec.env, **spec.secret_env}, detach=True, init=True,
         )
         if spec.network_host:
@@ -148,7 +148,7 @@ class DockerRuntime:
                     env: Mapping[str, str] | None = None, gpus: str | None = None) -> ExecResult:
         try:
             container = self.client.containers.create(
-                image=image, command=command, entrypoint=entrypoint, labels=dict(labels), network_mode="none",
+                image=image, command=command, entrypoint=entrypoint, labels=with_owner(labels), network_mode="none",
                 environment=dict(env or {}), device_requests=_device_requests(gpus) if gpus else None)
         except self._errors.APIError as exc:
             raise RuntimeFailure(f"docker could not create a container of '{image}': {exc.explanation or exc}") \

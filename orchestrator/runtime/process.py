@@ -58,6 +58,7 @@ from orchestrator.runtime.spec import (
     ImageInfo,
     LogLine,
     map_mounts,
+    with_owner,
 )
 
 RECORD = "process.json"
@@ -179,7 +180,7 @@ class ProcessRuntime:
         proc = _Proc(popen, spec.name, folder, env)
         self._procs[handle_id] = proc
         _write_json(folder / RECORD, {"pid": popen.pid, "pgid": popen.pid, "start_time": _start_time(popen.pid),
-                                      "name": spec.name, "labels": spec.labels, "argv": argv, "port": port})
+                                      "name": spec.name, "labels": with_owner(spec.labels), "argv": argv, "port": port})
         for stream, pipe in (("stdout", popen.stdout), ("stderr", popen.stderr)):
             assert pipe is not None
             thread = threading.Thread(target=_pump, args=(pipe, folder / f"{stream}.log"), daemon=True,
@@ -260,7 +261,7 @@ class ProcessRuntime:
             except OSError as exc:
                 raise RuntimeFailure(f"could not run {argv[0]} for '{image}': {exc}") from exc
             _write_json(folder / RECORD, {"pid": popen.pid, "pgid": popen.pid, "start_time": _start_time(popen.pid),
-                                          "name": folder.name, "labels": dict(labels), "argv": argv})
+                                          "name": folder.name, "labels": with_owner(labels), "argv": argv})
             try:
                 out, err = popen.communicate(timeout=timeout_s)
             except subprocess.TimeoutExpired as exc:
