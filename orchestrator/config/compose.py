@@ -12,6 +12,7 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 
 from orchestrator.config import schema
+from orchestrator.config.catalog import line
 from orchestrator.config.search import overrides_for
 from orchestrator.errors import ConfigError, did_you_mean
 
@@ -170,7 +171,15 @@ def resolve_prompts(prompt_set: schema.PromptSetConfig, config_dirs: list[str] |
                 problems.append(f"prompt '{prompt_id}': file {prompt.file} not found (looked in "
                                 f"{', '.join(str(c.parent) for c in candidates)})")
                 continue
-            text = path.read_text(encoding="utf-8")
+            try:
+                text = path.read_text(encoding="utf-8")
+            except (OSError, UnicodeDecodeError) as exc:
+                reason = ("is not UTF-8 text" if isinstance(exc, UnicodeDecodeError)
+                          else f"cannot be read ({exc.strerror})")
+                problems.append(line("file", f"prompts.prompts.{prompt_id}.file", str(path), "a readable UTF-8 "
+                                     f"text file; {path} {reason}", "re-encode it as UTF-8 (e.g. iconv -t UTF-8) "
+                                     "or fix its permissions"))
+                continue
         assert text is not None
         if prompt.repeat_to_chars:
             if not text:

@@ -2,7 +2,7 @@
 
 Every YAML under conf/ is merged onto these, so an unknown key or a wrong type fails composition;
 `config.load` turns such failures into a ConfigError that names the key, the file and the choices.
-Cross-field checks live in `__post_init__` and collect every problem before raising once.
+Ranges, names and cross-field rules are checked in config/validate.py, all at once.
 """
 
 from __future__ import annotations
@@ -13,8 +13,6 @@ from typing import Any
 
 from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING
-
-from orchestrator.errors import ConfigError
 
 
 class PhaseKind(str, Enum):
@@ -114,14 +112,6 @@ class ArmConfig:
     # [] = the server listens on `port` itself (docs/runtimes.md).
     process_port_args: list[str] = field(default_factory=lambda: ["--host", "127.0.0.1", "--port", "{port}"])
 
-    def __post_init__(self) -> None:
-        problems = []
-        if self.gpus is not None and self.gpus != "all" and not all(
-                part.strip().isdigit() for part in self.gpus.split(",")):
-            problems.append(f"gpus='{self.gpus}' is not valid: use null, 'all' or device ids like '0,1'")
-        if problems:
-            raise ConfigError(problems)
-
 
 @dataclass
 class ExpectConfig:
@@ -167,10 +157,6 @@ class PhaseConfig:
     repeats: int = 6  # sequential: requests per prompt; concurrent: requests per batch
     batches: int = 1  # concurrent only: how many batches per prompt
 
-    def __post_init__(self) -> None:
-        if self.repeats < 1 or self.batches < 1:
-            raise ConfigError(f"phase repeats and batches must be >= 1 (got {self.repeats}, {self.batches})")
-
 
 @dataclass
 class ProtocolConfig:
@@ -196,6 +182,8 @@ class StudyConfig:
     # Defaults come from conf/guard/default.yaml; a study adds or replaces entries.
     implications: dict[str, list[str]] = field(default_factory=dict)
     cache_leaves: list[str] = field(default_factory=list)  # arms sharing a cache must agree on these
+    # Cache kinds two arms may share without a `scratch.*.share` (guard/caches.py KINDS, e.g. hugging_face).
+    allow_shared_caches: list[str] = field(default_factory=list)
     ignore_leaves: list[str] = field(default_factory=list)  # config leaves never compared (description)
     ignore_fields: list[str] = field(default_factory=list)  # fingerprint fields never compared (env.HOSTNAME)
 
@@ -241,23 +229,9 @@ class Config:
     # files are looked up in their prompts/ folders before the project's. Set by the orchestrator.
     config_dirs: list[str] = field(default_factory=list)
 
-    def __post_init__(self) -> None:
-        problems = []
-        if not self.arms:
-            problems.append("the study has no arms: add `- /arm@arms.NAME: TEMPLATE` to its defaults")
-        if self.study.baseline is not None and self.study.baseline not in self.arms:
-            problems.append(f"study.baseline '{self.study.baseline}' is not an arm. "
-                            f"Available: {', '.join(self.arms)}")
-        if not self.prompts.prompts:
-            problems.append(f"prompt set '{self.prompts.name}' has no prompts")
-        if not self.protocol.phases:
-            problems.append(f"protocol '{self.protocol.name}' has no phases")
-        if problems:
-            raise ConfigError(problems)
-
     @property
     def baseline_arm(self) -> str:
-        return self.study.baseline or next(iter(self.arms))
+        return self.study.baseline or next(iter(self.arms), "")
 
 
 def register_configs() -> None:

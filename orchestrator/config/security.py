@@ -7,9 +7,12 @@ instantiated or executed on the host (no `_target_`): configs are data.
 
 from __future__ import annotations
 
+from orchestrator.config.catalog import line
 from orchestrator.config.schema import Config
 from orchestrator.errors import ConfigError
 
+# How a config of one's own accepts a dangerous option.
+OWN_CONFIG_ALLOW = "runtime.allow=[{kind}] (in the config, or on the command line as '+runtime.allow=[{kind}]')"
 KINDS = ("privileged", "cap_add", "host_network", "host_ipc", "host_root_mount", "docker_socket_mount")
 
 
@@ -33,12 +36,13 @@ def findings(config: Config) -> list[tuple[str, str]]:
     return found
 
 
-def enforce(config: Config, allowed: list[str], how_to_allow: str) -> None:
+def problems(config: Config, allowed: list[str], how_to_allow: str = OWN_CONFIG_ALLOW) -> list[str]:
     """`how_to_allow` formats with {kind}: e.g. "runtime.allow=[{kind}]" or "--allow {kind}"."""
-    unknown = [kind for kind in allowed if kind not in KINDS]
-    if unknown:
-        raise ConfigError(f"unknown allow kind(s) {unknown}: valid kinds are {', '.join(KINDS)}")
-    refused = [(kind, where) for kind, where in findings(config) if kind not in allowed]
-    if refused:
-        raise ConfigError([f"{where} is a dangerous container option ({kind}), refused; to accept it, pass "
-                           + how_to_allow.format(kind=kind) for kind, where in refused])
+    found = [line("unknown-name", "allow", kind, KINDS) for kind in allowed if kind not in KINDS]
+    return found + [f"{where} is a dangerous container option ({kind}), refused; to accept it, pass "
+                    + how_to_allow.format(kind=kind) for kind, where in findings(config) if kind not in allowed]
+
+
+def enforce(config: Config, allowed: list[str], how_to_allow: str) -> None:
+    if found := problems(config, allowed, how_to_allow):
+        raise ConfigError(found)

@@ -11,7 +11,9 @@ import difflib
 import json
 from typing import TYPE_CHECKING
 
+from orchestrator.config.catalog import line
 from orchestrator.errors import ConfigError
+from orchestrator.guard import caches
 from orchestrator.guard.leaves import arm_leaves, describe_all, describe_extra, differences, matches
 from orchestrator.guard.results import (
     ABSENT,
@@ -79,23 +81,34 @@ def declared_check(config: Config) -> DeclaredCheck:
 
 
 def refusal(declared: DeclaredCheck) -> list[str]:
-    """One problem per confounded pair, naming every differing leaf; [] when the run may go on."""
+    """One problem per confounded pair, naming every differing leaf, and per declared variable that does not
+    differ; [] when the run may go on."""
+    found = [line("declared-equal", f"study.variables.{p.arm}", leaf, f"a leaf where arm '{p.arm}' differs from "
+                  f"baseline '{declared.baseline}' (declared but not different)", f"give arms.{p.arm}.{leaf} "
+                  "another value, or remove it from the declaration")
+             for p in declared.pairs for leaf in p.unused]
     if declared.allow_confounded:
-        return []
-    return [f"arm '{p.arm}' differs from baseline '{declared.baseline}' in {len(p.differing)} leaves, "
-            f"{len(p.extra)} beyond its declared variable(s) {', '.join(p.declared or []) or '(none)'}: "
-            f"{describe_all(p)}. Declare them in study.variables.{p.arm}, make the arms agree, or set "
-            "study.allow_confounded: true"
-            for p in declared.pairs if p.verdict == CONFOUNDED]
+        return found
+    return found + [f"arm '{p.arm}' differs from baseline '{declared.baseline}' in {len(p.differing)} leaves, "
+                    f"{len(p.extra)} beyond its declared variable(s) {', '.join(p.declared or []) or '(none)'}: "
+                    f"{describe_all(p)}. Declare them in study.variables.{p.arm}, make the arms agree, or set "
+                    "study.allow_confounded: true"
+                    for p in declared.pairs if p.verdict == CONFOUNDED]
+
+
+def problems(config: Config) -> list[str]:
+    """Every guard problem found before anything starts: malformed variables, a confounded or mis-declared
+    A/B, a hidden shared cache."""
+    if found := validate_variables(config):
+        return found
+    return refusal(declared_check(config)) + caches.problems(config)
 
 
 def enforce_declared(config: Config) -> DeclaredCheck:
-    """The declared check, raising ConfigError (exit 2) for a confounded, not allowed study."""
-    result = declared_check(config)
-    problems = refusal(result)
-    if problems:
-        raise ConfigError(problems)
-    return result
+    """The declared check, raising ConfigError (exit 2) for any of `problems`."""
+    if found := problems(config):
+        raise ConfigError(found)
+    return declared_check(config)
 
 
 def shared_caches(config: Config) -> list[SharedCache]:

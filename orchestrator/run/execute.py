@@ -15,9 +15,11 @@ from typing import Any
 
 from orchestrator.analysis.gate import failures
 from orchestrator.analysis.results import Comparison
-from orchestrator.config import engine_rules, resolve_prompts, security
+from orchestrator.config import resolve_prompts
 from orchestrator.config.arms import build_spec, effective_arm, missing_executables, runtime_for
 from orchestrator.config.schema import Config
+from orchestrator.config.security import OWN_CONFIG_ALLOW
+from orchestrator.config.validate import validate
 from orchestrator.errors import ConfigError, ExitStatus, ImageError
 from orchestrator.guard import declared as guard_declared
 from orchestrator.guard import knobs as guard_knobs
@@ -31,15 +33,15 @@ from orchestrator.report.model import StudyReport
 from orchestrator.run.arms import StudyRunner
 from orchestrator.runtime.spec import Runtime
 
-OWN_CONFIG_ALLOW = "runtime.allow=[{kind}] (in the config, or on the command line as '+runtime.allow=[{kind}]')"
 
-
-def preflight(typed: Config) -> None:
-    """What stops a study before anything starts: a confounded A/B, a dangerous option not allowed, a
-    request the engine would refuse."""
-    guard_declared.enforce_declared(typed)
-    security.enforce(typed, list(typed.runtime.allow), OWN_CONFIG_ALLOW)
-    if found := engine_rules.problems(typed) + missing_executables(typed):
+def preflight(typed: Config, allow: list[str] | None = None, how_to_allow: str = OWN_CONFIG_ALLOW) -> None:
+    """Every problem that stops a study before anything starts, all at once (exit 2): the config's own
+    (config/validate.py), the guard's (a confounded or mis-declared A/B, a hidden shared cache), a process
+    arm's missing program."""
+    found = validate(typed, allow, how_to_allow)
+    if not found:
+        found = guard_declared.problems(typed) + missing_executables(typed)
+    if found:
         raise ConfigError(found)
 
 
@@ -47,9 +49,7 @@ def execute_study(typed: Config, paths: RunPaths, allow: list[str], how_to_allow
                   extra_meta: dict[str, Any] | None = None) -> int:
     """Checks, the run, the reports, the summary: shared by `run` (Hydra) and `reproduce`."""
     logging.getLogger("httpx").setLevel(logging.WARNING)  # one line per request drowns the progress
-    security.enforce(typed, allow, how_to_allow)
-    if found := engine_rules.problems(typed) + missing_executables(typed):
-        raise ConfigError(found)
+    preflight(typed, allow, how_to_allow)
     paths.root.mkdir(parents=True, exist_ok=True)
     run_id = f"{re.sub(r'[^A-Za-z0-9_.-]', '-', paths.root.name)}-{secrets.token_hex(3)}"
     meta: dict[str, Any] = {"study": typed.study.name, "run_id": run_id, "baseline": typed.baseline_arm,
@@ -62,8 +62,6 @@ def execute_study(typed: Config, paths: RunPaths, allow: list[str], how_to_allow
     guard_observed.write(paths, guard)
     for line in guard_declared.warnings(declared):
         print(f"warning: {line}", file=sys.stderr)
-    if problems := guard_declared.refusal(declared):
-        raise ConfigError(problems)
     runtime = runtime_for(typed.runtime)
     if found := missing_images(typed, runtime):
         raise ConfigError(found)

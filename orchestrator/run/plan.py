@@ -40,10 +40,8 @@ def render(config: Config) -> str:
 
 def plan(argv: list[str]) -> str:
     """The `plan` verb: compose (with the user's config dirs), check the prompts, render."""
-    from orchestrator import config
     from orchestrator.config.search import split_config_dirs
+    from orchestrator.config.validate import load
 
     dirs, overrides = split_config_dirs(argv)
-    typed = config.to_typed(config.compose(overrides, dirs))
-    config.resolve_prompts(typed.prompts, typed.config_dirs)
-    return render(typed)
+    return render(load(overrides, dirs))

@@ -62,6 +62,11 @@ from orchestrator.runtime.spec import (
 )
 
 RECORD = "process.json"
+# Cache dirs a process gets of its own (in its state dir) unless its env names them, as a container has
+# its own filesystem: without this, two process arms would share the libraries' default caches in $HOME
+# and /tmp (vLLM, Hugging Face and FlashInfer live under XDG_CACHE_HOME; guard/caches.py checks the rest).
+PRIVATE_CACHE_ENV = ("XDG_CACHE_HOME", "TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR", "CUDA_CACHE_PATH",
+                     "FLASHINFER_WORKSPACE_BASE")
 STREAMS = ("stdout", "stderr")
 
 
@@ -135,8 +140,10 @@ class ProcessRuntime:
             env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), *filter(None, [env.get("PATH")])])
         return env
 
-    def _env(self, gpus: str | None, env: Mapping[str, str]) -> dict[str, str]:
+    def _env(self, gpus: str | None, env: Mapping[str, str], cache_root: Path | None = None) -> dict[str, str]:
         base = self.base_env()
+        if cache_root is not None:
+            base.update({name: str(cache_root / name.lower()) for name in PRIVATE_CACHE_ENV})
         if gpus is None:
             base["CUDA_VISIBLE_DEVICES"] = ""  # as in a container without --gpus: no GPU visible
         elif gpus != "all":
@@ -165,12 +172,12 @@ class ProcessRuntime:
         port = free_port() if spec.process_port_args else spec.container_port
         argv = [*map_mounts(spec.command, spec.mounts),
                 *(arg.replace("{port}", str(port)) for arg in spec.process_port_args)]
-        env = self._env(spec.gpus, dict(zip(spec.env, map_mounts(list(spec.env.values()), spec.mounts),
-                                            strict=True)) | spec.secret_env)
         self.state_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
         handle_id = f"proc-{secrets.token_hex(6)}"
         folder = self.state_dir / handle_id
         folder.mkdir(mode=0o700)
+        env = self._env(spec.gpus, dict(zip(spec.env, map_mounts(list(spec.env.values()), spec.mounts),
+                                            strict=True)) | spec.secret_env, folder / "cache")
         try:
             popen = subprocess.Popen(argv, cwd=self.workdir, env=env, stdin=subprocess.DEVNULL,
                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)

@@ -11,9 +11,10 @@ from typing import Any
 
 from orchestrator import config
 from orchestrator.config.search import overrides_for, split_config_dirs
+from orchestrator.config.security import OWN_CONFIG_ALLOW
 from orchestrator.errors import ConfigError, OrchestratorError, worst
 from orchestrator.record.paths import RunPaths
-from orchestrator.run.execute import OWN_CONFIG_ALLOW, execute_study, preflight
+from orchestrator.run.execute import execute_study, preflight
 
 # Hydra's own flags, and those of them that take a value: not overrides.
 FLAGS_WITH_VALUE = {"--cfg", "-c", "--package", "-p", "--config-path", "-cp", "--config-name", "-cn", "--info",
@@ -79,9 +80,7 @@ def run_with_hydra(argv: list[str]) -> int:
         composed = None
         for job in jobs(overrides, dirs) if multirun else [overrides]:
             composed = config.compose(job, dirs)
-            typed = config.to_typed(composed)
-            config.resolve_prompts(typed.prompts, typed.config_dirs)
-            preflight(typed)
+            preflight(config.to_typed(composed))
         if multirun and composed is not None:
             from orchestrator.sweep.callback import check_parallel_gpus
 

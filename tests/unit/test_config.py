@@ -3,14 +3,14 @@ from __future__ import annotations
 import pytest
 
 from orchestrator import config
-from orchestrator.config import security
+from orchestrator.config import security, validate
 from orchestrator.config.schema import PhaseKind
 from orchestrator.errors import ConfigError
 from tests.conftest import orchestrator
 
 
 def load(*overrides: str):  # type: ignore[no-untyped-def]
-    return config.to_typed(config.compose(list(overrides)))
+    return validate.load(list(overrides))
 
 
 def test_default_study_composes_two_reference_arms() -> None:
@@ -30,8 +30,8 @@ def test_default_study_composes_two_reference_arms() -> None:
     ("arm@arms.baseline=refrence", "unknown arm 'refrence'"),
     ("protocol.phases.sequential.repeats=abc", "protocol.phases.sequential.repeats: Value 'abc'"),
     ("protocol.phases.sequential.kind=paralel", "expected one of [sequential, concurrent]"),
-    ("study.baseline=nope", "study.baseline 'nope' is not an arm. Available: baseline, wide_batch"),
-    ("arms.baseline.gpus=al", "gpus='al' is not valid"),
+    ("study.baseline=nope", "study.baseline='nope' names nothing that exists. Available: baseline, wide_batch"),
+    ("arms.baseline.gpus=al", "arms.baseline.gpus='al': must be null, 'all' or device ids"),
 ])
 def test_bad_config_is_one_clear_error(override: str, expected: str) -> None:
     with pytest.raises(ConfigError) as err:
@@ -47,16 +47,16 @@ def test_bad_config_is_one_clear_error(override: str, expected: str) -> None:
     ("arms.baseline.cap_add=[SYS_ADMIN]", "cap_add"),
 ])
 def test_dangerous_options_need_an_explicit_allow(override: str, kind: str) -> None:
-    typed = load(override)
+    typed = config.to_typed(config.compose([override]))
     with pytest.raises(ConfigError, match=rf"\({kind}\), refused; to accept it, pass runtime.allow=\[{kind}\]"):
         security.enforce(typed, [], "runtime.allow=[{kind}]")
     security.enforce(typed, [kind], "runtime.allow=[{kind}]")  # allowed: no error
-    with pytest.raises(ConfigError, match="unknown allow kind"):
+    with pytest.raises(ConfigError, match="allow='everything' names nothing that exists"):
         security.enforce(typed, ["everything"], "")
 
 
 def test_missing_prompt_file_names_path() -> None:
-    cfg = load("prompts.prompts.capital.text=null", "prompts.prompts.capital.file=nope.txt")
+    cfg = config.to_typed(config.compose(["prompts.prompts.capital.text=null", "prompts.prompts.capital.file=nope.txt"]))
     with pytest.raises(ConfigError, match=r"prompt .capital.: file nope.txt not found \(looked in .*conf/prompts\)"):
         config.resolve_prompts(cfg.prompts)
 

@@ -1,0 +1,70 @@
+"""The catalog of bad-input errors: each kind's cause and fix, the one definition the messages and
+docs/errors.md (scripts/gen-errors-doc.py; a test keeps it current) are both made from."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from orchestrator.errors import did_you_mean
+
+
+@dataclass(frozen=True)
+class Entry:
+    cause: str
+    fix: str
+
+
+CATALOG: dict[str, Entry] = {
+    "syntax": Entry("a config file is not valid YAML, or a command-line override does not parse",
+                    "correct the file or override at the place the message names"),
+    "unknown-key": Entry("a key that no schema field names (often a typo)", "use one of the keys listed"),
+    "unknown-option": Entry("a config group option (study, arm, protocol, prompts, ...) that no config dir has",
+                            "use one of the options listed, or add the config dir that has it (--config-dir)"),
+    "shadowed": Entry("a user config file has the name of a project file it would silently replace",
+                      "rename the user file"),
+    "type": Entry("a value of the wrong type (text for a number, a list for a map)",
+                  "give a value of the type the message names"),
+    "range": Entry("a number outside its valid range (counts >= 1, rates in [0, 1], timeouts > 0)",
+                   "set the value inside the range the message names"),
+    "unknown-name": Entry("a name that must exist does not: an arm, a baseline, a verdict",
+                          "use one of the names listed"),
+    "empty": Entry("a study without arms, prompts or phases", "add what the message names"),
+    "cross-field": Entry("fields that are valid alone but not together", "follow the fix in the message"),
+    "engine-rule": Entry("a request the engine would refuse (e.g. logprobs above --max-logprobs, max_tokens 0 "
+                         "without echo)", "change the request, or the engine argument the message names"),
+    "file": Entry("a file the config names is missing, unreadable, or not UTF-8 text",
+                  "fix the path (relative paths resolve beside the config file that names them) or re-encode "
+                  "the file as UTF-8"),
+    "dangerous-option": Entry("a container option that weakens isolation (privileged, host network, Docker "
+                              "socket mount, ...)", "remove it, or allow it explicitly (runtime.allow / --allow)"),
+    "confounded": Entry("arms meant as an A/B differ in more than their declared variables",
+                        "declare the extra leaves, make the arms agree, or set study.allow_confounded"),
+    "declared-equal": Entry("a declared variable has the same value in the arm and the baseline",
+                            "change the arm's value, or remove the leaf from study.variables"),
+    "shared-cache": Entry("two arms share a cache (autotune, compile, Triton, vLLM, FlashInfer, Hugging Face), "
+                          "so the first arm's results can leak into the second",
+                          "give each arm its own cache dir (scratch), or set study.allow_shared_caches"),
+    "unknown-knob": Entry("an engine flag or environment variable the arm's engine does not know (it would be "
+                          "ignored silently)", "fix the name, or set study.allow_unknown_knobs"),
+    "missing-image": Entry("an arm's image is neither present nor buildable here (no registry is assumed)",
+                           "build or load it with the command the message names"),
+    "missing-executable": Entry("a process arm's program or interpreter is not installed",
+                                "install it with the command the message names"),
+    "run-dir": Entry("the run dir cannot be created or written", "choose a writable place (hydra.run.dir=... or "
+                     "--out)"),
+    "record": Entry("a run dir is missing, incomplete, or its Parquet record is unreadable",
+                    "name a run dir that `orchestrator run` wrote (it holds run.json and data/)"),
+    "command-line": Entry("a verb or flag the command does not take", "see `orchestrator VERB --help`"),
+    "port": Entry("a port the study needs is taken", "stop what holds it, or choose another port"),
+    "disk": Entry("not enough free disk for the expected record", "free space, or write the run elsewhere"),
+}
+
+
+def line(code: str, field: str, value: Any, valid: str | Sequence[str], fix: str | None = None) -> str:
+    """One error line: the field, the value, what is valid, the fix. `valid` as a list: the names that exist."""
+    entry = CATALOG[code]
+    if isinstance(valid, str):
+        return f"{field}={value!r}: must be {valid}; {fix or entry.fix}"
+    return f"{field}={value!r} names nothing that exists.{did_you_mean(str(value), valid)}{f'; {fix}' if fix else ''}"

@@ -1,0 +1,131 @@
+"""Every check a typed config gets before anything starts, in one place: ranges, names that must exist,
+cross-field rules, the engines' own rules, files readable as text, dangerous options. All problems of a
+config are reported at once, one line each (field, value, what is valid, the fix); exit 2.
+
+`load` is what every verb uses to get a config: compose (project conf + user dirs), type, validate.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+from orchestrator.config import engine_rules, security
+from orchestrator.config.catalog import line
+from orchestrator.config.compose import compose, resolve_prompts, to_typed
+from orchestrator.config.schema import Config, PhaseKind
+from orchestrator.errors import ConfigError
+
+VERDICTS = ("identical", "differ")
+
+# (what is valid, the test): the range rules a numeric leaf may name below.
+POSITIVE = ("> 0", lambda v: v > 0)
+NON_NEGATIVE = (">= 0", lambda v: v >= 0)
+AT_LEAST_ONE = (">= 1", lambda v: v >= 1)
+RATE = ("in [0, 1]", lambda v: 0 <= v <= 1)
+LOGPROBS = ("null, -1 (the whole vocabulary) or >= 0", lambda v: v is None or v >= -1)
+PORT = ("in 1..65535", lambda v: 1 <= v <= 65535)
+TEMPERATURE = ("in [0, 2]", lambda v: 0 <= v <= 2)  # the OpenAI API's range, and both engines'
+DIGITS = ("in 1..17", lambda v: 1 <= v <= 17)
+
+
+def load(overrides: list[str], dirs: list[Path] | None = None, allow: list[str] | None = None) -> Config:
+    """Compose, type and validate: the config of every verb, or one ConfigError listing every problem."""
+    typed = to_typed(compose(overrides, dirs))
+    if problems := validate(typed, allow):
+        raise ConfigError(problems)
+    return typed
+
+
+def validate(config: Config, allow: list[str] | None = None,
+             how_to_allow: str = security.OWN_CONFIG_ALLOW) -> list[str]:
+    """Every problem of a typed config, one line each; [] when it may run. `allow` replaces the config's
+    own runtime.allow (someone else's config: `reproduce --allow`)."""
+    problems = [line("range", field, value, valid) for field, value, valid, ok in _ranges(config) if not ok]
+    problems += _names(config)
+    problems += _cross_field(config)
+    if not problems:  # the rules below read fields the range checks vouch for
+        problems += engine_rules.problems(config)
+        problems += security.problems(config, list(config.runtime.allow) if allow is None else allow, how_to_allow)
+        try:
+            resolve_prompts(config.prompts, config.config_dirs)
+        except ConfigError as exc:
+            problems += exc.problems
+    return problems
+
+
+def _ranges(config: Config) -> Iterator[tuple[str, Any, str, bool]]:
+    def check(field: str, value: Any, rule: tuple[str, Callable[[Any], bool]]) -> tuple[str, Any, str, bool]:
+        valid, test = rule
+        finite = not (isinstance(value, float) and math.isnan(value))
+        return field, value, valid, finite and test(value)
+
+    for name, arm in config.arms.items():
+        yield check(f"arms.{name}.startup_timeout_s", arm.startup_timeout_s, POSITIVE)
+        yield check(f"arms.{name}.port", arm.port, PORT)
+        yield check(f"arms.{name}.knobs.timeout_s", arm.knobs.timeout_s, POSITIVE)
+    request = config.protocol.request
+    yield check("protocol.request.max_tokens", request.max_tokens, NON_NEGATIVE)
+    yield check("protocol.request.temperature", request.temperature, TEMPERATURE)
+    yield check("protocol.request.logprobs", request.logprobs, LOGPROBS)
+    yield check("protocol.request.prompt_logprobs", request.prompt_logprobs, LOGPROBS)
+    yield check("protocol.request_timeout_s", config.protocol.request_timeout_s, POSITIVE)
+    yield check("protocol.significant_digits", config.protocol.significant_digits, DIGITS)
+    for name, phase in config.protocol.phases.items():
+        yield check(f"protocol.phases.{name}.repeats", phase.repeats, AT_LEAST_ONE)
+        yield check(f"protocol.phases.{name}.batches", phase.batches, AT_LEAST_ONE)
+    yield check("runtime.stop_timeout_s", config.runtime.stop_timeout_s, NON_NEGATIVE)
+    if config.gate.max_divergence_rate is not None:
+        yield check("gate.max_divergence_rate", config.gate.max_divergence_rate, RATE)
+    for prompt_id, prompt in config.prompts.prompts.items():
+        yield check(f"prompts.prompts.{prompt_id}.expect.min_share", prompt.expect.min_share, RATE)
+        if prompt.repeat_to_chars is not None:
+            yield check(f"prompts.prompts.{prompt_id}.repeat_to_chars", prompt.repeat_to_chars, AT_LEAST_ONE)
+
+
+def _names(config: Config) -> list[str]:
+    """Every name that must exist: the baseline, the arms that variables and gates name, verdicts."""
+    arms = list(config.arms)
+    found = []
+    if not arms:
+        found.append(line("empty", "arms", {}, "at least one arm",
+                          "add `- /arm@arms.NAME: TEMPLATE` to the study's defaults"))
+    if config.study.baseline is not None and config.study.baseline not in config.arms:
+        found.append(line("unknown-name", "study.baseline", config.study.baseline, arms))
+    if len(arms) > 1:  # one arm (e.g. `~arms.B` on the command line) has no A/B to declare
+        found += [line("unknown-name", f"study.variables.{arm}", arm, arms, f"remove it (~study.variables.{arm})")
+                  for arm in config.study.variables if arm not in config.arms]
+    for group, expected in (("expect_pairs", config.gate.expect_pairs),
+                            ("expect_schedules", config.gate.expect_schedules)):
+        for arm, verdict in expected.items():
+            if arm not in config.arms:
+                found.append(line("unknown-name", f"gate.{group}.{arm}", arm, arms))
+            if verdict not in VERDICTS:
+                found.append(line("unknown-name", f"gate.{group}.{arm}", verdict, list(VERDICTS)))
+    if not config.prompts.prompts:
+        found.append(line("empty", "prompts.prompts", {}, "at least one prompt",
+                          f"add prompts to prompt set '{config.prompts.name}'"))
+    if not config.protocol.phases:
+        found.append(line("empty", "protocol.phases", {}, "at least one phase",
+                          f"add a sequential or concurrent phase to protocol '{config.protocol.name}'"))
+    return found
+
+
+def _cross_field(config: Config) -> list[str]:
+    found = []
+    for name, arm in config.arms.items():
+        if arm.gpus is not None and arm.gpus != "all" and not all(
+                part.strip().isdigit() for part in arm.gpus.split(",")):
+            found.append(line("range", f"arms.{name}.gpus", arm.gpus, "null, 'all' or device ids like '0,1'"))
+    for name, phase in config.protocol.phases.items():
+        if phase.kind is PhaseKind.sequential and phase.batches != 1:
+            found.append(line("cross-field", f"protocol.phases.{name}.batches", phase.batches,
+                              "1 for a sequential phase (batches are concurrent)",
+                              f"set protocol.phases.{name}.repeats instead, or kind: concurrent"))
+    for prompt_id, prompt in config.prompts.prompts.items():
+        if (prompt.text is None) == (prompt.file is None):
+            found.append(line("cross-field", f"prompts.prompts.{prompt_id}", "text and file" if prompt.text
+                              else "neither text nor file", "exactly one of text or file", "keep one of them"))
+    return found

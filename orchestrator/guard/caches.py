@@ -1,0 +1,106 @@
+"""Caches two arms share without saying so. A tuned kernel, a compiled graph or a downloaded file written by
+one arm and read by the next makes the second arm's result depend on the first, so every way a cache
+location can be set is followed to the host path it lands on: an environment variable, an engine argument,
+a writable mount, and (process arms share one filesystem) a cache variable inherited from the host.
+
+A path inside a container's own filesystem is private unless mounted. A process arm gets private cache
+dirs by default (runtime/process.py `PRIVATE_CACHE_ENV`), as a container would. Sharing through a scratch
+dir with `share:` is declared, not hidden: guard/declared.py checks those. Pure.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from itertools import combinations
+from pathlib import PurePosixPath
+from typing import TYPE_CHECKING
+
+from orchestrator.config.catalog import line
+from orchestrator.runtime.process import PRIVATE_CACHE_ENV
+
+if TYPE_CHECKING:
+    from orchestrator.config.schema import ArmConfig, Config
+
+# Environment variables that name a cache dir, and the kind of cache each holds.
+CACHE_ENV = {
+    "VLLM_FLASHINFER_AUTOTUNE_CACHE_DIR": "autotune", "FLASHINFER_WORKSPACE_BASE": "flashinfer",
+    "TORCHINDUCTOR_CACHE_DIR": "torch_inductor", "TRITON_CACHE_DIR": "triton", "VLLM_CACHE_ROOT": "vllm",
+    "HF_HOME": "hugging_face", "HF_HUB_CACHE": "hugging_face", "TRANSFORMERS_CACHE": "hugging_face",
+    "XDG_CACHE_HOME": "xdg", "CUDA_CACHE_PATH": "cuda_compile",
+}
+# Engine arguments that name one (vLLM's and the reference engine's).
+CACHE_ARGS = {"autotune-cache-dir": "autotune", "download-dir": "hugging_face"}
+KINDS = tuple(sorted({*CACHE_ENV.values(), *CACHE_ARGS.values(), "mount"}))
+
+
+@dataclass(frozen=True)
+class CacheLocation:
+    arm: str
+    kind: str
+    host_path: str
+    how: str  # where the config sets it, e.g. "arms.a.env.TRITON_CACHE_DIR"
+
+
+def locations(config: Config) -> list[CacheLocation]:
+    """Every cache location of every arm, as a host path; private ones (a container's own fs) left out."""
+    process = config.runtime.kind.value == "process"
+    found = []
+    for name, arm in config.arms.items():
+        settings = [(CACHE_ENV[k], v, f"arms.{name}.env.{k}") for k, v in arm.env.items() if k in CACHE_ENV]
+        settings += [(CACHE_ARGS[k.lstrip("-")], str(v), f"arms.{name}.engine_args.{k}")
+                     for k, v in arm.engine_args.items() if k.lstrip("-") in CACHE_ARGS and v]
+        if process:
+            settings += [(CACHE_ENV[k], os.environ[k], f"runtime.inherit_env {k} (from this host)")
+                         for k in config.runtime.inherit_env if k in CACHE_ENV and k not in arm.env
+                         and k in os.environ and k not in PRIVATE_CACHE_ENV]
+        for kind, path, how in settings:
+            host = path if process else _host_path(arm, path)
+            if host is not None:
+                found.append(CacheLocation(name, kind, os.path.normpath(os.path.expanduser(host)), how))
+        found += [CacheLocation(name, "mount", os.path.normpath(os.path.expanduser(v.host)),
+                                f"arms.{name}.volumes[{i}] ({v.container}, writable)")
+                  for i, v in enumerate(arm.volumes) if not v.read_only]
+    return found
+
+
+def _host_path(arm: ArmConfig, container_path: str) -> str | None:
+    """The host path a container path lands on through the arm's mounts; None: the container's own fs.
+    Scratch dirs are the run's own (declared sharing), so a path inside one is not followed here."""
+    path = PurePosixPath(container_path)
+    for volume in sorted(arm.volumes, key=lambda v: len(v.container), reverse=True):
+        mount = PurePosixPath(volume.container)
+        if path == mount or mount in path.parents:
+            return str(PurePosixPath(volume.host) / path.relative_to(mount))
+    return None
+
+
+def shared(config: Config) -> list[tuple[CacheLocation, CacheLocation]]:
+    """Pairs of locations of two different arms where one path is the other or inside it."""
+    pairs = []
+    for a, b in combinations(locations(config), 2):
+        if a.arm != b.arm and _overlap(a.host_path, b.host_path):
+            pairs.append((a, b))
+    return pairs
+
+
+def _overlap(a: str, b: str) -> bool:
+    pa, pb = PurePosixPath(a), PurePosixPath(b)
+    return pa == pb or pa in pb.parents or pb in pa.parents
+
+
+def problems(config: Config) -> list[str]:
+    """One line per hidden shared cache the study does not allow (study.allow_shared_caches)."""
+    allowed = set(config.study.allow_shared_caches)
+    found = []
+    unknown = sorted(allowed - set(KINDS))
+    found += [line("unknown-name", "study.allow_shared_caches", kind, KINDS) for kind in unknown]
+    for a, b in shared(config):
+        if a.kind in allowed or b.kind in allowed:
+            continue
+        found.append(f"arms '{a.arm}' and '{b.arm}' share a {a.kind.replace('_', ' ')} cache at {a.host_path} "
+                     f"({a.how}; {b.how}): {CATALOG_FIX}; or allow it with study.allow_shared_caches: [{a.kind}]")
+    return found
+
+
+CATALOG_FIX = "give each arm its own dir (a scratch dir per arm, or different paths)"
