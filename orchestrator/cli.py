@@ -2,6 +2,7 @@
 
     orchestrator run [HYDRA OVERRIDES...]      run a study (-m: a sweep); report into the run dir
     orchestrator run --from RUN_DIR            run the study a run dir recorded (someone else's, too)
+    orchestrator check [HYDRA OVERRIDES...]    every check `run` makes before it starts an arm; exit 0 or 2
     orchestrator plan [HYDRA OVERRIDES...]     each arm's equivalent `docker run`; starts nothing
     orchestrator compare RUN_DIR... [--gate]   re-make the reports from the record; exit 3 on a failed gate
     orchestrator reproduce RUN_DIR             re-run with the images pinned by id; verdict per cell
@@ -9,26 +10,31 @@
     orchestrator fingerprint [--image IMG]     this host's (or an image's) fingerprint and matrix key
     orchestrator probe [--preset NAME]         GEMM kernel probes in an arm's image or as a local process
 
-`orchestrator VERB --help` for a verb's options. Exit statuses: 0 ok, 1 internal error, 2 bad input,
-3 gate failed, 4 measurement failed, 130 interrupted.
+`orchestrator VERB --help` for a verb's options; --debug shows a traceback. Exit statuses: 0 ok, 1 internal
+error, 2 bad input, 3 gate failed, 4 measurement failed, 130 interrupted (docs/errors.md).
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
+import os
 import signal
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, NoReturn
 
-from orchestrator.errors import ExitStatus, OrchestratorError, did_you_mean
+from orchestrator.errors import ExitStatus, OrchestratorError, UsageError, did_you_mean
 
 USAGE = __doc__ or ""
 
 
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
+    debug = "--debug" in argv or os.environ.get("ORCHESTRATOR_DEBUG") == "1"
+    argv = [arg for arg in argv if arg != "--debug"]
     if not argv or argv[0] in ("-h", "--help", "help"):
         print(USAGE.strip())
         return 0
@@ -36,22 +42,24 @@ def main(argv: list[str] | None = None) -> int:
     if verb not in VERBS:
         print(f"error: unknown command '{verb}'.{did_you_mean(verb, VERBS)}", file=sys.stderr)
         return ExitStatus.BAD_INPUT
-    signal.signal(signal.SIGTERM, _interrupt)  # `docker stop`/kill: same clean-up path as Ctrl-C
-    # A process started in the background by a shell inherits SIGINT ignored: Ctrl-C (or SIGINT from a
-    # supervisor) must still stop the study and clean up.
-    signal.signal(signal.SIGINT, signal.default_int_handler)
+    # SIGTERM (`docker stop`, kill) takes Ctrl-C's clean-up path; SIGINT too when a shell started us with it ignored
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, signal.default_int_handler)
     try:
         return VERBS[verb](rest)
     except OrchestratorError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        for problem in getattr(exc, "problems", [str(exc)]):  # every problem of a config at once, one line each
+            print(f"error: {problem}", file=sys.stderr)
         return exc.exit_status
     except KeyboardInterrupt:
         print("interrupted: containers of this run were stopped and removed", file=sys.stderr)
         return ExitStatus.INTERRUPTED
-
-
-def _interrupt(signum: int, frame: Any) -> NoReturn:
-    raise KeyboardInterrupt
+    except Exception as exc:  # a bug: one line, the traceback only when asked for
+        if debug:
+            raise
+        print(f"internal error (a bug in the orchestrator): {type(exc).__name__}: {exc}; re-run with --debug "
+              "for the traceback", file=sys.stderr)
+        return ExitStatus.INTERNAL
 
 
 def _run(argv: list[str]) -> int:
@@ -67,17 +75,8 @@ def _run(argv: list[str]) -> int:
     return run_from(args.run_dir, args.out, args.allow)
 
 
-def _plan(argv: list[str]) -> int:
-    from orchestrator.run.plan import plan
-
-    print(plan(argv), end="")
-    return 0
-
-
 def _compare(argv: list[str]) -> int:
-    from orchestrator.analysis.gate import gate_from_flags
-    from orchestrator.report.build import rebuild
-    from orchestrator.run.execute import gate_failed, print_summary
+    from orchestrator.report.verdict import recompare
 
     parser = _parser("compare", "Re-make a run's report.")
     parser.add_argument("run_dirs", type=Path, nargs="+", metavar="RUN_DIR",
@@ -92,15 +91,9 @@ def _compare(argv: list[str]) -> int:
     parser.add_argument("--expect-schedule", action="append", default=[], metavar="ARM=VERDICT",
                         help="exit 3 unless ARM's phases compare as VERDICT for every prompt")
     parser.add_argument("--gate", action="store_true", help="also apply the gate the run was configured with")
-    args = parser.parse_args(argv)
-    paths, report, meta = rebuild(args.run_dirs, args.out, args.baseline)
-    if args.json:
-        print(paths.report_json.read_text(), end="")
-    else:
-        print_summary(paths, report)
-    gate = gate_from_flags(meta.get("gate") if args.gate else None, args.max_divergence_rate, args.expect_pair,
-                           args.expect_schedule)
-    return ExitStatus.GATE_FAILED if gate_failed(report.comparison, gate) else ExitStatus.OK
+    a = parser.parse_args(argv)
+    return recompare(a.run_dirs, a.out, a.baseline, a.json, a.gate, a.max_divergence_rate, a.expect_pair,
+                     a.expect_schedule)
 
 
 def _reproduce(argv: list[str]) -> int:
@@ -169,8 +162,13 @@ def _clean(argv: list[str]) -> int:
     return ExitStatus.OK
 
 
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:  # one line, exit 2 (argparse prints usage and exits)
+        raise UsageError(f"{self.prog}: {message}; see `{self.prog} --help`")
+
+
 def _parser(verb: str, description: str, docker_host: bool = False) -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog=f"orchestrator {verb}", description=description)
+    parser = _Parser(prog=f"orchestrator {verb}", description=description)
     if docker_host:
         parser.add_argument("--docker-host", default=None, help="the Docker engine (default: DOCKER_HOST)")
     return parser
@@ -187,12 +185,16 @@ def _rerun_options(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
 
 
 def _runtime(kind: str, docker_host: str | None) -> Any:
-    """The runtime a verb without a study config uses (the config's defaults otherwise)."""
-    from orchestrator.config.arms import runtime_for
-    from orchestrator.config.schema import RuntimeConfig, RuntimeKind
+    from orchestrator.config.arms import runtime_named
 
-    return runtime_for(RuntimeConfig(kind=RuntimeKind(kind), docker_host=docker_host))
+    return runtime_named(kind, docker_host)
 
 
-VERBS = {"run": _run, "plan": _plan, "compare": _compare, "reproduce": _reproduce, "clean": _clean,
-         "fingerprint": _fingerprint, "probe": _probe}
+def _delegate(module: str, function: str) -> Callable[[list[str]], int]:
+    """A verb whose arguments are Hydra overrides, parsed where they are used."""
+    return lambda argv: int(getattr(importlib.import_module(module), function)(argv))
+
+
+VERBS = {"run": _run, "check": _delegate("orchestrator.run.check", "check"),
+         "plan": _delegate("orchestrator.run.plan", "plan_verb"), "compare": _compare, "reproduce": _reproduce,
+         "clean": _clean, "fingerprint": _fingerprint, "probe": _probe}

@@ -8,7 +8,8 @@ what went wrong and what to do.
     │   ├── ImageError                image missing and not buildable, or build failed
     │   └── ArmStartError             container exited or never became ready (carries log tail)
     ├── EngineFailure                 the engine died mid-protocol or answered nothing (exit 4)
-    └── RecordError                   a run directory / Parquet record is missing or unreadable (exit 2)
+    ├── RecordError                   a run directory / Parquet record is missing or unreadable (exit 2)
+    └── UsageError                    a verb or flag the command line does not take (exit 2)
 """
 
 from __future__ import annotations
@@ -78,6 +79,10 @@ class EngineFailure(OrchestratorError):
 
 
 class RecordError(OrchestratorError):
+    exit_status = 2
+
+
+class UsageError(OrchestratorError):
     exit_status = 2
 
 

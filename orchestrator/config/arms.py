@@ -31,6 +31,11 @@ def runtime_for(config: RuntimeConfig, docker_host: str | None = None) -> Runtim
                         inherit_env=config.inherit_env, venv_on_path=config.venv_on_path, workdir=PROJECT_ROOT)
 
 
+def runtime_named(kind: str, docker_host: str | None) -> Runtime:
+    """The runtime a verb without a study config uses (the config's defaults otherwise)."""
+    return runtime_for(RuntimeConfig(kind=RuntimeKind(kind), docker_host=docker_host))
+
+
 def build_spec(arm: ArmConfig) -> BuildSpec:
     """The runtime's build spec: a relative context resolves against the project root; the arm's own
     interpreter identifies a process arm's code."""

@@ -128,6 +128,9 @@ def explain(exc: BaseException, dirs: list[Path] | None = None) -> ConfigError:
         fields = [f.name for f in dataclasses.fields(_SCHEMAS[type_name])] if type_name in _SCHEMAS else []
         return ConfigError(f"unknown key '{key}' in {parent} ({source}).{did_you_mean(key, fields)}")
 
+    if full_key and "not in struct" in first_line:  # Hydra: a key the config does not have yet
+        return ConfigError(f"{full_key} is not in the config ({source}): to add a new key, write "
+                           f"'+{full_key}=VALUE'")
     if full_key:
         return ConfigError(f"{full_key}: {first_line} ({source})")
     return ConfigError(" ".join(text.split()) or type(exc).__name__)

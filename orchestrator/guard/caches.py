@@ -90,17 +90,19 @@ def _overlap(a: str, b: str) -> bool:
 
 
 def problems(config: Config) -> list[str]:
-    """One line per hidden shared cache the study does not allow (study.allow_shared_caches)."""
+    """One line per pair of arms sharing a hidden cache the study does not allow (study.allow_shared_caches)."""
     allowed = set(config.study.allow_shared_caches)
-    found = []
-    unknown = sorted(allowed - set(KINDS))
-    found += [line("unknown-name", "study.allow_shared_caches", kind, KINDS) for kind in unknown]
+    found = [line("unknown-name", "study.allow_shared_caches", kind, KINDS) for kind in sorted(allowed - set(KINDS))]
+    groups: dict[tuple[str, str], list[CacheLocation]] = {}
     for a, b in shared(config):
-        if a.kind in allowed or b.kind in allowed:
+        group = groups.setdefault((a.arm, b.arm), [])
+        group += [loc for loc in (a, b) if loc not in group]
+    for (arm_a, arm_b), where in groups.items():
+        kinds = sorted({loc.kind for loc in where})
+        if allowed & set(kinds):
             continue
-        found.append(f"arms '{a.arm}' and '{b.arm}' share a {a.kind.replace('_', ' ')} cache at {a.host_path} "
-                     f"({a.how}; {b.how}): {CATALOG_FIX}; or allow it with study.allow_shared_caches: [{a.kind}]")
+        paths = sorted({loc.host_path for loc in where}, key=len)
+        found.append(f"arms '{arm_a}' and '{arm_b}' share a cache ({', '.join(kinds)}) at {paths[0]}, set by "
+                     f"{'; '.join(loc.how for loc in where)}: give each arm its own dir (a scratch dir per arm, "
+                     f"or different paths), or allow it with study.allow_shared_caches: [{kinds[0]}]")
     return found
-
-
-CATALOG_FIX = "give each arm its own dir (a scratch dir per arm, or different paths)"

@@ -10,6 +10,7 @@ from typing import Any
 
 from orchestrator.analysis.compare import arms_summary, compare
 from orchestrator.analysis.failures import ArmFailure, arm_failures
+from orchestrator.config.catalog import line
 from orchestrator.errors import ConfigError, RecordError
 from orchestrator.guard.observed import read as read_guard
 from orchestrator.record.paths import RunPaths, atomic_write_text
@@ -66,5 +67,9 @@ def rebuild(run_dirs: list[Path], out: Path | None,
                                                          indent=2) + "\n")
     elif baseline:
         meta = {**meta, "baseline": baseline}
+    arms = [a if len(sources) == 1 else f"{s.root.name}/{a}" for s in sources
+            for a in read_table(s, "arms", columns=["arm"]).column("arm").to_pylist()]
+    if baseline is not None and baseline not in arms:
+        raise ConfigError(line("unknown-name", "--baseline", baseline, arms))
     paths = RunPaths(out) if out else sources[0]
     return paths, build(paths, **meta, sources=sources), meta

@@ -13,8 +13,6 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from orchestrator.analysis.gate import failures
-from orchestrator.analysis.results import Comparison
 from orchestrator.config import resolve_prompts
 from orchestrator.config.arms import build_spec, effective_arm, missing_executables, runtime_for
 from orchestrator.config.schema import Config
@@ -26,10 +24,10 @@ from orchestrator.guard import knobs as guard_knobs
 from orchestrator.guard import observed as guard_observed
 from orchestrator.guard.results import GuardResult
 from orchestrator.record.paths import RunPaths, atomic_write_bytes, atomic_write_text
+from orchestrator.report import verdict
 from orchestrator.report.build import build as build_reports
 from orchestrator.report.guard import headline as guard_headline
-from orchestrator.report.markdown import cells_table
-from orchestrator.report.model import StudyReport
+from orchestrator.report.verdict import print_summary
 from orchestrator.run.arms import StudyRunner
 from orchestrator.runtime.spec import Runtime
 
@@ -78,8 +76,8 @@ def execute_study(typed: Config, paths: RunPaths, allow: list[str], how_to_allow
     print(f"guard: {guard_headline(guard).replace('**', '')}", file=sys.stderr)
     report = build_reports(paths, **meta)
     print_summary(paths, report)
-    status = ExitStatus.GATE_FAILED if gate_failed(report.comparison, meta["gate"]) else ExitStatus.OK
-    if runner.failed:
+    status = verdict.status(report, meta["gate"])
+    if runner.failed and status != ExitStatus.MEASUREMENT_FAILED:  # failed, though the record says otherwise
         print(f"error: arm(s) failed: {', '.join(runner.failed)} (see {paths.report_md})", file=sys.stderr)
         status = ExitStatus.MEASUREMENT_FAILED
     return int(status)
@@ -132,15 +130,3 @@ def expectations(typed: Config) -> dict[str, dict[str, Any]]:
         if expect:
             out[prompt_id] = {**expect, "min_share": prompt.expect.min_share}
     return out
-
-
-def gate_failed(comparison: Comparison, gate: dict[str, Any]) -> bool:
-    problems = failures(comparison, gate)
-    for problem in problems:
-        print(f"gate: {problem}", file=sys.stderr)
-    return bool(problems)
-
-
-def print_summary(paths: RunPaths, report: StudyReport) -> None:
-    print(cells_table(report.comparison))
-    print(f"\nReport: {paths.report_md}\nRecord: {paths.data}")

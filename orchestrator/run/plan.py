@@ -45,3 +45,8 @@ def plan(argv: list[str]) -> str:
 
     dirs, overrides = split_config_dirs(argv)
     return render(load(overrides, dirs))
+
+
+def plan_verb(argv: list[str]) -> int:
+    print(plan(argv), end="")
+    return 0

@@ -1,0 +1,55 @@
+"""What a study's report adds up to for the command line: the summary printed, the gate applied, the exit
+status (shared/CONVENTIONS.md): 4 when an arm failed, else 3 when a gate failed, else 0. Used by `run` and by
+`compare`, which re-makes the reports of recorded runs."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+from orchestrator.analysis.gate import failures, gate_from_flags
+from orchestrator.analysis.results import Comparison
+from orchestrator.config.catalog import line
+from orchestrator.errors import ConfigError, ExitStatus
+from orchestrator.record.paths import RunPaths
+from orchestrator.report.build import rebuild
+from orchestrator.report.markdown import cells_table
+from orchestrator.report.model import StudyReport
+
+
+def gate_failed(comparison: Comparison, gate: dict[str, Any]) -> bool:
+    problems = failures(comparison, gate)
+    for problem in problems:
+        print(f"gate: {problem}", file=sys.stderr)
+    return bool(problems)
+
+
+def print_summary(paths: RunPaths, report: StudyReport) -> None:
+    print(cells_table(report.comparison))
+    print(f"\nReport: {paths.report_md}\nRecord: {paths.data}")
+
+
+def status(report: StudyReport, gate: dict[str, Any]) -> ExitStatus:
+    """4 when an arm failed (the measurement failed), else 3 when the gate failed, else 0."""
+    gate_status = ExitStatus.GATE_FAILED if gate_failed(report.comparison, gate) else ExitStatus.OK
+    if report.failures:
+        print(f"error: arm(s) failed: {', '.join(f.arm for f in report.failures)}", file=sys.stderr)
+        return ExitStatus.MEASUREMENT_FAILED
+    return gate_status
+
+
+def recompare(run_dirs: list[Path], out: Path | None, baseline: str | None, as_json: bool, run_gate: bool,
+              max_divergence_rate: float | None, expect_pairs: list[str], expect_schedules: list[str]) -> int:
+    """The `compare` verb: the reports again from the record, the gate asked for, the run's exit status."""
+    if max_divergence_rate is not None and not 0 <= max_divergence_rate <= 1:
+        raise ConfigError(line("range", "--max-divergence-rate", max_divergence_rate, "in [0, 1]",
+                               "give a rate, e.g. 0.05 for 5 %"))
+    paths, report, meta = rebuild(run_dirs, out, baseline)
+    if as_json:
+        print(paths.report_json.read_text(), end="")
+    else:
+        print_summary(paths, report)
+    gate = gate_from_flags(meta.get("gate") if run_gate else None, max_divergence_rate, expect_pairs,
+                           expect_schedules)
+    return int(status(report, gate))
