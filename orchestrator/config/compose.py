@@ -112,7 +112,8 @@ def explain(exc: BaseException, dirs: list[Path] | None = None) -> ConfigError:
     cause = exc.__cause__ if exc.__cause__ is not None else exc
     text = str(exc)
     source = _source_of(text, dirs or [])
-    full_key = getattr(cause, "full_key", None)
+    named = re.search(r"full_key: (\S+)", text)
+    full_key = getattr(cause, "full_key", None) or (named.group(1) if named else None)
     first_line = str(cause).splitlines()[0] if str(cause) else type(cause).__name__
 
     missing = re.search(r"Could not find '([^']+)/([^']+)'", text)
@@ -121,7 +122,7 @@ def explain(exc: BaseException, dirs: list[Path] | None = None) -> ConfigError:
         choices = group_options(group, dirs or [])
         return ConfigError(f"unknown {group} '{name}' ({source}).{did_you_mean(name, choices)}")
 
-    unknown = re.match(r"Key '([^']+)' not in '([^']+)'", first_line)
+    unknown = re.search(r"Key '([^']+)' not in '([^']+)'", text if "full_key" in text else first_line)
     if unknown:
         key, type_name = unknown.groups()
         parent = full_key.rsplit(".", 1)[0] if full_key and "." in full_key else "the top level"

@@ -21,6 +21,7 @@ from orchestrator.guard.results import (
     ObservedCheck,
     ObservedPair,
 )
+from orchestrator.record.paths import read_json
 
 if TYPE_CHECKING:
     from orchestrator.config.schema import Config
@@ -109,7 +110,7 @@ def write(paths: RunPaths, guard: GuardResult) -> None:
 
 
 def read(paths: RunPaths) -> GuardResult | None:
-    return GuardResult.from_json(json.loads(paths.guard_json.read_text())) if paths.guard_json.is_file() else None
+    return GuardResult.from_json(read_json(paths.guard_json)) if paths.guard_json.is_file() else None
 
 
 def after_run(config: Config, paths: RunPaths, guard: GuardResult) -> GuardResult:

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import json
 import os
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
+
+from orchestrator.errors import RecordError
 
 TABLES = ("responses", "logs", "arms", "probes")
 
@@ -59,6 +63,17 @@ class RunPaths:
         for name in TABLES:
             self.table(name).mkdir(parents=True, exist_ok=True)
         return self
+
+
+def read_json(path: Path) -> Any:
+    """A JSON file of a run dir, or one RecordError line naming it (someone else's run dir may be damaged)."""
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise RecordError(f"{path} is missing: pass a run dir that `orchestrator run` wrote") from None
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise RecordError(f"{path} cannot be read ({exc}): the run dir is damaged; copy it again from its "
+                          "source") from None
 
 
 def atomic_write_bytes(path: Path, data: bytes) -> None:

@@ -146,7 +146,8 @@ def read_table(paths: RunPaths, table: str, columns: list[str] | None = None) ->
     try:
         parts = [pq.read_table(f, columns=columns, schema=SCHEMAS[table]) for f in files]
     except (OSError, pa.ArrowInvalid) as exc:
-        raise RecordError(f"cannot read {table} in {folder}: {exc}. Is this a run directory?") from exc
+        raise RecordError(f"cannot read {table} in {folder} ({exc}): the run dir is damaged; copy it again "
+                          "from its source") from exc
     return pa.concat_tables(parts)
 
 
@@ -164,7 +165,8 @@ def iter_batches(paths: RunPaths, table: str, columns: list[str], batch_rows: in
                           for c in columns]
                 yield pa.RecordBatch.from_arrays(arrays, names=columns)
         except (OSError, pa.ArrowInvalid) as exc:
-            raise RecordError(f"cannot read {path}: {exc}") from exc
+            raise RecordError(f"cannot read {path} ({exc}): the run dir is damaged; copy it again from its "
+                              "source") from exc
 
 
 def _safe(name: str) -> str:

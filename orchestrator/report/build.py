@@ -13,7 +13,7 @@ from orchestrator.analysis.failures import ArmFailure, arm_failures
 from orchestrator.config.catalog import line
 from orchestrator.errors import ConfigError, RecordError
 from orchestrator.guard.observed import read as read_guard
-from orchestrator.record.paths import RunPaths, atomic_write_text
+from orchestrator.record.paths import RunPaths, atomic_write_text, read_json
 from orchestrator.record.tables import read_table
 from orchestrator.report.html import to_html
 from orchestrator.report.markdown import markdown
@@ -54,7 +54,7 @@ def rebuild(run_dirs: list[Path], out: Path | None,
         if not source.meta.is_file():
             raise RecordError(f"{source.root} is not a run directory (no run.json): pass the folder "
                               "`orchestrator run` printed")
-    metas = [json.loads(s.meta.read_text()) for s in sources]
+    metas = [read_json(s.meta) for s in sources]
     meta = metas[0]
     if len(sources) > 1:
         if out is None:

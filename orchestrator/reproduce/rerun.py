@@ -23,7 +23,7 @@ from orchestrator.analysis.positions import first_difference
 from orchestrator.config.arms import build_spec, runtime_for
 from orchestrator.config.schema import BuildConfig, Config
 from orchestrator.errors import ExitStatus, ImageError, RecordError, worst
-from orchestrator.record.paths import RunPaths, atomic_write_text
+from orchestrator.record.paths import RunPaths, atomic_write_text, read_json
 from orchestrator.record.tables import read_table
 from orchestrator.runtime.spec import BuildSpec
 
@@ -37,9 +37,14 @@ def load_config(original: RunPaths) -> Config:
     saved = original.hydra / "config.yaml"
     if not saved.is_file():
         raise RecordError(f"{original.root} has no .hydra/config.yaml: not a run directory of `orchestrator run`")
-    typed = config.to_typed(OmegaConf.load(saved))  # type: ignore[arg-type]
+    try:
+        recorded_config = OmegaConf.load(saved)
+    except Exception as exc:  # YAML's and OmegaConf's errors: a damaged file either way
+        raise RecordError(f"{saved} cannot be read ({' '.join(str(exc).split())}): the run dir is damaged; "
+                          "copy it again from its source") from None
+    typed = config.to_typed(recorded_config)  # type: ignore[arg-type]
     if original.prompts_json.is_file():
-        recorded = json.loads(original.prompts_json.read_text(encoding="utf-8"))
+        recorded = read_json(original.prompts_json)
         for prompt_id, prompt in typed.prompts.prompts.items():
             if prompt_id in recorded:
                 typed.prompts.prompts[prompt_id] = dataclasses.replace(

@@ -40,11 +40,14 @@ def render(config: Config) -> str:
 
 def plan(argv: list[str]) -> str:
     """The `plan` verb: compose (with the user's config dirs), check the prompts, render."""
+    from orchestrator import config
     from orchestrator.config.search import split_config_dirs
-    from orchestrator.config.validate import load
+    from orchestrator.run.execute import preflight
 
     dirs, overrides = split_config_dirs(argv)
-    return render(load(overrides, dirs))
+    typed = config.to_typed(config.compose(overrides, dirs))
+    preflight(typed)  # the checks `run` makes: a plan of a study that would be refused is refused
+    return render(typed)
 
 
 def plan_verb(argv: list[str]) -> int:

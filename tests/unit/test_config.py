@@ -56,7 +56,8 @@ def test_dangerous_options_need_an_explicit_allow(override: str, kind: str) -> N
 
 
 def test_missing_prompt_file_names_path() -> None:
-    cfg = config.to_typed(config.compose(["prompts.prompts.capital.text=null", "prompts.prompts.capital.file=nope.txt"]))
+    cfg = config.to_typed(config.compose(["prompts.prompts.capital.text=null",
+                                          "prompts.prompts.capital.file=nope.txt"]))
     with pytest.raises(ConfigError, match=r"prompt .capital.: file nope.txt not found \(looked in .*conf/prompts\)"):
         config.resolve_prompts(cfg.prompts)
 

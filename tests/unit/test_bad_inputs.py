@@ -1,0 +1,199 @@
+"""A corpus of bad inputs (command lines, config files, prompt files, run dirs), each with the exit status and
+the one line it must get: no traceback, nothing started (shared/CONVENTIONS.md, docs/errors.md).
+
+`{cfg}` is a user config dir made for the case, `{run}` a recorded run dir (fake runtime), `{tmp}` a tmp dir."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+from omegaconf import OmegaConf
+
+from orchestrator import cli, config
+from orchestrator.record.paths import RunPaths, atomic_write_text
+from orchestrator.run.arms import StudyRunner
+from orchestrator.run.execute import write_prompts
+from tests.fake_engine import fake_runtime
+
+ARM = "defaults:\n  - reference\n  - _self_\nengine_args:\n  max-num-seqs: 8\n"
+STUDY = ("# @package _global_\ndefaults:\n  - /arm@arms.a: mine\n  - /arm@arms.b: mine\n  - _self_\n"
+         "study:\n  name: mine\n  variables:\n    b: [engine_args.max-num-seqs]\narms:\n  b:\n    engine_args:\n"
+         "      max-num-seqs: 4\n")
+GOOD = {"arm/mine.yaml": ARM, "study/mine.yaml": STUDY}
+
+# (id, files of the user config dir, argv, status, a fragment of the one line)
+CASES: list[tuple[str, dict[str, str | bytes], list[str], int, str]] = [
+    # the command line
+    ("unknown verb", {}, ["rnu"], 2, "unknown command 'rnu'. Did you mean 'run'?"),
+    ("unknown compare flag", {}, ["compare", "{run}", "--baselin", "a"], 2, "unrecognized arguments"),
+    ("compare without a run dir", {}, ["compare"], 2, "the following arguments are required"),
+    ("bad rate type", {}, ["compare", "{run}", "--max-divergence-rate", "x"], 2, "invalid float value"),
+    ("rate above 1", {}, ["compare", "{run}", "--max-divergence-rate", "2"], 2, "--max-divergence-rate=2.0: must be"),
+    ("rate below 0", {}, ["compare", "{run}", "--max-divergence-rate", "-1"], 2, "in [0, 1]"),
+    ("baseline naming no arm", {}, ["compare", "{run}", "--baseline", "nope"], 2,
+     "--baseline='nope' names nothing that exists. Available: baseline, wide_batch"),
+    ("bad pair verdict", {}, ["compare", "{run}", "--expect-pair", "wide_batch=same"], 2, "ARM=identical"),
+    ("unknown allow kind", {}, ["reproduce", "{run}", "--allow", "root"], 2, "invalid choice: 'root'"),
+    ("clean with a bad runtime", {}, ["clean", "--runtime", "podman"], 2, "invalid choice: 'podman'"),
+    ("hydra grammar", {}, ["plan", "study=default)"], 2, "extraneous input ')'"),
+    ("override without value", {}, ["plan", "protocol"], 2, "protocol"),
+    # overrides of the project's config
+    ("unknown key", {}, ["plan", "arms.baseline.imgae=x"], 2, "unknown key 'imgae' in arms.baseline"),
+    ("new key without +", {}, ["plan", "study.variables.nope=[image]"], 2, "'+study.variables.nope=VALUE'"),
+    ("unknown study", {}, ["plan", "study=defualt"], 2, "unknown study 'defualt'"),
+    ("unknown arm template", {}, ["plan", "arm@arms.baseline=refrence"], 2, "unknown arm 'refrence'"),
+    ("unknown protocol", {}, ["plan", "protocol=smok"], 2, "Did you mean 'smoke'?"),
+    ("wrong type", {}, ["plan", "protocol.phases.sequential.repeats=abc"], 2, "repeats: Value 'abc'"),
+    ("bad enum", {}, ["plan", "protocol.phases.sequential.kind=paralel"], 2, "sequential, concurrent"),
+    ("max_tokens 0 without echo", {}, ["plan", "protocol.request.max_tokens=0"], 2, "at least 1 without echo"),
+    ("max_tokens negative", {}, ["plan", "protocol.request.max_tokens=-5"], 2, "max_tokens=-5: must be >= 0"),
+    ("logprobs -1 not allowed", {}, ["plan", "protocol.request.logprobs=-1"], 2, "engine_args.max-logprobs: -1"),
+    ("logprobs below -1", {}, ["plan", "protocol.request.logprobs=-2"], 2, "logprobs=-2: must be null, -1"),
+    ("logprobs above the engine's", {}, ["plan", "protocol.request.logprobs=21"], 2, "above its --max-logprobs 20"),
+    ("prompt_logprobs -1", {}, ["plan", "protocol.request.prompt_logprobs=-1"], 2, "prompt_logprobs=-1 asks"),
+    ("temperature", {}, ["plan", "protocol.request.temperature=3"], 2, "temperature=3.0: must be in [0, 2]"),
+    ("negative start timeout", {}, ["plan", "arms.baseline.startup_timeout_s=-1"], 2, "startup_timeout_s=-1.0"),
+    ("zero request timeout", {}, ["plan", "protocol.request_timeout_s=0"], 2, "request_timeout_s=0.0: must be > 0"),
+    ("port out of range", {}, ["plan", "arms.baseline.port=70000"], 2, "port=70000: must be in 1..65535"),
+    ("zero repeats", {}, ["plan", "protocol.phases.sequential.repeats=0"], 2, "repeats=0: must be >= 1"),
+    ("zero batches", {}, ["plan", "protocol.phases.concurrent.batches=0"], 2, "batches=0: must be >= 1"),
+    ("batches on a sequential phase", {}, ["plan", "protocol.phases.sequential.batches=3"], 2,
+     "1 for a sequential phase"),
+    ("gate rate -1", {}, ["plan", "gate.max_divergence_rate=-1"], 2, "max_divergence_rate=-1.0: must be in [0, 1]"),
+    ("gate names no arm", {}, ["plan", "+gate.expect_pairs.nope=identical"], 2, "gate.expect_pairs.nope='nope'"),
+    ("gate verdict", {}, ["plan", "+gate.expect_pairs.wide_batch=same"], 2, "Available: differ, identical"),
+    ("significant digits", {}, ["plan", "protocol.significant_digits=0"], 2, "significant_digits=0: must be"),
+    ("min_share", {}, ["plan", "prompts.prompts.capital.expect.min_share=2"], 2, "min_share=2.0"),
+    ("baseline naming no arm", {}, ["plan", "study.baseline=nope"], 2, "study.baseline='nope' names nothing"),
+    ("variables naming no arm", {}, ["plan", "+study.variables.nope=[image]"], 2, "study.variables.nope='nope'"),
+    ("declared but not different", {}, ["plan", "study.variables.wide_batch=[engine_args.max-num-seqs,image]"],
+     2, "declared but not different"),
+    ("undeclared second variable", {}, ["plan", "arms.wide_batch.engine_args.seed=1"], 2,
+     "1 beyond its declared variable"),
+    ("a leaf that does not exist", {}, ["plan", "study.variables.wide_batch=[engine_args.max-num-sqs]"], 2,
+     "is not a leaf of arm 'wide_batch'"),
+    ("gpus", {}, ["plan", "arms.baseline.gpus=al"], 2, "gpus='al': must be null, 'all'"),
+    ("autotune dir shared through env and a mount", {}, [
+        "plan", "+arms.baseline.env.VLLM_FLASHINFER_AUTOTUNE_CACHE_DIR=/c",
+        "+arms.wide_batch.env.VLLM_FLASHINFER_AUTOTUNE_CACHE_DIR=/c",
+        "arms.baseline.volumes=[{host: /tmp/c, container: /c, read_only: false}]",
+        "arms.wide_batch.volumes=[{host: /tmp/c, container: /c, read_only: false}]"], 2,
+     "share a cache (autotune, mount) at /tmp/c"),
+    ("triton cache of two process arms", {}, [
+        "plan", "runtime=process", "arm@arms.baseline=reference_process", "arm@arms.wide_batch=reference_process",
+        "+arms.baseline.env.TRITON_CACHE_DIR=/tmp/t", "+arms.wide_batch.env.TRITON_CACHE_DIR=/tmp/t/x"], 2,
+     "share a cache (triton) at /tmp/t"),
+    ("dangerous option", {}, ["plan", "arms.baseline.privileged=true"], 2, "dangerous container option"),
+    ("docker socket", {}, ["plan", "arms.baseline.volumes=[{host: /var/run/docker.sock, container: /s}]"], 2,
+     "docker_socket_mount"),
+    ("prompt file missing", {}, ["plan", "prompts.prompts.capital.text=null", "+prompts.prompts.capital.file=no.txt"],
+     2, "file no.txt not found"),
+    ("prompt with text and file", {"prompts/p.txt": "x"},
+     ["plan", "--config-dir", "{cfg}", "+prompts.prompts.capital.file=p.txt"], 2, "exactly one of text or file"),
+    ("unwritable run dir", {}, ["check", "hydra.run.dir=/proc/nope/run"], 2, "hydra.run.dir='/proc/nope/run'"),
+    # a user's config dir
+    ("yaml syntax error", {"study/mine.yaml": "study: [unclosed\n"}, ["plan", "--config-dir", "{cfg}", "study=mine"],
+     2, "mine"),
+    ("unknown key in a user file", {**GOOD, "arm/mine.yaml": ARM + "imgae: x\n"},
+     ["plan", "--config-dir", "{cfg}", "study=mine"], 2, "unknown key 'imgae'"),
+    ("wrong type in a user file", {**GOOD, "arm/mine.yaml": ARM + "port: eighty\n"},
+     ["plan", "--config-dir", "{cfg}", "study=mine"], 2, "port"),
+    ("prompt file not UTF-8", {**GOOD, "prompts/bad.txt": b"caf\xe9\n"},
+     ["plan", "--config-dir", "{cfg}", "study=mine", "prompts.prompts.capital.text=null",
+      "+prompts.prompts.capital.file=bad.txt"], 2, "is not UTF-8 text"),
+    ("config dir missing", {}, ["plan", "--config-dir", "{tmp}/nowhere", "study=mine"], 2, "nowhere"),
+    ("user study unknown", GOOD, ["plan", "--config-dir", "{cfg}", "study=mien"], 2, "Did you mean 'mine'?"),
+    ("user file shadowing a project file", {"study/default.yaml": STUDY},
+     ["plan", "--config-dir", "{cfg}"], 2, "default"),
+    ("run: the same checks", {}, ["run", "protocol.request.max_tokens=-5"], 2, "must be >= 0"),
+    ("sweep: every job checked", {}, ["run", "-m", "protocol.request.max_tokens=4,-5"], 2, "must be >= 0"),
+    # run dirs
+    ("not a run dir", {}, ["compare", "{tmp}"], 2, "is not a run directory (no run.json)"),
+    ("damaged run.json", {}, ["compare", "{run}", "+damage=run.json"], 2, "run.json cannot be read"),
+    ("damaged parquet", {}, ["compare", "{run}", "+damage=parquet"], 2, "the run dir is damaged"),
+    ("reproduce without .hydra", {}, ["reproduce", "{tmp}"], 2, "has no .hydra/config.yaml"),
+    ("reproduce with damaged config", {}, ["reproduce", "{run}", "+damage=config"], 2, "config.yaml cannot be read"),
+    ("run --from nowhere", {}, ["run", "--from", "{tmp}/none"], 2, "has no .hydra/config.yaml"),
+    ("recorded run with overrides", {}, ["run", "--config-dir", "{run}/.hydra", "--config-name", "config",
+                                        "protocol=smoke"], 2, "is a recorded run"),
+]
+
+
+@pytest.fixture(scope="module")
+def recorded_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A run dir as `orchestrator run` leaves it, made on the fake runtime."""
+    root = tmp_path_factory.mktemp("recorded") / "run"
+    composed = config.compose(["protocol=smoke"])
+    typed = config.to_typed(composed)
+    for arm in typed.arms.values():
+        arm.image, arm.build.context = "fake-engine", None
+    paths = RunPaths(root)
+    runner = StudyRunner(typed, paths, "run-bad-inputs", fake_runtime(), say=lambda _: None)
+    runner.run()
+    runner.cleanup()
+    atomic_write_text(paths.meta, '{"study": "default", "run_id": "r", "baseline": "baseline", "gate": {}}\n')
+    write_prompts(paths, config.resolve_prompts(typed.prompts))
+    paths.hydra.mkdir(parents=True, exist_ok=True)
+    OmegaConf.save(OmegaConf.masked_copy(composed, [k for k in composed if k != "hydra"]), paths.hydra / "config.yaml")
+    (paths.hydra / "overrides.yaml").write_text("[]\n")
+    return root
+
+
+def _damage(run: Path, what: str) -> None:
+    if what == "run.json":
+        (run / "run.json").write_text("{not json")
+    elif what == "parquet":
+        next((run / "data" / "responses").glob("*.parquet")).write_bytes(b"PAR1 garbage")
+    elif what == "config":
+        (run / ".hydra" / "config.yaml").write_text("study: [unclosed\n")
+
+
+@pytest.mark.parametrize(("files", "argv", "status", "fragment"), [c[1:] for c in CASES], ids=[c[0] for c in CASES])
+def test_bad_input_is_one_line_and_its_status(files: dict[str, str | bytes], argv: list[str], status: int,
+                                              fragment: str, tmp_path: Path, recorded_run: Path,
+                                              capsys: pytest.CaptureFixture[str]) -> None:
+    cfg = tmp_path / "cfg"
+    for name, content in files.items():
+        (cfg / name).parent.mkdir(parents=True, exist_ok=True)
+        (cfg / name).write_bytes(content if isinstance(content, bytes) else content.encode())
+    run = tmp_path / "run"
+    shutil.copytree(recorded_run, run)
+    damage = [a.split("=", 1)[1] for a in argv if a.startswith("+damage=")]
+    for what in damage:
+        _damage(run, what)
+    argv = [a.replace("{cfg}", str(cfg)).replace("{run}", str(run)).replace("{tmp}", str(tmp_path))
+            for a in argv if not a.startswith("+damage=")]
+    assert cli.main(argv) == status
+    err = capsys.readouterr().err
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert lines, "no message"
+    assert "Traceback" not in err
+    assert all(line.startswith("error: ") for line in lines), err
+    assert fragment in err, err
+
+
+def test_the_corpus_is_large_enough() -> None:
+    assert len(CASES) >= 50
+
+
+def test_every_problem_of_a_config_at_once(capsys: pytest.CaptureFixture[str]) -> None:
+    status = cli.main(["plan", "protocol.request.max_tokens=-5", "protocol.request.temperature=9",
+                       "arms.baseline.port=0", "gate.max_divergence_rate=2"])
+    lines = capsys.readouterr().err.splitlines()
+    assert status == 2
+    assert len(lines) == 4 and all(line.startswith("error: ") for line in lines)
+
+
+def test_a_bug_is_one_line_and_exit_1_and_debug_shows_the_traceback(monkeypatch: pytest.MonkeyPatch,
+                                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    def broken(argv: list[str]) -> int:
+        raise ZeroDivisionError("boom")
+
+    monkeypatch.setitem(cli.VERBS, "plan", broken)
+    assert cli.main(["plan"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("internal error (a bug in the orchestrator): ZeroDivisionError: boom") and err[-1] == "\n"
+    with pytest.raises(ZeroDivisionError):
+        cli.main(["--debug", "plan"])
