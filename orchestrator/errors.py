@@ -30,15 +30,32 @@ class ExitStatus(IntEnum):
     INTERRUPTED = 130  # Ctrl-C / SIGTERM, cleanup done
 
 
+# What each status means and what to do, for the docs (docs/errors.md is generated from this module and
+# config/catalog.py).
+MEANINGS = {
+    ExitStatus.OK: ("ran, and every gate that was asked for passed", "-"),
+    ExitStatus.INTERNAL: ("a bug in the orchestrator; the one line says so", "re-run with --debug and report the "
+                          "traceback"),
+    ExitStatus.BAD_INPUT: ("bad input: config, command line, files, run dir; nothing was started or changed",
+                           "fix what the line names (the catalog below)"),
+    ExitStatus.GATE_FAILED: ("the measurement worked and a gate failed (e.g. divergence above the allowed rate)",
+                             "read the report: the gate's lines name the cell"),
+    ExitStatus.MEASUREMENT_FAILED: ("the measurement failed: an arm did not start, its engine died, or an arm got "
+                                    "no successful response", "the report's Failures section names the root cause "
+                                    "from the engine's log"),
+    ExitStatus.INTERRUPTED: ("interrupted (Ctrl-C, SIGTERM); containers and processes were cleaned up",
+                             "run it again"),
+}
+
 # Where several apply (a sweep, a study of many arms), the worst wins, in this order.
-_PRECEDENCE = (ExitStatus.INTERRUPTED, ExitStatus.INTERNAL, ExitStatus.BAD_INPUT, ExitStatus.MEASUREMENT_FAILED,
+PRECEDENCE = (ExitStatus.INTERRUPTED, ExitStatus.INTERNAL, ExitStatus.BAD_INPUT, ExitStatus.MEASUREMENT_FAILED,
                ExitStatus.GATE_FAILED, ExitStatus.OK)
 
 
 def worst(*statuses: int) -> int:
     """The status that wins by precedence: 130 > 1 > 2 > 4 > 3 > 0 (an unknown status counts as 1)."""
     known = [ExitStatus(s) if s in ExitStatus._value2member_map_ else ExitStatus.INTERNAL for s in statuses]
-    return int(min(known, key=_PRECEDENCE.index, default=ExitStatus.OK))
+    return int(min(known, key=PRECEDENCE.index, default=ExitStatus.OK))
 
 
 class OrchestratorError(Exception):

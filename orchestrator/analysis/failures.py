@@ -76,7 +76,7 @@ def arm_failures(paths: RunPaths) -> list[ArmFailure]:
     for arm in arms:
         rows = sorted((r for r in responses if r["arm"] == arm["arm"]), key=lambda r: r["send_ns"] or 0)
         failed = [r for r in rows if r["error"] is not None]
-        if arm["status"] == "completed" and (not rows or len(failed) < len(rows)):
+        if arm["status"] == "completed" and rows and len(failed) < len(rows):  # no rows: no answer either
             continue
         ok = [r for r in rows if r["error"] is None]
         trailing = rows[len(rows) - next((i for i, r in enumerate(reversed(rows)) if r["error"] is None), len(rows)):]

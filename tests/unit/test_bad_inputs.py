@@ -197,3 +197,32 @@ def test_a_bug_is_one_line_and_exit_1_and_debug_shows_the_traceback(monkeypatch:
     assert err.startswith("internal error (a bug in the orchestrator): ZeroDivisionError: boom") and err[-1] == "\n"
     with pytest.raises(ZeroDivisionError):
         cli.main(["--debug", "plan"])
+
+
+def test_docs_errors_md_is_generated_from_the_code() -> None:
+    from orchestrator.config.catalog import errors_markdown
+    from tests.conftest import ROOT
+
+    assert (ROOT / "docs" / "errors.md").read_text() == errors_markdown(), "run python scripts/gen-errors-doc.py"
+
+
+@pytest.mark.parametrize(("argv", "status"), [
+    (["compare", "{run}"], 0),
+    (["compare", "{run}", "--expect-pair", "wide_batch=identical"], 0),
+    (["compare", "{run}", "--expect-pair", "wide_batch=differ"], 3),
+    (["compare", "{run}", "--max-divergence-rate", "0"], 0),
+])
+def test_compare_statuses(argv: list[str], status: int, recorded_run: Path, tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    shutil.copytree(recorded_run, run)
+    assert cli.main([a.replace("{run}", str(run)) for a in argv]) == status
+
+
+def test_compare_of_a_run_whose_arm_got_no_answer_is_status_4(recorded_run: Path, tmp_path: Path,
+                                                              capsys: pytest.CaptureFixture[str]) -> None:
+    run = tmp_path / "run"
+    shutil.copytree(recorded_run, run)
+    for part in (run / "data" / "responses").glob("wide_batch-*.parquet"):
+        part.unlink()
+    assert cli.main(["compare", str(run)]) == 4
+    assert "error: arm(s) failed: wide_batch" in capsys.readouterr().err
