@@ -88,10 +88,27 @@ def mutated(base: dict) -> st.SearchStrategy[dict]:
     return st.builds(replace, st.sampled_from(paths[1:]), json_values)
 
 
+def truncated(base: dict) -> st.SearchStrategy[bytes]:
+    """The fixture cut anywhere: a connection closed mid-body."""
+    body = json.dumps(base).encode()
+    return st.integers(min_value=0, max_value=len(body) - 1).map(lambda n: body[:n])
+
+
+def huge(positions: int) -> bytes:
+    """A valid completion of `positions` tokens with 20 top logprobs each (a long max_tokens answer)."""
+    top = [{"token": f"t{i}", "logprob": -i / 7, "bytes": [116]} for i in range(20)]
+    content = [{"token": "t0", "logprob": 0.0, "bytes": [116], "top_logprobs": top} for _ in range(positions)]
+    doc = json.loads(json.dumps(CHAT))
+    doc["choices"][0]["logprobs"]["content"] = content
+    doc["choices"][0]["message"]["content"] = "t0" * positions
+    return json.dumps(doc).encode()
+
+
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.one_of(st.binary(max_size=64), json_values.map(lambda v: json.dumps(v).encode()),
                  mutated(CHAT).map(lambda d: json.dumps(d).encode()),
-                 mutated(ECHO).map(lambda d: json.dumps(d).encode())))
+                 mutated(ECHO).map(lambda d: json.dumps(d).encode()),
+                 truncated(CHAT), truncated(ECHO), st.binary(min_size=1 << 16, max_size=1 << 17)))
 def test_any_body_parses_or_says_why(body: bytes) -> None:
     parsed = parse_completion(body)  # never raises
     if parsed.error is not None:
@@ -116,3 +133,9 @@ def test_rows_of_malformed_bodies_always_land(tmp_path_factory, bodies: list[byt
             writer.append(response_row(ctx, request, Exchange(200, body, None, 1, 2), "x"))
     table = read_table(paths, "responses")
     assert table.column("response_body").to_pylist() == bodies  # exact bytes, every row
+
+
+def test_a_huge_body_parses_whole() -> None:
+    parsed = parse_completion(huge(20_000))
+    assert parsed.error is None and parsed.tokens is not None and len(parsed.tokens) == 20_000
+    assert parsed.top_logprobs is not None and len(parsed.top_logprobs[-1]) == 20
