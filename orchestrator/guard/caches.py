@@ -55,7 +55,7 @@ def locations(config: Config) -> list[CacheLocation]:
                          for k in config.runtime.inherit_env if k in CACHE_ENV and k not in arm.env
                          and k in os.environ and k not in PRIVATE_CACHE_ENV]
         for kind, path, how in settings:
-            host = path if process else _host_path(arm, path)
+            host = _host_path(arm, path, process)
             if host is not None:
                 found.append(CacheLocation(name, kind, os.path.normpath(os.path.expanduser(host)), how))
         found += [CacheLocation(name, "mount", os.path.normpath(os.path.expanduser(v.host)),
@@ -64,15 +64,25 @@ def locations(config: Config) -> list[CacheLocation]:
     return found
 
 
-def _host_path(arm: ArmConfig, container_path: str) -> str | None:
-    """The host path a container path lands on through the arm's mounts; None: the container's own fs.
-    Scratch dirs are the run's own (declared sharing), so a path inside one is not followed here."""
-    path = PurePosixPath(container_path)
+def _host_path(arm: ArmConfig, path: str, process: bool) -> str | None:
+    """The host path a configured path lands on through the arm's mounts, as the runtime maps it; None when it
+    is private: inside a container's own filesystem or a read-only mount (a process cannot be kept from
+    writing one), or in a scratch dir (the run's own, per arm, or shared by a declared `share`, which
+    guard/declared.py checks)."""
+    posix = PurePosixPath(path)
+
+    def under(container: str) -> bool:
+        mount = PurePosixPath(container)
+        return posix == mount or mount in posix.parents
+
+    if any(under(s.container) for s in arm.scratch.values()):
+        return None
     for volume in sorted(arm.volumes, key=lambda v: len(v.container), reverse=True):
-        mount = PurePosixPath(volume.container)
-        if path == mount or mount in path.parents:
-            return str(PurePosixPath(volume.host) / path.relative_to(mount))
-    return None
+        if under(volume.container):
+            if volume.read_only and not process:  # both read the same input; neither can write it
+                return None
+            return str(PurePosixPath(volume.host) / posix.relative_to(volume.container))
+    return path if process else None
 
 
 def shared(config: Config) -> list[tuple[CacheLocation, CacheLocation]]:

@@ -283,6 +283,26 @@ def test_process_maps_mounts_to_host_paths(process_runtime: ProcessRuntime, tmp_
         process_runtime.start(spec)
 
 
+def test_process_arms_get_caches_of_their_own_unless_their_env_names_one(process_runtime: ProcessRuntime) -> None:
+    """Two processes share one filesystem: the libraries' default caches ($HOME/.cache, /tmp/torchinductor_*)
+    would be shared. Each process gets its own, as a container has (guard/caches.py checks the rest)."""
+    script = "import os; print(os.environ['XDG_CACHE_HOME'], os.environ['TRITON_CACHE_DIR'])"
+    seen = []
+    for env in ({}, {}, {"TRITON_CACHE_DIR": "/mine"}):
+        spec = ContainerSpec(name="c", image="process", command=["python3", "-c", script], env=env, secret_env={},
+                             labels={}, container_port=8000, process_port_args=[])
+        handle = process_runtime.start(spec)
+        try:
+            deadline = time.monotonic() + 30
+            while process_runtime.exit_code(handle) is None and time.monotonic() < deadline:
+                time.sleep(0.05)
+            seen.append(" ".join(line.text for line in process_runtime.logs(handle)).split())
+        finally:
+            process_runtime.remove(handle)
+    assert seen[0][0] != seen[1][0] and all(str(process_runtime.state_dir) in s[0] for s in seen)
+    assert seen[2][1] == "/mine"
+
+
 def test_process_needs_a_full_command(process_runtime: ProcessRuntime) -> None:
     spec = ContainerSpec(name="e", image="process", command=[], env={}, secret_env={}, labels={},
                          container_port=8000)

@@ -124,3 +124,18 @@ def test_clean_kills_what_a_killed_run_left(tmp_path: Path) -> None:
         for pid in pids:
             if _alive(pid):
                 os.kill(pid, signal.SIGKILL)
+
+
+def test_a_shared_scratch_dir_works_for_process_arms_and_private_caches_are_no_confound(tmp_path: Path) -> None:
+    """Processes share one filesystem: a declared `share` is one host dir both arms use (the second loads the
+    first's autotune entry), while each gets private library caches that the observed guard does not count."""
+    from tests.e2e.test_mechanisms import cold_matches, run_study
+
+    autotune = ["+arms.{a}.env.VLLM_FLASHINFER_AUTOTUNE_CACHE_DIR=/cache/autotune",
+                "+arms.{a}.scratch={{autotune: {{container: /cache/autotune, share: autotune}}}}"]
+    report = run_study(tmp_path, "study=autotune_cold", "runtime=process", "arm@arms.fresh=reference_process",
+                       "arm@arms.reuse=reference_process", *(o.format(a=a) for a in ("fresh", "reuse") for o in autotune))
+    assert not cold_matches(report, "fresh") and cold_matches(report, "reuse")
+    assert list((tmp_path / "scratch" / "autotune" / "autotune").glob("*.json"))
+    guard = json.loads((tmp_path / "guard.json").read_text())
+    assert [pair["verdict"] for pair in guard["observed"]["pairs"]] == ["single-variable"], guard["observed"]

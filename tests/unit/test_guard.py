@@ -11,6 +11,7 @@ from orchestrator import config
 from orchestrator.config.arms import runtime_for
 from orchestrator.config.schema import RuntimeConfig, RuntimeKind
 from orchestrator.errors import ConfigError
+from orchestrator.guard import caches
 from orchestrator.guard import declared as guard_declared
 from orchestrator.guard import fingerprint, results
 from orchestrator.guard import knobs as guard_knobs
@@ -247,3 +248,35 @@ def test_host_fingerprint_runs_the_probe_without_env() -> None:
     probe = result["fingerprint"]["probe"]
     assert "env" not in probe and probe["python"] and len(result["matrix_key"]) == 12
     assert "matrix key" in fingerprint.render(result)
+
+
+# hidden shared caches (guard/caches.py) -------------------------------------------------------------
+
+def test_a_cache_dir_inside_the_container_is_private_until_a_writable_mount_shares_it() -> None:
+    env = ["+arms.baseline.env.TRITON_CACHE_DIR=/c/t", "+arms.wide_batch.env.TRITON_CACHE_DIR=/c/t"]
+    assert caches.problems(load(*env)) == []  # each container's own filesystem
+    mounted = [*env, "arms.baseline.volumes=[{host: /srv/c, container: /c, read_only: false}]",
+               "arms.wide_batch.volumes=[{host: /srv/c, container: /c, read_only: false}]"]
+    (problem,) = caches.problems(load(*mounted))
+    assert "share a cache (mount, triton) at /srv/c" in problem
+    read_only = [*env, "arms.baseline.volumes=[{host: /srv/c, container: /c}]",
+                 "arms.wide_batch.volumes=[{host: /srv/c, container: /c}]"]
+    assert caches.problems(load(*read_only)) == []  # a read-only mount cannot carry one arm's cache to another
+    assert caches.problems(load(*mounted, "+study.allow_shared_caches=[triton]")) == []
+
+
+def test_process_arms_share_what_their_env_names_and_what_they_inherit(monkeypatch: pytest.MonkeyPatch) -> None:
+    process = ["runtime=process", "arm@arms.baseline=reference_process", "arm@arms.wide_batch=reference_process"]
+    assert caches.problems(load(*process)) == []  # defaults are private (runtime/process.py)
+    (problem,) = caches.problems(load(*process, "+arms.baseline.engine_args.download-dir=/models",
+                                      "+arms.wide_batch.env.HF_HOME=/models/hub"))
+    assert "share a cache (hugging_face) at /models" in problem
+    monkeypatch.setenv("HF_HOME", "/srv/hf")
+    (problem,) = caches.problems(load(*process, "runtime.inherit_env=[PATH,HF_HOME]"))
+    assert "runtime.inherit_env HF_HOME (from this host)" in problem
+    monkeypatch.setenv("XDG_CACHE_HOME", "/srv/xdg")  # overridden by the private one: not shared
+    assert len(caches.problems(load(*process, "runtime.inherit_env=[PATH,HF_HOME,XDG_CACHE_HOME]"))) == 1
+
+
+def test_a_declared_share_is_the_scratch_checks_business_not_a_hidden_cache() -> None:
+    assert caches.problems(load("study=autotune_cold")) == []
