@@ -11,9 +11,8 @@ from orchestrator import config
 from orchestrator.config.arms import runtime_for
 from orchestrator.config.schema import RuntimeConfig, RuntimeKind
 from orchestrator.errors import ConfigError
-from orchestrator.guard import caches
+from orchestrator.guard import caches, fingerprint, results
 from orchestrator.guard import declared as guard_declared
-from orchestrator.guard import fingerprint, results
 from orchestrator.guard import knobs as guard_knobs
 from orchestrator.guard import leaves as guard_leaves
 from orchestrator.guard import observed as guard_observed
