@@ -14,6 +14,7 @@ from orchestrator.config.search import overrides_for, split_config_dirs
 from orchestrator.config.security import OWN_CONFIG_ALLOW
 from orchestrator.errors import ConfigError, OrchestratorError, worst
 from orchestrator.record.paths import RunPaths
+from orchestrator.run.check import run_dir_problems
 from orchestrator.run.execute import execute_study, preflight
 
 # Hydra's own flags, and those of them that take a value: not overrides.
@@ -81,6 +82,8 @@ def run_with_hydra(argv: list[str]) -> int:
         for job in jobs(overrides, dirs) if multirun else [overrides]:
             composed = config.compose(job, dirs)
             preflight(config.to_typed(composed))
+        if composed is not None and (problems := run_dir_problems(composed, multirun)):
+            raise ConfigError(problems)
         if multirun and composed is not None:
             from orchestrator.sweep.callback import check_parallel_gpus
 

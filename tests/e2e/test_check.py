@@ -1,0 +1,30 @@
+"""`orchestrator check` against the real Docker engine: images, knobs listed by the engine in its image, the
+run dir; exit 0 or 2, and nothing left running."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.conftest import orchestrator
+
+pytestmark = [pytest.mark.docker, pytest.mark.usefixtures("docker_client", "no_leftover_containers")]
+
+
+def test_check_passes_the_default_study_and_lists_what_it_checked() -> None:
+    result = orchestrator("check")
+    assert result.returncode == 0, result.stderr
+    assert "ok config: study default, 2 arm(s)" in result.stdout
+    assert "ok knobs: baseline: 43 flags" in result.stdout
+
+
+def test_check_finds_an_unknown_flag_through_the_engine_s_own_listing() -> None:
+    result = orchestrator("check", *(f"+arms.{arm}.engine_args.max-num-seq=4" for arm in ("baseline", "wide_batch")))
+    assert result.returncode == 2
+    assert "flag --max-num-seq is not known to the engine" in result.stderr and "--max-num-seqs" in result.stderr
+
+
+def test_check_names_a_missing_image_and_how_to_get_it() -> None:
+    result = orchestrator("check", "arms.wide_batch.image=orchestrator/none:0", "arms.wide_batch.build.context=null",
+                          "arms.wide_batch.build.hint='make images'")
+    assert result.returncode == 2
+    assert "arm 'wide_batch'" in result.stderr and "make images" in result.stderr
