@@ -176,13 +176,18 @@ def resolve_prompts(prompt_set: schema.PromptSetConfig, config_dirs: list[str] |
                                 f"{', '.join(str(c.parent) for c in candidates)})")
                 continue
             try:
-                text = path.read_text(encoding="utf-8")
+                text = path.read_text(encoding=prompt.encoding)
+            except LookupError:
+                problems.append(line("file", f"prompts.prompts.{prompt_id}.encoding", prompt.encoding,
+                                     "an encoding Python knows", "use e.g. utf-8, latin-1 or utf-16"))
+                continue
             except (OSError, UnicodeDecodeError) as exc:
-                reason = ("is not UTF-8 text" if isinstance(exc, UnicodeDecodeError)
+                reason = (f"is not {prompt.encoding} text" if isinstance(exc, UnicodeDecodeError)
                           else f"cannot be read ({exc.strerror})")
-                problems.append(line("file", f"prompts.prompts.{prompt_id}.file", str(path), "a readable UTF-8 "
-                                     f"text file; {path} {reason}", "re-encode it as UTF-8 (e.g. iconv -t UTF-8) "
-                                     "or fix its permissions"))
+                problems.append(line("file", f"prompts.prompts.{prompt_id}.file", str(path), f"a readable "
+                                     f"{prompt.encoding} text file; {path} {reason}", "re-encode it (e.g. iconv "
+                                     "-t UTF-8), name its encoding (prompts.prompts.ID.encoding), or fix its "
+                                     "permissions"))
                 continue
         assert text is not None
         if prompt.repeat_to_chars:

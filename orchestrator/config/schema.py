@@ -128,6 +128,7 @@ class ExpectConfig:
 class PromptConfig:
     text: str | None = None
     file: str | None = None  # relative to conf/prompts/, or absolute
+    encoding: str = "utf-8"  # of `file` (any name Python's codecs know, e.g. latin-1, utf-16)
     repeat_to_chars: int | None = None  # repeat the text to this length (budget studies)
     expect: ExpectConfig = field(default_factory=ExpectConfig)
 

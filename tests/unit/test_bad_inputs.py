@@ -102,7 +102,10 @@ CASES: list[tuple[str, dict[str, str | bytes], list[str], int, str]] = [
      ["plan", "--config-dir", "{cfg}", "study=mine"], 2, "port"),
     ("prompt file not UTF-8", {**GOOD, "prompts/bad.txt": b"caf\xe9\n"},
      ["plan", "--config-dir", "{cfg}", "study=mine", "prompts.prompts.capital.text=null",
-      "+prompts.prompts.capital.file=bad.txt"], 2, "is not UTF-8 text"),
+      "+prompts.prompts.capital.file=bad.txt"], 2, "is not utf-8 text"),
+    ("unknown encoding", {**GOOD, "prompts/p.txt": "x"},
+     ["plan", "--config-dir", "{cfg}", "study=mine", "prompts.prompts.capital.text=null",
+      "+prompts.prompts.capital.file=p.txt", "prompts.prompts.capital.encoding=klingon"], 2, "an encoding Python"),
     ("config dir missing", {}, ["plan", "--config-dir", "{tmp}/nowhere", "study=mine"], 2, "nowhere"),
     ("user study unknown", GOOD, ["plan", "--config-dir", "{cfg}", "study=mien"], 2, "Did you mean 'mine'?"),
     ("user file shadowing a project file", {"study/default.yaml": STUDY},
@@ -226,3 +229,12 @@ def test_compare_of_a_run_whose_arm_got_no_answer_is_status_4(recorded_run: Path
         part.unlink()
     assert cli.main(["compare", str(run)]) == 4
     assert "error: arm(s) failed: wide_batch" in capsys.readouterr().err
+
+
+def test_a_prompt_file_in_the_encoding_its_config_names_is_read(tmp_path: Path) -> None:
+    (tmp_path / "prompts").mkdir()
+    (tmp_path / "prompts" / "cafe.txt").write_bytes("café".encode("latin-1"))
+    overrides = ["prompts.prompts.capital.text=null", "+prompts.prompts.capital.file=cafe.txt",
+                 "prompts.prompts.capital.encoding=latin-1"]
+    typed = config.to_typed(config.compose(overrides, [tmp_path]))
+    assert config.resolve_prompts(typed.prompts, typed.config_dirs)["capital"] == "café"
