@@ -149,16 +149,15 @@ def _probe(argv: list[str]) -> int:
 
 def _clean(argv: list[str]) -> int:
     from orchestrator.runtime import KINDS
-    from orchestrator.runtime.spec import run_labels
+    from orchestrator.runtime.reaper import clean
 
-    parser = _parser("clean", docker_host=True, description="Remove what crashed runs left behind.")
-    parser.add_argument("--run", help="only this run id (default: everything the orchestrator started)")
+    parser = _parser("clean", docker_host=True, description="Remove what dead runs left; never a live run's.")
+    parser.add_argument("--run", help="only this run id (default: every run the orchestrator started)")
     parser.add_argument("--runtime", choices=KINDS, default="docker",
                         help="process: kill local server processes a killed run left (docs/runtimes.md)")
+    parser.add_argument("--other-hosts", action="store_true", help="also what runs on other hosts started")
     args = parser.parse_args(argv)
-    removed = _runtime(args.runtime, args.docker_host).cleanup(run_labels(args.run or ""))
-    what = "process(es)" if args.runtime == "process" else "container(s)"
-    print(f"removed {len(removed)} {what}{': ' + ', '.join(removed) if removed else ''}")
+    print(clean(_runtime(args.runtime, args.docker_host), args.run or "", args.other_hosts))
     return ExitStatus.OK
 
 

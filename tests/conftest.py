@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -46,18 +45,9 @@ def no_leftover_containers(docker_client) -> Iterator[None]:  # type: ignore[no-
 
 
 def _owner_alive(labels: dict[str, str]) -> bool:
-    from orchestrator.runtime.spec import OWNER_HOST, OWNER_PID
+    from orchestrator.runtime.host import OWNER_PID, owner_alive
 
-    pid = labels.get(OWNER_PID, "")
-    if labels.get(OWNER_HOST) != socket.gethostname() or not pid.isdigit() or int(pid) == os.getpid():
-        return False
-    try:
-        os.kill(int(pid), 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        pass
-    return True
+    return labels.get(OWNER_PID) != str(os.getpid()) and owner_alive(labels) is True
 
 
 def orchestrator(*args: str, timeout_s: float = 600, **kwargs) -> subprocess.CompletedProcess[str]:  # type: ignore[no-untyped-def]

@@ -56,6 +56,10 @@ class RunPaths:
         return self.root / "scratch"
 
     @property
+    def reaper_log(self) -> Path:
+        return self.root / "reaper.log"  # what the sidecar removed after the orchestrator died (runtime/reaper.py)
+
+    @property
     def meta(self) -> Path:
         return self.root / "run.json"  # study name, run id, baseline: what `compare` needs
 

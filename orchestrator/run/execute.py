@@ -29,6 +29,7 @@ from orchestrator.report.build import build as build_reports
 from orchestrator.report.guard import headline as guard_headline
 from orchestrator.report.verdict import print_summary
 from orchestrator.run.arms import StudyRunner
+from orchestrator.runtime.reaper import Reaper
 from orchestrator.runtime.spec import Runtime
 
 
@@ -64,6 +65,10 @@ def execute_study(typed: Config, paths: RunPaths, allow: list[str], how_to_allow
     if found := missing_images(typed, runtime):
         raise ConfigError(found)
     runner = StudyRunner(typed, paths, run_id, runtime)
+    # Outlives us: removes this run's containers and processes if we die without cleaning up (kill -9).
+    engines = {(typed.runtime.kind.value, typed.runtime.docker_host),
+               *(("docker", arm.docker_host) for arm in typed.arms.values() if arm.docker_host)}
+    reaper = Reaper(run_id, engines, str(paths.reaper_log))
     try:
         guard.knobs = guard_knobs.check_knobs(typed, runtime, run_id)
         guard_observed.write(paths, guard)
@@ -72,6 +77,7 @@ def execute_study(typed: Config, paths: RunPaths, allow: list[str], how_to_allow
         runner.run()
     finally:
         runner.cleanup()  # belt and braces: nothing of this run survives, on any engine it used
+        reaper.release()
     guard_observed.after_run(typed, paths, guard)
     print(f"guard: {guard_headline(guard).replace('**', '')}", file=sys.stderr)
     report = build_reports(paths, **meta)

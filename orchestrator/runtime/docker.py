@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from orchestrator.errors import ArmStartError, EngineUnavailable, ImageError, RuntimeFailure
-from orchestrator.runtime.spec import BuildSpec, ContainerSpec, ExecResult, Handle, ImageInfo, LogLine, with_owner
+from orchestrator.runtime.host import with_owner
+from orchestrator.runtime.spec import BuildSpec, ContainerSpec, ExecResult, Handle, ImageInfo, LogLine
 
 if TYPE_CHECKING:
     import docker
@@ -183,10 +184,13 @@ class DockerRuntime:
         with contextlib.suppress(self._errors.NotFound):
             self.client.containers.get(handle.id).remove(force=True)
 
-    def cleanup(self, labels: Mapping[str, str]) -> list[str]:
+    def cleanup(self, labels: Mapping[str, str], keep: Callable[[Mapping[str, str]], bool] | None = None
+                ) -> list[str]:
         filters = {"label": [f"{k}={v}" if v else k for k, v in labels.items()]}
         removed = []
         for container in self.client.containers.list(all=True, filters=filters):
+            if keep is not None and keep(container.labels):
+                continue
             container.remove(force=True)
             removed.append(container.name)
         return removed

@@ -154,10 +154,11 @@ class FakeRuntime:
         if container is not None:
             container.removed = True
 
-    def cleanup(self, labels: Mapping[str, str]) -> list[str]:
+    def cleanup(self, labels: Mapping[str, str], keep: Callable[[Mapping[str, str]], bool] | None = None
+                ) -> list[str]:
         removed = []
         for container in self._containers.values():
-            if container.removed:
+            if container.removed or (keep is not None and keep(container.spec.labels)):
                 continue
             if all(container.spec.labels.get(k) == v if v else k in container.spec.labels for k, v in labels.items()):
                 if container.server.exit_code is None:

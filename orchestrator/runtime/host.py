@@ -11,6 +11,7 @@ import shutil
 import socket
 import tempfile
 import time
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO, Any
@@ -81,6 +82,24 @@ def _group_exists(pgid: int) -> bool:
     except (ProcessLookupError, PermissionError):
         return False
     return True
+
+
+# Who started a container or process (host, PID, the PID's start time): what tells a live run's from a dead
+# one's (`orchestrator clean`), with a reused PID told apart.
+OWNER_HOST, OWNER_PID, OWNER_START = (f"org.orchestrator.owner.{k}" for k in ("host", "pid", "start"))
+
+
+def with_owner(labels: Mapping[str, str]) -> dict[str, str]:
+    pid = os.getpid()
+    return {**labels, OWNER_HOST: socket.gethostname(), OWNER_PID: str(pid), OWNER_START: _start_time(pid) or ""}
+
+
+def owner_alive(labels: Mapping[str, str]) -> bool | None:
+    """Whether the orchestrator that started it still runs; None: started on another host, cannot tell."""
+    if labels.get(OWNER_HOST) != socket.gethostname():
+        return None if labels.get(OWNER_HOST) else False
+    pid = labels.get(OWNER_PID, "")
+    return pid.isdigit() and _alive(int(pid), labels.get(OWNER_START) or None)
 
 
 MAX_HASHED_BYTES = 64 << 20

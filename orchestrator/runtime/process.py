@@ -27,7 +27,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -48,6 +48,7 @@ from orchestrator.runtime.host import (
     default_state_dir,
     free_port,
     tree_hash,
+    with_owner,
 )
 from orchestrator.runtime.spec import (
     LABEL_NS,
@@ -58,7 +59,6 @@ from orchestrator.runtime.spec import (
     ImageInfo,
     LogLine,
     map_mounts,
-    with_owner,
 )
 
 RECORD = "process.json"
@@ -313,7 +313,8 @@ class ProcessRuntime:
         _rmtree(proc.dir)
         del self._procs[handle.id]
 
-    def cleanup(self, labels: Mapping[str, str]) -> list[str]:
+    def cleanup(self, labels: Mapping[str, str], keep: Callable[[Mapping[str, str]], bool] | None = None
+                ) -> list[str]:
         """Kill and forget every process (of any orchestrator on this host, under this state dir) whose
         recorded labels match: a value of "" matches any value, as Docker's label filter does."""
         removed: list[str] = []
@@ -326,6 +327,8 @@ class ProcessRuntime:
                 continue
             recorded = record.get("labels") or {}
             if not all(key in recorded and (not value or recorded[key] == value) for key, value in labels.items()):
+                continue
+            if keep is not None and keep(recorded):
                 continue
             pid, pgid = int(record["pid"]), int(record.get("pgid") or record["pid"])
             ours = next((h for h, p in self._procs.items() if p.dir == record_path.parent), None)

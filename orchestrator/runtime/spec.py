@@ -9,10 +9,8 @@ in every exit path, and `cleanup` able to find what a crashed run left behind by
 from __future__ import annotations
 
 import json
-import os
 import shlex
-import socket
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
@@ -28,14 +26,6 @@ LABEL_NS = "org.orchestrator"
 def run_labels(run_id: str, **more: str) -> dict[str, str]:
     """{'org.orchestrator.run': run_id, 'org.orchestrator.<key>': value, ...}"""
     return {f"{LABEL_NS}.run": run_id, **{f"{LABEL_NS}.{key}": value for key, value in more.items()}}
-
-
-OWNER_HOST, OWNER_PID = f"{LABEL_NS}.owner.host", f"{LABEL_NS}.owner.pid"
-
-
-def with_owner(labels: Mapping[str, str]) -> dict[str, str]:
-    """Labels plus who started it (host, PID): what tells a live run's containers from a dead one's."""
-    return {**labels, OWNER_HOST: socket.gethostname(), OWNER_PID: str(os.getpid())}
 REDACTED = "<redacted>"
 
 
@@ -203,6 +193,8 @@ class Runtime(Protocol):
 
     def remove(self, handle: Handle) -> None: ...
 
-    def cleanup(self, labels: Mapping[str, str]) -> list[str]:
-        """Remove every container carrying all these labels; return their names."""
+    def cleanup(self, labels: Mapping[str, str], keep: Callable[[Mapping[str, str]], bool] | None = None
+                ) -> list[str]:
+        """Remove every container carrying all these labels, except those whose labels `keep` accepts
+        (`orchestrator clean`: those of a live run); return their names."""
         ...

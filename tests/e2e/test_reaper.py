@@ -1,0 +1,100 @@
+"""Nothing left behind when the orchestrator is killed with SIGKILL (no handler runs): the reaper sidecar
+removes the run's containers and processes; `orchestrator clean` removes a dead run's leftovers and never a
+live run's. Real Docker, real processes."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import ROOT, orchestrator
+
+LABEL = "org.orchestrator.run"
+LONG = ["~arms.wide_batch", "protocol.phases.sequential.repeats=2000", "protocol.request.max_tokens=16"]
+PROCESS = ["runtime=process", "arm@arms.baseline=reference_process"]
+
+
+def _start(run_dir: Path, *overrides: str, env: dict[str, str] | None = None) -> subprocess.Popen[str]:
+    return subprocess.Popen([sys.executable, "-m", "orchestrator", "run", f"hydra.run.dir={run_dir}", *overrides],
+                            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+                            start_new_session=True)
+
+
+def _wait_for(predicate, timeout_s: float) -> bool:  # type: ignore[no-untyped-def]
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.2)
+    return bool(predicate())
+
+
+@pytest.mark.docker
+def test_kill_9_mid_run_leaves_no_container(tmp_path: Path, docker_client) -> None:  # type: ignore[no-untyped-def]
+    run_dir = tmp_path / "run"
+    proc = _start(run_dir, *LONG)
+    try:
+        ours = lambda: [c for c in docker_client.containers.list(all=True, filters={"label": LABEL})  # noqa: E731
+                        if c.labels.get("org.orchestrator.owner.pid") == str(proc.pid)]
+        assert _wait_for(lambda: bool(ours()), 120), "the arm never started"
+        time.sleep(2)  # mid-protocol
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+        assert _wait_for(lambda: not ours(), 10), f"left behind: {[c.name for c in ours()]}"
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert "removed" in (run_dir / "reaper.log").read_text()
+
+
+def test_kill_9_mid_run_leaves_no_process(tmp_path: Path) -> None:
+    state = tmp_path / "state"
+    env = {**os.environ, "ORCHESTRATOR_PROCESS_DIR": str(state)}
+    proc = _start(tmp_path / "run", *PROCESS, *LONG, env=env)
+    records = lambda: [json.loads(p.read_text()) for p in state.glob("*/process.json")]  # noqa: E731
+    try:
+        assert _wait_for(lambda: bool(records()), 120), "the arm never started"
+        pids = [r["pid"] for r in records()]
+        time.sleep(2)
+        os.killpg(proc.pid, signal.SIGKILL)  # the server runs in a session of its own: it survives this
+        proc.wait()
+        assert _wait_for(lambda: not records(), 10), records()
+        assert all(not Path(f"/proc/{pid}").exists() for pid in pids)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+
+
+@pytest.mark.docker
+def test_clean_removes_a_dead_run_s_container_and_keeps_a_live_one(tmp_path: Path,
+                                                                    docker_client) -> None:  # type: ignore[no-untyped-def]
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    labels = {LABEL: "clean-test-dead", "org.orchestrator.arm": "a", "org.orchestrator.owner.host": os.uname().nodename,
+              "org.orchestrator.owner.pid": str(dead.pid)}
+    leftover = docker_client.containers.run("orchestrator/debian-python:bookworm", ["sleep", "600"], detach=True,
+                                            labels=labels, network_mode="none")
+    run_dir = tmp_path / "run"
+    proc = _start(run_dir, *LONG)
+    try:
+        live = lambda: [c for c in docker_client.containers.list(filters={"label": LABEL})  # noqa: E731
+                        if c.labels.get("org.orchestrator.owner.pid") == str(proc.pid)]
+        assert _wait_for(lambda: bool(live()), 120), "the arm never started"
+        result = orchestrator("clean")
+        assert result.returncode == 0, result.stderr
+        assert "removed 1: " in result.stdout and leftover.name in result.stdout
+        assert "kept" in result.stdout and "is alive" in result.stdout
+        assert live(), "a live run's container was removed"
+    finally:
+        proc.send_signal(signal.SIGINT)
+        proc.wait(timeout=60)
+        with contextlib.suppress(Exception):
+            leftover.remove(force=True)
