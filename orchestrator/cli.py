@@ -18,15 +18,14 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import json
 import os
-import signal
 import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, NoReturn
 
 from orchestrator.errors import ExitStatus, OrchestratorError, UsageError, did_you_mean
+from orchestrator.interrupts import interruptible, noted_after
 
 USAGE = __doc__ or ""
 
@@ -42,11 +41,14 @@ def main(argv: list[str] | None = None) -> int:
     if verb not in VERBS:
         print(f"error: unknown command '{verb}'.{did_you_mean(verb, VERBS)}", file=sys.stderr)
         return ExitStatus.BAD_INPUT
-    # SIGTERM (`docker stop`, kill) takes Ctrl-C's clean-up path; SIGINT too when a shell started us with it ignored
-    for signum in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(signum, signal.default_int_handler)
+    with interruptible():
+        return _verb(verb, rest, debug)
+
+
+def _verb(verb: str, rest: list[str], debug: bool) -> int:
     try:
-        return VERBS[verb](rest)
+        with noted_after():
+            return VERBS[verb](rest)
     except OrchestratorError as exc:
         for problem in getattr(exc, "problems", [str(exc)]):  # every problem of a config at once, one line each
             print(f"error: {problem}", file=sys.stderr)
@@ -107,23 +109,20 @@ def _reproduce(argv: list[str]) -> int:
 
 
 def _fingerprint(argv: list[str]) -> int:
-    from orchestrator.guard.fingerprint import fingerprint_target, render
+    from orchestrator.guard.fingerprint import fingerprint_verb
 
     parser = _parser("fingerprint", docker_host=True,
                      description="Fingerprint this host, or an image, and print its matrix key. No network calls.")
     parser.add_argument("--image", help="fingerprint inside a throwaway container of this image (no network)")
     parser.add_argument("--json", action="store_true", help="one JSON object for machines")
     args = parser.parse_args(argv)
-    runtime = _runtime("process" if args.image is None else "docker", args.docker_host)
-    result = fingerprint_target(runtime, args.image, "fingerprint")
-    print(json.dumps(result, indent=2, sort_keys=True) if args.json else render(result))
-    return ExitStatus.MEASUREMENT_FAILED if result["fingerprint"].get("probe", {}).get("error") else ExitStatus.OK
+    return fingerprint_verb(_runtime("process" if args.image is None else "docker", args.docker_host), args.image,
+                            args.json)
 
 
 def _probe(argv: list[str]) -> int:
     from orchestrator.config.probe import load_probe_config, presets
-    from orchestrator.report.probes import render_markdown
-    from orchestrator.run.kernel_probes import probe
+    from orchestrator.run.kernel_probes import probe_verb
 
     parser = _parser("probe", docker_host=True, description="GEMM kernel probes (docs/probes.md).")
     parser.add_argument("--preset", default="cpu_small",
@@ -135,16 +134,9 @@ def _probe(argv: list[str]) -> int:
     parser.add_argument("--out", type=Path, help="run directory (default runs/probes/PRESET-TIME)")
     parser.add_argument("--ingest", type=Path, nargs="+", metavar="RAW", help="record these raw JSONL outputs")
     parser.add_argument("--print-spec", action="store_true", help="print the JSON spec for gemm.py and exit")
-    args = parser.parse_args(argv)
-    config = load_probe_config(args.preset, args.set, args.arm, args.image)
-    if args.print_spec:
-        print(json.dumps(config.spec()))
-        return ExitStatus.OK
-    runtime = _runtime("process" if args.local or args.ingest else "docker", args.docker_host)
-    run = probe(config, runtime, args.out, args.local, args.ingest)
-    print(render_markdown(run.rows))
-    print(f"Record: {run.paths.table('probes')}\nReport: {run.paths.root / 'probes.md'}")
-    return ExitStatus.OK
+    a = parser.parse_args(argv)
+    return probe_verb(load_probe_config(a.preset, a.set, a.arm, a.image), a.docker_host, a.out, a.local, a.ingest,
+                      a.print_spec)
 
 
 def _clean(argv: list[str]) -> int:

@@ -9,6 +9,7 @@ what went wrong and what to do.
     │   └── ArmStartError             container exited or never became ready (carries log tail)
     ├── EngineFailure                 the engine died mid-protocol or answered nothing (exit 4)
     ├── RecordError                   a run directory / Parquet record is missing or unreadable (exit 2)
+    ├── RecordWriteError              the record could not be written mid-run: disk full, folder gone (exit 4)
     └── UsageError                    a verb or flag the command line does not take (exit 2)
 """
 
@@ -97,6 +98,10 @@ class EngineFailure(OrchestratorError):
 
 class RecordError(OrchestratorError):
     exit_status = 2
+
+
+class RecordWriteError(OrchestratorError):
+    exit_status = 4  # the measurement could not be kept
 
 
 class UsageError(OrchestratorError):

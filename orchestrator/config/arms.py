@@ -80,6 +80,7 @@ def container_spec(arm_name: str, arm: ArmConfig, image: str, labels: Mapping[st
         network_host=arm.network_host,
         gpus=arm.gpus,
         shm_size=arm.shm_size,
+        memory=arm.memory,
         ipc_mode=arm.ipc_mode,
         mounts=[*(Mount(v.host, v.container, v.read_only) for v in arm.volumes), *scratch],
         privileged=arm.privileged,

@@ -97,6 +97,7 @@ class ArmConfig:
     startup_timeout_s: float = 300.0
     gpus: str | None = None  # null: none; "all"; or device ids "0,1"
     shm_size: str | None = None  # e.g. "8g"
+    memory: str | None = None  # hard memory limit, swap included, e.g. "32g" (Docker only); null: none
     # Dangerous options (orchestrator/security.py): refused unless runtime.allow names them.
     ipc_mode: str | None = None  # e.g. "host" (allow: host_ipc); prefer shm_size
     network_host: bool = False  # host networking (allow: host_network)

@@ -174,3 +174,10 @@ def render(result: dict[str, Any]) -> str:
     ]
     width = max(len(name) for name, _ in rows)
     return "\n".join(f"{name.ljust(width)}  {value}" for name, value in rows)
+
+
+def fingerprint_verb(runtime: Runtime, image: str | None, as_json: bool) -> int:
+    """`orchestrator fingerprint`: print it; 4 when the environment probe failed."""
+    result = fingerprint_target(runtime, image, "fingerprint")
+    print(json.dumps(result, indent=2, sort_keys=True) if as_json else render(result))
+    return 4 if result["fingerprint"].get("probe", {}).get("error") else 0

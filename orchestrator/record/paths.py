@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from orchestrator.errors import RecordError
+from orchestrator.errors import RecordError, RecordWriteError
 
 TABLES = ("responses", "logs", "arms", "probes")
 
@@ -82,17 +82,27 @@ def read_json(path: Path) -> Any:
 
 def atomic_write_bytes(path: Path, data: bytes) -> None:
     """Write to a temporary name in the same folder, then rename: readers never see half a file."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    except OSError as exc:
+        raise _write_error(path, exc) from exc
     try:
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)
             handle.flush()
             os.fsync(handle.fileno())
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as exc:
         Path(tmp).unlink(missing_ok=True)
+        if isinstance(exc, OSError):
+            raise _write_error(path, exc) from exc
         raise
+
+
+def _write_error(path: Path, exc: OSError) -> RecordWriteError:
+    return RecordWriteError(f"the record could not be written at {path}: {exc.strerror or exc}; what was "
+                            "written before is kept and readable; free space (or fix the folder) and run again")
 
 
 def atomic_write_text(path: Path, text: str) -> None:

@@ -118,6 +118,8 @@ class StudyRunner:
     def _stop(self, name: str, handle: Handle, row: dict[str, Any]) -> None:
         try:
             row["exit_code"] = self.runtime.stop(handle, self.config.runtime.stop_timeout_s)
+            if reason := self.runtime.exit_reason(handle):
+                row["error"] = f"{row['error']}; {reason}" if row.get("error") else reason
             with TableWriter(self.paths, "logs", name, flush_rows=10_000) as logs:
                 for seq, line in enumerate(self.runtime.logs(handle)):
                     logs.append({"run_id": self.run_id, "arm": name, "container_id": handle.id,

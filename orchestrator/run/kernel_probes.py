@@ -126,3 +126,18 @@ def probe(config: ProbeConfig, runtime: Runtime, out: Path | None, local: bool,
     rows = rows_from_outputs(outputs, config.name, run_id, None if local or ingest else config.image)
     record(paths, rows, outputs)
     return ProbeRun(paths, rows, summarize(rows))
+
+
+def probe_verb(config: ProbeConfig, docker_host: str | None, out: Path | None, local: bool,
+               ingest: list[Path] | None, print_spec: bool) -> int:
+    """`orchestrator probe`: run (or ingest) the probes, print the table and where the record went."""
+    from orchestrator.config.arms import runtime_named
+    from orchestrator.report.probes import render_markdown
+
+    if print_spec:
+        print(json.dumps(config.spec()))
+        return 0
+    run = probe(config, runtime_named("process" if local or ingest else "docker", docker_host), out, local, ingest)
+    print(render_markdown(run.rows))
+    print(f"Record: {run.paths.table('probes')}\nReport: {run.paths.root / 'probes.md'}")
+    return 0

@@ -76,6 +76,8 @@ class DockerRuntime:
             kwargs["device_requests"] = _device_requests(spec.gpus)
         if spec.shm_size:
             kwargs["shm_size"] = spec.shm_size
+        if spec.memory:  # swap limited to the same: above it the kernel kills the server instead of swapping
+            kwargs["mem_limit"] = kwargs["memswap_limit"] = spec.memory
         if spec.ipc_mode:
             kwargs["ipc_mode"] = spec.ipc_mode
         if spec.privileged:
@@ -127,6 +129,13 @@ class DockerRuntime:
         if container.status in ("created", "running", "restarting"):
             return None
         return int(container.attrs["State"]["ExitCode"])
+
+    def exit_reason(self, handle: Handle) -> str | None:
+        state = self._container(handle).attrs.get("State", {})
+        if state.get("OOMKilled"):
+            limit = self._container(handle).attrs.get("HostConfig", {}).get("Memory") or 0
+            return f"killed by the kernel: out of memory (OOM) at its memory limit of {limit >> 20} MiB"
+        return None
 
     def logs(self, handle: Handle, tail: int | None = None) -> list[LogLine]:
         container = self._container(handle)

@@ -111,6 +111,9 @@ class FakeRuntime:
     def exit_code(self, handle: Handle) -> int | None:
         return self._get(handle).server.exit_code
 
+    def exit_reason(self, handle: Handle) -> str | None:
+        return None
+
     def logs(self, handle: Handle, tail: int | None = None) -> list[LogLine]:
         container = self._get(handle)
         self._drain(container)

@@ -156,6 +156,9 @@ class ProcessRuntime:
         arm = spec.labels.get(f"{LABEL_NS}.arm", spec.name)
         problems = [f"arm '{arm}': mount {m.host} -> {m.container}: {m.host} does not exist on this host"
                     for m in spec.mounts if m.read_only and not os.path.exists(m.host)]
+        if spec.memory:
+            problems.append(f"arm '{arm}': a memory limit ({spec.memory}) needs the docker runtime; a local "
+                            "process cannot be held to one here")
         if getattr(spec, "privileged", False) or getattr(spec, "cap_add", None):
             problems.append(f"arm '{arm}': privileged/cap_add cannot be granted to a local process")
         if not spec.command or spec.command[0].startswith("-"):
@@ -211,6 +214,9 @@ class ProcessRuntime:
         deadline = time.monotonic() + timeout_s
         for thread in proc.readers:
             thread.join(max(0.0, deadline - time.monotonic()))
+
+    def exit_reason(self, handle: Handle) -> str | None:
+        return None  # a signal's number is all a process's status tells
 
     def exit_code(self, handle: Handle) -> int | None:
         proc = self._proc(handle)

@@ -80,6 +80,7 @@ class ContainerSpec:
     network_host: bool = False
     gpus: str | None = None
     shm_size: str | None = None
+    memory: str | None = None  # a hard limit, swap included (e.g. "8g"); the kernel kills the server above it
     ipc_mode: str | None = None
     mounts: list[Mount] = field(default_factory=list)
     privileged: bool = False
@@ -114,6 +115,8 @@ class ContainerSpec:
             argv += ["--gpus", self.gpus if self.gpus == "all" else f"device={self.gpus}"]
         if self.shm_size:
             argv += ["--shm-size", self.shm_size]
+        if self.memory:
+            argv += ["--memory", self.memory, "--memory-swap", self.memory]
         if self.ipc_mode:
             argv += ["--ipc", self.ipc_mode]
         if self.privileged:
@@ -173,6 +176,10 @@ class Runtime(Protocol):
 
     def exit_code(self, handle: Handle) -> int | None:
         """None while running; the exit status once it has exited."""
+        ...
+
+    def exit_reason(self, handle: Handle) -> str | None:
+        """Why it exited, when the runtime knows more than the status (Docker: killed for memory)."""
         ...
 
     def logs(self, handle: Handle, tail: int | None = None) -> list[LogLine]: ...
