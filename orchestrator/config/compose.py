@@ -20,6 +20,15 @@ PROJECT_ROOT = Path(__file__).resolve().parents[2]  # the checkout: conf/, arms/
 CONF_DIR = Path(os.environ.get("ORCHESTRATOR_CONF_DIR", PROJECT_ROOT / "conf")).resolve()
 CONFIG_NAME = "config"
 
+
+def user_cache_dir() -> Path:
+    """Where builds and facts derived from content-addressed images are kept between runs (scripts/common.sh
+    uses the same rule): ORCHESTRATOR_CACHE_DIR, else XDG_CACHE_HOME/orchestrator, else ~/.cache/orchestrator."""
+    explicit = os.environ.get("ORCHESTRATOR_CACHE_DIR")
+    if explicit:
+        return Path(explicit)
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "orchestrator"
+
 _SCHEMAS = {cls.__name__: cls for cls in (
     schema.Config, schema.ArmConfig, schema.BuildConfig, schema.KnobsConfig, schema.ScratchConfig,
     schema.VolumeConfig, schema.PromptConfig, schema.ExpectConfig, schema.GateConfig,

@@ -4,19 +4,25 @@ silently ignores them). The image lists what it knows in a throwaway container, 
 
 from __future__ import annotations
 
+import contextlib
 import difflib
+import hashlib
+import json
 from collections.abc import Mapping
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from orchestrator import probes
 from orchestrator.config.arms import build_spec, effective_arm
+from orchestrator.config.compose import user_cache_dir
 from orchestrator.errors import OrchestratorError
 from orchestrator.guard.results import KnobCheck
-from orchestrator.runtime.spec import run_labels
+from orchestrator.record.paths import atomic_write_text
+from orchestrator.runtime.spec import ExecResult, run_labels
 
 if TYPE_CHECKING:
     from orchestrator.config.schema import ArmConfig, Config
-    from orchestrator.runtime.spec import ExecResult, Runtime
+    from orchestrator.runtime.spec import Runtime
 
 
 def arm_flags(engine_args: Mapping[str, Any]) -> list[str]:
@@ -64,7 +70,7 @@ def check_knobs(config: Config, runtime: Runtime, run_id: str) -> dict[str, Knob
     """Ask each arm's image which knobs its engine knows (a throwaway container, no network; the arm's
     env set) and compare with what the arm sets. Each image and listing runs once."""
     results: dict[str, KnobCheck] = {}
-    listings: dict[tuple[str, ...], ExecResult] = {}
+    listings: dict[str, ExecResult] = {}
     for arm, original in config.arms.items():
         arm_config = effective_arm(original, config.stand_in)
         if config.stand_in:
@@ -77,15 +83,18 @@ def check_knobs(config: Config, runtime: Runtime, run_id: str) -> dict[str, Knob
         command, entrypoint = listing
         try:  # a missing image or a broken listing is the arm's own failure later, not the guard's
             image = runtime.resolve_image(arm_config.image, build_spec(arm_config))
-            key = (image.id, *command, "\0", *(entrypoint or ()))
+            key = json.dumps([image.id, command, entrypoint], sort_keys=True)
             if key not in listings:
-                listings[key] = runtime.run_oneshot(image.id, command, run_labels(run_id, arm=arm, purpose="knobs"),
-                                                    entrypoint, arm_config.knobs.timeout_s, env=arm_config.env)
+                listings[key] = _cached(key) or runtime.run_oneshot(
+                    image.id, command, run_labels(run_id, arm=arm, purpose="knobs"), entrypoint,
+                    arm_config.knobs.timeout_s, env=arm_config.env)
         except OrchestratorError as exc:
             results[arm] = KnobCheck(False, reason=f"the knob listing could not run: {exc}")
             continue
         out = listings[key]
         known = _listing(out)
+        if known is not None:
+            _keep(key, out)
         if known is None:
             results[arm] = KnobCheck(False, reason=f"the knob listing failed (exit {out.exit_code}): "
                                                    f"{out.output.strip()[-300:]}")
@@ -94,6 +103,25 @@ def check_knobs(config: Config, runtime: Runtime, run_id: str) -> dict[str, Knob
         results[arm] = KnobCheck(True, found, flags_known=len(known.get("flags") or ()),
                                  env_known=len(known.get("env") or ()), listed_from=_listed_from(known))
     return results
+
+
+def _cache_path(key: str) -> Path:
+    return user_cache_dir() / "knobs" / f"{hashlib.sha256(key.encode()).hexdigest()}.json"
+
+
+def _cached(key: str) -> ExecResult | None:
+    """A listing made before for the same image id and command: an image id names its content, so what its
+    engine knows cannot have changed (saves a throwaway container per image per run)."""
+    try:
+        saved = json.loads(_cache_path(key).read_text())
+    except (OSError, ValueError):
+        return None
+    return ExecResult(exit_code=0, output=saved["output"]) if saved.get("key") == key else None
+
+
+def _keep(key: str, out: ExecResult) -> None:
+    with contextlib.suppress(OSError):  # a cache that cannot be written only costs the next run time
+        atomic_write_text(_cache_path(key), json.dumps({"key": key, "output": out.output}))
 
 
 def _listed_from(known: Mapping[str, Any]) -> str | None:

@@ -22,6 +22,7 @@ from orchestrator.record.tables import TableWriter
 from orchestrator.run import protocol
 from orchestrator.run.client import CompletionClient, wait_ready
 from orchestrator.run.sending import ProtocolSender, RunContext
+from orchestrator.run.timings import StageTimer
 from orchestrator.runtime.spec import Handle, Runtime, run_labels
 
 
@@ -37,6 +38,7 @@ class StudyRunner:
         self.say = say or (lambda text: print(text, file=sys.stderr, flush=True))
         self.labels = run_labels(run_id, study=config.study.name)
         self.failed: list[str] = []
+        self.timer = StageTimer()
 
     def run(self) -> None:
         prompts = resolve_prompts(self.config.prompts, self.config.config_dirs)
@@ -66,7 +68,8 @@ class StudyRunner:
         try:
             arm = effective_arm(arm, self.config.stand_in)
             row["image_ref"] = arm.image
-            image = self.runtime.resolve_image(arm.image, build_spec(arm))
+            with self.timer.stage("image"):
+                image = self.runtime.resolve_image(arm.image, build_spec(arm))
             row.update(image_id=image.id, image_repo_digests=list(image.repo_digests))
             spec = container_spec(name, arm, image.id, self.labels, self.host_env,
                                   scratch_root=self.paths.scratch_root.resolve())
@@ -86,17 +89,14 @@ class StudyRunner:
                        log_tail=lambda: [line.text for line in self.runtime.logs(started, tail=50)],
                        transport=self.runtime.http_transport)
             row["ready_ns"] = time.time_ns()
+            self.timer.add("start_to_ready", (row["ready_ns"] - row["start_ns"]) / 1e9)
             self.say(f"[{name}] ready at {handle.base_url} in {(row['ready_ns'] - row['start_ns']) / 1e9:.1f} s")
-            fingerprint = asyncio.run(self._fingerprint(handle))
-            fingerprint["log_facts"] = log_facts(line.text for line in self.runtime.logs(handle))
-            fingerprint["docker_host"] = arm.docker_host or self.config.runtime.docker_host or "local"
-            # versions, GPU, env, from inside the arm with its own interpreter
-            fingerprint["probe"] = probe_container(self.runtime, handle, arm.secret_env, arm.python)
-            fingerprint["image_id"] = image.id
-            fingerprint["cell"] = arm_cell(arm.engine_args, arm.gpus)
+            with self.timer.stage("fingerprint"):
+                fingerprint = self._arm_fingerprint(arm, handle, image.id)
             row.update(fingerprint_json=json.dumps(fingerprint, sort_keys=True),
                        matrix_key=matrix_key(image.id, fingerprint))
-            sent = asyncio.run(self._send(name, arm, handle, prompts))
+            with self.timer.stage("requests"):
+                sent = asyncio.run(self._send(name, arm, handle, prompts))
             self.say(f"[{name}] {sent} requests done")
             row["status"] = "completed"
         except OrchestratorError as exc:
@@ -110,7 +110,8 @@ class StudyRunner:
         finally:
             try:
                 if handle is not None:
-                    self._stop(name, handle, row)
+                    with self.timer.stage("stop_and_logs"):
+                        self._stop(name, handle, row)
             finally:
                 row["stop_ns"] = time.time_ns()
                 arms_writer.append(row)  # the arm's row lands in every exit path
@@ -127,6 +128,16 @@ class StudyRunner:
                                  "text": line.text})
         finally:
             self.runtime.remove(handle)
+
+    def _arm_fingerprint(self, arm: ArmConfig, handle: Handle, image_id: str) -> dict[str, Any]:
+        fingerprint = asyncio.run(self._fingerprint(handle))
+        fingerprint["log_facts"] = log_facts(line.text for line in self.runtime.logs(handle))
+        fingerprint["docker_host"] = arm.docker_host or self.config.runtime.docker_host or "local"
+        # versions, GPU, env, from inside the arm with its own interpreter
+        fingerprint["probe"] = probe_container(self.runtime, handle, arm.secret_env, arm.python)
+        fingerprint["image_id"] = image_id
+        fingerprint["cell"] = arm_cell(arm.engine_args, arm.gpus)
+        return fingerprint
 
     async def _fingerprint(self, handle: Handle) -> dict[str, Any]:
         facts: dict[str, Any] = {}

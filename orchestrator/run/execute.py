@@ -29,6 +29,7 @@ from orchestrator.report.build import build as build_reports
 from orchestrator.report.guard import headline as guard_headline
 from orchestrator.report.verdict import print_summary
 from orchestrator.run.arms import StudyRunner
+from orchestrator.run.timings import StageTimer, one_line
 from orchestrator.runtime.reaper import Reaper
 from orchestrator.runtime.spec import Runtime
 
@@ -45,10 +46,13 @@ def preflight(typed: Config, allow: list[str] | None = None, how_to_allow: str =
 
 
 def execute_study(typed: Config, paths: RunPaths, allow: list[str], how_to_allow: str,
-                  extra_meta: dict[str, Any] | None = None) -> int:
-    """Checks, the run, the reports, the summary: shared by `run` (Hydra) and `reproduce`."""
+                  extra_meta: dict[str, Any] | None = None, timer: StageTimer | None = None) -> int:
+    """Checks, the run, the reports, the summary: shared by `run` (Hydra) and `reproduce`. `timer` may hold
+    the stages before this one (composing the config)."""
     logging.getLogger("httpx").setLevel(logging.WARNING)  # one line per request drowns the progress
-    preflight(typed, allow, how_to_allow)
+    timer = timer or StageTimer()
+    with timer.stage("checks"):
+        preflight(typed, allow, how_to_allow)
     paths.root.mkdir(parents=True, exist_ok=True)
     run_id = f"{re.sub(r'[^A-Za-z0-9_.-]', '-', paths.root.name)}-{secrets.token_hex(3)}"
     meta: dict[str, Any] = {"study": typed.study.name, "run_id": run_id, "baseline": typed.baseline_arm,
@@ -62,15 +66,18 @@ def execute_study(typed: Config, paths: RunPaths, allow: list[str], how_to_allow
     for line in guard_declared.warnings(declared):
         print(f"warning: {line}", file=sys.stderr)
     runtime = runtime_for(typed.runtime)
-    if found := missing_images(typed, runtime):
-        raise ConfigError(found)
+    with timer.stage("images"):
+        if found := missing_images(typed, runtime):
+            raise ConfigError(found)
     runner = StudyRunner(typed, paths, run_id, runtime)
+    runner.timer = timer
     # Outlives us: removes this run's containers and processes if we die without cleaning up (kill -9).
     engines = {(typed.runtime.kind.value, typed.runtime.docker_host),
                *(("docker", arm.docker_host) for arm in typed.arms.values() if arm.docker_host)}
     reaper = Reaper(run_id, engines, str(paths.reaper_log))
     try:
-        guard.knobs = guard_knobs.check_knobs(typed, runtime, run_id)
+        with timer.stage("knobs"):
+            guard.knobs = guard_knobs.check_knobs(typed, runtime, run_id)
         guard_observed.write(paths, guard)
         if problems := guard_knobs.knob_refusal(typed, guard.knobs):
             raise ConfigError(problems)
@@ -78,9 +85,13 @@ def execute_study(typed: Config, paths: RunPaths, allow: list[str], how_to_allow
     finally:
         runner.cleanup()  # belt and braces: nothing of this run survives, on any engine it used
         reaper.release()
-    guard_observed.after_run(typed, paths, guard)
-    print(f"guard: {guard_headline(guard).replace('**', '')}", file=sys.stderr)
-    report = build_reports(paths, **meta)
+    with timer.stage("guard_and_report"):
+        guard_observed.after_run(typed, paths, guard)
+        print(f"guard: {guard_headline(guard).replace('**', '')}", file=sys.stderr)
+        report = build_reports(paths, **meta)
+    meta["timings_s"] = timer.rounded()
+    atomic_write_text(paths.meta, json.dumps(meta, indent=2) + "\n")
+    print(f"time: {one_line(meta['timings_s'])}", file=sys.stderr)
     print_summary(paths, report)
     status = verdict.status(report, meta["gate"])
     if runner.failed and status != ExitStatus.MEASUREMENT_FAILED:  # failed, though the record says otherwise

@@ -76,7 +76,11 @@ class ProtocolSender:
         total, sent, answered, last_said = sum(len(g) for g in groups), 0, 0, time.monotonic()
         first_error: str | None = None
         for position, group in enumerate(groups):
-            result = await protocol.send_group(client, group, self.metrics_path)
+            try:
+                result = await protocol.send_group(client, group, self.metrics_path)
+            except BaseException:  # Ctrl-C (a cancelled task) mid-group: its requests were sent; each gets a row
+                self._not_sent([group], "interrupted: sent, but the answer was not received before the stop")
+                raise
             for request, exchange in zip(group, result.exchanges, strict=True):
                 row = response_row(self.ctx, request, exchange, self.prompts[request.prompt_id])
                 row.update(batch_send_spread_ns=result.send_spread_ns, batch_running_max=result.running_max)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import itertools
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -16,12 +17,14 @@ from orchestrator.errors import ConfigError, OrchestratorError, worst
 from orchestrator.record.paths import RunPaths
 from orchestrator.run.check import run_dir_problems
 from orchestrator.run.execute import execute_study, preflight
+from orchestrator.run.timings import StageTimer
 
 # Hydra's own flags, and those of them that take a value: not overrides.
 FLAGS_WITH_VALUE = {"--cfg", "-c", "--package", "-p", "--config-path", "-cp", "--config-name", "-cn", "--info",
                     "-i", "--experimental-rerun"}
 MULTIRUN = ("-m", "--multirun")
 MAX_CHECKED_JOBS = 256  # jobs whose configs are composed up front; a bigger sweep checks the first ones
+PRECHECK_S = {"seconds": 0.0}  # composing and checking every job up front, for the first job's timings
 
 
 def split_flags(argv: list[str]) -> tuple[list[str], list[str]]:
@@ -77,6 +80,7 @@ def run_with_hydra(argv: list[str]) -> int:
                               f"to change it, copy {recorded[0] / 'config.yaml'} into a config dir of your own")
         return run_from(recorded[0].parent, None, [])
     multirun = any(f in MULTIRUN for f in flags)
+    started = time.perf_counter()
     if not [f for f in flags if f not in MULTIRUN]:  # Hydra's own flags (--cfg, --help, ...) go straight to it
         composed = None
         for job in jobs(overrides, dirs) if multirun else [overrides]:
@@ -88,6 +92,7 @@ def run_with_hydra(argv: list[str]) -> int:
             from orchestrator.sweep.callback import check_parallel_gpus
 
             check_parallel_gpus(composed, jobs(overrides, dirs))
+    PRECHECK_S["seconds"] = time.perf_counter() - started
     import hydra
 
     from orchestrator.config.schema import register_configs
@@ -117,9 +122,13 @@ def run_study(cfg: Any) -> int:
     from hydra.core.hydra_config import HydraConfig
 
     try:
-        typed = config.to_typed(cfg)
+        timer = StageTimer()
+        timer.add("compose_and_check", PRECHECK_S["seconds"])  # once for a sweep: its first job carries it
+        PRECHECK_S["seconds"] = 0.0
+        with timer.stage("compose_job"):
+            typed = config.to_typed(cfg)
         paths = RunPaths(Path(HydraConfig.get().runtime.output_dir))
-        return execute_study(typed, paths, list(typed.runtime.allow), OWN_CONFIG_ALLOW)
+        return execute_study(typed, paths, list(typed.runtime.allow), OWN_CONFIG_ALLOW, timer=timer)
     except OrchestratorError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return exc.exit_status

@@ -279,3 +279,18 @@ def test_process_arms_share_what_their_env_names_and_what_they_inherit(monkeypat
 
 def test_a_declared_share_is_the_scratch_checks_business_not_a_hidden_cache() -> None:
     assert caches.problems(load("study=autotune_cold")) == []
+
+
+def test_a_knob_listing_is_kept_by_image_id_and_not_run_again() -> None:
+    import json
+
+    cfg = load("study=guard_finalize_only")
+    runtime, calls = listing_runtime(json.dumps(KNOWN))
+    first = guard_knobs.check_knobs(cfg, runtime, "run-1")
+    runtime, calls = listing_runtime(json.dumps(KNOWN))
+    again = guard_knobs.check_knobs(cfg, runtime, "run-2")
+    assert calls == [] and again == first  # no throwaway container the second time
+    broken, calls = listing_runtime("not json")
+    cfg.arms["fused"].knobs.command = ["--list-other-knobs"]  # another command: another listing
+    guard_knobs.check_knobs(cfg, broken, "run-3")
+    assert calls == [["--list-other-knobs"]]

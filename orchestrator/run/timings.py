@@ -1,0 +1,34 @@
+"""Where a run's time goes, stage by stage (run.json `timings_s`; the report shows it in one line), so a user
+sees what the orchestrator adds to what the engine costs. docs/benchmarks.md measures it against a
+hand-written baseline (bench/study_overhead.py)."""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Iterator
+
+
+class StageTimer:
+    def __init__(self) -> None:
+        self.seconds: dict[str, float] = {}
+
+    @contextlib.contextmanager
+    def stage(self, name: str) -> Iterator[None]:
+        """Time the body; a stage entered again (one per arm) adds up."""
+        start = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.add(name, time.perf_counter() - start)
+
+    def add(self, name: str, seconds: float) -> None:
+        self.seconds[name] = self.seconds.get(name, 0.0) + seconds
+
+    def rounded(self) -> dict[str, float]:
+        return {name: round(seconds, 3) for name, seconds in self.seconds.items()}
+
+
+def one_line(seconds: dict[str, float]) -> str:
+    """'compose 0.41 s, checks 0.02 s, ...' in the order the stages ran."""
+    return ", ".join(f"{name.replace('_', ' ')} {value:.2f} s" for name, value in seconds.items())
