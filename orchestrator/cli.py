@@ -2,6 +2,7 @@
 
     orchestrator run [HYDRA OVERRIDES...]      run a study (-m: a sweep); report into the run dir
     orchestrator run --from RUN_DIR            run the study a run dir recorded (someone else's, too)
+    orchestrator run --resume RUN_DIR          finish an interrupted run: send what has no row, keep the rest
     orchestrator check [HYDRA OVERRIDES...]    every check `run` makes before it starts an arm; exit 0 or 2
     orchestrator plan [HYDRA OVERRIDES...]     each arm's equivalent `docker run`; starts nothing
     orchestrator compare RUN_DIR... [--gate]   re-make the reports from the record; exit 3 on a failed gate
@@ -65,16 +66,17 @@ def _verb(verb: str, rest: list[str], debug: bool) -> int:
 
 
 def _run(argv: list[str]) -> int:
-    if argv[:1] != ["--from"]:
+    if argv[:1] not in (["--from"], ["--resume"]):
         from orchestrator.sweep.app import run_with_hydra
 
         return run_with_hydra(argv)
     from orchestrator.reproduce.rerun import run_from
+    from orchestrator.reproduce.resume import resume
 
-    parser = _parser("run", "Run the study a run dir recorded, on this machine, into a new run dir.")
-    parser.add_argument("--from", dest="run_dir", type=Path, required=True, metavar="RUN_DIR")
+    parser = _parser("run", "Run the study a run dir recorded (--from: into a new run dir; --resume: finish it)")
+    parser.add_argument(argv[0], dest="run_dir", type=Path, required=True, metavar="RUN_DIR")
     args = _rerun_options(parser).parse_args(argv)
-    return run_from(args.run_dir, args.out, args.allow)
+    return resume(args.run_dir, args.allow) if argv[0] == "--resume" else run_from(args.run_dir, args.out, args.allow)
 
 
 def _compare(argv: list[str]) -> int:

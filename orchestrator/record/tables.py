@@ -15,12 +15,13 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from orchestrator.errors import RecordError
 from orchestrator.record.paths import RunPaths, atomic_write_bytes
 
-SCHEMA_VERSION = "1"
+SCHEMA_VERSION = "2"  # 2: request_id, attempt, role (responses), attempt (arms)
 
 _TOP = pa.struct([("token", pa.string()), ("logprob", pa.float64())])
 _PROMPT_TOP = pa.struct([("token_id", pa.int64()), ("token", pa.string()), ("logprob", pa.float64()),
@@ -31,6 +32,9 @@ RESPONSES = pa.schema([
     ("prompt_id", pa.string()), ("phase", pa.string()), ("phase_kind", pa.string()),
     ("batch_id", pa.int64()), ("repeat", pa.int64()), ("request_index", pa.int64()),
     ("cold", pa.bool_()),
+    # arm/prompt/phase/batch/repeat: the same in a resumed run; `attempt` 0 first, +1 per re-send; `role`
+    # cold (an arm's first request), measured, warmup. Cells use measured rows, latest attempt per request_id.
+    ("request_id", pa.string()), ("attempt", pa.int64()), ("role", pa.string()),
     ("prompt_sha256", pa.string()), ("prompt_chars", pa.int64()), ("prompt_tokens", pa.int64()),
     ("request_json", pa.string()),
     ("response_body", pa.binary()),  # exactly the bytes received
@@ -62,6 +66,7 @@ ARMS = pa.schema([
     ("container_id", pa.string()), ("fingerprint_json", pa.string()), ("matrix_key", pa.string()),
     ("start_ns", pa.int64()), ("ready_ns", pa.int64()), ("stop_ns", pa.int64()),
     ("exit_code", pa.int64()), ("status", pa.string()), ("error", pa.string()),
+    ("attempt", pa.int64()),  # 0, then +1 each time `run --resume` starts the arm again; readers take the latest
 ])
 
 # One row per kernel-probe cell (orchestrator/probes/gemm.py; docs/probes.md says what each column means).
@@ -143,27 +148,67 @@ def read_table(paths: RunPaths, table: str, columns: list[str] | None = None) ->
         if not paths.root.is_dir():
             raise RecordError(f"no run directory at {paths.root}: pass the folder that holds data/")
         return SCHEMAS[table].empty_table().select(columns) if columns else SCHEMAS[table].empty_table()
+    key = LATEST_KEY.get(table)
+    wanted = None if columns is None else list(dict.fromkeys([*columns, *((key, "attempt") if key else ())]))
     try:
-        parts = [pq.read_table(f, columns=columns, schema=SCHEMAS[table]) for f in files]
+        parts = [pq.read_table(f, columns=wanted, schema=SCHEMAS[table]) for f in files]
     except (OSError, pa.ArrowInvalid) as exc:
         raise RecordError(f"cannot read {table} in {folder} ({exc}): the run dir is damaged; copy it again "
                           "from its source") from exc
-    return pa.concat_tables(parts)
+    whole = pa.concat_tables(parts)
+    if key and pc.max(whole.column("attempt")).as_py():  # something was re-sent: keep the latest attempts
+        latest = _latest_attempts(whole.column(key).to_pylist(), whole.column("attempt").to_pylist())
+        if latest is not None:
+            whole = whole.filter(pa.array(_is_latest(whole.column(key).to_pylist(),
+                                                     whole.column("attempt").to_pylist(), latest)))
+    return whole if columns is None else whole.select(columns)
+
+
+# The rows a re-send supersedes: a table's key, whose latest attempt is the one that counts (`run --resume`).
+LATEST_KEY = {"responses": "request_id", "arms": "arm"}
+
+
+def _latest_attempts(keys: list[str | None], attempts: list[int | None]) -> dict[str, int] | None:
+    """Key -> its latest attempt; None when nothing was ever re-sent (the common case: no filtering)."""
+    if not any(attempts):
+        return None
+    latest: dict[str, int] = {}
+    for key, attempt in zip(keys, attempts, strict=True):
+        if key is not None:
+            latest[key] = max(latest.get(key, 0), attempt or 0)
+    return latest
+
+
+def _is_latest(keys: list[str | None], attempts: list[int | None], latest: dict[str, int]) -> list[bool]:
+    return [key is None or (attempt or 0) == latest[key] for key, attempt in zip(keys, attempts, strict=True)]
 
 
 def iter_batches(paths: RunPaths, table: str, columns: list[str], batch_rows: int = 4096
                  ) -> Iterator[pa.RecordBatch]:
-    """Stream a table in file order (the order it was written), reading only `columns`."""
+    """Stream a table in file order (the order it was written), reading only `columns`; rows a later attempt
+    superseded (`run --resume`) are left out."""
     schema = SCHEMAS[table]
+    key = LATEST_KEY.get(table)
+    latest = None
+    if key and paths.table(table).is_dir():
+        keys = read_table(paths, table, ["attempt"])
+        if pc.max(keys.column("attempt")).as_py():  # something was re-sent: keep the latest attempts
+            keys = read_table(paths, table, [key, "attempt"])
+            latest = _latest_attempts(keys.column(key).to_pylist(), keys.column("attempt").to_pylist())
+    wanted = list(dict.fromkeys([*columns, *((key, "attempt") if latest is not None and key else ())]))
     for path in sorted(p for p in paths.table(table).glob("*.parquet") if not p.name.startswith(".")):
         try:
             handle = pq.ParquetFile(path)
             present = set(handle.schema_arrow.names)
-            for batch in handle.iter_batches(batch_size=batch_rows, columns=[c for c in columns if c in present]):
+            for batch in handle.iter_batches(batch_size=batch_rows, columns=[c for c in wanted if c in present]):
                 # Older parts may lack newer columns: add them as nulls so callers see one shape.
                 arrays = [batch.column(c) if c in present else pa.nulls(batch.num_rows, schema.field(c).type)
-                          for c in columns]
-                yield pa.RecordBatch.from_arrays(arrays, names=columns)
+                          for c in wanted]
+                out = pa.RecordBatch.from_arrays(arrays, names=wanted)
+                if latest is not None and key:
+                    out = out.filter(pa.array(_is_latest(out.column(key).to_pylist(),
+                                                         out.column("attempt").to_pylist(), latest)))
+                yield out.select(columns)
         except (OSError, pa.ArrowInvalid) as exc:
             raise RecordError(f"cannot read {path} ({exc}): the run dir is damaged; copy it again from its "
                               "source") from exc

@@ -8,7 +8,7 @@ import os
 import sys
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -26,9 +26,18 @@ from orchestrator.run.timings import StageTimer
 from orchestrator.runtime.spec import Handle, Runtime, run_labels
 
 
+@dataclass(frozen=True)
+class ResumePlan:
+    """`run --resume`: per arm, the groups to send again (run/resume.py); arms not named are complete."""
+
+    attempt: int
+    groups: dict[str, set[str]]
+
+
 class StudyRunner:
     def __init__(self, config: Config, paths: RunPaths, run_id: str, runtime: Runtime,
-                 host_env: Mapping[str, str] | None = None, say: Callable[[str], None] | None = None) -> None:
+                 host_env: Mapping[str, str] | None = None, say: Callable[[str], None] | None = None,
+                 resume: ResumePlan | None = None) -> None:
         self.config = config
         self.paths = paths.make()
         self.run_id = run_id
@@ -39,11 +48,14 @@ class StudyRunner:
         self.labels = run_labels(run_id, study=config.study.name)
         self.failed: list[str] = []
         self.timer = StageTimer()
+        self.resume = resume
 
     def run(self) -> None:
         prompts = resolve_prompts(self.config.prompts, self.config.config_dirs)
         with TableWriter(self.paths, "arms", "arms", flush_rows=1) as arms_writer:
             for name, arm in self.config.arms.items():
+                if self.resume is not None and name not in self.resume.groups:
+                    continue  # complete in the record
                 self.runtime = self._runtime_for(arm)
                 self._run_arm(name, arm, prompts, arms_writer)
 
@@ -63,7 +75,8 @@ class StudyRunner:
     def _run_arm(self, name: str, arm: ArmConfig, prompts: dict[str, str], arms_writer: TableWriter) -> None:
         row: dict[str, Any] = {"study": self.config.study.name, "run_id": self.run_id, "arm": name,
                                "config_json": json.dumps(asdict(arm), default=str, sort_keys=True),
-                               "image_ref": arm.image, "status": "failed"}
+                               "image_ref": arm.image, "status": "failed",
+                               "attempt": self.resume.attempt if self.resume else 0}
         handle: Handle | None = None
         try:
             arm = effective_arm(arm, self.config.stand_in)
@@ -155,8 +168,11 @@ class StudyRunner:
 
     async def _send(self, name: str, arm: ArmConfig, handle: Handle, prompts: dict[str, str]) -> int:
         proto = self.config.protocol
-        ctx = RunContext(self.config.study.name, self.run_id, name, proto.significant_digits)
+        ctx = RunContext(self.config.study.name, self.run_id, name, proto.significant_digits,
+                         self.resume.attempt if self.resume else 0)
         groups = list(protocol.plan(proto, arm.served_model_name, prompts, arm.endpoint, arm.request_extra))
+        if self.resume is not None:
+            groups = protocol.resent(groups, self.resume.groups[name], name, self.resume.attempt)
         client = CompletionClient(handle.base_url, proto.request_timeout_s, transport=self.runtime.http_transport)
         try:
             with TableWriter(self.paths, "responses", name) as writer:

@@ -15,7 +15,7 @@ from typing import Any
 
 from orchestrator.config import resolve_prompts
 from orchestrator.config.arms import build_spec, effective_arm, missing_executables, runtime_for
-from orchestrator.config.schema import Config
+from orchestrator.config.schema import Config, PhaseKind
 from orchestrator.config.security import OWN_CONFIG_ALLOW
 from orchestrator.config.validate import validate
 from orchestrator.errors import ConfigError, ExitStatus, ImageError
@@ -23,12 +23,12 @@ from orchestrator.guard import declared as guard_declared
 from orchestrator.guard import knobs as guard_knobs
 from orchestrator.guard import observed as guard_observed
 from orchestrator.guard.results import GuardResult
-from orchestrator.record.paths import RunPaths, atomic_write_bytes, atomic_write_text
+from orchestrator.record.paths import RunPaths, atomic_write_bytes, atomic_write_text, read_json
 from orchestrator.report import verdict
 from orchestrator.report.build import build as build_reports
 from orchestrator.report.guard import headline as guard_headline
 from orchestrator.report.verdict import print_summary
-from orchestrator.run.arms import StudyRunner
+from orchestrator.run.arms import ResumePlan, StudyRunner
 from orchestrator.run.timings import StageTimer, one_line
 from orchestrator.runtime.reaper import Reaper
 from orchestrator.runtime.spec import Runtime
@@ -46,18 +46,25 @@ def preflight(typed: Config, allow: list[str] | None = None, how_to_allow: str =
 
 
 def execute_study(typed: Config, paths: RunPaths, allow: list[str], how_to_allow: str,
-                  extra_meta: dict[str, Any] | None = None, timer: StageTimer | None = None) -> int:
-    """Checks, the run, the reports, the summary: shared by `run` (Hydra) and `reproduce`. `timer` may hold
-    the stages before this one (composing the config)."""
+                  extra_meta: dict[str, Any] | None = None, timer: StageTimer | None = None,
+                  resume: ResumePlan | None = None) -> int:
+    """Checks, the run, the reports, the summary: shared by `run` (Hydra), `reproduce` and `run --resume`
+    (`resume`: into the same run dir, only what it names). `timer` may hold the stages before this one."""
     logging.getLogger("httpx").setLevel(logging.WARNING)  # one line per request drowns the progress
     timer = timer or StageTimer()
     with timer.stage("checks"):
         preflight(typed, allow, how_to_allow)
     paths.root.mkdir(parents=True, exist_ok=True)
-    run_id = f"{re.sub(r'[^A-Za-z0-9_.-]', '-', paths.root.name)}-{secrets.token_hex(3)}"
-    meta: dict[str, Any] = {"study": typed.study.name, "run_id": run_id, "baseline": typed.baseline_arm,
-                            "expectations": expectations(typed), "gate": dataclasses.asdict(typed.gate),
-                            "config_dirs": keep_config_dirs(paths, typed.config_dirs), **(extra_meta or {})}
+    if resume is not None:  # the same run, one attempt more: its containers get a run id of their own
+        meta = read_json(paths.meta)
+        meta["resumed"] = [*meta.get("resumed", []), resume.attempt]
+        run_id = f"{meta['run_id']}-r{resume.attempt}"
+    else:
+        run_id = f"{re.sub(r'[^A-Za-z0-9_.-]', '-', paths.root.name)}-{secrets.token_hex(3)}"
+        meta = {"study": typed.study.name, "run_id": run_id, "baseline": typed.baseline_arm,
+                "expectations": expectations(typed), "gate": dataclasses.asdict(typed.gate),
+                "config_dirs": keep_config_dirs(paths, typed.config_dirs),
+                "expected_requests_per_arm": expected_requests(typed), **(extra_meta or {})}
     atomic_write_text(paths.meta, json.dumps(meta, indent=2) + "\n")
     write_prompts(paths, resolve_prompts(typed.prompts, typed.config_dirs))
     declared = guard_declared.declared_check(typed)  # before anything starts (docs/guard.md)
@@ -69,7 +76,7 @@ def execute_study(typed: Config, paths: RunPaths, allow: list[str], how_to_allow
     with timer.stage("images"):
         if found := missing_images(typed, runtime):
             raise ConfigError(found)
-    runner = StudyRunner(typed, paths, run_id, runtime)
+    runner = StudyRunner(typed, paths, run_id, runtime, resume=resume)
     runner.timer = timer
     # Outlives us: removes this run's containers and processes if we die without cleaning up (kill -9).
     engines = {(typed.runtime.kind.value, typed.runtime.docker_host),
@@ -137,6 +144,13 @@ def write_prompts(paths: RunPaths, texts: dict[str, str]) -> None:
     record = {prompt_id: {"text": text, "sha256": hashlib.sha256(text.encode()).hexdigest()}
               for prompt_id, text in texts.items()}
     atomic_write_text(paths.prompts_json, json.dumps(record, indent=2, ensure_ascii=False) + "\n")
+
+
+def expected_requests(typed: Config) -> int:
+    """How many requests the protocol sends each arm: what a complete record holds (`run --resume`)."""
+    per_prompt = sum(p.repeats * (p.batches if p.kind is PhaseKind.concurrent else 1)
+                     for p in typed.protocol.phases.values())
+    return per_prompt * len(typed.prompts.prompts)
 
 
 def expectations(typed: Config) -> dict[str, dict[str, Any]]:

@@ -8,6 +8,7 @@ The very first request an arm receives is tagged cold (it may pay for compilatio
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -27,6 +28,20 @@ class Request:
     cold: bool
     body: dict[str, Any]
     path: str = "/v1/completions"
+
+    def request_id(self, arm: str) -> str:
+        """Stable across a resume: which request of the protocol this is, not when it was sent."""
+        return f"{arm}/{self.prompt_id}/{self.phase}/{self.batch_id}/{self.repeat}"
+
+    def group_id(self, arm: str) -> str:
+        """What is sent together: a concurrent batch, or one sequential request."""
+        if self.phase_kind is PhaseKind.concurrent:
+            return f"{arm}/{self.prompt_id}/{self.phase}/{self.batch_id}"
+        return self.request_id(arm)
+
+    @property
+    def role(self) -> str:
+        return "cold" if self.cold else "measured"
 
 
 
@@ -74,6 +89,17 @@ def plan(protocol: ProtocolConfig, model: str, prompts: dict[str, str], endpoint
                                      path) for r in range(phase.repeats)]
                     index += len(group)
                     yield group
+
+
+def resent(groups: list[list[Request]], wanted: set[str], arm: str, attempt: int) -> list[list[Request]]:
+    """The groups `run --resume` sends again, none of them cold, after a new cold request: the restarted
+    engine's first answer is set apart as the first run's was (request_id .../restart-ATTEMPT)."""
+    chosen = [[dataclasses.replace(r, cold=False) for r in g] for g in groups if g[0].group_id(arm) in wanted]
+    if not chosen:
+        return []
+    first = chosen[0][0]
+    cold = dataclasses.replace(first, phase_kind=PhaseKind.sequential, batch_id=0, repeat=-attempt, cold=True)
+    return [[cold], *chosen]
 
 
 @dataclass(frozen=True)

@@ -26,6 +26,7 @@ class RunContext:
     run_id: str
     arm: str
     significant_digits: int
+    attempt: int = 0  # `run --resume`: 1 for the first re-send, and so on
 
 
 def response_row(ctx: RunContext, request: protocol.Request, exchange: Exchange, prompt: str) -> dict[str, Any]:
@@ -37,6 +38,7 @@ def response_row(ctx: RunContext, request: protocol.Request, exchange: Exchange,
         "study": ctx.study, "run_id": ctx.run_id, "arm": ctx.arm, "prompt_id": request.prompt_id,
         "phase": request.phase, "phase_kind": request.phase_kind.value, "batch_id": request.batch_id,
         "repeat": request.repeat, "request_index": request.request_index, "cold": request.cold,
+        "request_id": request.request_id(ctx.arm), "attempt": ctx.attempt, "role": request.role,
         "prompt_sha256": hashlib.sha256(prompt.encode()).hexdigest(), "prompt_chars": len(prompt),
         "prompt_tokens": parsed.prompt_tokens if parsed else None,
         "request_json": json.dumps(request.body, ensure_ascii=False, sort_keys=True),

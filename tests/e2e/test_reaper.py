@@ -98,3 +98,38 @@ def test_clean_removes_a_dead_run_s_container_and_keeps_a_live_one(tmp_path: Pat
         proc.wait(timeout=60)
         with contextlib.suppress(Exception):
             leftover.remove(force=True)
+
+
+def test_resume_after_kill_9_completes_the_run_with_one_row_per_request(tmp_path: Path) -> None:
+    """kill -9 mid-run (what was not flushed is lost), then `run --resume`: every request of the protocol has
+    exactly one latest row, the kept rows are attempt 0, the re-sent ones attempt 1, each restarted arm a new
+    cold request."""
+    import collections
+
+    from orchestrator.record.paths import RunPaths
+    from orchestrator.record.tables import read_table
+
+    state, run_dir = tmp_path / "state", tmp_path / "run"
+    env = {**os.environ, "ORCHESTRATOR_PROCESS_DIR": str(state)}
+    study = ["runtime=process", "arm@arms.baseline=reference_process", "arm@arms.wide_batch=reference_process",
+             "protocol.phases.sequential.repeats=40", "protocol.request.max_tokens=8"]
+    proc = _start(run_dir, *study, env=env)
+    assert _wait_for(lambda: any((run_dir / "data" / "responses").glob("*.parquet")), 120), "nothing recorded"
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    assert _wait_for(lambda: not list(state.glob("*/process.json")), 10)
+    result = orchestrator("run", "--resume", str(run_dir), env=env)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "resuming" in result.stderr and "attempt 1" in result.stderr
+    latest = read_table(RunPaths(run_dir), "responses", ["arm", "request_id", "attempt", "role", "error"]).to_pylist()
+    per_arm = 2 * (40 + 4 * 2)  # 2 prompts x (40 sequential + 2 batches of 4)
+    ids = collections.Counter(r["request_id"] for r in latest if not r["request_id"].endswith("/-1"))
+    assert len(ids) == 2 * per_arm and set(ids.values()) == {1}, "a request without exactly one latest row"
+    assert all(r["error"] is None for r in latest)
+    assert {r["attempt"] for r in latest} == {0, 1}
+    restarts = [r for r in latest if r["request_id"].endswith("/-1")]
+    assert restarts and all(r["role"] == "cold" and r["attempt"] == 1 for r in restarts)
+    arms = read_table(RunPaths(run_dir), "arms", ["arm", "status", "attempt"]).to_pylist()
+    assert sorted((a["arm"], a["status"]) for a in arms) == [("baseline", "completed"), ("wide_batch", "completed")]
+    again = orchestrator("run", "--resume", str(run_dir), env=env)
+    assert again.returncode == 0 and "nothing to resume" in again.stderr

@@ -80,7 +80,7 @@ def test_store_roundtrip_is_atomic_and_exact(tmp_path) -> None:  # type: ignore[
     import pyarrow.parquet as pq
 
     meta = pq.read_schema(next(paths.table("responses").glob("*.parquet"))).metadata
-    assert meta[b"orchestrator.schema_version"] == b"1"
+    assert meta[b"orchestrator.schema_version"] == b"2"
 
 
 def test_writer_continues_numbering_after_existing_parts(tmp_path) -> None:  # type: ignore[no-untyped-def]
@@ -99,3 +99,25 @@ def test_bounds_known_values() -> None:
     assert divergence_bound(0, 6) == (0.0, pytest.approx(1 - 0.05 ** (1 / 6)))
     assert divergence_bound(6, 6)[1] == 1.0
     assert not math.isnan(clopper_pearson(500, 1000)[0])
+
+
+def test_a_previous_version_part_is_read_and_later_attempts_supersede_earlier_rows(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from orchestrator.record.tables import RESPONSES, iter_batches
+
+    paths = RunPaths(tmp_path).make()
+    v1 = pa.schema([f for f in RESPONSES if f.name not in ("request_id", "attempt", "role")])
+    pq.write_table(pa.Table.from_pylist([{"arm": "a", "prompt_id": "p"}], schema=v1),
+                   paths.table("responses") / "old-00000.parquet")  # schema version 1: no request_id
+    with TableWriter(paths, "responses", "a") as writer:
+        for attempt, error in ((0, "not sent"), (1, None)):
+            writer.append({"arm": "a", "prompt_id": "q", "request_id": "a/q/s/0/0", "attempt": attempt,
+                           "error": error})
+    rows = sorted(read_table(paths, "responses", ["prompt_id", "attempt", "error"]).to_pylist(),
+                  key=lambda r: r["prompt_id"])
+    assert rows == [{"prompt_id": "p", "attempt": None, "error": None}, {"prompt_id": "q", "attempt": 1, "error": None}]
+    streamed = [r for b in iter_batches(paths, "responses", ["prompt_id", "error"]) for r in b.to_pylist()]
+    assert sorted(streamed, key=lambda r: r["prompt_id"]) == [{"prompt_id": "p", "error": None},
+                                                               {"prompt_id": "q", "error": None}]

@@ -1,0 +1,54 @@
+"""`orchestrator run --resume RUN_DIR`: finish a run that was interrupted, killed, or lost an engine, in the
+same run dir. What has a good row is kept; every request without a row is sent, and every group (a
+sequential request, or a concurrent batch, whole) of an arm that did not complete is sent again if it holds
+an error row. New rows carry `attempt` + 1 and the same `request_id` (shared/CONVENTIONS.md); readers take
+the latest attempt, so every request of the protocol ends with exactly one row that counts. A restarted arm
+answers a new cold request first, recorded as cold.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from orchestrator.config.arms import effective_arm
+from orchestrator.config.compose import resolve_prompts
+from orchestrator.config.schema import Config
+from orchestrator.errors import ExitStatus
+from orchestrator.record.paths import RunPaths
+from orchestrator.record.tables import read_table
+from orchestrator.reproduce.rerun import REPRODUCE_ALLOW, load_config
+from orchestrator.run import protocol
+from orchestrator.run.arms import ResumePlan
+
+
+def resume_plan(typed: Config, paths: RunPaths) -> ResumePlan:
+    """Per arm, the group ids to send; arms with nothing to send are left out."""
+    responses = read_table(paths, "responses", ["arm", "request_id", "error", "attempt"]).to_pylist()
+    arms = {row["arm"]: row["status"] for row in read_table(paths, "arms", ["arm", "status"]).to_pylist()}
+    rows = {row["request_id"]: row for row in responses if row["request_id"]}
+    attempt = max((row["attempt"] or 0 for row in responses), default=0) + 1
+    prompts = resolve_prompts(typed.prompts, typed.config_dirs)
+    groups: dict[str, set[str]] = {}
+    for name, original in typed.arms.items():
+        arm = effective_arm(original, typed.stand_in)
+        completed = arms.get(name) == "completed"
+        for group in protocol.plan(typed.protocol, arm.served_model_name, prompts, arm.endpoint, arm.request_extra):
+            recorded = [rows.get(request.request_id(name)) for request in group]
+            if any(r is None for r in recorded) or (not completed and any(r and r["error"] for r in recorded)):
+                groups.setdefault(name, set()).add(group[0].group_id(name))
+    return ResumePlan(attempt, groups)
+
+
+def resume(run_dir: Path, allow: list[str]) -> int:
+    from orchestrator.run.execute import execute_study
+
+    paths = RunPaths(run_dir)
+    typed = load_config(paths)
+    plan = resume_plan(typed, paths)
+    if not plan.groups:
+        print(f"{paths.root}: every request of the protocol has a row; nothing to resume", file=sys.stderr)
+        return ExitStatus.OK
+    todo = ", ".join(f"{arm}: {len(ids)} group(s)" for arm, ids in plan.groups.items())
+    print(f"resuming {paths.root} (attempt {plan.attempt}): {todo}", file=sys.stderr)
+    return execute_study(typed, paths, allow, REPRODUCE_ALLOW.replace("reproduce", "run --resume"), resume=plan)
