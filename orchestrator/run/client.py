@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import httpx
-from tenacity import Retrying, retry_if_exception_type, stop_after_delay, wait_fixed
+from tenacity import Retrying, retry_if_exception_type, stop_after_delay, wait_exponential
 
 from orchestrator.errors import ArmStartError
 
@@ -71,7 +71,9 @@ def wait_ready(base_url: str, health_path: str, timeout_s: float, exit_code: Cal
 
     with httpx.Client(base_url=base_url, timeout=5.0, transport=transport) as client:
         retrying = Retrying(retry=retry_if_exception_type(_NotReady), stop=stop_after_delay(timeout_s),
-                            wait=wait_fixed(poll_s), sleep=sleep, reraise=True)
+                            # 20 ms at first, doubling up to poll_s: a fast engine is seen ready at once
+                            wait=wait_exponential(multiplier=0.01, min=0.02, max=poll_s), sleep=sleep,
+                            reraise=True)
         try:
             retrying(probe, client)
         except _NotReady as exc:
