@@ -19,10 +19,10 @@ from omegaconf import DictConfig, OmegaConf
 
 from orchestrator import config
 from orchestrator.config.catalog import line
-from orchestrator.config.schema import Config, PhaseKind, RuntimeKind
+from orchestrator.config.schema import Config, RuntimeKind
 from orchestrator.errors import ConfigError, ExitStatus
 from orchestrator.guard import knobs as guard_knobs
-from orchestrator.run.execute import missing_images, preflight
+from orchestrator.run.execute import expected_requests, missing_images, preflight
 
 BYTES_PER_LOGPROB = 48  # a top-logprob entry in the responses table and its raw JSON, measured on the record
 BYTES_PER_REQUEST = 4096  # body, headers, metadata
@@ -50,9 +50,7 @@ def _run_dir_text(composed: DictConfig, multirun: bool) -> str:
 
 
 def expected_record_bytes(typed: Config) -> int:
-    requests_per_prompt = sum(p.repeats * (p.batches if p.kind is PhaseKind.concurrent else 1)
-                              for p in typed.protocol.phases.values())
-    requests = len(typed.arms) * len(typed.prompts.prompts) * requests_per_prompt
+    requests = len(typed.arms) * expected_requests(typed)
     request = typed.protocol.request
     logprobs = max(request.logprobs or 0, 1)
     return requests * (BYTES_PER_REQUEST + request.max_tokens * logprobs * BYTES_PER_LOGPROB)
