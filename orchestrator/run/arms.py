@@ -8,6 +8,7 @@ import os
 import sys
 import time
 from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -49,6 +50,7 @@ class StudyRunner:
         self.failed: list[str] = []
         self.timer = StageTimer()
         self.resume = resume
+        self._probes = ThreadPoolExecutor(max_workers=1, thread_name_prefix="env-probe")
 
     def run(self) -> None:
         prompts = resolve_prompts(self.config.prompts, self.config.config_dirs)
@@ -69,6 +71,7 @@ class StudyRunner:
 
     def cleanup(self) -> None:
         """Remove whatever of this run is left on every engine it used."""
+        self._probes.shutdown(wait=False, cancel_futures=True)
         for runtime in (self.default_runtime, *self._remote.values()):
             runtime.cleanup(run_labels(self.run_id))
 
@@ -97,6 +100,8 @@ class StudyRunner:
             handle = self.runtime.start(spec)
             row["container_id"] = handle.id
             started = handle
+            # The environment probe (versions, GPU, env, inside the arm) runs while the engine loads.
+            probing = self._probes.submit(probe_container, self.runtime, handle, arm.secret_env, arm.python)
             wait_ready(handle.base_url, arm.health_path, arm.startup_timeout_s,
                        exit_code=lambda: self.runtime.exit_code(started),
                        log_tail=lambda: [line.text for line in self.runtime.logs(started, tail=50)],
@@ -105,7 +110,7 @@ class StudyRunner:
             self.timer.add("start_to_ready", (row["ready_ns"] - row["start_ns"]) / 1e9)
             self.say(f"[{name}] ready at {handle.base_url} in {(row['ready_ns'] - row['start_ns']) / 1e9:.1f} s")
             with self.timer.stage("fingerprint"):
-                fingerprint = self._arm_fingerprint(arm, handle, image.id)
+                fingerprint = self._arm_fingerprint(arm, handle, image.id, probing.result())
             row.update(fingerprint_json=json.dumps(fingerprint, sort_keys=True),
                        matrix_key=matrix_key(image.id, fingerprint))
             with self.timer.stage("requests"):
@@ -142,12 +147,12 @@ class StudyRunner:
         finally:
             self.runtime.remove(handle)
 
-    def _arm_fingerprint(self, arm: ArmConfig, handle: Handle, image_id: str) -> dict[str, Any]:
+    def _arm_fingerprint(self, arm: ArmConfig, handle: Handle, image_id: str, probe: dict[str, Any]
+                         ) -> dict[str, Any]:
         fingerprint = asyncio.run(self._fingerprint(handle))
         fingerprint["log_facts"] = log_facts(line.text for line in self.runtime.logs(handle))
         fingerprint["docker_host"] = arm.docker_host or self.config.runtime.docker_host or "local"
-        # versions, GPU, env, from inside the arm with its own interpreter
-        fingerprint["probe"] = probe_container(self.runtime, handle, arm.secret_env, arm.python)
+        fingerprint["probe"] = probe  # versions, GPU, env, from inside the arm with its own interpreter
         fingerprint["image_id"] = image_id
         fingerprint["cell"] = arm_cell(arm.engine_args, arm.gpus)
         return fingerprint
