@@ -72,7 +72,8 @@ def declared_check(config: Config) -> DeclaredCheck:
             pairs.append(DeclaredPair(arm, None, diff, extra=sorted(diff), verdict=UNDECLARED))
             continue
         extra = [leaf for leaf in diff if not any(matches(leaf, d) for d in declared)]
-        unused = [d for d in declared if not any(matches(leaf, d) for leaf in diff)]
+        every_diff = differences(arm_leaves(config.arms[baseline], []), arm_leaves(arm_config, []))
+        unused = [d for d in declared if not any(matches(leaf, d) for leaf in every_diff)]
         pairs.append(DeclaredPair(arm, list(declared), diff, extra=extra, unused=unused,
                                     verdict=CONFOUNDED if extra else SINGLE))
     return DeclaredCheck(checked=bool(study.variables), baseline=baseline, allow_confounded=study.allow_confounded,

@@ -99,7 +99,9 @@ def test_backend_pin_changes_cache_key_not_backend(tmp_path: Path) -> None:
 def test_position_parity_locates_the_budget_onset(tmp_path: Path) -> None:
     # A small budget keeps it quick: 256 tokens; prompts of 200, 250 and 600 tokens.
     report = run_study(tmp_path, "study=position_parity", "arms.random_topk.engine_args.indexer-budget=256",
-                       "+arms.stable.engine_args.indexer-budget=256", "prompts.prompts.below.repeat_to_chars=200",
+                       "+arms.stable.engine_args.indexer-budget=256",  # the same budget: no longer a variable
+                       "study.variables.random_topk=[engine_args.topk-tiebreak]",
+                       "prompts.prompts.below.repeat_to_chars=200",
                        "prompts.prompts.near.repeat_to_chars=250", "prompts.prompts.above.repeat_to_chars=600",
                        "protocol.request.max_tokens=16", "protocol.phases.sequential.repeats=5",
                        "protocol.phases.concurrent.repeats=5")
