@@ -198,6 +198,9 @@ class StudyConfig:
     cache_leaves: list[str] = field(default_factory=list)  # arms sharing a cache must agree on these
     ignore_leaves: list[str] = field(default_factory=list)  # config leaves never compared (description)
     ignore_fields: list[str] = field(default_factory=list)  # fingerprint fields never compared (env.HOSTNAME)
+    # nats: a first divergence whose top-1/top-2 logprob gap is below this is reported as a near-tie flip
+    # (the argmax changed between two almost equal tokens), not by itself a kernel defect. docs/usage.md
+    near_tie_gap: float = 0.01
 
 
 @dataclass

@@ -9,6 +9,7 @@ import json
 import logging
 import re
 import secrets
+import socket
 import sys
 from pathlib import Path
 from typing import Any
@@ -54,7 +55,9 @@ def execute_study(typed: Config, paths: RunPaths, allow: list[str], how_to_allow
     run_id = f"{re.sub(r'[^A-Za-z0-9_.-]', '-', paths.root.name)}-{secrets.token_hex(3)}"
     meta: dict[str, Any] = {"study": typed.study.name, "run_id": run_id, "baseline": typed.baseline_arm,
                             "expectations": expectations(typed), "gate": dataclasses.asdict(typed.gate),
-                            "config_dirs": keep_config_dirs(paths, typed.config_dirs), **(extra_meta or {})}
+                            "config_dirs": keep_config_dirs(paths, typed.config_dirs),
+                            "near_tie_gap": typed.study.near_tie_gap, "host": socket.gethostname(),
+                            **(extra_meta or {})}
     atomic_write_text(paths.meta, json.dumps(meta, indent=2) + "\n")
     write_prompts(paths, resolve_prompts(typed.prompts, typed.config_dirs))
     declared = guard_declared.declared_check(typed)  # before anything starts (docs/guard.md)
