@@ -243,6 +243,9 @@ class Config:
     # The user's config dirs this config was composed from (config/search.py), in search order: prompt
     # files are looked up in their prompts/ folders before the project's. Set by the orchestrator.
     config_dirs: list[str] = field(default_factory=list)
+    # Files and folders of the run dir are created with the user's umask (a colleague can read them where the
+    # umask lets them); true: private ones (umask 077 for the run, the run dir itself 0700). docs/record.md
+    private_files: bool = False
 
     def __post_init__(self) -> None:
         problems = []

@@ -7,6 +7,7 @@ import dataclasses
 import hashlib
 import json
 import logging
+import os
 import re
 import secrets
 import socket
@@ -52,6 +53,9 @@ def execute_study(typed: Config, paths: RunPaths, allow: list[str], how_to_allow
     if found := engine_rules.problems(typed) + missing_executables(typed):
         raise ConfigError(found)
     paths.root.mkdir(parents=True, exist_ok=True)
+    if typed.private_files:  # Hydra made the run dir already: close it, then keep what comes private
+        os.umask(0o077)
+        paths.root.chmod(0o700)
     run_id = f"{re.sub(r'[^A-Za-z0-9_.-]', '-', paths.root.name)}-{secrets.token_hex(3)}"
     meta: dict[str, Any] = {"study": typed.study.name, "run_id": run_id, "baseline": typed.baseline_arm,
                             "expectations": expectations(typed), "gate": dataclasses.asdict(typed.gate),
