@@ -16,11 +16,7 @@ from typing import Any
 
 import pytest
 
-from orchestrator import config
-from orchestrator.record.paths import RunPaths
-from orchestrator.report.build import build
-from orchestrator.run.arms import StudyRunner
-from tests.fake_engine import fake_runtime
+from tests.recorded import noisy_study_run
 
 pytestmark = pytest.mark.browser
 
@@ -49,17 +45,9 @@ def browser(run_dir: Path) -> Iterator[Any]:  # after the run: playwright runs a
 
 @pytest.fixture(scope="module")
 def run_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A study whose second arm is noisy (its logprobs move every call), reported with a gate it fails."""
-    typed = config.to_typed(config.compose(["protocol=smoke"]))
-    for name, arm in typed.arms.items():
-        arm.image = "fake-noisy" if name == "wide_batch" else "fake-engine"
-        arm.build.context = None
-    paths = RunPaths(tmp_path_factory.mktemp("browser") / "run")
-    runner = StudyRunner(typed, paths, "run-browser", fake_runtime(), say=lambda _: None)
-    runner.run()
-    runner.cleanup()
-    build(paths, "default", "run-browser", "baseline", gate={"max_divergence_rate": 0.0}, host="test-host")
-    return paths.root
+    """A study whose second arm is noisy, reported with a gate it fails."""
+    root = tmp_path_factory.mktemp("browser") / "run"
+    return noisy_study_run(root, "run-browser", gate={"max_divergence_rate": 0.0}).root
 
 
 def open_report(browser: Any, run_dir: Path, scheme: str) -> tuple[Any, list[str], list[str]]:

@@ -15,34 +15,21 @@ from typing import Any
 
 import pytest
 
-from orchestrator import config
 from orchestrator.analysis.results import Cell, Comparison
 from orchestrator.record.paths import RunPaths, atomic_write_text
 from orchestrator.record.tables import TableWriter
 from orchestrator.report import svg
-from orchestrator.report.build import build
 from orchestrator.report.environment import arm_environment
 from orchestrator.report.headline import gate_verdict, sentences
-from orchestrator.run.arms import StudyRunner
 from tests.conftest import ROOT
-from tests.fake_engine import fake_runtime
+from tests.recorded import noisy_study_run
 
 GOLDEN = ROOT / "tests" / "golden" / "report" / "fake-noisy.json"
 VOLATILE = {"max_send_spread_ms"}  # timing of the batch's sends
 
 
 def fake_run(root: Path, gate: dict[str, Any] | None = None) -> RunPaths:
-    """The default study on the fake runtime, its second arm noisy (its logprobs move every call)."""
-    typed = config.to_typed(config.compose(["protocol=smoke"]))
-    for name, arm in typed.arms.items():
-        arm.image = "fake-noisy" if name == "wide_batch" else "fake-engine"
-        arm.build.context = None
-    paths = RunPaths(root)
-    runner = StudyRunner(typed, paths, "run-golden", fake_runtime(), say=lambda _: None)
-    runner.run()
-    runner.cleanup()
-    build(paths, "default", "run-golden", "baseline", gate=gate, host="golden-host")
-    return paths
+    return noisy_study_run(root, "run-golden", gate, host="golden-host")
 
 
 def normalised(value: Any, run_dir: str) -> Any:
