@@ -3,6 +3,7 @@ Parquet, real reports, no container), its second arm noisy (its logprobs move ev
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -22,5 +23,7 @@ def noisy_study_run(root: Path, run_id: str, gate: dict[str, Any] | None = None,
     runner = StudyRunner(typed, paths, run_id, fake_runtime(), say=lambda _: None)
     runner.run()
     runner.cleanup()
-    build(paths, "default", run_id, "baseline", gate=gate, host=host)
+    meta = {"study": "default", "run_id": run_id, "baseline": "baseline", "gate": gate, "host": host}
+    paths.meta.write_text(json.dumps(meta))  # as `orchestrator run` writes it
+    build(paths, **meta)
     return paths

@@ -12,6 +12,7 @@ import re
 import secrets
 import socket
 import sys
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -61,6 +62,7 @@ def execute_study(typed: Config, paths: RunPaths, allow: list[str], how_to_allow
                             "expectations": expectations(typed), "gate": dataclasses.asdict(typed.gate),
                             "config_dirs": keep_config_dirs(paths, typed.config_dirs),
                             "near_tie_gap": typed.study.near_tie_gap, "host": socket.gethostname(),
+                            "started": datetime.now(UTC).isoformat(timespec="seconds"),
                             **(extra_meta or {})}
     atomic_write_text(paths.meta, json.dumps(meta, indent=2) + "\n")
     write_prompts(paths, resolve_prompts(typed.prompts, typed.config_dirs))

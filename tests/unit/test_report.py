@@ -137,3 +137,22 @@ def test_files_are_written_with_the_umask(tmp_path: Path, umask_of: int) -> None
     for path in (tmp_path / "report.md", part):
         assert stat.S_IMODE(path.stat().st_mode) == 0o666 & ~umask_of
     assert stat.S_IMODE(part.parent.stat().st_mode) == 0o777 & ~umask_of
+
+
+def test_ls_lists_each_run_and_show_prints_its_verdict_and_environment(tmp_path: Path,
+                                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    from orchestrator.cli import main
+
+    paths = fake_run(tmp_path / "runs" / "default" / "one", gate={"max_divergence_rate": 0.0})
+    (tmp_path / "runs" / "other").mkdir()
+    assert main(["ls", str(tmp_path / "runs")]) == 0
+    header, row = capsys.readouterr().out.splitlines()
+    assert header.split()[:3] == ["study", "started", "(UTC)"]
+    assert row.startswith("default ") and "baseline, wide_batch  gate failed  " in row and row.endswith(str(paths.root))
+    assert main(["show", str(paths.root)]) == 0
+    shown = capsys.readouterr().out
+    assert "- wide_batch: sequential: 6 distinct in 6" in shown and "gate: FAILED" in shown
+    assert f"re-run the study: orchestrator run --from {paths.root}" in shown and "$ docker run -d --init" in shown
+    assert main(["show", str(tmp_path / "runs" / "other")]) == 2
+    assert "no report.json in" in capsys.readouterr().err
+    assert main(["ls", str(tmp_path / "missing")]) == 2
