@@ -20,6 +20,7 @@ import argparse
 import json
 import signal
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -194,6 +195,6 @@ def _runtime(kind: str, docker_host: str | None) -> Any:
     return runtime_for(RuntimeConfig(kind=RuntimeKind(kind), docker_host=docker_host))
 
 
-VERBS = {"run": _run, "plan": _plan, "compare": _compare, "reproduce": _reproduce, "clean": _clean,
-         "fingerprint": _fingerprint, "probe": _probe, "ls": lambda argv: _listing("ls", argv),
-         "show": lambda argv: _listing("show", argv)}
+VERBS: dict[str, Callable[[list[str]], int]] = {"run": _run, "plan": _plan, "compare": _compare,
+         "reproduce": _reproduce, "clean": _clean, "fingerprint": _fingerprint, "probe": _probe,
+         "ls": lambda argv: _listing("ls", argv), "show": lambda argv: _listing("show", argv)}
