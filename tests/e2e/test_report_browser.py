@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from tests.conftest import orchestrator
 from tests.recorded import noisy_study_run
 
 pytestmark = pytest.mark.browser
@@ -119,3 +120,28 @@ def _umask() -> int:
     mask = os.umask(0o022)
     os.umask(mask)
     return mask
+
+
+@pytest.mark.docker
+@pytest.mark.usefixtures("docker_client", "no_leftover_containers")
+def test_a_real_study_asked_private_reads_back_in_the_browser_and_the_terminal(tmp_path: Path, browser: Any) -> None:
+    """The reference engine in Docker, private_files=true: the run dir is 0700 and what the run wrote 0600;
+    its report opens clean with the engine's image id and versions; `ls` and `show` read it back."""
+    run = tmp_path / "runs" / "default" / "private"
+    result = orchestrator("run", f"hydra.run.dir={run}", "private_files=true", "gate.max_divergence_rate=0.5",
+                          "protocol.phases.sequential.repeats=3", "protocol.phases.concurrent.repeats=3",
+                          "protocol.phases.concurrent.batches=1", "protocol.request.max_tokens=8")
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert stat.S_IMODE(run.stat().st_mode) == 0o700
+    for path in [run / "report.html", run / "run.json", *(run / "data" / "responses").glob("*.parquet")]:
+        assert stat.S_IMODE(path.stat().st_mode) == 0o600, path
+    page, errors, requests = open_report(browser, run, "light")
+    environment = page.inner_text("#environment")
+    assert "orchestrator/reference-engine:0.1.0 = sha256:" in environment and "torch 2.13.0" in environment
+    assert "Gate: passed (max_divergence_rate 0.5)" in page.inner_text("#verdict")
+    assert errors == [] and requests == []
+    page.close()
+    listed = orchestrator("ls", str(tmp_path / "runs"))
+    assert listed.returncode == 0 and "baseline, wide_batch" in listed.stdout and "gate passed" in listed.stdout
+    shown = orchestrator("show", str(run))
+    assert shown.returncode == 0 and f"orchestrator reproduce {run}" in shown.stdout
