@@ -120,7 +120,9 @@ def sentences(comparison: Comparison, failed_arms: list[str], near_tie_gap: floa
         pairs.setdefault((p.arm_a, p.arm_b), []).append(p)
     for (a, b), rows in pairs.items():
         noise = [c for c in comparison.cells if c.arm in (a, b) and (c.distinct_signatures or 1) > 1]
-        floor = "A/A: one signature within each arm, so a difference lies between the arms" if not noise else \
-            f"A/A: {len(noise)} cell(s) vary within an arm, so part of the A/B may be noise"
+        differ = any(r.verdict == "differ" for r in rows)
+        floor = f"A/A: {len(noise)} cell(s) vary within an arm, so part of the A/B may be noise" if noise and differ \
+            else f"A/A: {len(noise)} cell(s) vary within an arm" if noise else "A/A: one signature within each arm" \
+            + (", so the difference lies between the arms" if differ else "")
         out.append(f"A/B {b} vs {a}: {_differ(rows, 'prompt x phase cells')} ({floor}).")
     return out
