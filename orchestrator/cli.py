@@ -10,6 +10,7 @@
     orchestrator clean [--run RUN_ID]          remove containers (or processes) a crashed run left
     orchestrator fingerprint [--image IMG]     this host's (or an image's) fingerprint and matrix key
     orchestrator probe [--preset NAME]         GEMM kernel probes in an arm's image or as a local process
+    orchestrator ls [DIR] | show RUN_DIR       the runs below DIR (default runs) | a run's verdict, environment
 
 `orchestrator VERB --help` for a verb's options; --debug shows a traceback. Exit statuses: 0 ok, 1 internal
 error, 2 bad input, 3 gate failed, 4 measurement failed, 130 interrupted (docs/errors.md).
@@ -83,17 +84,13 @@ def _compare(argv: list[str]) -> int:
     from orchestrator.report.verdict import recompare
 
     parser = _parser("compare", "Re-make a run's report.")
-    parser.add_argument("run_dirs", type=Path, nargs="+", metavar="RUN_DIR",
-                        help="one run, or several compared as one study (arms named RUN_DIR_NAME/ARM)")
+    parser.add_argument("run_dirs", type=Path, nargs="+", metavar="RUN_DIR", help="one run, or several as one study")
     parser.add_argument("--out", type=Path, default=None, help="where the reports go (needed for several runs)")
     parser.add_argument("--baseline", default=None, help="baseline arm (several runs: RUN_DIR_NAME/ARM)")
     parser.add_argument("--json", action="store_true", help="print report.json instead of the table")
-    parser.add_argument("--max-divergence-rate", type=float, default=None,
-                        help="exit 3 if any cell's divergent/n exceeds this")
-    parser.add_argument("--expect-pair", action="append", default=[], metavar="ARM=VERDICT",
-                        help="exit 3 unless ARM vs the baseline is VERDICT (identical|differ) in every cell")
-    parser.add_argument("--expect-schedule", action="append", default=[], metavar="ARM=VERDICT",
-                        help="exit 3 unless ARM's phases compare as VERDICT for every prompt")
+    parser.add_argument("--max-divergence-rate", type=float, help="exit 3 if a cell's divergent/n exceeds this")
+    parser.add_argument("--expect-pair", action="append", default=[], help="ARM=identical|differ vs the baseline")
+    parser.add_argument("--expect-schedule", action="append", default=[], help="ARM=identical|differ across phases")
     parser.add_argument("--gate", action="store_true", help="also apply the gate the run was configured with")
     a = parser.parse_args(argv)
     return recompare(a.run_dirs, a.out, a.baseline, a.json, a.gate, a.max_divergence_rate, a.expect_pair,
@@ -113,8 +110,7 @@ def _reproduce(argv: list[str]) -> int:
 def _fingerprint(argv: list[str]) -> int:
     from orchestrator.guard.fingerprint import fingerprint_verb
 
-    parser = _parser("fingerprint", docker_host=True,
-                     description="Fingerprint this host, or an image, and print its matrix key. No network calls.")
+    parser = _parser("fingerprint", "Fingerprint this host, or an image, and its matrix key. No network.", True)
     parser.add_argument("--image", help="fingerprint inside a throwaway container of this image (no network)")
     parser.add_argument("--json", action="store_true", help="one JSON object for machines")
     args = parser.parse_args(argv)
@@ -127,8 +123,7 @@ def _probe(argv: list[str]) -> int:
     from orchestrator.run.kernel_probes import probe_verb
 
     parser = _parser("probe", docker_host=True, description="GEMM kernel probes (docs/probes.md).")
-    parser.add_argument("--preset", default="cpu_small",
-                        help=f"conf/probe/NAME.yaml or a YAML path ({', '.join(presets())})")
+    parser.add_argument("--preset", default="cpu_small", help=f"conf/probe/NAME or a YAML ({', '.join(presets())})")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a preset key")
     parser.add_argument("--local", action="store_true", help="run as a local process (hosts without Docker)")
     parser.add_argument("--image", help="run in a container of this image (overrides the preset)")
@@ -139,6 +134,12 @@ def _probe(argv: list[str]) -> int:
     a = parser.parse_args(argv)
     return probe_verb(load_probe_config(a.preset, a.set, a.arm, a.image), a.docker_host, a.out, a.local, a.ingest,
                       a.print_spec)
+
+
+def _listing(verb: str, argv: list[str]) -> int:
+    from orchestrator.report.listing import verb_main
+
+    return verb_main(verb, argv)
 
 
 def _clean(argv: list[str]) -> int:
@@ -172,8 +173,7 @@ def _rerun_options(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     from orchestrator.config.security import KINDS
 
     parser.add_argument("--out", type=Path, default=None, help="the new run dir")
-    parser.add_argument("--allow", action="append", default=[], choices=KINDS,
-                        help="accept this dangerous container option of the (someone else's) config")
+    parser.add_argument("--allow", action="append", default=[], choices=KINDS, help="accept this dangerous option")
     return parser
 
 
@@ -188,6 +188,8 @@ def _delegate(module: str, function: str) -> Callable[[list[str]], int]:
     return lambda argv: int(getattr(importlib.import_module(module), function)(argv))
 
 
-VERBS = {"run": _run, "check": _delegate("orchestrator.run.check", "check"),
-         "plan": _delegate("orchestrator.run.plan", "plan_verb"), "compare": _compare, "reproduce": _reproduce,
-         "clean": _clean, "fingerprint": _fingerprint, "probe": _probe}
+VERBS: dict[str, Callable[[list[str]], int]] = {
+    "run": _run, "check": _delegate("orchestrator.run.check", "check"),
+    "plan": _delegate("orchestrator.run.plan", "plan_verb"), "compare": _compare, "reproduce": _reproduce,
+    "clean": _clean, "fingerprint": _fingerprint, "probe": _probe,
+    "ls": lambda argv: _listing("ls", argv), "show": lambda argv: _listing("show", argv)}

@@ -188,6 +188,9 @@ class StudyConfig:
     allow_shared_caches: list[str] = field(default_factory=list)
     ignore_leaves: list[str] = field(default_factory=list)  # config leaves never compared (description)
     ignore_fields: list[str] = field(default_factory=list)  # fingerprint fields never compared (env.HOSTNAME)
+    # nats: a first divergence whose top-1/top-2 logprob gap is below this is reported as a near-tie flip
+    # (the argmax changed between two almost equal tokens), not by itself a kernel defect. docs/usage.md
+    near_tie_gap: float = 0.01
 
 
 @dataclass
@@ -230,6 +233,9 @@ class Config:
     # The user's config dirs this config was composed from (config/search.py), in search order: prompt
     # files are looked up in their prompts/ folders before the project's. Set by the orchestrator.
     config_dirs: list[str] = field(default_factory=list)
+    # Files and folders of the run dir are created with the user's umask (a colleague can read them where the
+    # umask lets them); true: private ones (umask 077 for the run, the run dir itself 0700). docs/record.md
+    private_files: bool = False
 
     @property
     def baseline_arm(self) -> str:

@@ -80,14 +80,30 @@ def read_json(path: Path) -> Any:
                           "source") from None
 
 
+def umask() -> int:
+    """The process's umask, read without changing it (os.umask would, for a moment, for every thread)."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("Umask:"):
+                return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    mask = os.umask(0o077)
+    os.umask(mask)
+    return mask
+
+
 def atomic_write_bytes(path: Path, data: bytes) -> None:
-    """Write to a temporary name in the same folder, then rename: readers never see half a file."""
+    """Write to a temporary name in the same folder, then rename: readers never see half a file. The file
+    gets the mode open() would give it (0666 less the umask), not mkstemp's 0600: a colleague on the
+    machine can read a run unless the run asked for private files (`private_files`, docs/record.md)."""
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     except OSError as exc:
         raise _write_error(path, exc) from exc
     try:
+        os.fchmod(fd, 0o666 & ~umask())
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)
             handle.flush()

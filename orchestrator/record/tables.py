@@ -10,7 +10,7 @@ from __future__ import annotations
 import io
 import itertools
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -103,7 +103,7 @@ class TableWriter:
     part file."""
 
     def __init__(self, paths: RunPaths, table: str, part_prefix: str, flush_rows: int = 256,
-                 flush_s: float = 2.0) -> None:
+                 flush_s: float = 2.0, on_row: Callable[[dict[str, Any]], None] | None = None) -> None:
         self.folder = paths.table(table)
         self.folder.mkdir(parents=True, exist_ok=True)
         self.schema = _with_metadata(table)
@@ -114,9 +114,12 @@ class TableWriter:
         self._rows: list[dict[str, Any]] = []
         self._parts = itertools.count(_next_part(self.folder, self.prefix))
         self.rows_written = 0
+        self.on_row = on_row  # told of every row appended (progress)
 
     def append(self, row: dict[str, Any]) -> None:
         self._rows.append(row)
+        if self.on_row is not None:
+            self.on_row(row)
         if len(self._rows) >= self.flush_rows or time.monotonic() - self._last_flush >= self.flush_s:
             self.flush()
 

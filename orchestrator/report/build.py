@@ -8,13 +8,15 @@ import json
 from pathlib import Path
 from typing import Any
 
-from orchestrator.analysis.compare import arms_summary, compare
+from orchestrator.analysis.compare import NEAR_TIE_GAP, arms_summary, compare
 from orchestrator.analysis.failures import ArmFailure, arm_failures
 from orchestrator.config.catalog import line
 from orchestrator.errors import ConfigError, RecordError
 from orchestrator.guard.observed import read as read_guard
 from orchestrator.record.paths import RunPaths, atomic_write_text, read_json
 from orchestrator.record.tables import read_table
+from orchestrator.report.environment import environment
+from orchestrator.report.headline import gate_verdict, sentences
 from orchestrator.report.html import to_html
 from orchestrator.report.markdown import markdown
 from orchestrator.report.model import StudyReport
@@ -23,14 +25,18 @@ from orchestrator.report.model import StudyReport
 def build(paths: RunPaths, study: str, run_id: str, baseline: str | None,
           expectations: dict[str, Any] | None = None, sources: list[RunPaths] | None = None,
           arm_pairs: list[tuple[str, str]] | None = None, sweep: dict[str, Any] | None = None,
+          gate: dict[str, Any] | None = None, near_tie_gap: float = NEAR_TIE_GAP, host: str | None = None,
           **_: Any) -> StudyReport:
     """Write the reports into `paths` from the record of `sources` (default: the same run)."""
     records = sources or [paths]
+    comparison = compare(records, baseline, expectations, near_tie_gap, arm_pairs=arm_pairs)
+    failed = failures(records)
     report = StudyReport(study=study, run_id=run_id, baseline=baseline, arms=arms_summary(records),
-                         comparison=compare(records, baseline, expectations, arm_pairs=arm_pairs),
-                         guard=read_guard(paths), sweep=sweep or None, failures=failures(records),
+                         comparison=comparison, guard=read_guard(paths), sweep=sweep or None, failures=failed,
                          # kernel probes recorded in this run dir (orchestrator probe --out RUN_DIR)
-                         probes=read_table(paths, "probes").to_pylist())
+                         probes=read_table(paths, "probes").to_pylist(),
+                         headline=sentences(comparison, [f.arm for f in failed], near_tie_gap),
+                         gate=gate_verdict(comparison, gate), environment=environment(records, paths, host))
     atomic_write_text(paths.report_json, json.dumps(report.to_json(), indent=2, sort_keys=True, allow_nan=False)
                       + "\n")
     atomic_write_text(paths.report_md, markdown(report))

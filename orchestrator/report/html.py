@@ -1,69 +1,132 @@
-"""report.html: self-contained (no network), the Markdown report's tables as HTML tables, plots inlined as PNG."""
+"""report.html: one self-contained file (no network) a person sends around: the verdict, the environment,
+pictures (inline SVG, report/svg.py), then the Markdown report's tables, sortable by a click on a header.
+Light and dark themes follow the reader's `prefers-color-scheme`."""
 
 from __future__ import annotations
 
-import base64
 import html
-import io
 import re
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from orchestrator.analysis.results import Comparison
-from orchestrator.report.markdown import markdown
+from orchestrator.report import svg
+from orchestrator.report.environment import markdown_section as environment_section
+from orchestrator.report.markdown import details, title, verdict
 
 if TYPE_CHECKING:
     from orchestrator.report.model import StudyReport
 
 ALIGNMENT_CELL = re.compile(r":?-{3,}:?")
 
+STYLE = """
+:root{color-scheme:light dark;--bg:#fff;--fg:#1b1f24;--muted:#57606a;--line:#d0d7de;--head:#f3f4f6;
+--heat:#c2410c;--zero:#e5e7eb;--ok:#2da44e;--differ:#d1242f;--unknown:#8c959f;--p0:#0969da;--p1:#bf8700;
+--p2:#8250df;--p3:#1a7f37;--box:#f6f8fa}
+@media (prefers-color-scheme: dark){:root{--bg:#0d1117;--fg:#e6edf3;--muted:#9198a1;--line:#30363d;
+--head:#161b22;--heat:#ff9b5e;--zero:#21262d;--ok:#3fb950;--differ:#f85149;--unknown:#6e7681;--p0:#58a6ff;
+--p1:#d29922;--p2:#bc8cff;--p3:#56d364;--box:#161b22}}
+body{font-family:system-ui,sans-serif;margin:2em auto;max-width:1200px;padding:0 1em;background:var(--bg);
+color:var(--fg)}
+#verdict{border:2px solid var(--line);border-radius:8px;padding:0.5em 1.2em;background:var(--box)}
+table{border-collapse:collapse;margin-bottom:1em;font-size:13px}
+td,th{border:1px solid var(--line);padding:2px 6px;text-align:left;vertical-align:top}
+th{background:var(--head);cursor:pointer;user-select:none}
+th[data-dir=asc]::after{content:" \\25B2"} th[data-dir=desc]::after{content:" \\25BC"}
+pre{background:var(--box);border:1px solid var(--line);padding:0.5em;overflow-x:auto;white-space:pre-wrap;
+word-break:break-all}
+svg.chart{max-width:100%;height:auto;display:block;margin:0.5em 0 1.5em}
+svg.chart text{fill:var(--fg);font-size:11px;font-family:system-ui,sans-serif}
+svg.chart text.caption{font-size:13px;font-weight:600}
+svg.chart .heat{fill:var(--heat)} svg.chart .zero{fill:var(--zero)}
+svg.chart .mark{fill:none;stroke:var(--fg);stroke-width:1.5}
+svg.chart .axis{stroke:var(--line)} svg.chart .dot{stroke:var(--differ);stroke-width:2;fill:var(--bg)}
+svg.chart .dot.tie{fill:var(--differ)} svg.chart .p0{fill:var(--p0)} svg.chart .p1{fill:var(--p1)}
+svg.chart .p2{fill:var(--p2)} svg.chart .p3{fill:var(--p3)} svg.chart .tile.ok{fill:var(--ok)}
+svg.chart .tile.differ{fill:var(--differ)} svg.chart .tile.unknown{fill:var(--unknown)}
+svg.chart text.on-tile{fill:#fff}
+"""
 
-def _plots(result: Comparison) -> list[str]:
-    """PNG images (base64) of per-position spread and distinct counts; [] without matplotlib."""
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        return []
-    images = []
-    for key, label in (("prompt_spread", "prompt position"), ("generated_spread", "generated position")):
-        series = [p for p in result.positions if getattr(p, key)]
-        if not series:
-            continue
-        fig, ax = plt.subplots(figsize=(9, 3.2))
-        for p in series:
-            values = [float("nan") if v is None else v for v in getattr(p, key)]
-            ax.plot(values, label=f"{p.arm} / {p.prompt_id} / {p.phase}", linewidth=1)
-        ax.set_xlabel(label)
-        ax.set_ylabel("logprob spread (max - min)")
-        ax.legend(fontsize=6, loc="upper left")
-        images.append(_png(fig, plt))
-    cells = result.cells
-    if cells:
-        fig, ax = plt.subplots(figsize=(9, 0.3 * len(cells) + 1))
-        labels = [f"{c.arm} / {c.prompt_id} / {c.phase}" for c in cells]
-        ax.barh(labels, [c.distinct_signatures or 0 for c in cells])
-        ax.set_xlabel("distinct signatures")
-        ax.tick_params(axis="y", labelsize=6)
-        images.append(_png(fig, plt))
-    return images
+# Click a header: sort its table by that column (numbers as numbers), again: the other way.
+SCRIPT = """
+document.querySelectorAll("table").forEach(function (table) {
+  var head = table.tHead && table.tHead.rows[0], body = table.tBodies[0];
+  if (!head || !body) return;
+  Array.prototype.forEach.call(head.cells, function (th, col) {
+    th.addEventListener("click", function () {
+      var dir = th.dataset.dir === "asc" ? -1 : 1;
+      Array.prototype.forEach.call(head.cells, function (c) { delete c.dataset.dir; });
+      th.dataset.dir = dir === 1 ? "asc" : "desc";
+      var key = function (row) {
+        var text = row.cells[col] ? row.cells[col].textContent.trim() : "";
+        var number = parseFloat(text);
+        return /^[-+]?[0-9.]/.test(text) && !isNaN(number) ? number : text;
+      };
+      Array.prototype.slice.call(body.rows).sort(function (a, b) {
+        var x = key(a), y = key(b);
+        if (typeof x !== typeof y) return (typeof x === "number" ? -1 : 1) * dir;
+        return (x < y ? -1 : x > y ? 1 : 0) * dir;
+      }).forEach(function (row) { body.appendChild(row); });
+    });
+  });
+});
+"""
 
 
-def _png(fig: Any, plt: Any) -> str:
-    buffer = io.BytesIO()
-    fig.tight_layout()
-    fig.savefig(buffer, format="png", dpi=110)
-    plt.close(fig)
-    return base64.b64encode(buffer.getvalue()).decode()
+def pictures(result: Comparison) -> list[str]:
+    """The pictures that answer the questions faster than the tables: where the logprobs spread, where the
+    first divergences fall, sequential vs concurrent distinct counts, A/B next to A/A."""
+    label = {c.label: c for c in result.cells}
+    out = []
+    for key, axis in (("generated_spread", "generated position"), ("prompt_spread", "prompt position")):
+        rows = [(f"{p.arm}/{p.prompt_id}/{p.phase}", getattr(p, key)) for p in result.positions if getattr(p, key)]
+        marks = {name: cell.first_divergent_position for name, cell in label.items()
+                 if cell.first_divergent_position is not None} if key == "generated_spread" else None
+        out.append(svg.heatmap(f"Logprob spread per {axis} (max - min across a cell's requests)", rows, axis, marks))
+    divergences = [(c.label, c.first_divergent_position, "tie" if c.near_tie else "open")
+                   for c in result.cells if c.first_divergent_position is not None]
+    divergences += [(f"{s.arm}/{s.prompt_id}: {s.phase_a} vs {s.phase_b}", s.first_divergent_position, "open")
+                    for s in result.schedules if s.first_divergent_position is not None]
+    divergences += [(f"{p.arm_b} vs {p.arm_a}/{p.prompt_id}/{p.phase}", p.first_divergent_position, "open")
+                    for p in result.pairs if p.first_divergent_position is not None]
+    out.append(svg.dots("Where the first divergences fall (generated tokens)", divergences, "generated token"))
+    groups: dict[str, list[tuple[str, int, int]]] = {}
+    for c in result.cells:
+        if c.distinct_signatures is not None:
+            groups.setdefault(f"{c.arm}/{c.prompt_id}", []).append((c.phase, c.distinct_signatures, c.n))
+    out.append(svg.grouped_bars("Distinct signatures: sequential vs concurrent phases", list(groups.items())))
+    out.append(_ab_next_to_aa(result))
+    return [p for p in out if p]
+
+
+def _ab_next_to_aa(result: Comparison) -> str:
+    """Per pair of arms and (prompt, phase): each arm against itself (A/A), then against the other (A/B)."""
+    cells = {(c.arm, c.prompt_id, c.phase): c for c in result.cells}
+    charts = []
+    pairs = list(dict.fromkeys((p.arm_a, p.arm_b) for p in result.pairs))
+    for a, b in pairs:
+        rows = []
+        for p in (p for p in result.pairs if (p.arm_a, p.arm_b) == (a, b)):
+            tiles = []
+            for arm in (a, b):
+                cell = cells.get((arm, p.prompt_id, p.phase))
+                if cell is None or cell.distinct_signatures is None:
+                    tiles.append(("n/a", "unknown"))
+                else:
+                    tiles.append((f"{cell.distinct_signatures} in {cell.n}",
+                                  "ok" if cell.distinct_signatures == 1 else "differ"))
+            where = f" at token {p.first_divergent_position}" if p.first_divergent_position is not None else ""
+            kind = {"identical": "ok", "differ": "differ"}.get(p.verdict, "unknown")
+            rows.append((f"{p.prompt_id}/{p.phase}", [*tiles, (p.verdict + where, kind)]))
+        charts.append(svg.matrix(f"A/B next to A/A: {b} vs {a}", [f"A/A {a}", f"A/A {b}", f"A/B {b} vs {a}"], rows))
+    return "".join(charts)
 
 
 def markdown_to_html(text: str) -> list[str]:
-    """The report's Markdown (headings, paragraphs, pipe tables, fenced blocks) as HTML elements."""
+    """The report's Markdown (headings, paragraphs, list items, pipe tables, fenced blocks) as HTML."""
     body: list[str] = []
     in_table = in_code = False
     for line in text.splitlines():
-        if line.strip() == "```":  # a log excerpt: kept verbatim
+        if line.strip() == "```":  # a log excerpt or a command: kept verbatim
             body.append("</pre>" if in_code else "<pre>")
             in_code = not in_code
             continue
@@ -71,35 +134,47 @@ def markdown_to_html(text: str) -> list[str]:
             body.append(html.escape(line))
             continue
         if line.startswith("|"):
-            cells = [html.escape(c.strip()).replace("**", "") for c in line.strip("|").split("|")]
+            cells = [_inline(c.strip()) for c in line.strip("|").split("|")]
             if all(ALIGNMENT_CELL.fullmatch(c) for c in cells):  # |---|---:|: the header's underline
                 continue
             if not in_table:
-                body.append("<table>")
+                body.append("<table><thead><tr>" + "".join(f"<th>{c}</th>" for c in cells) + "</tr></thead><tbody>")
                 in_table = True
-            tag = "th" if body[-1] == "<table>" else "td"
-            body.append("<tr>" + "".join(f"<{tag}>{c}</{tag}>" for c in cells) + "</tr>")
+                continue
+            body.append("<tr>" + "".join(f"<td>{c}</td>" for c in cells) + "</tr>")
             continue
         if in_table:
-            body.append("</table>")
+            body.append("</tbody></table>")
             in_table = False
         if line.startswith("#"):
             level = len(line) - len(line.lstrip("#"))
-            body.append(f"<h{level}>{html.escape(line.lstrip('# '))}</h{level}>")
+            body.append(f"<h{level}>{_inline(line.lstrip('# '))}</h{level}>")
+        elif line.startswith(("- ", "  - ")):
+            body.append(f"<p class='item'>&bull; {_inline(line.strip()[2:])}</p>")
         elif line.strip():
-            body.append(f"<p>{html.escape(line).replace('`', '')}</p>")
+            body.append(f"<p>{_inline(line)}</p>")
     if in_table:
-        body.append("</table>")
+        body.append("</tbody></table>")
     return body
 
 
+def _inline(text: str) -> str:
+    """`code` and **bold**, the only inline Markdown the report writes."""
+    escaped = html.escape(text)
+    escaped = re.sub(r"\*\*(.+?)\*\*", r"<strong>\1</strong>", escaped)
+    return re.sub(r"`([^`]+)`", r"<code>\1</code>", escaped)
+
+
 def to_html(report: StudyReport) -> str:
-    """Self-contained: the Markdown tables as HTML tables, plots inlined as PNG."""
-    body = markdown_to_html(markdown(report))
-    plots = _plots(report.comparison)
-    body += ["<h2>Plots</h2>", *(f'<img alt="plot" src="data:image/png;base64,{p}">' for p in plots)] if plots \
-        else ["<p>(plots need matplotlib: pip install 'orchestrator[report]')</p>"]
-    style = ("body{font-family:sans-serif;margin:2em;max-width:1200px} table{border-collapse:collapse;"
-             "margin-bottom:1em;font-size:13px} td,th{border:1px solid #ccc;padding:2px 6px} img{max-width:100%}")
-    return (f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(report.study)}</title>"
-            f"<style>{style}</style></head><body>\n" + "\n".join(body) + "\n</body></html>\n")
+    def section(name: str, lines: list[str]) -> str:
+        return f'<section id="{name}">\n' + "\n".join(markdown_to_html("\n".join(lines))) + "\n</section>"
+
+    figures = pictures(report.comparison)
+    body = [section("title", title(report)), section("verdict", verdict(report)),
+            section("environment", environment_section(report.environment)),
+            '<section id="pictures">\n<h2>Pictures</h2>\n' + "\n".join(figures) + "\n</section>",
+            section("details", details(report))]
+    return (f"<!doctype html><html lang='en'><head><meta charset='utf-8'>"
+            f"<meta name='viewport' content='width=device-width'><title>{html.escape(report.study)}: "
+            f"{html.escape(report.run_id)}</title><style>{STYLE}</style></head><body>\n" + "\n".join(body)
+            + f"\n<script>{SCRIPT}</script>\n</body></html>\n")

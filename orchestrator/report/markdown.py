@@ -1,4 +1,5 @@
-"""report.md: the guard's headline, the results' headline, then one section per question, as tables.
+"""report.md: the verdict (a sentence per question, the gate, the guard), the environment, then one section
+per question, as tables.
 The wording never says "deterministic": it says how many distinct in how many, and the bound on the
 divergence rate that this sample supports."""
 
@@ -8,6 +9,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from orchestrator.analysis.results import Cell, Comparison, Divergence
+from orchestrator.report.environment import markdown_section as environment_section
 from orchestrator.report.guard import markdown_section
 from orchestrator.report.probes import render_markdown
 
@@ -94,11 +96,26 @@ def no_difference(cells: list[Cell]) -> str:
 
 
 def markdown(report: StudyReport) -> str:
-    result = report.comparison
-    out = [f"# Study `{report.study}`, run `{report.run_id}`", ""]
+    return "\n".join([*title(report), *verdict(report), *environment_section(report.environment),
+                      *details(report)])
+
+
+def title(report: StudyReport) -> list[str]:
+    return [f"# Study `{report.study}`, run `{report.run_id}`", ""]
+
+
+def verdict(report: StudyReport) -> list[str]:
+    """The answer first: a sentence per question, the overall count, the gate, the single-variable check."""
+    out = ["## Verdict", "", *(f"- {line}" for line in report.headline), "", headline(report.comparison), "",
+           report.gate.sentence(), ""]
     if report.guard:
         out += [*markdown_section(report.guard), ""]
-    out += [headline(result), ""]
+    return out
+
+
+def details(report: StudyReport) -> list[str]:
+    result = report.comparison
+    out: list[str] = []
     if report.sweep:
         out += _sweep_section(report.sweep)
     out += _failures_section(report)
@@ -162,7 +179,7 @@ def markdown(report: StudyReport) -> str:
         out += _table(["arm", "cells", "divergent", "n", "bound (95%)", "assumption"], [
             [p.arm, p.cells, p.divergent, p.n, f"{_pct(p.lower_bound_95)}-{_pct(p.upper_bound_95)}",
              p.assumption] for p in result.pooled])
-    return "\n".join(out)
+    return out
 
 
 def _failures_section(report: StudyReport) -> list[str]:

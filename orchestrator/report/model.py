@@ -8,6 +8,8 @@ from typing import Any
 from orchestrator.analysis.failures import ArmFailure
 from orchestrator.analysis.results import ArmSummary, Comparison
 from orchestrator.guard.results import GuardResult
+from orchestrator.report.environment import Environment
+from orchestrator.report.headline import GateVerdict
 
 
 @dataclass
@@ -21,10 +23,15 @@ class StudyReport:
     failures: list[ArmFailure] = field(default_factory=list)  # arms that failed: where and why
     probes: list[dict[str, Any]] = field(default_factory=list)  # rows of the `probes` table
     sweep: dict[str, Any] | None = None  # sweep/callback.py's summary
+    headline: list[str] = field(default_factory=list)  # one sentence per question (report/headline.py)
+    gate: GateVerdict = field(default_factory=lambda: GateVerdict("not set"))
+    environment: Environment = field(default_factory=Environment)
 
     def to_json(self) -> dict[str, Any]:
         """report.json: the comparison's lists at the top level, the rest only where present."""
         out: dict[str, Any] = {"study": self.study, "run_id": self.run_id, "baseline": self.baseline,
+                               "headline": self.headline, "gate": asdict(self.gate),
+                               "environment": asdict(self.environment),
                                "arms": [asdict(a) for a in self.arms], **self.comparison.to_json()}
         if self.failures:
             out["failures"] = [asdict(f) for f in self.failures]

@@ -7,6 +7,7 @@ import json
 import os
 import sys
 import time
+from collections import Counter
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
@@ -22,6 +23,7 @@ from orchestrator.record.paths import RunPaths
 from orchestrator.record.tables import TableWriter
 from orchestrator.run import protocol
 from orchestrator.run.client import CompletionClient, wait_ready
+from orchestrator.run.progress import Progress
 from orchestrator.run.sending import ProtocolSender, RunContext
 from orchestrator.run.timings import StageTimer
 from orchestrator.runtime.spec import Handle, Runtime, run_labels
@@ -46,6 +48,7 @@ class StudyRunner:
         self._remote: dict[str, Runtime] = {}
         self.host_env = os.environ if host_env is None else host_env
         self.say = say or (lambda text: print(text, file=sys.stderr, flush=True))
+        self.progress = Progress(self.say, live=None if say is None else False)  # bars only on a terminal
         self.labels = run_labels(run_id, study=config.study.name)
         self.failed: list[str] = []
         self.timer = StageTimer()
@@ -54,7 +57,7 @@ class StudyRunner:
 
     def run(self) -> None:
         prompts = resolve_prompts(self.config.prompts, self.config.config_dirs)
-        with TableWriter(self.paths, "arms", "arms", flush_rows=1) as arms_writer:
+        with TableWriter(self.paths, "arms", "arms", flush_rows=1) as arms_writer, self.progress:
             for name, arm in self.config.arms.items():
                 if self.resume is not None and name not in self.resume.groups:
                     continue  # complete in the record
@@ -179,8 +182,9 @@ class StudyRunner:
         if self.resume is not None:
             groups = protocol.resent(groups, self.resume.groups[name], name, self.resume.attempt)
         client = CompletionClient(handle.base_url, proto.request_timeout_s, transport=self.runtime.http_transport)
+        self.progress.arm(name, dict(Counter(request.phase for group in groups for request in group)))
         try:
-            with TableWriter(self.paths, "responses", name) as writer:
+            with TableWriter(self.paths, "responses", name, on_row=self.progress.row) as writer:
                 sender = ProtocolSender(ctx, prompts, writer, arm.metrics_path, arm.health_path,
                                         lambda: self.runtime.exit_code(handle),
                                         lambda text: self.say(f"[{name}] {text}"))

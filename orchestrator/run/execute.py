@@ -7,9 +7,12 @@ import dataclasses
 import hashlib
 import json
 import logging
+import os
 import re
 import secrets
+import socket
 import sys
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -55,6 +58,9 @@ def execute_study(typed: Config, paths: RunPaths, allow: list[str], how_to_allow
     with timer.stage("checks"):
         preflight(typed, allow, how_to_allow)
     paths.root.mkdir(parents=True, exist_ok=True)
+    if typed.private_files:  # Hydra made the run dir already: close it, then keep what comes private
+        os.umask(0o077)
+        paths.root.chmod(0o700)
     if resume is not None:  # the same run, one attempt more: its containers get a run id of their own
         meta = read_json(paths.meta)
         meta["resumed"] = [*meta.get("resumed", []), resume.attempt]
@@ -64,7 +70,9 @@ def execute_study(typed: Config, paths: RunPaths, allow: list[str], how_to_allow
         meta = {"study": typed.study.name, "run_id": run_id, "baseline": typed.baseline_arm,
                 "expectations": expectations(typed), "gate": dataclasses.asdict(typed.gate),
                 "config_dirs": keep_config_dirs(paths, typed.config_dirs),
-                "expected_requests_per_arm": expected_requests(typed), **(extra_meta or {})}
+                "expected_requests_per_arm": expected_requests(typed),
+                "near_tie_gap": typed.study.near_tie_gap, "host": socket.gethostname(),
+                "started": datetime.now(UTC).isoformat(timespec="seconds"), **(extra_meta or {})}
     atomic_write_text(paths.meta, json.dumps(meta, indent=2) + "\n")
     write_prompts(paths, resolve_prompts(typed.prompts, typed.config_dirs))
     declared = guard_declared.declared_check(typed)  # before anything starts (docs/guard.md)

@@ -101,13 +101,13 @@ def test_runner_records_table_and_report(tmp_path: Path) -> None:
 
 def test_html_keeps_log_excerpts_verbatim() -> None:
     assert markdown_to_html("- root cause:\n\n```\nTypeError: <x> & y\n```\n") == [
-        "<p>- root cause:</p>", "<pre>", "TypeError: &lt;x&gt; &amp; y", "</pre>"]
+        "<p class='item'>&bull; root cause:</p>", "<pre>", "TypeError: &lt;x&gt; &amp; y", "</pre>"]
 
 
 def test_html_tables_drop_every_alignment_row() -> None:
     body = markdown_to_html("| a | b | c |\n| --- | ---: | :---: |\n| 1 | 2 | 3 |\n")
-    assert body == ["<table>", "<tr><th>a</th><th>b</th><th>c</th></tr>", "<tr><td>1</td><td>2</td><td>3</td></tr>",
-                    "</table>"]
+    assert body == ["<table><thead><tr><th>a</th><th>b</th><th>c</th></tr></thead><tbody>",
+                    "<tr><td>1</td><td>2</td><td>3</td></tr>", "</tbody></table>"]
 
 
 def test_probe_in_an_arm_takes_what_the_arm_inherits() -> None:

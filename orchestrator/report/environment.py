@@ -1,0 +1,108 @@
+"""The environment block: what each arm really was (image and id, or a process's code identity; engine and
+library versions; GPU, driver, CUDA; host; matrix key), the command that started it as the arms table
+recorded it (the same rendering `orchestrator plan` prints), and the commands that re-run and reproduce the
+study. From the record alone."""
+
+from __future__ import annotations
+
+import json
+import shlex
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from orchestrator.record.paths import RunPaths
+from orchestrator.record.tables import read_table
+
+COLUMNS = ["arm", "status", "image_ref", "image_id", "image_repo_digests", "docker_run", "fingerprint_json",
+           "matrix_key"]
+
+
+@dataclass
+class ArmEnvironment:
+    arm: str
+    status: str
+    identity: str  # docker image id, or process:sha256:... (the code identity)
+    image_ref: str | None
+    repo_digests: list[str]
+    engine_version: str | None
+    packages: dict[str, str]  # distribution -> version, as the arm's interpreter reported them
+    python: str | None
+    gpu: str | None  # "1 x NVIDIA H200 (sm 9.0), driver 570.1"; None: no GPU visible
+    cuda: str | None
+    os: str | None
+    host: str  # the Docker engine (local or its URL) or, for a process arm, the machine
+    matrix_key: str | None
+    command: str  # the equivalent `docker run` or command line
+
+
+@dataclass
+class Environment:
+    arms: list[ArmEnvironment] = field(default_factory=list)
+    host: str | None = None  # the machine the orchestrator ran on
+    commands: dict[str, str] = field(default_factory=dict)  # what -> the exact command
+
+
+def arm_environment(row: dict[str, Any], label: str = "") -> ArmEnvironment:
+    fingerprint = json.loads(row.get("fingerprint_json") or "{}")
+    probe = fingerprint.get("probe") or {}
+    gpu = probe.get("gpu") or {}
+    version = (fingerprint.get("log_facts") or {}).get("engine_version") or \
+        (fingerprint.get("version") or {}).get("version")
+    gpu_text = None
+    if gpu.get("count"):
+        capability = f" (sm {gpu['capability']})" if gpu.get("capability") else ""
+        driver = f", driver {gpu['driver']}" if gpu.get("driver") else ""
+        gpu_text = f"{gpu['count']} x {gpu.get('name') or 'GPU'}{capability}{driver}"
+    identity = row.get("image_id") or fingerprint.get("image_id") or "unknown (the arm did not start)"
+    host = fingerprint.get("docker_host") or "local"
+    return ArmEnvironment(
+        arm=label + row["arm"], status=row.get("status") or "unknown", identity=identity,
+        image_ref=row.get("image_ref"), repo_digests=list(row.get("image_repo_digests") or []),
+        engine_version=version, packages=dict(sorted((probe.get("packages") or {}).items())),
+        python=probe.get("python"), gpu=gpu_text, cuda=probe.get("cuda"), os=probe.get("os"),
+        host=host, matrix_key=row.get("matrix_key"), command=row.get("docker_run") or "")
+
+
+def environment(records: list[RunPaths], out: RunPaths, host: str | None) -> Environment:
+    labelled = [(r, "") for r in records] if len(records) == 1 else [(r, f"{r.root.name}/") for r in records]
+    arms = [arm_environment(row, label) for paths, label in labelled
+            for row in read_table(paths, "arms", columns=COLUMNS).to_pylist()]
+    commands = {}
+    for paths, _ in labelled:
+        where = "" if len(records) == 1 else f" ({paths.root.name})"
+        run_dir = shlex.quote(_shown(paths.root))
+        commands[f"re-run the study{where}"] = f"orchestrator run --from {run_dir}"
+        commands[f"reproduce with the same images{where}"] = f"orchestrator reproduce {run_dir}"
+    sources = " ".join(shlex.quote(_shown(p.root)) for p, _ in labelled)
+    target = "" if len(records) == 1 else f" --out {shlex.quote(_shown(out.root))}"
+    commands["re-make this report"] = f"orchestrator compare {sources}{target}"
+    return Environment(arms=arms, host=host, commands=commands)
+
+
+def _shown(path: Path) -> str:
+    """Relative to the working directory where it lies below it (the form a colleague types in a checkout)."""
+    try:
+        return str(path.resolve().relative_to(Path.cwd().resolve()))
+    except ValueError:
+        return str(path)
+
+
+def markdown_section(env: Environment) -> list[str]:
+    out = ["## Environment", ""]
+    if env.host:
+        out += [f"Orchestrator host: {env.host}", ""]
+    out += ["| arm | status | identity | engine | libraries | python | GPU | CUDA | host | matrix key |",
+            "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    for a in env.arms:
+        image = f"{a.image_ref} = {a.identity}" if a.image_ref and a.image_ref != a.identity else a.identity
+        if a.repo_digests:
+            image += " (" + ", ".join(a.repo_digests) + ")"
+        libraries = ", ".join(f"{k} {v}" for k, v in a.packages.items()) or "-"
+        out.append(f"| {a.arm} | {a.status} | {image} | {a.engine_version or '-'} | {libraries} | "
+                   f"{a.python or '-'} | {a.gpu or 'none'} | {a.cuda or '-'} | {a.host} | {a.matrix_key or '-'} |")
+    out += ["", "Each arm as started (the equivalent command; `orchestrator plan` prints the same):", ""]
+    for a in env.arms:
+        out += [f"- {a.arm}:", "", "```", a.command or "(not recorded: the arm did not start)", "```", ""]
+    out += ["Commands:", "", "```", *(f"# {what}\n{command}" for what, command in env.commands.items()), "```", ""]
+    return out

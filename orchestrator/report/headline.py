@@ -1,0 +1,128 @@
+"""The verdict first: one sentence per question the study asks (is each arm repeatable per phase, does the
+schedule matter, does the A/B differ beyond the A/A noise, does the cold request differ), with the numbers
+and bounds behind it, then the gate's verdict. Never the word "deterministic": how many distinct in how many,
+and the bound on the divergence rate that this sample supports."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from orchestrator.analysis.gate import failures as gate_failures
+from orchestrator.analysis.results import Cell, Comparison, Divergence
+
+GATE_KEYS = ("max_divergence_rate", "expect_pairs", "expect_schedules")
+
+
+@dataclass
+class GateVerdict:
+    verdict: str  # passed | failed | not set
+    stated: dict[str, Any] = field(default_factory=dict)  # the gate's set fields
+    problems: list[str] = field(default_factory=list)
+
+    def sentence(self) -> str:
+        if self.verdict == "not set":
+            return "Gate: not set (study gate: max_divergence_rate, expect_pairs, expect_schedules)."
+        stated = ", ".join(f"{k} {v}" for k, v in self.stated.items())
+        if self.verdict == "passed":
+            return f"Gate: passed ({stated})."
+        return f"Gate: FAILED ({stated}): " + "; ".join(self.problems) + "."
+
+
+def gate_verdict(comparison: Comparison, gate: dict[str, Any] | None) -> GateVerdict:
+    stated = {k: v for k, v in (gate or {}).items() if k in GATE_KEYS and v not in (None, {}, [])}
+    if not stated:
+        return GateVerdict("not set")
+    problems = gate_failures(comparison, stated)
+    return GateVerdict("failed" if problems else "passed", stated, problems)
+
+
+def pct(value: float | None) -> str:
+    return "n/a" if value is None else f"{100 * value:.1f} %"
+
+
+def divergence(cell: Cell, near_tie_gap: float) -> str:
+    """Where the cell's requests first part, and whether that is a near-tie flip."""
+    if cell.first_divergent_position is None:
+        return ""
+    text = f", first divergence at token {cell.first_divergent_position}"
+    if cell.top1_top2_gap is not None:
+        what = "a near-tie" if cell.near_tie else f"not a near-tie (>= {near_tie_gap:g})"
+        text += f", top-1/top-2 gap {cell.top1_top2_gap:.3g}: {what}"
+    return text
+
+
+def phase_clause(phase: str, cells: list[Cell], near_tie_gap: float) -> str:
+    """`sequential: 1 distinct in 30 (<= 9.5 % at 95 %)` over the phase's prompts."""
+    head = phase
+    batched = [c for c in cells if c.batch_size is not None]
+    if batched:
+        size = min(c.batch_size or 0 for c in batched)
+        seen = [c.min_running_observed for c in batched if c.min_running_observed is not None]
+        together = f"co-resident {min(seen)}" if seen else "co-residency unknown (no /metrics)"
+        if seen and not all(c.co_resident for c in batched):
+            together = f"NOT co-resident (at most {min(seen)} running together)"
+        capacity = min((c.capacity for c in batched if c.capacity is not None), default=None)
+        on = f" on capacity {capacity}" if capacity is not None and size > capacity else ""
+        head = f"{phase} {size}{on}, {together}"
+    measured = [c for c in cells if c.distinct_signatures is not None]
+    if not measured:
+        note = next((c.signature_note for c in cells if c.signature_note), "no signatures")
+        return f"{head}: {note}"
+    prompts = f" for each of {len(cells)} prompts" if len(cells) > 1 else ""
+    varying = [c for c in measured if c.distinct_signatures != 1]
+    if not varying:
+        loosest = min(measured, key=lambda c: c.n)
+        most = max(c.n for c in measured)
+        n = f"{loosest.n}" if most == loosest.n else f"{loosest.n}-{most}"
+        smallest = " in the smallest" if most != loosest.n else ""
+        return f"{head}: 1 distinct in {n}{prompts} (<= {pct(loosest.upper_bound_95)} at 95 %{smallest})"
+    worst = max(varying, key=lambda c: (c.distinct_signatures or 0, -(c.first_divergent_position or 0)))
+    which = f" (prompt {worst.prompt_id}; {len(varying)} of {len(cells)} prompts vary)" if len(cells) > 1 else ""
+    return (f"{head}: {worst.distinct_signatures} distinct in {worst.n}{which}, divergence rate "
+            f"{pct(worst.lower_bound_95)}-{pct(worst.upper_bound_95)} at 95 %{divergence(worst, near_tie_gap)}")
+
+
+def _differ(rows: list[Divergence], what: str) -> str:
+    """`identical for 3 of 3 prompts` or `differ for 1 of 3 prompts (first differing token 5)`."""
+    comparable = [r for r in rows if r.verdict != "not comparable"]
+    differ = [r for r in comparable if r.verdict == "differ"]
+    text = f"identical for {len(comparable)} of {len(rows)} {what}" if not differ else \
+        f"differ for {len(differ)} of {len(rows)} {what}"
+    first = [r.first_divergent_position for r in differ if r.first_divergent_position is not None]
+    if first:
+        text += f" (first differing token {min(first)})"
+    return text + (f", {len(rows) - len(comparable)} not comparable" if len(comparable) < len(rows) else "")
+
+
+def sentences(comparison: Comparison, failed_arms: list[str], near_tie_gap: float) -> list[str]:
+    """One sentence per question, in the order a reader asks them."""
+    out = [f"Measurement FAILED for arm(s) {', '.join(failed_arms)}: their numbers below are incomplete."] \
+        if failed_arms else []
+    by_arm: dict[str, dict[str, list[Cell]]] = {}
+    for cell in comparison.cells:
+        by_arm.setdefault(cell.arm, {}).setdefault(cell.phase, []).append(cell)
+    for arm, phases in by_arm.items():
+        clauses = [phase_clause(phase, cells, near_tie_gap) for phase, cells in phases.items()]
+        schedules: dict[tuple[str, str], list[Divergence]] = {}
+        for s in comparison.schedules:
+            if s.arm == arm:
+                schedules.setdefault((s.phase_a, s.phase_b), []).append(s)
+        clauses += [f"{a} vs {b}: {_differ(rows, 'prompts')}" for (a, b), rows in schedules.items()]
+        cold = [c for c in comparison.cold if c.arm == arm and c.matches_warm is not None]
+        if cold:
+            differ = sum(not c.matches_warm for c in cold)
+            clauses.append(f"cold first request differs from warm in {differ} of {len(cold)} cells" if differ
+                           else f"cold first request matches warm in {len(cold)} of {len(cold)} cells")
+        out.append(f"{arm}: " + "; ".join(clauses) + ".")
+    pairs: dict[tuple[str, str], list[Divergence]] = {}
+    for p in comparison.pairs:
+        pairs.setdefault((p.arm_a, p.arm_b), []).append(p)
+    for (a, b), rows in pairs.items():
+        noise = [c for c in comparison.cells if c.arm in (a, b) and (c.distinct_signatures or 1) > 1]
+        differ = any(r.verdict == "differ" for r in rows)
+        floor = f"A/A: {len(noise)} cell(s) vary within an arm, so part of the A/B may be noise" if noise and differ \
+            else f"A/A: {len(noise)} cell(s) vary within an arm" if noise else "A/A: one signature within each arm" \
+            + (", so the difference lies between the arms" if differ else "")
+        out.append(f"A/B {b} vs {a}: {_differ(rows, 'prompt x phase cells')} ({floor}).")
+    return out

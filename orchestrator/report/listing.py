@@ -1,0 +1,113 @@
+"""`orchestrator ls [DIR]`: every run below a folder (study, date, arms, verdict, path), and `orchestrator show
+RUN_DIR`: a run's verdict and environment in the terminal. Both read what a run wrote (run.json and
+report.json); nothing is re-computed."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from orchestrator.errors import RecordError
+from orchestrator.record.paths import RunPaths
+
+
+@dataclass
+class RunSummary:
+    path: Path
+    study: str
+    started: str  # UTC, to the minute
+    arms: list[str]
+    verdict: str
+
+
+def verdict(report: dict[str, Any] | None) -> str:
+    """The run's state in a few words: failed arms first, then the gate, then what the cells show."""
+    if report is None:
+        return "no report (orchestrator compare RUN_DIR makes it)"
+    if report.get("failures"):
+        return "measurement failed: " + ", ".join(f["arm"] for f in report["failures"])
+    gate = (report.get("gate") or {}).get("verdict")
+    if gate in ("passed", "failed"):
+        return f"gate {gate}"
+    cells = report.get("cells") or []
+    varying = sum(c.get("distinct_signatures") not in (None, 1) for c in cells)
+    return f"{varying} of {len(cells)} cells vary" if varying else f"no difference in {len(cells)} cells"
+
+
+def _read(path: Path) -> dict[str, Any] | None:
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def summary(paths: RunPaths) -> RunSummary:
+    meta = _read(paths.meta) or {}
+    report = _read(paths.report_json)
+    started = meta.get("started") or datetime.fromtimestamp(paths.meta.stat().st_mtime, UTC).isoformat()
+    arms = [a["arm"] for a in (report or {}).get("arms", [])]
+    return RunSummary(paths.root, str(meta.get("study", "?")), started[:16].replace("T", " "), arms, verdict(report))
+
+
+def runs(root: Path) -> list[RunSummary]:
+    """Every run dir (a folder with run.json) below `root`, oldest first."""
+    if not root.is_dir():
+        raise RecordError(f"{root} is not a folder: pass the folder that holds run directories (default: runs)")
+    found = [summary(RunPaths(meta.parent)) for meta in root.rglob("run.json")]
+    return sorted(found, key=lambda r: (r.started, str(r.path)))
+
+
+def render_runs(found: list[RunSummary]) -> str:
+    if not found:
+        return "no runs found"
+    rows = [("study", "started (UTC)", "arms", "verdict", "path")]
+    rows += [(r.study, r.started, ", ".join(r.arms) or "-", r.verdict, str(r.path)) for r in found]
+    widths = [max(len(row[i]) for row in rows) for i in range(4)]
+    return "\n".join("  ".join([*(c.ljust(w) for c, w in zip(row[:4], widths, strict=True)), row[4]]).rstrip()
+                     for row in rows)
+
+
+def show(run_dir: Path) -> str:
+    """The verdict, the gate and the environment of one run, as plain text."""
+    paths = RunPaths(run_dir)
+    report = _read(paths.report_json)
+    if report is None:
+        raise RecordError(f"no report.json in {run_dir}: is it a run directory? `orchestrator compare {run_dir}` "
+                          "re-makes the report from the record")
+    out = [f"study {report.get('study')}, run {report.get('run_id')} ({run_dir})", ""]
+    out += [f"- {line}" for line in report.get("headline") or [verdict(report)]]
+    gate = report.get("gate") or {}
+    if gate.get("verdict") == "failed":
+        out += ["", "gate: FAILED", *(f"  - {p}" for p in gate.get("problems", []))]
+    elif gate.get("verdict"):
+        out += ["", f"gate: {gate['verdict']}"]
+    env = report.get("environment") or {}
+    out += ["", "environment" + (f" (orchestrator host {env['host']})" if env.get("host") else "")]
+    for arm in env.get("arms", []):
+        libraries = ", ".join(f"{k} {v}" for k, v in (arm.get("packages") or {}).items()) or "-"
+        out += [f"  {arm['arm']} ({arm['status']}): {arm.get('image_ref') or ''} {arm['identity']}".rstrip(),
+                f"    engine {arm.get('engine_version') or '-'}; {libraries}; python {arm.get('python') or '-'}",
+                f"    GPU {arm.get('gpu') or 'none'}; CUDA {arm.get('cuda') or '-'}; host {arm.get('host')}; "
+                f"matrix key {arm.get('matrix_key') or '-'}",
+                f"    $ {arm.get('command') or '(not recorded)'}"]
+    out += ["", *(f"{what}: {command}" for what, command in (env.get("commands") or {}).items())]
+    return "\n".join(out)
+
+
+def verb_main(verb: str, argv: list[str]) -> int:
+    """The `ls` and `show` verbs: parse, print, exit 0 (a missing folder or report: RecordError, exit 2)."""
+    if verb == "ls":
+        parser = argparse.ArgumentParser(prog="orchestrator ls", description="Every run below DIR: study, "
+                                         "started, arms, verdict, path.")
+        parser.add_argument("dir", type=Path, nargs="?", default=Path("runs"), help="default: runs")
+        print(render_runs(runs(parser.parse_args(argv).dir)))
+    else:
+        parser = argparse.ArgumentParser(prog="orchestrator show", description="A run's verdict and environment.")
+        parser.add_argument("run_dir", type=Path)
+        print(show(parser.parse_args(argv).run_dir))
+    return 0

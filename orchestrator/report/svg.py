@@ -1,0 +1,147 @@
+"""The report's pictures as inline SVG, drawn here (no plotting library, no network): colours are CSS
+variables of report.html, so the light and dark themes restyle them. Every mark carries a <title> (its
+tooltip) with the exact number."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from html import escape
+
+WIDTH = 960
+LABEL_W = 250  # left margin for row labels
+ROW_H = 16
+MAX_COLUMNS = 400  # longer series are binned (the maximum of each bin), so a 3000-token prompt stays light
+
+
+def _svg(height: int, label: str, body: list[str]) -> str:
+    return (f'<svg class="chart" role="img" aria-label="{escape(label)}" viewBox="0 0 {WIDTH} {height}" '
+            f'width="{WIDTH}" height="{height}" xmlns="http://www.w3.org/2000/svg">'
+            f"<title>{escape(label)}</title>" + "".join(body) + "</svg>")
+
+
+def _text(x: float, y: float, text: str, anchor: str = "start", cls: str = "") -> str:
+    attribute = f' class="{cls}"' if cls else ""
+    return f'<text x="{x:.1f}" y="{y:.1f}" text-anchor="{anchor}"{attribute}>{escape(text)}</text>'
+
+
+def _binned(values: Sequence[float | None]) -> tuple[list[float | None], int]:
+    size = max(1, math.ceil(len(values) / MAX_COLUMNS))
+    if size == 1:
+        return list(values), 1
+    out: list[float | None] = []
+    for start in range(0, len(values), size):
+        present = [v for v in values[start:start + size] if v is not None]
+        out.append(max(present) if present else None)
+    return out, size
+
+
+def _shade(value: float, low: float, high: float) -> float:
+    """Opacity on a log scale between the smallest and largest non-zero spread (0: nearly clear)."""
+    if value <= 0:
+        return 0.0
+    if high <= low:
+        return 1.0
+    return 0.15 + 0.85 * (math.log10(value) - math.log10(low)) / (math.log10(high) - math.log10(low))
+
+
+def heatmap(title: str, rows: list[tuple[str, Sequence[float | None]]], xlabel: str,
+            marks: dict[str, int] | None = None) -> str:
+    """Rows = cells, columns = positions, shade = spread (max - min logprob across the cell's requests);
+    `marks`: row label -> position of its first divergence, ringed."""
+    binned = [(label, *_binned(values)) for label, values in rows]
+    columns = max((len(v) for _, v, _ in binned), default=0)
+    if not columns:
+        return ""
+    nonzero = [v for _, values, _ in binned for v in values if v is not None and v > 0]
+    low, high = (min(nonzero), max(nonzero)) if nonzero else (0.0, 0.0)
+    cell_w = (WIDTH - LABEL_W - 20) / columns
+    top = 28
+    body = [_text(0, 14, title, cls="caption")]
+    for r, (label, values, size) in enumerate(binned):
+        y = top + r * ROW_H
+        body.append(_text(LABEL_W - 6, y + ROW_H - 4, label, "end"))
+        for c, value in enumerate(values):
+            if value is None:
+                continue
+            x = LABEL_W + c * cell_w
+            where = f"position {c * size}" if size == 1 else f"positions {c * size}-{c * size + size - 1}"
+            shade = f'class="heat" fill-opacity="{_shade(value, low, high):.3f}"' if value > 0 else 'class="zero"'
+            body.append(f'<rect {shade} x="{x:.2f}" y="{y}" width="{cell_w + 0.05:.2f}" height="{ROW_H - 2}">'
+                        f"<title>{escape(label)}, {where}: spread {value:.3g}</title></rect>")
+        mark = (marks or {}).get(label)
+        if mark is not None:
+            x = LABEL_W + (mark // size + 0.5) * cell_w
+            body.append(f'<circle class="mark" cx="{x:.1f}" cy="{y + ROW_H / 2 - 1}" r="5"><title>{escape(label)}: '
+                        f"first divergence at position {mark}</title></circle>")
+    bottom = top + len(binned) * ROW_H + 14
+    scale = f"grey = 0, then a log scale up to solid = {high:.3g}" if nonzero else "grey: every spread is 0"
+    binning = f"; {binned[0][2]} positions per column" if any(s > 1 for _, _, s in binned) else ""
+    body.append(_text(LABEL_W, bottom, f"{xlabel} 0-{max(len(v) for _, v in rows) - 1} ({scale}{binning})"))
+    if marks:
+        body.append(_text(WIDTH - 10, bottom, "ring: first divergence", "end"))
+    return _svg(bottom + 8, title, body)
+
+
+def dots(title: str, rows: list[tuple[str, int, str]], xlabel: str) -> str:
+    """One row per (label, position, kind): where first divergences fall along the generated tokens."""
+    if not rows:
+        return ""
+    longest = max(p for _, p, _ in rows) + 1
+    span = WIDTH - LABEL_W - 40
+    top = 28
+    body = [_text(0, 14, title, cls="caption")]
+    for r, (label, position, kind) in enumerate(rows):
+        y = top + r * ROW_H
+        body.append(_text(LABEL_W - 6, y + ROW_H - 4, label, "end"))
+        body.append(f'<line class="axis" x1="{LABEL_W}" x2="{LABEL_W + span}" y1="{y + 7}" y2="{y + 7}"/>')
+        x = LABEL_W + span * position / max(1, longest - 1)
+        body.append(f'<circle class="dot {kind}" cx="{x:.1f}" cy="{y + 7}" r="5"><title>{escape(label)}: token '
+                    f"{position} ({kind})</title></circle>")
+        body.append(_text(x + 8, y + ROW_H - 4, str(position)))
+    bottom = top + len(rows) * ROW_H + 14
+    body.append(_text(LABEL_W, bottom, f"{xlabel} 0-{longest - 1}; filled: near-tie flip, open: not a near-tie "
+                                       "or gap unknown"))
+    return _svg(bottom + 8, title, body)
+
+
+def grouped_bars(title: str, groups: list[tuple[str, list[tuple[str, int, int]]]]) -> str:
+    """Per group (arm / prompt) one bar per phase: distinct signatures, annotated `d in n`."""
+    if not groups:
+        return ""
+    most = max((d for _, bars in groups for _, d, _ in bars), default=1)
+    span = WIDTH - LABEL_W - 180  # room for the label after the longest bar
+    y = 28
+    body = [_text(0, 14, title, cls="caption")]
+    for label, bars in groups:
+        body.append(_text(LABEL_W - 6, y + ROW_H - 4, label, "end"))
+        for i, (phase, distinct, n) in enumerate(bars):
+            width = span * distinct / max(most, 1)
+            body.append(f'<rect class="bar p{i % 4}" x="{LABEL_W}" y="{y}" width="{max(width, 1):.1f}" '
+                        f'height="{ROW_H - 3}"><title>{escape(label)} {escape(phase)}: {distinct} distinct in '
+                        f"{n}</title></rect>")
+            body.append(_text(LABEL_W + width + 6, y + ROW_H - 5, f"{phase}: {distinct} in {n}"))
+            y += ROW_H
+        y += 6
+    body.append(_text(LABEL_W, y + 12, "distinct signatures per cell (1 = every request agreed)"))
+    return _svg(y + 20, title, body)
+
+
+def matrix(title: str, columns: list[str], rows: list[tuple[str, list[tuple[str, str]]]]) -> str:
+    """A grid of verdict tiles: `rows` = (label, [(text, kind) per column]), kind ok | differ | unknown."""
+    if not rows:
+        return ""
+    tile_w = (WIDTH - LABEL_W - 10) / len(columns)
+    top = 44
+    body = [_text(0, 14, title, cls="caption")]
+    body += [_text(LABEL_W + (i + 0.5) * tile_w, 36, c, "middle") for i, c in enumerate(columns)]
+    for r, (label, tiles) in enumerate(rows):
+        y = top + r * (ROW_H + 4)
+        body.append(_text(LABEL_W - 6, y + ROW_H - 3, label, "end"))
+        for i, (text, kind) in enumerate(tiles):
+            x = LABEL_W + i * tile_w
+            body.append(f'<rect class="tile {kind}" x="{x + 2:.1f}" y="{y}" width="{tile_w - 4:.1f}" '
+                        f'height="{ROW_H + 1}"><title>{escape(label)}, {escape(columns[i])}: {escape(text)}'
+                        "</title></rect>")
+            body.append(_text(x + tile_w / 2, y + ROW_H - 3, text, "middle", "on-tile"))
+    return _svg(top + len(rows) * (ROW_H + 4) + 8, title, body)

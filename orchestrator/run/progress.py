@@ -1,0 +1,62 @@
+"""Progress of a long study: one bar per arm and phase (requests done / total, elapsed, ETA, failures) on
+stderr when it is a terminal (rich); otherwise one plain line as each phase ends, so logs and CI stay
+readable. Fed by the responses writer: every request has exactly one row, so rows are progress."""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Callable
+from typing import Any
+
+
+class Progress:
+    def __init__(self, say: Callable[[str], None], live: bool | None = None) -> None:
+        self.say = say
+        self.live = sys.stderr.isatty() if live is None else live
+        self._bars: Any = None
+        self._tasks: dict[tuple[str, str], Any] = {}
+        self._counts: dict[tuple[str, str], list[int]] = {}  # done, failed, total
+        self._started: dict[tuple[str, str], float] = {}
+
+    def __enter__(self) -> Progress:
+        if self.live:
+            from rich.console import Console
+            from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+            from rich.progress import Progress as Bars
+
+            self._bars = Bars(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                              TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn(),
+                              TextColumn("{task.fields[failed]} failed"), console=Console(stderr=True))
+            self._bars.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._bars is not None:
+            self._bars.stop()
+
+    def arm(self, arm: str, totals: dict[str, int]) -> None:
+        """Announce an arm's phases and how many requests each sends."""
+        for phase, total in totals.items():
+            key = (arm, phase)
+            self._counts[key] = [0, 0, total]
+            if self._bars is not None:
+                self._tasks[key] = self._bars.add_task(f"{arm} {phase}", total=total, failed=0, start=False)
+
+    def row(self, row: dict[str, Any]) -> None:
+        """One response row written (successful or not)."""
+        key = (row["arm"], row["phase"])
+        counts = self._counts.get(key)
+        if counts is None:
+            return
+        if counts[0] == 0:
+            self._started[key] = time.monotonic()
+            if self._bars is not None:
+                self._bars.start_task(self._tasks[key])
+        counts[0] += 1
+        counts[1] += row.get("error") is not None
+        if self._bars is not None:
+            self._bars.update(self._tasks[key], completed=counts[0], failed=counts[1])
+        elif counts[0] == counts[2]:
+            elapsed = time.monotonic() - self._started[key]
+            self.say(f"[{key[0]}] {key[1]}: {counts[0]}/{counts[2]} requests, {counts[1]} failed, {elapsed:.1f} s")

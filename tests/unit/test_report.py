@@ -1,0 +1,158 @@
+"""The report from a whole study on the fake runtime: report.json against a golden file (volatile fields
+normalised), and the pieces whose wording matters: the headline's sentences, the gate's verdict, the
+environment of a GPU or process arm, the pictures, and the modes of the files written.
+Regenerate the golden file after an intended change with UPDATE_GOLDEN=1 and review the diff."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import stat
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from orchestrator.analysis.results import Cell, Comparison
+from orchestrator.record.paths import RunPaths, atomic_write_text
+from orchestrator.record.tables import TableWriter
+from orchestrator.report import svg
+from orchestrator.report.environment import arm_environment
+from orchestrator.report.headline import gate_verdict, sentences
+from tests.conftest import ROOT
+from tests.recorded import noisy_study_run
+
+GOLDEN = ROOT / "tests" / "golden" / "report" / "fake-noisy.json"
+VOLATILE = {"max_send_spread_ms"}  # timing of the batch's sends
+
+
+def fake_run(root: Path, gate: dict[str, Any] | None = None) -> RunPaths:
+    return noisy_study_run(root, "run-golden", gate, host="golden-host")
+
+
+def normalised(value: Any, run_dir: str) -> Any:
+    if isinstance(value, dict):
+        return {k: None if k in VOLATILE else normalised(v, run_dir) for k, v in value.items()}
+    if isinstance(value, list):
+        return [normalised(v, run_dir) for v in value]
+    if isinstance(value, float):
+        return float(f"{value:.10g}")
+    if isinstance(value, str):
+        return value.replace(run_dir, "RUN_DIR")
+    return value
+
+
+def test_report_json_matches_golden(tmp_path: Path) -> None:
+    paths = fake_run(tmp_path / "run", gate={"max_divergence_rate": 0.0})
+    report = normalised(json.loads(paths.report_json.read_text()), str(paths.root))
+    if os.environ.get("UPDATE_GOLDEN") == "1":
+        GOLDEN.parent.mkdir(parents=True, exist_ok=True)
+        GOLDEN.write_text(json.dumps(report, indent=2, sort_keys=True) + "\n")
+    assert GOLDEN.is_file(), "no golden report.json: run with UPDATE_GOLDEN=1"
+    assert report == json.loads(GOLDEN.read_text())
+    assert report["gate"]["verdict"] == "failed" and report["environment"]["commands"]["re-run the study"] == \
+        "orchestrator run --from RUN_DIR"
+
+
+def test_the_report_leads_with_the_verdict_then_the_environment(tmp_path: Path) -> None:
+    text = fake_run(tmp_path / "run").report_md.read_text()
+    verdict, environment, arms = (text.index(h) for h in ("## Verdict", "## Environment", "## Arms"))
+    assert verdict < environment < arms
+    assert "- wide_batch: sequential: 6 distinct in 6" in text and "Gate: not set" in text
+
+
+def cell(**fields: Any) -> Cell:
+    base = {"arm": "a", "prompt_id": "p", "phase": "concurrent", "n": 30, "errors": 0, "distinct_completions": 1,
+            "distinct_signatures": 1, "divergent": 0, "upper_bound_95": 0.0950, "lower_bound_95": 0.0}
+    return Cell(**{**base, **fields})
+
+
+def test_a_sentence_names_the_numbers_the_bound_and_a_near_tie() -> None:
+    comparison = Comparison(cells=[
+        cell(phase="sequential"),
+        cell(batch_size=64, capacity=64, min_running_observed=64, co_resident=True, distinct_signatures=3,
+             divergent=2, n=64, lower_bound_95=0.004, upper_bound_95=0.108, first_divergent_position=17,
+             top1_top2_gap=0.002, near_tie=True)])
+    [line] = sentences(comparison, [], 0.01)
+    assert line == ("a: sequential: 1 distinct in 30 (<= 9.5 % at 95 %); concurrent 64, co-resident 64: 3 distinct "
+                    "in 64, divergence rate 0.4 %-10.8 % at 95 %, first divergence at token 17, top-1/top-2 gap "
+                    "0.002: a near-tie.")
+    far = Comparison(cells=[cell(distinct_signatures=2, divergent=1, first_divergent_position=3,
+                                 top1_top2_gap=0.5, near_tie=False)])
+    assert "gap 0.5: not a near-tie (>= 0.01)" in sentences(far, ["b"], 0.01)[1]
+    assert sentences(far, ["b"], 0.01)[0].startswith("Measurement FAILED for arm(s) b")
+
+
+def test_a_batch_that_was_not_together_says_so() -> None:
+    comparison = Comparison(cells=[cell(batch_size=16, capacity=4, min_running_observed=2, co_resident=False)])
+    assert "concurrent 16 on capacity 4, NOT co-resident (at most 2 running together)" in sentences(
+        comparison, [], 0.01)[0]
+
+
+def test_the_gate_verdict() -> None:
+    comparison = Comparison(cells=[cell(distinct_signatures=2, divergent=1)])
+    assert gate_verdict(comparison, None).sentence().startswith("Gate: not set")
+    assert gate_verdict(comparison, {"max_divergence_rate": 0.5, "expect_pairs": {}}).sentence() == \
+        "Gate: passed (max_divergence_rate 0.5)."
+    failed = gate_verdict(comparison, {"max_divergence_rate": 0.0})
+    assert failed.verdict == "failed" and "1 divergent in 30 exceeds" in failed.sentence()
+
+
+def test_the_environment_of_a_gpu_arm_and_of_a_process_arm() -> None:
+    fingerprint = {"probe": {"gpu": {"count": 1, "name": "NVIDIA H200", "capability": "9.0", "driver": "570.1"},
+                             "cuda": "12.8", "packages": {"vllm": "0.32.0", "torch": "2.9.0"}, "python": "3.12.3"},
+                   "log_facts": {"engine_version": "0.32.0"}, "docker_host": "ssh://gpu-box:22"}
+    env = arm_environment({"arm": "x", "status": "completed", "image_id": "sha256:abc", "image_ref": "vllm:0.32",
+                           "fingerprint_json": json.dumps(fingerprint), "docker_run": "docker run ..."})
+    assert (env.gpu, env.cuda, env.engine_version, env.host) == ("1 x NVIDIA H200 (sm 9.0), driver 570.1", "12.8",
+                                                                 "0.32.0", "ssh://gpu-box:22")
+    assert list(env.packages) == ["torch", "vllm"]
+    process = arm_environment({"arm": "p", "status": "failed", "image_id": None, "fingerprint_json": None})
+    assert process.identity.startswith("unknown") and process.gpu is None
+
+
+def test_a_long_series_is_binned_and_every_mark_has_its_number() -> None:
+    picture = svg.heatmap("spread", [("a/p/s", [0.0] * 2999 + [0.5])], "prompt position", {"a/p/s": 2999})
+    columns = picture.count("<rect ")
+    assert columns == 375 and "positions 2992-2999: spread 0.5" in picture  # 8 positions a column
+    assert "first divergence at position 2999" in picture and svg.heatmap("empty", [], "x") == ""
+    assert re.search(r'fill-opacity="1\.000"', picture)
+
+
+@pytest.fixture()
+def umask_of(request: pytest.FixtureRequest) -> Iterator[int]:
+    old = os.umask(request.param)
+    yield request.param
+    os.umask(old)
+
+
+@pytest.mark.parametrize("umask_of", [0o022, 0o077, 0o002], indirect=True)
+def test_files_are_written_with_the_umask(tmp_path: Path, umask_of: int) -> None:
+    atomic_write_text(tmp_path / "report.md", "x")
+    with TableWriter(RunPaths(tmp_path), "logs", "arm") as writer:
+        writer.append({"run_id": "r", "arm": "a", "seq": 0, "text": "line"})
+    [part] = (tmp_path / "data" / "logs").glob("*.parquet")
+    for path in (tmp_path / "report.md", part):
+        assert stat.S_IMODE(path.stat().st_mode) == 0o666 & ~umask_of
+    assert stat.S_IMODE(part.parent.stat().st_mode) == 0o777 & ~umask_of
+
+
+def test_ls_lists_each_run_and_show_prints_its_verdict_and_environment(tmp_path: Path,
+                                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    from orchestrator.cli import main
+
+    paths = fake_run(tmp_path / "runs" / "default" / "one", gate={"max_divergence_rate": 0.0})
+    (tmp_path / "runs" / "other").mkdir()
+    assert main(["ls", str(tmp_path / "runs")]) == 0
+    header, row = capsys.readouterr().out.splitlines()
+    assert header.split()[:3] == ["study", "started", "(UTC)"]
+    assert row.startswith("default ") and "baseline, wide_batch  gate failed  " in row and row.endswith(str(paths.root))
+    assert main(["show", str(paths.root)]) == 0
+    shown = capsys.readouterr().out
+    assert "- wide_batch: sequential: 6 distinct in 6" in shown and "gate: FAILED" in shown
+    assert f"re-run the study: orchestrator run --from {paths.root}" in shown and "$ docker run -d --init" in shown
+    assert main(["show", str(tmp_path / "runs" / "other")]) == 2
+    assert "no report.json in" in capsys.readouterr().err
+    assert main(["ls", str(tmp_path / "missing")]) == 2
