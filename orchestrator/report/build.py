@@ -26,22 +26,49 @@ def build(paths: RunPaths, study: str, run_id: str, baseline: str | None,
           expectations: dict[str, Any] | None = None, sources: list[RunPaths] | None = None,
           arm_pairs: list[tuple[str, str]] | None = None, sweep: dict[str, Any] | None = None,
           gate: dict[str, Any] | None = None, near_tie_gap: float = NEAR_TIE_GAP, host: str | None = None,
+          expected_requests_per_arm: int | None = None, timings_s: dict[str, float] | None = None,
+          planned_arms: list[str] | None = None,
           **_: Any) -> StudyReport:
     """Write the reports into `paths` from the record of `sources` (default: the same run)."""
     records = sources or [paths]
     comparison = compare(records, baseline, expectations, near_tie_gap, arm_pairs=arm_pairs)
     failed = failures(records)
+    missing = incomplete(records[0], expected_requests_per_arm, planned_arms) if len(records) == 1 else []
     report = StudyReport(study=study, run_id=run_id, baseline=baseline, arms=arms_summary(records),
                          comparison=comparison, guard=read_guard(paths), sweep=sweep or None, failures=failed,
                          # kernel probes recorded in this run dir (orchestrator probe --out RUN_DIR)
                          probes=read_table(paths, "probes").to_pylist(),
-                         headline=sentences(comparison, [f.arm for f in failed], near_tie_gap),
-                         gate=gate_verdict(comparison, gate), environment=environment(records, paths, host))
+                         headline=[*missing, *sentences(comparison, [f.arm for f in failed], near_tie_gap)],
+                         gate=gate_verdict(comparison, gate), environment=environment(records, paths, host),
+                         timings_s=timings_s or {}, incomplete=missing)
     atomic_write_text(paths.report_json, json.dumps(report.to_json(), indent=2, sort_keys=True, allow_nan=False)
                       + "\n")
     atomic_write_text(paths.report_md, markdown(report))
     atomic_write_text(paths.report_html, to_html(report))
     return report
+
+
+def incomplete(paths: RunPaths, expected_per_arm: int | None, planned_arms: list[str] | None = None) -> list[str]:
+    """A sentence per arm that `run --resume` would finish: requests of the protocol without a row, or, for an
+    arm that did not complete (interrupted, killed, engine lost), with an error row."""
+    if not expected_per_arm:
+        return []
+    rows = read_table(paths, "responses", ["arm", "request_id", "error"]).to_pylist()  # latest attempts
+    status = {r["arm"]: r["status"] for r in read_table(paths, "arms", ["arm", "status"]).to_pylist()}
+    found = []
+    for arm in dict.fromkeys([*(planned_arms or []), *status, *(str(r["arm"]) for r in rows)]):
+        mine = [r for r in rows if r["arm"] == arm and not _restart_cold(r["request_id"])]
+        errors = sum(r["error"] is not None for r in mine) if status.get(arm) != "completed" else 0
+        if len(mine) - errors < expected_per_arm:
+            found.append(f"INCOMPLETE: arm {arm} has {len(mine) - errors} of {expected_per_arm} requests recorded"
+                         f"{f' ({errors} more with an error row)' if errors else ''}: `orchestrator run --resume "
+                         f"{paths.root}` sends the rest")
+    return found
+
+
+def _restart_cold(request_id: str | None) -> bool:
+    """A restarted arm's extra cold request (run/protocol.py `resent`): not one of the protocol's."""
+    return bool(request_id) and str(request_id).rsplit("/", 1)[-1].startswith("-")
 
 
 def failures(records: list[RunPaths]) -> list[ArmFailure]:

@@ -97,7 +97,19 @@ def no_difference(cells: list[Cell]) -> str:
 
 def markdown(report: StudyReport) -> str:
     return "\n".join([*title(report), *verdict(report), *environment_section(report.environment),
-                      *details(report)])
+                      *_timings(report), *details(report)])
+
+
+def timings_line(seconds: dict[str, float]) -> str:
+    """'compose and check 0.41 s, checks 0.00 s, ...' in the order the stages ran."""
+    return ", ".join(f"{name.replace('_', ' ')} {value:.2f} s" for name, value in seconds.items())
+
+
+def _timings(report: StudyReport) -> list[str]:
+    if not report.timings_s:
+        return []
+    return ["## Where the time went", "", f"{timings_line(report.timings_s)} (run.json `timings_s`; start to "
+            "ready and requests are the engine's, the rest the orchestrator's).", ""]
 
 
 def title(report: StudyReport) -> list[str]:

@@ -26,6 +26,8 @@ class StudyReport:
     headline: list[str] = field(default_factory=list)  # one sentence per question (report/headline.py)
     gate: GateVerdict = field(default_factory=lambda: GateVerdict("not set"))
     environment: Environment = field(default_factory=Environment)
+    timings_s: dict[str, float] = field(default_factory=dict)  # run.json: where the run's time went
+    incomplete: list[str] = field(default_factory=list)  # arms `run --resume` would finish (also in the headline)
 
     def to_json(self) -> dict[str, Any]:
         """report.json: the comparison's lists at the top level, the rest only where present."""

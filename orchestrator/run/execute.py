@@ -30,9 +30,10 @@ from orchestrator.record.paths import RunPaths, atomic_write_bytes, atomic_write
 from orchestrator.report import verdict
 from orchestrator.report.build import build as build_reports
 from orchestrator.report.guard import headline as guard_headline
+from orchestrator.report.markdown import timings_line
 from orchestrator.report.verdict import print_summary
 from orchestrator.run.arms import ResumePlan, StudyRunner
-from orchestrator.run.timings import StageTimer, one_line
+from orchestrator.run.timings import StageTimer
 from orchestrator.runtime.reaper import Reaper
 from orchestrator.runtime.spec import Runtime
 
@@ -70,7 +71,7 @@ def execute_study(typed: Config, paths: RunPaths, allow: list[str], how_to_allow
         meta = {"study": typed.study.name, "run_id": run_id, "baseline": typed.baseline_arm,
                 "expectations": expectations(typed), "gate": dataclasses.asdict(typed.gate),
                 "config_dirs": keep_config_dirs(paths, typed.config_dirs),
-                "expected_requests_per_arm": expected_requests(typed),
+                "expected_requests_per_arm": expected_requests(typed), "planned_arms": list(typed.arms),
                 "near_tie_gap": typed.study.near_tie_gap, "host": socket.gethostname(),
                 "started": datetime.now(UTC).isoformat(timespec="seconds"), **(extra_meta or {})}
     atomic_write_text(paths.meta, json.dumps(meta, indent=2) + "\n")
@@ -100,13 +101,14 @@ def execute_study(typed: Config, paths: RunPaths, allow: list[str], how_to_allow
     finally:
         runner.cleanup()  # belt and braces: nothing of this run survives, on any engine it used
         reaper.release()
-    with timer.stage("guard_and_report"):
+    with timer.stage("guard"):
         guard_observed.after_run(typed, paths, guard)
         print(f"guard: {guard_headline(guard).replace('**', '')}", file=sys.stderr)
-        report = build_reports(paths, **meta)
+    with timer.stage("report"):
+        report = build_reports(paths, **{**meta, "timings_s": timer.rounded()})  # all but the report's own
     meta["timings_s"] = timer.rounded()
     atomic_write_text(paths.meta, json.dumps(meta, indent=2) + "\n")
-    print(f"time: {one_line(meta['timings_s'])}", file=sys.stderr)
+    print(f"time: {timings_line(meta['timings_s'])}", file=sys.stderr)
     print_summary(paths, report)
     status = verdict.status(report, meta["gate"])
     if runner.failed and status != ExitStatus.MEASUREMENT_FAILED:  # failed, though the record says otherwise

@@ -27,8 +27,3 @@ class StageTimer:
 
     def rounded(self) -> dict[str, float]:
         return {name: round(seconds, 3) for name, seconds in self.seconds.items()}
-
-
-def one_line(seconds: dict[str, float]) -> str:
-    """'compose 0.41 s, checks 0.02 s, ...' in the order the stages ran."""
-    return ", ".join(f"{name.replace('_', ' ')} {value:.2f} s" for name, value in seconds.items())

@@ -135,6 +135,8 @@ def test_resume_after_kill_9_completes_the_run_with_one_row_per_request(tmp_path
     os.killpg(proc.pid, signal.SIGKILL)
     proc.wait()
     assert _wait_for(lambda: not list(state.glob("*/process.json")), 10)
+    before = orchestrator("compare", str(run_dir), env=env)
+    assert before.returncode == 4 and "INCOMPLETE: arm " in (run_dir / "report.md").read_text()
     result = orchestrator("run", "--resume", str(run_dir), env=env)
     assert result.returncode == 0, result.stderr[-3000:]
     assert "resuming" in result.stderr and "attempt 1" in result.stderr
@@ -148,5 +150,6 @@ def test_resume_after_kill_9_completes_the_run_with_one_row_per_request(tmp_path
     assert restarts and all(r["role"] == "cold" and r["attempt"] == 1 for r in restarts)
     arms = read_table(RunPaths(run_dir), "arms", ["arm", "status", "attempt"]).to_pylist()
     assert sorted((a["arm"], a["status"]) for a in arms) == [("baseline", "completed"), ("wide_batch", "completed")]
+    assert "INCOMPLETE" not in (run_dir / "report.md").read_text()
     again = orchestrator("run", "--resume", str(run_dir), env=env)
     assert again.returncode == 0 and "nothing to resume" in again.stderr
