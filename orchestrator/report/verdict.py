@@ -36,8 +36,8 @@ def status(report: StudyReport, gate: dict[str, Any]) -> ExitStatus:
     if report.failures:
         print(f"error: arm(s) failed: {', '.join(f.arm for f in report.failures)}", file=sys.stderr)
         return ExitStatus.MEASUREMENT_FAILED
-    for line in report.incomplete:
-        print(f"error: {line}", file=sys.stderr)
+    for sentence in report.incomplete:
+        print(f"error: {sentence}", file=sys.stderr)
     if report.incomplete:
         return ExitStatus.MEASUREMENT_FAILED
     return gate_status
