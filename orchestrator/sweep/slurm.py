@@ -40,18 +40,16 @@ class Outcomes:
         cls.status, cls.failed = 0, {}
 
 
-def _interrupt(signum: int, frame: Any) -> None:
-    raise KeyboardInterrupt(f"signal {signal.Signals(signum).name} (the job was cancelled or hit its limit)")
-
-
 class Reporting:
     """Mixed into the plugin's launchers (hydra_plugins/orchestrator_launcher: Hydra loads launchers from
     that namespace only)."""
 
     def __call__(self, *args: Any, **kwargs: Any) -> JobReturn:  # in the SLURM job
-        signal.signal(signal.SIGTERM, _interrupt)
+        from orchestrator.interrupts import interruptible
+
         signal.signal(signal.SIGUSR2, signal.SIG_IGN)  # submitit's "time is nearly up": SIGTERM follows
-        result: JobReturn = super().__call__(*args, **kwargs)  # type: ignore[misc]
+        with interruptible():  # SIGTERM (scancel, the time limit) cleans up as Ctrl-C does
+            result: JobReturn = super().__call__(*args, **kwargs)  # type: ignore[misc]
         return result
 
     def launch(self, job_overrides: Sequence[Sequence[str]], initial_job_idx: int) -> Sequence[JobReturn]:
