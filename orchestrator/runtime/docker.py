@@ -6,15 +6,47 @@ import contextlib
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar
 
 from orchestrator.errors import ArmStartError, EngineUnavailable, ImageError, RuntimeFailure
 from orchestrator.runtime.host import with_owner
-from orchestrator.runtime.spec import BuildSpec, ContainerSpec, ExecResult, Handle, ImageInfo, LogLine
+from orchestrator.runtime.spec import LABEL_NS, BuildSpec, ContainerSpec, ExecResult, Handle, ImageInfo, LogLine
+from orchestrator.runtime.ssh import SshLink
 
 if TYPE_CHECKING:
     import docker
     import httpx
+
+
+P = ParamSpec("P")
+T = TypeVar("T")
+
+
+def _link_errors() -> tuple[type[BaseException], ...]:
+    """What the SDK raises when the engine cannot be reached: dockerd gone, or the ssh link dropped."""
+    import requests
+
+    # builtin ConnectionError: broken pipes and resets; not every OSError (a build context's files are not the link)
+    errors: tuple[type[BaseException], ...] = (requests.exceptions.ConnectionError, ConnectionError, EOFError)
+    with contextlib.suppress(ImportError):
+        import paramiko
+
+        errors += (paramiko.SSHException,)
+    return errors
+
+
+def over_link(method: Callable[Concatenate[DockerRuntime, P], T]) -> Callable[Concatenate[DockerRuntime, P], T]:
+    """An engine that cannot be reached is a RuntimeFailure (the arm fails, exit 4), not a bug."""
+    def wrapper(self: DockerRuntime, /, *args: P.args, **kwargs: P.kwargs) -> T:
+        try:
+            return method(self, *args, **kwargs)
+        except Exception as exc:
+            if isinstance(exc, self._errors.DockerException | RuntimeFailure) or not isinstance(exc, _link_errors()):
+                raise
+            hint = (" (the ssh link dropped? its watchdog removes the run's containers there)" if self.ssh else "")
+            raise RuntimeFailure(f"the Docker engine at {self.host} cannot be reached{hint}: "
+                                 f"{type(exc).__name__}: {exc}") from exc
+    return wrapper
 
 
 class DockerRuntime:
@@ -25,9 +57,13 @@ class DockerRuntime:
         import docker.errors
 
         self._errors = docker.errors
+        self.host = docker_host or "local"
+        # ssh://: the SDK's paramiko transport; ports through ssh tunnels, and a far-side watchdog.
+        self.ssh = SshLink(docker_host) if docker_host and docker_host.startswith("ssh://") else None
         try:
             self.client: docker.DockerClient = (
-                docker.DockerClient(base_url=docker_host) if docker_host else docker.from_env())
+                docker.DockerClient(base_url=docker_host, use_ssh_client=False) if docker_host
+                else docker.from_env())
             self.client.ping()
         except Exception as exc:
             where = docker_host or "DOCKER_HOST or /var/run/docker.sock"
@@ -36,6 +72,7 @@ class DockerRuntime:
                 "starts dockerd on Debian as root) or set runtime.docker_host.") from exc
 
     # images -----------------------------------------------------------------------------------
+    @over_link
     def resolve_image(self, ref: str, build: BuildSpec) -> ImageInfo:
         try:
             image = self.client.images.get(ref)
@@ -62,6 +99,7 @@ class DockerRuntime:
         return image
 
     # containers -------------------------------------------------------------------------------
+    @over_link
     def start(self, spec: ContainerSpec) -> Handle:
 
         kwargs: dict[str, Any] = dict(
@@ -87,6 +125,8 @@ class DockerRuntime:
         if spec.mounts:
             kwargs["volumes"] = {m.host: {"bind": m.container, "mode": "ro" if m.read_only else "rw"}
                                  for m in spec.mounts}
+        if self.ssh and f"{LABEL_NS}.run" in spec.labels:  # before the container exists: nothing escapes it
+            self.ssh.watch(f"{LABEL_NS}.run={spec.labels[f'{LABEL_NS}.run']}")
         try:
             container = self.client.containers.run(**kwargs)
         except self._errors.APIError as exc:
@@ -94,11 +134,19 @@ class DockerRuntime:
                 from exc
         handle = Handle(id=container.id, name=spec.name, base_url="")
         try:
-            return Handle(id=container.id, name=spec.name, base_url=self._base_url(container, spec))
+            return Handle(id=container.id, name=spec.name, base_url=self._reach(container, spec))
         except BaseException:
             self.stop(handle, 0)
             self.remove(handle)
             raise
+
+    def _reach(self, container: Any, spec: ContainerSpec) -> str:
+        """The URL the orchestrator reaches the server at: on a far host, its port (on the far host's
+        127.0.0.1) through an ssh tunnel."""
+        url = self._base_url(container, spec)
+        if not self.ssh or not url:
+            return url
+        return f"http://127.0.0.1:{self.ssh.tunnel(container.id, int(url.rsplit(':', 1)[1]))}"
 
     def _base_url(self, container: Any, spec: ContainerSpec) -> str:
         if spec.network_host:
@@ -123,6 +171,7 @@ class DockerRuntime:
             raise RuntimeFailure(f"container '{handle.name}' no longer exists (removed from outside?)") \
                 from exc
 
+    @over_link
     def exit_code(self, handle: Handle) -> int | None:
         container = self._container(handle)
         container.reload()
@@ -130,6 +179,7 @@ class DockerRuntime:
             return None
         return int(container.attrs["State"]["ExitCode"])
 
+    @over_link
     def exit_reason(self, handle: Handle) -> str | None:
         state = self._container(handle).attrs.get("State", {})
         if state.get("OOMKilled"):
@@ -137,6 +187,7 @@ class DockerRuntime:
             return f"killed by the kernel: out of memory (OOM) at its memory limit of {limit >> 20} MiB"
         return None
 
+    @over_link
     def logs(self, handle: Handle, tail: int | None = None) -> list[LogLine]:
         container = self._container(handle)
         lines: list[LogLine] = []
@@ -149,10 +200,12 @@ class DockerRuntime:
         lines.sort(key=lambda line: line.timestamp)  # RFC 3339 with fixed-width nanoseconds
         return lines[-tail:] if tail else lines
 
+    @over_link
     def exec(self, handle: Handle, argv: list[str]) -> ExecResult:
         result = self._container(handle).exec_run(argv, demux=False)
         return ExecResult(exit_code=int(result.exit_code), output=(result.output or b"").decode("utf-8", "replace"))
 
+    @over_link
     def run_oneshot(self, image: str, command: list[str], labels: Mapping[str, str],
                     entrypoint: list[str] | None = None, timeout_s: float = 120.0,
                     env: Mapping[str, str] | None = None, gpus: str | None = None) -> ExecResult:
@@ -180,6 +233,7 @@ class DockerRuntime:
             with contextlib.suppress(self._errors.NotFound, self._errors.APIError):
                 container.remove(force=True)
 
+    @over_link
     def stop(self, handle: Handle, timeout_s: float) -> int | None:
         """SIGTERM, then SIGKILL after `timeout_s`: `docker stop`, without waiting for the daemon's own teardown
         (about half a second per arm), which `remove` does after the logs are read."""
@@ -198,10 +252,14 @@ class DockerRuntime:
         except self._errors.NotFound:
             return None
 
+    @over_link
     def remove(self, handle: Handle) -> None:
+        if self.ssh:
+            self.ssh.close_tunnel(handle.id)
         with contextlib.suppress(self._errors.NotFound):
             self.client.containers.get(handle.id).remove(force=True)
 
+    @over_link
     def cleanup(self, labels: Mapping[str, str], keep: Callable[[Mapping[str, str]], bool] | None = None
                 ) -> list[str]:
         filters = {"label": [f"{k}={v}" if v else k for k, v in labels.items()]}
@@ -209,9 +267,47 @@ class DockerRuntime:
         for container in self.client.containers.list(all=True, filters=filters):
             if keep is not None and keep(container.labels):
                 continue
+            if self.ssh:
+                self.ssh.close_tunnel(container.id)
             container.remove(force=True)
             removed.append(container.name)
+        if self.ssh and labels.get(f"{LABEL_NS}.run"):
+            self.ssh.unwatch(f"{LABEL_NS}.run={labels[f'{LABEL_NS}.run']}")
         return removed
+
+    # many hosts -------------------------------------------------------------------------------
+    @over_link
+    def engine_name(self) -> str:
+        """The host name the engine reports (`docker info`): the far host's, over ssh://."""
+        return str(self.client.info().get("Name", ""))
+
+    @over_link
+    def ship_image(self, image: ImageInfo, to: DockerRuntime) -> int:
+        """Copy an image of this engine to another (`docker save | docker load` over the link), tag it
+        there as `image.ref`, and check that it has the same id there; returns the bytes sent."""
+        sent = 0
+
+        def chunks() -> Any:
+            nonlocal sent
+            for chunk in self.client.api.get_image(image.id, chunk_size=1 << 20):
+                sent += len(chunk)
+                yield chunk
+
+        try:
+            if to.ssh:
+                to.ssh.load(chunks())
+            else:
+                for _ in to.client.api.load_image(chunks()):
+                    pass
+            shipped = to.client.images.get(image.id)
+        except (self._errors.APIError, self._errors.ImageNotFound) as exc:
+            raise ImageError(f"shipping image {image.ref} ({image.id[:19]}) from {self.host} to {to.host} "
+                             f"failed: {exc}") from exc
+        if shipped.id != image.id:
+            raise ImageError(f"image {image.ref} has id {shipped.id} on {to.host}, not {image.id} as on {self.host}")
+        repository, _, tag = image.ref.rpartition(":") if ":" in image.ref.split("/")[-1] else (image.ref, "", "")
+        shipped.tag(repository, tag or None)
+        return sent
 
 
 def _device_requests(gpus: str) -> list[Any]:

@@ -92,6 +92,7 @@ def run_with_hydra(argv: list[str]) -> int:
             from orchestrator.sweep.callback import check_parallel_gpus
 
             check_parallel_gpus(composed, jobs(overrides, dirs))
+            overrides += launcher_overrides(composed)
     PRECHECK_S["seconds"] = time.perf_counter() - started
     import hydra
 
@@ -101,19 +102,32 @@ def run_with_hydra(argv: list[str]) -> int:
     status: dict[str, int] = {"code": 0}
 
     @hydra.main(version_base="1.3", config_path=str(config.CONF_DIR), config_name=config.CONFIG_NAME)
-    def task(cfg: Any) -> None:
-        status["code"] = worst(status["code"], run_study(cfg))
+    def task(cfg: Any) -> int:
+        code = run_study(cfg)
+        status["code"] = worst(status["code"], code)
+        return code  # a launcher running jobs elsewhere (submitit) brings it back: sweep/slurm.py
 
     from orchestrator.sweep.callback import SweepCompare
+    from orchestrator.sweep.slurm import Outcomes
 
     saved = sys.argv
     sys.argv = ["orchestrator", *flags, *overrides, *overrides_for(dirs)]
     SweepCompare.status = 0
+    Outcomes.reset()
     try:
         task()
     finally:
         sys.argv = saved
-    return worst(status["code"], SweepCompare.status)
+    return worst(status["code"], SweepCompare.status, Outcomes.status)
+
+
+def launcher_overrides(composed: Any) -> list[str]:
+    """Hydra's submitit launchers, as sweep/slurm.py completes them (job statuses, SLURM's reasons, SIGTERM
+    cleaning up): the same plugin and options, our class."""
+    from orchestrator.sweep.slurm import PLUGIN_TARGETS
+
+    target = str(composed.hydra.launcher.get("_target_", ""))
+    return [f"hydra.launcher._target_={PLUGIN_TARGETS[target]}"] if target in PLUGIN_TARGETS else []
 
 
 def run_study(cfg: Any) -> int:

@@ -39,11 +39,14 @@ def single_variable_pairs(jobs: dict[str, dict[str, str]]) -> list[tuple[str, st
     return pairs
 
 
-def summarize(sweep_dir: Path) -> dict[str, Any]:
+def summarize(sweep_dir: Path, failed: dict[str, str] | None = None) -> dict[str, Any]:
+    """`failed`: jobs that left no result (job number -> what the scheduler said): listed, not compared."""
     from orchestrator.record.tables import read_table
     from orchestrator.report import build as report
 
-    job_dirs = sorted((p for p in sweep_dir.iterdir() if (p / "run.json").is_file()), key=lambda p: p.name)
+    failed = failed or {}
+    job_dirs = sorted((p for p in sweep_dir.iterdir() if (p / "run.json").is_file() and p.name not in failed),
+                      key=lambda p: p.name)
     if not job_dirs:
         return {}
     sources = [RunPaths(p) for p in job_dirs]
@@ -57,7 +60,8 @@ def summarize(sweep_dir: Path) -> dict[str, Any]:
     meta = json.loads((job_dirs[0] / "run.json").read_text())
     summary = {"sweep_dir": str(sweep_dir), "swept_keys": swept,
                "jobs": {job: {"arm": label.get(job), "overrides": overrides[job]} for job in overrides},
-               "single_variable_pairs": [{"a": label[a], "b": label[b], "key": key} for a, b, key in pairs]}
+               "single_variable_pairs": [{"a": label[a], "b": label[b], "key": key} for a, b, key in pairs],
+               "failed_jobs": failed}
     atomic_write_text(sweep_dir / "sweep.json", json.dumps(summary, indent=2) + "\n")
     result = report.build(RunPaths(sweep_dir), study=f"{meta['study']} (sweep)", run_id=sweep_dir.name,
                           baseline=None, sources=sources, arm_pairs=[(label[a], label[b]) for a, b, _ in pairs],
@@ -71,6 +75,9 @@ def check_parallel_gpus(composed: DictConfig, jobs: list[list[str]]) -> None:
     from orchestrator.errors import ConfigError
 
     launcher = str(composed.hydra.launcher.get("_target_", ""))
+    kind = composed.runtime.kind  # RuntimeKind, from the schema
+    if launcher.endswith(".SlurmLauncher") and getattr(kind, "value", kind) == "docker":
+        check_slurm_gpus(composed)
     n_jobs = composed.hydra.launcher.get("n_jobs", 1)
     if "joblib" not in launcher or n_jobs == 1:
         return
@@ -83,6 +90,21 @@ def check_parallel_gpus(composed: DictConfig, jobs: list[list[str]]) -> None:
                           "arms.arm.gpus=0,1) or set hydra.launcher.n_jobs=1")
 
 
+def check_slurm_gpus(composed: DictConfig) -> None:
+    """SLURM jobs that share a node each get their GPUs, but a Docker arm with `gpus: all` would get every
+    GPU of the node (the engine is outside the job's cgroup): refuse it, naming the job's own GPUs."""
+    from orchestrator.errors import ConfigError
+
+    raw = OmegaConf.to_container(composed.arms, resolve=False)
+    assert isinstance(raw, dict)
+    whole = [str(name) for name, arm in raw.items() if isinstance(arm, dict) and arm.get("gpus") == "all"]
+    if whole:
+        raise ConfigError(f"on SLURM, Docker arm(s) {', '.join(whole)} with gpus=all would take every GPU of "
+                          f"the node, also those of other jobs: give each the job's own, "
+                          f"arms.{whole[0]}.gpus='${{oc.env:SLURM_JOB_GPUS,all}}', or use runtime=process, "
+                          "where gpus=all means the job's CUDA_VISIBLE_DEVICES (docs/hosts.md)")
+
+
 class SweepCompare(Callback):
     """Hydra callback: after a multirun, compare its jobs as arms of one study. Hydra swallows a callback's
     exceptions (a warning), so a report that could not be made is kept in `status` for the exit status."""
@@ -91,10 +113,11 @@ class SweepCompare(Callback):
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
         from orchestrator.errors import OrchestratorError
+        from orchestrator.sweep.slurm import Outcomes
 
         sweep_dir = Path(config.hydra.sweep.dir)
         try:
-            summary = summarize(sweep_dir)
+            summary = summarize(sweep_dir, Outcomes.failed)
         except OrchestratorError as exc:
             print(f"error: the sweep report could not be made: {exc}", file=sys.stderr)
             SweepCompare.status = exc.exit_status

@@ -68,3 +68,12 @@ def test_parallel_jobs_sharing_gpus_are_refused() -> None:
     result = orchestrator("run", "-m", "study=sweep", "arms.arm.gpus=all", "hydra/launcher=joblib",
                           "hydra.launcher.n_jobs=2", "arms.arm.engine_args.seed=1,2")
     assert result.returncode == 2 and "would share the GPUs" in result.stderr
+
+
+def test_a_failed_job_in_parallel_workers_gives_the_sweep_its_status(tmp_path: Path) -> None:
+    # joblib runs jobs in worker processes: their statuses come back through the launcher (sweep/slurm.py)
+    result = orchestrator("run", "-m", "study=sweep", "hydra/launcher=joblib", "hydra.launcher.n_jobs=2",
+                          "arms.arm.image=orchestrator/reference-engine:0.1.0,orchestrator/debian-python:bookworm",
+                          "protocol.phases.sequential.repeats=2", f"hydra.sweep.dir={tmp_path}")
+    assert result.returncode == 4, result.stderr[-3000:]  # job 1's image has no engine: its arm failed
+    assert sorted(json.loads((tmp_path / "sweep.json").read_text())["jobs"]) == ["0", "1"]
