@@ -76,7 +76,7 @@ class ProtocolSender:
         total, sent, answered, last_said = sum(len(g) for g in groups), 0, 0, time.monotonic()
         first_error: str | None = None
         for position, group in enumerate(groups):
-            result = await protocol.send_group(client, group, self.metrics_path)
+            result = await protocol.send_group(client, group, self.metrics_path, self.health_path)
             for request, exchange in zip(group, result.exchanges, strict=True):
                 row = response_row(self.ctx, request, exchange, self.prompts[request.prompt_id])
                 row.update(batch_send_spread_ns=result.send_spread_ns, batch_running_max=result.running_max)
@@ -113,5 +113,5 @@ class ProtocolSender:
         now = time.time_ns()
         for group in groups:
             for request in group:
-                self.writer.append(response_row(self.ctx, request, Exchange(None, b"", reason, now, now),
+                self.writer.append(response_row(self.ctx, request, Exchange(None, b"", reason, now, now, sent=False),
                                                 self.prompts[request.prompt_id]))
