@@ -3,10 +3,12 @@ every outcome, a 500, garbage, a timeout, becomes an Exchange that the record ke
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import urlsplit
 
 import httpx
 from tenacity import Retrying, retry_if_exception_type, stop_after_delay, wait_exponential
@@ -19,13 +21,24 @@ class Exchange:
     status: int | None  # None when no HTTP answer came
     body: bytes
     error: str | None
-    send_ns: int
+    send_ns: int  # a batch's request: when its bytes were handed to the kernel
     recv_ns: int
+    sent: bool = True  # False: the request never left (no connection, or the engine had died)
+
+
+def json_bytes(body: dict[str, Any]) -> bytes:
+    """A JSON body as httpx encodes `json=` (compact, UTF-8)."""
+    return json.dumps(body, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode()
 
 
 class CompletionClient:
-    def __init__(self, base_url: str, timeout_s: float, max_connections: int = 256,
+    """`max_connections`: None, no limit, so a pool never silently caps a batch (httpx's default is 100)."""
+
+    def __init__(self, base_url: str, timeout_s: float, max_connections: int | None = None,
                  transport: httpx.AsyncBaseTransport | None = None) -> None:
+        self.base_url, self.timeout_s = base_url, timeout_s
+        # Batches go out on their own connections (run/release.py), unless a transport stands in for the network.
+        self.direct = transport is None and urlsplit(base_url).scheme == "http"
         self._client = httpx.AsyncClient(
             base_url=base_url, timeout=httpx.Timeout(timeout_s, connect=min(timeout_s, 10.0)),
             limits=httpx.Limits(max_connections=max_connections, max_keepalive_connections=max_connections),

@@ -1,7 +1,8 @@
 """Protocol phases: what is sent, in which order and grouping.
 
 sequential: each request waits for the previous answer. concurrent: `repeats` identical requests are
-created, held at one gate, and released together; the spread of their send times is recorded.
+released together (run/release.py: their connections opened and warmed first, their bytes sent in one
+loop); the spread of their send times, taken as the bytes reach the kernel, is recorded.
 The very first request an arm receives is tagged cold (it may pay for compilation or autotuning).
 """
 
@@ -14,7 +15,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from orchestrator.config.schema import Endpoint, PhaseKind, ProtocolConfig
-from orchestrator.run.client import CompletionClient, Exchange
+from orchestrator.run import release
+from orchestrator.run.client import CompletionClient, Exchange, json_bytes
 
 
 @dataclass(frozen=True)
@@ -105,7 +107,7 @@ def resent(groups: list[list[Request]], wanted: set[str], arm: str, attempt: int
 @dataclass(frozen=True)
 class GroupResult:
     exchanges: list[Exchange]
-    send_spread_ns: int | None  # concurrent: last send - first send
+    send_spread_ns: int | None  # concurrent: last request handed to the kernel - first one
     running_max: int | None  # concurrent: most running requests the server's /metrics showed meanwhile
 
 
@@ -120,18 +122,10 @@ def running_requests(metrics_text: str) -> int | None:
 
 
 async def send_group(client: CompletionClient, group: list[Request], metrics_path: str | None = "/metrics",
-                     poll_s: float = 0.005) -> GroupResult:
+                     warm_path: str = "/health", poll_s: float = 0.005) -> GroupResult:
     if len(group) == 1:
         return GroupResult([await client.complete(group[0].body, group[0].path)], None, None)
-    gate = asyncio.Event()
-
-    async def one(request: Request) -> Exchange:
-        await gate.wait()
-        return await client.complete(request.body, request.path)
-
-    tasks = [asyncio.create_task(one(r)) for r in group]
-    await asyncio.sleep(0)  # let every task reach the gate before it opens
-    gate.set()
+    tasks = await _release(client, group, warm_path)
     seen: list[int] = []
     if metrics_path:
         while not all(t.done() for t in tasks):
@@ -142,5 +136,22 @@ async def send_group(client: CompletionClient, group: list[Request], metrics_pat
             seen.append(running)
             await asyncio.sleep(poll_s)
     exchanges = list(await asyncio.gather(*tasks))
-    sends = [e.send_ns for e in exchanges]
-    return GroupResult(exchanges, max(sends) - min(sends), max(seen) if seen else None)
+    sends = [e.send_ns for e in exchanges if e.sent]
+    return GroupResult(exchanges, max(sends) - min(sends) if sends else None, max(seen) if seen else None)
+
+
+async def _release(client: CompletionClient, group: list[Request], warm_path: str) -> list[asyncio.Task[Exchange]]:
+    """Every request of the group on its way; one task per request yields its Exchange."""
+    if client.direct:
+        payloads = [(r.path, json_bytes(r.body)) for r in group]
+        return await release.release(client.base_url, warm_path, payloads, client.timeout_s)
+    gate = asyncio.Event()  # a transport stands in for the network (unit tests): httpx tasks behind one gate
+
+    async def one(request: Request) -> Exchange:
+        await gate.wait()
+        return await client.complete(request.body, request.path)
+
+    tasks = [asyncio.create_task(one(r)) for r in group]
+    await asyncio.sleep(0)  # let every task reach the gate before it opens
+    gate.set()
+    return tasks

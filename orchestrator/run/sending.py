@@ -79,7 +79,7 @@ class ProtocolSender:
         first_error: str | None = None
         for position, group in enumerate(groups):
             try:
-                result = await protocol.send_group(client, group, self.metrics_path)
+                result = await protocol.send_group(client, group, self.metrics_path, self.health_path)
             except BaseException:  # Ctrl-C (a cancelled task) mid-group: its requests were sent; each gets a row
                 self._not_sent([group], "interrupted: sent, but the answer was not received before the stop")
                 raise
@@ -119,5 +119,5 @@ class ProtocolSender:
         now = time.time_ns()
         for group in groups:
             for request in group:
-                self.writer.append(response_row(self.ctx, request, Exchange(None, b"", reason, now, now),
+                self.writer.append(response_row(self.ctx, request, Exchange(None, b"", reason, now, now, sent=False),
                                                 self.prompts[request.prompt_id]))

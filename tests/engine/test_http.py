@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import re
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -85,6 +87,33 @@ def test_concurrent_requests_are_batched_and_identical(base) -> None:
     sizes = {int(m) for m in re.findall(r'refengine:batch_size_total\{size="(\d+)"\}', metrics)}
     assert max(sizes) >= 2
     assert re.search(r'vllm:num_requests_waiting\{model_name="tiny",engine="0"\} 0', metrics)
+
+
+def _listen_overflows() -> int:
+    """The kernel's count of connections dropped because a listen queue was full (TcpExtListenOverflows)."""
+    lines = [line.split() for line in Path("/proc/net/netstat").read_text().splitlines() if line.startswith("TcpExt:")]
+    return int(dict(zip(lines[0], lines[1], strict=True))["ListenOverflows"])
+
+
+def test_a_whole_batch_of_connections_is_accepted(base) -> None:
+    """256 connections opened at once: none dropped by a full listen queue, each answered."""
+    host, port = base.removeprefix("http://").split(":")
+    before = _listen_overflows()
+    socks = [socket.socket() for _ in range(256)]
+    try:
+        for s in socks:
+            s.setblocking(False)
+            assert s.connect_ex((host, int(port))) in (0, errno.EINPROGRESS)
+        for s in socks:
+            s.setblocking(True)
+            s.settimeout(30)
+            s.sendall(f"GET /health HTTP/1.1\r\nHost: {host}\r\n\r\n".encode())
+        answers = [s.recv(1024) for s in socks]
+    finally:
+        for s in socks:
+            s.close()
+    assert [a.split(b"\r\n", 1)[0] for a in answers] == [b"HTTP/1.1 200 OK"] * 256
+    assert _listen_overflows() == before
 
 
 def test_process_startup_logs_and_sigterm(tmp_path) -> None:

@@ -1,0 +1,136 @@
+"""Releasing a batch together: requests a study sends "at once" must reach the server at once.
+
+httpx's pool cannot promise that: httpcore 1.0 hands one idle keep-alive connection to every queued
+request and lets the rest wait their turn (encode/httpcore#822), so a batch sent through it reached the
+server over seconds. Here a batch gets its own connections, one per request, opened and warmed before it
+(a GET of the health path answered on each: the server has accepted the connection and is reading it);
+every request's bytes are made in advance (h11); then one loop hands them to the kernel back to back,
+as a bare loop of `sendall` would (bench/release_spread.py measures both where it matters, at the
+server). Each answer is read with h11 and recorded as the httpx client records one: an Exchange, never
+an exception.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass
+from urllib.parse import urlsplit
+
+import h11
+
+from orchestrator.run.client import Exchange
+
+OPEN_TRIES = 3  # opening a connection again is not a retry of a request: nothing of the batch was sent yet
+READ_BYTES = 65536
+
+
+@dataclass
+class _Connection:
+    reader: asyncio.StreamReader
+    writer: asyncio.StreamWriter
+    h11: h11.Connection
+
+
+class _NoAnswer(Exception):
+    """The connection ended or broke the protocol before a whole answer came."""
+
+
+async def release(base_url: str, warm_path: str, requests: list[tuple[str, bytes]], timeout_s: float,
+                  connect_timeout_s: float = 10.0) -> list[asyncio.Task[Exchange]]:
+    """Open and warm one connection per (path, JSON body bytes), then send them all in one loop. Returns
+    when every request's bytes are with the kernel: one task per request, in order, yields its Exchange.
+    A connection that could not be opened gives its request an Exchange with `sent=False`."""
+    url = urlsplit(base_url)
+    host, port = url.hostname or "127.0.0.1", url.port or 80
+    authority = url.netloc
+    opened = await asyncio.gather(*(_open(host, port, authority, warm_path, connect_timeout_s)
+                                    for _ in requests))
+    payloads = [_request_bytes(conn, authority, path, body) if isinstance(conn, _Connection) else b""
+                for conn, (path, body) in zip(opened, requests, strict=True)]
+    sent_ns: list[int] = []
+    for conn, payload in zip(opened, payloads, strict=True):  # the release: nothing else in this loop
+        if isinstance(conn, _Connection):
+            conn.writer.write(payload)  # an asyncio transport sends at once when its buffer is empty
+        sent_ns.append(time.time_ns())
+    return [asyncio.create_task(_answer(conn, send_ns, timeout_s) if isinstance(conn, _Connection)
+                                else _unsent(conn, send_ns))
+            for conn, send_ns in zip(opened, sent_ns, strict=True)]
+
+
+async def _open(host: str, port: int, authority: str, warm_path: str, timeout_s: float) -> _Connection | str:
+    """A connection the server has accepted and answered once, or why there is none."""
+    error = ""
+    for _ in range(OPEN_TRIES):
+        writer: asyncio.StreamWriter | None = None
+        try:
+            async with asyncio.timeout(timeout_s):
+                reader, writer = await asyncio.open_connection(host, port)
+                conn = _Connection(reader, writer, h11.Connection(h11.CLIENT))
+                writer.write(_bytes(conn.h11.send(h11.Request(method="GET", target=warm_path,
+                                                              headers=[("Host", authority)]))))
+                writer.write(_bytes(conn.h11.send(h11.EndOfMessage())))
+                status, _ = await _read_answer(conn)
+            if conn.h11.our_state is h11.DONE and conn.h11.their_state is h11.DONE:
+                conn.h11.start_next_cycle()
+                return conn
+            error = f"ConnectError: the server closed the connection after answering {warm_path} (HTTP {status})"
+        except TimeoutError:
+            error = f"ConnectTimeout: no connection and answer to {warm_path} in {timeout_s:g} s"
+        except (OSError, _NoAnswer, h11.ProtocolError) as exc:
+            error = f"ConnectError: {type(exc).__name__}: {exc}".rstrip(": ")
+        if writer is not None:
+            writer.close()
+    return f"{error} (not sent)"
+
+
+def _request_bytes(conn: _Connection, authority: str, path: str, body: bytes) -> bytes:
+    headers = [("Host", authority), ("Content-Type", "application/json"), ("Content-Length", str(len(body))),
+               ("Connection", "close")]
+    return b"".join(_bytes(conn.h11.send(event)) for event in (
+        h11.Request(method="POST", target=path, headers=headers), h11.Data(data=body), h11.EndOfMessage()))
+
+
+def _bytes(data: bytes | None) -> bytes:
+    return data or b""
+
+
+async def _read_answer(conn: _Connection) -> tuple[int, bytes]:
+    status, chunks = 0, []
+    while True:
+        event = conn.h11.next_event()
+        if event is h11.NEED_DATA:
+            data = await conn.reader.read(READ_BYTES)
+            if not data and conn.h11.their_state is h11.SEND_RESPONSE:
+                raise h11.RemoteProtocolError("Server disconnected without sending a response.")  # as httpx says
+            conn.h11.receive_data(data)  # b"": the server closed (the end of a body read to the close)
+        elif isinstance(event, h11.Response):
+            status = event.status_code
+        elif isinstance(event, h11.Data):
+            chunks.append(bytes(event.data))
+        elif isinstance(event, h11.EndOfMessage):
+            return status, b"".join(chunks)
+        elif isinstance(event, h11.ConnectionClosed):
+            raise _NoAnswer("the server closed the connection before a whole answer")
+
+
+async def _answer(conn: _Connection, send_ns: int, timeout_s: float) -> Exchange:
+    try:
+        async with asyncio.timeout(timeout_s):
+            status, body = await _read_answer(conn)
+    except TimeoutError:
+        return Exchange(None, b"", f"ReadTimeout: no answer in {timeout_s:g} s", send_ns, time.time_ns())
+    except (OSError, _NoAnswer) as exc:
+        return Exchange(None, b"", f"ReadError: {exc}".rstrip(": "), send_ns, time.time_ns())
+    except h11.ProtocolError as exc:
+        return Exchange(None, b"", f"RemoteProtocolError: {exc}", send_ns, time.time_ns())
+    finally:
+        conn.writer.close()
+    recv_ns = time.time_ns()
+    error = None if 200 <= status < 300 else f"HTTP {status}"
+    return Exchange(status, body, error, send_ns, recv_ns)
+
+
+async def _unsent(reason: str, now_ns: int) -> Exchange:
+    return Exchange(None, b"", reason, now_ns, now_ns, sent=False)
+
