@@ -116,4 +116,4 @@ def test_position_parity_locates_the_budget_onset(tmp_path: Path) -> None:
         if cell["batch_size"] is not None:
             assert cell["co_resident"] is True and cell["min_running_observed"] == 5
     html = (tmp_path / "report.html").read_text()
-    assert html.count("<img") >= 2 and "prompt positions" in html.lower()
+    assert html.count("<svg") >= 2 and "prompt positions" in html.lower()
