@@ -2,7 +2,9 @@
 logprobs, /health, /version, /v1/models, /metrics and vLLM's startup lines, all in-process.
 
 Images: `fake-engine` answers every identical request identically; `fake-noisy` perturbs the logprobs of
-every call (a mechanism switched on, for tests that must detect it); `fake-crash` exits at once with
+every call (a mechanism switched on, for tests that must detect it); both trace each request as the
+reference engine does, as if it ran in steps 0..n (so every concurrent batch is co-resident by the trace,
+whatever /metrics says); `fake-crash` exits at once with
 status 3; `fake-dying` dies at its fourth completion; `fake-refusing` answers every completion with HTTP
 400; `fake-idle` starts and answers nothing.
 """
@@ -12,6 +14,7 @@ from __future__ import annotations
 import hashlib
 import itertools
 import json
+import time
 from collections.abc import Mapping
 
 import httpx
@@ -60,8 +63,10 @@ def _answer(request: httpx.Request, noisy: bool, call: int) -> httpx.Response:
     logprobs = {"tokens": tokens, "token_logprobs": [-0.1 - jitter] * len(tokens), "top_logprobs": top,
                 "text_offset": list(range(len(tokens)))} if k else None
     choice = {"index": 0, "text": "".join(tokens), "finish_reason": "length", "logprobs": logprobs}
+    trace = {"arrival_ns": time.time_ns(), "first_step": 0, "last_step": len(tokens)}
     return httpx.Response(200, json={"object": "text_completion", "model": "model", "choices": [choice],
-                                     "usage": {"prompt_tokens": 3, "completion_tokens": len(tokens)}})
+                                     "usage": {"prompt_tokens": 3, "completion_tokens": len(tokens)},
+                                     "engine_trace": trace})
 
 
 def _commands(argv: list[str], env: Mapping[str, str]) -> ExecResult:

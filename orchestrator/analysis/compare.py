@@ -1,9 +1,10 @@
 """Comparison built from the record alone (Parquet), so a report can be re-made without a server.
 
-Cells are (arm, prompt_id, phase) over warm requests; the cold first request of an arm is compared
-with the warm requests of its cell apart. Schedules compare phases within an arm and prompt; pairs
-compare every arm with the baseline per prompt and phase. The responses are streamed file by file:
-the writer lands each cell's rows contiguously, so memory holds one cell at a time.
+Cells are (arm, prompt_id, phase) over `measured` requests; an arm's `cold` first request is compared with
+the requests of its cell apart, and `warmup` requests are in no cell (shared/CONVENTIONS.md). Schedules
+compare phases within an arm and prompt; pairs compare every arm with the baseline per prompt and phase.
+The responses are streamed file by file: the writer lands each cell's measured rows contiguously, so memory
+holds one cell at a time.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from orchestrator.analysis import positions, quality
+from orchestrator.analysis import batches, positions, quality
 from orchestrator.analysis.results import (
     ArmSummary,
     Cell,
@@ -35,9 +36,9 @@ from orchestrator.record.paths import RunPaths
 from orchestrator.record.tables import iter_batches, read_table
 
 KEY = ("arm", "prompt_id", "phase")
-COLUMNS = ["arm", "prompt_id", "phase", "phase_kind", "batch_id", "cold", "error", "completion_text",
+COLUMNS = ["arm", "prompt_id", "phase", "phase_kind", "batch_id", "cold", "role", "error", "completion_text",
            "sig_text", "sig_token_ids", "sig_top_logprobs", "token_ids", "tokens", "token_logprobs",
-           "top_gaps", "top_logprobs_entries", "prompt_logprobs", "batch_send_spread_ns", "batch_running_max"]
+           "top_gaps", "top_logprobs_entries", "prompt_logprobs", *batches.COLUMNS[3:]]
 NEAR_TIE_GAP = 1e-2  # nats: a first divergence whose top1-top2 gap is below this is a near-tie flip
 
 
@@ -49,6 +50,7 @@ class _Reference:
     tokens: np.ndarray | None
     forced: np.ndarray | None
     ok: bool
+    texts: set[str | None] = field(default_factory=set)  # completion signatures, where top logprobs are absent
 
 
 @dataclass
@@ -78,12 +80,23 @@ def _batches(sources: RunPaths | list[RunPaths], columns: list[str], batch_rows:
             yield batch
 
 
-def iter_cells(sources: RunPaths | list[RunPaths], batch_rows: int = 4096
+def _measured(batch: pa.RecordBatch) -> pa.Array:
+    """Rows of role `measured`; a record without roles (schema 1) marks only its cold rows."""
+    return pc.if_else(pc.is_null(batch.column("role")), pc.invert(pc.fill_null(batch.column("cold"), False)),
+                      pc.equal(batch.column("role"), "measured"))
+
+
+def iter_cells(sources: RunPaths | list[RunPaths], batch_rows: int = 4096, cold: list[pa.Table] | None = None
                ) -> Iterator[tuple[tuple[str, str, str], pa.Table]]:
+    """Each cell's measured rows; the cold rows go to `cold`, warm-up rows nowhere."""
     current: tuple[str, str, str] | None = None
     buffer: list[pa.Table] = []
     done: set[tuple[str, str, str]] = set()
     for batch in _batches(sources, COLUMNS, batch_rows):
+        measured = _measured(batch)
+        if cold is not None and not pc.all(measured).as_py():
+            cold.append(pa.Table.from_batches([batch.filter(pc.fill_null(batch.column("cold"), False))]))
+        batch = batch.filter(measured)
         keys = list(zip(*(batch.column(k).to_pylist() for k in KEY), strict=True))
         start = 0
         for i in range(1, len(keys) + 1):
@@ -108,10 +121,12 @@ def compare(sources: RunPaths | list[RunPaths], baseline: str | None = None,
             expectations: dict[str, Any] | None = None, near_tie_gap: float = NEAR_TIE_GAP,
             arm_pairs: list[tuple[str, str]] | None = None) -> Comparison:
     """`arm_pairs`: compare these (a, b) arms instead of every arm against the baseline (sweeps)."""
-    acc = _Accumulator(capacities=capacities(sources))
-    for key, table in iter_cells(sources):
+    acc, cold = _Accumulator(capacities=capacities(sources)), list[pa.Table]()
+    for key, table in iter_cells(sources, cold=cold):
         _analyse(key, table, acc, (expectations or {}).get(key[1]), near_tie_gap)
     result = acc.result
+    result.cold = [_cold_check(row, acc.refs.get((row["arm"], row["prompt_id"], row["phase"])))
+                   for table in cold for row in table.to_pylist()]
     arms = list(dict.fromkeys(c.arm for c in result.cells))
     base = baseline if baseline in arms else (arms[0] if arms else None)
     pairs = arm_pairs if arm_pairs is not None else [(base, arm) for arm in arms if base is not None and arm != base]
@@ -125,17 +140,17 @@ def _analyse(key: tuple[str, str, str], table: pa.Table, acc: _Accumulator, expe
              near_tie_gap: float) -> None:
     arm, prompt_id, phase = key
     ok = pc.is_null(table.column("error")).to_numpy(zero_copy_only=False)
-    cold_rows = pc.fill_null(table.column("cold"), False).to_numpy(zero_copy_only=False)
-    warm = table.take(np.nonzero(ok & ~cold_rows)[0]) if not (ok & ~cold_rows).all() else table
-    cell = Cell(arm=arm, prompt_id=prompt_id, phase=phase, n=warm.num_rows,
-                errors=int((~cold_rows).sum()) - warm.num_rows, distinct_completions=0, distinct_signatures=None,
-                divergent=None, upper_bound_95=None, lower_bound_95=None)
-    batches = table.select(["phase_kind", "batch_id", "batch_send_spread_ns", "batch_running_max"])
-    _co_residency(cell, acc.capacities.get(arm), batches.take(np.nonzero(~cold_rows)[0]))
+    cell = Cell(arm=arm, prompt_id=prompt_id, phase=phase, n=0, errors=int((~ok).sum()), distinct_completions=0,
+                distinct_signatures=None, divergent=None, upper_bound_95=None, lower_bound_95=None)
+    found, keep = batches.check(cell, acc.capacities.get(arm), table.select(batches.COLUMNS))
+    acc.result.batches.extend(found)
+    warm = table.take(np.nonzero(ok & keep)[0]) if not (ok & keep).all() else table
+    cell.n = warm.num_rows
     sigs = warm.column("sig_top_logprobs")
     reference = 0
     if warm.num_rows == 0:
-        cell.signature_note = "no successful responses"
+        cell.signature_note = "no co-resident batch: kept out of the verdict" if ok.any() \
+            else "no successful responses"
     elif sigs.null_count:
         cell.signature_note = "no top logprobs returned: signature comparison not possible"
     else:
@@ -145,7 +160,8 @@ def _analyse(key: tuple[str, str, str], table: pa.Table, acc: _Accumulator, expe
         cell.divergent = warm.num_rows - modal["counts"]
         cell.lower_bound_95, cell.upper_bound_95 = divergence_bound(cell.divergent, warm.num_rows)
         reference = sigs.to_pylist().index(modal["values"])
-    ref = _Reference(signatures=set(sigs.to_pylist()), tokens=None, forced=None, ok=warm.num_rows > 0)
+    ref = _Reference(signatures=set(sigs.to_pylist()), tokens=None, forced=None, ok=warm.num_rows > 0,
+                     texts=set(warm.column("sig_text").to_pylist()) if sigs.null_count else set())
     if warm.num_rows:
         entries = pc.list_flatten(warm.column("top_logprobs_entries"))
         cell.top_entries_min, cell.top_entries_max = pc.min(entries).as_py(), pc.max(entries).as_py()
@@ -155,12 +171,14 @@ def _analyse(key: tuple[str, str, str], table: pa.Table, acc: _Accumulator, expe
                                                                   expectation)
     acc.result.cells.append(cell)
     acc.refs[key] = ref
-    cold = table.select(["sig_top_logprobs", "sig_text", "error"]).take(np.nonzero(cold_rows)[0])
-    if cold.num_rows:
-        own = cold.column("sig_top_logprobs")[0].as_py() or cold.column("sig_text")[0].as_py()
-        warm_sigs = {s for s in ref.signatures if s is not None} or set(warm.column("sig_text").to_pylist())
-        matches = None if cold.column("error")[0].as_py() or own is None or not warm_sigs else own in warm_sigs
-        acc.result.cold.append(ColdCheck(arm, prompt_id, phase, matches))
+
+
+def _cold_check(row: dict[str, Any], ref: _Reference | None) -> ColdCheck:
+    """The cold request against its cell's signatures (its text's when the server gave no top logprobs)."""
+    own = row["sig_top_logprobs"] or row["sig_text"]
+    warm = ({s for s in ref.signatures if s is not None} or ref.texts) if ref is not None else set()
+    matches = None if row["error"] or own is None or not warm else own in warm
+    return ColdCheck(row["arm"], row["prompt_id"], row["phase"], matches)
 
 
 def _positions(cell: Cell, warm: pa.Table, reference: int, ref: _Reference, near_tie_gap: float) -> PositionSeries:
@@ -189,21 +207,6 @@ def _positions(cell: Cell, warm: pa.Table, reference: int, ref: _Reference, near
         entry.top1_agreement = _floats(prompt.top1_agreement)
         entry.topk_overlap = _floats(prompt.topk_overlap)
     return entry
-
-
-def _co_residency(cell: Cell, capacity: int | None, rows: pa.Table) -> None:
-    """Co-resident (shared/CONVENTIONS.md): the server showed min(N, C) of a batch of N running together,
-    C the arm's capacity (its max-num-seqs) where known."""
-    if rows.num_rows == 0 or "concurrent" not in set(rows.column("phase_kind").to_pylist()):
-        return
-    sizes = pc.value_counts(rows.column("batch_id")).to_pylist()
-    cell.batch_size = min(s["counts"] for s in sizes)
-    spread = pc.max(rows.column("batch_send_spread_ns")).as_py()
-    cell.max_send_spread_ms = None if spread is None else spread / 1e6
-    running = pc.min(rows.column("batch_running_max")).as_py()
-    cell.min_running_observed = running
-    cell.capacity = capacity
-    cell.co_resident = None if running is None else running >= min(cell.batch_size, capacity or cell.batch_size)
 
 
 def _floats(values: np.ndarray) -> list[float | None]:

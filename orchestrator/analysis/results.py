@@ -36,12 +36,35 @@ class Cell:
     batch_size: int | None = None  # concurrent phases: requests per batch
     min_running_observed: int | None = None  # lowest running-request count seen during a batch
     max_send_spread_ms: float | None = None
+    max_arrival_spread_ms: float | None = None  # the server's trace: first to last request complete there
     capacity: int | None = None  # requests the arm's engine runs at once (its max-num-seqs), where known
-    co_resident: bool | None = None  # the server showed min(batch, capacity) running together
+    co_resident: bool | None = None  # every batch: the server showed min(batch, capacity) running together
+    batches: int | None = None
+    batches_kept_out: int | None = None  # not co-resident: their rows are not in n, nor in any verdict
+    transport_errors: int | None = None  # ReadError, timeouts and the like, over the cell's batches
 
     @property
     def label(self) -> str:
         return f"{self.arm}/{self.prompt_id}/{self.phase}"
+
+
+@dataclass
+class BatchCheck:
+    """One concurrent batch as the client sent it and the server ran it (analysis/batches.py)."""
+
+    arm: str
+    prompt_id: str
+    phase: str
+    batch_id: int
+    size: int
+    errors: int
+    transport_errors: int  # ReadError, timeouts, refused or dropped connections
+    send_spread_ms: float | None  # first to last request handed to the kernel, at the client
+    arrival_spread_ms: float | None  # first to last request complete at the server (its trace)
+    together: int | None  # most of the batch running at once
+    together_source: str | None  # "server trace" (exact) or "/metrics" (sampled)
+    capacity: int | None
+    co_resident: bool | None
 
 
 @dataclass
@@ -123,6 +146,7 @@ class ArmSummary:
 class Comparison:
     cells: list[Cell] = field(default_factory=list)
     cold: list[ColdCheck] = field(default_factory=list)
+    batches: list[BatchCheck] = field(default_factory=list)
     schedules: list[ScheduleCheck] = field(default_factory=list)
     pairs: list[PairCheck] = field(default_factory=list)
     pooled: list[PooledBound] = field(default_factory=list)

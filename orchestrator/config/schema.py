@@ -52,6 +52,11 @@ class BuildConfig:
     hint: str | None = None  # how to get the image (or a process arm's venv) when missing, e.g. "make vllm-cpu"
 
 
+class PromptAs(str, Enum):
+    text = "text"  # the prompt's text, tokenized by the server
+    token_ids = "token_ids"  # tokenized once per arm by its server's /tokenize, then sent as ids (completions)
+
+
 class Endpoint(str, Enum):
     completions = "completions"  # /v1/completions: prompt text, logprobs=k
     chat = "chat"  # /v1/chat/completions: one user message, logprobs=true, top_logprobs=k
@@ -150,6 +155,8 @@ class RequestConfig:
     prompt_logprobs: int | None = None
     echo: bool = False
     seed: int | None = None
+    # token_ids: every request carries the prompt as ids, and the server's usage.prompt_tokens must match them
+    prompt_as: PromptAs = PromptAs.text
     extra: dict[str, Any] = field(default_factory=dict)  # merged into the body as is
 
 
@@ -166,7 +173,11 @@ class ProtocolConfig:
     endpoint: Endpoint = Endpoint.completions
     request: RequestConfig = field(default_factory=RequestConfig)
     phases: dict[str, PhaseConfig] = field(default_factory=dict)  # run in this order
-    request_timeout_s: float = 300.0
+    # Sent after the arm's cold request and before the phases, round-robin over the prompts; recorded with
+    # role `warmup`, never part of a cell.
+    warmup_requests: int = 0
+    # None: grows with the work a request may wait behind (run/protocol.py `request_timeout_s`); `plan` prints it
+    request_timeout_s: float | None = None
     significant_digits: int = 12  # precision of top-logprob signatures
 
 

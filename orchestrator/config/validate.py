@@ -15,7 +15,7 @@ from typing import Any
 from orchestrator.config import engine_rules, security
 from orchestrator.config.catalog import line
 from orchestrator.config.compose import compose, resolve_prompts, to_typed
-from orchestrator.config.schema import Config, PhaseKind
+from orchestrator.config.schema import Config, Endpoint, PhaseKind, PromptAs
 from orchestrator.errors import ConfigError
 
 VERDICTS = ("identical", "differ")
@@ -71,8 +71,10 @@ def _ranges(config: Config) -> Iterator[tuple[str, Any, str, bool]]:
     yield check("protocol.request.temperature", request.temperature, TEMPERATURE)
     yield check("protocol.request.logprobs", request.logprobs, LOGPROBS)
     yield check("protocol.request.prompt_logprobs", request.prompt_logprobs, LOGPROBS)
-    yield check("protocol.request_timeout_s", config.protocol.request_timeout_s, POSITIVE)
+    if config.protocol.request_timeout_s is not None:
+        yield check("protocol.request_timeout_s", config.protocol.request_timeout_s, POSITIVE)
     yield check("protocol.significant_digits", config.protocol.significant_digits, DIGITS)
+    yield check("protocol.warmup_requests", config.protocol.warmup_requests, NON_NEGATIVE)
     for name, phase in config.protocol.phases.items():
         yield check(f"protocol.phases.{name}.repeats", phase.repeats, AT_LEAST_ONE)
         yield check(f"protocol.phases.{name}.batches", phase.batches, AT_LEAST_ONE)
@@ -124,6 +126,14 @@ def _cross_field(config: Config) -> list[str]:
             found.append(line("cross-field", f"protocol.phases.{name}.batches", phase.batches,
                               "1 for a sequential phase (batches are concurrent)",
                               f"set protocol.phases.{name}.repeats instead, or kind: concurrent"))
+    if config.protocol.request.prompt_as is PromptAs.token_ids:
+        chat = [f"protocol '{config.protocol.name}'"] if config.protocol.endpoint is Endpoint.chat else []
+        chat += [f"arm {name}" for name, arm in config.arms.items() if arm.endpoint is Endpoint.chat]
+        if chat:
+            found.append(line("cross-field", "protocol.request.prompt_as", "token_ids",
+                              "text when a chat endpoint is used (chat messages carry text)",
+                              "set protocol.request.prompt_as=text, or the completions endpoint for "
+                              + ", ".join(chat)))
     for prompt_id, prompt in config.prompts.prompts.items():
         if (prompt.text is None) == (prompt.file is None):
             found.append(line("cross-field", f"prompts.prompts.{prompt_id}", "text and file" if prompt.text

@@ -42,6 +42,11 @@ RESPONSES = pa.schema([
     ("send_ns", pa.int64()), ("recv_ns", pa.int64()),
     ("batch_send_spread_ns", pa.int64()),  # concurrent: last send - first send of the batch
     ("batch_running_max", pa.int64()),  # concurrent: most running requests /metrics showed meanwhile
+    # From servers that trace requests (the reference engine's `engine_trace`): when the request was complete
+    # at the server (wall clock, ns) and the engine steps it ran in; per batch, the arrival spread there and
+    # the most of the batch's requests that ran in one step. Null elsewhere (vLLM: /metrics above).
+    ("server_arrival_ns", pa.int64()), ("server_first_step", pa.int64()), ("server_last_step", pa.int64()),
+    ("batch_arrival_spread_ns", pa.int64()), ("batch_server_together", pa.int64()),
     ("completion_text", pa.string()), ("finish_reason", pa.string()), ("completion_tokens", pa.int64()),
     ("token_ids", pa.list_(pa.int64())), ("tokens", pa.list_(pa.string())),
     ("token_logprobs", pa.list_(pa.float64())),

@@ -59,9 +59,12 @@ def phase_clause(phase: str, cells: list[Cell], near_tie_gap: float) -> str:
     if batched:
         size = min(c.batch_size or 0 for c in batched)
         seen = [c.min_running_observed for c in batched if c.min_running_observed is not None]
-        together = f"co-resident {min(seen)}" if seen else "co-residency unknown (no /metrics)"
+        together = f"co-resident {min(seen)}" if seen else "co-residency unknown (no /metrics, no trace)"
         if seen and not all(c.co_resident for c in batched):
-            together = f"NOT co-resident (at most {min(seen)} running together)"
+            out = sum(c.batches_kept_out or 0 for c in batched)
+            total = sum(c.batches or 0 for c in batched)
+            together = (f"NOT co-resident (at most {min(seen)} running together; {out} of {total} batches kept "
+                        "out of the verdict)")
         capacity = min((c.capacity for c in batched if c.capacity is not None), default=None)
         on = f" on capacity {capacity}" if capacity is not None and size > capacity else ""
         head = f"{phase} {size}{on}, {together}"

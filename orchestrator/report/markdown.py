@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from orchestrator.analysis.results import Cell, Comparison, Divergence
+from orchestrator.analysis.results import BatchCheck, Cell, Comparison, Divergence
 from orchestrator.report.environment import markdown_section as environment_section
 from orchestrator.report.guard import markdown_section
 from orchestrator.report.probes import render_markdown
@@ -68,9 +68,10 @@ def headline(comparison: Comparison) -> str:
     cold = [c for c in comparison.cold if c.matches_warm is False]
     if cold:
         parts.append(f"{len(cold)} cold first requests differ from warm")
-    not_co = [c for c in comparison.cells if c.co_resident is False]
+    not_co = [b for b in comparison.batches if b.co_resident is False]
     if not_co:
-        parts.append(f"{len(not_co)} concurrent cells were not actually co-resident")
+        parts.append(f"{len(not_co)} of {len(comparison.batches)} concurrent batches were not co-resident "
+                     "(kept out of the verdict)")
     line = "; ".join(parts) + "."
     measured = [c for c in comparison.cells if c.distinct_signatures is not None]
     if measured and not varying and not differ and not cold:
@@ -160,15 +161,7 @@ def details(report: StudyReport) -> list[str]:
         out += _table(["arm", "prompt", "phase", "expectation", "passing", "distinct completions"], [
             [c.arm, c.prompt_id, c.phase, c.quality_note, _pct(c.quality_pass),
              c.distinct_completions] for c in quality])
-    concurrent = [c for c in result.cells if c.batch_size is not None]
-    if concurrent:
-        out += ["## Concurrent batches", "",
-                "Requests of a batch are released together; `running seen` is the lowest, over the batches, "
-                "of the most running requests the server's /metrics showed while the batch was in flight.", ""]
-        out += _table(["arm", "prompt", "phase", "batch size", "capacity", "send spread (ms)", "running seen",
-                       "co-resident"], [
-            [c.arm, c.prompt_id, c.phase, c.batch_size, _num(c.capacity, "d"), _num(c.max_send_spread_ms),
-             _num(c.min_running_observed, "d"), _co_resident(c)] for c in concurrent])
+    out += _batches_section(result)
     if result.cold:
         out += ["## Cold first request vs warm repeats", ""]
         out += _table(["arm", "prompt", "phase", "cold matches warm"], [
@@ -213,14 +206,44 @@ def _failures_section(report: StudyReport) -> list[str]:
     return out
 
 
-def _co_resident(cell: Cell) -> str:
-    if cell.co_resident is None:
-        return "unknown (no /metrics)"
-    queued = cell.capacity is not None and cell.batch_size is not None and cell.batch_size > cell.capacity
-    if queued:
-        state = "yes" if cell.co_resident else "**no**"
-        return f"batch of {cell.batch_size} on capacity {cell.capacity}: queued ({state}, {cell.capacity} at once)"
-    return "yes" if cell.co_resident else "**no**"
+BATCH_ROWS = 40  # the per-batch table beyond this many rows lives in report.json
+
+
+def _batches_section(result: Comparison) -> list[str]:
+    """Per cell, then per batch: how tightly the batch arrived, how many ran together, what failed."""
+    concurrent = [c for c in result.cells if c.batch_size is not None]
+    if not concurrent:
+        return []
+    out = ["## Concurrent batches", "",
+           "A batch's requests are released together. `arrival spread` is first to last request complete at the "
+           "server (from its trace, where it gives one); `together` the most of the batch running at once, from "
+           "the server's trace (exact) or its /metrics sampled in flight. A batch that was not co-resident "
+           "(shared/CONVENTIONS.md) is kept out of its cell's n and of every verdict.", ""]
+    out += _table(["arm", "prompt", "phase", "batch size", "capacity", "send spread (ms)", "arrival spread (ms)",
+                   "together (lowest)", "co-resident", "kept out", "transport errors"], [
+        [c.arm, c.prompt_id, c.phase, c.batch_size, _num(c.capacity, "d"), _num(c.max_send_spread_ms),
+         _num(c.max_arrival_spread_ms), _num(c.min_running_observed, "d"), _co_resident(c.co_resident, c),
+         f"{c.batches_kept_out} of {c.batches}", _num(c.transport_errors, "d")] for c in concurrent])
+    shown = result.batches[:BATCH_ROWS]
+    out += ["Per batch:", ""]
+    out += _table(["arm", "prompt", "phase", "batch", "size", "send spread (ms)", "arrival spread (ms)",
+                   "together", "from", "co-resident", "errors", "transport errors"], [
+        [b.arm, b.prompt_id, b.phase, b.batch_id, b.size, _num(b.send_spread_ms), _num(b.arrival_spread_ms),
+         _num(b.together, "d"), b.together_source or "", _co_resident(b.co_resident, b), b.errors,
+         b.transport_errors] for b in shown])
+    if len(result.batches) > len(shown):
+        out += [f"... {len(result.batches) - len(shown)} more batches in report.json (`batches`).", ""]
+    return out
+
+
+def _co_resident(co_resident: bool | None, batch: Cell | BatchCheck) -> str:
+    if co_resident is None:
+        return "unknown (no /metrics, no trace)"
+    size = batch.batch_size if isinstance(batch, Cell) else batch.size
+    state = "yes" if co_resident else "**no**"
+    if batch.capacity is not None and size is not None and size > batch.capacity:
+        return f"batch of {size} on capacity {batch.capacity}: queued ({state}, {batch.capacity} at once)"
+    return state
 
 
 def _sweep_section(sweep: dict[str, Any]) -> list[str]:

@@ -16,7 +16,7 @@ from typing import Any
 
 from orchestrator.config import resolve_prompts
 from orchestrator.config.arms import build_spec, container_spec, effective_arm, runtime_for
-from orchestrator.config.schema import ArmConfig, Config, RuntimeKind
+from orchestrator.config.schema import ArmConfig, Config, PromptAs, RuntimeKind
 from orchestrator.errors import OrchestratorError
 from orchestrator.guard.fingerprint import arm_cell, log_facts, matrix_key, probe_container
 from orchestrator.record.paths import RunPaths
@@ -180,12 +180,16 @@ class StudyRunner:
         proto = self.config.protocol
         ctx = RunContext(self.config.study.name, self.run_id, name, proto.significant_digits,
                          self.resume.attempt if self.resume else 0)
-        groups = list(protocol.plan(proto, arm.served_model_name, prompts, arm.endpoint, arm.request_extra))
-        if self.resume is not None:
-            groups = protocol.resent(groups, self.resume.groups[name], name, self.resume.attempt)
-        client = CompletionClient(handle.base_url, proto.request_timeout_s, transport=self.runtime.http_transport)
-        self.progress.arm(name, dict(Counter(request.phase for group in groups for request in group)))
+        client = CompletionClient(handle.base_url, protocol.request_timeout_s(proto),
+                                  transport=self.runtime.http_transport)
         try:
+            sent: Mapping[str, str | list[int]] = prompts
+            if proto.request.prompt_as is PromptAs.token_ids:
+                sent = await protocol.token_ids(client, arm.served_model_name, prompts)
+            groups = list(protocol.plan(proto, arm.served_model_name, sent, arm.endpoint, arm.request_extra))
+            if self.resume is not None:
+                groups = protocol.resent(groups, self.resume.groups[name], name, self.resume.attempt)
+            self.progress.arm(name, dict(Counter(request.phase for group in groups for request in group)))
             with TableWriter(self.paths, "responses", name, on_row=self.progress.row) as writer:
                 sender = ProtocolSender(ctx, prompts, writer, arm.metrics_path, arm.health_path,
                                         lambda: self.runtime.exit_code(handle),

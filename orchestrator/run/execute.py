@@ -18,7 +18,7 @@ from typing import Any
 
 from orchestrator.config import resolve_prompts
 from orchestrator.config.arms import build_spec, effective_arm, missing_executables, runtime_for
-from orchestrator.config.schema import Config, PhaseKind
+from orchestrator.config.schema import Config
 from orchestrator.config.security import OWN_CONFIG_ALLOW
 from orchestrator.config.validate import validate
 from orchestrator.errors import ConfigError, ExitStatus, ImageError
@@ -32,6 +32,7 @@ from orchestrator.report.build import build as build_reports
 from orchestrator.report.guard import headline as guard_headline
 from orchestrator.report.markdown import timings_line
 from orchestrator.report.verdict import print_summary
+from orchestrator.run import protocol
 from orchestrator.run.arms import ResumePlan, StudyRunner
 from orchestrator.run.timings import StageTimer
 from orchestrator.runtime.reaper import Reaper
@@ -158,9 +159,7 @@ def write_prompts(paths: RunPaths, texts: dict[str, str]) -> None:
 
 def expected_requests(typed: Config) -> int:
     """How many requests the protocol sends each arm: what a complete record holds (`run --resume`)."""
-    per_prompt = sum(p.repeats * (p.batches if p.kind is PhaseKind.concurrent else 1)
-                     for p in typed.protocol.phases.values())
-    return per_prompt * len(typed.prompts.prompts)
+    return protocol.requests_per_arm(typed.protocol, len(typed.prompts.prompts))
 
 
 def expectations(typed: Config) -> dict[str, dict[str, Any]]:

@@ -21,6 +21,10 @@ class ParsedCompletion:
     token_logprobs: list[float] | None = None
     top_logprobs: list[list[dict[str, Any]] | None] | None = None
     prompt_logprobs: list[list[dict[str, Any]] | None] | None = None
+    # The reference engine's `engine_trace`: when the request was complete at the server (wall clock, ns)
+    # and the engine steps it ran in, first and last; None from servers that do not say.
+    server_arrival_ns: int | None = None
+    server_steps: tuple[int, int] | None = None
     problems: list[str] = field(default_factory=list)
 
     @property
@@ -82,6 +86,7 @@ def parse_completion(body: bytes) -> ParsedCompletion:
         return out
     choice = choices[0]
     _parse_usage(doc.get("usage"), out)
+    _parse_trace(doc.get("engine_trace"), out)
     chat = "message" in choice  # /v1/chat/completions: text in message.content, logprobs.content
     if chat:
         message = choice.get("message")
@@ -113,6 +118,13 @@ def _parse_usage(usage: Any, out: ParsedCompletion) -> None:
         for key in ("prompt_tokens", "completion_tokens"):
             with contextlib.suppress(TypeError):  # usage is informative only
                 setattr(out, key, _int(usage.get(key)))
+
+
+def _parse_trace(trace: Any, out: ParsedCompletion) -> None:
+    if isinstance(trace, dict):
+        with contextlib.suppress(TypeError):  # informative only: a malformed trace is no trace
+            arrival, first, last = (_int(trace.get(k)) for k in ("arrival_ns", "first_step", "last_step"))
+            out.server_arrival_ns, out.server_steps = arrival, (first, last)
 
 
 def _parse_logprobs(logprobs: dict[str, Any], out: ParsedCompletion) -> None:

@@ -6,6 +6,7 @@ from pathlib import Path
 
 from orchestrator.config.arms import container_spec, effective_arm
 from orchestrator.config.schema import Config, RuntimeKind
+from orchestrator.run.protocol import request_timeout_s
 from orchestrator.runtime.spec import ContainerSpec, run_labels
 
 PLAN_RUN_ID = "RUN_ID"
@@ -28,6 +29,9 @@ def arm_specs(config: Config, run_root: Path, run_id: str, images: dict[str, str
 def render(config: Config) -> str:
     lines = [f"# study {config.study.name}: {len(config.arms)} arm(s), protocol {config.protocol.name}, "
              f"prompts {config.prompts.name}"]
+    derived = "" if config.protocol.request_timeout_s is not None else \
+        " (derived from the largest batch and max_tokens; set protocol.request_timeout_s to fix it)"
+    lines.append(f"# requests time out after {request_timeout_s(config.protocol):g} s{derived}")
     if config.stand_in:
         lines.append(f"# stand-in: every arm runs on {config.stand_in} (no GPUs, no host mounts)")
     process = config.runtime.kind is RuntimeKind.process

@@ -3,20 +3,26 @@
 sequential: each request waits for the previous answer. concurrent: `repeats` identical requests are
 released together (run/release.py: their connections opened and warmed first, their bytes sent in one
 loop); the spread of their send times, taken as the bytes reach the kernel, is recorded.
-The very first request an arm receives is tagged cold (it may pay for compilation or autotuning).
+Roles (shared/CONVENTIONS.md): an arm's very first request is `cold` (it may pay for compilation or
+autotuning), sent alone and kept apart from every cell; then `protocol.warmup_requests` requests marked
+`warmup`, never part of a cell; then the phases, every request of them `measured`.
 """
 
 from __future__ import annotations
 
 import asyncio
 import dataclasses
-from collections.abc import Iterator
+import json
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from orchestrator.config.schema import Endpoint, PhaseKind, ProtocolConfig
+from orchestrator.errors import EngineFailure
 from orchestrator.run import release
 from orchestrator.run.client import CompletionClient, Exchange, json_bytes
+
+COLD, WARMUP, MEASURED = "cold", "warmup", "measured"
 
 
 @dataclass(frozen=True)
@@ -27,13 +33,14 @@ class Request:
     batch_id: int
     repeat: int
     request_index: int
-    cold: bool
     body: dict[str, Any]
     path: str = "/v1/completions"
+    role: str = MEASURED
 
     def request_id(self, arm: str) -> str:
         """Stable across a resume: which request of the protocol this is, not when it was sent."""
-        return f"{arm}/{self.prompt_id}/{self.phase}/{self.batch_id}/{self.repeat}"
+        where = self.batch_id if self.role == MEASURED else self.role
+        return f"{arm}/{self.prompt_id}/{self.phase}/{where}/{self.repeat}"
 
     def group_id(self, arm: str) -> str:
         """What is sent together: a concurrent batch, or one sequential request."""
@@ -42,15 +49,14 @@ class Request:
         return self.request_id(arm)
 
     @property
-    def role(self) -> str:
-        return "cold" if self.cold else "measured"
-
+    def cold(self) -> bool:
+        return self.role == COLD
 
 
 PATHS = {Endpoint.completions: "/v1/completions", Endpoint.chat: "/v1/chat/completions"}
 
 
-def request_body(protocol: ProtocolConfig, model: str, prompt: str, endpoint: Endpoint | None = None,
+def request_body(protocol: ProtocolConfig, model: str, prompt: str | list[int], endpoint: Endpoint | None = None,
                  arm_extra: dict[str, Any] | None = None) -> dict[str, Any]:
     """`endpoint`: the arm's, when it names one; `arm_extra`: merged last (engine-specific fields)."""
     params = protocol.request
@@ -73,34 +79,61 @@ def request_body(protocol: ProtocolConfig, model: str, prompt: str, endpoint: En
     return body
 
 
-def plan(protocol: ProtocolConfig, model: str, prompts: dict[str, str], endpoint: Endpoint | None = None,
-         arm_extra: dict[str, Any] | None = None) -> Iterator[list[Request]]:
-    """Groups of requests in sending order: a group of one is sent alone, a larger group together."""
-    index = 0
+def plan(protocol: ProtocolConfig, model: str, prompts: Mapping[str, str | list[int]],
+         endpoint: Endpoint | None = None, arm_extra: dict[str, Any] | None = None) -> Iterator[list[Request]]:
+    """Groups of requests in sending order: a group of one is sent alone, a larger group together. A prompt
+    is text, or the token ids its arm's server made of it (`prompt_as: token_ids`)."""
+    path = PATHS[endpoint or protocol.endpoint]
+    bodies = {prompt_id: request_body(protocol, model, text, endpoint, arm_extra)
+              for prompt_id, text in prompts.items()}
+    if not bodies or not protocol.phases:
+        return
+    first_phase, order = next(iter(protocol.phases)), list(bodies)
+    sequential = PhaseKind.sequential
+    yield [Request(order[0], first_phase, sequential, 0, 0, 0, bodies[order[0]], path, COLD)]
+    for repeat in range(protocol.warmup_requests):  # round-robin over the prompts
+        prompt_id = order[repeat % len(order)]
+        yield [Request(prompt_id, first_phase, sequential, 0, repeat, 1 + repeat, bodies[prompt_id], path, WARMUP)]
+    index = 1 + protocol.warmup_requests
     for phase_name, phase in protocol.phases.items():
-        for prompt_id, text in prompts.items():
-            body = request_body(protocol, model, text, endpoint, arm_extra)
-            path = PATHS[endpoint or protocol.endpoint]
-            if phase.kind is PhaseKind.sequential:
+        for prompt_id, body in bodies.items():
+            if phase.kind is sequential:
                 for repeat in range(phase.repeats):
-                    yield [Request(prompt_id, phase_name, phase.kind, 0, repeat, index, index == 0, body, path)]
+                    yield [Request(prompt_id, phase_name, phase.kind, 0, repeat, index, body, path)]
                     index += 1
             else:
                 for batch in range(phase.batches):
-                    group = [Request(prompt_id, phase_name, phase.kind, batch, r, index + r, index + r == 0, body,
-                                     path) for r in range(phase.repeats)]
-                    index += len(group)
-                    yield group
+                    yield [Request(prompt_id, phase_name, phase.kind, batch, r, index + r, body, path)
+                           for r in range(phase.repeats)]
+                    index += phase.repeats
+
+
+TIMEOUT_FLOOR_S = 300.0  # a cold request may compile or autotune for minutes (GPU vLLM)
+TIMEOUT_PER_TOKEN_S = 0.05  # a request may wait for every token of every request of its batch (a slow CPU)
+
+
+def request_timeout_s(protocol: ProtocolConfig) -> float:
+    """The configured timeout, or one that grows with the largest batch and max_tokens, so a big batch on a
+    slow engine is not cut off by a limit sized for one request."""
+    if protocol.request_timeout_s is not None:
+        return protocol.request_timeout_s
+    largest = max((p.repeats for p in protocol.phases.values() if p.kind is PhaseKind.concurrent), default=1)
+    return TIMEOUT_FLOOR_S + TIMEOUT_PER_TOKEN_S * max(protocol.request.max_tokens, 1) * largest
+
+
+def requests_per_arm(protocol: ProtocolConfig, prompts: int) -> int:
+    """How many requests `plan` sends an arm: the cold one, the warm-up, every phase's."""
+    per_prompt = sum(p.repeats * (p.batches if p.kind is PhaseKind.concurrent else 1) for p in protocol.phases.values())
+    return (1 + protocol.warmup_requests + per_prompt * prompts) if prompts and protocol.phases else 0
 
 
 def resent(groups: list[list[Request]], wanted: set[str], arm: str, attempt: int) -> list[list[Request]]:
-    """The groups `run --resume` sends again, none of them cold, after a new cold request: the restarted
-    engine's first answer is set apart as the first run's was (request_id .../restart-ATTEMPT)."""
-    chosen = [[dataclasses.replace(r, cold=False) for r in g] for g in groups if g[0].group_id(arm) in wanted]
-    if not chosen:
-        return []
-    first = chosen[0][0]
-    cold = dataclasses.replace(first, phase_kind=PhaseKind.sequential, batch_id=0, repeat=-attempt, cold=True)
+    """The groups `run --resume` sends again. The restarted engine's first answer is set apart as the first
+    run's was: the protocol's own cold request when it is among them, else a new one (.../cold/-ATTEMPT)."""
+    chosen = [g for g in groups if g[0].group_id(arm) in wanted]
+    if not chosen or chosen[0][0].cold:
+        return chosen
+    cold = dataclasses.replace(groups[0][0], repeat=-attempt)
     return [[cold], *chosen]
 
 
@@ -119,6 +152,47 @@ def running_requests(metrics_text: str) -> int | None:
     values = [float(line.rsplit(" ", 1)[1]) for line in metrics_text.splitlines()
               if line.startswith(RUNNING_METRIC) and line[len(RUNNING_METRIC):][:1] in ("{", " ")]
     return int(sum(values)) if values else None
+
+
+def server_view(rows: list[dict[str, Any]]) -> tuple[int | None, int | None]:
+    """A batch as its server traced it (rows with `server_*` fields): the spread of the moments its requests
+    were complete there, and the most of them that ran in one engine step; None where nothing was traced."""
+    arrivals = [r["server_arrival_ns"] for r in rows if r.get("server_arrival_ns") is not None]
+    steps = [(r["server_first_step"], r["server_last_step"]) for r in rows if r.get("server_first_step") is not None]
+    spread = max(arrivals) - min(arrivals) if arrivals else None
+    if not steps:
+        return spread, None
+    events = sorted([(first, 1) for first, _ in steps] + [(last + 1, -1) for _, last in steps])
+    running = together = 0
+    for _, change in events:  # ends sort before starts at the same step: intervals are inclusive
+        running += change
+        together = max(together, running)
+    return spread, together
+
+
+async def token_ids(client: CompletionClient, model: str, prompts: Mapping[str, str]) -> dict[str, list[int]]:
+    """Each prompt as the arm's server tokenizes it (POST /tokenize, as vLLM serves it)."""
+    out = {}
+    for prompt_id, text in prompts.items():
+        exchange = await client.request("POST", "/tokenize", {"model": model, "prompt": text})
+        try:
+            tokens = json.loads(exchange.body)["tokens"] if exchange.status == 200 else None
+        except (ValueError, KeyError, TypeError):
+            tokens = None
+        if not isinstance(tokens, list) or not tokens or not all(isinstance(t, int) for t in tokens):
+            raise EngineFailure(f"prompt_as token_ids: the server's /tokenize gave no token ids for prompt "
+                                f"{prompt_id} (HTTP {exchange.status}: {exchange.body[:200]!r}); set "
+                                "protocol.request.prompt_as=text for an engine without /tokenize")
+        out[prompt_id] = tokens
+    return out
+
+
+def prompt_token_check(body: dict[str, Any], prompt_tokens: int | None) -> str | None:
+    """The server saw what was sent: with ids sent, usage.prompt_tokens must count exactly those."""
+    sent = body.get("prompt")
+    if not isinstance(sent, list) or prompt_tokens is None or prompt_tokens == len(sent):
+        return None
+    return f"the server counted {prompt_tokens} prompt tokens where {len(sent)} token ids were sent"
 
 
 async def send_group(client: CompletionClient, group: list[Request], metrics_path: str | None = "/metrics",

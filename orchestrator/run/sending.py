@@ -32,7 +32,8 @@ class RunContext:
 def response_row(ctx: RunContext, request: protocol.Request, exchange: Exchange, prompt: str) -> dict[str, Any]:
     """One `responses` row: what was sent, exactly what came back, what it parsed to, its signatures."""
     parsed = parse_completion(exchange.body) if exchange.status is not None else None
-    errors = [e for e in (exchange.error, parsed.error if parsed else None) if e]
+    mismatch = protocol.prompt_token_check(request.body, parsed.prompt_tokens) if parsed else None
+    errors = [e for e in (exchange.error, parsed.error if parsed else None, mismatch) if e]
     top = parsed.top_logprobs if parsed else None
     return {
         "study": ctx.study, "run_id": ctx.run_id, "arm": ctx.arm, "prompt_id": request.prompt_id,
@@ -52,6 +53,9 @@ def response_row(ctx: RunContext, request: protocol.Request, exchange: Exchange,
         "top_gaps": top_gaps(top),
         "top_logprobs_entries": None if top is None else [None if p is None else len(p) for p in top],
         "prompt_logprobs": parsed.prompt_logprobs if parsed else None,
+        "server_arrival_ns": parsed.server_arrival_ns if parsed else None,
+        "server_first_step": parsed.server_steps[0] if parsed and parsed.server_steps else None,
+        "server_last_step": parsed.server_steps[1] if parsed and parsed.server_steps else None,
         "sig_text": signatures.text_signature(parsed.completion_text) if parsed and not errors else None,
         "sig_token_ids": signatures.token_ids_signature(parsed.token_ids) if parsed and not errors else None,
         "sig_top_logprobs": signatures.top_logprobs_signature(top, ctx.significant_digits)
@@ -83,9 +87,14 @@ class ProtocolSender:
             except BaseException:  # Ctrl-C (a cancelled task) mid-group: its requests were sent; each gets a row
                 self._not_sent([group], "interrupted: sent, but the answer was not received before the stop")
                 raise
-            for request, exchange in zip(group, result.exchanges, strict=True):
-                row = response_row(self.ctx, request, exchange, self.prompts[request.prompt_id])
-                row.update(batch_send_spread_ns=result.send_spread_ns, batch_running_max=result.running_max)
+            rows = [response_row(self.ctx, request, exchange, self.prompts[request.prompt_id])
+                    for request, exchange in zip(group, result.exchanges, strict=True)]
+            if len(group) > 1:
+                arrival_spread, together = protocol.server_view(rows)
+                for row in rows:
+                    row.update(batch_send_spread_ns=result.send_spread_ns, batch_running_max=result.running_max,
+                               batch_arrival_spread_ns=arrival_spread, batch_server_together=together)
+            for row in rows:
                 self.writer.append(row)
                 answered += row["error"] is None
                 first_error = first_error or row["error"]

@@ -29,7 +29,7 @@ def test_default_study_lands_three_tables(default_run: tuple[Path, str]) -> None
     run_dir, _ = default_run
     responses = pq.read_table(run_dir / "data" / "responses").to_pylist()
     # 2 arms x 2 prompts x (3 sequential + 1 batch of 3 concurrent)
-    assert len(responses) == 2 * 2 * (3 + 3)
+    assert len(responses) == 2 * (1 + 2 * (3 + 3))  # a cold request each, then 2 prompts
     assert {r["arm"] for r in responses} == {"baseline", "wide_batch"}
     assert sum(r["cold"] for r in responses) == 2  # the first request of each arm
     for row in responses:
@@ -65,3 +65,19 @@ def test_compare_reproduces_report(default_run: tuple[Path, str]) -> None:
     result = orchestrator("compare", str(run_dir), "--json")
     assert result.returncode == 0, result.stderr
     assert result.stdout == before
+
+
+def test_token_ids_warmup_and_the_server_trace_against_the_reference_engine(tmp_path: Path) -> None:
+    result = orchestrator("run", f"hydra.run.dir={tmp_path}", *QUICK, "~arms.wide_batch", "protocol.warmup_requests=2",
+                          "protocol.request.prompt_as=token_ids")
+    assert result.returncode == 0, result.stderr[-3000:]
+    rows = pq.read_table(tmp_path / "data" / "responses").to_pylist()
+    assert [r["role"] for r in rows[:3]] == ["cold", "warmup", "warmup"] and rows[3]["role"] == "measured"
+    for row in rows:  # ids from the engine's /tokenize, counted back by its usage.prompt_tokens
+        sent = json.loads(row["request_json"])["prompt"]
+        assert isinstance(sent, list) and row["prompt_tokens"] == len(sent) and row["error"] is None, row["error"]
+    report = json.loads((tmp_path / "report.json").read_text())
+    assert sum(c["n"] for c in report["cells"]) == len(rows) - 3  # the cold and warm-up requests are in no cell
+    [batch, *others] = report["batches"]  # one batch of 3 per prompt
+    assert len(others) == 1 and batch["size"] == 3 and batch["together_source"] == "server trace"
+    assert batch["arrival_spread_ms"] is not None and 1 <= batch["together"] <= 3

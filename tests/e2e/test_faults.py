@@ -21,7 +21,8 @@ from tests.conftest import LABEL, ROOT, orchestrator
 # One arm, one prompt: 2 sequential requests and a batch of 3 (5 requests), a short request timeout.
 SMALL = ["~arms.wide_batch", "~prompts.prompts.count", "protocol.phases.sequential.repeats=2",
          "protocol.phases.concurrent.repeats=3", "protocol.phases.concurrent.batches=1", "protocol.request_timeout_s=3"]
-REQUESTS = 5
+PER_PROMPT = 5  # 2 sequential + a batch of 3
+REQUESTS = 1 + PER_PROMPT  # one arm, one prompt: the cold request first
 FAULTY = ["runtime=process", "arm@arms.baseline=reference_process", "arms.baseline.build.context=tests/faults",
           "arms.baseline.knobs.entrypoint=null", "arms.baseline.knobs.command=null", "arms.baseline.metrics_path=null",
           *SMALL]
@@ -101,7 +102,7 @@ def test_a_container_killed_mid_run_fails_its_arm_and_every_request_has_a_row(tm
     _, stderr = proc.communicate(timeout=120)
     assert proc.returncode == 4, stderr[-2000:]
     recorded = rows(tmp_path)
-    assert len(recorded) == 2 * (400 + 4 * 2)  # every request of the protocol: answered, failed or not sent
+    assert len(recorded) == 1 + 2 * (400 + 4 * 2)  # every request of the protocol: answered, failed or not sent
     assert any(r["error"] is None for r in recorded) and any(r["error"] for r in recorded)
 
 
@@ -137,7 +138,7 @@ def test_two_studies_at_once_do_not_clash(tmp_path: Path) -> None:
     ids = {json.loads((tmp_path / name / "run.json").read_text())["run_id"] for name in ("a", "b")}
     assert len(ids) == 2
     for name in ("a", "b"):
-        assert len(rows(tmp_path / name)) == 2 * 2 * REQUESTS
+        assert len(rows(tmp_path / name)) == 2 * (1 + 2 * PER_PROMPT)
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="mounting a tmpfs needs root (CI runs as root)")

@@ -53,7 +53,7 @@ def process_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str, Pa
 def test_process_study_lands_three_tables(process_run: tuple[Path, str, Path]) -> None:
     run_dir, _, state = process_run
     responses = pq.read_table(run_dir / "data" / "responses").to_pylist()
-    assert len(responses) == 2 * 2 * (3 + 3)
+    assert len(responses) == 2 * (1 + 2 * (3 + 3))  # a cold request each, then 2 prompts
     assert {r["arm"] for r in responses} == {"baseline", "wide_batch"}
     assert all(r["http_status"] == 200 and r["error"] is None and r["sig_top_logprobs"] for r in responses)
     arms = pq.read_table(run_dir / "data" / "arms").to_pylist()

@@ -141,7 +141,7 @@ def test_resume_after_kill_9_completes_the_run_with_one_row_per_request(tmp_path
     assert result.returncode == 0, result.stderr[-3000:]
     assert "resuming" in result.stderr and "attempt 1" in result.stderr
     latest = read_table(RunPaths(run_dir), "responses", ["arm", "request_id", "attempt", "role", "error"]).to_pylist()
-    per_arm = 2 * (40 + 4 * 2)  # 2 prompts x (40 sequential + 2 batches of 4)
+    per_arm = 1 + 2 * (40 + 4 * 2)  # cold, then 2 prompts x (40 sequential + 2 batches of 4)
     ids = collections.Counter(r["request_id"] for r in latest if not r["request_id"].endswith("/-1"))
     assert len(ids) == 2 * per_arm and set(ids.values()) == {1}, "a request without exactly one latest row"
     assert all(r["error"] is None for r in latest)

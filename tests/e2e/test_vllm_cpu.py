@@ -58,7 +58,7 @@ def test_repeatability_in_docker_is_an_honest_negative_with_everything_read_from
     assert concurrent and all(c["min_running_observed"] > 1 for c in concurrent)
     assert all(c["co_resident"] == (c["min_running_observed"] == 16) for c in concurrent)
     rows = pq.read_table(tmp_path / "data" / "responses").to_pylist()
-    assert len(rows) == 2 * (10 + 16)
+    assert len(rows) == 2 * (1 + 10 + 16)
     assert all(r["token_ids"] and len(r["token_ids"]) == 256 for r in rows)  # return_token_ids
     assert all(set(r["top_logprobs_entries"]) == {20} for r in rows)  # token-id keys: nothing collapsed
     [arm] = pq.read_table(tmp_path / "data" / "arms").to_pylist()
@@ -106,10 +106,10 @@ def test_an_engine_that_dies_mid_study_fails_the_run_with_its_root_cause(tmp_pat
     assert "the engine died at request 1 of" in result.stderr
     run = tmp_path / "run"
     rows = pq.read_table(run / "data" / "responses").to_pylist()
-    assert len(rows) == 2 * (6 + 4 * 2) and all(r["error"] for r in rows)  # every request has its row
+    assert len(rows) == 1 + 2 * (6 + 4 * 2) and all(r["error"] for r in rows)  # every request has its row
     assert rows[0]["http_status"] == 500 and b"EngineCore encountered an issue" in rows[0]["response_body"]
     [failure] = _report(run)["failures"]
-    assert failure["died_at"].startswith("request 1 of 28")
+    assert failure["died_at"].startswith("request 1 of 29")
     assert any("is not subscriptable" in line for line in failure["root_cause"]), failure["root_cause"]
     text = (run / "report.md").read_text()
     assert "## Failures" in text and "root cause, from its log" in text

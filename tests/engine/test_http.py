@@ -87,6 +87,10 @@ def test_concurrent_requests_are_batched_and_identical(base) -> None:
     sizes = {int(m) for m in re.findall(r'refengine:batch_size_total\{size="(\d+)"\}', metrics)}
     assert max(sizes) >= 2
     assert re.search(r'vllm:num_requests_waiting\{model_name="tiny",engine="0"\} 0', metrics)
+    # The trace proves it per request: the ones batched together ran in the same engine steps.
+    traces = [r["engine_trace"] for r in out]
+    assert all(t["arrival_ns"] > 0 and t["last_step"] - t["first_step"] == 4 for t in traces)  # prefill + 4
+    assert max(sum(t["first_step"] == u["first_step"] for u in traces) for t in traces) == max(sizes)
 
 
 def _listen_overflows() -> int:

@@ -129,7 +129,8 @@ def test_rows_of_malformed_bodies_always_land(tmp_path_factory, bodies: list[byt
     ctx = RunContext("s", "r", "a", 12)
     with TableWriter(paths, "responses", "a") as writer:
         for i, body in enumerate(bodies):
-            request = Request("p", "seq", PhaseKind.sequential, 0, i, i, i == 0, {"prompt": "x"})
+            request = Request("p", "seq", PhaseKind.sequential, 0, i, i, {"prompt": "x"},
+                              role="cold" if i == 0 else "measured")
             writer.append(response_row(ctx, request, Exchange(200, body, None, 1, 2), "x"))
     table = read_table(paths, "responses")
     assert table.column("response_body").to_pylist() == bodies  # exact bytes, every row

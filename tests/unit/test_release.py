@@ -100,7 +100,7 @@ def test_what_goes_wrong_is_one_exchange_each(server: _Server) -> None:
 
 def test_send_group_releases_through_the_sockets_and_records_the_spread(server: _Server) -> None:
     server.batch = threading.Barrier(8)
-    group = [protocol.Request("p", "concurrent", protocol.PhaseKind.concurrent, 0, r, r, False, {"r": r})
+    group = [protocol.Request("p", "concurrent", protocol.PhaseKind.concurrent, 0, r, r, {"r": r})
              for r in range(8)]
 
     async def send() -> protocol.GroupResult:

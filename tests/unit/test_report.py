@@ -25,7 +25,8 @@ from tests.conftest import ROOT
 from tests.recorded import noisy_study_run
 
 GOLDEN = ROOT / "tests" / "golden" / "report" / "fake-noisy.json"
-VOLATILE = {"max_send_spread_ms"}  # timing of the batch's sends
+# timing of the batch's sends and of its arrivals at the server
+VOLATILE = {"max_send_spread_ms", "send_spread_ms", "max_arrival_spread_ms", "arrival_spread_ms"}
 
 
 def fake_run(root: Path, gate: dict[str, Any] | None = None) -> RunPaths:

@@ -40,7 +40,8 @@ def test_the_run_records_every_request_and_the_comparison_finds_the_noise(tmp_pa
     assert '"version": "' + VERSION in arms["baseline"]["fingerprint_json"]
     responses = read_table(paths, "responses").to_pylist()
     prompts = len(typed.prompts.prompts)
-    assert len(responses) == 2 * prompts * (6 + 4 * 2)  # two arms, 6 sequential + 2 batches of 4 per prompt
+    # two arms: a cold request each, then 6 sequential + 2 batches of 4 per prompt
+    assert len(responses) == 2 * (1 + prompts * (6 + 4 * 2))
     assert all(r["error"] is None for r in responses)
     cells = compare([paths], "baseline").cells
     varying = {c.arm for c in cells if c.distinct_signatures not in (None, 1)}
@@ -80,12 +81,12 @@ def test_an_engine_that_dies_mid_protocol_fails_its_arm_and_says_where_and_why(t
     runner.run()
     assert runner.failed == ["wide_batch"]
     rows = [r for r in read_table(paths, "responses").to_pylist() if r["arm"] == "wide_batch"]
-    assert len(rows) == 2 * (6 + 4 * 2)  # every request of the protocol has its row, sent or not
+    assert len(rows) == 1 + 2 * (6 + 4 * 2)  # every request of the protocol has its row, sent or not
     assert sum(r["error"] is None for r in rows) == 3
     assert sum((r["error"] or "").startswith("not sent") for r in rows) == len(rows) - 4
     [failure] = arm_failures(paths)
-    assert failure.arm == "wide_batch" and failure.died_at is not None and failure.died_at.startswith("request 4 of 28")
-    assert "HTTP 500" in failure.died_at and "the engine died at request 4 of 28" in (failure.error or "")
+    assert failure.arm == "wide_batch" and failure.died_at is not None and failure.died_at.startswith("request 4 of 29")
+    assert "HTTP 500" in failure.died_at and "the engine died at request 4 of 29" in (failure.error or "")
     assert failure.root_cause[0] == "ERROR EngineCore encountered a fatal error."
     assert failure.root_cause[-1] == "TypeError: 'function' object is not subscriptable"
 
@@ -98,7 +99,7 @@ def test_an_arm_whose_every_request_failed_is_never_a_success(tmp_path: Path) ->
     runner.run()
     assert runner.failed == ["wide_batch"]
     row = next(r for r in read_table(paths, "arms").to_pylist() if r["arm"] == "wide_batch")
-    assert row["status"] == "failed" and row["error"].startswith("no successful response: all 28 requests failed")
+    assert row["status"] == "failed" and row["error"].startswith("no successful response: all 29 requests failed")
 
 
 def test_the_root_cause_is_the_whole_error_block_after_the_last_answer_trimmed_in_the_middle() -> None:

@@ -75,14 +75,19 @@ def test_wait_ready_needs_a_real_200_and_fails_fast_on_exit() -> None:
     assert "no GPU" in str(err.value)
 
 
-def test_plan_tags_one_cold_request_and_gates_concurrent_groups() -> None:
-    cfg = config.to_typed(config.compose([]))
+def test_plan_sends_cold_and_warmup_apart_and_gates_concurrent_groups() -> None:
+    cfg = config.to_typed(config.compose(["protocol.warmup_requests=3"]))
     groups = list(protocol.plan(cfg.protocol, "reference", {"a": "x", "b": "y"}))
     sizes = [len(g) for g in groups]
-    assert sizes == [1] * 12 + [4] * 4  # 6 sequential x 2 prompts, then 2 batches of 4 x 2 prompts
+    # cold, 3 warm-up, 6 sequential x 2 prompts, then 2 batches of 4 x 2 prompts: every batch whole
+    assert sizes == [1] * (1 + 3 + 12) + [4] * 4
     requests = [r for g in groups for r in g]
+    assert len(requests) == protocol.requests_per_arm(cfg.protocol, 2)
     assert [r.request_index for r in requests] == list(range(len(requests)))
-    assert [r.cold for r in requests].count(True) == 1 and requests[0].cold
+    assert [r.role for r in requests[:4]] == ["cold", "warmup", "warmup", "warmup"]
+    assert [r.prompt_id for r in requests[1:4]] == ["a", "b", "a"]  # warm-up: round-robin over the prompts
+    assert {r.role for r in requests[4:]} == {"measured"}
+    assert len({r.request_id("arm") for r in requests}) == len(requests)
     assert requests[0].body == {"model": "reference", "prompt": "x", "max_tokens": 16, "temperature": 0.0,
                                 "logprobs": 20}
 

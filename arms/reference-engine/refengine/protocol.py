@@ -56,7 +56,7 @@ def _int(body: dict[str, Any], name: str, default: int | None) -> int | None:
     return v
 
 
-def _prompt_ids(prompt: Any) -> list[int]:
+def prompt_ids(prompt: Any) -> list[int]:
     if isinstance(prompt, list) and len(prompt) == 1 and isinstance(prompt[0], (str, list)):
         prompt = prompt[0]  # a batch of one prompt
     if isinstance(prompt, str):
@@ -94,7 +94,7 @@ def parse_completion(body: Any, cfg: EngineConfig) -> tuple[GenRequest, Completi
         raise APIError(404, f"The model `{model}` does not exist.", type_="NotFoundError", param="model")
     if "prompt" not in body:
         raise APIError(400, "'prompt' is required", param="prompt")
-    ids = _prompt_ids(body["prompt"])
+    ids = prompt_ids(body["prompt"])
     if _bool(body, "stream"):
         raise APIError(400, "Streaming is not supported by refengine", param="stream")
     n = _int(body, "n", 1)

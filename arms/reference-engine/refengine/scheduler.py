@@ -1,5 +1,8 @@
 """Static batching: one worker takes the first waiting request, waits a short window for more
-(up to ``max_num_seqs``), then runs that batch to completion. Later arrivals wait for the next batch."""
+(up to ``max_num_seqs``), then runs that batch to completion. Later arrivals wait for the next batch.
+
+Every request records when it arrived and the engine steps it ran in (a global step counter: a batch's
+prefill is one step, each decode iteration one more), so a client can prove which requests ran together."""
 
 from __future__ import annotations
 
@@ -19,9 +22,16 @@ logger = logging.getLogger(__name__)
 class Job:
     request_id: str
     request: GenRequest
+    arrival_ns: int = 0  # wall clock, as the request was complete at the server
     done: threading.Event = field(default_factory=threading.Event)
     result: GenResult | None = None
     error: BaseException | None = None
+    first_step: int = 0
+    last_step: int = 0
+
+    def trace(self) -> dict[str, int]:
+        """Returned with the response (`engine_trace`): the server's view of this request."""
+        return {"arrival_ns": self.arrival_ns, "first_step": self.first_step, "last_step": self.last_step}
 
     def wait(self, timeout_s: float | None = None) -> GenResult:
         if not self.done.wait(timeout_s):
@@ -40,6 +50,7 @@ class Scheduler:
         self.batch_window_s = batch_window_ms / 1000.0
         self._queue: queue.Queue[Job] = queue.Queue()
         self._stop = threading.Event()
+        self._next_step = 0  # only the scheduler thread moves it
         self._thread = threading.Thread(target=self._loop, name="refengine-scheduler", daemon=True)
 
     def start(self) -> None:
@@ -49,8 +60,8 @@ class Scheduler:
         self._stop.set()
         self._thread.join(timeout_s)
 
-    def submit(self, request_id: str, request: GenRequest) -> Job:
-        job = Job(request_id, request)
+    def submit(self, request_id: str, request: GenRequest, arrival_ns: int = 0) -> Job:
+        job = Job(request_id, request, arrival_ns)
         self.metrics.enqueue()
         self._queue.put(job)
         return job
@@ -89,8 +100,11 @@ class Scheduler:
                 j.error = exc
                 j.done.set()
             return
+        first = self._next_step
+        self._next_step += 1 + max(len(r.output_ids) for r in results)  # prefill, then one step a token
         for j, res in zip(batch, results, strict=True):
             j.result = res
+            j.first_step, j.last_step = first, first + len(res.output_ids)
             self.metrics.finish(res.finish_reason, len(j.request.prompt_ids), len(res.output_ids))
             logger.info(
                 "Finished request %s prompt_tokens=%d completion_tokens=%d batch_size=%d",

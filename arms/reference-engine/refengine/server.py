@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import logging
 import threading
+import time
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -121,7 +122,8 @@ class Handler(BaseHTTPRequestHandler):
         path = self.path.split("?", 1)[0]
         length = int(self.headers.get("Content-Length") or 0)
         raw = self.rfile.read(length) if length else b""
-        if path != "/v1/completions":
+        arrival_ns = time.time_ns()
+        if path not in ("/v1/completions", "/tokenize"):
             self._json(404, protocol.APIError(404, f"Not found: {path}", "NotFoundError").body())
             return
         try:
@@ -129,10 +131,16 @@ class Handler(BaseHTTPRequestHandler):
                 body = json.loads(raw or b"null")
             except ValueError as exc:
                 raise protocol.APIError(400, f"Invalid JSON body: {exc}") from exc
+            if path == "/tokenize":  # as vLLM answers it
+                ids = protocol.prompt_ids(body.get("prompt") if isinstance(body, dict) else None)
+                self._json(200, {"count": len(ids), "max_model_len": self.app.cfg.max_model_len, "tokens": ids,
+                                 "token_strs": None})
+                return
             req, opts = protocol.parse_completion(body, self.app.cfg)
             rid = protocol.new_request_id()
-            result = self.app.scheduler.submit(rid, req).wait(REQUEST_TIMEOUT_S)
-            self._json(200, protocol.build_response(rid, self.app.cfg.served_name, req, opts, result))
+            job = self.app.scheduler.submit(rid, req, arrival_ns)
+            response = protocol.build_response(rid, self.app.cfg.served_name, req, opts, job.wait(REQUEST_TIMEOUT_S))
+            self._json(200, {**response, "engine_trace": job.trace()})
         except protocol.APIError as err:
             self._json(err.status, err.body())
         except Exception as exc:

@@ -1,0 +1,64 @@
+"""Concurrent batches, one at a time: were their requests co-resident, how tightly did they arrive, what
+failed. Co-resident (shared/CONVENTIONS.md): the server showed min(N, C) of a batch of N running together, C
+the arm's capacity where known. The server's own trace (the reference engine's engine steps) is exact and
+preferred; vLLM's /metrics, sampled during the batch, is the fallback. A batch that was not co-resident tested
+nothing about batching: its rows are kept out of the cell's verdict."""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+
+from orchestrator.analysis.results import BatchCheck, Cell
+
+COLUMNS = ["phase_kind", "batch_id", "error", "batch_send_spread_ns", "batch_running_max",
+           "batch_arrival_spread_ns", "batch_server_together"]
+# Errors of the transport, not of the server's answer: what load does to a batch (ReadError, timeouts).
+TRANSPORT = ("ReadError", "timeout", "timed out", "ConnectError", "RemoteProtocolError", "connection")
+
+
+def check(cell: Cell, capacity: int | None, rows: pa.Table) -> tuple[list[BatchCheck], np.ndarray]:
+    """Each batch of a concurrent cell, and which rows stay in the verdict (all of them elsewhere)."""
+    keep = np.ones(rows.num_rows, dtype=bool)
+    if rows.num_rows == 0 or "concurrent" not in set(rows.column("phase_kind").to_pylist()):
+        return [], keep
+    ids = rows.column("batch_id").to_numpy(zero_copy_only=False)
+    columns = {name: rows.column(name).to_pylist() for name in COLUMNS[2:]}
+    found = []
+    for batch_id in dict.fromkeys(ids.tolist()):
+        at = np.nonzero(ids == batch_id)[0]
+        first = int(at[0])
+        errors = [columns["error"][i] for i in at if columns["error"][i] is not None]
+        server = columns["batch_server_together"][first]
+        together = server if server is not None else columns["batch_running_max"][first]
+        co_resident = None if together is None else together >= min(len(at), capacity or len(at))
+        found.append(BatchCheck(
+            cell.arm, cell.prompt_id, cell.phase, int(batch_id), len(at), len(errors),
+            sum(any(t.lower() in e.lower() for t in TRANSPORT) for e in errors),
+            _ms(columns["batch_send_spread_ns"][first]), _ms(columns["batch_arrival_spread_ns"][first]),
+            together, "server trace" if server is not None else "/metrics" if together is not None else None,
+            capacity, co_resident))
+        if co_resident is False:
+            keep[at] = False
+    _summarise(cell, capacity, found)
+    return found, keep
+
+
+def _summarise(cell: Cell, capacity: int | None, batches: list[BatchCheck]) -> None:
+    cell.batch_size = min(b.size for b in batches)
+    cell.capacity = capacity
+    seen = [b.together for b in batches if b.together is not None]
+    cell.min_running_observed = min(seen) if seen else None
+    sends = [b.send_spread_ms for b in batches if b.send_spread_ms is not None]
+    cell.max_send_spread_ms = max(sends) if sends else None
+    arrivals = [b.arrival_spread_ms for b in batches if b.arrival_spread_ms is not None]
+    cell.max_arrival_spread_ms = max(arrivals) if arrivals else None
+    known = [b.co_resident for b in batches if b.co_resident is not None]
+    cell.co_resident = all(known) if known else None
+    cell.batches = len(batches)
+    cell.batches_kept_out = sum(b.co_resident is False for b in batches)
+    cell.transport_errors = sum(b.transport_errors for b in batches)
+
+
+def _ms(ns: int | None) -> float | None:
+    return None if ns is None else ns / 1e6

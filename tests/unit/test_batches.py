@@ -1,0 +1,65 @@
+"""Per-batch co-residency: the server's trace preferred to /metrics, batches that were not co-resident kept
+out of the cell's verdict, transport errors counted, and the cold and warm-up requests in no cell."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pyarrow as pa
+
+from orchestrator.analysis import batches
+from orchestrator.analysis.results import Cell
+from orchestrator.run.protocol import server_view
+
+
+def cell() -> Cell:
+    return Cell("a", "p", "conc", 0, 0, 0, None, None, None, None)
+
+
+def rows(spec: list[tuple[int, int | None, int | None, str | None]]) -> pa.Table:
+    """(batch_id, server together, /metrics running, error) a row."""
+    return pa.Table.from_pylist([
+        {"phase_kind": "concurrent", "batch_id": b, "error": e, "batch_send_spread_ns": 2_000_000,
+         "batch_running_max": m, "batch_arrival_spread_ns": 1_000_000, "batch_server_together": t}
+        for b, t, m, e in spec])
+
+
+def test_a_batch_that_was_not_co_resident_is_kept_out_and_said() -> None:
+    table = rows([(0, 4, 1, None)] * 4 + [(1, 2, 4, None)] * 3 + [(1, 2, 4, "ReadError: connection reset")])
+    c = cell()
+    found, keep = batches.check(c, None, table)
+    assert [b.co_resident for b in found] == [True, False]  # the trace wins over /metrics, both ways
+    assert [b.together_source for b in found] == ["server trace", "server trace"]
+    assert keep.tolist() == [True] * 4 + [False] * 4
+    assert found[1].errors == 1 and found[1].transport_errors == 1 and c.transport_errors == 1
+    assert (c.co_resident, c.batches, c.batches_kept_out, c.min_running_observed) == (False, 2, 1, 2)
+    assert c.max_send_spread_ms == 2.0 and c.max_arrival_spread_ms == 1.0
+
+
+def test_metrics_are_the_fallback_and_capacity_makes_a_queued_batch_co_resident() -> None:
+    c = cell()
+    found, keep = batches.check(c, 2, rows([(0, None, 2, None)] * 8))
+    assert found[0].together_source == "/metrics" and found[0].co_resident and keep.all()
+    unknown, keep = batches.check(cell(), None, rows([(0, None, None, None)] * 3))
+    assert unknown[0].co_resident is None and keep.all()  # unknown is not "not co-resident"
+
+
+def test_sequential_rows_have_no_batches() -> None:
+    table = pa.Table.from_pylist([{"phase_kind": "sequential", "batch_id": 0, "error": None,
+                                   "batch_send_spread_ns": None, "batch_running_max": None,
+                                   "batch_arrival_spread_ns": None, "batch_server_together": None}] * 3)
+    found, keep = batches.check(cell(), None, table)
+    assert found == [] and keep.all()
+
+
+def trace(arrival: int, first: int, last: int) -> dict[str, Any]:
+    return {"server_arrival_ns": arrival, "server_first_step": first, "server_last_step": last}
+
+
+def test_server_view_counts_requests_sharing_an_engine_step() -> None:
+    # Two engine batches: steps 0-16 (three requests) then 17-33 (two): at most 3 ran together.
+    spread, together = server_view([trace(10, 0, 16), trace(12, 0, 16), trace(15, 0, 9), trace(40, 17, 33),
+                                    trace(41, 17, 30)])
+    assert (spread, together) == (31, 3)
+    assert server_view([trace(5, 0, 4), trace(6, 4, 8)]) == (1, 2)  # both ran in step 4
+    assert server_view([{"server_arrival_ns": None, "server_first_step": None}]) == (None, None)
