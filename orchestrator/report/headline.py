@@ -63,8 +63,8 @@ def phase_clause(phase: str, cells: list[Cell], near_tie_gap: float) -> str:
         if seen and not all(c.co_resident for c in batched):
             out = sum(c.batches_kept_out or 0 for c in batched)
             total = sum(c.batches or 0 for c in batched)
-            together = (f"NOT co-resident (at most {min(seen)} running together; {out} of {total} batches kept "
-                        "out of the verdict)")
+            kept = f"; {out} of {total} batches kept out of the verdict" if total else ""
+            together = f"NOT co-resident (at most {min(seen)} running together{kept})"
         capacity = min((c.capacity for c in batched if c.capacity is not None), default=None)
         on = f" on capacity {capacity}" if capacity is not None and size > capacity else ""
         head = f"{phase} {size}{on}, {together}"

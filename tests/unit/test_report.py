@@ -87,9 +87,10 @@ def test_a_sentence_names_the_numbers_the_bound_and_a_near_tie() -> None:
 
 
 def test_a_batch_that_was_not_together_says_so() -> None:
-    comparison = Comparison(cells=[cell(batch_size=16, capacity=4, min_running_observed=2, co_resident=False)])
-    assert "concurrent 16 on capacity 4, NOT co-resident (at most 2 running together)" in sentences(
-        comparison, [], 0.01)[0]
+    comparison = Comparison(cells=[cell(batch_size=16, capacity=4, min_running_observed=2, co_resident=False,
+                                        batches=3, batches_kept_out=1)])
+    assert "concurrent 16 on capacity 4, NOT co-resident (at most 2 running together; 1 of 3 batches kept out " \
+           "of the verdict)" in sentences(comparison, [], 0.01)[0]
 
 
 def test_the_gate_verdict() -> None:
