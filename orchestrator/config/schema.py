@@ -213,6 +213,9 @@ class RuntimeConfig:
     allow: list[str] = field(default_factory=list)
     docker_host: str | None = None  # None: DOCKER_HOST or the local socket
     stop_timeout_s: float = 10.0
+    # Start the next arm while the current one runs its sequential phases (never during a concurrent batch);
+    # refused for arms that share a GPU, a cache or a host port (guard/overlap.py). docs/runtimes.md
+    overlap_arm_starts: bool = False
     # Process runtime only (docs/runtimes.md): host env names a process inherits (PATH, HOME, ...),
     # and whether the orchestrator's own interpreter directory (its venv) goes first on PATH.
     inherit_env: list[str] = field(default_factory=lambda: [

@@ -72,6 +72,7 @@ ARMS = pa.schema([
     ("start_ns", pa.int64()), ("ready_ns", pa.int64()), ("stop_ns", pa.int64()),
     ("exit_code", pa.int64()), ("status", pa.string()), ("error", pa.string()),
     ("attempt", pa.int64()),  # 0, then +1 each time `run --resume` starts the arm again; readers take the latest
+    ("started_during", pa.string()),  # runtime.overlap_arm_starts: the arm whose sequential phases it started in
 ])
 
 # One row per kernel-probe cell (orchestrator/probes/gemm.py; docs/probes.md says what each column means).

@@ -15,7 +15,7 @@ from orchestrator.record.paths import RunPaths
 from orchestrator.record.tables import read_table
 
 COLUMNS = ["arm", "status", "image_ref", "image_id", "image_repo_digests", "docker_run", "fingerprint_json",
-           "matrix_key"]
+           "matrix_key", "started_during"]
 
 
 @dataclass
@@ -34,6 +34,7 @@ class ArmEnvironment:
     host: str  # the Docker engine (local or its URL) or, for a process arm, the machine
     matrix_key: str | None
     command: str  # the equivalent `docker run` or command line
+    started_during: str | None = None  # runtime.overlap_arm_starts: the arm it started beside
 
 
 @dataclass
@@ -61,7 +62,8 @@ def arm_environment(row: dict[str, Any], label: str = "") -> ArmEnvironment:
         image_ref=row.get("image_ref"), repo_digests=list(row.get("image_repo_digests") or []),
         engine_version=version, packages=dict(sorted((probe.get("packages") or {}).items())),
         python=probe.get("python"), gpu=gpu_text, cuda=probe.get("cuda"), os=probe.get("os"),
-        host=host, matrix_key=row.get("matrix_key"), command=row.get("docker_run") or "")
+        host=host, matrix_key=row.get("matrix_key"), command=row.get("docker_run") or "",
+        started_during=row.get("started_during"))
 
 
 def environment(records: list[RunPaths], out: RunPaths, host: str | None) -> Environment:
@@ -101,6 +103,11 @@ def markdown_section(env: Environment) -> list[str]:
         libraries = ", ".join(f"{k} {v}" for k, v in a.packages.items()) or "-"
         out.append(f"| {a.arm} | {a.status} | {image} | {a.engine_version or '-'} | {libraries} | "
                    f"{a.python or '-'} | {a.gpu or 'none'} | {a.cuda or '-'} | {a.host} | {a.matrix_key or '-'} |")
+    early = [f"{a.arm} started while {a.started_during} ran its sequential phases" for a in env.arms
+             if a.started_during]
+    if early:
+        out += ["", "Overlapped starts (runtime.overlap_arm_starts; never during a concurrent batch): "
+                + "; ".join(early) + "."]
     out += ["", "Each arm as started (the equivalent command; `orchestrator plan` prints the same):", ""]
     for a in env.arms:
         out += [f"- {a.arm}:", "", "```", a.command or "(not recorded: the arm did not start)", "```", ""]

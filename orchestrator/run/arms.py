@@ -1,4 +1,8 @@
-"""One study run: every arm in order (start, wait ready, protocol, stop), recorded as it goes."""
+"""One study run: every arm in order (start, wait ready, protocol, stop), recorded as it goes.
+
+With `runtime.overlap_arm_starts` the next arm is started while the current one runs its sequential phases
+(the guard has refused arms that share a device, a cache or a port); before any concurrent batch the current
+arm waits until that start has ended, so nothing loads during a batch."""
 
 from __future__ import annotations
 
@@ -9,14 +13,15 @@ import sys
 import time
 from collections import Counter
 from collections.abc import Callable, Mapping
-from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict, dataclass
+from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import wait as wait_all
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 from orchestrator.config import resolve_prompts
 from orchestrator.config.arms import build_spec, container_spec, effective_arm, runtime_for
-from orchestrator.config.schema import ArmConfig, Config, PromptAs, RuntimeKind
+from orchestrator.config.schema import ArmConfig, Config, PhaseKind, PromptAs, RuntimeKind
 from orchestrator.errors import OrchestratorError
 from orchestrator.guard.fingerprint import arm_cell, log_facts, matrix_key, probe_container
 from orchestrator.record.paths import RunPaths
@@ -37,6 +42,19 @@ class ResumePlan:
     groups: dict[str, set[str]]
 
 
+@dataclass
+class _Launch:
+    """An arm being started: what the rest of its run needs once its engine is ready."""
+
+    name: str
+    arm: ArmConfig  # as it runs (stand-in applied)
+    row: dict[str, Any]  # its `arms` row, filled as it goes
+    handle: Handle | None = None
+    image_id: str = ""
+    image_source: dict[str, Any] = field(default_factory=dict)
+    probing: Future[dict[str, Any]] | None = None
+
+
 class StudyRunner:
     def __init__(self, config: Config, paths: RunPaths, run_id: str, runtime: Runtime,
                  host_env: Mapping[str, str] | None = None, say: Callable[[str], None] | None = None,
@@ -54,14 +72,21 @@ class StudyRunner:
         self.timer = StageTimer()
         self.resume = resume
         self._probes = ThreadPoolExecutor(max_workers=1, thread_name_prefix="env-probe")
+        self._starter = ThreadPoolExecutor(max_workers=1, thread_name_prefix="early-start")
+        self._upcoming: tuple[str, ArmConfig] | None = None  # the arm that may start early, while one runs
+        self._early: dict[str, tuple[_Launch, Future[None]]] = {}
 
     def run(self) -> None:
         prompts = resolve_prompts(self.config.prompts, self.config.config_dirs)
         with TableWriter(self.paths, "arms", "arms", flush_rows=1) as arms_writer, self.progress:
-            for name, arm in self.config.arms.items():
-                if self.resume is not None and name not in self.resume.groups:
-                    continue  # complete in the record
+            todo = [(name, arm) for name, arm in self.config.arms.items()
+                    if self.resume is None or name in self.resume.groups]  # the others are complete
+            for (name, arm), upcoming in zip(todo, [*todo[1:], None], strict=True):
                 self.runtime = self._runtime_for(arm)
+                # Early only on the same engine: the launch uses this arm's runtime.
+                early = self.config.runtime.overlap_arm_starts and upcoming is not None \
+                    and self._runtime_for(upcoming[1]) is self.runtime
+                self._upcoming = upcoming if early else None
                 self._run_arm(name, arm, prompts, arms_writer)
 
     def _runtime_for(self, arm: ArmConfig) -> Runtime:
@@ -75,51 +100,65 @@ class StudyRunner:
     def cleanup(self) -> None:
         """Remove whatever of this run is left on every engine it used."""
         self._probes.shutdown(wait=False, cancel_futures=True)
+        self._starter.shutdown(wait=False, cancel_futures=True)
         for runtime in (self.default_runtime, *self._remote.values()):
             runtime.cleanup(run_labels(self.run_id))
 
+    def _new_launch(self, name: str, arm: ArmConfig) -> _Launch:
+        return _Launch(name, arm, {"study": self.config.study.name, "run_id": self.run_id, "arm": name,
+                                   "config_json": json.dumps(asdict(arm), default=str, sort_keys=True),
+                                   "image_ref": arm.image, "status": "failed",
+                                   "attempt": self.resume.attempt if self.resume else 0})
+
+    def _launch(self, launch: _Launch) -> None:
+        """Image, container, environment probe, readiness: the arm's engine up and answering."""
+        name, row = launch.name, launch.row
+        arm = launch.arm = effective_arm(launch.arm, self.config.stand_in)
+        row["image_ref"] = arm.image
+        with self.timer.stage("image"):  # many hosts (run/hosts.py): shipped to the arm's engine, pinned by id
+            image, launch.image_source = hosts.resolve_image(self.runtime, self.default_runtime, arm.image,
+                                                             build_spec(arm))
+        launch.image_id = image.id
+        row.update(image_id=image.id, image_repo_digests=list(image.repo_digests))
+        spec = container_spec(name, arm, image.id, self.labels, self.host_env,
+                              scratch_root=self.paths.scratch_root.resolve())
+        for mount in spec.mounts:
+            if not mount.read_only and Path(mount.host).is_relative_to(self.paths.scratch_root.resolve()):
+                Path(mount.host).mkdir(parents=True, exist_ok=True)
+        process = self.config.runtime.kind is RuntimeKind.process
+        row.update(docker_run=spec.equivalent_command(process),
+                   env_json=json.dumps(spec.redacted_env(), sort_keys=True))
+        self.say(f"[{name}] starting {arm.image} ({image.id[:19]})")
+        row["start_ns"] = time.time_ns()
+        handle = launch.handle = self.runtime.start(spec)
+        row["container_id"] = handle.id
+        # The environment probe (versions, GPU, env, inside the arm) runs while the engine loads.
+        launch.probing = self._probes.submit(probe_container, self.runtime, handle, arm.secret_env, arm.python)
+        wait_ready(handle.base_url, arm.health_path, arm.startup_timeout_s,
+                   exit_code=lambda: self.runtime.exit_code(handle),
+                   log_tail=lambda: [line.text for line in self.runtime.logs(handle, tail=50)],
+                   transport=self.runtime.http_transport)
+        row["ready_ns"] = time.time_ns()
+        self.timer.add("start_to_ready", (row["ready_ns"] - row["start_ns"]) / 1e9)
+        self.say(f"[{name}] ready at {handle.base_url} in {(row['ready_ns'] - row['start_ns']) / 1e9:.1f} s")
+
     def _run_arm(self, name: str, arm: ArmConfig, prompts: dict[str, str], arms_writer: TableWriter) -> None:
-        row: dict[str, Any] = {"study": self.config.study.name, "run_id": self.run_id, "arm": name,
-                               "config_json": json.dumps(asdict(arm), default=str, sort_keys=True),
-                               "image_ref": arm.image, "status": "failed",
-                               "attempt": self.resume.attempt if self.resume else 0}
-        handle: Handle | None = None
+        launch, started = self._early.pop(name, (self._new_launch(name, arm), None))
+        row = launch.row
         try:
-            arm = effective_arm(arm, self.config.stand_in)
-            row["image_ref"] = arm.image
-            with self.timer.stage("image"):  # many hosts (run/hosts.py): shipped to the arm's engine, pinned by id
-                image, image_source = hosts.resolve_image(self.runtime, self.default_runtime, arm.image,
-                                                          build_spec(arm))
-            row.update(image_id=image.id, image_repo_digests=list(image.repo_digests))
-            spec = container_spec(name, arm, image.id, self.labels, self.host_env,
-                                  scratch_root=self.paths.scratch_root.resolve())
-            for mount in spec.mounts:
-                if not mount.read_only and Path(mount.host).is_relative_to(self.paths.scratch_root.resolve()):
-                    Path(mount.host).mkdir(parents=True, exist_ok=True)
-            process = self.config.runtime.kind is RuntimeKind.process
-            row.update(docker_run=spec.equivalent_command(process),
-                       env_json=json.dumps(spec.redacted_env(), sort_keys=True))
-            self.say(f"[{name}] starting {arm.image} ({image.id[:19]})")
-            row["start_ns"] = time.time_ns()
-            handle = self.runtime.start(spec)
-            row["container_id"] = handle.id
-            started = handle
-            # The environment probe (versions, GPU, env, inside the arm) runs while the engine loads.
-            probing = self._probes.submit(probe_container, self.runtime, handle, arm.secret_env, arm.python)
-            wait_ready(handle.base_url, arm.health_path, arm.startup_timeout_s,
-                       exit_code=lambda: self.runtime.exit_code(started),
-                       log_tail=lambda: [line.text for line in self.runtime.logs(started, tail=50)],
-                       transport=self.runtime.http_transport)
-            row["ready_ns"] = time.time_ns()
-            self.timer.add("start_to_ready", (row["ready_ns"] - row["start_ns"]) / 1e9)
-            self.say(f"[{name}] ready at {handle.base_url} in {(row['ready_ns'] - row['start_ns']) / 1e9:.1f} s")
+            if started is None:
+                self._launch(launch)
+            else:
+                started.result()  # an early start's failure is this arm's, recorded in its row
+            handle = launch.handle
+            assert handle is not None and launch.probing is not None
             with self.timer.stage("fingerprint"):
-                fingerprint = self._arm_fingerprint(arm, handle, image.id, probing.result())
-            fingerprint.update(image_source=image_source, ran_on=hosts.ran_on(self.runtime))
+                fingerprint = self._arm_fingerprint(launch.arm, handle, launch.image_id, launch.probing.result())
+            fingerprint.update(image_source=launch.image_source, ran_on=hosts.ran_on(self.runtime))
             row.update(fingerprint_json=json.dumps(fingerprint, sort_keys=True),
-                       matrix_key=matrix_key(image.id, fingerprint))
+                       matrix_key=matrix_key(launch.image_id, fingerprint))
             with self.timer.stage("requests"):
-                sent = asyncio.run(self._send(name, arm, handle, prompts))
+                sent = asyncio.run(self._send(name, launch.arm, handle, prompts))
             self.say(f"[{name}] {sent} requests done")
             row["status"] = "completed"
         except OrchestratorError as exc:
@@ -132,12 +171,27 @@ class StudyRunner:
             raise
         finally:
             try:
-                if handle is not None:
+                if launch.handle is not None:
                     with self.timer.stage("stop_and_logs"):
-                        self._stop(name, handle, row)
+                        self._stop(name, launch.handle, row)
             finally:
                 row["stop_ns"] = time.time_ns()
                 arms_writer.append(row)  # the arm's row lands in every exit path
+
+    def _before_group(self, running: str, group: list[protocol.Request]) -> None:
+        """Overlapped starts: the next arm starts once this one is past its cold request and in a sequential
+        phase; a concurrent batch waits until that start has ended, so no engine loads during a batch."""
+        if self._upcoming is None:
+            return
+        if group[0].phase_kind is PhaseKind.concurrent:
+            wait_all([future for _, future in self._early.values()])
+        elif not group[0].cold and self._upcoming[0] not in self._early:
+            name, arm = self._upcoming
+            launch = self._new_launch(name, arm)
+            launch.row["started_during"] = running
+            self.say(f"[{name}] starting early, while {running} runs its sequential phases "
+                     "(runtime.overlap_arm_starts)")
+            self._early[name] = (launch, self._starter.submit(self._launch, launch))
 
     def _stop(self, name: str, handle: Handle, row: dict[str, Any]) -> None:
         try:
@@ -193,7 +247,8 @@ class StudyRunner:
             with TableWriter(self.paths, "responses", name, on_row=self.progress.row) as writer:
                 sender = ProtocolSender(ctx, prompts, writer, arm.metrics_path, arm.health_path,
                                         lambda: self.runtime.exit_code(handle),
-                                        lambda text: self.say(f"[{name}] {text}"))
+                                        lambda text: self.say(f"[{name}] {text}"),
+                                        lambda group: self._before_group(name, group))
                 return await sender.send(client, groups)
         finally:
             await client.aclose()

@@ -72,16 +72,18 @@ def _failed(exchange: Exchange) -> bool:
 
 class ProtocolSender:
     def __init__(self, ctx: RunContext, prompts: dict[str, str], writer: TableWriter, metrics_path: str | None,
-                 health_path: str, exit_code: Callable[[], int | None], say: Callable[[str], None]) -> None:
+                 health_path: str, exit_code: Callable[[], int | None], say: Callable[[str], None],
+                 before_group: Callable[[list[protocol.Request]], None] = lambda group: None) -> None:
         self.ctx, self.prompts, self.writer = ctx, prompts, writer
         self.metrics_path, self.health_path = metrics_path, health_path
-        self.exit_code, self.say = exit_code, say
+        self.exit_code, self.say, self.before_group = exit_code, say, before_group
 
     async def send(self, client: CompletionClient, groups: list[list[protocol.Request]]) -> int:
         """Every group in order; returns how many requests were sent."""
         total, sent, answered, last_said = sum(len(g) for g in groups), 0, 0, time.monotonic()
         first_error: str | None = None
         for position, group in enumerate(groups):
+            self.before_group(group)
             try:
                 result = await protocol.send_group(client, group, self.metrics_path, self.health_path)
             except BaseException:  # Ctrl-C (a cancelled task) mid-group: its requests were sent; each gets a row

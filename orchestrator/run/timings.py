@@ -5,6 +5,7 @@ hand-written baseline (bench/study_overhead.py)."""
 from __future__ import annotations
 
 import contextlib
+import threading
 import time
 from collections.abc import Iterator
 
@@ -12,6 +13,7 @@ from collections.abc import Iterator
 class StageTimer:
     def __init__(self) -> None:
         self.seconds: dict[str, float] = {}
+        self._lock = threading.Lock()  # an early start (runtime.overlap_arm_starts) times from its own thread
 
     @contextlib.contextmanager
     def stage(self, name: str) -> Iterator[None]:
@@ -23,7 +25,8 @@ class StageTimer:
             self.add(name, time.perf_counter() - start)
 
     def add(self, name: str, seconds: float) -> None:
-        self.seconds[name] = self.seconds.get(name, 0.0) + seconds
+        with self._lock:
+            self.seconds[name] = self.seconds.get(name, 0.0) + seconds
 
     def rounded(self) -> dict[str, float]:
         return {name: round(seconds, 3) for name, seconds in self.seconds.items()}

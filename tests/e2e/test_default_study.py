@@ -81,3 +81,17 @@ def test_token_ids_warmup_and_the_server_trace_against_the_reference_engine(tmp_
     [batch, *others] = report["batches"]  # one batch of 3 per prompt
     assert len(others) == 1 and batch["size"] == 3 and batch["together_source"] == "server trace"
     assert batch["arrival_spread_ms"] is not None and 1 <= batch["together"] <= 3
+
+
+def test_overlapped_starts_against_the_reference_engine(tmp_path: Path) -> None:
+    result = orchestrator("run", f"hydra.run.dir={tmp_path}", *QUICK, "runtime.overlap_arm_starts=true")
+    assert result.returncode == 0, result.stderr[-3000:]
+    arms = {row["arm"]: row for row in pq.read_table(tmp_path / "data" / "arms").to_pylist()}
+    rows = [r for r in pq.read_table(tmp_path / "data" / "responses").to_pylist() if r["arm"] == "baseline"]
+    first_batch = min(r["send_ns"] for r in rows if r["phase_kind"] == "concurrent")
+    assert arms["wide_batch"]["started_during"] == "baseline"
+    assert arms["wide_batch"]["start_ns"] < arms["baseline"]["stop_ns"]  # it did overlap
+    assert arms["wide_batch"]["ready_ns"] <= first_batch  # and was loaded before the baseline's batch
+    report = json.loads((tmp_path / "report.json").read_text())
+    assert all(c["distinct_signatures"] == 1 for c in report["cells"])
+    assert "wide_batch started while baseline ran its sequential phases" in (tmp_path / "report.md").read_text()
