@@ -7,6 +7,11 @@ stage timings (run.json `timings_s`, medians).
     .venv/bin/python bench/study_overhead.py --pairs 5
 
 The baseline is what people write by hand today; it keeps the raw answers in memory and writes one JSON file.
+
+    .venv/bin/python bench/study_overhead.py --overlap --pairs 5
+
+measures `runtime.overlap_arm_starts` instead: a 4-arm study (the default study's two arms and two more that
+differ in --max-num-seqs) run one arm after the other and overlapped, alternated, in one process.
 """
 
 from __future__ import annotations
@@ -77,10 +82,37 @@ def timed(argv: list[str]) -> float:
     return time.perf_counter() - start
 
 
+# Four arms: the default study's two and two more, each differing from the baseline in --max-num-seqs only.
+FOUR_ARMS = [f"{prefix}{key}" for name, seqs in (("w48", 48), ("w64", 64)) for prefix, key in (
+    ("+arm@arms.", f"{name}=reference"), ("arms.", f"{name}.engine_args.max-num-seqs={seqs}"),
+    ("+study.variables.", f"{name}=[engine_args.max-num-seqs]"))]
+
+
+def overlap(pairs: int) -> None:
+    """The 4-arm study one arm after the other, then overlapped (alternating which goes first)."""
+    walls: dict[str, list[float]] = {"serial": [], "overlapped": []}
+    with tempfile.TemporaryDirectory(prefix="overlap-") as tmp:
+        for pair in range(pairs):
+            runs = [(mode, [sys.executable, "-m", "orchestrator", "run", f"hydra.run.dir={tmp}/{mode}-{pair}",
+                            *FOUR_ARMS, f"runtime.overlap_arm_starts={mode == 'overlapped'}"])
+                    for mode in ("serial", "overlapped")]
+            for mode, argv in runs if pair % 2 == 0 else runs[::-1]:
+                walls[mode].append(timed(argv))
+            print(f"pair {pair + 1}: serial {walls['serial'][-1]:.2f} s, overlapped {walls['overlapped'][-1]:.2f} s",
+                  flush=True)
+    serial, overlapped = statistics.median(walls["serial"]), statistics.median(walls["overlapped"])
+    print(f"median ({pairs} pairs, 4 arms): serial {serial:.2f} s, overlapped {overlapped:.2f} s, "
+          f"ratio {overlapped / serial:.3f}, saved {(serial - overlapped) / 3:.2f} s per arm after the first")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--pairs", type=int, default=5)
+    parser.add_argument("--overlap", action="store_true", help="measure runtime.overlap_arm_starts instead")
     args = parser.parse_args()
+    if args.overlap:
+        overlap(args.pairs)
+        return 0
     ratios, ours, theirs, stages = [], [], [], []
     with tempfile.TemporaryDirectory(prefix="overhead-") as tmp:
         script = Path(tmp) / "baseline.py"
