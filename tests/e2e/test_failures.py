@@ -50,15 +50,15 @@ def test_server_errors_are_recorded_and_an_arm_with_no_answer_fails(tmp_path: Pa
     # An engine-specific extra the reference engine refuses: HTTP 400 for every request.
     result = orchestrator("run", f"hydra.run.dir={tmp_path}", *ONE_ARM, "+arms.baseline.request_extra.seed=soon")
     assert result.returncode == 4, result.stderr  # a study where an arm got no answer is never a success
-    assert "no successful response: all 4 requests failed" in result.stderr
+    assert "no successful response: all 5 requests failed" in result.stderr  # the cold one, then 4
     rows = pq.read_table(tmp_path / "data" / "responses").to_pylist()
-    assert len(rows) == 4
+    assert len(rows) == 5
     assert all(r["http_status"] == 400 and "HTTP 400" in r["error"] for r in rows)
     assert all(b"'seed' must be an integer" in r["response_body"] for r in rows)  # the exact body
     report = json.loads((tmp_path / "report.json").read_text())
     assert all(c["n"] == 0 and c["distinct_signatures"] is None for c in report["cells"])
     [failure] = report["failures"]
-    assert failure["arm"] == "baseline" and failure["failed_requests"] == 4
+    assert failure["arm"] == "baseline" and failure["failed_requests"] == 5
     assert "## Failures" in (tmp_path / "report.md").read_text()
 
 
