@@ -60,7 +60,7 @@ def test_repeatability_in_docker_is_an_honest_negative_with_everything_read_from
     assert concurrent and all(c["min_running_observed"] > 1 for c in concurrent)
     assert all(c["co_resident"] == (c["min_running_observed"] == 16) for c in concurrent)
     rows = pq.read_table(tmp_path / "data" / "responses").to_pylist()
-    assert len(rows) == 2 * (1 + 10 + 16)
+    assert len(rows) == 1 + 2 * (10 + 16)  # the cold request, then 2 prompts
     assert all(r["token_ids"] and len(r["token_ids"]) == 256 for r in rows)  # return_token_ids
     assert all(set(r["top_logprobs_entries"]) == {20} for r in rows)  # token-id keys: nothing collapsed
     [arm] = pq.read_table(tmp_path / "data" / "arms").to_pylist()
