@@ -6,11 +6,11 @@ server over seconds. Here a batch gets its own connections, one per request, ope
 (a GET of the health path answered on each: the server has accepted the connection and is reading it);
 every request's bytes are made in advance (h11); then one synchronous loop hands them to the kernel back
 to back with `socket.send`, as a bare loop of `sendall` would. Raw non-blocking sockets driven by the event
-loop's sock_* calls, not streams: a StreamWriter's write costs more per request than a send, and with it a
-batch of 256 reached the server over about 1.9x the bare loop's spread, against about 1.1-1.2x now
-(bench/release_spread.py measures it where it matters, at the server's kernel receive timestamps;
-docs/benchmarks.md has the figures). Each answer is read with h11 and recorded as the httpx client records
-one: an Exchange, never an exception.
+loop's sock_* calls, not streams: a loop of StreamWriter writes costs 20-30 % more than one of sends, and
+at 256 requests the raw loop's worst spread at the server was the lower in each of three same-run
+comparisons (bench/release_spread.py measures it where it matters, at the server's kernel receive
+timestamps; docs/benchmarks.md has the figures). Each answer is read with h11 and recorded as the httpx
+client records one: an Exchange, never an exception.
 """
 
 from __future__ import annotations
