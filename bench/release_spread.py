@@ -205,8 +205,9 @@ class _Recorder:
             self.selector.modify(peer.sock, selectors.EVENT_READ, peer)
 
     def _close(self, peer: _Peer) -> None:
-        self.selector.unregister(peer.sock)
-        peer.sock.close()
+        if peer.sock.fileno() >= 0:  # a held peer may have gone before its answer
+            self.selector.unregister(peer.sock)
+            peer.sock.close()
 
 
 # --- the senders -----------------------------------------------------------------------------------------
@@ -245,8 +246,7 @@ def threads(port: int, n: int) -> int:
     barrier, lock, failed = threading.Barrier(n), threading.Lock(), [0]
 
     def one() -> None:
-        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=TIMEOUT_S)
-        ok = False
+        conn, ok = http.client.HTTPConnection("127.0.0.1", port, timeout=TIMEOUT_S), False
         try:
             conn.request("GET", "/health")
             conn.getresponse().read()
