@@ -4,17 +4,23 @@ httpx's pool cannot promise that: httpcore 1.0 hands one idle keep-alive connect
 request and lets the rest wait their turn (encode/httpcore#822), so a batch sent through it reached the
 server over seconds. Here a batch gets its own connections, one per request, opened and warmed before it
 (a GET of the health path answered on each: the server has accepted the connection and is reading it);
-every request's bytes are made in advance (h11); then one loop hands them to the kernel back to back,
-as a bare loop of `sendall` would (bench/release_spread.py measures both where it matters, at the
-server). Each answer is read with h11 and recorded as the httpx client records one: an Exchange, never
-an exception.
+every request's bytes are made in advance (h11); then one synchronous loop hands them to the kernel back
+to back with `socket.send`, as a bare loop of `sendall` would. Raw non-blocking sockets driven by the event
+loop's sock_* calls, not streams: a loop of StreamWriter writes costs 20-30 % more than one of sends, and
+at 256 requests the raw loop's worst spread at the server was the lower in each of three same-run
+comparisons (bench/release_spread.py measures it where it matters, at the server's kernel receive
+timestamps; docs/benchmarks.md has the figures). Each answer is read with h11 and recorded as the httpx
+client records one: an Exchange, never an exception.
 """
 
 from __future__ import annotations
 
 import asyncio
+import socket
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 from urllib.parse import urlsplit
 
 import h11
@@ -23,13 +29,15 @@ from orchestrator.run.client import Exchange
 
 OPEN_TRIES = 3  # opening a connection again is not a retry of a request: nothing of the batch was sent yet
 READ_BYTES = 65536
+_Address = tuple[socket.AddressFamily, socket.SocketKind, int, str, Any]  # as getaddrinfo gives it
 
 
 @dataclass
 class _Connection:
-    reader: asyncio.StreamReader
-    writer: asyncio.StreamWriter
+    sock: socket.socket  # non-blocking, connected, answered once
     h11: h11.Connection
+    payload: bytes = b""  # the request, made as soon as the connection is warm
+    unsent: bytes = b""  # what the kernel did not take at the release (a body past its send buffer)
 
 
 class _NoAnswer(Exception):
@@ -44,43 +52,68 @@ async def release(base_url: str, warm_path: str, requests: list[tuple[str, bytes
     url = urlsplit(base_url)
     host, port = url.hostname or "127.0.0.1", url.port or 80
     authority = url.netloc
-    opened = await asyncio.gather(*(_open(host, port, authority, warm_path, connect_timeout_s)
-                                    for _ in requests))
-    payloads = [_request_bytes(conn, authority, path, body) if isinstance(conn, _Connection) else b""
-                for conn, (path, body) in zip(opened, requests, strict=True)]
-    sent_ns: list[int] = []
-    for conn, payload in zip(opened, payloads, strict=True):  # the release: nothing else in this loop
-        if isinstance(conn, _Connection):
-            conn.writer.write(payload)  # an asyncio transport sends at once when its buffer is empty
-        sent_ns.append(time.time_ns())
+    addresses = await _resolve(host, port, connect_timeout_s)  # once for the batch, not once per connection
+    opened: list[_Connection | str] = [addresses] * len(requests) if isinstance(addresses, str) else list(
+        await asyncio.gather(*(_open(addresses, authority, warm_path, connect_timeout_s, path, body)
+                               for path, body in requests)))
+    sent_ns = _send(opened)
     return [asyncio.create_task(_answer(conn, send_ns, timeout_s) if isinstance(conn, _Connection)
                                 else _unsent(conn, send_ns))
             for conn, send_ns in zip(opened, sent_ns, strict=True)]
 
 
-async def _open(host: str, port: int, authority: str, warm_path: str, timeout_s: float) -> _Connection | str:
+def _send(opened: list[_Connection | str]) -> list[int]:
+    """Each request's time with the kernel; a connection that broke since its warm-up becomes its error."""
+    sent_ns: list[int] = []
+    for i, conn in enumerate(opened):  # the release: one send per request, nothing else in this loop
+        if isinstance(conn, _Connection):
+            try:
+                conn.unsent = conn.payload[conn.sock.send(conn.payload):]
+            except BlockingIOError:
+                conn.unsent = conn.payload
+            except OSError as exc:
+                conn.sock.close()
+                opened[i] = f"WriteError: {type(exc).__name__}: {exc} (not sent)"
+        sent_ns.append(time.time_ns())
+    return sent_ns
+
+
+async def _resolve(host: str, port: int, timeout_s: float) -> Sequence[_Address] | str:
+    """The host's addresses, or why there are none."""
+    try:
+        async with asyncio.timeout(timeout_s):
+            return await asyncio.get_running_loop().getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    except OSError as exc:  # TimeoutError is one
+        return f"ConnectError: cannot resolve {host}: {type(exc).__name__}: {exc} (not sent)"
+
+
+async def _open(addresses: Sequence[_Address], authority: str, warm_path: str, timeout_s: float, path: str,
+                body: bytes) -> _Connection | str:
     """A connection the server has accepted and answered once, or why there is none."""
+    loop = asyncio.get_running_loop()
     error = ""
-    for _ in range(OPEN_TRIES):
-        writer: asyncio.StreamWriter | None = None
+    for family, kind, proto, _, address in list(addresses) * OPEN_TRIES:  # every address, OPEN_TRIES rounds
+        sock = socket.socket(family, kind, proto)
+        sock.setblocking(False)
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)  # as asyncio's transports do
         try:
             async with asyncio.timeout(timeout_s):
-                reader, writer = await asyncio.open_connection(host, port)
-                conn = _Connection(reader, writer, h11.Connection(h11.CLIENT))
-                writer.write(_bytes(conn.h11.send(h11.Request(method="GET", target=warm_path,
-                                                              headers=[("Host", authority)]))))
-                writer.write(_bytes(conn.h11.send(h11.EndOfMessage())))
+                await loop.sock_connect(sock, address)
+                conn = _Connection(sock, h11.Connection(h11.CLIENT))
+                await loop.sock_sendall(sock, b"".join(_bytes(conn.h11.send(event)) for event in (
+                    h11.Request(method="GET", target=warm_path, headers=[("Host", authority)]),
+                    h11.EndOfMessage())))
                 status, _ = await _read_answer(conn)
             if conn.h11.our_state is h11.DONE and conn.h11.their_state is h11.DONE:
                 conn.h11.start_next_cycle()
+                conn.payload = _request_bytes(conn, authority, path, body)
                 return conn
             error = f"ConnectError: the server closed the connection after answering {warm_path} (HTTP {status})"
         except TimeoutError:
             error = f"ConnectTimeout: no connection and answer to {warm_path} in {timeout_s:g} s"
         except (OSError, _NoAnswer, h11.ProtocolError) as exc:
             error = f"ConnectError: {type(exc).__name__}: {exc}".rstrip(": ")
-        if writer is not None:
-            writer.close()
+        sock.close()
     return f"{error} (not sent)"
 
 
@@ -100,7 +133,7 @@ async def _read_answer(conn: _Connection) -> tuple[int, bytes]:
     while True:
         event = conn.h11.next_event()
         if event is h11.NEED_DATA:
-            data = await conn.reader.read(READ_BYTES)
+            data = await asyncio.get_running_loop().sock_recv(conn.sock, READ_BYTES)
             if not data and conn.h11.their_state is h11.SEND_RESPONSE:
                 raise h11.RemoteProtocolError("Server disconnected without sending a response.")  # as httpx says
             conn.h11.receive_data(data)  # b"": the server closed (the end of a body read to the close)
@@ -117,6 +150,8 @@ async def _read_answer(conn: _Connection) -> tuple[int, bytes]:
 async def _answer(conn: _Connection, send_ns: int, timeout_s: float) -> Exchange:
     try:
         async with asyncio.timeout(timeout_s):
+            if conn.unsent:
+                await asyncio.get_running_loop().sock_sendall(conn.sock, conn.unsent)
             status, body = await _read_answer(conn)
     except TimeoutError:
         return Exchange(None, b"", f"ReadTimeout: no answer in {timeout_s:g} s", send_ns, time.time_ns())
@@ -125,7 +160,7 @@ async def _answer(conn: _Connection, send_ns: int, timeout_s: float) -> Exchange
     except h11.ProtocolError as exc:
         return Exchange(None, b"", f"RemoteProtocolError: {exc}", send_ns, time.time_ns())
     finally:
-        conn.writer.close()
+        conn.sock.close()
     recv_ns = time.time_ns()
     error = None if 200 <= status < 300 else f"HTTP {status}"
     return Exchange(status, body, error, send_ns, recv_ns)
