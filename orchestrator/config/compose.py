@@ -11,7 +11,7 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
-from orchestrator.config import schema
+from orchestrator.config import noise_floor, schema
 from orchestrator.config.catalog import line
 from orchestrator.config.search import overrides_for
 from orchestrator.errors import ConfigError, did_you_mean
@@ -72,6 +72,7 @@ def to_typed(cfg: DictConfig) -> schema.Config:
         raise explain(exc) from exc
     assert isinstance(typed, schema.Config)
     resolve_arm_paths(typed)
+    noise_floor.add_copy(typed)
     return typed
 
 

@@ -10,6 +10,7 @@ from typing import Any
 
 from orchestrator.analysis.gate import failures as gate_failures
 from orchestrator.analysis.results import Cell, Comparison, Divergence
+from orchestrator.config.noise_floor import copy_name
 
 GATE_KEYS = ("max_divergence_rate", "expect_pairs", "expect_schedules")
 
@@ -122,10 +123,30 @@ def sentences(comparison: Comparison, failed_arms: list[str], near_tie_gap: floa
     for p in comparison.pairs:
         pairs.setdefault((p.arm_a, p.arm_b), []).append(p)
     for (a, b), rows in pairs.items():
+        if b == copy_name(a):
+            out.append(f"A/A {b} vs {a} (the noise floor: two starts of one config): "
+                       f"{_differ(rows, 'prompt x phase cells')}.")
+            continue
         noise = [c for c in comparison.cells if c.arm in (a, b) and (c.distinct_signatures or 1) > 1]
         differ = any(r.verdict == "differ" for r in rows)
         floor = f"A/A: {len(noise)} cell(s) vary within an arm, so part of the A/B may be noise" if noise and differ \
             else f"A/A: {len(noise)} cell(s) vary within an arm" if noise else "A/A: one signature within each arm" \
             + (", so the difference lies between the arms" if differ else "")
+        floor += _against_floor(rows, pairs.get((a, copy_name(a))))
         out.append(f"A/B {b} vs {a}: {_differ(rows, 'prompt x phase cells')} ({floor}).")
     return out
+
+
+def _against_floor(rows: list[Divergence], floor: list[Divergence] | None) -> str:
+    """An A/B read against the A/A of two starts of its baseline, cell by cell (study.noise_floor)."""
+    if floor is None:
+        return ""
+    ab = {(r.prompt_id, getattr(r, "phase", "")) for r in rows if r.verdict == "differ"}
+    aa = {(r.prompt_id, getattr(r, "phase", "")) for r in floor if r.verdict == "differ"}
+    if not ab:
+        return f"; noise floor: the A/A differs in {len(aa)} of {len(floor)} cells" if aa else ""
+    within = ab & aa
+    if within == ab:
+        return f"; within the noise floor: the A/A differs in all {len(ab)} of the differing cells too"
+    return (f"; beyond the noise floor in {len(ab - within)} of {len(ab)} differing cells (the A/A is identical "
+            "there)")

@@ -8,7 +8,8 @@ import html
 import re
 from typing import TYPE_CHECKING
 
-from orchestrator.analysis.results import Comparison
+from orchestrator.analysis.results import Comparison, PairCheck
+from orchestrator.config.noise_floor import copy_name
 from orchestrator.report import svg
 from orchestrator.report.environment import markdown_section as environment_section
 from orchestrator.report.markdown import details, title, verdict
@@ -101,9 +102,11 @@ def pictures(result: Comparison) -> list[str]:
 def _ab_next_to_aa(result: Comparison) -> str:
     """Per pair of arms and (prompt, phase): each arm against itself (A/A), then against the other (A/B)."""
     cells = {(c.arm, c.prompt_id, c.phase): c for c in result.cells}
+    floor = {(p.arm_a, p.prompt_id, p.phase): p for p in result.pairs if p.arm_b == copy_name(p.arm_a)}
     charts = []
     pairs = list(dict.fromkeys((p.arm_a, p.arm_b) for p in result.pairs))
     for a, b in pairs:
+        with_floor = b != copy_name(a) and any(key[0] == a for key in floor)
         rows = []
         for p in (p for p in result.pairs if (p.arm_a, p.arm_b) == (a, b)):
             tiles = []
@@ -114,11 +117,18 @@ def _ab_next_to_aa(result: Comparison) -> str:
                 else:
                     tiles.append((f"{cell.distinct_signatures} in {cell.n}",
                                   "ok" if cell.distinct_signatures == 1 else "differ"))
-            where = f" at token {p.first_divergent_position}" if p.first_divergent_position is not None else ""
-            kind = {"identical": "ok", "differ": "differ"}.get(p.verdict, "unknown")
-            rows.append((f"{p.prompt_id}/{p.phase}", [*tiles, (p.verdict + where, kind)]))
-        charts.append(svg.matrix(f"A/B next to A/A: {b} vs {a}", [f"A/A {a}", f"A/A {b}", f"A/B {b} vs {a}"], rows))
+            if with_floor:  # the noise floor: two starts of the baseline (study.noise_floor)
+                aa = floor.get((a, p.prompt_id, p.phase))
+                tiles.append(_verdict_tile(aa) if aa is not None else ("n/a", "unknown"))
+            rows.append((f"{p.prompt_id}/{p.phase}", [*tiles, _verdict_tile(p)]))
+        columns = [f"A/A {a}", f"A/A {b}", *([f"A/A {copy_name(a)} vs {a}"] if with_floor else []), f"A/B {b} vs {a}"]
+        charts.append(svg.matrix(f"A/B next to A/A: {b} vs {a}", columns, rows))
     return "".join(charts)
+
+
+def _verdict_tile(pair: PairCheck) -> tuple[str, str]:
+    where = f" at token {pair.first_divergent_position}" if pair.first_divergent_position is not None else ""
+    return pair.verdict + where, {"identical": "ok", "differ": "differ"}.get(pair.verdict, "unknown")
 
 
 def markdown_to_html(text: str) -> list[str]:

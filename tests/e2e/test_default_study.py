@@ -95,3 +95,16 @@ def test_overlapped_starts_against_the_reference_engine(tmp_path: Path) -> None:
     report = json.loads((tmp_path / "report.json").read_text())
     assert all(c["distinct_signatures"] == 1 for c in report["cells"])
     assert "wide_batch started while baseline ran its sequential phases" in (tmp_path / "report.md").read_text()
+
+
+def test_the_noise_floor_preset_against_the_reference_engine(tmp_path: Path) -> None:
+    result = orchestrator("run", "study=noise_floor", f"hydra.run.dir={tmp_path}", *QUICK)
+    assert result.returncode == 0, result.stderr[-3000:]
+    report = json.loads((tmp_path / "report.json").read_text())
+    assert [a["arm"] for a in report["arms"]] == ["baseline", "baseline_aa", "wide_batch"]
+    guard = json.dumps(report["guard"])
+    assert "baseline_aa" in guard and "CONFOUNDED" not in guard  # changes nothing, in config and observed
+    aa = [p for p in report["pairs"] if p["arm_b"] == "baseline_aa"]
+    assert len(aa) == 4 and all(p["verdict"] == "identical" for p in aa)  # no mechanism on: two starts agree
+    text = (tmp_path / "report.md").read_text()
+    assert "A/A baseline_aa vs baseline (the noise floor: two starts of one config): identical for 4 of 4" in text
