@@ -121,3 +121,18 @@ def test_a_previous_version_part_is_read_and_later_attempts_supersede_earlier_ro
     streamed = [r for b in iter_batches(paths, "responses", ["prompt_id", "error"]) for r in b.to_pylist()]
     assert sorted(streamed, key=lambda r: r["prompt_id"]) == [{"prompt_id": "p", "error": None},
                                                                {"prompt_id": "q", "error": None}]
+
+
+def test_a_column_read_dictionary_encoded_is_of_one_type_in_every_part(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from orchestrator.record.tables import iter_batches
+
+    paths = RunPaths(tmp_path).make()
+    pq.write_table(pa.table({"arm": ["a"]}), paths.table("responses") / "old-00000.parquet")  # no tokens column
+    with TableWriter(paths, "responses", "a") as writer:
+        writer.append({"arm": "a", "tokens": ["x", "y"]})
+    batches = list(iter_batches(paths, "responses", ["tokens"], dictionary=("tokens",)))
+    assert {b.schema.field("tokens").type for b in batches} == {pa.list_(pa.dictionary(pa.int32(), pa.string()))}
+    assert [r["tokens"] for b in batches for r in b.to_pylist()] == [["x", "y"], None]
