@@ -189,7 +189,8 @@ def _latest_attempts(keys: list[str | None], attempts: list[int | None]) -> dict
 
 
 def _is_latest(keys: list[str | None], attempts: list[int | None], latest: dict[str, int]) -> list[bool]:
-    return [key is None or (attempt or 0) == latest[key] for key, attempt in zip(keys, attempts, strict=True)]
+    """`latest` may hold the re-sent keys only: any other key was sent once, at attempt 0."""
+    return [key is None or (attempt or 0) == latest.get(key, 0) for key, attempt in zip(keys, attempts, strict=True)]
 
 
 def iter_batches(paths: RunPaths, table: str, columns: list[str], batch_rows: int = 4096,
@@ -200,15 +201,11 @@ def iter_batches(paths: RunPaths, table: str, columns: list[str], batch_rows: in
     cheaper than building every string."""
     schema = SCHEMAS[table]
     key = LATEST_KEY.get(table)
-    latest = None
-    if key and paths.table(table).is_dir():
-        keys = read_table(paths, table, ["attempt"])
-        if pc.max(keys.column("attempt")).as_py():  # something was re-sent: keep the latest attempts
-            keys = read_table(paths, table, [key, "attempt"])
-            latest = _latest_attempts(keys.column(key).to_pylist(), keys.column("attempt").to_pylist())
+    parts = sorted(p for p in paths.table(table).glob("*.parquet") if not p.name.startswith("."))
+    latest = _resent(parts, key) if key else None
     wanted = list(dict.fromkeys([*columns, *((key, "attempt") if latest is not None and key else ())]))
     types = {c: _dictionary_type(schema.field(c).type) if c in dictionary else schema.field(c).type for c in wanted}
-    for path in sorted(p for p in paths.table(table).glob("*.parquet") if not p.name.startswith(".")):
+    for path in parts:
         try:
             footer = pq.read_metadata(path)
             handle = pq.ParquetFile(path, metadata=footer, read_dictionary=[
@@ -226,6 +223,43 @@ def iter_batches(paths: RunPaths, table: str, columns: list[str], batch_rows: in
         except (OSError, pa.ArrowInvalid) as exc:
             raise RecordError(f"cannot read {path} ({exc}): the run dir is damaged; copy it again from its "
                               "source") from exc
+
+
+def _resent(parts: list[Path], key: str) -> dict[str, int] | None:
+    """Key -> latest attempt of the keys sent more than once (None: nothing was), streamed: a part whose
+    footer shows no attempt above 0 is not read, so memory holds the re-sent rows, not the record's."""
+    latest: dict[str, int] = {}
+    for path in parts:
+        try:
+            if _most_attempts(pq.read_metadata(path)) == 0:
+                continue
+            for batch in pq.ParquetFile(path).iter_batches(columns=[key, "attempt"]):
+                resent = batch.filter(pc.fill_null(pc.greater(batch.column("attempt"), 0), False))
+                for name, attempt in zip(*(resent.column(c).to_pylist() for c in (key, "attempt")), strict=True):
+                    if name is not None:
+                        latest[name] = max(latest.get(name, 0), attempt)
+        except (OSError, pa.ArrowInvalid) as exc:
+            raise RecordError(f"cannot read {path} ({exc}): the run dir is damaged; copy it again from its "
+                              "source") from exc
+    return latest or None
+
+
+def _most_attempts(footer: pq.FileMetaData) -> int | None:
+    """The largest `attempt` of a part by its row groups' statistics: 0 where it lacks the column or all
+    its values are null, None where statistics do not say."""
+    leaves = [footer.schema.column(i).path for i in range(footer.num_columns)]
+    if "attempt" not in leaves:
+        return 0
+    column, most = leaves.index("attempt"), 0
+    for group in range(footer.num_row_groups):
+        chunk = footer.row_group(group).column(column)
+        stats = chunk.statistics
+        if stats is not None and stats.has_null_count and stats.null_count == chunk.num_values:
+            continue
+        if stats is None or not stats.has_min_max:
+            return None
+        most = max(most, int(stats.max))
+    return most
 
 
 def _dictionary_type(kind: pa.DataType) -> pa.DataType:

@@ -136,3 +136,18 @@ def test_a_column_read_dictionary_encoded_is_of_one_type_in_every_part(tmp_path)
     batches = list(iter_batches(paths, "responses", ["tokens"], dictionary=("tokens",)))
     assert {b.schema.field("tokens").type for b in batches} == {pa.list_(pa.dictionary(pa.int32(), pa.string()))}
     assert [r["tokens"] for b in batches for r in b.to_pylist()] == [["x", "y"], None]
+
+
+def test_a_part_without_statistics_is_read_for_its_attempts(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from orchestrator.record.tables import RESPONSES, iter_batches
+
+    paths = RunPaths(tmp_path).make()
+    sent = (("p", "x", 0), ("q", "x", 1), ("s", "y", 0))
+    rows = [{"prompt_id": p, "request_id": r, "attempt": a} for p, r, a in sent]
+    pq.write_table(pa.Table.from_pylist(rows, schema=RESPONSES), paths.table("responses") / "r-00000.parquet",
+                   write_statistics=False)  # the footer cannot say whether anything was re-sent
+    streamed = [r["prompt_id"] for b in iter_batches(paths, "responses", ["prompt_id"]) for r in b.to_pylist()]
+    assert streamed == ["q", "s"]
