@@ -334,9 +334,9 @@ def _child(impl: str, root: Path, out: Path) -> None:
     if impl in ("ours", "before"):
         result = module.compare(RunPaths(root))
         cells = [{k: getattr(c, k) for k in ("arm", "prompt_id", "phase", *CHECKED)} for c in result.cells]
-    elif impl == "read":  # the floor: decoding compare()'s columns from Parquet as it reads them, nothing else
+    elif impl == "read":  # the floor: what compare() reads of the record, read as it reads it, nothing else
         cells = []
-        for _ in iter_batches(RunPaths(root), "responses", module.COLUMNS, dictionary=module.DICTIONARY):
+        for _ in module.responses(RunPaths(root), texts=False):  # texts: only with expectations, as in compare()
             pass
     else:
         cells = plain_compare(root)

@@ -37,9 +37,13 @@ from orchestrator.record.tables import iter_batches, read_table
 
 KEY = ("arm", "prompt_id", "phase")
 COLUMNS = ["arm", "prompt_id", "phase", "phase_kind", "batch_id", "cold", "role", "error", "completion_text",
-           "sig_text", "sig_token_ids", "sig_top_logprobs", "token_ids", "tokens", "token_logprobs",
+           "sig_text", "sig_top_logprobs", "token_ids", "tokens", "token_logprobs",
            "top_gaps", "top_logprobs_entries", "prompt_logprobs", *batches.COLUMNS[3:]]
-DICTIONARY = ("tokens",)  # read dictionary-encoded: only compared for equality (positions.token_codes)
+# The token strings are compared only for equality, and only where a server returned no token ids
+# (positions.token_codes): read dictionary-encoded, and only in row groups where token_ids has a null.
+DICTIONARY = ("tokens",)
+STAND_IN = {"tokens": "token_ids"}
+TEXTS = "completion_text"  # read only when a prompt has an expectation on it (quality)
 NEAR_TIE_GAP = 1e-2  # nats: a first divergence whose top1-top2 gap is below this is a near-tie flip
 
 
@@ -72,9 +76,14 @@ def _labelled(sources: RunPaths | list[RunPaths]) -> list[tuple[RunPaths, str]]:
     return [(p, f"{p.root.name}/") for p in sources]
 
 
-def _batches(sources: RunPaths | list[RunPaths], columns: list[str], batch_rows: int) -> Iterator[pa.RecordBatch]:
+def responses(sources: RunPaths | list[RunPaths], texts: bool = True, batch_rows: int = 4096
+              ) -> Iterator[pa.RecordBatch]:
+    """The responses as the comparison reads them (COLUMNS; the completion texts as nulls unless `texts`)."""
+    columns = [c for c in COLUMNS if texts or c != TEXTS]
     for paths, label in _labelled(sources):
-        for batch in iter_batches(paths, "responses", columns, batch_rows, DICTIONARY):
+        for batch in iter_batches(paths, "responses", columns, batch_rows, DICTIONARY, STAND_IN):
+            if not texts:
+                batch = batch.append_column(TEXTS, pa.nulls(batch.num_rows, pa.string()))
             if label:
                 arms = pc.binary_join_element_wise(label, batch.column("arm"), "")
                 batch = batch.set_column(batch.schema.get_field_index("arm"), "arm", arms)
@@ -87,13 +96,13 @@ def _measured(batch: pa.RecordBatch) -> pa.Array:
                       pc.equal(batch.column("role"), "measured"))
 
 
-def iter_cells(sources: RunPaths | list[RunPaths], batch_rows: int = 4096, cold: list[pa.Table] | None = None
-               ) -> Iterator[tuple[tuple[str, str, str], pa.Table]]:
+def iter_cells(sources: RunPaths | list[RunPaths], batch_rows: int = 4096, cold: list[pa.Table] | None = None,
+               texts: bool = True               ) -> Iterator[tuple[tuple[str, str, str], pa.Table]]:
     """Each cell's measured rows; the cold rows go to `cold`, warm-up rows nowhere."""
     current: tuple[str, str, str] | None = None
     buffer: list[pa.Table] = []
     done: set[tuple[str, str, str]] = set()
-    for batch in _batches(sources, COLUMNS, batch_rows):
+    for batch in responses(sources, texts, batch_rows):
         measured = _measured(batch)
         if not pc.all(measured).as_py():  # else no copy: filter copies every column, the lists too
             if cold is not None:
@@ -133,7 +142,7 @@ def compare(sources: RunPaths | list[RunPaths], baseline: str | None = None,
             arm_pairs: list[tuple[str, str]] | None = None) -> Comparison:
     """`arm_pairs`: compare these (a, b) arms instead of every arm against the baseline (sweeps)."""
     acc, cold = _Accumulator(capacities=capacities(sources)), list[pa.Table]()
-    for key, table in iter_cells(sources, cold=cold):
+    for key, table in iter_cells(sources, cold=cold, texts=bool(expectations)):
         _analyse(key, table, acc, (expectations or {}).get(key[1]), near_tie_gap)
     result = acc.result
     result.cold = [_cold_check(row, acc.refs.get((row["arm"], row["prompt_id"], row["phase"])))

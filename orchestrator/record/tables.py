@@ -194,12 +194,14 @@ def _is_latest(keys: list[str | None], attempts: list[int | None], latest: dict[
 
 
 def iter_batches(paths: RunPaths, table: str, columns: list[str], batch_rows: int = 4096,
-                 dictionary: tuple[str, ...] = ()) -> Iterator[pa.RecordBatch]:
+                 dictionary: tuple[str, ...] = (), stand_in: dict[str, str] | None = None
+                 ) -> Iterator[pa.RecordBatch]:
     """Stream a table in file order (the order it was written), reading only `columns`; rows a later attempt
     superseded (`run --resume`) are left out. String columns named in `dictionary` come dictionary-encoded
     (strings, or their list values): Parquet stores them so, and decoding only the indices is several times
-    cheaper than building every string."""
-    schema = SCHEMAS[table]
+    cheaper than building every string. `stand_in` maps a column to the one it stands in for (tokens ->
+    token_ids): it is read only in row groups where that one has a null row, and comes as nulls elsewhere."""
+    schema, stand_in = SCHEMAS[table], stand_in or {}
     key = LATEST_KEY.get(table)
     parts = sorted(p for p in paths.table(table).glob("*.parquet") if not p.name.startswith("."))
     latest = _resent(parts, key) if key else None
@@ -211,15 +213,25 @@ def iter_batches(paths: RunPaths, table: str, columns: list[str], batch_rows: in
             handle = pq.ParquetFile(path, metadata=footer, read_dictionary=[
                 leaf.path for leaf in footer.schema if leaf.path.split(".")[0] in dictionary])
             present = set(handle.schema_arrow.names)
-            for batch in handle.iter_batches(batch_size=batch_rows, columns=[c for c in wanted if c in present]):
-                # Older parts may lack newer columns: add them as nulls so callers see one shape.
-                arrays = [(batch.column(c).cast(types[c]) if c in dictionary else batch.column(c)) if c in present
-                          else pa.nulls(batch.num_rows, types[c]) for c in wanted]
-                out = pa.RecordBatch.from_arrays(arrays, names=wanted)
-                if latest is not None and key:
-                    out = out.filter(pa.array(_is_latest(out.column(key).to_pylist(),
-                                                         out.column("attempt").to_pylist(), latest)))
-                yield out.select(columns)
+            direct = [c for c in wanted if c in present and c not in stand_in]
+            spares = [c for c in wanted if c in present and c in stand_in]
+            for group in range(footer.num_row_groups):
+                spare, offset = None, 0
+                for batch in handle.iter_batches(batch_size=batch_rows, row_groups=[group], columns=direct):
+                    arrays = []
+                    for c in wanted:  # older parts may lack newer columns: nulls, so callers see one shape
+                        array = batch.column(c) if c in direct else pa.nulls(batch.num_rows, types[c])
+                        if c in spares and (stand_in[c] not in direct or batch.column(stand_in[c]).null_count):
+                            if spare is None:
+                                spare = handle.read_row_group(group, columns=spares)
+                            array = spare.column(c).slice(offset, batch.num_rows).combine_chunks()
+                        arrays.append(array.cast(types[c]) if c in dictionary else array)
+                    offset += batch.num_rows
+                    out = pa.RecordBatch.from_arrays(arrays, names=wanted)
+                    if latest is not None and key:
+                        out = out.filter(pa.array(_is_latest(out.column(key).to_pylist(),
+                                                             out.column("attempt").to_pylist(), latest)))
+                    yield out.select(columns)
         except (OSError, pa.ArrowInvalid) as exc:
             raise RecordError(f"cannot read {path} ({exc}): the run dir is damaged; copy it again from its "
                               "source") from exc

@@ -151,3 +151,15 @@ def test_a_part_without_statistics_is_read_for_its_attempts(tmp_path) -> None:  
                    write_statistics=False)  # the footer cannot say whether anything was re-sent
     streamed = [r["prompt_id"] for b in iter_batches(paths, "responses", ["prompt_id"]) for r in b.to_pylist()]
     assert streamed == ["q", "s"]
+
+
+def test_a_stand_in_column_is_read_only_where_the_column_it_stands_in_for_has_a_null(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from orchestrator.record.tables import iter_batches
+
+    paths = RunPaths(tmp_path).make()
+    with TableWriter(paths, "responses", "a", flush_rows=2) as writer:  # parts of two rows
+        for ids, tokens in (([1], ["x"]), ([2], ["y"]), (None, ["z"]), ([3], ["w"])):
+            writer.append({"arm": "a", "token_ids": ids, "tokens": tokens})
+    rows = [r for b in iter_batches(paths, "responses", ["token_ids", "tokens"], stand_in={"tokens": "token_ids"})
+            for r in b.to_pylist()]
+    assert [r["tokens"] for r in rows] == [None, None, ["z"], ["w"]]  # the second part has a row without ids
