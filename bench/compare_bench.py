@@ -3,14 +3,17 @@
     .venv/bin/python bench/compare_bench.py --responses 100000 --positions 64 --top-k 20 --workdir /tmp/bench
     .venv/bin/python bench/compare_bench.py --responses 1000000 --positions 16 --top-k 5 \\
         --scale-sizes 100000,1000000 --impls ours --workdir /tmp/bench-1m
+    .venv/bin/python bench/compare_bench.py --large --scale-sizes 1000000,2000000,4000000 --workdir /tmp/bench-10m
 
 A synthetic record is written straight from numpy/pyarrow (no per-row Python dicts) in the schema of
 orchestrator.record.tables: cells (arm, prompt_id, phase) of `--cell-rows` rows; in most cells a known share
 of the warm rows diverges from a known generated position onwards (two variants), so every cell's
 answer is known in advance and each implementation's answers are checked before its speed is shown.
 
-Each implementation runs in a fresh subprocess; peak memory is the child's VmHWM (/proc/self/status),
-reported as is and minus the child's RSS right after its imports. detllm (PyPI 0.1.1) runs from its
+Each implementation runs in a fresh subprocess, `--repeats` times alternated (times are medians); peak
+memory is the child's own VmHWM (/proc/self/status, read by the child at its end), reported as is and minus
+the child's RSS right after its imports. wait4's ru_maxrss is printed too but not used: Linux carries the
+RSS the child had between fork and exec (a share of this parent's) into it. detllm (PyPI 0.1.1) runs from its
 own venv (`--detllm`, default /tmp/detllm-venv/bin/detllm) on the same responses exported to its
 trace.jsonl format; see export_traces() for what A and B are.
 """
@@ -20,8 +23,10 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import math
 import os
 import shutil
+import statistics
 import subprocess
 import sys
 import time
@@ -34,8 +39,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 ROOT = Path(__file__).resolve().parent.parent
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
+TREE = os.environ.get("COMPARE_BENCH_TREE", str(ROOT))  # --before: a child runs another checkout's orchestrator
+if TREE not in sys.path:
+    sys.path.insert(0, TREE)
 
 from orchestrator.analysis.signatures import text_signature, token_ids_signature, top_logprobs_signature  # noqa: E402
 from orchestrator.record.paths import RunPaths  # noqa: E402
@@ -317,29 +323,35 @@ def _status_kib(name: str) -> int:
 
 
 def _child(impl: str, root: Path, out: Path) -> None:
-    from orchestrator.analysis.compare import compare  # imported before the baseline is taken
+    # Imported before the baseline and the clock: pyarrow.dataset (which pulls pandas, ~0.5 s on this machine)
+    # is imported by the first read_table of a process; that is start-up, not work per row.
+    import pyarrow.dataset  # noqa: F401
+
+    import orchestrator.analysis.compare as module
 
     baseline = _status_kib("VmRSS")
-    start = time.perf_counter()
-    if impl == "ours":
-        result = compare(RunPaths(root))
+    start, cpu = time.perf_counter(), time.process_time()
+    if impl in ("ours", "before"):
+        result = module.compare(RunPaths(root))
         cells = [{k: getattr(c, k) for k in ("arm", "prompt_id", "phase", *CHECKED)} for c in result.cells]
-    elif impl == "read":  # the floor: decoding compare()'s columns from Parquet, nothing else
-        from orchestrator.analysis.compare import COLUMNS
+    elif impl == "read":  # the floor: what compare() reads of the record, read as it reads it, nothing else
         cells = []
-        for _ in iter_batches(RunPaths(root), "responses", COLUMNS):
+        for _ in module.responses(RunPaths(root), texts=False):  # texts: only with expectations, as in compare()
             pass
     else:
         cells = plain_compare(root)
-    seconds = time.perf_counter() - start
-    out.write_text(json.dumps({"seconds": seconds, "baseline_kib": baseline, "peak_kib": _status_kib("VmHWM"),
-                               "cells": cells}))
+    seconds, cpu = time.perf_counter() - start, time.process_time() - cpu
+    out.write_text(json.dumps({"seconds": seconds, "cpu_s": cpu, "baseline_kib": baseline,
+                               "peak_kib": _status_kib("VmHWM"), "cells": cells}))
 
 
-def _run_child(impl: str, root: Path, workdir: Path) -> dict[str, Any]:
+def _run_child(impl: str, root: Path, workdir: Path, before: Path | None = None) -> dict[str, Any]:
     out = workdir / f"child-{impl}.json"
+    env = dict(os.environ)
+    if impl == "before" and before is not None:
+        env.update(COMPARE_BENCH_TREE=str(before), PYTHONPATH=str(before))
     proc = subprocess.Popen([sys.executable, str(Path(__file__).resolve()), "--child", impl, "--workdir", str(root),
-                             "--child-out", str(out)])
+                             "--child-out", str(out)], env=env)
     _, status, usage = os.wait4(proc.pid, 0)
     if status != 0:
         raise RuntimeError(f"{impl} child failed with status {status}")
@@ -422,7 +434,8 @@ def _table(header: list[str], rows: list[list[str]]) -> str:
     return "\n".join([line(header), "|" + "|".join("-" * (w + 2) for w in widths) + "|", *map(line, rows)])
 
 
-def _measure(args: argparse.Namespace, responses: int, impls: list[str], workdir: Path) -> list[dict[str, Any]]:
+def _measure(args: argparse.Namespace, responses: int, impls: list[str], workdir: Path, repeats: int
+             ) -> list[dict[str, Any]]:
     root = workdir / f"run-{responses}"
     start = time.perf_counter()
     expected = generate(root, responses, args.positions, args.top_k, args.cell_rows, args.divergent_share,
@@ -431,49 +444,85 @@ def _measure(args: argparse.Namespace, responses: int, impls: list[str], workdir
     print(f"[generate] {responses:,} responses x {args.positions} positions x top-{args.top_k}: "
           f"{len(expected.cells)} cells, {expected.divergent_rows:,} divergent rows injected, "
           f"{size / 2**20:,.0f} MiB Parquet, {time.perf_counter() - start:.1f} s", flush=True)
-    results = []
-    for impl in impls:
-        if impl == "detllm":
-            continue
-        data = _run_child(impl, root, workdir)
-        counted = check(data["cells"], expected, impl) if impl != "read" else 0
-        peak = data["peak_kib"]
-        print(f"[{impl}] {data['seconds']:.1f} s, peak {_mib(peak)} (baseline {_mib(data['baseline_kib'])}, "
-              f"ru_maxrss {_mib(data['ru_maxrss_kib'])})"
-              + ("" if impl == "read" else f"; answers of all {len(expected.cells)} cells correct"),
-              flush=True)
-        label = {"ours": "ours: compare()", "plain": "(a) plain per-row Python",
-                 "read": "Parquet read only (compare()'s columns)"}[impl]
-        results.append({"impl": label, "responses": responses, "seconds": data["seconds"], "peak_kib": peak,
-                        "baseline_kib": data["baseline_kib"],
-                        "counted": "nothing: the decode floor" if impl == "read" else
-                        f"every divergent row: {counted:,} in {len(expected.cells)} cells "
-                        "(+ first position, gap, spread per cell)"})
+    traces = None
     if "detllm" in impls:
         start = time.perf_counter()
-        a, a2, b = export_traces(root, expected, workdir, args.positions)
-        print(f"[detllm] exported traces ({a.stat().st_size / 2**20:,.0f} MiB each) in "
+        traces = export_traces(root, expected, workdir, args.positions)
+        print(f"[detllm] exported traces ({traces[0].stat().st_size / 2**20:,.0f} MiB each) in "
               f"{time.perf_counter() - start:.1f} s", flush=True)
-        for label, right, name in (("A vs A copy", a2, "full"), ("A vs B", b, "stop")):
-            data = run_detllm(args.detllm, a, right, workdir / f"detllm-{name}")
-            first = data["first_divergence"]
-            print(f"[detllm {label}] {data['seconds']:.1f} s, peak {_mib(data['peak_kib'])}, exit {data['exit']}, "
-                  f"status {data['status']} {data['category']}, first_divergence {first}", flush=True)
-            if name == "full":
+    runs: dict[str, list[dict[str, Any]]] = {impl: [] for impl in impls}
+    for _ in range(repeats):  # alternated, so a burst of load on the shared machine hits every impl alike
+        for impl, done in runs.items():
+            if impl == "detllm" and traces:  # its full walk: A against a byte copy of A
+                data = run_detllm(args.detllm, traces[0], traces[1], workdir / "detllm-full")
                 assert data["status"] == "PASS", data
-                counted = f"{label}: compared all {responses:,} rows, PASS (0 divergences, by construction)"
+                print(f"[detllm A vs A copy] {data['seconds']:.2f} s, wait4 ru_maxrss {_mib(data['peak_kib'])}",
+                      flush=True)
             else:
-                assert data["status"] == "FAIL", data
-                counted = (f"{label}: FAIL, stopped at row {first.get('index')} token {first.get('token_index')}; "
-                           f"reports 1 of {expected.divergent_rows:,} divergent rows; exit {data['exit']}")
-            results.append({"impl": f"(b) detllm 0.1.1 diff ({label})", "responses": responses,
-                            "seconds": data["seconds"], "peak_kib": data["peak_kib"], "baseline_kib": None,
-                            "counted": counted})
-        for path in (a, a2, b):
+                data = _run_child(impl, root, workdir, args.before)
+                print(f"[{impl}] {data['seconds']:.2f} s ({data['cpu_s']:.2f} CPU s), VmHWM {_mib(data['peak_kib'])} "
+                      f"(VmRSS after imports {_mib(data['baseline_kib'])}; wait4 ru_maxrss "
+                      f"{_mib(data['ru_maxrss_kib'])}, which counts what the child inherited before exec)", flush=True)
+            done.append(data)
+    results = []
+    for impl, done in runs.items():
+        data = {"seconds": statistics.median(d["seconds"] for d in done),
+                "cpu_s": statistics.median(d.get("cpu_s", math.nan) for d in done),
+                "peak_kib": max(d["peak_kib"] for d in done),
+                "baseline_kib": min(d["baseline_kib"] for d in done) if impl != "detllm" else None}
+        if impl == "detllm":
+            counted = f"A vs A copy: compared all {responses:,} rows, PASS (0 divergences, by construction)"
+        elif impl == "read":
+            counted = "nothing: the decode floor"
+        else:
+            total = check(done[0]["cells"], expected, impl)
+            print(f"[{impl}] answers of all {len(expected.cells)} cells correct", flush=True)
+            counted = (f"every divergent row: {total:,} in {len(expected.cells)} cells "
+                       "(+ first position, gap, spread per cell)")
+        results.append({"impl": _label(impl, args), "responses": responses, **data, "counted": counted})
+    if traces:
+        data = run_detllm(args.detllm, traces[0], traces[2], workdir / "detllm-stop")  # stops at its first mismatch
+        first = data["first_divergence"]
+        print(f"[detllm A vs B] {data['seconds']:.1f} s, peak {_mib(data['peak_kib'])}, exit {data['exit']}, "
+              f"status {data['status']} {data['category']}, first_divergence {first}", flush=True)
+        assert data["status"] == "FAIL", data
+        results.append({"impl": "(b) detllm 0.1.1 diff (A vs B)", "responses": responses, "seconds": data["seconds"],
+                        "cpu_s": math.nan, "peak_kib": data["peak_kib"], "baseline_kib": None,
+                        "counted": f"A vs B: FAIL, stopped at row {first.get('index')} token "
+                                   f"{first.get('token_index')}; reports 1 of {expected.divergent_rows:,} divergent "
+                                   f"rows; exit {data['exit']}"})
+        for path in traces:
             path.unlink()
     if not args.keep:
         shutil.rmtree(root)
     return results
+
+
+def _label(impl: str, args: argparse.Namespace) -> str:
+    return {"ours": "ours: compare()", "before": f"before: compare() of {args.before}",
+            "plain": "(a) plain per-row Python", "read": "Parquet read only (compare()'s columns)",
+            "detllm": "(b) detllm 0.1.1 diff (A vs A copy)"}[impl]
+
+
+def _goals(results: list[dict[str, Any]], args: argparse.Namespace) -> None:
+    """Issue 20's goals for the comparison, from this run's figures (medians where --repeats > 1)."""
+    rate = {r["impl"]: r["responses"] / r["seconds"] for r in results}
+    ours, read = rate.get("ours: compare()"), rate.get("Parquet read only (compare()'s columns)")
+    detllm = rate.get("(b) detllm 0.1.1 diff (A vs A copy)")
+    before = rate.get(_label("before", args))
+    print(f"\nmedians of {args.repeats} alternated runs; the machine may be shared: compare it with the read floor")
+    if ours:
+        print(f"ours: {ours:,.0f} rows/s (goal >= 200,000)")
+    if ours and read:
+        print(f"ours takes {read / ours:.2f}x the time of reading its columns alone ({read:,.0f} rows/s; goal <= 2)")
+    if ours and detllm:
+        print(f"ours: {ours / detllm:.1f}x detllm diff's full walk ({detllm:,.0f} rows/s; goal >= 28)")
+    if ours and before:
+        print(f"ours: {ours / before:.2f}x the rows/s of {args.before} ({before:,.0f} rows/s)")
+    peak = max((r["peak_kib"] for r in results if r["impl"].startswith("ours")), default=None)
+    if peak is not None:
+        print(f"ours: peak VmHWM {_mib(peak)} (limit {args.memory_limit_mib:,.0f} MiB: "
+              f"{'met' if peak / 1024 <= args.memory_limit_mib else 'NOT met'})")
 
 
 def main() -> None:
@@ -486,41 +535,56 @@ def main() -> None:
     parser.add_argument("--divergent-share", type=float, default=0.05)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--workdir", type=Path, default=Path("/tmp/bench"))
-    parser.add_argument("--impls", default="ours,plain,read,detllm", help="comma list of ours, plain, read, detllm")
+    parser.add_argument("--impls", default="ours,plain,read,detllm",
+                        help="comma list of ours, before (needs --before), plain, read, detllm")
     parser.add_argument("--scale-sizes", default="",
                         help="comma list of response counts: also run these sizes (ours only) for the memory scaling")
     parser.add_argument("--detllm", default="/tmp/detllm-venv/bin/detllm")
     parser.add_argument("--keep", action="store_true", help="keep the generated records")
-    parser.add_argument("--child", choices=["ours", "plain", "read"], help=argparse.SUPPRESS)
+    parser.add_argument("--repeats", type=int, default=3,
+                        help="runs of each of ours, plain, read, alternated; times are their medians")
+    parser.add_argument("--large", action="store_true",
+                        help="the streamed-memory goal: 10,000,000 responses x 16 positions x top-5, ours and read, "
+                             "once each, against --memory-limit-mib")
+    parser.add_argument("--memory-limit-mib", type=float, default=500.0)
+    parser.add_argument("--before", type=Path, default=None,
+                        help="another checkout (e.g. the main branch before a change): its compare() is timed too, "
+                             "alternated with this one's (impl 'before')")
+    parser.add_argument("--child", choices=["ours", "before", "plain", "read"], help=argparse.SUPPRESS)
     parser.add_argument("--child-out", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
         _child(args.child, args.workdir, args.child_out)
         return
 
+    if args.large:
+        args.responses, args.positions, args.top_k, args.impls, args.repeats = 10_000_000, 16, 5, "ours,read", 1
     args.workdir.mkdir(parents=True, exist_ok=True)
     impls = [i.strip() for i in args.impls.split(",") if i.strip()]
     print(f"python {sys.version.split()[0]}, pyarrow {pa.__version__}, numpy {np.__version__}, "
           f"{os.cpu_count()} CPUs", flush=True)
-    results = _measure(args, args.responses, impls, args.workdir)
+    results = _measure(args, args.responses, impls, args.workdir, args.repeats)
     ours = next((r for r in results if r["impl"].startswith("ours")), None)
     rows = []
     for r in results:
         rate = r["responses"] / r["seconds"]
         ratio = "1.00x" if r is ours else (f"{rate / (ours['responses'] / ours['seconds']):.3f}x" if ours else "-")
         extra = "" if r["baseline_kib"] is None else f" ({_mib(r['peak_kib'] - r['baseline_kib'])} over imports)"
-        rows.append([r["impl"], f"{r['responses']:,}", f"{r['seconds']:.1f} s", f"{rate:,.0f}",
+        cpu = "-" if math.isnan(r["cpu_s"]) else f"{r['cpu_s']:.2f} s"
+        rows.append([r["impl"], f"{r['responses']:,}", f"{r['seconds']:.2f} s", cpu, f"{rate:,.0f}",
                      _mib(r["peak_kib"]) + extra, ratio, r["counted"]])
     print(f"\n{args.responses:,} responses x {args.positions} positions x top-{args.top_k} "
           f"(cells of {args.cell_rows}, {args.divergent_share:.0%} divergent)")
-    print(_table(["implementation", "responses", "time", "rows/s", "peak RSS", "rows/s vs ours", "counted"], rows))
+    print(_table(["implementation", "responses", "time", "CPU time", "rows/s", "peak RSS", "rows/s vs ours",
+                  "counted"], rows))
+    _goals(results, args)
 
     sizes = [int(s) for s in args.scale_sizes.split(",") if s.strip()]
     if sizes:
         scale = [r for r in results if r["impl"].startswith("ours")]
         for n in sizes:
             if n != args.responses:
-                scale += _measure(args, n, ["ours"], args.workdir)
+                scale += _measure(args, n, ["ours"], args.workdir, 1)
         scale.sort(key=lambda r: r["responses"])
         print(f"\nours, memory scaling at {args.positions} positions x top-{args.top_k}")
         print(_table(["responses", "time", "rows/s", "peak RSS", "peak - baseline"],

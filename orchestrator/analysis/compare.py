@@ -37,8 +37,13 @@ from orchestrator.record.tables import iter_batches, read_table
 
 KEY = ("arm", "prompt_id", "phase")
 COLUMNS = ["arm", "prompt_id", "phase", "phase_kind", "batch_id", "cold", "role", "error", "completion_text",
-           "sig_text", "sig_token_ids", "sig_top_logprobs", "token_ids", "tokens", "token_logprobs",
+           "sig_text", "sig_top_logprobs", "token_ids", "tokens", "token_logprobs",
            "top_gaps", "top_logprobs_entries", "prompt_logprobs", *batches.COLUMNS[3:]]
+# The token strings are compared only for equality, and only where a server returned no token ids
+# (positions.token_codes): read dictionary-encoded, and only in row groups where token_ids has a null.
+DICTIONARY = ("tokens",)
+STAND_IN = {"tokens": "token_ids"}
+TEXTS = "completion_text"  # read only when a prompt has an expectation on it (quality)
 NEAR_TIE_GAP = 1e-2  # nats: a first divergence whose top1-top2 gap is below this is a near-tie flip
 
 
@@ -71,9 +76,14 @@ def _labelled(sources: RunPaths | list[RunPaths]) -> list[tuple[RunPaths, str]]:
     return [(p, f"{p.root.name}/") for p in sources]
 
 
-def _batches(sources: RunPaths | list[RunPaths], columns: list[str], batch_rows: int) -> Iterator[pa.RecordBatch]:
+def responses(sources: RunPaths | list[RunPaths], texts: bool = True, batch_rows: int = 4096
+              ) -> Iterator[pa.RecordBatch]:
+    """The responses as the comparison reads them (COLUMNS; the completion texts as nulls unless `texts`)."""
+    columns = [c for c in COLUMNS if texts or c != TEXTS]
     for paths, label in _labelled(sources):
-        for batch in iter_batches(paths, "responses", columns, batch_rows):
+        for batch in iter_batches(paths, "responses", columns, batch_rows, DICTIONARY, STAND_IN):
+            if not texts:
+                batch = batch.append_column(TEXTS, pa.nulls(batch.num_rows, pa.string()))
             if label:
                 arms = pc.binary_join_element_wise(label, batch.column("arm"), "")
                 batch = batch.set_column(batch.schema.get_field_index("arm"), "arm", arms)
@@ -86,23 +96,21 @@ def _measured(batch: pa.RecordBatch) -> pa.Array:
                       pc.equal(batch.column("role"), "measured"))
 
 
-def iter_cells(sources: RunPaths | list[RunPaths], batch_rows: int = 4096, cold: list[pa.Table] | None = None
-               ) -> Iterator[tuple[tuple[str, str, str], pa.Table]]:
+def iter_cells(sources: RunPaths | list[RunPaths], batch_rows: int = 4096, cold: list[pa.Table] | None = None,
+               texts: bool = True               ) -> Iterator[tuple[tuple[str, str, str], pa.Table]]:
     """Each cell's measured rows; the cold rows go to `cold`, warm-up rows nowhere."""
     current: tuple[str, str, str] | None = None
     buffer: list[pa.Table] = []
     done: set[tuple[str, str, str]] = set()
-    for batch in _batches(sources, COLUMNS, batch_rows):
+    for batch in responses(sources, texts, batch_rows):
         measured = _measured(batch)
-        if cold is not None and not pc.all(measured).as_py():
-            cold.append(pa.Table.from_batches([batch.filter(pc.fill_null(batch.column("cold"), False))]))
-        batch = batch.filter(measured)
-        keys = list(zip(*(batch.column(k).to_pylist() for k in KEY), strict=True))
-        start = 0
-        for i in range(1, len(keys) + 1):
-            if i < len(keys) and keys[i] == keys[start]:
-                continue
-            key = keys[start]
+        if not pc.all(measured).as_py():  # else no copy: filter copies every column, the lists too
+            if cold is not None:
+                cold.append(pa.Table.from_batches([batch.filter(pc.fill_null(batch.column("cold"), False))]))
+            batch = batch.filter(measured)
+        bounds = _runs(batch)
+        keys = list(zip(*(batch.column(k).take(bounds[:-1]).to_pylist() for k in KEY), strict=True))
+        for key, start, stop in zip(keys, bounds[:-1].tolist(), bounds[1:].tolist(), strict=True):
             if key != current:
                 if current is not None:
                     yield current, pa.concat_tables(buffer)
@@ -111,10 +119,22 @@ def iter_cells(sources: RunPaths | list[RunPaths], batch_rows: int = 4096, cold:
                     raise RecordError(f"rows of cell {key} are not contiguous in the responses record; "
                                       "was the folder merged by hand?")
                 current, buffer = key, []
-            buffer.append(pa.Table.from_batches([batch.slice(start, i - start)]))
-            start = i
+            buffer.append(pa.Table.from_batches([batch.slice(start, stop - start)]))
     if current is not None:
         yield current, pa.concat_tables(buffer)
+
+
+def _runs(batch: pa.RecordBatch) -> np.ndarray:
+    """The rows where each run of one key starts, then the batch's length. Found by arrow compute so that
+    only the keys of each run's first row become Python objects, not every row's."""
+    rows = batch.num_rows
+    changed = np.zeros(max(rows - 1, 0), dtype=bool)
+    for name in KEY:
+        column = batch.column(name)
+        a, b = column.slice(1), column.slice(0, rows - 1)
+        same = pc.or_(pc.fill_null(pc.equal(a, b), False), pc.and_(pc.is_null(a), pc.is_null(b)))
+        changed |= ~same.to_numpy(zero_copy_only=False)
+    return np.concatenate([[0], np.nonzero(changed)[0] + 1, [rows]]) if rows else np.zeros(1, dtype=np.int64)
 
 
 def compare(sources: RunPaths | list[RunPaths], baseline: str | None = None,
@@ -122,7 +142,7 @@ def compare(sources: RunPaths | list[RunPaths], baseline: str | None = None,
             arm_pairs: list[tuple[str, str]] | None = None) -> Comparison:
     """`arm_pairs`: compare these (a, b) arms instead of every arm against the baseline (sweeps)."""
     acc, cold = _Accumulator(capacities=capacities(sources)), list[pa.Table]()
-    for key, table in iter_cells(sources, cold=cold):
+    for key, table in iter_cells(sources, cold=cold, texts=bool(expectations)):
         _analyse(key, table, acc, (expectations or {}).get(key[1]), near_tie_gap)
     result = acc.result
     result.cold = [_cold_check(row, acc.refs.get((row["arm"], row["prompt_id"], row["phase"])))
@@ -167,8 +187,7 @@ def _analyse(key: tuple[str, str, str], table: pa.Table, acc: _Accumulator, expe
         cell.top_entries_min, cell.top_entries_max = pc.min(entries).as_py(), pc.max(entries).as_py()
         cell.distinct_completions = pc.count_distinct(warm.column("sig_text")).as_py()
         acc.result.positions.append(_positions(cell, warm, reference, ref, near_tie_gap))
-        cell.quality_pass, cell.quality_note = quality.pass_share(warm.column("completion_text").to_pylist(),
-                                                                  expectation)
+        cell.quality_pass, cell.quality_note = quality.pass_share(warm.column("completion_text"), expectation)
     acc.result.cells.append(cell)
     acc.refs[key] = ref
 

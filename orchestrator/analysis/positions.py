@@ -35,14 +35,20 @@ def _index(lengths: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return rows, np.arange(int(lengths.sum())) - np.repeat(starts, lengths)
 
 
-def padded_matrix(column: pa.ChunkedArray | pa.Array, fill: float) -> np.ndarray:
-    """list<number> -> [rows, longest] float matrix padded with `fill`."""
+def padded_matrix(column: pa.ChunkedArray | pa.Array, fill: float, dtype: type[np.generic] = np.float64
+                  ) -> np.ndarray:
+    """list<number> -> [rows, longest] matrix padded with `fill` (null values too, for floats)."""
     values, lengths = _flatten(_array(column))
     width = int(lengths.max()) if len(lengths) else 0
-    out = np.full((len(lengths), width), fill, dtype=np.float64)
+    if values.null_count:
+        values = pc.fill_null(values.cast(pa.float64()), np.nan)
+    flat: np.ndarray = values.to_numpy(zero_copy_only=False).astype(dtype, copy=False)
+    if len(lengths) and int(lengths.min()) == width:  # every row as long as the longest: a reshape, no scatter
+        return flat.reshape(len(lengths), width)
+    out: np.ndarray = np.full((len(lengths), width), fill, dtype=dtype)
     rows, cols = _index(lengths)
     if len(rows):
-        out[rows, cols] = pc.fill_null(values.cast(pa.float64()), np.nan).to_numpy(zero_copy_only=False)
+        out[rows, cols] = flat
     return out
 
 
@@ -89,10 +95,20 @@ def prompt_positions(column: pa.ChunkedArray | pa.Array, reference: int) -> Prom
         overlap = np.where(present & (ref_k > 0), hits / ref_k, np.nan)
         agree = np.where(present & (top1[reference] >= 0), top1 == top1[reference], np.nan)
         return PromptPositions(
-            spread=_nan_reduce(np.nanmax, forced) - _nan_reduce(np.nanmin, forced),
+            spread=_spread(forced),
             top1_agreement=_nan_reduce(np.nanmean, agree),
             topk_overlap=_nan_reduce(np.nanmin, overlap),
             forced_reference=forced[reference].copy())  # a copy: a view would pin the matrix
+
+
+def _spread(matrix: np.ndarray) -> np.ndarray:
+    """max - min per column over the values present; NaN where a column has none."""
+    spread: np.ndarray
+    if not np.isnan(matrix).any():  # the usual case: plain max/min, without nanmax's masked copies
+        spread = matrix.max(axis=0) - matrix.min(axis=0)
+    else:
+        spread = _nan_reduce(np.nanmax, matrix) - _nan_reduce(np.nanmin, matrix)
+    return spread
 
 
 def _nan_reduce(func: object, matrix: np.ndarray) -> np.ndarray:
@@ -116,14 +132,31 @@ def token_codes(token_ids: pa.ChunkedArray | pa.Array, tokens: pa.ChunkedArray |
     them, else the token strings encoded consistently within this call."""
     ids = _array(token_ids)
     if ids.null_count < len(ids):
-        return padded_matrix(ids, -1).astype(np.int64)
+        return padded_matrix(ids, -1, np.int64)
     strings = _array(tokens)
     values, lengths = _flatten(strings)
-    codes = pc.dictionary_encode(values).indices.to_numpy(zero_copy_only=False).astype(np.int64)
+    codes = _first_seen_codes(values)
     out = np.full((len(lengths), int(lengths.max()) if len(lengths) else 0), -1, dtype=np.int64)
     rows, cols = _index(lengths)
     out[rows, cols] = codes
     return out
+
+
+def _first_seen_codes(values: pa.Array) -> np.ndarray:
+    """Codes numbered by first appearance, as dictionary_encode numbers plain strings. Values read
+    dictionary-encoded are renumbered from their indices, so no string is built."""
+    if not pa.types.is_dictionary(values.type) or values.null_count:
+        plain = values.cast(values.type.value_type) if pa.types.is_dictionary(values.type) else values
+        codes: np.ndarray = pc.dictionary_encode(plain).indices.to_numpy(zero_copy_only=False).astype(np.int64)
+        return codes
+    # Equal strings may sit at several dictionary indices (dictionaries of several files): one id per string.
+    canonical = pc.dictionary_encode(values.dictionary).indices.to_numpy(zero_copy_only=False).astype(np.int64)
+    ids = canonical[values.indices.to_numpy(zero_copy_only=False)]
+    seen, first = np.unique(ids, return_index=True)
+    rank = np.empty(len(seen), dtype=np.int64)
+    rank[np.argsort(first, kind="stable")] = np.arange(len(seen))
+    codes = rank[np.searchsorted(seen, ids)]
+    return codes
 
 
 def first_difference(a: np.ndarray, b: np.ndarray) -> int | None:
@@ -141,8 +174,7 @@ def generated_positions(codes: np.ndarray, token_logprobs: pa.ChunkedArray | pa.
     rows_differ = mismatch.any(axis=1)
     first = int(np.argmax(mismatch.any(axis=0))) if rows_differ.any() else None
     logprobs = padded_matrix(token_logprobs, np.nan)
-    spread = (_nan_reduce(np.nanmax, logprobs) - _nan_reduce(np.nanmin, logprobs)) if logprobs.size \
-        else np.zeros(0)
+    spread = _spread(logprobs) if logprobs.size else np.zeros(0)
     return GeneratedPositions(spread=spread, divergent_rows=int(rows_differ.sum()), first_divergent=first,
                               reference_tokens=codes[reference].copy())
 

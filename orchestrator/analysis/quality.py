@@ -11,6 +11,8 @@ import re
 import unicodedata
 from typing import Any
 
+import pyarrow as pa
+
 
 def script_share(text: str, script: str) -> float:
     letters = [c for c in text if not c.isspace()]
@@ -42,7 +44,9 @@ def describe(expectation: dict[str, Any]) -> str:
     return " and ".join(parts)
 
 
-def pass_share(texts: list[str | None], expectation: dict[str, Any] | None) -> tuple[float | None, str]:
+def pass_share(texts: pa.ChunkedArray, expectation: dict[str, Any] | None) -> tuple[float | None, str]:
+    """`texts` as the record holds them: made Python strings only when there is something to check."""
     if not expectation or not describe(expectation):
         return None, ""
-    return sum(passes(t, expectation) for t in texts) / len(texts) if texts else None, describe(expectation)
+    values = texts.to_pylist()
+    return sum(passes(t, expectation) for t in values) / len(values) if values else None, describe(expectation)

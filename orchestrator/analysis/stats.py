@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 
@@ -61,8 +62,10 @@ def beta_ppf(q: float, a: float, b: float) -> float:
     return (lo + hi) / 2
 
 
+@functools.lru_cache(maxsize=4096)
 def clopper_pearson(k: int, n: int, confidence: float = CONFIDENCE) -> tuple[float, float]:
-    """Two-sided exact interval for k divergent of n: the Beta quantiles of Clopper and Pearson."""
+    """Two-sided exact interval for k divergent of n: the Beta quantiles of Clopper and Pearson. Cached:
+    a study's cells share n (its repeats) and few values of k, and each interval costs ~100 beta_cdf calls."""
     if n <= 0:
         return 0.0, 1.0
     alpha = 1.0 - confidence

@@ -189,38 +189,98 @@ def _latest_attempts(keys: list[str | None], attempts: list[int | None]) -> dict
 
 
 def _is_latest(keys: list[str | None], attempts: list[int | None], latest: dict[str, int]) -> list[bool]:
-    return [key is None or (attempt or 0) == latest[key] for key, attempt in zip(keys, attempts, strict=True)]
+    """`latest` may hold the re-sent keys only: any other key was sent once, at attempt 0."""
+    return [key is None or (attempt or 0) == latest.get(key, 0) for key, attempt in zip(keys, attempts, strict=True)]
 
 
-def iter_batches(paths: RunPaths, table: str, columns: list[str], batch_rows: int = 4096
+def iter_batches(paths: RunPaths, table: str, columns: list[str], batch_rows: int = 4096,
+                 dictionary: tuple[str, ...] = (), stand_in: dict[str, str] | None = None
                  ) -> Iterator[pa.RecordBatch]:
     """Stream a table in file order (the order it was written), reading only `columns`; rows a later attempt
-    superseded (`run --resume`) are left out."""
-    schema = SCHEMAS[table]
+    superseded (`run --resume`) are left out. String columns named in `dictionary` come dictionary-encoded
+    (strings, or their list values): Parquet stores them so, and decoding only the indices is several times
+    cheaper than building every string. `stand_in` maps a column to the one it stands in for (tokens ->
+    token_ids): it is read only in row groups where that one has a null row, and comes as nulls elsewhere."""
+    schema, stand_in = SCHEMAS[table], stand_in or {}
     key = LATEST_KEY.get(table)
-    latest = None
-    if key and paths.table(table).is_dir():
-        keys = read_table(paths, table, ["attempt"])
-        if pc.max(keys.column("attempt")).as_py():  # something was re-sent: keep the latest attempts
-            keys = read_table(paths, table, [key, "attempt"])
-            latest = _latest_attempts(keys.column(key).to_pylist(), keys.column("attempt").to_pylist())
+    parts = sorted(p for p in paths.table(table).glob("*.parquet") if not p.name.startswith("."))
+    latest = _resent(parts, key) if key else None
     wanted = list(dict.fromkeys([*columns, *((key, "attempt") if latest is not None and key else ())]))
-    for path in sorted(p for p in paths.table(table).glob("*.parquet") if not p.name.startswith(".")):
+    types = {c: _dictionary_type(schema.field(c).type) if c in dictionary else schema.field(c).type for c in wanted}
+    for path in parts:
         try:
-            handle = pq.ParquetFile(path)
+            footer = pq.read_metadata(path)
+            handle = pq.ParquetFile(path, metadata=footer, read_dictionary=[
+                leaf.path for leaf in footer.schema if leaf.path.split(".")[0] in dictionary])
             present = set(handle.schema_arrow.names)
-            for batch in handle.iter_batches(batch_size=batch_rows, columns=[c for c in wanted if c in present]):
-                # Older parts may lack newer columns: add them as nulls so callers see one shape.
-                arrays = [batch.column(c) if c in present else pa.nulls(batch.num_rows, schema.field(c).type)
-                          for c in wanted]
-                out = pa.RecordBatch.from_arrays(arrays, names=wanted)
-                if latest is not None and key:
-                    out = out.filter(pa.array(_is_latest(out.column(key).to_pylist(),
-                                                         out.column("attempt").to_pylist(), latest)))
-                yield out.select(columns)
+            direct = [c for c in wanted if c in present and c not in stand_in]
+            spares = [c for c in wanted if c in present and c in stand_in]
+            for group in range(footer.num_row_groups):
+                spare, offset = None, 0
+                for batch in handle.iter_batches(batch_size=batch_rows, row_groups=[group], columns=direct):
+                    arrays = []
+                    for c in wanted:  # older parts may lack newer columns: nulls, so callers see one shape
+                        array = batch.column(c) if c in direct else pa.nulls(batch.num_rows, types[c])
+                        if c in spares and (stand_in[c] not in direct or batch.column(stand_in[c]).null_count):
+                            if spare is None:
+                                spare = handle.read_row_group(group, columns=spares)
+                            array = spare.column(c).slice(offset, batch.num_rows).combine_chunks()
+                        arrays.append(array.cast(types[c]) if c in dictionary else array)
+                    offset += batch.num_rows
+                    out = pa.RecordBatch.from_arrays(arrays, names=wanted)
+                    if latest is not None and key:
+                        out = out.filter(pa.array(_is_latest(out.column(key).to_pylist(),
+                                                             out.column("attempt").to_pylist(), latest)))
+                    yield out.select(columns)
         except (OSError, pa.ArrowInvalid) as exc:
             raise RecordError(f"cannot read {path} ({exc}): the run dir is damaged; copy it again from its "
                               "source") from exc
+
+
+def _resent(parts: list[Path], key: str) -> dict[str, int] | None:
+    """Key -> latest attempt of the keys sent more than once (None: nothing was), streamed: a part whose
+    footer shows no attempt above 0 is not read, so memory holds the re-sent rows, not the record's."""
+    latest: dict[str, int] = {}
+    for path in parts:
+        try:
+            if _most_attempts(pq.read_metadata(path)) == 0:
+                continue
+            for batch in pq.ParquetFile(path).iter_batches(columns=[key, "attempt"]):
+                resent = batch.filter(pc.fill_null(pc.greater(batch.column("attempt"), 0), False))
+                for name, attempt in zip(*(resent.column(c).to_pylist() for c in (key, "attempt")), strict=True):
+                    if name is not None:
+                        latest[name] = max(latest.get(name, 0), attempt)
+        except (OSError, pa.ArrowInvalid) as exc:
+            raise RecordError(f"cannot read {path} ({exc}): the run dir is damaged; copy it again from its "
+                              "source") from exc
+    return latest or None
+
+
+def _most_attempts(footer: pq.FileMetaData) -> int | None:
+    """The largest `attempt` of a part by its row groups' statistics: 0 where it lacks the column or all
+    its values are null, None where statistics do not say."""
+    leaves = [footer.schema.column(i).path for i in range(footer.num_columns)]
+    if "attempt" not in leaves:
+        return 0
+    column, most = leaves.index("attempt"), 0
+    for group in range(footer.num_row_groups):
+        chunk = footer.row_group(group).column(column)
+        stats = chunk.statistics
+        if stats is not None and stats.has_null_count and stats.null_count == chunk.num_values:
+            continue
+        if stats is None or not stats.has_min_max:
+            return None
+        most = max(most, int(stats.max))
+    return most
+
+
+def _dictionary_type(kind: pa.DataType) -> pa.DataType:
+    """string -> dictionary<int32, string>; list<string> -> list<dictionary<int32, string>>."""
+    if pa.types.is_list(kind):
+        return pa.list_(_dictionary_type(kind.value_type))
+    if pa.types.is_string(kind):
+        return pa.dictionary(pa.int32(), pa.string())
+    raise ValueError(f"{kind} cannot be read dictionary-encoded: only strings and lists of strings")
 
 
 def _safe(name: str) -> str:

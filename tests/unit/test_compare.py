@@ -140,3 +140,27 @@ def test_several_runs_compare_as_one_study(tmp_path) -> None:  # type: ignore[no
     assert {c["arm"] for c in result["cells"]} == {"machine-a/a", "machine-b/a"}
     [pair] = result["pairs"]
     assert (pair["arm_b"], pair["verdict"], pair["first_divergent_position"]) == ("machine-b/a", "differ", 1)
+
+
+def test_token_strings_without_ids_find_what_ids_find(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    # Parts of 3 rows: the strings come dictionary-encoded per part, each part with its own dictionary.
+    ids = [[1, 2, 3]] * 4 + [[1, 2, 9]] + [[1, 2, 3]] * 3 + [[1, 7, 3]]
+    with_ids = [row("a", "p", "seq", i) for i in ids]
+    strings_only = [row("a", "p", "seq", i, token_ids=None, tokens=[f"t{t}" for t in i]) for i in ids]
+    by_ids = cell(compare(record(tmp_path / "ids", with_ids)).to_json(), "a", "p")
+    by_strings = cell(compare(record(tmp_path / "strings", strings_only)).to_json(), "a", "p")
+    assert by_strings["first_divergent_position"] == by_ids["first_divergent_position"] == 1
+    assert by_strings == by_ids
+
+
+def test_token_codes_of_dictionary_strings_equal_those_of_plain_strings() -> None:
+    import numpy as np
+    import pyarrow as pa
+
+    from orchestrator.analysis.positions import token_codes
+
+    plain = pa.chunked_array([pa.array([["b", "a"], ["a", "c"]]), pa.array([["c", "b"], None, ["d"]])])
+    encoded = pa.chunked_array([c.cast(pa.list_(pa.dictionary(pa.int32(), pa.string()))) for c in plain.chunks])
+    no_ids = pa.nulls(5, pa.list_(pa.int64()))
+    assert np.array_equal(token_codes(no_ids, encoded), token_codes(no_ids, plain))
+    assert token_codes(no_ids, plain).tolist() == [[0, 1], [1, 2], [2, 0], [-1, -1], [3, -1]]

@@ -121,3 +121,45 @@ def test_a_previous_version_part_is_read_and_later_attempts_supersede_earlier_ro
     streamed = [r for b in iter_batches(paths, "responses", ["prompt_id", "error"]) for r in b.to_pylist()]
     assert sorted(streamed, key=lambda r: r["prompt_id"]) == [{"prompt_id": "p", "error": None},
                                                                {"prompt_id": "q", "error": None}]
+
+
+def test_a_column_read_dictionary_encoded_is_of_one_type_in_every_part(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from orchestrator.record.tables import iter_batches
+
+    paths = RunPaths(tmp_path).make()
+    pq.write_table(pa.table({"arm": ["a"]}), paths.table("responses") / "old-00000.parquet")  # no tokens column
+    with TableWriter(paths, "responses", "a") as writer:
+        writer.append({"arm": "a", "tokens": ["x", "y"]})
+    batches = list(iter_batches(paths, "responses", ["tokens"], dictionary=("tokens",)))
+    assert {b.schema.field("tokens").type for b in batches} == {pa.list_(pa.dictionary(pa.int32(), pa.string()))}
+    assert [r["tokens"] for b in batches for r in b.to_pylist()] == [["x", "y"], None]
+
+
+def test_a_part_without_statistics_is_read_for_its_attempts(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from orchestrator.record.tables import RESPONSES, iter_batches
+
+    paths = RunPaths(tmp_path).make()
+    sent = (("p", "x", 0), ("q", "x", 1), ("s", "y", 0))
+    rows = [{"prompt_id": p, "request_id": r, "attempt": a} for p, r, a in sent]
+    pq.write_table(pa.Table.from_pylist(rows, schema=RESPONSES), paths.table("responses") / "r-00000.parquet",
+                   write_statistics=False)  # the footer cannot say whether anything was re-sent
+    streamed = [r["prompt_id"] for b in iter_batches(paths, "responses", ["prompt_id"]) for r in b.to_pylist()]
+    assert streamed == ["q", "s"]
+
+
+def test_a_stand_in_column_is_read_only_where_the_column_it_stands_in_for_has_a_null(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from orchestrator.record.tables import iter_batches
+
+    paths = RunPaths(tmp_path).make()
+    with TableWriter(paths, "responses", "a", flush_rows=2) as writer:  # parts of two rows
+        for ids, tokens in (([1], ["x"]), ([2], ["y"]), (None, ["z"]), ([3], ["w"])):
+            writer.append({"arm": "a", "token_ids": ids, "tokens": tokens})
+    rows = [r for b in iter_batches(paths, "responses", ["token_ids", "tokens"], stand_in={"tokens": "token_ids"})
+            for r in b.to_pylist()]
+    assert [r["tokens"] for r in rows] == [None, None, ["z"], ["w"]]  # the second part has a row without ids
