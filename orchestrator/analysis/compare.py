@@ -128,13 +128,15 @@ def _runs(batch: pa.RecordBatch) -> np.ndarray:
     """The rows where each run of one key starts, then the batch's length. Found by arrow compute so that
     only the keys of each run's first row become Python objects, not every row's."""
     rows = batch.num_rows
-    changed = np.zeros(max(rows - 1, 0), dtype=bool)
+    if not rows:  # e.g. a part that holds only an arm's cold request, once it is filtered out
+        return np.zeros(1, dtype=np.int64)
+    changed = np.zeros(rows - 1, dtype=bool)
     for name in KEY:
         column = batch.column(name)
         a, b = column.slice(1), column.slice(0, rows - 1)
         same = pc.or_(pc.fill_null(pc.equal(a, b), False), pc.and_(pc.is_null(a), pc.is_null(b)))
         changed |= ~same.to_numpy(zero_copy_only=False)
-    return np.concatenate([[0], np.nonzero(changed)[0] + 1, [rows]]) if rows else np.zeros(1, dtype=np.int64)
+    return np.concatenate([[0], np.nonzero(changed)[0] + 1, [rows]])
 
 
 def compare(sources: RunPaths | list[RunPaths], baseline: str | None = None,

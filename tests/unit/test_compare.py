@@ -54,6 +54,14 @@ def test_identical_cell_and_cold_apart(tmp_path) -> None:  # type: ignore[no-unt
     assert result["cold"] == [{"arm": "a", "prompt_id": "p", "phase": "seq", "matches_warm": False}]
 
 
+def test_a_part_that_holds_only_set_apart_rows_is_read(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    # The writer flushes every 3 rows here: the first part is the cold request and two warm-up requests.
+    rows = [row("a", "p", "seq", [1, 2, 3], cold=True), *[row("a", "p", "seq", [1, 2, 3], role="warmup")] * 2,
+            *[row("a", "p", "seq", [1, 2, 3])] * 4]
+    result = compare(record(tmp_path, rows)).to_json()
+    assert cell(result, "a", "p")["n"] == 4 and result["cold"][0]["matches_warm"] is True
+
+
 def test_first_divergent_position_and_near_tie(tmp_path) -> None:  # type: ignore[no-untyped-def]
     rows = [row("a", "p", "seq", [1, 2, 3], top2_lp=-0.1001)] * 4 + [row("a", "p", "seq", [1, 2, 9], top2_lp=-0.1001)]
     rows += [row("a", "q", "seq", [1, 2, 3])] * 4 + [row("a", "q", "seq", [1, 5, 3])]
