@@ -3,27 +3,13 @@ plain per-row implementation find (no timing asserted; detllm is not involved)."
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
-
 from orchestrator.analysis.compare import compare
 from orchestrator.record.paths import RunPaths
-
-BENCH = Path(__file__).resolve().parents[2] / "bench" / "compare_bench.py"
-
-
-def _bench():  # type: ignore[no-untyped-def]
-    spec = importlib.util.spec_from_file_location("compare_bench", BENCH)
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
+from tests import benches
 
 
 def test_generator_answers_match_ours_and_plain(tmp_path) -> None:  # type: ignore[no-untyped-def]
-    bench = _bench()
+    bench = benches.load("compare_bench")
     expected = bench.generate(tmp_path, responses=300, positions=8, top_k=5, cell_rows=25, part_rows=40)
     assert len(expected.cells) == 12 and expected.divergent_rows > 0
     assert any(c["divergent"] == 0 for c in expected.cells.values())  # a clean cell too

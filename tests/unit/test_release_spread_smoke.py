@@ -4,25 +4,13 @@ asserted: the spreads are the benchmark's to print)."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
-from pathlib import Path
 
-BENCH = Path(__file__).resolve().parents[2] / "bench" / "release_spread.py"
-
-
-def _bench():  # type: ignore[no-untyped-def]
-    spec = importlib.util.spec_from_file_location("release_spread", BENCH)
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
+from tests import benches
 
 
 def test_every_request_recorded_together_without_errors() -> None:
-    bench = _bench()
+    bench = benches.load("release_spread")
     methods = list(bench.METHODS)
     results = bench.run([8], batches=2, methods=methods)
     assert sorted((r.method, r.n) for r in results) == sorted((m, 8) for m in methods for _ in range(2))
@@ -33,7 +21,7 @@ def test_every_request_recorded_together_without_errors() -> None:
 
 
 def test_a_request_outside_a_batch_is_counted_not_hidden() -> None:
-    bench = _bench()
+    bench = benches.load("release_spread")
     with bench.RecordingServer() as server:
         server.command("batch 0")
         failed = bench.bare(server.port, 1)  # answered at once: nothing holds it
