@@ -222,21 +222,22 @@ def _batches_section(result: Comparison) -> list[str]:
     out += _table(["arm", "prompt", "phase", "batch size", "capacity", "send spread (ms)", "arrival spread (ms)",
                    "together (lowest)", "co-resident", "kept out", "transport errors"], [
         [c.arm, c.prompt_id, c.phase, c.batch_size, _num(c.capacity, "d"), _num(c.max_send_spread_ms),
-         _num(c.max_arrival_spread_ms), _num(c.min_running_observed, "d"), _co_resident(c.co_resident, c),
+         _num(c.max_arrival_spread_ms), _num(c.min_running_observed, "d"), _co_resident(c),
          f"{c.batches_kept_out} of {c.batches}", _num(c.transport_errors, "d")] for c in concurrent])
     shown = result.batches[:BATCH_ROWS]
     out += ["Per batch:", ""]
     out += _table(["arm", "prompt", "phase", "batch", "size", "send spread (ms)", "arrival spread (ms)",
                    "together", "from", "co-resident", "errors", "transport errors"], [
         [b.arm, b.prompt_id, b.phase, b.batch_id, b.size, _num(b.send_spread_ms), _num(b.arrival_spread_ms),
-         _num(b.together, "d"), b.together_source or "", _co_resident(b.co_resident, b), b.errors,
+         _num(b.together, "d"), b.together_source or "", _co_resident(b), b.errors,
          b.transport_errors] for b in shown])
     if len(result.batches) > len(shown):
         out += [f"... {len(result.batches) - len(shown)} more batches in report.json (`batches`).", ""]
     return out
 
 
-def _co_resident(co_resident: bool | None, batch: Cell | BatchCheck) -> str:
+def _co_resident(batch: Cell | BatchCheck) -> str:
+    co_resident = batch.co_resident
     if co_resident is None:
         return "unknown (no /metrics, no trace)"
     size = batch.batch_size if isinstance(batch, Cell) else batch.size
