@@ -18,6 +18,8 @@ $(VENV)/.installed: pyproject.toml
 	@echo "[setup] installing the package and test tools into $(VENV)..."
 	@$(PY) -m pip install -q --disable-pip-version-check -e '.[dev]' $(TORCH) 2>&1 | grep -v '^WARNING: Location' || true
 	@$(PY) -c "import orchestrator, torch, hydra, docker, httpx, pyarrow" || { echo "[setup] install failed"; exit 1; }
+	@# an editable install leaves the package uncompiled; with PYTHONDONTWRITEBYTECODE set, every run would compile it
+	@$(PY) -m compileall -q orchestrator hydra_plugins >/dev/null
 	@touch $@
 
 docker:

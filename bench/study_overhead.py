@@ -33,13 +33,15 @@ BASELINE = r'''
 import asyncio, json, sys, time
 import docker, httpx
 
-ARMS = {"baseline": 16, "wide_batch": 32}  # --max-num-seqs of each arm
+ARMS = {"baseline": 16, "wide_batch": 32}  # --max-num-seqs of each arm; 29 requests each, as the protocol
 PROMPTS = ["The capital of France is", "Count from one to ten: one, two,"]
 BODY = {"model": "reference", "max_tokens": 16, "temperature": 0.0, "logprobs": 20}
 
 async def requests(url):
     out = []
     async with httpx.AsyncClient(base_url=url, timeout=300) as client:
+        # the cold request: the first prompt once, alone, before the phases (the protocol's first request)
+        out.append((await client.post("/v1/completions", json={**BODY, "prompt": PROMPTS[0]})).content)
         for prompt in PROMPTS:  # sequential: 6 per prompt
             for _ in range(6):
                 out.append((await client.post("/v1/completions", json={**BODY, "prompt": prompt})).content)
@@ -51,8 +53,9 @@ async def requests(url):
     return out
 
 client = docker.from_env()
-kept = {}
+kept, timings = {}, {"start_to_ready": 0.0, "requests": 0.0, "stop": 0.0}
 for arm, seqs in ARMS.items():
+    started = time.perf_counter()
     flags = ["--served-model-name", "reference", "--seed", "0", "--max-num-seqs", str(seqs), "--max-model-len", "8192"]
     container = client.containers.run(sys.argv[1], flags, init=True, detach=True,
                                       ports={"8000/tcp": ("127.0.0.1", None)})
@@ -67,10 +70,15 @@ for arm, seqs in ARMS.items():
             except httpx.HTTPError:
                 pass
             time.sleep(0.02)
+        ready = time.perf_counter()
+        timings["start_to_ready"] += ready - started
         kept[arm] = [a.decode("utf-8", "replace") for a in asyncio.run(requests(url))]
+        timings["requests"] += time.perf_counter() - ready
     finally:
+        stopping = time.perf_counter()
         container.remove(force=True)
-json.dump(kept, open(sys.argv[2], "w"))
+        timings["stop"] += time.perf_counter() - stopping
+json.dump({"answers": kept, "timings_s": timings}, open(sys.argv[2], "w"))
 '''
 
 
@@ -113,7 +121,11 @@ def main() -> int:
     if args.overlap:
         overlap(args.pairs)
         return 0
-    ratios, ours, theirs, stages = [], [], [], []
+    # The package as pip installs one: compiled (an editable install is not, and PYTHONDONTWRITEBYTECODE, where
+    # set, would make every run compile it again); the baseline's libraries are.
+    subprocess.run([sys.executable, "-m", "compileall", "-q", str(ROOT / "orchestrator")], check=True,
+                   capture_output=True)
+    ratios, ours, theirs, stages, by_hand = [], [], [], [], []
     with tempfile.TemporaryDirectory(prefix="overhead-") as tmp:
         script = Path(tmp) / "baseline.py"
         script.write_text(BASELINE)
@@ -127,6 +139,7 @@ def main() -> int:
             theirs.append(seconds["baseline"])
             ratios.append(seconds["ours"] / seconds["baseline"])
             stages.append(json.loads((run_dir / "run.json").read_text())["timings_s"])
+            by_hand.append(json.loads((Path(tmp) / f"answers-{pair}.json").read_text())["timings_s"])
             print(f"pair {pair + 1}: orchestrator {seconds['ours']:.2f} s, hand-written {seconds['baseline']:.2f} s, "
                   f"ratio {ratios[-1]:.3f}", flush=True)
     print(f"median: orchestrator {statistics.median(ours):.2f} s, hand-written {statistics.median(theirs):.2f} s, "
@@ -134,6 +147,8 @@ def main() -> int:
     names = list(dict.fromkeys(name for s in stages for name in s))
     print("orchestrator stages (median s): " + ", ".join(
         f"{name} {statistics.median(s.get(name, 0.0) for s in stages):.2f}" for name in names))
+    print("hand-written stages (median s): " + ", ".join(
+        f"{name} {statistics.median(s[name] for s in by_hand):.2f}" for name in by_hand[0]))
     return 0
 
 

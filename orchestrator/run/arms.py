@@ -28,6 +28,7 @@ from orchestrator.record.paths import RunPaths
 from orchestrator.record.tables import TableWriter
 from orchestrator.run import hosts, protocol
 from orchestrator.run.client import CompletionClient, wait_ready
+from orchestrator.run.prefetch import Prefetch
 from orchestrator.run.progress import Progress
 from orchestrator.run.sending import ProtocolSender, RunContext
 from orchestrator.run.timings import StageTimer
@@ -73,10 +74,12 @@ class StudyRunner:
         self.resume = resume
         self._probes = ThreadPoolExecutor(max_workers=1, thread_name_prefix="env-probe")
         self._starter = ThreadPoolExecutor(max_workers=1, thread_name_prefix="early-start")
+        self._prefetch = Prefetch()  # imports needed once the first engine answers, made while it loads
         self._upcoming: tuple[str, ArmConfig] | None = None  # the arm that may start early, while one runs
         self._early: dict[str, tuple[_Launch, Future[None]]] = {}
 
     def run(self) -> None:
+        self._prefetch.start()
         prompts = resolve_prompts(self.config.prompts, self.config.config_dirs)
         with TableWriter(self.paths, "arms", "arms", flush_rows=1) as arms_writer, self.progress:
             todo = [(name, arm) for name, arm in self.config.arms.items()
@@ -157,6 +160,7 @@ class StudyRunner:
             fingerprint.update(image_source=launch.image_source, ran_on=hosts.ran_on(self.runtime))
             row.update(fingerprint_json=json.dumps(fingerprint, sort_keys=True),
                        matrix_key=matrix_key(launch.image_id, fingerprint))
+            self._prefetch.wait()
             with self.timer.stage("requests"):
                 sent = asyncio.run(self._send(name, launch.arm, handle, prompts))
             self.say(f"[{name}] {sent} requests done")

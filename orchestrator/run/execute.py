@@ -27,11 +27,6 @@ from orchestrator.guard import knobs as guard_knobs
 from orchestrator.guard import observed as guard_observed
 from orchestrator.guard.results import GuardResult
 from orchestrator.record.paths import RunPaths, atomic_write_bytes, atomic_write_text, read_json
-from orchestrator.report import verdict
-from orchestrator.report.build import build as build_reports
-from orchestrator.report.guard import headline as guard_headline
-from orchestrator.report.markdown import timings_line
-from orchestrator.report.verdict import print_summary
 from orchestrator.run import protocol
 from orchestrator.run.arms import ResumePlan, StudyRunner
 from orchestrator.run.timings import StageTimer
@@ -102,6 +97,12 @@ def execute_study(typed: Config, paths: RunPaths, allow: list[str], how_to_allow
     finally:
         runner.cleanup()  # belt and braces: nothing of this run survives, on any engine it used
         reaper.release()
+    # The report's modules were imported while the first engine loaded (run/prefetch.py), not at start-up.
+    from orchestrator.report import verdict
+    from orchestrator.report.build import build as build_reports
+    from orchestrator.report.guard import headline as guard_headline
+    from orchestrator.report.markdown import timings_line
+
     with timer.stage("guard"):
         guard_observed.after_run(typed, paths, guard)
         print(f"guard: {guard_headline(guard).replace('**', '')}", file=sys.stderr)
@@ -110,7 +111,7 @@ def execute_study(typed: Config, paths: RunPaths, allow: list[str], how_to_allow
     meta["timings_s"] = timer.rounded()
     atomic_write_text(paths.meta, json.dumps(meta, indent=2) + "\n")
     print(f"time: {timings_line(meta['timings_s'])}", file=sys.stderr)
-    print_summary(paths, report)
+    verdict.print_summary(paths, report)
     status = verdict.status(report, meta["gate"])
     if runner.failed and status != ExitStatus.MEASUREMENT_FAILED:  # failed, though the record says otherwise
         print(f"error: arm(s) failed: {', '.join(runner.failed)} (see {paths.report_md})", file=sys.stderr)

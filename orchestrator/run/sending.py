@@ -77,6 +77,7 @@ class ProtocolSender:
         self.ctx, self.prompts, self.writer = ctx, prompts, writer
         self.metrics_path, self.health_path = metrics_path, health_path
         self.exit_code, self.say, self.before_group = exit_code, say, before_group
+        self.traced = False  # the engine traces its requests (server_* fields): exact co-residency, no sampling
 
     async def send(self, client: CompletionClient, groups: list[list[protocol.Request]]) -> int:
         """Every group in order; returns how many requests were sent."""
@@ -85,12 +86,16 @@ class ProtocolSender:
         for position, group in enumerate(groups):
             self.before_group(group)
             try:
-                result = await protocol.send_group(client, group, self.metrics_path, self.health_path)
+                # Once answers carry the engine's trace, /metrics is not sampled: the trace is exact, and polling
+                # every few ms would load the very engine whose batch it observes.
+                result = await protocol.send_group(client, group, None if self.traced else self.metrics_path,
+                                                   self.health_path)
             except BaseException:  # Ctrl-C (a cancelled task) mid-group: its requests were sent; each gets a row
                 self._not_sent([group], "interrupted: sent, but the answer was not received before the stop")
                 raise
             rows = [response_row(self.ctx, request, exchange, self.prompts[request.prompt_id])
                     for request, exchange in zip(group, result.exchanges, strict=True)]
+            self.traced = self.traced or any(row["server_first_step"] is not None for row in rows)
             if len(group) > 1:
                 arrival_spread, together = protocol.server_view(rows)
                 for row in rows:

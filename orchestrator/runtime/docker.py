@@ -173,8 +173,7 @@ class DockerRuntime:
 
     @over_link
     def exit_code(self, handle: Handle) -> int | None:
-        container = self._container(handle)
-        container.reload()
+        container = self._container(handle)  # fetched just now: no reload
         if container.status in ("created", "running", "restarting"):
             return None
         return int(container.attrs["State"]["ExitCode"])

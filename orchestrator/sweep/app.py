@@ -81,18 +81,25 @@ def run_with_hydra(argv: list[str]) -> int:
         return run_from(recorded[0].parent, None, [])
     multirun = any(f in MULTIRUN for f in flags)
     started = time.perf_counter()
-    if not [f for f in flags if f not in MULTIRUN]:  # Hydra's own flags (--cfg, --help, ...) go straight to it
-        composed = None
-        for job in jobs(overrides, dirs) if multirun else [overrides]:
-            composed = config.compose(job, dirs)
-            preflight(config.to_typed(composed))
-        if composed is not None and (problems := run_dir_problems(composed, multirun)):
+    if not flags:  # one study: composed once, checked, and run as Hydra's main would run it
+        composed = config.compose([*overrides, "hydra.mode=RUN"], dirs)  # as Hydra's main adds it
+        preflight(config.to_typed(composed))
+        if problems := run_dir_problems(composed, multirun):
             raise ConfigError(problems)
-        if multirun and composed is not None:
+        PRECHECK_S["seconds"] = time.perf_counter() - started
+        return run_composed(composed)
+    if all(f in MULTIRUN for f in flags):  # a sweep (Hydra's own flags, --cfg, --help, ..., go straight to it)
+        last = None
+        for job in jobs(overrides, dirs):
+            last = config.compose(job, dirs)
+            preflight(config.to_typed(last))
+        if last is not None:
+            if problems := run_dir_problems(last, multirun):
+                raise ConfigError(problems)
             from orchestrator.sweep.callback import check_parallel_gpus
 
-            check_parallel_gpus(composed, jobs(overrides, dirs))
-            overrides += launcher_overrides(composed)
+            check_parallel_gpus(last, jobs(overrides, dirs))
+            overrides += launcher_overrides(last)
     PRECHECK_S["seconds"] = time.perf_counter() - started
     import hydra
 
@@ -119,6 +126,26 @@ def run_with_hydra(argv: list[str]) -> int:
     finally:
         sys.argv = saved
     return worst(status["code"], SweepCompare.status, Outcomes.status)
+
+
+def run_composed(composed: Any) -> int:
+    """What Hydra's main does for a single run (its Hydra.run), on the config composed once: Hydra's main
+    would compose it twice more (once to learn the mode, once to run), about 0.2 s each. Run dir, .hydra/,
+    logging and callbacks are Hydra's own (run_job)."""
+    from hydra._internal.callbacks import Callbacks
+    from hydra._internal.config_loader_impl import ConfigLoaderImpl
+    from hydra._internal.utils import create_config_search_path
+    from hydra.core.utils import configure_log, run_job
+    from hydra.types import HydraContext
+
+    configure_log(composed.hydra.hydra_logging, composed.hydra.verbose)
+    callbacks = Callbacks(composed)
+    callbacks.on_run_start(config=composed, config_name=config.CONFIG_NAME)
+    loader = ConfigLoaderImpl(config_search_path=create_config_search_path(str(config.CONF_DIR)))
+    ran = run_job(hydra_context=HydraContext(config_loader=loader, callbacks=callbacks), task_function=run_study,
+                  config=composed, job_dir_key="hydra.run.dir", job_subdir_key=None)
+    callbacks.on_run_end(config=composed, config_name=config.CONFIG_NAME, job_return=ran)
+    return int(ran.return_value)  # re-raises what the task raised
 
 
 def launcher_overrides(composed: Any) -> list[str]:

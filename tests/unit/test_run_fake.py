@@ -5,7 +5,9 @@ the fake engine is repeatable, its noisy variant is not, and the comparison must
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
+import httpx
 import pytest
 
 from orchestrator import config
@@ -15,7 +17,9 @@ from orchestrator.guard.knobs import check_knobs
 from orchestrator.record.paths import RunPaths
 from orchestrator.record.tables import read_table
 from orchestrator.run.arms import StudyRunner
-from tests.fake_engine import VERSION, fake_runtime
+from orchestrator.runtime.fake import FakeServer
+from orchestrator.runtime.spec import ContainerSpec
+from tests.fake_engine import VERSION, engine, fake_runtime
 
 
 def study(noisy_arm: str | None) -> Config:
@@ -118,3 +122,47 @@ def test_the_root_cause_is_the_whole_error_block_after_the_last_answer_trimmed_i
     assert block[0].endswith("File 'f0.py'") and block[-1].endswith("is not subscriptable")
     assert len(block) == 39 and block[8] == "... (23 lines) ..."
     assert root_cause(lines, None)[0].endswith("an old error, before the last answer")  # never answered: from the start
+
+
+
+def _observed(traced: bool, metrics_calls: list[httpx.Request]) -> Any:
+    """The fake engine, its /metrics calls counted, its answers with or without `engine_trace`."""
+    base = engine()
+
+    def factory(spec: ContainerSpec) -> FakeServer:
+        server = base(spec)
+        answer = server.handler
+
+        def handler(request: httpx.Request) -> httpx.Response:
+            if request.url.path == "/metrics":
+                metrics_calls.append(request)
+            response = answer(request)
+            if traced or request.url.path != "/v1/completions":
+                return response
+            return httpx.Response(200, json={k: v for k, v in response.json().items() if k != "engine_trace"})
+
+        server.handler = handler
+        return server
+    return factory
+
+
+@pytest.mark.parametrize("traced", [True, False])
+def test_metrics_are_sampled_only_for_an_engine_that_does_not_trace(tmp_path: Path, traced: bool) -> None:
+    """The trace is exact, and sampling /metrics every few ms loads the engine it observes: once answers carry
+    `engine_trace` no batch samples; an engine without one (vLLM) is sampled in every batch."""
+    typed, runtime = study(None), fake_runtime()
+    metrics_calls: list[httpx.Request] = []
+    runtime.images["fake-engine"] = _observed(traced, metrics_calls)
+    paths = RunPaths(tmp_path / "run")
+    runner = StudyRunner(typed, paths, "run-trace", runtime, say=lambda _: None)
+    runner.run()
+    runner.cleanup()
+    assert runner.failed == []
+    batches = [r for r in read_table(paths, "responses").to_pylist() if r["phase_kind"] == "concurrent"]
+    assert len(batches) == 2 * len(typed.prompts.prompts) * 2 * 4
+    if traced:
+        assert metrics_calls == [] and {r["batch_running_max"] for r in batches} == {None}
+        assert {r["batch_server_together"] for r in batches} == {4}
+    else:
+        assert {r["batch_server_together"] for r in batches} == {None}
+        assert None not in {r["batch_running_max"] for r in batches}  # every batch sampled at least once

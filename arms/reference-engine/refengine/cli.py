@@ -197,8 +197,7 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGINT, _on_signal)
     logger.info("Starting vLLM-compatible server on http://%s:%d", ns.host, server.server_address[1])
     serve_in_thread(server)
-    while not stop.wait(0.2):
-        pass
+    stop.wait()  # a signal interrupts the wait: the handler runs at once, not at a polling tick
     server.shutdown()
     server.server_close()
     app.scheduler.stop()

@@ -48,7 +48,7 @@ class Scheduler:
         self.metrics = metrics
         self.max_num_seqs = max_num_seqs
         self.batch_window_s = batch_window_ms / 1000.0
-        self._queue: queue.Queue[Job] = queue.Queue()
+        self._queue: queue.Queue[Job | None] = queue.Queue()  # None: wake up, stopping
         self._stop = threading.Event()
         self._next_step = 0  # only the scheduler thread moves it
         self._thread = threading.Thread(target=self._loop, name="refengine-scheduler", daemon=True)
@@ -58,6 +58,7 @@ class Scheduler:
 
     def stop(self, timeout_s: float = 2.0) -> None:
         self._stop.set()
+        self._queue.put(None)  # the loop waits on the queue: wake it now, not at its next timeout
         self._thread.join(timeout_s)
 
     def submit(self, request_id: str, request: GenRequest, arrival_ns: int = 0) -> Job:
@@ -71,6 +72,8 @@ class Scheduler:
             first = self._queue.get(timeout=0.1)
         except queue.Empty:
             return []
+        if first is None:
+            return []
         batch = [first]
         deadline = time.monotonic() + self.batch_window_s
         while len(batch) < self.max_num_seqs:
@@ -78,9 +81,12 @@ class Scheduler:
             if left <= 0:
                 break
             try:
-                batch.append(self._queue.get(timeout=left))
+                job = self._queue.get(timeout=left)
             except queue.Empty:
                 break
+            if job is None:
+                break
+            batch.append(job)
         return batch
 
     def _loop(self) -> None:

@@ -159,6 +159,6 @@ def make_server(app: App, host: str, port: int) -> ThreadingHTTPServer:
 
 
 def serve_in_thread(server: ThreadingHTTPServer) -> threading.Thread:
-    t = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.1}, daemon=True)
+    t = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True)
     t.start()
     return t
