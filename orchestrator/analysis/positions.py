@@ -9,7 +9,6 @@ the top1-top2 gap there, so a near-tie flip is told apart from a real defect.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -177,17 +176,3 @@ def generated_positions(codes: np.ndarray, token_logprobs: pa.ChunkedArray | pa.
     spread = _spread(logprobs) if logprobs.size else np.zeros(0)
     return GeneratedPositions(spread=spread, divergent_rows=int(rows_differ.sum()), first_divergent=first,
                               reference_tokens=codes[reference].copy())
-
-
-def top_gap(top_logprobs_row: list[dict[str, Any]] | None) -> float | None:
-    """top1 - top2 logprob at one position (entries in any order; the sampled token may repeat)."""
-    if not top_logprobs_row:
-        return None
-    values = sorted({(e["token"], e["logprob"]) for e in top_logprobs_row}, key=lambda e: -e[1])
-    return float(values[0][1] - values[1][1]) if len(values) > 1 else None
-
-
-def top_gaps(top_logprobs: list[list[dict[str, Any]] | None] | None) -> list[float | None] | None:
-    """Per generated position, top1 - top2: written with each response so the comparison need not
-    decode the top-k lists again."""
-    return None if top_logprobs is None else [top_gap(position) for position in top_logprobs]

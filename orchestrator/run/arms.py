@@ -17,7 +17,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import wait as wait_all
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from orchestrator.config import resolve_prompts
 from orchestrator.config.arms import build_spec, container_spec, effective_arm, runtime_for
@@ -25,7 +25,6 @@ from orchestrator.config.schema import ArmConfig, Config, PhaseKind, PromptAs, R
 from orchestrator.errors import OrchestratorError
 from orchestrator.guard.fingerprint import arm_cell, log_facts, matrix_key, probe_container
 from orchestrator.record.paths import RunPaths
-from orchestrator.record.tables import TableWriter
 from orchestrator.run import hosts, protocol
 from orchestrator.run.client import CompletionClient, wait_ready
 from orchestrator.run.prefetch import Prefetch
@@ -33,6 +32,9 @@ from orchestrator.run.progress import Progress
 from orchestrator.run.sending import ProtocolSender, RunContext
 from orchestrator.run.timings import StageTimer
 from orchestrator.runtime.spec import Handle, Runtime, run_labels
+
+if TYPE_CHECKING:
+    from orchestrator.record.tables import TableWriter
 
 
 @dataclass(frozen=True)
@@ -81,7 +83,7 @@ class StudyRunner:
     def run(self) -> None:
         self._prefetch.start()
         prompts = resolve_prompts(self.config.prompts, self.config.config_dirs)
-        with TableWriter(self.paths, "arms", "arms", flush_rows=1) as arms_writer, self.progress:
+        with self.progress:
             todo = [(name, arm) for name, arm in self.config.arms.items()
                     if self.resume is None or name in self.resume.groups]  # the others are complete
             for (name, arm), upcoming in zip(todo, [*todo[1:], None], strict=True):
@@ -90,7 +92,7 @@ class StudyRunner:
                 early = self.config.runtime.overlap_arm_starts and upcoming is not None \
                     and self._runtime_for(upcoming[1]) is self.runtime
                 self._upcoming = upcoming if early else None
-                self._run_arm(name, arm, prompts, arms_writer)
+                self._run_arm(name, arm, prompts)
 
     def _runtime_for(self, arm: ArmConfig) -> Runtime:
         """The arm's own Docker engine when it names one (many hosts), else the study's runtime."""
@@ -145,7 +147,7 @@ class StudyRunner:
         self.timer.add("start_to_ready", (row["ready_ns"] - row["start_ns"]) / 1e9)
         self.say(f"[{name}] ready at {handle.base_url} in {(row['ready_ns'] - row['start_ns']) / 1e9:.1f} s")
 
-    def _run_arm(self, name: str, arm: ArmConfig, prompts: dict[str, str], arms_writer: TableWriter) -> None:
+    def _run_arm(self, name: str, arm: ArmConfig, prompts: dict[str, str]) -> None:
         launch, started = self._early.pop(name, (self._new_launch(name, arm), None))
         row = launch.row
         try:
@@ -180,7 +182,8 @@ class StudyRunner:
                         self._stop(name, launch.handle, row)
             finally:
                 row["stop_ns"] = time.time_ns()
-                arms_writer.append(row)  # the arm's row lands in every exit path
+                with _writer(self.paths, "arms", "arms", flush_rows=1) as arms:  # a part of its own, numbered on
+                    arms.append(row)  # the arm's row lands in every exit path
 
     def _before_group(self, running: str, group: list[protocol.Request]) -> None:
         """Overlapped starts: the next arm starts once this one is past its cold request and in a sequential
@@ -202,7 +205,7 @@ class StudyRunner:
             row["exit_code"] = self.runtime.stop(handle, self.config.runtime.stop_timeout_s)
             if reason := self.runtime.exit_reason(handle):
                 row["error"] = f"{row['error']}; {reason}" if row.get("error") else reason
-            with TableWriter(self.paths, "logs", name, flush_rows=10_000) as logs:
+            with _writer(self.paths, "logs", name, flush_rows=10_000) as logs:
                 for seq, line in enumerate(self.runtime.logs(handle)):
                     logs.append({"run_id": self.run_id, "arm": name, "container_id": handle.id,
                                  "stream": line.stream, "seq": seq, "timestamp": line.timestamp,
@@ -248,7 +251,7 @@ class StudyRunner:
             if self.resume is not None:
                 groups = protocol.resent(groups, self.resume.groups[name], name, self.resume.attempt)
             self.progress.arm(name, dict(Counter(request.phase for group in groups for request in group)))
-            with TableWriter(self.paths, "responses", name, on_row=self.progress.row) as writer:
+            with _writer(self.paths, "responses", name, on_row=self.progress.row) as writer:
                 sender = ProtocolSender(ctx, prompts, writer, arm.metrics_path, arm.health_path,
                                         lambda: self.runtime.exit_code(handle),
                                         lambda text: self.say(f"[{name}] {text}"),
@@ -256,3 +259,11 @@ class StudyRunner:
                 return await sender.send(client, groups)
         finally:
             await client.aclose()
+
+
+def _writer(paths: RunPaths, table: str, part_prefix: str, **options: Any) -> TableWriter:
+    """The record's writer, imported when first needed: pyarrow is imported while the first engine loads
+    (run/prefetch.py), not before anything starts."""
+    from orchestrator.record.tables import TableWriter
+
+    return TableWriter(paths, table, part_prefix, **options)

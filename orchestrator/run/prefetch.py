@@ -1,6 +1,6 @@
-"""Imports a study needs only once its first engine answers (the record's Parquet writer, the comparison,
-the report), made in a thread while that engine loads, where the main thread only waits: about 0.5 s a run
-that would otherwise come on top of the engine's time. pyarrow imports pandas, when it is installed, at its
+"""Imports a study needs only once its first engine answers (pyarrow and the record's Parquet writer, the
+comparison, the report), made in a thread while that engine loads, where the main thread only waits: about
+0.7 s a run that would otherwise come on top of the engine's time. pyarrow imports pandas, when it is installed, at its
 first conversion of Python objects (its pandas shim); that is done here too, not between two batches.
 
 The thread must be done before the first request of the protocol is sent (`wait`): an import holds the
@@ -11,8 +11,9 @@ from __future__ import annotations
 import importlib
 import threading
 
-MODULES = ("pyarrow.parquet", "pyarrow.compute", "orchestrator.analysis.compare", "orchestrator.report.build",
-           "orchestrator.report.verdict", "orchestrator.report.guard", "orchestrator.report.markdown")
+MODULES = ("orchestrator.record.tables", "pyarrow.compute", "orchestrator.analysis.compare",
+           "orchestrator.report.build", "orchestrator.report.verdict", "orchestrator.report.guard",
+           "orchestrator.report.markdown")
 
 
 class Prefetch:

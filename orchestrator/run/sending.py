@@ -9,15 +9,17 @@ import json
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from orchestrator.analysis import signatures
-from orchestrator.analysis.positions import top_gaps
+from orchestrator.analysis.gaps import top_gaps
 from orchestrator.errors import EngineFailure
-from orchestrator.record.tables import TableWriter
 from orchestrator.run import protocol
 from orchestrator.run.client import CompletionClient, Exchange
 from orchestrator.run.parse import parse_completion
+
+if TYPE_CHECKING:
+    from orchestrator.record.tables import TableWriter
 
 
 @dataclass(frozen=True)

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from orchestrator import config
+from orchestrator.config.schema import Config
 from orchestrator.config.search import overrides_for, split_config_dirs
 from orchestrator.config.security import OWN_CONFIG_ALLOW
 from orchestrator.errors import ConfigError, OrchestratorError, worst
@@ -83,11 +84,12 @@ def run_with_hydra(argv: list[str]) -> int:
     started = time.perf_counter()
     if not flags:  # one study: composed once, checked, and run as Hydra's main would run it
         composed = config.compose([*overrides, "hydra.mode=RUN"], dirs)  # as Hydra's main adds it
-        preflight(config.to_typed(composed))
+        typed = config.to_typed(composed)
+        preflight(typed)
         if problems := run_dir_problems(composed, multirun):
             raise ConfigError(problems)
         PRECHECK_S["seconds"] = time.perf_counter() - started
-        return run_composed(composed)
+        return run_composed(composed, typed)
     if all(f in MULTIRUN for f in flags):  # a sweep (Hydra's own flags, --cfg, --help, ..., go straight to it)
         last = None
         for job in jobs(overrides, dirs):
@@ -128,7 +130,7 @@ def run_with_hydra(argv: list[str]) -> int:
     return worst(status["code"], SweepCompare.status, Outcomes.status)
 
 
-def run_composed(composed: Any) -> int:
+def run_composed(composed: Any, typed: Config) -> int:
     """What Hydra's main does for a single run (its Hydra.run), on the config composed once: Hydra's main
     would compose it twice more (once to learn the mode, once to run), about 0.2 s each. Run dir, .hydra/,
     logging and callbacks are Hydra's own (run_job)."""
@@ -142,8 +144,9 @@ def run_composed(composed: Any) -> int:
     callbacks = Callbacks(composed)
     callbacks.on_run_start(config=composed, config_name=config.CONFIG_NAME)
     loader = ConfigLoaderImpl(config_search_path=create_config_search_path(str(config.CONF_DIR)))
-    ran = run_job(hydra_context=HydraContext(config_loader=loader, callbacks=callbacks), task_function=run_study,
-                  config=composed, job_dir_key="hydra.run.dir", job_subdir_key=None)
+    ran = run_job(hydra_context=HydraContext(config_loader=loader, callbacks=callbacks),
+                  task_function=lambda cfg: run_study(cfg, typed), config=composed, job_dir_key="hydra.run.dir",
+                  job_subdir_key=None)
     callbacks.on_run_end(config=composed, config_name=config.CONFIG_NAME, job_return=ran)
     return int(ran.return_value)  # re-raises what the task raised
 
@@ -157,9 +160,9 @@ def launcher_overrides(composed: Any) -> list[str]:
     return [f"hydra.launcher._target_={PLUGIN_TARGETS[target]}"] if target in PLUGIN_TARGETS else []
 
 
-def run_study(cfg: Any) -> int:
-    """The Hydra task: one study into Hydra's run dir. Returns the exit status; never raises for what the
-    orchestrator reports itself, so the other jobs of a sweep still run."""
+def run_study(cfg: Any, typed: Config | None = None) -> int:
+    """The Hydra task: one study into Hydra's run dir (`typed`: `cfg` already checked). Returns the exit
+    status; never raises for what the orchestrator reports itself, so the other jobs of a sweep still run."""
     from hydra.core.hydra_config import HydraConfig
 
     try:
@@ -167,7 +170,7 @@ def run_study(cfg: Any) -> int:
         timer.add("compose_and_check", PRECHECK_S["seconds"])  # once for a sweep: its first job carries it
         PRECHECK_S["seconds"] = 0.0
         with timer.stage("compose_job"):
-            typed = config.to_typed(cfg)
+            typed = typed or config.to_typed(cfg)
         paths = RunPaths(Path(HydraConfig.get().runtime.output_dir))
         return execute_study(typed, paths, list(typed.runtime.allow), OWN_CONFIG_ALLOW, timer=timer)
     except OrchestratorError as exc:
