@@ -88,6 +88,9 @@ def build_app(cfg: EngineConfig, log_startup: bool = True) -> App:
 class Handler(BaseHTTPRequestHandler):
     app: App  # set on the subclass made by make_server
     protocol_version = "HTTP/1.1"
+    # Headers and body go out as two writes: with Nagle on, a keep-alive client's delayed ACK held every
+    # answer with a body about 40 ms. vLLM's server (uvicorn) sets TCP_NODELAY too.
+    disable_nagle_algorithm = True
 
     def log_message(self, format: str, *args: Any) -> None:  # route access logs to DEBUG
         logger.debug("%s - %s", self.address_string(), format % args)
