@@ -5,6 +5,7 @@ fresh interpreter, alternated, in one process. Prints each pair, the median rati
 stage timings (run.json `timings_s`, medians).
 
     .venv/bin/python bench/study_overhead.py --pairs 5
+    .venv/bin/python bench/study_overhead.py --pairs 5 --arms 6   # what each further arm adds
 
 The baseline is what people write by hand today; it keeps the raw answers in memory and writes one JSON file.
 
@@ -33,7 +34,7 @@ BASELINE = r'''
 import asyncio, json, sys, time
 import docker, httpx
 
-ARMS = {"baseline": 16, "wide_batch": 32}  # --max-num-seqs of each arm; 29 requests each, as the protocol
+ARMS = json.loads(sys.argv[3])  # arm -> its --max-num-seqs; 29 requests each, as the protocol sends
 PROMPTS = ["The capital of France is", "Count from one to ten: one, two,"]
 BODY = {"model": "reference", "max_tokens": 16, "temperature": 0.0, "logprobs": 20}
 
@@ -90,10 +91,14 @@ def timed(argv: list[str]) -> float:
     return time.perf_counter() - start
 
 
-# Four arms: the default study's two and two more, each differing from the baseline in --max-num-seqs only.
-FOUR_ARMS = [f"{prefix}{key}" for name, seqs in (("w48", 48), ("w64", 64)) for prefix, key in (
-    ("+arm@arms.", f"{name}=reference"), ("arms.", f"{name}.engine_args.max-num-seqs={seqs}"),
-    ("+study.variables.", f"{name}=[engine_args.max-num-seqs]"))]
+def extra_arms(arms: int) -> tuple[dict[str, int], list[str]]:
+    """The default study's two arms and more, each differing from the baseline in --max-num-seqs only: every
+    arm's --max-num-seqs, and the overrides that add the arms beyond the default two."""
+    seqs = {"baseline": 16, "wide_batch": 32} | {f"w{16 * k}": 16 * k for k in range(3, arms + 1)}
+    overrides = [f"{prefix}{key}" for name, n in list(seqs.items())[2:] for prefix, key in (
+        ("+arm@arms.", f"{name}=reference"), ("arms.", f"{name}.engine_args.max-num-seqs={n}"),
+        ("+study.variables.", f"{name}=[engine_args.max-num-seqs]"))]
+    return seqs, overrides
 
 
 def overlap(pairs: int) -> None:
@@ -102,7 +107,7 @@ def overlap(pairs: int) -> None:
     with tempfile.TemporaryDirectory(prefix="overlap-") as tmp:
         for pair in range(pairs):
             runs = [(mode, [sys.executable, "-m", "orchestrator", "run", f"hydra.run.dir={tmp}/{mode}-{pair}",
-                            *FOUR_ARMS, f"runtime.overlap_arm_starts={mode == 'overlapped'}"])
+                            *extra_arms(4)[1], f"runtime.overlap_arm_starts={mode == 'overlapped'}"])
                     for mode in ("serial", "overlapped")]
             for mode, argv in runs if pair % 2 == 0 else runs[::-1]:
                 walls[mode].append(timed(argv))
@@ -116,6 +121,7 @@ def overlap(pairs: int) -> None:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--pairs", type=int, default=5)
+    parser.add_argument("--arms", type=int, default=2, help="arms in the study (beyond 2: more --max-num-seqs)")
     parser.add_argument("--overlap", action="store_true", help="measure runtime.overlap_arm_starts instead")
     args = parser.parse_args()
     if args.overlap:
@@ -125,6 +131,7 @@ def main() -> int:
     # set, would make every run compile it again); the baseline's libraries are.
     subprocess.run([sys.executable, "-m", "compileall", "-q", str(ROOT / "orchestrator")], check=True,
                    capture_output=True)
+    seqs, more = extra_arms(args.arms)
     ratios, ours, theirs, stages, by_hand = [], [], [], [], []
     with tempfile.TemporaryDirectory(prefix="overhead-") as tmp:
         script = Path(tmp) / "baseline.py"
@@ -132,8 +139,9 @@ def main() -> int:
         for pair in range(args.pairs):
             run_dir = Path(tmp) / f"run-{pair}"
             first_ours = pair % 2 == 0  # alternate which goes first: drift on a shared machine cancels
-            runs = [("ours", [sys.executable, "-m", "orchestrator", "run", f"hydra.run.dir={run_dir}"]),
-                    ("baseline", [sys.executable, str(script), IMAGE, str(Path(tmp) / f"answers-{pair}.json")])]
+            runs = [("ours", [sys.executable, "-m", "orchestrator", "run", f"hydra.run.dir={run_dir}", *more]),
+                    ("baseline", [sys.executable, str(script), IMAGE, str(Path(tmp) / f"answers-{pair}.json"),
+                                  json.dumps(seqs)])]
             seconds = dict((name, timed(argv)) for name, argv in (runs if first_ours else runs[::-1]))
             ours.append(seconds["ours"])
             theirs.append(seconds["baseline"])
@@ -143,7 +151,9 @@ def main() -> int:
             print(f"pair {pair + 1}: orchestrator {seconds['ours']:.2f} s, hand-written {seconds['baseline']:.2f} s, "
                   f"ratio {ratios[-1]:.3f}", flush=True)
     print(f"median: orchestrator {statistics.median(ours):.2f} s, hand-written {statistics.median(theirs):.2f} s, "
-          f"ratio {statistics.median(ratios):.3f} ({args.pairs} pairs)")
+          f"ratio {statistics.median(ratios):.3f} ({args.pairs} pairs, {args.arms} arms)")
+    beyond = statistics.median(o - t for o, t in zip(ours, theirs, strict=True))
+    print(f"beyond the hand-written script (median of the pairs): {beyond:.2f} s, {beyond / args.arms:.2f} s per arm")
     names = list(dict.fromkeys(name for s in stages for name in s))
     print("orchestrator stages (median s): " + ", ".join(
         f"{name} {statistics.median(s.get(name, 0.0) for s in stages):.2f}" for name in names))
