@@ -204,12 +204,13 @@ def iter_batches(paths: RunPaths, table: str, columns: list[str], batch_rows: in
     schema, stand_in = SCHEMAS[table], stand_in or {}
     key = LATEST_KEY.get(table)
     parts = sorted(p for p in paths.table(table).glob("*.parquet") if not p.name.startswith("."))
-    latest = _resent(parts, key) if key else None
+    footers = {path: _footer(path) for path in parts}  # read once: the resent check and the read share it
+    latest = _resent(footers, key) if key else None
     wanted = list(dict.fromkeys([*columns, *((key, "attempt") if latest is not None and key else ())]))
     types = {c: _dictionary_type(schema.field(c).type) if c in dictionary else schema.field(c).type for c in wanted}
     for path in parts:
+        footer = footers[path]
         try:
-            footer = pq.read_metadata(path)
             handle = pq.ParquetFile(path, metadata=footer, read_dictionary=[
                 leaf.path for leaf in footer.schema if leaf.path.split(".")[0] in dictionary])
             present = set(handle.schema_arrow.names)
@@ -233,26 +234,35 @@ def iter_batches(paths: RunPaths, table: str, columns: list[str], batch_rows: in
                                                              out.column("attempt").to_pylist(), latest)))
                     yield out.select(columns)
         except (OSError, pa.ArrowInvalid) as exc:
-            raise RecordError(f"cannot read {path} ({exc}): the run dir is damaged; copy it again from its "
-                              "source") from exc
+            raise _damaged(path, exc) from exc
 
 
-def _resent(parts: list[Path], key: str) -> dict[str, int] | None:
+def _damaged(path: Path, exc: Exception) -> RecordError:
+    return RecordError(f"cannot read {path} ({exc}): the run dir is damaged; copy it again from its source")
+
+
+def _footer(path: Path) -> pq.FileMetaData:
+    try:
+        return pq.read_metadata(path)
+    except (OSError, pa.ArrowInvalid) as exc:
+        raise _damaged(path, exc) from exc
+
+
+def _resent(footers: dict[Path, pq.FileMetaData], key: str) -> dict[str, int] | None:
     """Key -> latest attempt of the keys sent more than once (None: nothing was), streamed: a part whose
     footer shows no attempt above 0 is not read, so memory holds the re-sent rows, not the record's."""
     latest: dict[str, int] = {}
-    for path in parts:
+    for path, footer in footers.items():
+        if _most_attempts(footer) == 0:
+            continue
         try:
-            if _most_attempts(pq.read_metadata(path)) == 0:
-                continue
-            for batch in pq.ParquetFile(path).iter_batches(columns=[key, "attempt"]):
+            for batch in pq.ParquetFile(path, metadata=footer).iter_batches(columns=[key, "attempt"]):
                 resent = batch.filter(pc.fill_null(pc.greater(batch.column("attempt"), 0), False))
                 for name, attempt in zip(*(resent.column(c).to_pylist() for c in (key, "attempt")), strict=True):
                     if name is not None:
                         latest[name] = max(latest.get(name, 0), attempt)
         except (OSError, pa.ArrowInvalid) as exc:
-            raise RecordError(f"cannot read {path} ({exc}): the run dir is damaged; copy it again from its "
-                              "source") from exc
+            raise _damaged(path, exc) from exc
     return latest or None
 
 

@@ -99,10 +99,10 @@ def wait_ready(base_url: str, health_path: str, timeout_s: float, exit_code: Cal
 
     with httpx.Client(base_url=base_url, timeout=5.0, transport=transport, verify=tls_context()) as client:
         retrying = Retrying(retry=retry_if_exception_type(_NotReady), stop=stop_after_delay(timeout_s),
-                            # 20 ms at first, growing 5 % a probe to poll_s (0.25 s after about 5 s): an engine
-                            # ready in 2 s is seen within ~0.1 s, one that loads for 30 s within poll_s; about 40
+                            # 20 ms at first, growing 3 % a probe to poll_s (0.25 s after about 8 s): an engine
+                            # ready in 2 s is seen within ~0.07 s, one that loads for 30 s within poll_s; about 50
                             # probes in the first 2 s, so polling takes little CPU from the engine's own start
-                            wait=wait_exponential(multiplier=0.02, exp_base=1.05, min=0.02, max=poll_s),
+                            wait=wait_exponential(multiplier=0.02, exp_base=1.03, min=0.02, max=poll_s),
                             sleep=sleep,
                             reraise=True)
         try:
