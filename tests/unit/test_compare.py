@@ -8,8 +8,8 @@ import pytest
 
 from orchestrator.analysis import quality
 from orchestrator.analysis.compare import compare
-from orchestrator.analysis.gate import failures
 from orchestrator.analysis.gaps import top_gaps
+from orchestrator.analysis.gate import failures
 from orchestrator.analysis.signatures import text_signature, token_ids_signature, top_logprobs_signature
 from orchestrator.analysis.stats import pooled_bound
 from orchestrator.errors import RecordError
