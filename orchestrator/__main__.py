@@ -1,3 +1,3 @@
 from orchestrator.cli import entry
 
-entry()
+raise SystemExit(entry())

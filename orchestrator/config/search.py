@@ -18,6 +18,8 @@ from pathlib import Path
 
 from orchestrator.errors import ConfigError
 
+MULTIRUN = ("-m", "--multirun")  # Hydra's flags for a sweep: `run -m` is a multirun
+
 ENV_VAR = "ORCHESTRATOR_CONFIG_PATH"
 FLAGS = ("--config-dir", "-cd")
 

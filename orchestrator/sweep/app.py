@@ -12,7 +12,7 @@ from typing import Any
 
 from orchestrator import config
 from orchestrator.config.schema import Config
-from orchestrator.config.search import overrides_for, split_config_dirs
+from orchestrator.config.search import MULTIRUN, overrides_for, split_config_dirs
 from orchestrator.config.security import OWN_CONFIG_ALLOW
 from orchestrator.errors import ConfigError, OrchestratorError, worst
 from orchestrator.record.paths import RunPaths
@@ -23,7 +23,6 @@ from orchestrator.run.timings import StageTimer
 # Hydra's own flags, and those of them that take a value: not overrides.
 FLAGS_WITH_VALUE = {"--cfg", "-c", "--package", "-p", "--config-path", "-cp", "--config-name", "-cn", "--info",
                     "-i", "--experimental-rerun"}
-MULTIRUN = ("-m", "--multirun")
 MAX_CHECKED_JOBS = 256  # jobs whose configs are composed up front; a bigger sweep checks the first ones
 PRECHECK_S = {"seconds": 0.0}  # composing and checking every job up front, for the first job's timings
 
@@ -83,13 +82,17 @@ def run_with_hydra(argv: list[str]) -> int:
     multirun = any(f in MULTIRUN for f in flags)
     started = time.perf_counter()
     if not flags:  # one study: composed once, checked, and run as Hydra's main would run it
-        composed = config.compose([*overrides, "hydra.mode=RUN"], dirs)  # as Hydra's main adds it
-        typed = config.to_typed(composed)
-        preflight(typed)
-        if problems := run_dir_problems(composed, multirun):
-            raise ConfigError(problems)
-        PRECHECK_S["seconds"] = time.perf_counter() - started
-        return run_composed(composed, typed)
+        from hydra.types import RunMode
+
+        composed = config.compose(overrides, dirs)
+        if composed.hydra.mode != RunMode.MULTIRUN:  # a config may make itself a sweep (hydra.mode)
+            typed = config.to_typed(composed)
+            preflight(typed)
+            if problems := run_dir_problems(composed, multirun):
+                raise ConfigError(problems)
+            PRECHECK_S["seconds"] = time.perf_counter() - started
+            return run_composed(composed, typed)
+        multirun = True
     if all(f in MULTIRUN for f in flags):  # a sweep (Hydra's own flags, --cfg, --help, ..., go straight to it)
         last = None
         for job in jobs(overrides, dirs):
@@ -138,8 +141,12 @@ def run_composed(composed: Any, typed: Config) -> int:
     from hydra._internal.config_loader_impl import ConfigLoaderImpl
     from hydra._internal.utils import create_config_search_path
     from hydra.core.utils import configure_log, run_job
-    from hydra.types import HydraContext
+    from hydra.types import HydraContext, RunMode
+    from omegaconf import open_dict
 
+    with open_dict(composed.hydra):  # as Hydra's main records a run
+        composed.hydra.mode = RunMode.RUN
+        composed.hydra.overrides.hydra.append("hydra.mode=RUN")
     configure_log(composed.hydra.hydra_logging, composed.hydra.verbose)
     callbacks = Callbacks(composed)
     callbacks.on_run_start(config=composed, config_name=config.CONFIG_NAME)
