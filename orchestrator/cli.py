@@ -19,9 +19,7 @@ error, 2 bad input, 3 gate failed, 4 measurement failed, 130 interrupted (docs/e
 from __future__ import annotations
 
 import argparse
-import contextlib
 import importlib
-import logging
 import os
 import sys
 from collections.abc import Callable
@@ -47,27 +45,6 @@ def main(argv: list[str] | None = None) -> int:
         return ExitStatus.BAD_INPUT
     with interruptible():
         return _verb(verb, rest, debug)
-
-
-def entry() -> int:
-    """The console script and `python -m orchestrator`. After a single study (`run` without -m), out without
-    the interpreter's teardown: freeing pandas', pyarrow's and Hydra's modules one by one took 0.15-0.2 s a
-    run. Everything the run wrote is closed by then (atomic writes), its executors are shut down, and
-    logging and the standard streams are flushed here. Any other verb ends as usual: a sweep's launcher
-    (joblib's worker processes) is shut down by the interpreter's exit hooks, which os._exit would skip."""
-    argv = sys.argv[1:]
-    code = main(argv)
-    if argv[:1] != ["run"]:
-        return code
-    from orchestrator.config.search import MULTIRUN  # imported by `run` already
-
-    if any(arg in MULTIRUN for arg in argv):
-        return code
-    logging.shutdown()
-    for stream in (sys.stdout, sys.stderr):
-        with contextlib.suppress(OSError):  # a closed pipe (`| head`): nothing more to say
-            stream.flush()
-    os._exit(code)
 
 
 def _verb(verb: str, rest: list[str], debug: bool) -> int:
