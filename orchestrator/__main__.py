@@ -17,7 +17,11 @@ def entry() -> int:
     logging and the standard streams are flushed here. Any other verb ends as usual: a sweep's launcher
     (joblib's worker processes) is shut down by the interpreter's exit hooks, which os._exit would skip."""
     argv = sys.argv[1:]
-    code = main(argv)
+    try:
+        code = main(argv)
+    except BrokenPipeError:  # `orchestrator --help | head -1`: the reader is gone, and so is the rest
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error at exit's flush
+        return 1
     if argv[:1] != ["run"]:
         return code
     from orchestrator.config.search import MULTIRUN  # imported by `run` already
