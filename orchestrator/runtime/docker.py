@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import threading
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -39,7 +40,8 @@ def over_link(method: Callable[Concatenate[DockerRuntime, P], T]) -> Callable[Co
     """An engine that cannot be reached is a RuntimeFailure (the arm fails, exit 4), not a bug."""
     def wrapper(self: DockerRuntime, /, *args: P.args, **kwargs: P.kwargs) -> T:
         try:
-            return method(self, *args, **kwargs)
+            with self._one_call:
+                return method(self, *args, **kwargs)
         except Exception as exc:
             if isinstance(exc, self._errors.DockerException | RuntimeFailure) or not isinstance(exc, _link_errors()):
                 raise
@@ -60,6 +62,10 @@ class DockerRuntime:
         self.host = docker_host or "local"
         # ssh://: the SDK's paramiko transport; ports through ssh tunnels, and a far-side watchdog.
         self.ssh = SshLink(docker_host) if docker_host and docker_host.startswith("ssh://") else None
+        # Over ssh, one call at a time: two threads opening channels at once (the environment probe's exec,
+        # readiness asking the exit status) had sshd refuse one ("ChannelException(2, 'Connect failed')").
+        self._one_call: contextlib.AbstractContextManager[Any] = (
+            threading.RLock() if self.ssh else contextlib.nullcontext())
         try:
             self.client: docker.DockerClient = (
                 docker.DockerClient(base_url=docker_host, use_ssh_client=False) if docker_host
