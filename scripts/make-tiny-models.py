@@ -2,12 +2,15 @@
 """Make tiny random models for real-vLLM studies without a model hub, offline, in seconds.
 
 DIR/tiny-llama (LlamaForCausalLM) and DIR/tiny-moe (Qwen3MoeForCausalLM, 8 experts, top-2) share one
-byte-level BPE tokenizer trained on a synthetic corpus, with a ChatML chat template. Everything follows
+byte-level BPE tokenizer trained on a synthetic corpus, with a ChatML chat template. DIR/small-llama (made only
+when --models names it: 0.4 B parameters, hidden 2048, 8 layers, saved in bf16, 0.8 GB) is big enough to run
+real GPU kernels (GQA attention with head_dim 128, 2048-wide GEMMs) and small enough to make on the GPU machine
+itself. Everything follows
 from --seed: the same seed gives byte-identical files. A model already made with the same seed is
 skipped unless --force. Run it with the vLLM venv's python (transformers, tokenizers and torch are
 there): scripts/build-vllm-cpu.sh does.
 
-Usage: make-tiny-models.py [--out DIR] [--seed N] [--force]
+Usage: make-tiny-models.py [--out DIR] [--seed N] [--force] [--models NAME ...]
 """
 from __future__ import annotations
 
@@ -120,12 +123,23 @@ def dump_json(obj: dict, path: Path) -> None:
     path.write_text(json.dumps(obj, indent=2, sort_keys=True) + "\n")
 
 
+# The small model: a real GPU workload (16 query heads over 8 KV heads of 128, 5632-wide MLP), in bf16.
+SMALL = dict(
+    hidden_size=2048, num_hidden_layers=8, num_attention_heads=16, num_key_value_heads=8, head_dim=128,
+    intermediate_size=5632, max_position_embeddings=8192, tie_word_embeddings=False,
+)
+MODELS = ("tiny-llama", "tiny-moe", "small-llama")
+DEFAULT_MODELS = ("tiny-llama", "tiny-moe")
+
+
 def build_model(name: str, vocab: int, ids: dict[str, int]):
     from transformers import LlamaConfig, LlamaForCausalLM, Qwen3MoeConfig, Qwen3MoeForCausalLM
 
     tokens = dict(vocab_size=vocab, bos_token_id=None, eos_token_id=ids[IM_END], pad_token_id=ids[ENDOFTEXT])
     if name == "tiny-llama":
         return LlamaForCausalLM(LlamaConfig(**COMMON, **tokens, intermediate_size=512))
+    if name == "small-llama":
+        return LlamaForCausalLM(LlamaConfig(**SMALL, **tokens))
     return Qwen3MoeForCausalLM(Qwen3MoeConfig(
         **COMMON, **tokens, intermediate_size=512, moe_intermediate_size=128, num_experts=8,
         num_experts_per_tok=2, norm_topk_prob=True, decoder_sparse_step=1, mlp_only_layers=[]))
@@ -142,7 +156,8 @@ def make(name: str, out: Path, seed: int, tok) -> None:
     ids = write_tokenizer(tok, tmp)
     # Each model's weights depend on the seed alone, not on what was built before it.
     torch.manual_seed(seed)
-    model = build_model(name, tok.get_vocab_size(), ids).to(torch.float32).eval()
+    dtype = torch.bfloat16 if name == "small-llama" else torch.float32
+    model = build_model(name, tok.get_vocab_size(), ids).to(dtype).eval()
     model.save_pretrained(tmp, safe_serialization=True)
     # vLLM's default sampling params come from here: stop at <|im_end|> and <|endoftext|>, nothing else.
     dump_json({"eos_token_id": [ids[IM_END], ids[ENDOFTEXT]], "pad_token_id": ids[ENDOFTEXT]},
@@ -164,10 +179,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", type=Path, default=default_out(), help="models dir (default: %(default)s)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--force", action="store_true", help="rebuild models already present")
+    ap.add_argument("--models", nargs="+", choices=MODELS, default=list(DEFAULT_MODELS),
+                    help="which models (default: %(default)s)")
     args = ap.parse_args(argv)
 
     todo = []
-    for name in ("tiny-llama", "tiny-moe"):
+    for name in args.models:
         try:
             stamp = json.loads((args.out / name / "tiny-model.json").read_text())
         except (OSError, ValueError):
