@@ -89,7 +89,9 @@ class ArmConfig:
     engine_args: dict[str, Any] = field(default_factory=dict)
     env: dict[str, str] = field(default_factory=dict)
     secret_env: list[str] = field(default_factory=list)  # names copied from the host env, never stored
-    served_model_name: str = "reference"
+    # The request's `model` field; null: none sent, for a server pinned to the one model it loaded
+    # (transformers serve's FORCE_MODEL, whose id is its path on that host).
+    served_model_name: str | None = "reference"
     # The arm's own interpreter (the environment probe and shipped knob listings run with it): python3 in
     # an image; a process arm names its venv's python, not the orchestrator's.
     python: str = "python3"

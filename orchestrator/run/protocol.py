@@ -56,11 +56,13 @@ class Request:
 PATHS = {Endpoint.completions: "/v1/completions", Endpoint.chat: "/v1/chat/completions"}
 
 
-def request_body(protocol: ProtocolConfig, model: str, prompt: str | list[int], endpoint: Endpoint | None = None,
+def request_body(protocol: ProtocolConfig, model: str | None, prompt: str | list[int],
+                 endpoint: Endpoint | None = None,
                  arm_extra: dict[str, Any] | None = None) -> dict[str, Any]:
     """`endpoint`: the arm's, when it names one; `arm_extra`: merged last (engine-specific fields)."""
     params = protocol.request
-    body: dict[str, Any] = {"model": model, "max_tokens": params.max_tokens, "temperature": params.temperature}
+    body: dict[str, Any] = {} if model is None else {"model": model}
+    body.update(max_tokens=params.max_tokens, temperature=params.temperature)
     if (endpoint or protocol.endpoint) is Endpoint.chat:
         body["messages"] = [{"role": "user", "content": prompt}]
         if params.logprobs is not None:
@@ -79,7 +81,7 @@ def request_body(protocol: ProtocolConfig, model: str, prompt: str | list[int], 
     return body
 
 
-def plan(protocol: ProtocolConfig, model: str, prompts: Mapping[str, str | list[int]],
+def plan(protocol: ProtocolConfig, model: str | None, prompts: Mapping[str, str | list[int]],
          endpoint: Endpoint | None = None, arm_extra: dict[str, Any] | None = None) -> Iterator[list[Request]]:
     """Groups of requests in sending order: a group of one is sent alone, a larger group together. A prompt
     is text, or the token ids its arm's server made of it (`prompt_as: token_ids`)."""
@@ -170,11 +172,12 @@ def server_view(rows: list[dict[str, Any]]) -> tuple[int | None, int | None]:
     return spread, together
 
 
-async def token_ids(client: CompletionClient, model: str, prompts: Mapping[str, str]) -> dict[str, list[int]]:
+async def token_ids(client: CompletionClient, model: str | None, prompts: Mapping[str, str]) -> dict[str, list[int]]:
     """Each prompt as the arm's server tokenizes it (POST /tokenize, as vLLM serves it)."""
     out = {}
     for prompt_id, text in prompts.items():
-        exchange = await client.request("POST", "/tokenize", {"model": model, "prompt": text})
+        body = {"prompt": text} if model is None else {"model": model, "prompt": text}
+        exchange = await client.request("POST", "/tokenize", body)
         try:
             tokens = json.loads(exchange.body)["tokens"] if exchange.status == 200 else None
         except (ValueError, KeyError, TypeError):
