@@ -96,11 +96,10 @@ class Explorer:
         ids = [f"{arm}/{prompt_id}/{phase}/{b}/{r}" for b, r in zip(batch_ids.tolist(), repeats, strict=True)]
         counts = Counter(sigs)
         if len(counts) == 1:  # the usual case: only the representative, for the pairs
-            group = _Group(modal, ids[0], len(sigs), ids[:MAX_IDS])
-            self.modal[key] = (group, kind, len(sigs))
+            self.modal[key] = (_Group(modal, ids[0], len(sigs), ids[:MAX_IDS]), kind, len(sigs))
             return
-        co = _co_residents(batch_ids, warm.column("server_first_step").to_pylist(),
-                           warm.column("server_last_step").to_pylist())
+        co: list[int | None] = [None] * len(sigs) if kind != "concurrent" else _co_residents(
+            batch_ids, warm.column("server_first_step").to_pylist(), warm.column("server_last_step").to_pylist())
         together = warm.column("batch_server_together").to_pylist()
         running = warm.column("batch_running_max").to_pylist()
         order = [modal, *(s for s, _ in counts.most_common() if s != modal)]
@@ -114,10 +113,11 @@ class Explorer:
             if len(group.request_ids) < MAX_IDS:
                 group.request_ids.append(ids[i])
             group.batches[int(batch_ids[i])] = row_sizes[i]
-            if co[i] is not None:
-                group.co_residents.add(co[i])
-            if kind == "concurrent" and (together[i] if together[i] is not None else running[i]) is not None:
-                group.together.add(int(together[i] if together[i] is not None else running[i]))
+            co_resident, ran = co[i], together[i] if together[i] is not None else running[i]
+            if co_resident is not None:
+                group.co_residents.add(co_resident)
+            if kind == "concurrent" and ran is not None:
+                group.together.add(int(ran))
         hidden = order[1 + self.branches:]
         self.modal[key] = (groups[modal], kind, len(sigs))
         self.pending.append(_Pending(key, len(sigs), kind, [groups[s] for s in shown], len(hidden),
@@ -185,9 +185,10 @@ def _co_residents(batch_ids: np.ndarray, first: list[int | None], last: list[int
     None where the server gave no trace."""
     out: list[int | None] = [None] * len(first)
     for batch in set(batch_ids.tolist()):
-        rows = [i for i in np.nonzero(batch_ids == batch)[0].tolist() if first[i] is not None and last[i] is not None]
-        for i in rows:
-            out[i] = sum(1 for j in rows if j != i and first[j] <= last[i] and first[i] <= last[j])  # type: ignore[operator]
+        steps = {i: (a, b) for i in np.nonzero(batch_ids == batch)[0].tolist()
+                 if (a := first[i]) is not None and (b := last[i]) is not None}
+        for i, (start, stop) in steps.items():
+            out[i] = sum(1 for j, (a, b) in steps.items() if j != i and a <= stop and start <= b)
     return out
 
 
