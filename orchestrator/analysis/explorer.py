@@ -82,22 +82,25 @@ class Explorer:
         """A cell's warm rows (their signatures compared) and every row sent (for the batch sizes)."""
         arm, prompt_id, phase = key
         kind = str(warm.column("phase_kind")[0].as_py() or "")
-        sigs = warm.column("sig_top_logprobs").to_pylist()
-        batch_ids = warm.column("batch_id").to_numpy(zero_copy_only=False)
-        sizes = _batch_sizes(kind, sent.column("batch_id").to_pylist())
-        row_sizes = [sizes.get(int(b), 1) for b in batch_ids.tolist()]
+        sizes = _batch_sizes(kind, sent.column("batch_id"))
         per_sig_sizes = self.sizes.setdefault((arm, prompt_id), {})
         per_sig_seen = self.seen.setdefault((arm, prompt_id), {})
+        if pc.count_distinct(warm.column("sig_top_logprobs")).as_py() == 1:  # the usual case: no per-row Python
+            per_sig_sizes.setdefault(modal, set()).update(sizes.values())
+            per_sig_seen.setdefault(modal, {})[phase] = warm.num_rows
+            head = warm.slice(0, MAX_IDS)
+            ids = _ids(key, head.column("batch_id").to_pylist(), head.column("repeat").to_pylist())
+            self.modal[key] = (_Group(modal, ids[0], warm.num_rows, ids), kind, warm.num_rows)
+            return
+        sigs = warm.column("sig_top_logprobs").to_pylist()
+        batch_ids = warm.column("batch_id").to_numpy(zero_copy_only=False)
+        row_sizes = [sizes.get(int(b), 1) for b in batch_ids.tolist()]
         for sig, size in set(zip(sigs, row_sizes, strict=True)):
             per_sig_sizes.setdefault(sig, set()).add(size)
-        for sig, count in Counter(sigs).items():
-            per_sig_seen.setdefault(sig, {})[phase] = count
-        repeats = warm.column("repeat").to_pylist()
-        ids = [f"{arm}/{prompt_id}/{phase}/{b}/{r}" for b, r in zip(batch_ids.tolist(), repeats, strict=True)]
         counts = Counter(sigs)
-        if len(counts) == 1:  # the usual case: only the representative, for the pairs
-            self.modal[key] = (_Group(modal, ids[0], len(sigs), ids[:MAX_IDS]), kind, len(sigs))
-            return
+        for sig, count in counts.items():
+            per_sig_seen.setdefault(sig, {})[phase] = count
+        ids = _ids(key, batch_ids.tolist(), warm.column("repeat").to_pylist())
         co: list[int | None] = [None] * len(sigs) if kind != "concurrent" else _co_residents(
             batch_ids, warm.column("server_first_step").to_pylist(), warm.column("server_last_step").to_pylist())
         together = warm.column("batch_server_together").to_pylist()
@@ -173,11 +176,15 @@ class Explorer:
             seen_in=dict(self.seen.get(arm_prompt, {}).get(group.signature, {})))
 
 
-def _batch_sizes(kind: str, batch_ids: list[int | None]) -> dict[int, int]:
+def _ids(key: tuple[str, str, str], batch_ids: list[int], repeats: list[int]) -> list[str]:
+    """The request ids of measured rows (record/tables.py: ARM/PROMPT/PHASE/BATCH/REPEAT)."""
+    return [f"{key[0]}/{key[1]}/{key[2]}/{b}/{r}" for b, r in zip(batch_ids, repeats, strict=True)]
+
+
+def _batch_sizes(kind: str, batch_ids: pa.ChunkedArray) -> dict[int, int]:
     """Batch id -> requests sent in it; a sequential request is a batch of one."""
-    if kind != "concurrent":
-        return {int(b or 0): 1 for b in set(batch_ids)}
-    return {int(b or 0): count for b, count in Counter(batch_ids).items()}
+    counts = pc.value_counts(batch_ids).to_pylist()
+    return {int(c["values"] or 0): c["counts"] if kind == "concurrent" else 1 for c in counts}
 
 
 def _co_residents(batch_ids: np.ndarray, first: list[int | None], last: list[int | None]) -> list[int | None]:

@@ -123,10 +123,11 @@ def section(result: Comparison) -> str:
     """The explorer's <section>, or nothing when no cell diverged and no pair differs."""
     if not result.explorer and not result.pair_explorer:
         return ""
-    out = ['<section id="explorer">', "<h2>Where it split</h2>",
-           "<p>Each cell with more than one signature: open it (click, or Tab to it and press Enter) for the "
-           "completions aligned on the modal one, the split token marked, the top-k of both at the split, and "
-           "who took each branch.</p>"]
+    out = ['<section id="explorer">']
+    if result.explorer:
+        out += ["<h2>Where it split</h2>", "<p>Each cell with more than one signature: open it (click, or Tab to it "
+                "and press Enter) for the completions aligned on the modal one, the split token marked, the top-k of "
+                "both at the split, and who took each branch.</p>"]
     out += [explored_html(e, i) for i, e in enumerate(result.explorer)]
     if result.pair_explorer:
         out += ["<h2>Where the arms split</h2>", "<p>Each A/B pair that differs: the two arms' modal completions."

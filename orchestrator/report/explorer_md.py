@@ -124,11 +124,13 @@ def explored_section(explored: Explored) -> list[str]:
 def section(result: Comparison) -> list[str]:
     if not result.explorer and not result.pair_explorer:
         return []
-    out = ["## Where it split", "",
-           "Each cell with more than one signature: its modal completion and the other branches, aligned on the "
-           "modal one (each token with its logprob), the first split in bold with the top-k of both there, and "
-           "who took each branch. `orchestrator show RUN --cell ARM/PROMPT/PHASE` prints the same in a terminal.",
-           ""]
+    out: list[str] = []
+    if result.explorer:
+        out += ["## Where it split", "",
+                "Each cell with more than one signature: its modal completion and the other branches, aligned on "
+                "the modal one (each token with its logprob), the first split in bold with the top-k of both there, "
+                "and who took each branch. `orchestrator show RUN --cell ARM/PROMPT/PHASE` prints the same in a "
+                "terminal.", ""]
     for explored in result.explorer:
         out += explored_section(explored)
     if result.pair_explorer:
