@@ -90,7 +90,12 @@ class Explorer:
             per_sig_seen.setdefault(modal, {})[phase] = warm.num_rows
             head = warm.slice(0, MAX_IDS)
             ids = _ids(key, head.column("batch_id").to_pylist(), head.column("repeat").to_pylist())
-            self.modal[key] = (_Group(modal, ids[0], warm.num_rows, ids), kind, warm.num_rows)
+            group = _Group(modal, ids[0], warm.num_rows, ids, dict(sizes))
+            if kind == "concurrent":
+                group.together = {int(v) for v in pc.unique(pc.coalesce(
+                    warm.column("batch_server_together"), warm.column("batch_running_max"))).to_pylist()
+                    if v is not None}
+            self.modal[key] = (group, kind, warm.num_rows)
             return
         sigs = warm.column("sig_top_logprobs").to_pylist()
         batch_ids = warm.column("batch_id").to_numpy(zero_copy_only=False)
