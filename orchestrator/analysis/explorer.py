@@ -114,9 +114,10 @@ class Explorer:
         shown = order[:1 + self.branches]
         groups = {sig: _Group(sig, ids[sigs.index(sig)]) for sig in shown}
         for i, sig in enumerate(sigs):
-            group = groups.get(sig)
-            if group is None:
+            found = groups.get(sig)
+            if found is None:
                 continue
+            group = found
             group.requests += 1
             if len(group.request_ids) < MAX_IDS:
                 group.request_ids.append(ids[i])

@@ -81,7 +81,8 @@ def _tokens_table(explored: Explored) -> str:
             logprob = c.logprobs[o] if o < len(c.logprobs) else None
             kind = "split" if c.split == explored.window_start + o else \
                 "differ" if i and (o >= len(first.tokens) or token != first.tokens[o]) else "same" if i else ""
-            attributes = (f' class="{kind}"' if kind else "") + (f' title="{logprob:.6g}"' if logprob is not None else "")
+            attributes = (f' class="{kind}"' if kind else "") + \
+                (f' title="{logprob:.6g}"' if logprob is not None else "")
             cells.append(f"<td{attributes}>{escape(token_text(token))}</td>")
         rows.append("<tr>" + "".join(cells) + "</tr>")
     return '<table class="tokens">' + "".join(rows) + "</table>"
