@@ -92,9 +92,11 @@ def _compare(argv: list[str]) -> int:
     parser.add_argument("--expect-pair", action="append", default=[], help="ARM=identical|differ vs the baseline")
     parser.add_argument("--expect-schedule", action="append", default=[], help="ARM=identical|differ across phases")
     parser.add_argument("--gate", action="store_true", help="also apply the gate the run was configured with")
+    parser.add_argument("--branches", type=int, help="explorer: branches shown per divergent cell (default: the "
+                        "run's study.explorer_branches, 4)")
     a = parser.parse_args(argv)
     return recompare(a.run_dirs, a.out, a.baseline, a.json, a.gate, a.max_divergence_rate, a.expect_pair,
-                     a.expect_schedule)
+                     a.expect_schedule, a.branches)
 
 
 def _reproduce(argv: list[str]) -> int:

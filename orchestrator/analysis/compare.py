@@ -19,7 +19,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from orchestrator.analysis import batches, positions, quality
+from orchestrator.analysis import batches, explorer, positions, quality
 from orchestrator.analysis.results import (
     ArmSummary,
     Cell,
@@ -38,7 +38,7 @@ from orchestrator.record.tables import iter_batches, read_table
 KEY = ("arm", "prompt_id", "phase")
 COLUMNS = ["arm", "prompt_id", "phase", "phase_kind", "batch_id", "cold", "role", "error", "completion_text",
            "sig_text", "sig_top_logprobs", "token_ids", "tokens", "token_logprobs",
-           "top_gaps", "top_logprobs_entries", "prompt_logprobs", *batches.COLUMNS[3:]]
+           "top_gaps", "top_logprobs_entries", "prompt_logprobs", *batches.COLUMNS[3:], *explorer.COLUMNS]
 # The token strings are compared only for equality, and only where a server returned no token ids
 # (positions.token_codes): read dictionary-encoded, and only in row groups where token_ids has a null.
 DICTIONARY = ("tokens",)
@@ -65,6 +65,7 @@ class _Accumulator:
     result: Comparison = field(default_factory=Comparison)
     refs: dict[tuple[str, str, str], _Reference] = field(default_factory=dict)
     capacities: dict[str, int | None] = field(default_factory=dict)  # arm -> requests it runs at once
+    explore: explorer.Explorer = field(default_factory=explorer.Explorer)
 
 
 def _labelled(sources: RunPaths | list[RunPaths]) -> list[tuple[RunPaths, str]]:
@@ -141,9 +142,11 @@ def _runs(batch: pa.RecordBatch) -> np.ndarray:
 
 def compare(sources: RunPaths | list[RunPaths], baseline: str | None = None,
             expectations: dict[str, Any] | None = None, near_tie_gap: float = NEAR_TIE_GAP,
-            arm_pairs: list[tuple[str, str]] | None = None) -> Comparison:
-    """`arm_pairs`: compare these (a, b) arms instead of every arm against the baseline (sweeps)."""
-    acc, cold = _Accumulator(capacities=capacities(sources)), list[pa.Table]()
+            arm_pairs: list[tuple[str, str]] | None = None, branches: int = explorer.MAX_BRANCHES) -> Comparison:
+    """`arm_pairs`: compare these (a, b) arms instead of every arm against the baseline (sweeps); `branches`:
+    the explorer's branches per cell."""
+    acc = _Accumulator(capacities=capacities(sources), explore=explorer.Explorer(branches, near_tie_gap))
+    cold = list[pa.Table]()
     for key, table in iter_cells(sources, cold=cold, texts=bool(expectations)):
         _analyse(key, table, acc, (expectations or {}).get(key[1]), near_tie_gap)
     result = acc.result
@@ -155,6 +158,8 @@ def compare(sources: RunPaths | list[RunPaths], baseline: str | None = None,
     result.schedules = _schedules(acc.refs)
     result.pairs = _pairs(acc.refs, pairs)
     result.pooled = _pooled(result.cells)
+    result.explorer, result.pair_explorer, result.explorer_left_out = acc.explore.finish(_labelled(sources),
+                                                                                          result.pairs)
     return result
 
 
@@ -182,6 +187,7 @@ def _analyse(key: tuple[str, str, str], table: pa.Table, acc: _Accumulator, expe
         cell.divergent = warm.num_rows - modal["counts"]
         cell.lower_bound_95, cell.upper_bound_95 = divergence_bound(cell.divergent, warm.num_rows)
         reference = sigs.to_pylist().index(modal["values"])
+        acc.explore.observe(key, warm, table, modal["values"])
     ref = _Reference(signatures=set(sigs.to_pylist()), tokens=None, forced=None, ok=warm.num_rows > 0,
                      texts=set(warm.column("sig_text").to_pylist()) if sigs.null_count else set())
     if warm.num_rows:

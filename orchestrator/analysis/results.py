@@ -143,6 +143,55 @@ class ArmSummary:
 
 
 @dataclass
+class TopEntry:
+    token: str
+    logprob: float
+
+
+@dataclass
+class Completion:
+    """One completion of the explorer (analysis/explorer.py): a cell's modal one or one of its other branches,
+    or an arm's modal one in an A/B pair; its tokens over the explorer's window, against the first one's."""
+
+    name: str  # "modal", "branch 1", ...; in a pair, the arm
+    signature: str
+    requests: int
+    request_ids: list[str]  # at most explorer.MAX_IDS; `requests` says how many in all
+    tokens: list[str]  # generated tokens over the window (from `Explored.window_start`)
+    logprobs: list[float | None]  # the chosen token's logprob at each of them
+    length: int  # generated tokens in all
+    split: int | None = None  # first generated position where it parts from the first completion
+    split_kind: str = ""  # "token": another token there; "logprob": same tokens, the top-k logprobs differ
+    top_at_split: list[TopEntry] = field(default_factory=list)  # its top-k at `split`
+    first_top_at_split: list[TopEntry] = field(default_factory=list)  # the first completion's top-k there
+    gap_at_split: float | None = None  # the first completion's top1 - top2 at `split`
+    near_tie: bool | None = None
+    phase_kind: str = ""  # sequential | concurrent
+    batches: list[tuple[int, int]] = field(default_factory=list)  # (batch id, its size) of its requests
+    co_residents: list[int] = field(default_factory=list)  # distinct counts of requests each ran alongside
+    together: list[int] = field(default_factory=list)  # its batches' most-running-at-once (trace or /metrics)
+    batch_sizes: list[int] = field(default_factory=list)  # every batch size it was seen in, all phases
+    seen_in: dict[str, int] = field(default_factory=dict)  # phase -> requests of the arm and prompt with it
+
+
+@dataclass
+class Explored:
+    """Where a cell's completions split (kind "cell"), or an A/B pair's modal completions (kind "pair")."""
+
+    kind: str
+    label: str  # ARM/PROMPT/PHASE; a pair: ARM_B vs ARM_A/PROMPT/PHASE
+    arm: str
+    prompt_id: str
+    phase: str
+    n: int
+    window_start: int
+    completions: list[Completion]  # the modal (or arm A's) first
+    more_branches: int = 0  # branches past the explorer's limit, counted only
+    more_branch_requests: int = 0
+    notes: list[str] = field(default_factory=list)
+
+
+@dataclass
 class Comparison:
     cells: list[Cell] = field(default_factory=list)
     cold: list[ColdCheck] = field(default_factory=list)
@@ -151,6 +200,9 @@ class Comparison:
     pairs: list[PairCheck] = field(default_factory=list)
     pooled: list[PooledBound] = field(default_factory=list)
     positions: list[PositionSeries] = field(default_factory=list)
+    explorer: list[Explored] = field(default_factory=list)  # every cell with more than one signature
+    pair_explorer: list[Explored] = field(default_factory=list)  # every A/B pair that differs
+    explorer_left_out: int = 0  # cells and pairs past explorer.MAX_EXPLORED, counted only
 
     def to_json(self) -> dict[str, Any]:
         """As report.json holds it (a position series keeps only the series it has)."""

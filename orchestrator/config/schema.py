@@ -204,6 +204,8 @@ class StudyConfig:
     # nats: a first divergence whose top-1/top-2 logprob gap is below this is reported as a near-tie flip
     # (the argmax changed between two almost equal tokens), not by itself a kernel defect. docs/usage.md
     near_tie_gap: float = 0.01
+    # The report's explorer (docs/usage.md): branches shown per divergent cell besides the modal one, the rest counted
+    explorer_branches: int = 4
     # A/A: the baseline started a second time as `<baseline>_aa`, so each A/B is shown next to the noise floor
     # measured in the same study (config/noise_floor.py)
     noise_floor: bool = False

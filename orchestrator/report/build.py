@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from orchestrator.analysis.compare import NEAR_TIE_GAP, arms_summary, compare
+from orchestrator.analysis.explorer import MAX_BRANCHES
 from orchestrator.analysis.failures import ArmFailure, arm_failures
 from orchestrator.config.catalog import line
 from orchestrator.errors import ConfigError, RecordError
@@ -27,11 +28,12 @@ def build(paths: RunPaths, study: str, run_id: str, baseline: str | None,
           arm_pairs: list[tuple[str, str]] | None = None, sweep: dict[str, Any] | None = None,
           gate: dict[str, Any] | None = None, near_tie_gap: float = NEAR_TIE_GAP, host: str | None = None,
           expected_requests_per_arm: int | None = None, timings_s: dict[str, float] | None = None,
-          planned_arms: list[str] | None = None,
+          planned_arms: list[str] | None = None, explorer_branches: int = MAX_BRANCHES,
           **_: Any) -> StudyReport:
     """Write the reports into `paths` from the record of `sources` (default: the same run)."""
     records = sources or [paths]
-    comparison = compare(records, baseline, expectations, near_tie_gap, arm_pairs=arm_pairs)
+    comparison = compare(records, baseline, expectations, near_tie_gap, arm_pairs=arm_pairs,
+                         branches=explorer_branches)
     failed = failures(records)
     missing = incomplete(records[0], expected_requests_per_arm, planned_arms) if len(records) == 1 else []
     report = StudyReport(study=study, run_id=run_id, baseline=baseline, arms=arms_summary(records),
@@ -78,10 +80,11 @@ def failures(records: list[RunPaths]) -> list[ArmFailure]:
     return [dataclasses.replace(f, arm=f"{r.root.name}/{f.arm}") for r in records for f in arm_failures(r)]
 
 
-def rebuild(run_dirs: list[Path], out: Path | None,
-            baseline: str | None) -> tuple[RunPaths, StudyReport, dict[str, Any]]:
+def rebuild(run_dirs: list[Path], out: Path | None, baseline: str | None,
+            branches: int | None = None) -> tuple[RunPaths, StudyReport, dict[str, Any]]:
     """`compare`: re-make the reports of one run, or of several compared as one study (arms named
-    RUN_DIR_NAME/ARM, reports into `out`). Returns (where they went, the result, the run's meta)."""
+    RUN_DIR_NAME/ARM, reports into `out`); `branches`: the explorer's, instead of the run's. Returns (where they
+    went, the result, the run's meta)."""
     sources = [RunPaths(d) for d in run_dirs]
     for source in sources:
         if not source.meta.is_file():
@@ -104,5 +107,7 @@ def rebuild(run_dirs: list[Path], out: Path | None,
             for a in read_table(s, "arms", columns=["arm"]).column("arm").to_pylist()]
     if baseline is not None and baseline not in arms:
         raise ConfigError(line("unknown-name", "--baseline", baseline, arms))
+    if branches is not None:
+        meta = {**meta, "explorer_branches": branches}
     paths = RunPaths(out) if out else sources[0]
     return paths, build(paths, **meta, sources=sources), meta

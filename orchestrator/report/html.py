@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 from orchestrator.analysis.results import Comparison, PairCheck
 from orchestrator.config.noise_floor import copy_name
-from orchestrator.report import svg
+from orchestrator.report import explorer_html, svg
 from orchestrator.report.environment import markdown_section as environment_section
 from orchestrator.report.markdown import details, title, verdict
 
@@ -183,8 +183,9 @@ def to_html(report: StudyReport) -> str:
     body = [section("title", title(report)), section("verdict", verdict(report)),
             section("environment", environment_section(report.environment)),
             '<section id="pictures">\n<h2>Pictures</h2>\n' + "\n".join(figures) + "\n</section>",
-            section("details", details(report))]
+            explorer_html.section(report.comparison), section("details", details(report))]
     return (f"<!doctype html><html lang='en'><head><meta charset='utf-8'>"
             f"<meta name='viewport' content='width=device-width'><title>{html.escape(report.study)}: "
-            f"{html.escape(report.run_id)}</title><style>{STYLE}</style></head><body>\n" + "\n".join(body)
+            f"{html.escape(report.run_id)}</title><style>{STYLE}{explorer_html.STYLE}</style></head><body>\n"
+            + "\n".join(body)
             + f"\n<script>{SCRIPT}</script>\n</body></html>\n")

@@ -1,5 +1,6 @@
 """`orchestrator ls [DIR]`: every run below a folder (study, date, arms, verdict, path), and `orchestrator show
-RUN_DIR`: a run's verdict and environment in the terminal. Both read what a run wrote (run.json and
+RUN_DIR`: a run's verdict, environment and the cells that diverged in the terminal (`--cell`: where one split).
+Both read what a run wrote (run.json and
 report.json); nothing is re-computed."""
 
 from __future__ import annotations
@@ -11,7 +12,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from orchestrator.errors import RecordError
+from orchestrator.config.catalog import line
+from orchestrator.errors import ConfigError, RecordError
 from orchestrator.record.paths import RunPaths
 
 
@@ -74,11 +76,7 @@ def render_runs(found: list[RunSummary]) -> str:
 
 def show(run_dir: Path) -> str:
     """The verdict, the gate and the environment of one run, as plain text."""
-    paths = RunPaths(run_dir)
-    report = _read(paths.report_json)
-    if report is None:
-        raise RecordError(f"no report.json in {run_dir}: is it a run directory? `orchestrator compare {run_dir}` "
-                          "re-makes the report from the record")
+    report = _report(run_dir)
     out = [f"study {report.get('study')}, run {report.get('run_id')} ({run_dir})", ""]
     out += [f"- {line}" for line in report.get("headline") or [verdict(report)]]
     gate = report.get("gate") or {}
@@ -96,7 +94,53 @@ def show(run_dir: Path) -> str:
                 f"matrix key {arm.get('matrix_key') or '-'}",
                 f"    $ {arm.get('command') or '(not recorded)'}"]
     out += ["", *(f"{what}: {command}" for what, command in (env.get("commands") or {}).items())]
-    return "\n".join(out)
+    return "\n".join([*out, *diverged(report, run_dir)])
+
+
+def diverged(report: dict[str, Any], run_dir: Path) -> list[str]:
+    """Every cell with more than one signature, where it first split, and how to see one."""
+    labels = set(diverged_labels(report))
+    cells = [c for c in report.get("cells") or [] if f"{c['arm']}/{c['prompt_id']}/{c['phase']}" in labels]
+    if not cells:
+        return []
+    out = ["", f"cells that diverged ({len(cells)}):"]
+    for c in cells:
+        where = c.get("first_divergent_position")
+        tie = " (near-tie)" if c.get("near_tie") else ""
+        out.append(f"  {c['arm']}/{c['prompt_id']}/{c['phase']}: {c['distinct_signatures']} signatures in {c['n']}"
+                   + (f", first split at token {where}{tie}" if where is not None else ""))
+    return [*out, f"`orchestrator show {run_dir} --cell ARM/PROMPT/PHASE`: where one split"]
+
+
+def show_cell(run_dir: Path, label: str) -> None:
+    """Print where one cell's completions split (or an A/B pair's, `ARM_B vs ARM_A/PROMPT/PHASE`)."""
+    from orchestrator.report.explorer_md import from_json
+    from orchestrator.report.explorer_text import render
+
+    report = _report(run_dir)
+    explored = {e["label"]: e for e in [*(report.get("explorer") or []), *(report.get("pair_explorer") or [])]}
+    if label in explored:
+        render(from_json(explored[label]))
+        return
+    cells = [f"{c['arm']}/{c['prompt_id']}/{c['phase']}" for c in report.get("cells") or []]
+    if label not in cells:
+        raise ConfigError(line("unknown-name", "--cell", label, list(explored) or cells))
+    reason = "it has one signature" if label not in diverged_labels(report) else \
+        f"the report explores at most a limited number; `orchestrator compare {run_dir}` re-makes it"
+    raise RecordError(f"cell {label} has no explorer in {run_dir}/report.json: {reason}")
+
+
+def diverged_labels(report: dict[str, Any]) -> list[str]:
+    return [f"{c['arm']}/{c['prompt_id']}/{c['phase']}" for c in report.get("cells") or []
+            if c.get("distinct_signatures") not in (None, 1)]
+
+
+def _report(run_dir: Path) -> dict[str, Any]:
+    report = _read(RunPaths(run_dir).report_json)
+    if report is None:
+        raise RecordError(f"no report.json in {run_dir}: is it a run directory? `orchestrator compare {run_dir}` "
+                          "re-makes the report from the record")
+    return report
 
 
 def verb_main(verb: str, argv: list[str]) -> int:
@@ -107,7 +151,13 @@ def verb_main(verb: str, argv: list[str]) -> int:
         parser.add_argument("dir", type=Path, nargs="?", default=Path("runs"), help="default: runs")
         print(render_runs(runs(parser.parse_args(argv).dir)))
     else:
-        parser = argparse.ArgumentParser(prog="orchestrator show", description="A run's verdict and environment.")
+        parser = argparse.ArgumentParser(prog="orchestrator show", description="A run's verdict, environment and "
+                                         "the cells that diverged; --cell: where one cell split.")
         parser.add_argument("run_dir", type=Path)
-        print(show(parser.parse_args(argv).run_dir))
+        parser.add_argument("--cell", metavar="ARM/PROMPT/PHASE", help="where this cell's completions split")
+        args = parser.parse_args(argv)
+        if args.cell:
+            show_cell(args.run_dir, args.cell)
+        else:
+            print(show(args.run_dir))
     return 0

@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from orchestrator.analysis.results import BatchCheck, Cell, Comparison, Divergence
+from orchestrator.report import explorer_md
 from orchestrator.report.environment import markdown_section as environment_section
 from orchestrator.report.guard import markdown_section
 from orchestrator.report.probes import render_markdown
@@ -98,7 +99,7 @@ def no_difference(cells: list[Cell]) -> str:
 
 def markdown(report: StudyReport) -> str:
     return "\n".join([*title(report), *verdict(report), *environment_section(report.environment),
-                      *_timings(report), *details(report)])
+                      *_timings(report), *explorer_md.section(report.comparison), *details(report)])
 
 
 def timings_line(seconds: dict[str, float]) -> str:

@@ -44,12 +44,15 @@ def status(report: StudyReport, gate: dict[str, Any]) -> ExitStatus:
 
 
 def recompare(run_dirs: list[Path], out: Path | None, baseline: str | None, as_json: bool, run_gate: bool,
-              max_divergence_rate: float | None, expect_pairs: list[str], expect_schedules: list[str]) -> int:
+              max_divergence_rate: float | None, expect_pairs: list[str], expect_schedules: list[str],
+              branches: int | None = None) -> int:
     """The `compare` verb: the reports again from the record, the gate asked for, the run's exit status."""
     if max_divergence_rate is not None and not 0 <= max_divergence_rate <= 1:
         raise ConfigError(line("range", "--max-divergence-rate", max_divergence_rate, "in [0, 1]",
                                "give a rate, e.g. 0.05 for 5 %"))
-    paths, report, meta = rebuild(run_dirs, out, baseline)
+    if branches is not None and branches < 1:
+        raise ConfigError(line("range", "--branches", branches, ">= 1", "show at least one branch, e.g. 4"))
+    paths, report, meta = rebuild(run_dirs, out, baseline, branches)
     if as_json:
         print(paths.report_json.read_text(), end="")
     else:

@@ -145,3 +145,50 @@ def test_a_real_study_asked_private_reads_back_in_the_browser_and_the_terminal(t
     assert listed.returncode == 0 and "baseline, wide_batch" in listed.stdout and "gate passed" in listed.stdout
     shown = orchestrator("show", str(run))
     assert shown.returncode == 0 and f"orchestrator reproduce {run}" in shown.stdout
+
+
+def test_the_explorer_opens_from_the_keyboard_and_needs_nothing_from_outside(run_dir: Path, browser: Any) -> None:
+    """The noisy arm's cells each split into several signatures: Tab reaches the first one's summary, Enter opens
+    it, and the branches, the split and the top-k there are shown."""
+    page, errors, requests = open_report(browser, run_dir, "light")
+    assert page.locator("details.explore").count() >= 1
+    assert page.eval_on_selector("details.explore", "d => d.open") is False
+    page.keyboard.press("Tab")
+    assert page.evaluate("document.activeElement.tagName") == "SUMMARY"
+    page.keyboard.press("Enter")
+    opened = page.locator("details.explore").first
+    assert opened.evaluate("d => d.open") is True
+    text = opened.inner_text()
+    assert "branch 1" in text and "parts from modal" in text and "top1-top2 gap" in text
+    assert opened.locator("td.split").count() >= 1 and opened.locator("svg.spark polyline").count() >= 2
+    page.keyboard.press("Enter")  # the same key closes it again
+    assert opened.evaluate("d => d.open") is False
+    assert errors == [] and requests == []
+    page.close()
+
+
+@pytest.mark.docker
+@pytest.mark.usefixtures("docker_client", "no_leftover_containers")
+def test_the_batch_variant_study_opens_on_where_the_arms_split(tmp_path: Path, browser: Any) -> None:
+    """The reference engine with batch invariance off: its concurrent answers part from the invariant arm's.
+    The explorer shows both modal completions, the split token, the top-k of both there and the batch sizes
+    each came from; `show --cell` prints the same."""
+    run = tmp_path / "run"
+    result = orchestrator("run", "study=batch_invariance", f"hydra.run.dir={run}", "protocol.request.max_tokens=8")
+    assert result.returncode == 0, result.stderr[-3000:]
+    report = json.loads((run / "report.json").read_text())
+    [pair] = [p for p in report["pair_explorer"] if p["phase"] == "concurrent"][:1]
+    invariant, variant = pair["completions"]
+    assert variant["split"] is not None and variant["top_at_split"] and variant["first_top_at_split"]
+    assert variant["batches"] == [[0, 8]] and invariant["batch_sizes"] == [1, 8]
+    page, errors, requests = open_report(browser, run, "light")
+    details = page.locator(f"details.explore[data-label='{pair['label']}']")
+    details.locator("summary").focus()
+    page.keyboard.press("Enter")
+    text = details.inner_text()
+    assert f"At token {variant['split']}, variant parts from invariant" in text and "batches 0 (of 8)" in text
+    assert details.locator("td.split").count() == 1 and details.locator(".topk table").count() == 2
+    assert errors == [] and requests == []
+    page.close()
+    shown = orchestrator("show", str(run), "--cell", pair["label"])
+    assert shown.returncode == 0 and "<- split" in shown.stdout and "batches 0 (of 8)" in shown.stdout

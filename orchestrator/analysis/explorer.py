@@ -1,0 +1,295 @@
+"""Where a temperature-0 request stops being repeatable, from the record alone: for every cell with more than one
+signature, its modal completion and up to K other branches (how many requests took each, which ones, in which
+batches and with how many co-residents), aligned on the modal one around the first token where each parts from
+it, with the top-k of both there; and, for every A/B pair that differs, the two arms' modal completions in the
+same form.
+
+Two passes. The comparison's streaming pass hands each cell to `Explorer.observe`, which keeps the branches'
+counts, request ids and batches (small: no token lists). `Explorer.finish` then reads the tokens and top-k lists
+of the few representative requests only (a filtered read of the responses), so the comparison does not decode
+every row's top-k lists.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.dataset as ds
+
+from orchestrator.analysis.results import Completion, Explored, PairCheck, TopEntry
+from orchestrator.errors import RecordError
+from orchestrator.record.paths import RunPaths
+from orchestrator.record.tables import RESPONSES
+
+MAX_BRANCHES = 4  # branches shown per cell besides the modal one (study.explorer_branches); the rest counted
+MAX_IDS = 16  # request ids listed per branch; the rest counted
+MAX_EXPLORED = 150  # cells plus pairs explored in one report; the rest counted (report.html stays a few MB)
+BEFORE, AFTER, WIDEST = 4, 8, 24  # the window: positions before the earliest split, after the latest, at most
+COLUMNS = ["repeat", "server_first_step", "server_last_step"]  # what the streaming pass reads for the explorer
+DETAIL = ["request_id", "attempt", "tokens", "token_ids", "token_logprobs", "top_logprobs", "top_gaps"]
+
+
+@dataclass
+class _Group:
+    """One branch of a cell as the streaming pass sees it: no token lists yet."""
+
+    signature: str
+    representative: str  # the request id whose tokens stand for the branch
+    requests: int = 0
+    request_ids: list[str] = field(default_factory=list)
+    batches: dict[int, int] = field(default_factory=dict)  # batch id -> its size
+    co_residents: set[int] = field(default_factory=set)
+    together: set[int] = field(default_factory=set)
+
+
+@dataclass
+class _Pending:
+    key: tuple[str, str, str]
+    n: int
+    phase_kind: str
+    groups: list[_Group]  # the modal first
+    more_branches: int
+    more_requests: int
+    all_batches: list[int]
+
+
+@dataclass
+class _Detail:
+    codes: list[Any]  # token ids, else token strings: what the comparison compares
+    tokens: list[str]
+    logprobs: list[float | None]
+    top: list[list[dict[str, Any]] | None]
+    gaps: list[float | None]
+
+
+class Explorer:
+    """Collects during the comparison's pass; `finish` makes the typed results."""
+
+    def __init__(self, branches: int = MAX_BRANCHES, near_tie_gap: float = 1e-2) -> None:
+        self.branches = branches
+        self.near_tie_gap = near_tie_gap
+        self.pending: list[_Pending] = []
+        self.modal: dict[tuple[str, str, str], tuple[_Group, str, int]] = {}  # key -> modal, phase kind, n
+        self.sizes: dict[tuple[str, str], dict[str, set[int]]] = {}  # (arm, prompt) -> signature -> batch sizes
+        self.seen: dict[tuple[str, str], dict[str, dict[str, int]]] = {}  # (arm, prompt) -> sig -> phase -> n
+
+    def observe(self, key: tuple[str, str, str], warm: pa.Table, sent: pa.Table, modal: str) -> None:
+        """A cell's warm rows (their signatures compared) and every row sent (for the batch sizes)."""
+        arm, prompt_id, phase = key
+        kind = str(warm.column("phase_kind")[0].as_py() or "")
+        sizes = _batch_sizes(kind, sent.column("batch_id"))
+        per_sig_sizes = self.sizes.setdefault((arm, prompt_id), {})
+        per_sig_seen = self.seen.setdefault((arm, prompt_id), {})
+        if pc.count_distinct(warm.column("sig_top_logprobs")).as_py() == 1:  # the usual case: no per-row Python
+            per_sig_sizes.setdefault(modal, set()).update(sizes.values())
+            per_sig_seen.setdefault(modal, {})[phase] = warm.num_rows
+            head = warm.slice(0, MAX_IDS)
+            ids = _ids(key, head.column("batch_id").to_pylist(), head.column("repeat").to_pylist())
+            group = _Group(modal, ids[0], warm.num_rows, ids, dict(sizes))
+            if kind == "concurrent":
+                group.together = {int(v) for v in pc.unique(pc.coalesce(
+                    warm.column("batch_server_together"), warm.column("batch_running_max"))).to_pylist()
+                    if v is not None}
+            self.modal[key] = (group, kind, warm.num_rows)
+            return
+        sigs = warm.column("sig_top_logprobs").to_pylist()
+        batch_ids = warm.column("batch_id").to_numpy(zero_copy_only=False)
+        row_sizes = [sizes.get(int(b), 1) for b in batch_ids.tolist()]
+        for sig, size in set(zip(sigs, row_sizes, strict=True)):
+            per_sig_sizes.setdefault(sig, set()).add(size)
+        counts = Counter(sigs)
+        for sig, count in counts.items():
+            per_sig_seen.setdefault(sig, {})[phase] = count
+        ids = _ids(key, batch_ids.tolist(), warm.column("repeat").to_pylist())
+        co: list[int | None] = [None] * len(sigs) if kind != "concurrent" else _co_residents(
+            batch_ids, warm.column("server_first_step").to_pylist(), warm.column("server_last_step").to_pylist())
+        together = warm.column("batch_server_together").to_pylist()
+        running = warm.column("batch_running_max").to_pylist()
+        order = [modal, *(s for s, _ in counts.most_common() if s != modal)]
+        shown = order[:1 + self.branches]
+        groups = {sig: _Group(sig, ids[sigs.index(sig)]) for sig in shown}
+        for i, sig in enumerate(sigs):
+            found = groups.get(sig)
+            if found is None:
+                continue
+            group = found
+            group.requests += 1
+            if len(group.request_ids) < MAX_IDS:
+                group.request_ids.append(ids[i])
+            group.batches[int(batch_ids[i])] = row_sizes[i]
+            co_resident, ran = co[i], together[i] if together[i] is not None else running[i]
+            if co_resident is not None:
+                group.co_residents.add(co_resident)
+            if kind == "concurrent" and ran is not None:
+                group.together.add(int(ran))
+        hidden = order[1 + self.branches:]
+        self.modal[key] = (groups[modal], kind, len(sigs))
+        self.pending.append(_Pending(key, len(sigs), kind, [groups[s] for s in shown], len(hidden),
+                                     sum(counts[s] for s in hidden), sorted(sizes)))
+
+    def finish(self, labelled: list[tuple[RunPaths, str]], pairs: list[PairCheck]
+               ) -> tuple[list[Explored], list[Explored], int]:
+        """The explored cells, the explored pairs (those that differ), and how many were left out."""
+        cells = self.pending[:MAX_EXPLORED]
+        differ = [p for p in pairs if p.verdict == "differ" and (p.arm_a, p.prompt_id, p.phase) in self.modal
+                  and (p.arm_b, p.prompt_id, p.phase) in self.modal]
+        shown_pairs = differ[:max(0, MAX_EXPLORED - len(cells))]
+        left_out = len(self.pending) - len(cells) + len(differ) - len(shown_pairs)
+        wanted = {g.representative for p in cells for g in p.groups}
+        wanted |= {self.modal[(arm, p.prompt_id, p.phase)][0].representative
+                   for p in shown_pairs for arm in (p.arm_a, p.arm_b)}
+        details = _details(labelled, wanted)
+        explored = [self._cell(p, details) for p in cells]
+        explored_pairs = [self._pair(p, details) for p in shown_pairs]
+        return ([e for e in explored if e is not None], [e for e in explored_pairs if e is not None], left_out)
+
+    def _cell(self, pending: _Pending, details: dict[str, _Detail]) -> Explored | None:
+        arm, prompt_id, phase = pending.key
+        found = [details.get(g.representative) for g in pending.groups]
+        if any(d is None for d in found):
+            return None  # a record without request ids (schema 1): nothing to show tokens from
+        names = ["modal", *(f"branch {i}" for i in range(1, len(pending.groups)))]
+        completions = [self._completion(name, group, pending.phase_kind, (arm, prompt_id)) for name, group
+                       in zip(names, pending.groups, strict=True)]
+        start = _align(completions, [d for d in found if d is not None], self.near_tie_gap)
+        explored = Explored("cell", f"{arm}/{prompt_id}/{phase}", arm, prompt_id, phase, pending.n, start,
+                            completions, pending.more_branches, pending.more_requests)
+        explored.notes = _notes(completions, pending.all_batches, pending.phase_kind)
+        return explored
+
+    def _pair(self, pair: PairCheck, details: dict[str, _Detail]) -> Explored | None:
+        sides = [self.modal[(arm, pair.prompt_id, pair.phase)] for arm in (pair.arm_a, pair.arm_b)]
+        found = [details.get(group.representative) for group, _, _ in sides]
+        if any(d is None for d in found):
+            return None
+        completions = [self._completion(arm, group, kind, (arm, pair.prompt_id))
+                       for arm, (group, kind, _) in zip((pair.arm_a, pair.arm_b), sides, strict=True)]
+        start = _align(completions, [d for d in found if d is not None], self.near_tie_gap)
+        return Explored("pair", f"{pair.arm_b} vs {pair.arm_a}/{pair.prompt_id}/{pair.phase}", pair.arm_b,
+                        pair.prompt_id, pair.phase, sides[1][2], start, completions)
+
+    def _completion(self, name: str, group: _Group, kind: str, arm_prompt: tuple[str, str]) -> Completion:
+        return Completion(
+            name=name, signature=group.signature, requests=group.requests, request_ids=group.request_ids,
+            tokens=[], logprobs=[], length=0, phase_kind=kind, batches=sorted(group.batches.items()),
+            co_residents=sorted(group.co_residents), together=sorted(group.together),
+            batch_sizes=sorted(self.sizes.get(arm_prompt, {}).get(group.signature, set())),
+            seen_in=dict(self.seen.get(arm_prompt, {}).get(group.signature, {})))
+
+
+def _ids(key: tuple[str, str, str], batch_ids: list[int], repeats: list[int]) -> list[str]:
+    """The request ids of measured rows (record/tables.py: ARM/PROMPT/PHASE/BATCH/REPEAT)."""
+    return [f"{key[0]}/{key[1]}/{key[2]}/{b}/{r}" for b, r in zip(batch_ids, repeats, strict=True)]
+
+
+def _batch_sizes(kind: str, batch_ids: pa.ChunkedArray) -> dict[int, int]:
+    """Batch id -> requests sent in it; a sequential request is a batch of one."""
+    counts = pc.value_counts(batch_ids).to_pylist()
+    return {int(c["values"] or 0): c["counts"] if kind == "concurrent" else 1 for c in counts}
+
+
+def _co_residents(batch_ids: np.ndarray, first: list[int | None], last: list[int | None]) -> list[int | None]:
+    """Per request, how many requests of its batch ran in at least one engine step with it (the server's trace);
+    None where the server gave no trace."""
+    out: list[int | None] = [None] * len(first)
+    for batch in set(batch_ids.tolist()):
+        steps = {i: (a, b) for i in np.nonzero(batch_ids == batch)[0].tolist()
+                 if (a := first[i]) is not None and (b := last[i]) is not None}
+        for i, (start, stop) in steps.items():
+            out[i] = sum(1 for j, (a, b) in steps.items() if j != i and a <= stop and start <= b)
+    return out
+
+
+def _details(labelled: list[tuple[RunPaths, str]], wanted: set[str]) -> dict[str, _Detail]:
+    """The tokens and top-k lists of the wanted requests (ids as the comparison labels them), latest attempts."""
+    out: dict[str, _Detail] = {}
+    attempts: dict[str, int] = {}
+    for paths, label in labelled:
+        ids = [i[len(label):] for i in wanted if i.startswith(label)]
+        files = sorted(str(p) for p in paths.table("responses").glob("*.parquet") if not p.name.startswith("."))
+        if not ids or not files:
+            continue
+        try:
+            table = ds.dataset(files, schema=RESPONSES, format="parquet").to_table(
+                columns=DETAIL, filter=pc.field("request_id").isin(ids))
+        except (OSError, pa.ArrowInvalid) as exc:
+            raise RecordError(f"cannot read the responses of {paths.root} ({exc}): the run dir is damaged; copy it "
+                              "again from its source") from exc
+        for row in table.to_pylist():
+            key, attempt = label + row["request_id"], row["attempt"] or 0
+            if attempt < attempts.get(key, -1):
+                continue
+            attempts[key] = attempt
+            tokens = row["tokens"] or [str(t) for t in row["token_ids"] or []]
+            out[key] = _Detail(row["token_ids"] if row["token_ids"] is not None else tokens, tokens,
+                               row["token_logprobs"] or [], row["top_logprobs"] or [], row["top_gaps"] or [])
+    return out
+
+
+def _split(first: _Detail, other: _Detail) -> tuple[int | None, str]:
+    """The first position where `other` parts from `first`: another token, else other top-k logprobs."""
+    for i in range(max(len(first.codes), len(other.codes))):
+        if i >= len(first.codes) or i >= len(other.codes) or first.codes[i] != other.codes[i]:
+            return i, "token"
+    for i in range(min(len(first.top), len(other.top))):
+        if first.top[i] != other.top[i]:
+            return i, "logprob"
+    return None, ""
+
+
+def _top(detail: _Detail, position: int) -> list[TopEntry]:
+    """The top-k at a position, most likely first (an entry the server repeated, once)."""
+    entries = detail.top[position] if position < len(detail.top) else None
+    unique = {(e["token"], e["logprob"]) for e in entries or [] if e["logprob"] is not None}
+    return [TopEntry(str(t), float(lp)) for t, lp in sorted(unique, key=lambda e: (-e[1], e[0]))]
+
+
+def _align(completions: list[Completion], details: list[_Detail], near_tie_gap: float) -> int:
+    """Fill each completion's split against the first, its top-k there, and its tokens over the common window;
+    returns the window's first position."""
+    first = details[0]
+    for completion, detail in zip(completions[1:], details[1:], strict=True):
+        completion.split, completion.split_kind = _split(first, detail)
+        if completion.split is None:
+            continue
+        completion.top_at_split = _top(detail, completion.split)
+        completion.first_top_at_split = _top(first, completion.split)
+        gap = first.gaps[completion.split] if completion.split < len(first.gaps) else None
+        completion.gap_at_split = None if gap is None or gap != gap else float(gap)  # NaN: unknown
+        completion.near_tie = None if completion.gap_at_split is None else completion.gap_at_split < near_tie_gap
+    splits = [c.split for c in completions if c.split is not None]
+    start = max(0, min(splits) - BEFORE) if splits else 0
+    stop = min(max(len(d.tokens) for d in details), (max(splits) if splits else 0) + AFTER + 1, start + WIDEST)
+    for completion, detail in zip(completions, details, strict=True):
+        completion.length = len(detail.tokens)
+        completion.tokens = detail.tokens[start:stop]
+        completion.logprobs = [None if v is None or v != v else float(v) for v in detail.logprobs[start:stop]]
+    return start
+
+
+def _numbers(values: list[int]) -> str:
+    return ", ".join(str(v) for v in values) if len(values) < 4 else f"{values[0]}-{values[-1]}"
+
+
+def _notes(completions: list[Completion], all_batches: list[int], kind: str) -> list[str]:
+    """What sets a branch apart from the modal completion: batch sizes, batches, co-residents."""
+    modal, notes = completions[0], []
+    for branch in completions[1:]:
+        sizes, modal_sizes = set(branch.batch_sizes), set(modal.batch_sizes)
+        if len(sizes) == 1 and sizes != modal_sizes:
+            phases = ", ".join(branch.seen_in)
+            notes.append(f"{branch.name} appears only in batches of {next(iter(sizes))} ({phases}); the modal "
+                         f"completion in batches of {_numbers(sorted(modal_sizes))}")
+        ids = [b for b, _ in branch.batches]
+        if kind == "concurrent" and len(all_batches) > 1 and len(ids) < len(all_batches):
+            notes.append(f"{branch.name} appears only in batch{'es' if len(ids) > 1 else ''} {_numbers(ids)} of "
+                         f"{len(all_batches)}")
+        if branch.co_residents and modal.co_residents and not set(branch.co_residents) & set(modal.co_residents):
+            notes.append(f"{branch.name}'s requests ran alongside {_numbers(branch.co_residents)} other requests, "
+                         f"the modal completion's alongside {_numbers(modal.co_residents)}")
+    return notes

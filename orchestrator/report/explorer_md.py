@@ -1,0 +1,151 @@
+"""report.md's "Where it split": per cell with more than one signature (and per A/B pair that differs) the
+completions aligned on the first one, one row per position around the split, then who took each branch and the
+top-k at the split. Also what the HTML and terminal views share: how a token is shown, the summary line."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from orchestrator.analysis.results import Comparison, Completion, Explored, TopEntry
+
+VISIBLE = {" ": "␣", "\n": "⏎", "\t": "⇥", "\r": "␍"}
+
+
+def token_text(token: str) -> str:
+    """A token with its whitespace made visible (a space is a different token from none)."""
+    return "".join(VISIBLE.get(c, c) for c in token) or "∅"
+
+
+def summary(explored: Explored) -> str:
+    """One line: what diverged, where, and whether it was a near-tie."""
+    first, others = explored.completions[0], explored.completions[1:]
+    splits = [c for c in others if c.split is not None]
+    if explored.kind == "pair":
+        head = f"{explored.label}: modal completions"
+    else:
+        shown = len(explored.completions) + explored.more_branches
+        head = f"{explored.label}: {shown} signatures in {explored.n} ({first.requests} took the modal completion)"
+    if not splits:
+        return head + "; no token or top-k difference found in the stored lists"
+    earliest = min(splits, key=lambda c: c.split or 0)
+    gap = f", gap {earliest.gap_at_split:.3g}" if earliest.gap_at_split is not None else ""
+    tie = " (near-tie)" if earliest.near_tie else ""
+    what = "another token" if earliest.split_kind == "token" else "same token, other top-k logprobs"
+    return f"{head}; first split at token {earliest.split} ({what}{gap}{tie})"
+
+
+def who(completion: Completion) -> str:
+    """How many requests took it, which ones, in which batches, alongside how many others."""
+    more = completion.requests - len(completion.request_ids)
+    ids = ", ".join(completion.request_ids) + (f" and {more} more" if more > 0 else "")
+    parts = [f"{completion.requests} request{'s' if completion.requests != 1 else ''} ({ids})"]
+    if completion.phase_kind == "concurrent" and completion.batches:
+        parts.append("batches " + ", ".join(f"{b} (of {size})" for b, size in completion.batches[:12])
+                     + (" ..." if len(completion.batches) > 12 else ""))
+    elif completion.phase_kind:
+        parts.append(f"{completion.phase_kind}, one at a time")
+    if completion.co_residents:
+        parts.append("ran alongside " + "/".join(map(str, completion.co_residents)) + " others (server trace)")
+    elif completion.together:
+        parts.append("its batches had " + "/".join(map(str, completion.together)) + " running at once")
+    if completion.seen_in:
+        sizes = "/".join(map(str, completion.batch_sizes))
+        parts.append("this signature seen in " + ", ".join(f"{p} ({n})" for p, n in completion.seen_in.items())
+                     + (f", batch sizes {sizes}" if sizes else ""))
+    return "; ".join(parts)
+
+
+def gap_text(completion: Completion) -> str:
+    if completion.gap_at_split is None:
+        return "top1-top2 gap unknown"
+    tie = " (**near-tie**: the argmax flipped between two almost equal tokens)" if completion.near_tie else ""
+    return f"top1-top2 gap {completion.gap_at_split:.3g}{tie}"
+
+
+def _code(token: str) -> str:
+    """A token as Markdown code inside a table cell."""
+    return "`" + token_text(token).replace("|", "\\|").replace("`", "'") + "`"
+
+
+def _cell(token: str | None, logprob: float | None) -> str:
+    if token is None:
+        return ""
+    return f"{_code(token)} {logprob:.3g}" if logprob is not None else _code(token)
+
+
+def _entry(entries: list[TopEntry], others: list[TopEntry], i: int) -> list[str]:
+    """At the signature's precision (12 significant digits); bold where the other side differs."""
+    if i >= len(entries):
+        return ["", ""]
+    text = [_code(entries[i].token), f"{entries[i].logprob:.12g}"]
+    return text if i < len(others) and others[i] == entries[i] else [f"**{t}**" for t in text]
+
+
+def explored_section(explored: Explored) -> list[str]:
+    first = explored.completions[0]
+    out = [f"### {summary(explored)}", ""]
+    header = ["position", *(f"{c.name} ({c.requests})" for c in explored.completions)]
+    out += ["| " + " | ".join(header) + " |", "|" + " --- |" * len(header)]
+    for offset in range(max(len(c.tokens) for c in explored.completions)):
+        position = explored.window_start + offset
+        cells = []
+        for c in explored.completions:
+            token = c.tokens[offset] if offset < len(c.tokens) else None
+            text = _cell(token, c.logprobs[offset] if offset < len(c.logprobs) else None)
+            if c.split == position:
+                text = f"**{text} ◀ split**"
+            elif c is not first and offset < len(first.tokens) and token != first.tokens[offset]:
+                text = f"**{text}**"
+            cells.append(text)
+        out.append(f"| {position} | " + " | ".join(cells) + " |")
+    out.append("")
+    for c in explored.completions:
+        out.append(f"- **{c.name}**: {who(c)}")
+    out.append("")
+    for c in explored.completions[1:]:
+        if c.split is None:
+            continue
+        kind = "another token" if c.split_kind == "token" else "the same token, other top-k logprobs"
+        out += [f"At token {c.split}, {c.name} parts from {first.name} ({kind}); {first.name}'s {gap_text(c)}.", ""]
+        header = ["rank", f"{first.name}", "logprob", c.name, "logprob"]
+        rows = max(len(c.first_top_at_split), len(c.top_at_split))
+        out += ["| " + " | ".join(header) + " |", "|" + " --- |" * len(header)]
+        out += [f"| {i + 1} | " + " | ".join([*_entry(c.first_top_at_split, c.top_at_split, i),
+                                               *_entry(c.top_at_split, c.first_top_at_split, i)]) + " |"
+                for i in range(rows)]
+        out.append("")
+    if explored.more_branches:
+        out += [f"{explored.more_branches} more branch(es), {explored.more_branch_requests} request(s), not shown "
+                "(`study.explorer_branches`, `compare --branches`).", ""]
+    out += [f"- {note}" for note in explored.notes]
+    return [*out, ""] if explored.notes else out
+
+
+def section(result: Comparison) -> list[str]:
+    if not result.explorer and not result.pair_explorer:
+        return []
+    out: list[str] = []
+    if result.explorer:
+        out += ["## Where it split", "",
+                "Each cell with more than one signature: its modal completion and the other branches, aligned on "
+                "the modal one (each token with its logprob), the first split in bold with the top-k of both there, "
+                "and who took each branch. `orchestrator show RUN --cell ARM/PROMPT/PHASE` prints the same in a "
+                "terminal.", ""]
+    for explored in result.explorer:
+        out += explored_section(explored)
+    if result.pair_explorer:
+        out += ["## Where the arms split", "", "Each A/B pair that differs: the two arms' modal completions.", ""]
+        for explored in result.pair_explorer:
+            out += explored_section(explored)
+    if result.explorer_left_out:
+        out += [f"{result.explorer_left_out} more divergent cells or pairs are not explored here (the report's "
+                "limit); `orchestrator show RUN` lists every cell that diverged.", ""]
+    return out
+
+
+def from_json(data: dict[str, Any]) -> Explored:
+    """An explored cell back from report.json (for `show`)."""
+    completions = [Completion(**{**c, "top_at_split": [TopEntry(**e) for e in c["top_at_split"]],
+                                 "first_top_at_split": [TopEntry(**e) for e in c["first_top_at_split"]],
+                                 "batches": [tuple(b) for b in c["batches"]]}) for c in data["completions"]]
+    return Explored(**{**data, "completions": completions})
