@@ -37,7 +37,7 @@ from orchestrator.record.tables import iter_batches, read_table
 
 KEY = ("arm", "prompt_id", "phase")
 COLUMNS = ["arm", "prompt_id", "phase", "phase_kind", "batch_id", "cold", "role", "error", "completion_text",
-           "sig_text", "sig_top_logprobs", "token_ids", "tokens", "token_logprobs",
+           "sig_text", "sig_top_logprobs", "sig_token_ids", "token_ids", "tokens", "token_logprobs",
            "top_gaps", "top_logprobs_entries", "prompt_logprobs", *batches.COLUMNS[3:], *explorer.COLUMNS]
 # The token strings are compared only for equality, and only where a server returned no token ids
 # (positions.token_codes): read dictionary-encoded, and only in row groups where token_ids has a null.
@@ -55,7 +55,18 @@ class _Reference:
     tokens: np.ndarray | None
     forced: np.ndarray | None
     ok: bool
-    texts: set[str | None] = field(default_factory=set)  # completion signatures, where top logprobs are absent
+    texts: set[str | None] = field(default_factory=set)  # completion signatures
+    basis: str = "top_logprobs"  # what `signatures` hash (SIGNATURE_BASES)
+
+
+# A cell's signature: the finest one every warm response has (engines differ in what they return).
+SIGNATURE_BASES = {"top_logprobs": "sig_top_logprobs", "token_ids": "sig_token_ids", "text": "sig_text"}
+BASIS_NOTES = {"token_ids": "signature: token ids (no top logprobs returned)",
+               "text": "signature: completion text (no top logprobs or token ids returned)"}
+
+
+def _basis(warm: pa.Table) -> str:
+    return next((name for name, column in SIGNATURE_BASES.items() if not warm.column(column).null_count), "text")
 
 
 @dataclass
@@ -173,23 +184,23 @@ def _analyse(key: tuple[str, str, str], table: pa.Table, acc: _Accumulator, expe
     acc.result.batches.extend(found)
     warm = table.take(np.nonzero(ok & keep)[0]) if not (ok & keep).all() else table
     cell.n = warm.num_rows
-    sigs = warm.column("sig_top_logprobs")
+    cell.signature_basis = _basis(warm)
+    sigs = warm.column(SIGNATURE_BASES[cell.signature_basis])
     reference = 0
     if warm.num_rows == 0:
         cell.signature_note = "no co-resident batch: kept out of the verdict" if ok.any() \
             else "no successful responses"
-    elif sigs.null_count:
-        cell.signature_note = "no top logprobs returned: signature comparison not possible"
     else:
+        cell.signature_note = BASIS_NOTES.get(cell.signature_basis, "")
         counts = pc.value_counts(sigs).to_pylist()
         modal = max(counts, key=lambda c: c["counts"])
         cell.distinct_signatures = len(counts)
         cell.divergent = warm.num_rows - modal["counts"]
         cell.lower_bound_95, cell.upper_bound_95 = divergence_bound(cell.divergent, warm.num_rows)
         reference = sigs.to_pylist().index(modal["values"])
-        acc.explore.observe(key, warm, table, modal["values"])
+        acc.explore.observe(key, warm, table, modal["values"], SIGNATURE_BASES[cell.signature_basis])
     ref = _Reference(signatures=set(sigs.to_pylist()), tokens=None, forced=None, ok=warm.num_rows > 0,
-                     texts=set(warm.column("sig_text").to_pylist()) if sigs.null_count else set())
+                     texts=set(warm.column("sig_text").to_pylist()), basis=cell.signature_basis)
     if warm.num_rows:
         entries = pc.list_flatten(warm.column("top_logprobs_entries"))
         cell.top_entries_min, cell.top_entries_max = pc.min(entries).as_py(), pc.max(entries).as_py()
@@ -201,9 +212,9 @@ def _analyse(key: tuple[str, str, str], table: pa.Table, acc: _Accumulator, expe
 
 
 def _cold_check(row: dict[str, Any], ref: _Reference | None) -> ColdCheck:
-    """The cold request against its cell's signatures (its text's when the server gave no top logprobs)."""
-    own = row["sig_top_logprobs"] or row["sig_text"]
-    warm = ({s for s in ref.signatures if s is not None} or ref.texts) if ref is not None else set()
+    """The cold request against its cell's signatures, on the cell's basis."""
+    own = row[SIGNATURE_BASES[ref.basis]] if ref is not None else None
+    warm = {s for s in ref.signatures if s is not None} if ref is not None else set()
     matches = None if row["error"] or own is None or not warm else own in warm
     return ColdCheck(row["arm"], row["prompt_id"], row["phase"], matches)
 
@@ -249,10 +260,12 @@ def _min(values: np.ndarray) -> float | None:
 
 
 def _verdict(a: _Reference, b: _Reference) -> str:
-    """identical: both sides show one and the same signature; differ: anything else comparable."""
-    if not a.ok or not b.ok or None in a.signatures | b.signatures:
+    """identical: both sides show one and the same signature (their texts', where their bases differ);
+    differ: anything else comparable."""
+    ours, theirs = (a.signatures, b.signatures) if a.basis == b.basis else (a.texts, b.texts)
+    if not a.ok or not b.ok or None in ours | theirs:
         return "not comparable"
-    return "identical" if a.signatures == b.signatures and len(a.signatures) == 1 else "differ"
+    return "identical" if ours == theirs and len(ours) == 1 else "differ"
 
 
 def _where(a: _Reference, b: _Reference) -> dict[str, Any]:

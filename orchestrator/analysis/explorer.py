@@ -78,14 +78,16 @@ class Explorer:
         self.sizes: dict[tuple[str, str], dict[str, set[int]]] = {}  # (arm, prompt) -> signature -> batch sizes
         self.seen: dict[tuple[str, str], dict[str, dict[str, int]]] = {}  # (arm, prompt) -> sig -> phase -> n
 
-    def observe(self, key: tuple[str, str, str], warm: pa.Table, sent: pa.Table, modal: str) -> None:
-        """A cell's warm rows (their signatures compared) and every row sent (for the batch sizes)."""
+    def observe(self, key: tuple[str, str, str], warm: pa.Table, sent: pa.Table, modal: str,
+                signature_column: str = "sig_top_logprobs") -> None:
+        """A cell's warm rows (their signatures, in `signature_column`, compared) and every row sent (for the
+        batch sizes)."""
         arm, prompt_id, phase = key
         kind = str(warm.column("phase_kind")[0].as_py() or "")
         sizes = _batch_sizes(kind, sent.column("batch_id"))
         per_sig_sizes = self.sizes.setdefault((arm, prompt_id), {})
         per_sig_seen = self.seen.setdefault((arm, prompt_id), {})
-        if pc.count_distinct(warm.column("sig_top_logprobs")).as_py() == 1:  # the usual case: no per-row Python
+        if pc.count_distinct(warm.column(signature_column)).as_py() == 1:  # the usual case: no per-row Python
             per_sig_sizes.setdefault(modal, set()).update(sizes.values())
             per_sig_seen.setdefault(modal, {})[phase] = warm.num_rows
             head = warm.slice(0, MAX_IDS)
@@ -97,7 +99,7 @@ class Explorer:
                     if v is not None}
             self.modal[key] = (group, kind, warm.num_rows)
             return
-        sigs = warm.column("sig_top_logprobs").to_pylist()
+        sigs = warm.column(signature_column).to_pylist()
         batch_ids = warm.column("batch_id").to_numpy(zero_copy_only=False)
         row_sizes = [sizes.get(int(b), 1) for b in batch_ids.tolist()]
         for sig, size in set(zip(sigs, row_sizes, strict=True)):

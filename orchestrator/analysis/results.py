@@ -16,11 +16,12 @@ class Cell:
     n: int  # warm requests that got a parsable answer
     errors: int
     distinct_completions: int
-    distinct_signatures: int | None  # None: the server returned no top logprobs
+    distinct_signatures: int | None  # None: no successful response to sign
     divergent: int | None  # requests whose signature differs from the cell's most common one
     upper_bound_95: float | None
     lower_bound_95: float | None
     signature_note: str = ""
+    signature_basis: str = "top_logprobs"  # what the signatures hash: top_logprobs, token_ids or text
     first_divergent_position: int | None = None  # generated position where a request first differs
     top1_top2_gap: float | None = None  # at that position, in the reference request
     near_tie: bool | None = None

@@ -60,7 +60,7 @@ def phase_clause(phase: str, cells: list[Cell], near_tie_gap: float) -> str:
     if batched:
         size = min(c.batch_size or 0 for c in batched)
         seen = [c.min_running_observed for c in batched if c.min_running_observed is not None]
-        together = f"co-resident {min(seen)}" if seen else "co-residency unknown (no /metrics, no trace)"
+        together = f"co-resident {min(seen)}" if seen else "co-residency not observable (no /metrics, no trace)"
         if seen and not all(c.co_resident for c in batched):
             out = sum(c.batches_kept_out or 0 for c in batched)
             total = sum(c.batches or 0 for c in batched)

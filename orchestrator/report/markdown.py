@@ -49,6 +49,8 @@ def cells_table(comparison: Comparison) -> str:
              "| --- | --- | --- | --- | --- | --- | --- | --- |"]
     for c in comparison.cells:
         sigs = "n/a" if c.distinct_signatures is None else f"{c.distinct_signatures} in {c.n}"
+        if c.distinct_signatures is not None and c.signature_basis != "top_logprobs":
+            sigs += f" ({c.signature_basis.replace('_', ' ')})"
         errors = f" (+{c.errors} errors)" if c.errors else ""
         lines.append(f"| {c.arm} | {c.prompt_id} | {c.phase} | {c.n}{errors} | "
                      f"{c.distinct_completions} in {c.n} | {sigs} | {rate(c)} | {_where(c)} |")
@@ -240,7 +242,7 @@ def _batches_section(result: Comparison) -> list[str]:
 def _co_resident(batch: Cell | BatchCheck) -> str:
     co_resident = batch.co_resident
     if co_resident is None:
-        return "unknown (no /metrics, no trace)"
+        return "not observable (no /metrics, no trace)"
     size = batch.batch_size if isinstance(batch, Cell) else batch.size
     state = "yes" if co_resident else "**no**"
     if batch.capacity is not None and size is not None and size > batch.capacity:

@@ -102,12 +102,21 @@ def test_schedules_and_pairs_say_where(tmp_path) -> None:  # type: ignore[no-unt
     assert pairs == {"seq": ("identical", None), "conc": ("differ", 1)}
 
 
-def test_missing_logprobs_are_not_possible_never_equal(tmp_path) -> None:  # type: ignore[no-untyped-def]
-    rows = [{**row("a", "p", "seq", [1]), "sig_top_logprobs": None, "top_logprobs": None}] * 3
+def test_missing_logprobs_fall_back_to_what_is_there(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """No top logprobs: token ids sign the cell; neither: the text does; each says which it used."""
+    no_top = {"sig_top_logprobs": None, "top_logprobs": None}
+    rows = [{**row("a", "p", "seq", [1]), **no_top}] * 3
+    rows += [{**row("t", "p", "seq", [1]), **no_top, "sig_token_ids": None, "token_ids": None}] * 2
+    rows += [{**row("t", "p", "seq", [1]), **no_top, "sig_token_ids": None, "token_ids": None,
+              "sig_text": "other", "completion_text": "other"}]
     result = compare(record(tmp_path, rows + [row("b", "p", "seq", [1])] * 3), baseline="b").to_json()
-    c = cell(result, "a", "p")
-    assert c["distinct_signatures"] is None and "not possible" in c["signature_note"]
-    assert result["pairs"][0]["verdict"] == "not comparable"
+    a, t = cell(result, "a", "p"), cell(result, "t", "p")
+    assert (a["signature_basis"], a["distinct_signatures"]) == ("token_ids", 1)
+    assert "token ids" in a["signature_note"]
+    assert (t["signature_basis"], t["distinct_signatures"], t["divergent"]) == ("text", 2, 1)
+    assert "completion text" in t["signature_note"]
+    pairs = {p["arm_b"]: p["verdict"] for p in result["pairs"]}
+    assert pairs == {"a": "identical", "t": "differ"}  # bases differ: compared on their texts
 
 
 def test_pooled_bound_states_its_assumption() -> None:
