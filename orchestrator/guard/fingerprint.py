@@ -36,6 +36,7 @@ LOG_PATTERNS: dict[str, str] = {
     "autotune_file": r"Using FlashInfer autotune cache file: (\S+?)\.?(?:\s|$)",
     "autotune_entry_finalize": r"Loaded autotune entry tuned for finalize=(\w+)",
     "max_model_len": r"Using max model len (\d+)",
+    "speculative": r"speculative_config=(None|\w+\([^)]*\))",  # vLLM's engine config line; None: off
 }
 _COMPILED = {name: re.compile(pattern) for name, pattern in LOG_PATTERNS.items()}
 
