@@ -2,7 +2,7 @@
 environment probe, orchestrator/probes/environment.py, run through the runtime) and from its startup
 log; and the matrix key.
 
-The patterns cover vLLM's startup lines (see VLLM-FACTS.md section 5) and the reference engine's,
+The patterns cover vLLM's startup lines (docs/vllm.md, "Startup log lines") and the reference engine's,
 which mimics them. A fact that no line states is absent, never guessed.
 """
 

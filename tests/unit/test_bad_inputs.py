@@ -1,5 +1,5 @@
 """A corpus of bad inputs (command lines, config files, prompt files, run dirs), each with the exit status and
-the one line it must get: no traceback, nothing started (shared/CONVENTIONS.md, docs/errors.md).
+the one line it must get: no traceback, nothing started (docs/conventions.md, docs/errors.md).
 
 `{cfg}` is a user config dir made for the case, `{run}` a recorded run dir (fake runtime), `{tmp}` a tmp dir."""
 
