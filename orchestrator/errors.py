@@ -21,7 +21,7 @@ from enum import IntEnum
 
 
 class ExitStatus(IntEnum):
-    """The exit statuses of every verb (shared/CONVENTIONS.md)."""
+    """The exit statuses of every verb (docs/conventions.md)."""
 
     OK = 0
     INTERNAL = 1  # a bug in the orchestrator

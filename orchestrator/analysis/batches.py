@@ -1,5 +1,5 @@
 """Concurrent batches, one at a time: were their requests co-resident, how tightly did they arrive, what
-failed. Co-resident (shared/CONVENTIONS.md): the server showed min(N, C) of a batch of N running together, C
+failed. Co-resident (docs/conventions.md): the server showed min(N, C) of a batch of N running together, C
 the arm's capacity where known. The server's own trace (the reference engine's engine steps) is exact and
 preferred; vLLM's /metrics, sampled during the batch, is the fallback. A batch that was not co-resident tested
 nothing about batching: its rows are kept out of the cell's verdict."""

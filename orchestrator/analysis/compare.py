@@ -1,7 +1,7 @@
 """Comparison built from the record alone (Parquet), so a report can be re-made without a server.
 
 Cells are (arm, prompt_id, phase) over `measured` requests; an arm's `cold` first request is compared with
-the requests of its cell apart, and `warmup` requests are in no cell (shared/CONVENTIONS.md). Schedules
+the requests of its cell apart, and `warmup` requests are in no cell (docs/conventions.md). Schedules
 compare phases within an arm and prompt; pairs compare every arm with the baseline per prompt and phase.
 The responses are streamed file by file: the writer lands each cell's measured rows contiguously, so memory
 holds one cell at a time.

@@ -201,6 +201,9 @@ class StudyConfig:
     allow_shared_caches: list[str] = field(default_factory=list)
     ignore_leaves: list[str] = field(default_factory=list)  # config leaves never compared (description)
     ignore_fields: list[str] = field(default_factory=list)  # fingerprint fields never compared (env.HOSTNAME)
+    # Startup-log facts (guard/fingerprint.py LOG_PATTERNS names: moe_backend, attention_backend, ...) that must
+    # be equal in every arm even where a declared variable (an image) implies they may differ (guard/held.py)
+    held_facts: list[str] = field(default_factory=list)
     # nats: a first divergence whose top-1/top-2 logprob gap is below this is reported as a near-tie flip
     # (the argmax changed between two almost equal tokens), not by itself a kernel defect. docs/usage.md
     near_tie_gap: float = 0.01

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 from orchestrator.config.catalog import line
 from orchestrator.errors import ConfigError
-from orchestrator.guard import caches, overlap
+from orchestrator.guard import caches, held, overlap
 from orchestrator.guard.leaves import arm_leaves, describe_all, describe_extra, differences, matches
 from orchestrator.guard.results import (
     ABSENT,
@@ -100,7 +100,7 @@ def refusal(declared: DeclaredCheck) -> list[str]:
 def problems(config: Config) -> list[str]:
     """Every guard problem found before anything starts: malformed variables, a confounded or mis-declared
     A/B, a hidden shared cache, arms that may not start overlapped."""
-    if found := validate_variables(config):
+    if found := validate_variables(config) + held.problems(config):
         return found
     return refusal(declared_check(config)) + caches.problems(config) + overlap.problems(config)
 

@@ -2,7 +2,7 @@
 environment probe, orchestrator/probes/environment.py, run through the runtime) and from its startup
 log; and the matrix key.
 
-The patterns cover vLLM's startup lines (see VLLM-FACTS.md section 5) and the reference engine's,
+The patterns cover vLLM's startup lines (docs/vllm.md, "Startup log lines") and the reference engine's,
 which mimics them. A fact that no line states is absent, never guessed.
 """
 
@@ -36,6 +36,7 @@ LOG_PATTERNS: dict[str, str] = {
     "autotune_file": r"Using FlashInfer autotune cache file: (\S+?)\.?(?:\s|$)",
     "autotune_entry_finalize": r"Loaded autotune entry tuned for finalize=(\w+)",
     "max_model_len": r"Using max model len (\d+)",
+    "speculative": r"speculative_config=(None|\w+\([^)]*\))",  # vLLM's engine config line; None: off
 }
 _COMPILED = {name: re.compile(pattern) for name, pattern in LOG_PATTERNS.items()}
 

@@ -1,6 +1,7 @@
 """The observed check: the arms' fingerprints (image id, versions, GPU, env inside the container,
 startup-log facts), field by field. A field that differs and that no declared leaf explains, directly or
 through `study.implications`, makes the pair confounded; one that could not be read makes it unknown.
+A held fact (`study.held_facts`, guard/held.py) is judged apart: it must be equal, whatever is declared.
 Results merge into RUN/guard.json.
 """
 
@@ -10,6 +11,7 @@ import json
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from orchestrator.guard import held
 from orchestrator.guard.leaves import differences, matches
 from orchestrator.guard.results import (
     ABSENT,
@@ -89,12 +91,17 @@ def observed_check(config: Config, fingerprints: Mapping[str, Mapping[str, Any] 
             for fp in (base_fp, arm_fp))
         pair.differing = differences(base_fields, arm_fields)
         for field, (left, right) in pair.differing.items():
-            if explains(list(declared or []), field, study.implications):
+            if held.is_held(field, study.held_facts) or explains(list(declared or []), field, study.implications):
                 continue
             if ABSENT in (left, right) or None in (left, right):
                 pair.unknown.append(f"{field} (read in one arm only)")
             else:
                 pair.extra.append(field)
+        held_differing, not_observed = held.check(
+            study.held_facts, {name: fp.get("log_facts") or {} for name, fp in ((baseline, base_fp), (arm, arm_fp))})
+        pair.differing.update(held_differing)
+        pair.extra += list(held_differing)
+        pair.unknown += not_observed
         if declared is None:
             pair.verdict = UNDECLARED
         else:

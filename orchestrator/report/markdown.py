@@ -221,7 +221,7 @@ def _batches_section(result: Comparison) -> list[str]:
            "A batch's requests are released together. `arrival spread` is first to last request complete at the "
            "server (from its trace, where it gives one); `together` the most of the batch running at once, from "
            "the server's trace (exact) or its /metrics sampled in flight. A batch that was not co-resident "
-           "(shared/CONVENTIONS.md) is kept out of its cell's n and of every verdict.", ""]
+           "(docs/conventions.md) is kept out of its cell's n and of every verdict.", ""]
     out += _table(["arm", "prompt", "phase", "batch size", "capacity", "send spread (ms)", "arrival spread (ms)",
                    "together (lowest)", "co-resident", "kept out", "transport errors"], [
         [c.arm, c.prompt_id, c.phase, c.batch_size, _num(c.capacity, "d"), _num(c.max_send_spread_ms),

@@ -1,5 +1,5 @@
 """What a study's report adds up to for the command line: the summary printed, the gate applied, the exit
-status (shared/CONVENTIONS.md): 4 when an arm failed, else 3 when a gate failed, else 0. Used by `run` and by
+status (docs/conventions.md): 4 when an arm failed, else 3 when a gate failed, else 0. Used by `run` and by
 `compare`, which re-makes the reports of recorded runs."""
 
 from __future__ import annotations

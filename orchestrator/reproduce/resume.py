@@ -1,7 +1,7 @@
 """`orchestrator run --resume RUN_DIR`: finish a run that was interrupted, killed, or lost an engine, in the
 same run dir. What has a good row is kept; every request without a row is sent, and every group (a
 sequential request, or a concurrent batch, whole) of an arm that did not complete is sent again if it holds
-an error row. New rows carry `attempt` + 1 and the same `request_id` (shared/CONVENTIONS.md); readers take
+an error row. New rows carry `attempt` + 1 and the same `request_id` (docs/conventions.md); readers take
 the latest attempt, so every request of the protocol ends with exactly one row that counts. A restarted arm
 answers a new cold request first, recorded as cold.
 """

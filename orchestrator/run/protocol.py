@@ -3,7 +3,7 @@
 sequential: each request waits for the previous answer. concurrent: `repeats` identical requests are
 released together (run/release.py: their connections opened and warmed first, their bytes sent in one
 loop); the spread of their send times, taken as the bytes reach the kernel, is recorded.
-Roles (shared/CONVENTIONS.md): an arm's very first request is `cold` (it may pay for compilation or
+Roles (docs/conventions.md): an arm's very first request is `cold` (it may pay for compilation or
 autotuning), sent alone and kept apart from every cell; then `protocol.warmup_requests` requests marked
 `warmup`, never part of a cell; then the phases, every request of them `measured`.
 """

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from orchestrator.errors import ImageError
+from orchestrator.runtime.spec import LABEL_NS
 
 STATE_ENV = "ORCHESTRATOR_PROCESS_DIR"  # where process state dirs live (default below)
 
@@ -86,7 +87,7 @@ def _group_exists(pgid: int) -> bool:
 
 # Who started a container or process (host, PID, the PID's start time): what tells a live run's from a dead
 # one's (`orchestrator clean`), with a reused PID told apart.
-OWNER_HOST, OWNER_PID, OWNER_START = (f"org.orchestrator.owner.{k}" for k in ("host", "pid", "start"))
+OWNER_HOST, OWNER_PID, OWNER_START = (f"{LABEL_NS}.owner.{k}" for k in ("host", "pid", "start"))
 
 
 def with_owner(labels: Mapping[str, str]) -> dict[str, str]:

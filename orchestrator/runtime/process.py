@@ -102,7 +102,7 @@ class ProcessRuntime:
 
     # images -----------------------------------------------------------------------------------
     def resolve_image(self, ref: str, build: BuildSpec) -> ImageInfo:
-        """No image: a code identity (shared/CONVENTIONS.md) from what runs, never from where it lies: the
+        """No image: a code identity (docs/conventions.md) from what runs, never from where it lies: the
         arm's interpreter's version and installed distributions, and the content of `build.context`.
         The same code on two machines gives the same id. A ref that is such an id (`reproduce` pins
         one) must match what is installed here."""

@@ -1,6 +1,6 @@
 """The `run` verb is a Hydra app: one study per job (a multirun sweeps them, through a launcher), each
 into Hydra's run dir. Every job's config is composed and checked before the first starts; every job
-runs even when one fails, and the exit status is the worst job's (shared/CONVENTIONS.md)."""
+runs even when one fails, and the exit status is the worst job's (docs/conventions.md)."""
 
 from __future__ import annotations
 

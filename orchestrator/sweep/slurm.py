@@ -5,7 +5,7 @@ the plugins do the submitting.
 - Every job's exit status comes back to the sweep (the task returns it; the worker pickles it), and a job
   that died without one (cancelled, time limit, node lost, out of memory, a crash) is reported with
   SLURM's state and reason, not raised: the other jobs' results and the sweep report still come, and the
-  sweep exits with the worst status (shared/CONVENTIONS.md): cancelled 130, a crash 1, the rest 4.
+  sweep exits with the worst status (docs/conventions.md): cancelled 130, a crash 1, the rest 4.
 - In the job, SIGTERM (scancel, the time limit, preemption: SLURM's warning before SIGKILL) interrupts the
   study as Ctrl-C does, so its containers are stopped and removed: they are not in the job's cgroup, and
   nothing else would. submitit's requeue-on-signal is off: a study is not checkpointable.

@@ -22,7 +22,7 @@ def test_container_that_dies_fails_fast_with_its_log(tmp_path: Path) -> None:
         "run", f"hydra.run.dir={tmp_path}", *ONE_ARM, "arms.baseline.image=orchestrator/debian-python:bookworm",
         "arms.baseline.engine_args={}",
         "arms.baseline.command=[python3,-c,'print(\"boom: no model\"); raise SystemExit(3)']")
-    assert result.returncode == 4, result.stderr  # the measurement failed (shared/CONVENTIONS.md)
+    assert result.returncode == 4, result.stderr  # the measurement failed (docs/conventions.md)
     assert "exited with status 3" in result.stderr and "boom: no model" in result.stderr
     arms = pq.read_table(tmp_path / "data" / "arms").to_pylist()
     assert arms[0]["status"] == "failed" and arms[0]["exit_code"] == 3

@@ -102,3 +102,51 @@ def test_misspelled_env_knob_is_refused_with_the_closest_known_name(tmp_path: Pa
     assert "Did you mean 'VLLM_FLASHINFER_AUTOTUNE_CACHE_DIR'?" in stderr
     assert guard["knobs"]["fused"]["unknown"] and guard["knobs"]["unfused"]["unknown"]
     assert not list((tmp_path / "data" / "responses").glob("*.parquet"))  # no arm was started
+
+
+HELD_STUDY = """# @package _global_
+defaults:
+  - /arm@arms.stock: reference
+  - /arm@arms.patched: reference
+  - override /protocol: probe
+study:
+  name: held_backend
+  baseline: stock
+  variables:
+    patched: [image, build]
+  held_facts: [moe_backend, autotune_key]
+arms:
+  patched:
+    image: orchestrator/held-fact-test:0.1.0
+    build: {{context: {context}}}
+"""
+# Another image of the same engine whose entrypoint selects another MoE backend: the arm configs differ in
+# the image alone, as the seed's patched vLLM image did, yet the engine inside chose another kernel path.
+HELD_DOCKERFILE = """ARG BASE_IMAGE
+FROM orchestrator/reference-engine:0.1.0
+ENTRYPOINT ["python3", "-m", "refengine", "--moe-backend", "triton"]
+"""
+
+
+def test_a_held_log_fact_that_another_image_changes_is_confounded(tmp_path: Path, docker_client: Any) -> None:
+    context, conf = tmp_path / "image", tmp_path / "conf"
+    context.mkdir()
+    (context / "Dockerfile").write_text(HELD_DOCKERFILE)
+    (conf / "study").mkdir(parents=True)
+    (conf / "study" / "held_backend.yaml").write_text(HELD_STUDY.format(context=context))
+    try:
+        code, stderr, guard = run(tmp_path / "run", "--config-dir", str(conf), "study=held_backend")
+        assert code == 0, stderr[-3000:]  # the observed check reports; it does not change the status
+        assert verdicts(guard, "declared") == {"patched": "single-variable"}
+        [observed] = guard["observed"]["pairs"]
+        assert observed["verdict"] == "confounded", observed
+        assert observed["extra"] == ["log_facts.moe_backend"]
+        assert observed["differing"]["log_facts.moe_backend"] == ["FLASHINFER_CUTLASS", "TRITON"]
+        # no autotune cache dir, so neither engine logs a key: held, yet not observed, and said so
+        assert observed["unknown"] == ["log_facts.autotune_key (held; not observed in the log of stock, patched)"]
+        assert "guard: CONFOUNDED: patched vs stock observed: log_facts.moe_backend (FLASHINFER_CUTLASS -> TRITON)" \
+            in stderr
+        report = (tmp_path / "run" / "report.md").read_text()
+        assert "**CONFOUNDED**: patched vs stock observed: log_facts.moe_backend" in report
+    finally:
+        docker_client.images.remove("orchestrator/held-fact-test:0.1.0", force=True)

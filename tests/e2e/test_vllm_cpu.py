@@ -41,7 +41,7 @@ def _report(run: Path) -> dict:  # type: ignore[type-arg]
 
 def _no_difference(run: Path) -> None:
     report = _report(run)
-    # A cell whose every batch was not co-resident has no rows in the verdict (shared/CONVENTIONS.md).
+    # A cell whose every batch was not co-resident has no rows in the verdict (docs/conventions.md).
     judged = [c for c in report["cells"] if not (c["batches"] and c["batches_kept_out"] == c["batches"])]
     assert judged and all(c["distinct_signatures"] == 1 and c["errors"] == 0 for c in judged)
     assert "**No difference observed**" in (run / "report.md").read_text()

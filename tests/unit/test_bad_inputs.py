@@ -1,5 +1,5 @@
 """A corpus of bad inputs (command lines, config files, prompt files, run dirs), each with the exit status and
-the one line it must get: no traceback, nothing started (shared/CONVENTIONS.md, docs/errors.md).
+the one line it must get: no traceback, nothing started (docs/conventions.md, docs/errors.md).
 
 `{cfg}` is a user config dir made for the case, `{run}` a recorded run dir (fake runtime), `{tmp}` a tmp dir."""
 
@@ -58,6 +58,8 @@ CASES: list[tuple[str, dict[str, str | bytes], list[str], int, str]] = [
     ("zero request timeout", {}, ["plan", "protocol.request_timeout_s=0"], 2, "request_timeout_s=0.0: must be > 0"),
     ("port out of range", {}, ["plan", "arms.baseline.port=70000"], 2, "port=70000: must be in 1..65535"),
     ("zero repeats", {}, ["plan", "protocol.phases.sequential.repeats=0"], 2, "repeats=0: must be >= 1"),
+    ("unknown held fact", {}, ["plan", "study=vllm_fused_finalize", "study.held_facts=[moe_backnd]"], 2,
+     "study.held_facts='moe_backnd' names nothing that exists. Did you mean 'moe_backend'? Available: "),
     ("zero batches", {}, ["plan", "protocol.phases.concurrent.batches=0"], 2, "batches=0: must be >= 1"),
     ("batches on a sequential phase", {}, ["plan", "protocol.phases.sequential.batches=3"], 2,
      "1 for a sequential phase"),

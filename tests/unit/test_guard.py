@@ -112,6 +112,65 @@ def test_image_change_implies_everything_inside_it() -> None:
     assert pair(observed, "fused").verdict == results.SINGLE
 
 
+def image_ab(*overrides: str):  # type: ignore[no-untyped-def]
+    """An A/B whose declared variable is the image (everything inside it may differ), holding two log facts."""
+    return load("study=guard_finalize_only", "arms.fused.image=other:1", "study.variables.fused=[image]",
+                "arms.fused.engine_args.fused-finalize=null", "study.held_facts=[moe_backend,speculative]",
+                *overrides)
+
+
+def test_a_held_fact_that_differs_across_an_image_change_is_an_undeclared_variable() -> None:
+    other = fp(moe_backend="TRITON", speculative="None")
+    other["image_id"] = "sha256:other"
+    observed = pair(guard_observed.observed_check(image_ab(), {"unfused": fp(speculative="None"), "fused": other}),
+                    "fused")
+    assert observed.verdict == results.CONFOUNDED and observed.extra == ["log_facts.moe_backend"]
+    assert observed.differing["log_facts.moe_backend"] == ["FLASHINFER_CUTLASS", "TRITON"]
+    headline = guard_report.headline(GuardResult(observed=results.ObservedCheck("unfused", [observed])))
+    assert headline == "**CONFOUNDED**: fused vs unfused observed: log_facts.moe_backend (FLASHINFER_CUTLASS -> TRITON)"
+    # not held: the image explains it, as before
+    loose = pair(guard_observed.observed_check(image_ab("study.held_facts=[]"), {"unfused": fp(), "fused": other}),
+                 "fused")
+    assert loose.verdict == results.SINGLE
+
+
+def test_held_facts_that_are_equal_pass_and_unstated_ones_are_not_observed() -> None:
+    cfg = image_ab()
+    other = fp(speculative="None")
+    other["image_id"], other["probe"]["packages"]["torch"] = "sha256:other", "2.14.0"
+    observed = pair(guard_observed.observed_check(cfg, {"unfused": fp(speculative="None"), "fused": other}), "fused")
+    assert observed.verdict == results.SINGLE and observed.extra == [] and observed.unknown == []
+    observed = pair(guard_observed.observed_check(cfg, {"unfused": fp(), "fused": fp()}), "fused")
+    assert observed.verdict == results.UNKNOWN  # absent from both logs: equal, yet not a pass
+    assert observed.unknown == ["log_facts.speculative (held; not observed in the log of unfused, fused)"]
+    observed = pair(guard_observed.observed_check(cfg, {"unfused": fp(speculative="None"), "fused": fp()}), "fused")
+    assert observed.unknown == ["log_facts.speculative (held; not observed in the log of fused)"]
+
+
+def test_an_unknown_held_fact_is_bad_input_listing_the_valid_names() -> None:
+    cfg = image_ab("study.held_facts=[moe_backnd]")
+    [problem] = guard_declared.problems(cfg)
+    assert problem.startswith("study.held_facts='moe_backnd' names nothing that exists. Did you mean 'moe_backend'?")
+    assert "Available: " in problem and "attention_backend" in problem and "speculative" in problem
+    assert "\n" not in problem
+
+
+def test_vllm_speculative_config_is_a_log_fact() -> None:
+    line = ("(EngineCore pid=1) INFO 05-01 10:00:00 [core.py:93] Initializing a V1 LLM engine (v0.34.0) with config: "
+            "model='m', speculative_config={}, tokenizer='m'")
+    off = fingerprint.log_facts([line.format("None")])
+    on = fingerprint.log_facts([line.format("SpeculativeConfig(method='ngram', model=None, num_spec_tokens=3)")])
+    assert off["speculative"] == "None"
+    assert on["speculative"] == "SpeculativeConfig(method='ngram', model=None, num_spec_tokens=3)"
+    assert off["engine_version"] == "0.34.0"
+
+
+def test_the_vllm_image_ab_holds_the_seeds_confounders() -> None:
+    cfg = load("study=vllm_fused_finalize")
+    assert {"moe_backend", "attention_backend", "speculative"} <= set(cfg.study.held_facts)
+    assert guard_declared.problems(cfg) == []
+
+
 def test_unreadable_fields_make_the_pair_unknown() -> None:
     cfg = load("study=guard_finalize_only")
     broken = fp(fused_finalize="on", autotune_key="bbbb")

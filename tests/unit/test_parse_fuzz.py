@@ -17,7 +17,7 @@ from orchestrator.run.parse import parse_completion
 from orchestrator.run.protocol import Request
 from orchestrator.run.sending import RunContext, response_row
 
-CHAT = {  # VLLM-FACTS.md section 2
+CHAT = {  # docs/vllm.md, "/v1/chat/completions"
     "id": "chatcmpl-1", "object": "chat.completion", "model": "m",
     "choices": [{"index": 0, "message": {"role": "assistant", "content": "Paris"}, "finish_reason": "length",
                  "logprobs": {"content": [

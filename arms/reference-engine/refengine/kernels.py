@@ -24,7 +24,7 @@ def m_splits(m: int) -> int:
     """Split-K factor picked from the row count M, as GEMM heuristics do.
 
     This makes a row's bits depend on how many other rows share the matmul (batch-shape
-    sensitivity) on every device; on CPU fp32 torch already shows it (DESIGN.md section 7).
+    sensitivity) on every device; on CPU fp32 torch already shows it (docs/reference-engine.md, "Mechanisms").
     """
     if m <= 1:
         return 1
