@@ -28,7 +28,7 @@ from orchestrator.record.tables import RESPONSES
 
 MAX_BRANCHES = 4  # branches shown per cell besides the modal one (study.explorer_branches); the rest counted
 MAX_IDS = 16  # request ids listed per branch; the rest counted
-MAX_EXPLORED = 150  # cells plus pairs explored in one report; the rest counted (report.html stays a few MB)
+MAX_EXPLORED = 100  # cells plus pairs explored in one report; the rest counted (report.html stays under 2 MB)
 BEFORE, AFTER, WIDEST = 4, 8, 24  # the window: positions before the earliest split, after the latest, at most
 COLUMNS = ["repeat", "server_first_step", "server_last_step"]  # what the streaming pass reads for the explorer
 DETAIL = ["request_id", "attempt", "tokens", "token_ids", "token_logprobs", "top_logprobs", "top_gaps"]
@@ -137,9 +137,9 @@ class Explorer:
     def finish(self, labelled: list[tuple[RunPaths, str]], pairs: list[PairCheck]
                ) -> tuple[list[Explored], list[Explored], int]:
         """The explored cells, the explored pairs (those that differ), and how many were left out."""
-        cells = self.pending[:MAX_EXPLORED]
         differ = [p for p in pairs if p.verdict == "differ" and (p.arm_a, p.prompt_id, p.phase) in self.modal
                   and (p.arm_b, p.prompt_id, p.phase) in self.modal]
+        cells = self.pending[:MAX_EXPLORED - min(len(differ), MAX_EXPLORED // 4)]  # a quarter kept for pairs
         shown_pairs = differ[:max(0, MAX_EXPLORED - len(cells))]
         left_out = len(self.pending) - len(cells) + len(differ) - len(shown_pairs)
         wanted = {g.representative for p in cells for g in p.groups}

@@ -17,8 +17,8 @@ details.explore>summary{cursor:pointer;font-weight:600;padding:0.2em 0}
 details.explore>summary:focus-visible{outline:2px solid var(--p0);outline-offset:2px}
 table.tokens td{font-family:ui-monospace,monospace;white-space:pre;text-align:center}
 table.tokens td.name{font-family:system-ui,sans-serif;text-align:left}
-table.tokens td.same{color:var(--muted)} table.tokens td.differ{color:var(--differ)}
-table.tokens td.split{background:var(--differ);color:#fff;font-weight:700}
+table.tokens tr.branch td{color:var(--muted)} table.tokens tr.branch td.differ{color:var(--differ)}
+table.tokens tr.branch td.split{background:var(--differ);color:#fff;font-weight:700}
 table.tokens th.at-split{border-bottom:3px solid var(--differ)}
 .topk tr.differ td{color:var(--differ);font-weight:600}
 .topk{display:inline-block;vertical-align:top;margin-right:1.5em}
@@ -79,12 +79,13 @@ def _tokens_table(explored: Explored) -> str:
                 cells.append("<td></td>")
                 continue
             logprob = c.logprobs[o] if o < len(c.logprobs) else None
+            # a branch's row is muted (its tokens as the first's) unless marked: a class per token is heavy
             kind = "split" if c.split == explored.window_start + o else \
-                "differ" if i and (o >= len(first.tokens) or token != first.tokens[o]) else "same" if i else ""
+                "differ" if i and (o >= len(first.tokens) or token != first.tokens[o]) else ""
             attributes = (f' class="{kind}"' if kind else "") + \
                 (f' title="{logprob:.6g}"' if logprob is not None else "")
             cells.append(f"<td{attributes}>{escape(token_text(token))}</td>")
-        rows.append("<tr>" + "".join(cells) + "</tr>")
+        rows.append(("<tr class=branch>" if i else "<tr>") + "".join(cells) + "</tr>")
     return '<table class="tokens">' + "".join(rows) + "</table>"
 
 

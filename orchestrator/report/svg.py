@@ -11,7 +11,8 @@ from html import escape
 WIDTH = 960
 LABEL_W = 250  # left margin for row labels
 ROW_H = 16
-MAX_COLUMNS = 400  # longer series are binned (the maximum of each bin), so a 3000-token prompt stays light
+MAX_COLUMNS = 200  # longer series are binned (the maximum of each bin), so a 3000-token prompt stays light
+MAX_ROWS = 40  # heatmap rows (cells) drawn at most; the caption says which were left out
 
 
 def _svg(height: int, label: str, body: list[str]) -> str:
@@ -45,11 +46,41 @@ def _shade(value: float, low: float, high: float) -> float:
     return 0.15 + 0.85 * (math.log10(value) - math.log10(low)) / (math.log10(high) - math.log10(low))
 
 
+def _drawn(rows: list[tuple[str, Sequence[float | None]]]) -> tuple[list[tuple[str, Sequence[float | None]]], str]:
+    """At most MAX_ROWS rows, so 10,000 requests stay a light picture: past it, the cells with no spread are left
+    out, then the cells of the smallest spread; the rows keep their order. Also says what was left out."""
+    if len(rows) <= MAX_ROWS:
+        return rows, ""
+    peaks = [max((v for v in values if v is not None), default=0.0) for _, values in rows]
+    spread = [i for i, peak in enumerate(peaks) if peak > 0]
+    kept = set(sorted(spread, key=lambda i: -peaks[i])[:MAX_ROWS])
+    flat, smaller = len(rows) - len(spread), len(spread) - len(kept)
+    left_out = [f"{flat} cells with spread 0 at every position"] if flat else []
+    left_out += [f"{smaller} cells of smaller spread"] if smaller else []
+    return ([row for i, row in enumerate(rows) if i in kept],
+            f"{len(kept)} of {len(rows)} cells drawn, the largest spread first; not drawn: {', '.join(left_out)}")
+
+
+def _runs(values: list[float | None]) -> list[tuple[int, int, float]]:
+    """Columns as (first, last, value) runs of one value: a row of equal spreads is one rectangle."""
+    out: list[tuple[int, int, float]] = []
+    for c, value in enumerate(values):
+        if value is None:
+            continue
+        if out and out[-1][1] == c - 1 and out[-1][2] == value:
+            out[-1] = (out[-1][0], c, value)
+        else:
+            out.append((c, c, value))
+    return out
+
+
 def heatmap(title: str, rows: list[tuple[str, Sequence[float | None]]], xlabel: str,
             marks: dict[str, int] | None = None) -> str:
     """Rows = cells, columns = positions, shade = spread (max - min logprob across the cell's requests);
-    `marks`: row label -> position of its first divergence, ringed."""
-    binned = [(label, *_binned(values)) for label, values in rows]
+    `marks`: row label -> position of its first divergence, ringed. Bounded: at most MAX_ROWS rows (`_drawn`),
+    MAX_COLUMNS columns (the maximum of each bin), and one rectangle per run of equal spread."""
+    drawn, left_out = _drawn(rows)
+    binned = [(label, *_binned(values)) for label, values in drawn]
     columns = max((len(v) for _, v, _ in binned), default=0)
     if not columns:
         return ""
@@ -61,14 +92,13 @@ def heatmap(title: str, rows: list[tuple[str, Sequence[float | None]]], xlabel: 
     for r, (label, values, size) in enumerate(binned):
         y = top + r * ROW_H
         body.append(_text(LABEL_W - 6, y + ROW_H - 4, label, "end"))
-        for c, value in enumerate(values):
-            if value is None:
-                continue
-            x = LABEL_W + c * cell_w
-            where = f"position {c * size}" if size == 1 else f"positions {c * size}-{c * size + size - 1}"
+        for first, last, value in _runs(values):
+            x = LABEL_W + first * cell_w
+            stop = min(last * size + size, len(drawn[r][1])) - 1
+            where = f"position {first * size}" if stop == first * size else f"positions {first * size}-{stop}"
             shade = f'class="heat" fill-opacity="{_shade(value, low, high):.3f}"' if value > 0 else 'class="zero"'
-            body.append(f'<rect {shade} x="{x:.2f}" y="{y}" width="{cell_w + 0.05:.2f}" height="{ROW_H - 2}">'
-                        f"<title>{escape(label)}, {where}: spread {value:.3g}</title></rect>")
+            body.append(f'<rect {shade} x="{x:.2f}" y="{y}" width="{(last - first + 1) * cell_w + 0.05:.2f}" '
+                        f'height="{ROW_H - 2}"><title>{escape(label)}, {where}: spread {value:.3g}</title></rect>')
         mark = (marks or {}).get(label)
         if mark is not None:
             x = LABEL_W + (mark // size + 0.5) * cell_w
@@ -76,10 +106,14 @@ def heatmap(title: str, rows: list[tuple[str, Sequence[float | None]]], xlabel: 
                         f"first divergence at position {mark}</title></circle>")
     bottom = top + len(binned) * ROW_H + 14
     scale = f"grey = 0, then a log scale up to solid = {high:.3g}" if nonzero else "grey: every spread is 0"
-    binning = f"; {binned[0][2]} positions per column" if any(s > 1 for _, _, s in binned) else ""
-    body.append(_text(LABEL_W, bottom, f"{xlabel} 0-{max(len(v) for _, v in rows) - 1} ({scale}{binning})"))
+    binning = (f"; {binned[0][2]} positions per column, each the largest spread of its positions"
+               if any(s > 1 for _, _, s in binned) else "")
+    body.append(_text(LABEL_W, bottom, f"{xlabel} 0-{max(len(v) for _, v in drawn) - 1} ({scale}{binning})"))
     if marks:
         body.append(_text(WIDTH - 10, bottom, "ring: first divergence", "end"))
+    if left_out:
+        bottom += 16
+        body.append(_text(LABEL_W, bottom, left_out))
     return _svg(bottom + 8, title, body)
 
 

@@ -63,13 +63,34 @@ def test_topk_ties_vary_only_above_the_budget(tmp_path: Path) -> None:
         assert distinct(report, "stable", prompt) == 1
 
 
-def test_batch_variance_shows_only_across_schedules(tmp_path: Path) -> None:
+def test_batch_variance_shows_across_schedules_and_inside_an_over_capacity_batch(tmp_path: Path) -> None:
+    """Each fixed batch shape is repeatable; a batch of 20 on max-num-seqs 16 runs as engine batches of 16 and 4,
+    so with invariance off its cell holds two signatures: the explorer shows the split, the top-k there and the
+    co-residents each branch ran with, and the batch is reported queued, not kept out."""
     report = run_study(tmp_path, "study=batch_invariance")
-    verdicts = {(s["arm"], s["prompt_id"]): s["verdict"] for s in report["schedules"]}
+    verdicts = {(s["arm"], s["prompt_id"]): s["verdict"] for s in report["schedules"]
+                if (s["phase_a"], s["phase_b"]) == ("sequential", "concurrent")}
     assert verdicts == {("invariant", "capital"): "identical", ("invariant", "count"): "identical",
                         ("variant", "capital"): "differ", ("variant", "count"): "differ"}
     assert distinct(report, "variant", "capital", "sequential") == 1
+    assert distinct(report, "variant", "capital", "concurrent") == 1
     assert report["facts"]["variant"]["batch_invariant"] == "off"
+    for prompt in ("capital", "count"):
+        assert distinct(report, "invariant", prompt, "over_capacity") == 1
+        assert distinct(report, "variant", prompt, "over_capacity") == 2
+    queued = [b for b in report["batches"] if b["phase"] == "over_capacity"]
+    assert queued and all((b["size"], b["capacity"], b["together"], b["co_resident"]) == (20, 16, 16, True)
+                          for b in queued)
+    explored = {e["label"]: e for e in report["explorer"]}
+    assert not [label for label in explored if label.startswith("invariant/")]
+    for prompt in ("capital", "count"):
+        modal, branch = explored[f"variant/{prompt}/over_capacity"]["completions"]
+        assert (modal["requests"], branch["requests"]) == (16, 4)
+        assert modal["batches"] == branch["batches"] == [[0, 20]]
+        assert (modal["co_residents"], branch["co_residents"]) == ([15], [3])  # engine batches of 16 and 4
+        assert branch["split"] is not None and branch["split_kind"] in ("token", "logprob")
+        assert branch["top_at_split"] and branch["first_top_at_split"]
+        assert branch["top_at_split"] != branch["first_top_at_split"]
 
 
 def test_autotune_cold_first_differs_with_a_fresh_cache_only(tmp_path: Path) -> None:

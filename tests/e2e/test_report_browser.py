@@ -169,26 +169,38 @@ def test_the_explorer_opens_from_the_keyboard_and_needs_nothing_from_outside(run
 
 @pytest.mark.docker
 @pytest.mark.usefixtures("docker_client", "no_leftover_containers")
-def test_the_batch_variant_study_opens_on_where_the_arms_split(tmp_path: Path, browser: Any) -> None:
-    """The reference engine with batch invariance off: its concurrent answers part from the invariant arm's.
-    The explorer shows both modal completions, the split token, the top-k of both there and the batch sizes
-    each came from; `show --cell` prints the same."""
+def test_the_batch_variant_study_opens_on_a_cell_that_diverged(tmp_path: Path, browser: Any) -> None:
+    """The reference engine with batch invariance off, a batch of 20 on max-num-seqs 16: the engine runs 16 of its
+    requests together and 4 after them, and the cell splits in two. Chromium opens that cell from the keyboard:
+    the split token, the top-k of both branches there and the co-residents each branch ran with; the arms' pair
+    shows where the arms split; `show --cell` prints the same."""
     run = tmp_path / "run"
     result = orchestrator("run", "study=batch_invariance", f"hydra.run.dir={run}", "protocol.request.max_tokens=8")
     assert result.returncode == 0, result.stderr[-3000:]
     report = json.loads((run / "report.json").read_text())
-    [pair] = [p for p in report["pair_explorer"] if p["phase"] == "concurrent"][:1]
-    invariant, variant = pair["completions"]
-    assert variant["split"] is not None and variant["top_at_split"] and variant["first_top_at_split"]
-    assert variant["batches"] == [[0, 8]] and invariant["batch_sizes"] == [1, 8]
+    [cell] = [e for e in report["explorer"] if e["label"] == "variant/capital/over_capacity"]
+    modal, branch = cell["completions"]
+    assert branch["split"] is not None and branch["top_at_split"] and branch["first_top_at_split"]
+    assert (modal["co_residents"], branch["co_residents"]) == ([15], [3])
     page, errors, requests = open_report(browser, run, "light")
-    details = page.locator(f"details.explore[data-label='{pair['label']}']")
+    details = page.locator(f"details.explore[data-label='{cell['label']}']")
     details.locator("summary").focus()
     page.keyboard.press("Enter")
+    assert details.evaluate("d => d.open") is True
     text = details.inner_text()
-    assert f"At token {variant['split']}, variant parts from invariant" in text and "batches 0 (of 8)" in text
+    assert f"At token {branch['split']}, branch 1 parts from modal" in text and "batches 0 (of 20)" in text
+    assert "ran alongside 15 others" in text and "ran alongside 3 others" in text
     assert details.locator("td.split").count() == 1 and details.locator(".topk table").count() == 2
+    assert page.locator("details.explore[data-label^='invariant/']").count() == 0  # one signature per cell
+    [pair] = [p for p in report["pair_explorer"] if p["phase"] == "concurrent"][:1]
+    invariant, variant = pair["completions"]
+    assert variant["split"] is not None and variant["batches"] == [[0, 8]] and invariant["batch_sizes"] == [1, 8, 20]
+    pair_details = page.locator(f"details.explore[data-label='{pair['label']}']")
+    pair_details.locator("summary").focus()
+    page.keyboard.press("Enter")
+    assert f"At token {variant['split']}, variant parts from invariant" in pair_details.inner_text()
     assert errors == [] and requests == []
+    page.screenshot(path=str(run / "explorer-cell.png"), full_page=True)
     page.close()
-    shown = orchestrator("show", str(run), "--cell", pair["label"])
-    assert shown.returncode == 0 and "<- split" in shown.stdout and "batches 0 (of 8)" in shown.stdout
+    shown = orchestrator("show", str(run), "--cell", cell["label"])
+    assert shown.returncode == 0 and "<- split" in shown.stdout and "ran alongside 3 others" in shown.stdout

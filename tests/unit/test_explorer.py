@@ -111,3 +111,14 @@ def test_show_lists_the_divergent_cells_and_prints_one_in_plain_text(result: Com
     assert "t9  -0.1  <- split" in printed and "batches 1 (of 4)" in printed and "| t9 " in printed
     with pytest.raises(ConfigError, match="--cell"):
         show_cell(run, "a/p/nope")
+
+
+def test_past_the_limit_a_quarter_is_kept_for_the_pairs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("orchestrator.analysis.explorer.MAX_EXPLORED", 4)
+    rows = []
+    for phase in ("s0", "s1", "s2", "s3"):  # arm a splits in each phase; arm b differs from it in each
+        rows += [measured("a", phase, [1, 2, 3] if r else [1, 2, 8], 0, r) for r in range(3)]
+        rows += [measured("b", phase, [1, 5, 6], 0, r) for r in range(3)]
+    result = compare(record(tmp_path, rows), baseline="a")
+    assert [c.label for c in result.explorer] == ["a/p/s0", "a/p/s1", "a/p/s2"]
+    assert [p.label for p in result.pair_explorer] == ["b vs a/p/s0"] and result.explorer_left_out == 4

@@ -117,10 +117,23 @@ def test_the_environment_of_a_gpu_arm_and_of_a_process_arm() -> None:
 
 def test_a_long_series_is_binned_and_every_mark_has_its_number() -> None:
     picture = svg.heatmap("spread", [("a/p/s", [0.0] * 2999 + [0.5])], "prompt position", {"a/p/s": 2999})
-    columns = picture.count("<rect ")
-    assert columns == 375 and "positions 2992-2999: spread 0.5" in picture  # 8 positions a column
+    assert picture.count("<rect ") == 2  # 200 columns of 15 positions; a run of equal spread is one rectangle
+    assert "positions 0-2984: spread 0<" in picture and "positions 2985-2999: spread 0.5<" in picture
+    assert "15 positions per column, each the largest spread of its positions" in picture
     assert "first divergence at position 2999" in picture and svg.heatmap("empty", [], "x") == ""
     assert re.search(r'fill-opacity="1\.000"', picture)
+
+
+def test_the_heatmap_draws_at_most_max_rows_cells_the_largest_spread_first() -> None:
+    flat = [(f"a/flat{i}/s", [0.0] * 64) for i in range(30)]
+    spread = [(f"b/p{i:02d}/s", [0.0] * 32 + [0.01 * (i + 1)] * 32) for i in range(50)]
+    picture = svg.heatmap("spread", flat + spread, "generated position")
+    assert picture.count("<rect ") == 2 * svg.MAX_ROWS  # per row: the zeros, then one run of one spread
+    assert "b/p49/s" in picture and "b/p10/s" in picture and "b/p09/s" not in picture and "flat" not in picture
+    assert (f"{svg.MAX_ROWS} of 80 cells drawn, the largest spread first; not drawn: 30 cells with spread 0 at "
+            "every position, 10 cells of smaller spread") in picture
+    few = svg.heatmap("spread", flat[:3] + spread[:2], "generated position")
+    assert "a/flat0/s" in few and "not drawn" not in few  # a small study keeps every row
 
 
 @pytest.fixture()
