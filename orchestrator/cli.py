@@ -71,23 +71,16 @@ def _run(argv: list[str]) -> int:
         from orchestrator.sweep.app import run_with_hydra
 
         return run_with_hydra(argv)
-    from orchestrator.reproduce.rerun import refused_overrides, run_from, split_output_overrides
+    from orchestrator.reproduce.rerun import run_from
     from orchestrator.reproduce.resume import resume
 
     parser = _parser("run", "Run the study a run dir recorded (--from: into a new run dir; --resume: finish it)")
     parser.add_argument(argv[0], dest="run_dir", type=Path, required=True, metavar="RUN_DIR")
-    output, argv = split_output_overrides(argv)
-    args, unknown = _rerun_options(parser).parse_known_args(argv)
-    if any("=" in arg and not arg.startswith("-") for arg in unknown):  # an override: a change to the study
-        raise refused_overrides(args.run_dir / ".hydra")
-    if unknown:
-        parser.error(f"unrecognized arguments: {' '.join(unknown)}")
-    if argv[0] == "--from":
-        return run_from(args.run_dir, args.out, args.allow, output)
-    if output or args.out:
-        raise UsageError(f"orchestrator run --resume finishes {args.run_dir} in place: it takes no "
-                         f"{(output or ['--out'])[0].split('=')[0]}")
-    return resume(args.run_dir, args.allow)
+    args = _rerun_options(parser).parse_intermixed_args(argv)
+    if argv[0] == "--resume" and (args.output or args.out):
+        parser.error(f"--resume finishes {args.run_dir} in place: it takes no --out, no hydra.run.dir")
+    return (resume(args.run_dir, args.allow) if argv[0] == "--resume"
+            else run_from(args.run_dir, args.out, args.allow, args.output))
 
 
 def _compare(argv: list[str]) -> int:
@@ -108,14 +101,13 @@ def _compare(argv: list[str]) -> int:
 
 
 def _reproduce(argv: list[str]) -> int:
-    from orchestrator.reproduce.rerun import reproduce, split_output_overrides
+    from orchestrator.reproduce.rerun import reproduce
 
     parser = _parser("reproduce", "Re-run a run dir with its images pinned and compare signatures.")
     parser.add_argument("run_dir", type=Path)
     parser.add_argument("--by-tag", action="store_true", help="use the image tags, not the original image ids")
-    output, argv = split_output_overrides(argv)
-    args = _rerun_options(parser).parse_args(argv)
-    return reproduce(args.run_dir, args.out, args.allow, args.by_tag, output)
+    args = _rerun_options(parser).parse_intermixed_args(argv)
+    return reproduce(args.run_dir, args.out, args.allow, args.by_tag, args.output)
 
 
 def _fingerprint(argv: list[str]) -> int:
@@ -183,8 +175,9 @@ def _rerun_options(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     """A run dir's study again: someone else's config, so its dangerous options need --allow here."""
     from orchestrator.config.security import KINDS
 
-    parser.add_argument("--out", type=Path, default=None,
-                        help="the new run dir (or Hydra's hydra.run.dir=DIR, or hydra.sweep.dir and .subdir)")
+    parser.add_argument("--out", type=Path, default=None, help="the new run dir")
+    parser.add_argument("output", nargs="*", metavar="hydra.run.dir=DIR",
+                        help="or Hydra's hydra.run.dir=DIR, or hydra.sweep.dir=DIR hydra.sweep.subdir=NAME")
     parser.add_argument("--allow", action="append", default=[], choices=KINDS, help="accept this dangerous option")
     return parser
 

@@ -140,10 +140,11 @@ def verdicts(original: RunPaths, new: RunPaths) -> list[dict[str, Any]]:
     return out
 
 
-def split_output_overrides(argv: list[str]) -> tuple[list[str], list[str]]:
-    """(the overrides that only say where output goes (OUTPUT_KEYS), the other arguments)."""
-    output = [arg for arg in argv if arg.split("=", 1)[0] in OUTPUT_KEYS and "=" in arg]
-    return output, [arg for arg in argv if arg not in output]
+def output_overrides(original: RunPaths, overrides: list[str]) -> list[str]:
+    """The overrides of a re-run, refused unless they only say where output goes (OUTPUT_KEYS)."""
+    if any(arg.split("=", 1)[0] not in OUTPUT_KEYS or "=" not in arg for arg in overrides):
+        raise refused_overrides(original.hydra)
+    return overrides
 
 
 def output_dir(output: list[str], out: Path | None, study: str) -> Path | None:
@@ -214,13 +215,14 @@ def new_run(output: list[str], out: Path | None, study: str, default: Path) -> R
 
 def run_from(run_dir: Path, out: Path | None, allow: list[str], output: list[str] | None = None) -> int:
     """`orchestrator run --from RUN_DIR`: the recorded study again, by image tag, into a new run dir (`out`,
-    or `output`: Hydra's output overrides; by default where `run` would put the study)."""
+    or `output`: Hydra's output overrides, any other refused; by default where `run` puts the study)."""
     from orchestrator.run.execute import execute_study
 
     original = RunPaths(run_dir)
+    output = output_overrides(original, output or [])
     how_to_allow = REPRODUCE_ALLOW.replace("reproduce", "run --from")
     typed = load_config(original, allow, how_to_allow)
-    new = new_run(output or [], out, typed.study.name, default_run_dir(typed.study.name))
+    new = new_run(output, out, typed.study.name, default_run_dir(typed.study.name))
     print(f"running the study recorded in {original.root} into {new.root}", file=sys.stderr)
     return execute_study(typed, new, allow, how_to_allow, extra_meta={"from": str(original.root)})
 
@@ -231,10 +233,11 @@ def reproduce(run_dir: Path, out: Path | None, allow: list[str], by_tag: bool,
     from orchestrator.run.execute import execute_study
 
     original = RunPaths(run_dir)
+    output = output_overrides(original, output or [])
     typed = load_config(original, allow, REPRODUCE_ALLOW)
     if not by_tag:
         check_images_present(typed, pin_images(typed, original), original)
-    new = new_run(output or [], out, typed.study.name, default_out(original))
+    new = new_run(output, out, typed.study.name, default_out(original))
     status = execute_study(typed, new, allow, REPRODUCE_ALLOW, extra_meta={"reproduces": str(original.root)})
     cells = verdicts(original, new)
     for cell in cells:

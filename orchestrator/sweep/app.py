@@ -73,12 +73,11 @@ def run_with_hydra(argv: list[str]) -> int:
     flags, overrides = split_flags(argv)
     recorded = [d for d in dirs if (d / "config.yaml").is_file() and (d / "overrides.yaml").is_file()]
     if recorded:  # `--config-dir RUN/.hydra --config-name config`: Hydra's way to name a recorded run
-        from orchestrator.reproduce.rerun import refused_overrides, run_from, split_output_overrides
+        from orchestrator.reproduce.rerun import refused_overrides, run_from
 
-        output, overrides = split_output_overrides(overrides)  # where it is written is no change to the study
-        if overrides or any(f in MULTIRUN for f in flags):
+        if any(f in MULTIRUN for f in flags):
             raise refused_overrides(recorded[0])
-        return run_from(recorded[0].parent, None, [], output)
+        return run_from(recorded[0].parent, None, [], overrides)  # overrides but hydra.run.dir & co: refused
     multirun = any(f in MULTIRUN for f in flags)
     started = time.perf_counter()
     if not flags:  # one study: composed once, checked, and run as Hydra's main would run it
