@@ -76,8 +76,11 @@ def _run(argv: list[str]) -> int:
 
     parser = _parser("run", "Run the study a run dir recorded (--from: into a new run dir; --resume: finish it)")
     parser.add_argument(argv[0], dest="run_dir", type=Path, required=True, metavar="RUN_DIR")
-    args = _rerun_options(parser).parse_args(argv)
-    return resume(args.run_dir, args.allow) if argv[0] == "--resume" else run_from(args.run_dir, args.out, args.allow)
+    args = _rerun_options(parser).parse_intermixed_args(argv)
+    if argv[0] == "--resume" and (args.output or args.out):
+        parser.error(f"--resume finishes {args.run_dir} in place: it takes no --out, no hydra.run.dir")
+    return (resume(args.run_dir, args.allow) if argv[0] == "--resume"
+            else run_from(args.run_dir, args.out, args.allow, args.output))
 
 
 def _compare(argv: list[str]) -> int:
@@ -105,8 +108,8 @@ def _reproduce(argv: list[str]) -> int:
     parser = _parser("reproduce", "Re-run a run dir with its images pinned and compare signatures.")
     parser.add_argument("run_dir", type=Path)
     parser.add_argument("--by-tag", action="store_true", help="use the image tags, not the original image ids")
-    args = _rerun_options(parser).parse_args(argv)
-    return reproduce(args.run_dir, args.out, args.allow, args.by_tag)
+    args = _rerun_options(parser).parse_intermixed_args(argv)
+    return reproduce(args.run_dir, args.out, args.allow, args.by_tag, args.output)
 
 
 def _fingerprint(argv: list[str]) -> int:
@@ -175,6 +178,8 @@ def _rerun_options(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     from orchestrator.config.security import KINDS
 
     parser.add_argument("--out", type=Path, default=None, help="the new run dir")
+    parser.add_argument("output", nargs="*", metavar="hydra.run.dir=DIR",
+                        help="or Hydra's hydra.run.dir=DIR, or hydra.sweep.dir=DIR hydra.sweep.subdir=NAME")
     parser.add_argument("--allow", action="append", default=[], choices=KINDS, help="accept this dangerous option")
     return parser
 

@@ -13,10 +13,12 @@ from pathlib import Path
 from typing import Any
 
 from orchestrator.config import engine_rules, security
+from orchestrator.config.arms import engine_argv
 from orchestrator.config.catalog import line
 from orchestrator.config.compose import compose, resolve_prompts, to_typed
-from orchestrator.config.schema import Config, Endpoint, PhaseKind, PromptAs
+from orchestrator.config.schema import Config, Endpoint, PhaseKind, PromptAs, RuntimeKind
 from orchestrator.errors import ConfigError
+from orchestrator.runtime.spec import Mount, map_mounts
 
 VERDICTS = ("identical", "differ")
 
@@ -46,6 +48,7 @@ def validate(config: Config, allow: list[str] | None = None,
     problems = [line("range", field, value, valid) for field, value, valid, ok in _ranges(config) if not ok]
     problems += _names(config)
     problems += _cross_field(config)
+    problems += _process_arms(config)
     if not problems:  # the rules below read fields the range checks vouch for
         problems += engine_rules.problems(config)
         problems += security.problems(config, list(config.runtime.allow) if allow is None else allow, how_to_allow)
@@ -139,4 +142,28 @@ def _cross_field(config: Config) -> list[str]:
         if (prompt.text is None) == (prompt.file is None):
             found.append(line("cross-field", f"prompts.prompts.{prompt_id}", "text and file" if prompt.text
                               else "neither text nor file", "exactly one of text or file", "keep one of them"))
+    return found
+
+
+def _process_arms(config: Config) -> list[str]:
+    """What a local process cannot be given (runtime=process, docs/runtimes.md): an argv without a program
+    (there is no image entrypoint to put before it), and a scratch dir it would never see (no filesystem
+    namespace: a scratch dir reaches the engine only through its path in the argv or env, rewritten)."""
+    if config.runtime.kind is not RuntimeKind.process:
+        return []
+    found = []
+    for name, arm in config.arms.items():
+        if not arm.command or arm.command[0].startswith("-"):
+            found.append(line("cross-field", f"arms.{name}.command", list(arm.command),
+                              "a full argv with runtime=process, its program first (there is no image entrypoint)",
+                              f"set arms.{name}.command (e.g. [python3, -m, refengine]), or for the reference "
+                              f"engine use arm@arms.{name}=reference_process"))
+        named = [*arm.command, *engine_argv(arm.engine_args), *arm.env.values()]
+        for scratch_name, scratch in arm.scratch.items():
+            if map_mounts(named, [Mount("", scratch.container, False)]) == named:  # the runtime's rule: unused
+                found.append(line("cross-field", f"arms.{name}.scratch.{scratch_name}.container", scratch.container,
+                                  "a path the arm's command, engine_args or env names with runtime=process (a "
+                                  "process has no filesystem of its own: that path is rewritten to the scratch dir)",
+                                  f"name it where the engine reads it (e.g. arms.{name}.env.VLLM_CACHE_ROOT="
+                                  f"{scratch.container}), or remove it (~arms.{name}.scratch.{scratch_name})"))
     return found

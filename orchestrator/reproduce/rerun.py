@@ -22,18 +22,29 @@ from orchestrator import config
 from orchestrator.analysis.positions import first_difference
 from orchestrator.config.arms import build_spec, runtime_for
 from orchestrator.config.schema import BuildConfig, Config
-from orchestrator.errors import ExitStatus, ImageError, RecordError, worst
+from orchestrator.config.validate import validate
+from orchestrator.errors import ConfigError, ExitStatus, ImageError, RecordError, worst
 from orchestrator.record.paths import RunPaths, atomic_write_text, read_json
 from orchestrator.record.tables import read_table
 from orchestrator.runtime.spec import BuildSpec
 
 REPRODUCE_ALLOW = "--allow {kind} to `orchestrator reproduce`"
+# Hydra's overrides that say only where a run is written: a re-run takes them, as `run` does.
+OUTPUT_KEYS = ("hydra.run.dir", "hydra.sweep.dir", "hydra.sweep.subdir")
 _COLUMNS = ["arm", "prompt_id", "phase", "cold", "error", "sig_top_logprobs", "sig_text", "token_ids"]
 
 
-def load_config(original: RunPaths) -> Config:
-    """The study a run dir recorded, validated as someone else's input, its prompts by content
-    (RUN/prompts.json): it re-runs without the config dirs, prompt files or working directory it came from."""
+def refused_overrides(hydra_dir: Path) -> ConfigError:
+    """A recorded run re-runs as it was: only where it is written may change (OUTPUT_KEYS, --out)."""
+    return ConfigError(f"{hydra_dir} is a recorded run: it re-runs as it was (no -m, no overrides but where it is "
+                       f"written: {', '.join(OUTPUT_KEYS)}); to change it, copy {hydra_dir / 'config.yaml'} into a "
+                       "config dir of your own")
+
+
+def load_config(original: RunPaths, allow: list[str], how_to_allow: str) -> Config:
+    """The study a run dir recorded, validated as someone else's input (its own runtime.allow replaced by
+    `allow`), its prompts by content (RUN/prompts.json): it re-runs without the config dirs, prompt files or
+    working directory it came from. A config that does not validate is refused naming the file."""
     saved = original.hydra / "config.yaml"
     if not saved.is_file():
         raise RecordError(f"{original.root} has no .hydra/config.yaml: not a run directory of `orchestrator run`")
@@ -42,14 +53,19 @@ def load_config(original: RunPaths) -> Config:
     except Exception as exc:  # YAML's and OmegaConf's errors: a damaged file either way
         raise RecordError(f"{saved} cannot be read ({' '.join(str(exc).split())}): the run dir is damaged; "
                           "copy it again from its source") from None
-    typed = config.to_typed(recorded_config)  # type: ignore[arg-type]
-    if original.prompts_json.is_file():
-        recorded = read_json(original.prompts_json)
-        for prompt_id, prompt in typed.prompts.prompts.items():
-            if prompt_id in recorded:
-                typed.prompts.prompts[prompt_id] = dataclasses.replace(
-                    prompt, text=recorded[prompt_id]["text"], file=None, repeat_to_chars=None)
-        typed.config_dirs = []
+    try:
+        typed = config.to_typed(recorded_config)  # type: ignore[arg-type]
+        if original.prompts_json.is_file():
+            recorded = read_json(original.prompts_json)
+            for prompt_id, prompt in typed.prompts.prompts.items():
+                if prompt_id in recorded:
+                    typed.prompts.prompts[prompt_id] = dataclasses.replace(
+                        prompt, text=recorded[prompt_id]["text"], file=None, repeat_to_chars=None)
+            typed.config_dirs = []
+        if problems := validate(typed, allow, how_to_allow):
+            raise ConfigError(problems)
+    except ConfigError as exc:
+        raise ConfigError([f"{saved}: {problem}" for problem in exc.problems]) from None
     return typed
 
 
@@ -124,6 +140,58 @@ def verdicts(original: RunPaths, new: RunPaths) -> list[dict[str, Any]]:
     return out
 
 
+def output_overrides(original: RunPaths, overrides: list[str]) -> list[str]:
+    """The overrides of a re-run, refused unless they only say where output goes (OUTPUT_KEYS)."""
+    if any(arg.split("=", 1)[0] not in OUTPUT_KEYS or "=" not in arg for arg in overrides):
+        raise refused_overrides(original.hydra)
+    return overrides
+
+
+def output_dir(output: list[str], out: Path | None, study: str) -> Path | None:
+    """Where the re-run is written: --out, or the output overrides as Hydra would read them:
+    hydra.run.dir, else a sweep's job dir, hydra.sweep.dir/hydra.sweep.subdir (a re-run is job 0).
+    None: neither given."""
+    if out is not None and output:
+        raise ConfigError(f"--out {out} and {output[0]} both name the new run dir: keep one")
+    if not output:
+        return out
+    dirs = _hydra_dirs(study, output)
+    if any(arg.startswith("hydra.run.dir=") for arg in output):
+        return Path(dirs["run"]["dir"])
+    return Path(dirs["sweep"]["dir"], dirs["sweep"]["subdir"])
+
+
+def default_run_dir(study: str) -> Path:
+    """Where `run` puts a study: conf/config.yaml's hydra.run.dir."""
+    return Path(_hydra_dirs(study, [])["run"]["dir"])
+
+
+def _hydra_dirs(study: str, output: list[str]) -> dict[str, dict[str, str]]:
+    """The project's hydra.run and hydra.sweep (conf/config.yaml) with the overrides applied, resolved."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from hydra.core.utils import setup_globals
+
+    setup_globals()  # Hydra's resolvers: ${now:...}
+    hydra = OmegaConf.to_container(OmegaConf.load(config.CONF_DIR / f"{config.CONFIG_NAME}.yaml").hydra)
+    assert isinstance(hydra, dict)
+    node = OmegaConf.create({"study": {"name": study}, "hydra": {"run": {"dir": hydra["run"]["dir"]}, "sweep": {
+        "dir": hydra["sweep"]["dir"], "subdir": hydra["sweep"]["subdir"]}, "job": {"num": 0}}})
+    for arg in output:
+        try:
+            override = OverridesParser.create().parse_override(arg)
+        except Exception as exc:  # Hydra's grammar errors
+            raise ConfigError(f"{arg}: {' '.join(str(exc).split())}") from None
+        if override.is_sweep_override():
+            raise ConfigError(f"{arg}: a re-run is one run, written to one dir: give one value")
+        OmegaConf.update(node, override.key_or_group, override.value())
+    try:
+        resolved = OmegaConf.to_container(node, resolve=True)
+    except Exception as exc:  # an interpolation that names nothing, or a resolver Hydra does not have
+        raise ConfigError(f"{' '.join(output)}: {' '.join(str(exc).split())}") from None
+    assert isinstance(resolved, dict)
+    return {key: {k: str(v) for k, v in value.items()} for key, value in resolved["hydra"].items() if key != "job"}
+
+
 def default_out(original: RunPaths) -> Path:
     return original.root / f"reproduce-{datetime.now():%Y-%m-%d_%H-%M-%S}"
 
@@ -135,27 +203,41 @@ def write_verdict(new: RunPaths, original: RunPaths, cells: list[dict[str, Any]]
     return reproduced
 
 
-def run_from(run_dir: Path, out: Path | None, allow: list[str]) -> int:
-    """`orchestrator run --from RUN_DIR`: the recorded study again, by image tag, into a new run dir."""
+def new_run(output: list[str], out: Path | None, study: str, default: Path) -> RunPaths:
+    """The re-run's dir (output_dir, else `default`), refused when it cannot be created."""
+    from orchestrator.run.check import creatable_problems
+
+    where = output_dir(output, out, study) or default
+    if problems := creatable_problems(output[0].split("=", 1)[0] if output else "--out", str(where)):
+        raise ConfigError(problems)
+    return RunPaths(where)
+
+
+def run_from(run_dir: Path, out: Path | None, allow: list[str], output: list[str] | None = None) -> int:
+    """`orchestrator run --from RUN_DIR`: the recorded study again, by image tag, into a new run dir (`out`,
+    or `output`: Hydra's output overrides, any other refused; by default where `run` puts the study)."""
     from orchestrator.run.execute import execute_study
 
     original = RunPaths(run_dir)
-    typed = load_config(original)
-    new = RunPaths(out or Path("runs") / typed.study.name / f"{datetime.now():%Y-%m-%d_%H-%M-%S}")
+    output = output_overrides(original, output or [])
+    how_to_allow = REPRODUCE_ALLOW.replace("reproduce", "run --from")
+    typed = load_config(original, allow, how_to_allow)
+    new = new_run(output, out, typed.study.name, default_run_dir(typed.study.name))
     print(f"running the study recorded in {original.root} into {new.root}", file=sys.stderr)
-    return execute_study(typed, new, allow, REPRODUCE_ALLOW.replace("reproduce", "run --from"),
-                         extra_meta={"from": str(original.root)})
+    return execute_study(typed, new, allow, how_to_allow, extra_meta={"from": str(original.root)})
 
 
-def reproduce(run_dir: Path, out: Path | None, allow: list[str], by_tag: bool) -> int:
+def reproduce(run_dir: Path, out: Path | None, allow: list[str], by_tag: bool,
+              output: list[str] | None = None) -> int:
     """`orchestrator reproduce`: the re-run, a verdict line per cell, then the overall verdict."""
     from orchestrator.run.execute import execute_study
 
     original = RunPaths(run_dir)
-    typed = load_config(original)
+    output = output_overrides(original, output or [])
+    typed = load_config(original, allow, REPRODUCE_ALLOW)
     if not by_tag:
         check_images_present(typed, pin_images(typed, original), original)
-    new = RunPaths(out or default_out(original))
+    new = new_run(output, out, typed.study.name, default_out(original))
     status = execute_study(typed, new, allow, REPRODUCE_ALLOW, extra_meta={"reproduces": str(original.root)})
     cells = verdicts(original, new)
     for cell in cells:
@@ -165,5 +247,11 @@ def reproduce(run_dir: Path, out: Path | None, allow: list[str], by_tag: bool) -
     if write_verdict(new, original, cells):
         print(f"verdict: reproduced ({len(cells)} cells)")
         return status
-    print(f"verdict: differs ({sum(c['verdict'] != 'reproduced' for c in cells)} of {len(cells)} cells)")
-    return worst(status, ExitStatus.GATE_FAILED)
+    differing = sum(c["verdict"] == "differs" for c in cells)
+    missing = sum(c["verdict"] == "missing" for c in cells)
+    not_run = f"; {missing} not re-run" if missing else ""
+    if differing:  # the re-run ran, and answered otherwise
+        print(f"verdict: differs ({differing} of {len(cells)} cells{not_run})")
+        return worst(status, ExitStatus.GATE_FAILED)
+    print(f"verdict: not reproduced: the re-run did not answer ({missing} of {len(cells)} cells not re-run)")
+    return worst(status, ExitStatus.MEASUREMENT_FAILED)

@@ -44,11 +44,12 @@ def resume(run_dir: Path, allow: list[str]) -> int:
     from orchestrator.run.execute import execute_study
 
     paths = RunPaths(run_dir)
-    typed = load_config(paths)
+    how_to_allow = REPRODUCE_ALLOW.replace("reproduce", "run --resume")
+    typed = load_config(paths, allow, how_to_allow)
     plan = resume_plan(typed, paths)
     if not plan.groups:
         print(f"{paths.root}: every request of the protocol has a row; nothing to resume", file=sys.stderr)
         return ExitStatus.OK
     todo = ", ".join(f"{arm}: {len(ids)} group(s)" for arm, ids in plan.groups.items())
     print(f"resuming {paths.root} (attempt {plan.attempt}): {todo}", file=sys.stderr)
-    return execute_study(typed, paths, allow, REPRODUCE_ALLOW.replace("reproduce", "run --resume"), resume=plan)
+    return execute_study(typed, paths, allow, how_to_allow, resume=plan)

@@ -31,14 +31,18 @@ BYTES_PER_REQUEST = 4096  # body, headers, metadata
 def run_dir_problems(composed: DictConfig, multirun: bool) -> list[str]:
     """The run dir (Hydra's run or sweep dir) must be creatable: its nearest existing folder writable."""
     key = "sweep" if multirun else "run"
-    dir_text = _run_dir_text(composed, multirun)
+    return creatable_problems(f"hydra.{key}.dir", _run_dir_text(composed, multirun))
+
+
+def creatable_problems(field: str, dir_text: str) -> list[str]:
+    """A run dir (`field` names where it was given) must be creatable: its nearest existing folder writable."""
     static = Path(dir_text.split("${", 1)[0] or ".")
     existing = next(p for p in [static, *static.absolute().parents] if p.exists())
     try:  # try it: permission bits do not tell (root, read-only mounts, /proc)
         os.rmdir(tempfile.mkdtemp(prefix=".orchestrator-check-", dir=existing))
     except OSError as exc:
-        return [line("run-dir", f"hydra.{key}.dir", dir_text, f"a folder this user can create ({existing}: "
-                     f"{exc.strerror})", f"pass hydra.{key}.dir=SOMEWHERE_WRITABLE")]
+        return [line("run-dir", field, dir_text, f"a folder this user can create ({existing}: "
+                     f"{exc.strerror})", f"pass {field}{' ' if field.startswith('--') else '='}SOMEWHERE_WRITABLE")]
     return []
 
 

@@ -73,12 +73,11 @@ def run_with_hydra(argv: list[str]) -> int:
     flags, overrides = split_flags(argv)
     recorded = [d for d in dirs if (d / "config.yaml").is_file() and (d / "overrides.yaml").is_file()]
     if recorded:  # `--config-dir RUN/.hydra --config-name config`: Hydra's way to name a recorded run
-        from orchestrator.reproduce.rerun import run_from
+        from orchestrator.reproduce.rerun import refused_overrides, run_from
 
-        if overrides or any(f in MULTIRUN for f in flags):
-            raise ConfigError(f"{recorded[0]} is a recorded run: it re-runs as it was (no overrides, no -m); "
-                              f"to change it, copy {recorded[0] / 'config.yaml'} into a config dir of your own")
-        return run_from(recorded[0].parent, None, [])
+        if any(f in MULTIRUN for f in flags):
+            raise refused_overrides(recorded[0])
+        return run_from(recorded[0].parent, None, [], overrides)  # overrides but hydra.run.dir & co: refused
     multirun = any(f in MULTIRUN for f in flags)
     started = time.perf_counter()
     if not flags:  # one study: composed once, checked, and run as Hydra's main would run it

@@ -1,5 +1,6 @@
 """`orchestrator reproduce`: a deterministic run reproduces, a nondeterministic one differs, someone
-else's hostile config is refused, and a missing original image is named."""
+else's hostile config is refused, a missing original image is named, a re-run that could not answer is
+not called "differs"; `run --from` and Hydra's re-run recipe write where Hydra's output overrides say."""
 
 from __future__ import annotations
 
@@ -78,3 +79,31 @@ def test_missing_original_image_is_named(deterministic_run: Path, tmp_path: Path
     result = orchestrator("reproduce", str(copy), "--out", str(tmp_path / "never"))
     assert result.returncode == 4
     assert "the original image sha256:000" in result.stderr and "docker load" in result.stderr
+
+
+def test_a_rerun_goes_where_hydras_output_overrides_say_and_nothing_else_changes(deterministic_run: Path,
+                                                                                 tmp_path: Path) -> None:
+    ran = orchestrator("run", "--from", str(deterministic_run), f"hydra.run.dir={tmp_path / 'from'}")
+    assert ran.returncode == 0, ran.stderr[-2000:]
+    assert json.loads((tmp_path / "from" / "run.json").read_text())["from"] == str(deterministic_run)
+    recipe = orchestrator("run", "--config-dir", str(deterministic_run / ".hydra"), "--config-name", "config",
+                          f"hydra.sweep.dir={tmp_path / 'sweep'}", "hydra.sweep.subdir=again")
+    assert recipe.returncode == 0, recipe.stderr[-2000:]
+    assert (tmp_path / "sweep" / "again" / "report.json").is_file()
+    changed = orchestrator("run", "--from", str(deterministic_run), "protocol=smoke",
+                           f"hydra.run.dir={tmp_path / 'never'}")
+    assert changed.returncode == 2 and changed.stderr.count("\n") == 1 and "is a recorded run" in changed.stderr
+    assert not (tmp_path / "never").exists()
+
+
+def test_a_rerun_that_could_not_answer_is_not_reproduced_and_never_differs(deterministic_run: Path,
+                                                                            tmp_path: Path) -> None:
+    slow = _copy(deterministic_run, tmp_path / "slow")
+    saved = slow / ".hydra" / "config.yaml"
+    config = yaml.safe_load(saved.read_text())
+    config["arms"]["baseline"]["startup_timeout_s"] = 0.001  # valid, and no engine is ready that soon
+    saved.write_text(yaml.safe_dump(config))
+    result = orchestrator("reproduce", str(slow), "--out", str(tmp_path / "again"))
+    assert result.returncode == 4, result.stdout + result.stderr[-2000:]
+    assert "verdict: not reproduced: the re-run did not answer (2 of 2 cells not re-run)" in result.stdout
+    assert "differs" not in result.stdout

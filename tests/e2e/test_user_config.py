@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import yaml  # type: ignore[import-untyped]
 
 from tests.conftest import ROOT
 
@@ -96,8 +97,10 @@ def test_a_users_study_runs_and_a_colleague_reruns_and_reproduces_it_elsewhere(u
     assert rerun.returncode == 0, rerun.stderr[-2000:]
     report = json.loads((colleague / "rerun" / "report.json").read_text())
     assert report["study"] == "my_study" and {c["arm"] for c in report["cells"]} == {"mine", "base"}
-    hydra_style = run("run", "--config-dir", "../received/.hydra", "--config-name", "config", cwd=colleague / "cwd")
+    hydra_style = run("run", "--config-dir", "../received/.hydra", "--config-name", "config",
+                      "hydra.run.dir=../hydra-style", cwd=colleague / "cwd")  # Hydra's recipe, where Hydra says
     assert hydra_style.returncode == 0 and "running the study recorded in" in hydra_style.stderr
+    assert (colleague / "hydra-style" / "report.json").is_file()
     again = run("reproduce", "../received", "--out", "../repro", cwd=colleague / "cwd")
     assert again.returncode == 0 and "verdict: reproduced" in again.stdout, again.stdout + again.stderr
 
@@ -130,3 +133,17 @@ def test_a_process_run_reproduces_by_code_identity_and_refuses_other_code(tmp_pa
     other = run("reproduce", "original", "--out", "other", cwd=tmp_path, env=state)
     assert other.returncode == 4, other.stderr[-2000:]  # could not run: not the code that ran
     assert "is not what is installed here" in other.stderr and other.stderr.count("\n") == 1
+    # The recorded arm lost its command: the config no longer validates, so nothing re-runs (never "differs").
+    saved = tmp_path / "original" / ".hydra" / "config.yaml"
+    recorded = yaml.safe_load(saved.read_text())
+    recorded["arms"]["baseline"]["was_command"] = recorded["arms"]["baseline"].pop("command")
+    saved.write_text(yaml.safe_dump(recorded))
+    lost = run("reproduce", "original", "--out", "lost", cwd=tmp_path, env=state)
+    assert lost.returncode == 2, lost.stdout + lost.stderr[-2000:]
+    assert lost.stderr.count("\n") == 1 and "original/.hydra/config.yaml: unknown key 'was_command'" in lost.stderr
+    del recorded["arms"]["baseline"]["was_command"]  # the schema's default: []
+    saved.write_text(yaml.safe_dump(recorded))
+    emptied = run("reproduce", "original", "--out", "lost", cwd=tmp_path, env=state)
+    assert emptied.returncode == 2 and "differs" not in emptied.stdout, emptied.stdout + emptied.stderr[-2000:]
+    assert "original/.hydra/config.yaml: arms.baseline.command=[]: must be a full argv" in emptied.stderr
+    assert not (tmp_path / "lost").exists()

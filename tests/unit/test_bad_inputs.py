@@ -122,7 +122,29 @@ CASES: list[tuple[str, dict[str, str | bytes], list[str], int, str]] = [
     ("reproduce with damaged config", {}, ["reproduce", "{run}", "+damage=config"], 2, "config.yaml cannot be read"),
     ("run --from nowhere", {}, ["run", "--from", "{tmp}/none"], 2, "has no .hydra/config.yaml"),
     ("recorded run with overrides", {}, ["run", "--config-dir", "{run}/.hydra", "--config-name", "config",
-                                        "protocol=smoke"], 2, "is a recorded run"),
+                                        "protocol=smoke", "hydra.run.dir={tmp}/new"], 2, "is a recorded run"),
+    ("run --from with an override", {}, ["run", "--from", "{run}", "protocol=smoke"], 2, "is a recorded run"),
+    ("run --from into two dirs", {}, ["run", "--from", "{run}", "hydra.run.dir={tmp}/a", "--out", "{tmp}/b"], 2,
+     "both name the new run dir"),
+    ("run --from into a swept dir", {}, ["run", "--from", "{run}", "hydra.run.dir=a,b"], 2, "give one value"),
+    ("run --from into an unwritable dir", {}, ["run", "--from", "{run}", "hydra.run.dir=/proc/nope/run"], 2,
+     "hydra.run.dir='/proc/nope/run': must be a folder this user can create"),
+    ("run --resume elsewhere", {}, ["run", "--resume", "{run}", "hydra.run.dir={tmp}/a"], 2, "finishes"),
+    ("reproduce of a config that no longer validates", {}, ["reproduce", "{run}", "+damage=command"], 2,
+     "config.yaml: arms.baseline.command=[]: must be a full argv with runtime=process"),
+    ("reproduce of a config with an unknown key", {}, ["reproduce", "{run}", "+damage=key"], 2,
+     "config.yaml: unknown key 'imgae' in arms.baseline"),
+    # process arms
+    ("process arm without a command", {}, ["check", "runtime=process", "arm@arms.baseline=reference_process",
+                                           "~arms.wide_batch", "arms.baseline.command=[]"], 2,
+     "arms.baseline.command=[]: must be a full argv with runtime=process"),
+    ("process arm whose command is a flag", {}, ["run", "runtime=process", "arm@arms.baseline=reference_process",
+                                                 "~arms.wide_batch", "arms.baseline.command=[--seed]"], 2,
+     "arms.baseline.command=['--seed']"),
+    ("process arm with a scratch dir it never sees", {}, [
+        "run", "runtime=process", "arm@arms.baseline=reference_process", "~arms.wide_batch",
+        "+arms.baseline.scratch={cache: {container: /cache}}"], 2,
+     "arms.baseline.scratch.cache.container='/cache': must be a path the arm's command, engine_args or env names"),
 ]
 
 
@@ -153,6 +175,14 @@ def _damage(run: Path, what: str) -> None:
         next((run / "data" / "responses").glob("*.parquet")).write_bytes(b"PAR1 garbage")
     elif what == "config":
         (run / ".hydra" / "config.yaml").write_text("study: [unclosed\n")
+    elif what in ("command", "key"):  # a process run whose recorded arm lost its command; a typo
+        saved = OmegaConf.load(run / ".hydra" / "config.yaml")
+        if what == "command":
+            saved.runtime.kind = "process"
+            saved.arms.baseline.command = []
+        else:
+            saved.arms.baseline.imgae = "x"
+        OmegaConf.save(saved, run / ".hydra" / "config.yaml")
 
 
 @pytest.mark.parametrize(("files", "argv", "status", "fragment"), [c[1:] for c in CASES], ids=[c[0] for c in CASES])
