@@ -108,9 +108,9 @@ def sample_size(comparison: Comparison, rules: dict[str, Any] | None) -> list[st
     if (k := rules.get("stop_after_divergences")) is not None:
         measured = [c for c in comparison.cells if c.divergent is not None]
         stopped = sum(c.stopped_after is not None for c in measured)
-        parts.append(f"protocol.stop_after_divergences={k}: {stopped} of {len(measured)} cells stopped at their "
-                     f"{k}{'st' if k == 1 else 'th'} divergence from the modal signature (lower bound only); the "
-                     "others ran their full n and keep the usual bound")
+        parts.append(f"protocol.stop_after_divergences={k}: {stopped} of {len(measured)} cells stopped once {k} "
+                     "request(s) diverged from the modal signature (lower bound only); the others ran their full n "
+                     "and keep the usual bound")
     return ["Sample size: " + "; ".join(parts) + "."]
 
 

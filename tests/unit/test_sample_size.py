@@ -3,6 +3,7 @@ ends a cell once it has shown divergence, and the bounds stay honest for that ru
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -30,7 +31,7 @@ def test_the_repeats_are_the_fewest_whose_zero_divergence_bound_meets_the_target
 
 
 def test_target_bound_sizes_every_cell_and_overrides_the_phases_repeats() -> None:
-    typed = config.to_typed(config.compose(["protocol=smoke", "+protocol.target_bound=0.01"]))
+    typed = config.to_typed(config.compose(["protocol=smoke", "protocol.target_bound=0.01"]))
     phases = protocol.cell_phases(typed.protocol)
     assert phases["sequential"].repeats == 299  # the configured 6 is overridden
     concurrent = phases["concurrent"]  # the batch size stays 4: ceil(299 / 4) batches
@@ -60,12 +61,13 @@ def test_a_stopped_cell_reports_a_lower_bound_only_and_says_so() -> None:
     cell = Cell("fused", "p", "seq", n=2, errors=0, distinct_completions=1, distinct_signatures=2, divergent=1,
                 upper_bound_95=None, lower_bound_95=stopped_lower_bound(1, 2), stopped_after=1)
     text = rate(cell)
-    assert text.startswith("stopped after 1 divergent in 2 (stop_after_divergences=1): divergence shown; rate >= 1.3 % at 95 %")
+    assert text.startswith("stopped after 1 divergent in 2 (stop_after_divergences=1): divergence shown; "
+                           "rate >= 1.3 % at 95 %")
     assert "not estimated beyond this lower bound" in text
 
 
 def _study(stop: int | None) -> Config:
-    overrides = ["protocol=smoke"] + ([f"+protocol.stop_after_divergences={stop}"] if stop else [])
+    overrides = ["protocol=smoke"] + ([f"protocol.stop_after_divergences={stop}"] if stop else [])
     typed = config.to_typed(config.compose(overrides))
     for name, arm in typed.arms.items():
         arm.image = "fake-noisy" if name == "wide_batch" else "fake-engine"
@@ -95,7 +97,7 @@ def test_the_noisy_arm_stops_early_the_steady_one_runs_its_full_n_and_resume_sen
     assert all(c.divergent == 0 and c.upper_bound_95 == upper_bound_zero(c.n) for c in steady)
     [sentence] = sample_size(compare([paths], "baseline", stop_after_divergences=1),
                              protocol.sample_size(typed.protocol))
-    assert f"stop_after_divergences=1: {2 * prompts} of {4 * prompts} cells stopped" in sentence
+    assert f"stop_after_divergences=1: {2 * prompts} of {4 * prompts} cells stopped once 1" in sentence
     assert resume_plan(typed, paths).groups == {}  # a stopped cell sends nothing more
     assert set(resume_plan(_study(None), paths).groups) == {"wide_batch"}  # without the rule they were missing
 
@@ -126,3 +128,29 @@ def test_a_resumed_cell_counts_the_divergences_already_recorded(tmp_path: Path) 
     rule.observe(rows)
     assert all(rule.stopped(str(p), "sequential") for p in {r["prompt_id"] for r in rows})
     assert resume_plan(typed, paths).groups == {}
+
+
+def test_plan_prints_each_arms_requests_and_its_engine_time_from_an_earlier_run(tmp_path: Path) -> None:
+    from orchestrator.record.paths import atomic_write_text
+    from orchestrator.run.plan import render
+
+    typed = _study(1)
+    unknown = render(typed)
+    prompts = len(typed.prompts.prompts)
+    assert (f"# arm baseline requests: at most {1 + prompts * (6 + 8)} (1 cold, 0 warm-up, per cell of {prompts} "
+            "prompt(s): sequential 6, concurrent 2 x 4 = 8; a cell ends once 1 diverged") in unknown
+    assert "# arm baseline expected engine time: unknown (no earlier run" in unknown
+    paths = RunPaths(tmp_path / "run")
+    runner = StudyRunner(typed, paths, "run-like", fake_runtime(), say=lambda _: None)
+    runner.run()
+    runner.cleanup()
+    atomic_write_text(paths.meta, json.dumps({"study": typed.study.name}))
+    rows = read_table(paths, "responses").to_pylist()
+    sequential = [(r["recv_ns"] - r["send_ns"]) / 1e9 for r in rows
+                  if r["arm"] == "baseline" and r["phase"] == "sequential" and r["role"] == "measured"]
+    like = render(typed, paths.root)
+    [line] = [x for x in like.splitlines() if x.startswith("# arm baseline expected engine time")]
+    assert line.startswith("# arm baseline expected engine time: at most ")
+    assert f"sequential {sum(sequential) / len(sequential):.3g} s/request" in line and " s/batch" in line
+    # the noisy arm stopped early there, yet each of its phases has a mean: the estimate is known for it too
+    assert "# arm wide_batch expected engine time: at most " in like
