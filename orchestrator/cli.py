@@ -4,7 +4,7 @@
     orchestrator run --from RUN_DIR            run the study a run dir recorded (someone else's, too)
     orchestrator run --resume RUN_DIR          finish an interrupted run: send what has no row, keep the rest
     orchestrator check [HYDRA OVERRIDES...]    every check `run` makes before it starts an arm; exit 0 or 2
-    orchestrator plan [HYDRA OVERRIDES...]     each arm's equivalent `docker run`; starts nothing
+    orchestrator plan [HYDRA OVERRIDES...] [--like RUN]  each arm's `docker run`, requests and expected time
     orchestrator compare RUN_DIR... [--gate]   re-make the reports from the record; exit 3 on a failed gate
     orchestrator reproduce RUN_DIR             re-run with the images pinned by id; verdict per cell
     orchestrator clean [--run RUN_ID]          remove containers (or processes) a crashed run left

@@ -30,7 +30,7 @@ from orchestrator.analysis.results import (
     PositionSeries,
     ScheduleCheck,
 )
-from orchestrator.analysis.stats import divergence_bound, pooled_bound
+from orchestrator.analysis.stats import divergence_bound, pooled_bound, stopped_lower_bound
 from orchestrator.errors import RecordError
 from orchestrator.record.paths import RunPaths
 from orchestrator.record.tables import iter_batches, read_table
@@ -153,13 +153,14 @@ def _runs(batch: pa.RecordBatch) -> np.ndarray:
 
 def compare(sources: RunPaths | list[RunPaths], baseline: str | None = None,
             expectations: dict[str, Any] | None = None, near_tie_gap: float = NEAR_TIE_GAP,
-            arm_pairs: list[tuple[str, str]] | None = None, branches: int = explorer.MAX_BRANCHES) -> Comparison:
+            arm_pairs: list[tuple[str, str]] | None = None, branches: int = explorer.MAX_BRANCHES,
+            stop_after_divergences: int | None = None) -> Comparison:
     """`arm_pairs`: compare these (a, b) arms instead of every arm against the baseline (sweeps); `branches`:
-    the explorer's branches per cell."""
+    the explorer's branches per cell; `stop_after_divergences`: the rule the run stopped cells by."""
     acc = _Accumulator(capacities=capacities(sources), explore=explorer.Explorer(branches, near_tie_gap))
     cold = list[pa.Table]()
     for key, table in iter_cells(sources, cold=cold, texts=bool(expectations)):
-        _analyse(key, table, acc, (expectations or {}).get(key[1]), near_tie_gap)
+        _analyse(key, table, acc, (expectations or {}).get(key[1]), near_tie_gap, stop_after_divergences)
     result = acc.result
     result.cold = [_cold_check(row, acc.refs.get((row["arm"], row["prompt_id"], row["phase"])))
                    for table in cold for row in table.to_pylist()]
@@ -175,7 +176,7 @@ def compare(sources: RunPaths | list[RunPaths], baseline: str | None = None,
 
 
 def _analyse(key: tuple[str, str, str], table: pa.Table, acc: _Accumulator, expectation: Any,
-             near_tie_gap: float) -> None:
+             near_tie_gap: float, stop_after: int | None = None) -> None:
     arm, prompt_id, phase = key
     ok = pc.is_null(table.column("error")).to_numpy(zero_copy_only=False)
     cell = Cell(arm=arm, prompt_id=prompt_id, phase=phase, n=0, errors=int((~ok).sum()), distinct_completions=0,
@@ -197,6 +198,10 @@ def _analyse(key: tuple[str, str, str], table: pa.Table, acc: _Accumulator, expe
         cell.distinct_signatures = len(counts)
         cell.divergent = warm.num_rows - modal["counts"]
         cell.lower_bound_95, cell.upper_bound_95 = divergence_bound(cell.divergent, warm.num_rows)
+        if stop_after is not None and cell.divergent >= stop_after:
+            # sampled until k divergences: a Clopper-Pearson interval over n is not valid under that stopping
+            cell.stopped_after = stop_after
+            cell.lower_bound_95, cell.upper_bound_95 = stopped_lower_bound(cell.divergent, warm.num_rows), None
         reference = sigs.to_pylist().index(modal["values"])
         acc.explore.observe(key, warm, table, modal["values"], SIGNATURE_BASES[cell.signature_basis])
     ref = _Reference(signatures=set(sigs.to_pylist()), tokens=None, forced=None, ok=warm.num_rows > 0,
@@ -308,7 +313,7 @@ def _pairs(refs: dict[tuple[str, str, str], _Reference], arm_pairs: list[tuple[s
 def _pooled(cells: list[Cell]) -> list[PooledBound]:
     by_arm: dict[str, list[Cell]] = {}
     for cell in cells:
-        if cell.divergent is not None:
+        if cell.divergent is not None and cell.stopped_after is None:  # a stopped cell's n was not fixed
             by_arm.setdefault(cell.arm, []).append(cell)
     return [PooledBound(arm, len(members), **asdict(pooled_bound([c.divergent or 0 for c in members],
                                                                   [c.n for c in members])))

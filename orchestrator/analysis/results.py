@@ -43,6 +43,8 @@ class Cell:
     batches: int | None = None
     batches_kept_out: int | None = None  # not co-resident: their rows are not in n, nor in any verdict
     transport_errors: int | None = None  # ReadError, timeouts and the like, over the cell's batches
+    # protocol.stop_after_divergences ended this cell at its k-th divergence: lower bound only (analysis/stats.py)
+    stopped_after: int | None = None
 
     @property
     def label(self) -> str:

@@ -16,6 +16,15 @@ def upper_bound_zero(n: int, confidence: float = CONFIDENCE) -> float:
     return float(1.0 - (1.0 - confidence) ** (1.0 / n))
 
 
+def repeats_for_bound(bound: float, confidence: float = CONFIDENCE) -> int:
+    """The fewest requests whose zero-divergence upper bound is at most `bound`: the inverse of
+    upper_bound_zero. 0.01 -> 299, 0.05 -> 59."""
+    n = max(1, math.ceil(math.log(1.0 - confidence) / math.log1p(-bound)))
+    while upper_bound_zero(n, confidence) > bound:  # the float division may land one short
+        n += 1
+    return n
+
+
 def _betacf(a: float, b: float, x: float) -> float:
     """Continued fraction of the incomplete beta function (modified Lentz), as in Numerical Recipes."""
     tiny, qab, qap, qam = 1e-300, a + b, a + 1.0, a - 1.0
@@ -77,6 +86,15 @@ def clopper_pearson(k: int, n: int, confidence: float = CONFIDENCE) -> tuple[flo
 def divergence_bound(k: int, n: int, confidence: float = CONFIDENCE) -> tuple[float, float]:
     """(lower, upper) on the divergence rate: one-sided when k == 0, Clopper-Pearson otherwise."""
     return (0.0, upper_bound_zero(n, confidence)) if k == 0 else clopper_pearson(k, n, confidence)
+
+
+def stopped_lower_bound(k: int, n: int, confidence: float = CONFIDENCE) -> float:
+    """Lower bound on the divergence rate of a cell stopped at its k-th divergence by request n
+    (protocol.stop_after_divergences). Under inverse (negative binomial) sampling P(stopped by n) =
+    P(Binomial(n, p) >= k) rises with p, so the rate whose chance of stopping this early is (1 - c)/2 bounds it
+    below: the same Beta quantile as Clopper-Pearson's lower end. No upper bound is given: a stopped cell
+    estimates nothing beyond "the rate is at least this" (docs/usage.md)."""
+    return clopper_pearson(k, n, confidence)[0] if 0 < k <= n else 0.0
 
 
 POOLED_ASSUMPTION = "assumes one common divergence rate across the pooled cells"

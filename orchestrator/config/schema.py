@@ -181,6 +181,13 @@ class ProtocolConfig:
     # None: grows with the work a request may wait behind (run/protocol.py `request_timeout_s`); `plan` prints it
     request_timeout_s: float | None = None
     significant_digits: int = 12  # precision of top-logprob signatures
+    # Sample size from the claim (docs/usage.md): the measured requests of every cell (prompt x phase), the
+    # fewest whose zero-divergence 95 % upper bound is at most this (0.01 -> 299). It overrides a sequential
+    # phase's repeats; a concurrent phase keeps its batch size (repeats) and gets ceil(n / repeats) batches.
+    target_bound: float | None = None
+    # End a cell's requests once this many diverged from its modal signature so far (a concurrent cell stops
+    # between batches); such a cell reports a lower bound only. None: every cell runs its full n.
+    stop_after_divergences: int | None = None
 
 
 @dataclass

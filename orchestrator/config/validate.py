@@ -27,6 +27,7 @@ POSITIVE = ("> 0", lambda v: v > 0)
 NON_NEGATIVE = (">= 0", lambda v: v >= 0)
 AT_LEAST_ONE = (">= 1", lambda v: v >= 1)
 RATE = ("in [0, 1]", lambda v: 0 <= v <= 1)
+OPEN_RATE = ("in (0, 1), e.g. 0.01 for <= 1 % at 95 %", lambda v: 0 < v < 1)
 LOGPROBS = ("null, -1 (the whole vocabulary) or >= 0", lambda v: v is None or v >= -1)
 PORT = ("in 1..65535", lambda v: 1 <= v <= 65535)
 TEMPERATURE = ("in [0, 2]", lambda v: 0 <= v <= 2)  # the OpenAI API's range, and both engines'
@@ -78,6 +79,10 @@ def _ranges(config: Config) -> Iterator[tuple[str, Any, str, bool]]:
         yield check("protocol.request_timeout_s", config.protocol.request_timeout_s, POSITIVE)
     yield check("protocol.significant_digits", config.protocol.significant_digits, DIGITS)
     yield check("protocol.warmup_requests", config.protocol.warmup_requests, NON_NEGATIVE)
+    if config.protocol.target_bound is not None:
+        yield check("protocol.target_bound", config.protocol.target_bound, OPEN_RATE)
+    if config.protocol.stop_after_divergences is not None:
+        yield check("protocol.stop_after_divergences", config.protocol.stop_after_divergences, AT_LEAST_ONE)
     for name, phase in config.protocol.phases.items():
         yield check(f"protocol.phases.{name}.repeats", phase.repeats, AT_LEAST_ONE)
         yield check(f"protocol.phases.{name}.batches", phase.batches, AT_LEAST_ONE)

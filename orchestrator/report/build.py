@@ -11,11 +11,13 @@ from typing import Any
 from orchestrator.analysis.compare import NEAR_TIE_GAP, arms_summary, compare
 from orchestrator.analysis.explorer import MAX_BRANCHES
 from orchestrator.analysis.failures import ArmFailure, arm_failures
+from orchestrator.analysis.results import Comparison
 from orchestrator.config.catalog import line
 from orchestrator.errors import ConfigError, RecordError
 from orchestrator.guard.observed import read as read_guard
 from orchestrator.record.paths import RunPaths, atomic_write_text, read_json
 from orchestrator.record.tables import read_table
+from orchestrator.report import headline
 from orchestrator.report.environment import environment
 from orchestrator.report.headline import gate_verdict, sentences
 from orchestrator.report.html import to_html
@@ -29,18 +31,21 @@ def build(paths: RunPaths, study: str, run_id: str, baseline: str | None,
           gate: dict[str, Any] | None = None, near_tie_gap: float = NEAR_TIE_GAP, host: str | None = None,
           expected_requests_per_arm: int | None = None, timings_s: dict[str, float] | None = None,
           planned_arms: list[str] | None = None, explorer_branches: int = MAX_BRANCHES,
-          **_: Any) -> StudyReport:
+          sample_size: dict[str, Any] | None = None, **_: Any) -> StudyReport:
     """Write the reports into `paths` from the record of `sources` (default: the same run)."""
     records = sources or [paths]
+    stop_after = (sample_size or {}).get("stop_after_divergences")
     comparison = compare(records, baseline, expectations, near_tie_gap, arm_pairs=arm_pairs,
-                         branches=explorer_branches)
+                         branches=explorer_branches, stop_after_divergences=stop_after)
     failed = failures(records)
-    missing = incomplete(records[0], expected_requests_per_arm, planned_arms) if len(records) == 1 else []
+    missing = incomplete(records[0], expected_requests_per_arm, planned_arms, _not_sent(comparison, sample_size)) \
+        if len(records) == 1 else []
     report = StudyReport(study=study, run_id=run_id, baseline=baseline, arms=arms_summary(records),
                          comparison=comparison, guard=read_guard(paths), sweep=sweep or None, failures=failed,
                          # kernel probes recorded in this run dir (orchestrator probe --out RUN_DIR)
                          probes=read_table(paths, "probes").to_pylist(),
-                         headline=[*missing, *sentences(comparison, [f.arm for f in failed], near_tie_gap)],
+                         headline=[*missing, *sentences(comparison, [f.arm for f in failed], near_tie_gap),
+                                   *headline.sample_size(comparison, sample_size)],
                          gate=gate_verdict(comparison, gate), environment=environment(records, paths, host),
                          timings_s=timings_s or {}, incomplete=missing)
     atomic_write_text(paths.report_json, json.dumps(report.to_json(), indent=2, sort_keys=True, allow_nan=False)
@@ -50,9 +55,22 @@ def build(paths: RunPaths, study: str, run_id: str, baseline: str | None,
     return report
 
 
-def incomplete(paths: RunPaths, expected_per_arm: int | None, planned_arms: list[str] | None = None) -> list[str]:
+def _not_sent(comparison: Comparison, sample_size: dict[str, Any] | None) -> dict[str, int]:
+    """Per arm, the requests the stop rule left unsent: each stopped cell's planned n less what it sent."""
+    planned = (sample_size or {}).get("cell_requests") or {}
+    out: dict[str, int] = {}
+    for cell in comparison.cells:
+        if cell.stopped_after is not None and cell.phase in planned:
+            sent = cell.n + cell.errors + (cell.batches_kept_out or 0) * (cell.batch_size or 0)
+            out[cell.arm] = out.get(cell.arm, 0) + max(0, planned[cell.phase] - sent)
+    return out
+
+
+def incomplete(paths: RunPaths, expected_per_arm: int | None, planned_arms: list[str] | None = None,
+               not_sent: dict[str, int] | None = None) -> list[str]:
     """A sentence per arm that `run --resume` would finish: requests of the protocol without a row, or, for an
-    arm that did not complete (interrupted, killed, engine lost), with an error row."""
+    arm that did not complete (interrupted, killed, engine lost), with an error row. `not_sent`: per arm, the
+    requests the stop rule ended (never sent, so never a row)."""
     if not expected_per_arm:
         return []
     rows = read_table(paths, "responses", ["arm", "request_id", "error"]).to_pylist()  # latest attempts
@@ -61,8 +79,9 @@ def incomplete(paths: RunPaths, expected_per_arm: int | None, planned_arms: list
     for arm in dict.fromkeys([*(planned_arms or []), *status, *(str(r["arm"]) for r in rows)]):
         mine = [r for r in rows if r["arm"] == arm and not _restart_cold(r["request_id"])]
         errors = sum(r["error"] is not None for r in mine) if status.get(arm) != "completed" else 0
-        if len(mine) - errors < expected_per_arm:
-            found.append(f"INCOMPLETE: arm {arm} has {len(mine) - errors} of {expected_per_arm} requests recorded"
+        expected = expected_per_arm - (not_sent or {}).get(arm, 0)
+        if len(mine) - errors < expected:
+            found.append(f"INCOMPLETE: arm {arm} has {len(mine) - errors} of {expected} requests recorded"
                          f"{f' ({errors} more with an error row)' if errors else ''}: `orchestrator run --resume "
                          f"{paths.root}` sends the rest")
     return found

@@ -83,8 +83,35 @@ def phase_clause(phase: str, cells: list[Cell], near_tie_gap: float) -> str:
         return f"{head}: 1 distinct in {n}{prompts} (<= {pct(loosest.upper_bound_95)} at 95 %{smallest})"
     worst = max(varying, key=lambda c: (c.distinct_signatures or 0, -(c.first_divergent_position or 0)))
     which = f" (prompt {worst.prompt_id}; {len(varying)} of {len(cells)} prompts vary)" if len(cells) > 1 else ""
-    return (f"{head}: {worst.distinct_signatures} distinct in {worst.n}{which}, divergence rate "
-            f"{pct(worst.lower_bound_95)}-{pct(worst.upper_bound_95)} at 95 %{divergence(worst, near_tie_gap)}")
+    bound = stopped_rate(worst) if worst.stopped_after is not None else \
+        f"divergence rate {pct(worst.lower_bound_95)}-{pct(worst.upper_bound_95)} at 95 %"
+    return (f"{head}: {worst.distinct_signatures} distinct in {worst.n}{which}, {bound}"
+            f"{divergence(worst, near_tie_gap)}")
+
+
+def stopped_rate(cell: Cell) -> str:
+    """A cell protocol.stop_after_divergences ended: what its sample shows, and no more."""
+    return (f"stopped after {cell.divergent} divergent in {cell.n} (stop_after_divergences="
+            f"{cell.stopped_after}): divergence shown; rate >= {pct(cell.lower_bound_95)} at 95 %, "
+            "not estimated beyond this lower bound")
+
+
+def sample_size(comparison: Comparison, rules: dict[str, Any] | None) -> list[str]:
+    """The sentence saying how many requests the cells took and why (run.json `sample_size`)."""
+    if not rules or (rules.get("target_bound") is None and rules.get("stop_after_divergences") is None):
+        return []
+    parts = []
+    if (bound := rules.get("target_bound")) is not None:
+        sizes = ", ".join(f"{phase} {n}" for phase, n in (rules.get("cell_requests") or {}).items())
+        parts.append(f"protocol.target_bound={bound:g}: each cell planned for <= {pct(bound)} at 95 % with no "
+                     f"divergence ({sizes} measured requests per cell)")
+    if (k := rules.get("stop_after_divergences")) is not None:
+        measured = [c for c in comparison.cells if c.divergent is not None]
+        stopped = sum(c.stopped_after is not None for c in measured)
+        parts.append(f"protocol.stop_after_divergences={k}: {stopped} of {len(measured)} cells stopped once {k} "
+                     "request(s) diverged from the modal signature (lower bound only); the others ran their full n "
+                     "and keep the usual bound")
+    return ["Sample size: " + "; ".join(parts) + "."]
 
 
 def _differ(rows: list[Divergence], what: str) -> str:

@@ -12,6 +12,7 @@ from orchestrator.analysis.results import BatchCheck, Cell, Comparison, Divergen
 from orchestrator.report import explorer_md
 from orchestrator.report.environment import markdown_section as environment_section
 from orchestrator.report.guard import markdown_section
+from orchestrator.report.headline import stopped_rate
 from orchestrator.report.probes import render_markdown
 
 if TYPE_CHECKING:
@@ -25,6 +26,8 @@ def _pct(value: float | None) -> str:
 def rate(cell: Cell) -> str:
     if cell.distinct_signatures is None:
         return cell.signature_note or "n/a"
+    if cell.stopped_after is not None:
+        return stopped_rate(cell)
     if cell.divergent == 0:
         return f"divergence rate <= {_pct(cell.upper_bound_95)} (95%)"
     return (f"{cell.divergent} divergent in {cell.n}; rate {_pct(cell.lower_bound_95)}"

@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import Any
 
+from orchestrator.analysis.stopping import StopRule
 from orchestrator.config.arms import effective_arm
 from orchestrator.config.compose import resolve_prompts
 from orchestrator.config.schema import Config
@@ -23,21 +25,33 @@ from orchestrator.run.arms import ResumePlan
 
 
 def resume_plan(typed: Config, paths: RunPaths) -> ResumePlan:
-    """Per arm, the group ids to send; arms with nothing to send are left out."""
-    responses = read_table(paths, "responses", ["arm", "request_id", "error", "attempt"]).to_pylist()
+    """Per arm, the group ids to send; arms with nothing to send are left out. With
+    protocol.stop_after_divergences, a cell whose recorded rows already hold its divergences sends nothing more
+    (its requests were never sent, so they have no row), and the others resume counting from their rows."""
+    responses = read_table(paths, "responses", ["arm", "request_id", "error", "attempt", "prompt_id", "phase",
+                                                "role", "sig_top_logprobs"]).to_pylist()
     arms = {row["arm"]: row["status"] for row in read_table(paths, "arms", ["arm", "status"]).to_pylist()}
     rows = {row["request_id"]: row for row in responses if row["request_id"]}
     attempt = max((row["attempt"] or 0 for row in responses), default=0) + 1
     prompts = resolve_prompts(typed.prompts, typed.config_dirs)
     groups: dict[str, set[str]] = {}
+    recorded_by_arm: dict[str, list[dict[str, Any]]] = {}
+    k = typed.protocol.stop_after_divergences
     for name, original in typed.arms.items():
         arm = effective_arm(original, typed.stand_in)
         completed = arms.get(name) == "completed"
+        stop = None if k is None else StopRule(k)
+        if stop is not None:
+            recorded_by_arm[name] = [row for row in rows.values() if row["arm"] == name]
+            stop.observe(recorded_by_arm[name])
         for group in protocol.plan(typed.protocol, arm.served_model_name, prompts, arm.endpoint, arm.request_extra):
+            if stop is not None and group[0].role == protocol.MEASURED and stop.stopped(group[0].prompt_id,
+                                                                                        group[0].phase):
+                continue
             recorded = [rows.get(request.request_id(name)) for request in group]
             if any(r is None for r in recorded) or (not completed and any(r and r["error"] for r in recorded)):
                 groups.setdefault(name, set()).add(group[0].group_id(name))
-    return ResumePlan(attempt, groups)
+    return ResumePlan(attempt, groups, {arm: rows for arm, rows in recorded_by_arm.items() if arm in groups})
 
 
 def resume(run_dir: Path, allow: list[str]) -> int:

@@ -19,6 +19,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from orchestrator.analysis.stopping import StopRule
 from orchestrator.config import resolve_prompts
 from orchestrator.config.arms import build_spec, container_spec, effective_arm, runtime_for
 from orchestrator.config.schema import ArmConfig, Config, PhaseKind, PromptAs, RuntimeKind
@@ -43,6 +44,9 @@ class ResumePlan:
 
     attempt: int
     groups: dict[str, set[str]]
+    # protocol.stop_after_divergences: per arm, the recorded rows that count toward it (a cell that already has
+    # its divergences sends nothing more)
+    recorded: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
 
 
 @dataclass
@@ -251,11 +255,14 @@ class StudyRunner:
             if self.resume is not None:
                 groups = protocol.resent(groups, self.resume.groups[name], name, self.resume.attempt)
             self.progress.arm(name, dict(Counter(request.phase for group in groups for request in group)))
+            stop = None if proto.stop_after_divergences is None else StopRule(proto.stop_after_divergences)
+            if stop is not None and self.resume is not None:
+                stop.observe(self.resume.recorded.get(name, []))
             with _writer(self.paths, "responses", name, on_row=self.progress.row) as writer:
                 sender = ProtocolSender(ctx, prompts, writer, arm.metrics_path, arm.health_path,
                                         lambda: self.runtime.exit_code(handle),
                                         lambda text: self.say(f"[{name}] {text}"),
-                                        lambda group: self._before_group(name, group))
+                                        lambda group: self._before_group(name, group), stop)
                 return await sender.send(client, groups)
         finally:
             await client.aclose()

@@ -68,7 +68,7 @@ def execute_study(typed: Config, paths: RunPaths, allow: list[str], how_to_allow
                 "expectations": expectations(typed), "gate": dataclasses.asdict(typed.gate),
                 "config_dirs": keep_config_dirs(paths, typed.config_dirs),
                 "expected_requests_per_arm": expected_requests(typed), "planned_arms": list(typed.arms),
-                "near_tie_gap": typed.study.near_tie_gap,
+                "sample_size": protocol.sample_size(typed.protocol), "near_tie_gap": typed.study.near_tie_gap,
                 "explorer_branches": typed.study.explorer_branches, "host": socket.gethostname(),
                 "started": datetime.now(UTC).isoformat(timespec="seconds"), **(extra_meta or {})}
     atomic_write_text(paths.meta, json.dumps(meta, indent=2) + "\n")

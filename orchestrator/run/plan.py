@@ -1,4 +1,5 @@
-"""The `plan` verb: per arm the equivalent `docker run` (or command line), without starting anything."""
+"""The `plan` verb: per arm the equivalent `docker run` (or command line), the requests its cells take and their
+expected engine time (run/estimate.py), without starting anything."""
 
 from __future__ import annotations
 
@@ -6,6 +7,8 @@ from pathlib import Path
 
 from orchestrator.config.arms import container_spec, effective_arm
 from orchestrator.config.schema import Config, RuntimeKind
+from orchestrator.errors import ConfigError
+from orchestrator.run.estimate import arm_lines, group_seconds
 from orchestrator.run.protocol import request_timeout_s
 from orchestrator.runtime.spec import ContainerSpec, run_labels
 
@@ -26,7 +29,8 @@ def arm_specs(config: Config, run_root: Path, run_id: str, images: dict[str, str
     return specs
 
 
-def render(config: Config) -> str:
+def render(config: Config, like: Path | None = None) -> str:
+    """`like`: an earlier run of the same study, whose record gives the expected engine time."""
     lines = [f"# study {config.study.name}: {len(config.arms)} arm(s), protocol {config.protocol.name}, "
              f"prompts {config.prompts.name}"]
     derived = "" if config.protocol.request_timeout_s is not None else \
@@ -35,10 +39,12 @@ def render(config: Config) -> str:
     if config.stand_in:
         lines.append(f"# stand-in: every arm runs on {config.stand_in} (no GPUs, no host mounts)")
     process = config.runtime.kind is RuntimeKind.process
+    seconds = None if like is None else group_seconds(like, config.study.name)
     for name, spec in arm_specs(config, Path("RUN_DIR"), PLAN_RUN_ID).items():
         arm = config.arms[name]
         pinned = "a local process" if process else "the image is pinned to its id at run time"
-        lines += [f"# arm {name}: {arm.description or arm.image}; {pinned}", spec.equivalent_command(process)]
+        lines += [f"# arm {name}: {arm.description or arm.image}; {pinned}", *arm_lines(config, name, seconds),
+                  spec.equivalent_command(process)]
     return "\n".join(lines) + "\n"
 
 
@@ -48,10 +54,25 @@ def plan(argv: list[str]) -> str:
     from orchestrator.config.search import split_config_dirs
     from orchestrator.run.execute import preflight
 
+    like, argv = _like(argv)
     dirs, overrides = split_config_dirs(argv)
     typed = config.to_typed(config.compose(overrides, dirs))
     preflight(typed)  # the checks `run` makes: a plan of a study that would be refused is refused
-    return render(typed)
+    return render(typed, like)
+
+
+def _like(argv: list[str]) -> tuple[Path | None, list[str]]:
+    """`--like RUN_DIR` (or `--like=RUN_DIR`) taken out of the arguments."""
+    rest, like = list(argv), None
+    for i, arg in enumerate(rest):
+        if arg == "--like" or arg.startswith("--like="):
+            value = arg.split("=", 1)[1] if "=" in arg else (rest[i + 1] if i + 1 < len(rest) else "")
+            if not value:
+                raise ConfigError("--like needs a run dir: plan ... --like RUN_DIR")
+            del rest[i:i + (1 if "=" in arg else 2)]
+            like = Path(value)
+            break
+    return like, rest
 
 
 def plan_verb(argv: list[str]) -> int:

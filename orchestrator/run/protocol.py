@@ -13,11 +13,13 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import json
+import math
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from orchestrator.config.schema import Endpoint, PhaseKind, ProtocolConfig
+from orchestrator.analysis.stats import repeats_for_bound
+from orchestrator.config.schema import Endpoint, PhaseConfig, PhaseKind, ProtocolConfig
 from orchestrator.errors import EngineFailure
 from orchestrator.run import release
 from orchestrator.run.client import CompletionClient, Exchange, json_bytes
@@ -81,6 +83,23 @@ def request_body(protocol: ProtocolConfig, model: str | None, prompt: str | list
     return body
 
 
+def cell_phases(protocol: ProtocolConfig) -> dict[str, PhaseConfig]:
+    """The phases as they run. With `target_bound`, every cell takes at least n = repeats_for_bound(bound)
+    measured requests, overriding what the phase says: a sequential phase sends n repeats; a concurrent one
+    keeps its batch size (`repeats`) and sends ceil(n / repeats) batches."""
+    if protocol.target_bound is None:
+        return dict(protocol.phases)
+    n = repeats_for_bound(protocol.target_bound)
+    return {name: PhaseConfig(phase.kind, n, 1) if phase.kind is PhaseKind.sequential
+            else PhaseConfig(phase.kind, phase.repeats, math.ceil(n / phase.repeats))
+            for name, phase in protocol.phases.items()}
+
+
+def cell_requests(phase: PhaseConfig) -> int:
+    """The measured requests of one cell (a prompt in this phase)."""
+    return phase.repeats * (phase.batches if phase.kind is PhaseKind.concurrent else 1)
+
+
 def plan(protocol: ProtocolConfig, model: str | None, prompts: Mapping[str, str | list[int]],
          endpoint: Endpoint | None = None, arm_extra: dict[str, Any] | None = None) -> Iterator[list[Request]]:
     """Groups of requests in sending order: a group of one is sent alone, a larger group together. A prompt
@@ -97,7 +116,7 @@ def plan(protocol: ProtocolConfig, model: str | None, prompts: Mapping[str, str 
         prompt_id = order[repeat % len(order)]
         yield [Request(prompt_id, first_phase, sequential, 0, repeat, 1 + repeat, bodies[prompt_id], path, WARMUP)]
     index = 1 + protocol.warmup_requests
-    for phase_name, phase in protocol.phases.items():
+    for phase_name, phase in cell_phases(protocol).items():
         for prompt_id, body in bodies.items():
             if phase.kind is sequential:
                 for repeat in range(phase.repeats):
@@ -123,9 +142,15 @@ def request_timeout_s(protocol: ProtocolConfig) -> float:
     return TIMEOUT_FLOOR_S + TIMEOUT_PER_TOKEN_S * max(protocol.request.max_tokens, 1) * largest
 
 
+def sample_size(protocol: ProtocolConfig) -> dict[str, Any]:
+    """What run.json keeps of the sample size: the rules, and each phase's measured requests per cell."""
+    return {"target_bound": protocol.target_bound, "stop_after_divergences": protocol.stop_after_divergences,
+            "cell_requests": {name: cell_requests(phase) for name, phase in cell_phases(protocol).items()}}
+
+
 def requests_per_arm(protocol: ProtocolConfig, prompts: int) -> int:
     """How many requests `plan` sends an arm: the cold one, the warm-up, every phase's."""
-    per_prompt = sum(p.repeats * (p.batches if p.kind is PhaseKind.concurrent else 1) for p in protocol.phases.values())
+    per_prompt = sum(cell_requests(p) for p in cell_phases(protocol).values())
     return (1 + protocol.warmup_requests + per_prompt * prompts) if prompts and protocol.phases else 0
 
 

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from orchestrator.analysis import signatures
 from orchestrator.analysis.gaps import top_gaps
+from orchestrator.analysis.stopping import StopRule
 from orchestrator.errors import EngineFailure
 from orchestrator.run import protocol
 from orchestrator.run.client import CompletionClient, Exchange
@@ -75,17 +76,21 @@ def _failed(exchange: Exchange) -> bool:
 class ProtocolSender:
     def __init__(self, ctx: RunContext, prompts: dict[str, str], writer: TableWriter, metrics_path: str | None,
                  health_path: str, exit_code: Callable[[], int | None], say: Callable[[str], None],
-                 before_group: Callable[[list[protocol.Request]], None] = lambda group: None) -> None:
-        self.ctx, self.prompts, self.writer = ctx, prompts, writer
+                 before_group: Callable[[list[protocol.Request]], None] = lambda group: None,
+                 stop: StopRule | None = None) -> None:
+        self.ctx, self.prompts, self.writer, self.stop = ctx, prompts, writer, stop
         self.metrics_path, self.health_path = metrics_path, health_path
         self.exit_code, self.say, self.before_group = exit_code, say, before_group
         self.traced = False  # the engine traces its requests (server_* fields): exact co-residency, no sampling
 
     async def send(self, client: CompletionClient, groups: list[list[protocol.Request]]) -> int:
-        """Every group in order; returns how many requests were sent."""
+        """Every group in order, but those of a cell the stop rule has ended (no row: not sent); returns how
+        many requests were sent."""
         total, sent, answered, last_said = sum(len(g) for g in groups), 0, 0, time.monotonic()
         first_error: str | None = None
         for position, group in enumerate(groups):
+            if self._ended(group):
+                continue  # checked between groups only: a concurrent batch is never cut
             self.before_group(group)
             try:
                 # Once answers carry the engine's trace, /metrics is not sampled: the trace is exact, and polling
@@ -103,6 +108,8 @@ class ProtocolSender:
                 for row in rows:
                     row.update(batch_send_spread_ns=result.send_spread_ns, batch_running_max=result.running_max,
                                batch_arrival_spread_ns=arrival_spread, batch_server_together=together)
+            if self.stop is not None:
+                self.stop.observe(rows)
             for row in rows:
                 self.writer.append(row)
                 answered += row["error"] is None
@@ -110,7 +117,8 @@ class ProtocolSender:
             sent += len(group)
             failing = next((e for e in result.exchanges if _failed(e)), None)
             if failing is not None and await self._dead(client):
-                self._not_sent(groups[position + 1:], f"not sent: the engine had died (request {sent} of {total})")
+                self._not_sent([g for g in groups[position + 1:] if not self._ended(g)],
+                               f"not sent: the engine had died (request {sent} of {total})")
                 index = sent - len(group) + result.exchanges.index(failing) + 1
                 raise EngineFailure(f"the engine died at request {index} of {total} "
                                     f"({group[0].phase}/{group[0].prompt_id}): {failing.error}"
@@ -121,6 +129,12 @@ class ProtocolSender:
         if total and not answered:
             raise EngineFailure(f"no successful response: all {total} requests failed (first: {first_error})")
         return sent
+
+    def _ended(self, group: list[protocol.Request]) -> bool:
+        """The group's cell was ended by the stop rule: it is not sent, and gets no row."""
+        first = group[0]
+        return self.stop is not None and first.role == protocol.MEASURED and self.stop.stopped(first.prompt_id,
+                                                                                               first.phase)
 
     async def _dead(self, client: CompletionClient) -> bool:
         """Exited, or its health endpoint no longer answers 200 (vLLM: 503 once the engine core is gone)."""
