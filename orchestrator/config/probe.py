@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from orchestrator.config.compose import CONF_DIR
+from orchestrator.config.locations import CONF_DIR
 from orchestrator.errors import ConfigError, did_you_mean
 
 PRESETS_DIR = CONF_DIR / "probe"

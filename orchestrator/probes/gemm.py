@@ -43,8 +43,19 @@ from typing import Any
 
 import torch
 
-from orchestrator.probes.harness import (Call, Emit, Output, Unsupported, environment, parse_spec, pick_device,
-                                         print_json, sweep_m, sync, ulps)
+from orchestrator.probes.harness import (
+    Call,
+    Emit,
+    Output,
+    Unsupported,
+    environment,
+    parse_spec,
+    pick_device,
+    print_json,
+    sweep_m,
+    sync,
+    ulps,
+)
 
 DEFAULT_M = [1, 2, 3, 4, 8, 9, 16, 32, 64, 128, 256, 740, 1024, 4096, 5571]
 ARMS = ("bf16", "fp32", "fp8_tensor", "fp8_rowwise", "fp8_block", "fp8_block_ue8m0", "fp8_block_rowmajor")

@@ -53,7 +53,7 @@ def same_bits(a: Output, b: Output) -> bool:
     """Bitwise equality on the tensors' own device (no copy to the host)."""
     ta, tb = _tensors(a), _tensors(b)
     return len(ta) == len(tb) and all(x.shape == y.shape and x.dtype == y.dtype and bool(torch.equal(bits(x), bits(y)))
-                                      for x, y in zip(ta, tb))
+                                      for x, y in zip(ta, tb, strict=True))
 
 
 def bf16_ulp(magnitude: float) -> float:
@@ -144,7 +144,7 @@ def row0_check(first: Output, ref: tuple[int, Output]) -> dict[str, Any]:
     """Row 0 at this M against row 0 at the reference M (1, or the smallest M that ran): bitwise, and in bf16
     ulps (of the first floating output) at the magnitude of max|row 0|."""
     mine, (ref_m, theirs) = row0(first), ref
-    floats = [(a, b) for a, b in zip(_tensors(mine), _tensors(theirs)) if a.is_floating_point()]
+    floats = [(a, b) for a, b in zip(_tensors(mine), _tensors(theirs), strict=True) if a.is_floating_point()]
     return {"row0_ref_m": ref_m, "row0_bits_equal_m1": same_bits(mine, theirs),
             "row0_max_ulps_vs_m1": ulps(floats[0][0], floats[0][1], floats[0][0]) if floats else None}
 

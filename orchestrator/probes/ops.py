@@ -22,8 +22,19 @@ from typing import Any
 import torch
 
 from orchestrator.probes import ops_attention, ops_controls, ops_moe, ops_norm, ops_sampling
-from orchestrator.probes.harness import (DTYPES, Call, Emit, OpKind, Output, environment, first_call, parse_spec,
-                                         pick_device, print_json, sweep_m)
+from orchestrator.probes.harness import (
+    DTYPES,
+    Call,
+    Emit,
+    OpKind,
+    Output,
+    environment,
+    first_call,
+    parse_spec,
+    pick_device,
+    print_json,
+    sweep_m,
+)
 
 OPS: dict[str, OpKind] = {**ops_attention.OPS, **ops_norm.OPS, **ops_sampling.OPS, **ops_moe.OPS,
                           **ops_controls.OPS}
@@ -72,8 +83,8 @@ def probe(spec: dict[str, Any], emit: Emit) -> None:
                     "expect_invariant": entry.get("expect_invariant"), "impl": arm,
                     "params": json.dumps(params, sort_keys=True)}
 
-            def bind(m: int, kind: OpKind = kind, arm: str = arm, params: dict[str, Any] = params
-                     ) -> tuple[Call, Output, dict[str, Any]]:
+            def bind(m: int, kind: OpKind = kind, arm: str = arm, params: dict[str, Any] = params,
+                     inputs: Any = inputs) -> tuple[Call, Output, dict[str, Any]]:
                 call = kind.bind(inputs, arm, m, params)
                 return call, first_call(call, device), {}
 

@@ -29,7 +29,7 @@ def _prepare(params: dict[str, Any], m_max: int, gen: torch.Generator, device: t
 
 def _sdpa(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, arm: str, causal: bool) -> Call:
     """SDPA under one backend; grouped KV heads are expanded to the query heads (what every backend takes)."""
-    import torch.nn.functional as F  # noqa: N812
+    import torch.nn.functional as F
 
     if k.shape[1] != q.shape[1]:
         k, v = (t.repeat_interleave(q.shape[1] // t.shape[1], dim=1) for t in (k, v))

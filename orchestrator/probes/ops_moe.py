@@ -7,6 +7,7 @@ is row-local, so token 0 goes to the same experts at every M; its output should 
 
 from __future__ import annotations
 
+import itertools
 from typing import Any
 
 import torch
@@ -25,8 +26,10 @@ def _prepare(params: dict[str, Any], m_max: int, gen: torch.Generator, device: t
 
 
 def _bind(inputs: dict[str, Any], arm: str, m: int, params: dict[str, Any]) -> Call:
-    x, w, top_k = inputs["x"][:m], inputs["w"], int(params["top_k"])
-    weights = inputs["weights"][:m]
+    x: torch.Tensor = inputs["x"][:m]
+    w: torch.Tensor = inputs["w"]
+    weights: torch.Tensor = inputs["weights"][:m]
+    top_k = int(params["top_k"])
     slots_expert = inputs["chosen"][:m].reshape(-1)  # slot s = token s // top_k, its (s % top_k)-th expert
     order = torch.argsort(slots_expert, stable=True)  # slots sorted by expert
     counts = torch.bincount(slots_expert, minlength=w.shape[0])
@@ -43,7 +46,7 @@ def _bind(inputs: dict[str, Any], arm: str, m: int, params: dict[str, Any]) -> C
 
         def loop() -> torch.Tensor:
             xs = x[token_of]
-            parts = [xs[a:b] @ w[e] for e, (a, b) in enumerate(zip(bounds, bounds[1:])) if b > a]
+            parts = [xs[a:b] @ w[e] for e, (a, b) in enumerate(itertools.pairwise(bounds)) if b > a]
             return combine(torch.cat(parts))
         return loop
     grouped_mm = getattr(torch, "_grouped_mm", None)

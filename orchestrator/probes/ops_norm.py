@@ -18,7 +18,9 @@ def _prepare(params: dict[str, Any], m_max: int, gen: torch.Generator, device: t
 
 
 def _bind(inputs: dict[str, Any], arm: str, m: int, params: dict[str, Any]) -> Call:
-    x, w, eps = inputs["x"][:m], inputs["w"], inputs["eps"]
+    x: torch.Tensor = inputs["x"][:m]
+    w: torch.Tensor = inputs["w"]
+    eps = float(inputs["eps"])
     if arm == "manual":
         def manual() -> torch.Tensor:
             xf = x.float()

@@ -26,7 +26,7 @@ from typing import Any
 from orchestrator import probes
 from orchestrator.analysis.probes import ProbeSummary, gate_failures, summarize
 from orchestrator.analysis.stats import divergence_bound
-from orchestrator.config.compose import PROJECT_ROOT
+from orchestrator.config.locations import INHERIT_ENV, PROJECT_ROOT
 from orchestrator.config.probe import ProbeConfig
 from orchestrator.errors import ConfigError, ExitStatus, RuntimeFailure
 from orchestrator.record.paths import RunPaths, atomic_write_text
@@ -139,13 +139,16 @@ def probe_verb(config: ProbeConfig, docker_host: str | None, out: Path | None, l
                ingest: list[Path] | None, print_spec: bool) -> int:
     """`orchestrator probe`: run (or ingest) the probes, print the table and where the record went; 3 when an
     op expected invariant was not (`analysis.probes.gate_failures`)."""
-    from orchestrator.config.arms import runtime_named
     from orchestrator.report.probes import render_markdown
+    from orchestrator.runtime import make_runtime
 
     if print_spec:
         print(json.dumps(config.spec()))
         return 0
-    run = probe(config, runtime_named("process" if local or ingest else "docker", docker_host), out, local, ingest)
+    # the runtime as RuntimeConfig's defaults make it, without the Hydra schema (absent on a GPU machine)
+    runtime = make_runtime("process" if local or ingest else "docker", docker_host=docker_host,
+                           inherit_env=INHERIT_ENV, workdir=PROJECT_ROOT)
+    run = probe(config, runtime, out, local, ingest)
     print(render_markdown(run.rows))
     print(f"Record: {run.paths.table('probes')}\nReport: {run.paths.root / 'probes.md'}")
     failed = gate_failures(run.rows)
