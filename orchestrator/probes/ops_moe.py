@@ -53,7 +53,14 @@ def _bind(inputs: dict[str, Any], arm: str, m: int, params: dict[str, Any]) -> C
     if grouped_mm is None:
         raise Unsupported(f"torch {torch.__version__} has no torch._grouped_mm")
     offs = torch.cumsum(counts, 0).to(device=device, dtype=torch.int32)
-    return lambda: combine(grouped_mm(x[token_of], w, offs=offs))
+    errors = []
+    for layout, weights_in in (("row-major", w), ("column-major", w.transpose(-2, -1).contiguous().transpose(-2, -1))):
+        try:  # some builds want each expert's weight column-major: the first layout it accepts is used
+            grouped_mm(x[token_of], weights_in, offs=offs)
+            return lambda: combine(grouped_mm(x[token_of], weights_in, offs=offs))
+        except RuntimeError as exc:
+            errors.append(f"{layout}: {str(exc).strip()[:300]}")
+    raise Unsupported("torch._grouped_mm refused both weight layouts: " + " | ".join(errors))
 
 
 DEFAULTS = {"experts": 8, "top_k": 2, "hidden": 256, "intermediate": 128, "skew": 1.5, "dtype": "bf16"}
