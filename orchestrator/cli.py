@@ -9,7 +9,7 @@
     orchestrator reproduce RUN_DIR             re-run with the images pinned by id; verdict per cell
     orchestrator clean [--run RUN_ID]          remove containers (or processes) a crashed run left
     orchestrator fingerprint [--image IMG]     this host's (or an image's) fingerprint and matrix key
-    orchestrator probe [--preset NAME]         GEMM kernel probes in an arm's image or as a local process
+    orchestrator probe [--preset NAME]         GEMM or ops kernel probes in an arm's image or as a process
     orchestrator ls [DIR] | show RUN_DIR       the runs below DIR (default runs) | a run's verdict, environment
 
 `orchestrator VERB --help` for a verb's options; --debug shows a traceback. Exit statuses: 0 ok, 1 internal
@@ -127,7 +127,7 @@ def _probe(argv: list[str]) -> int:
     from orchestrator.config.probe import load_probe_config, presets
     from orchestrator.run.kernel_probes import probe_verb
 
-    parser = _parser("probe", docker_host=True, description="GEMM kernel probes (docs/probes.md).")
+    parser = _parser("probe", docker_host=True, description="Kernel probes, GEMM or ops (docs/probes.md).")
     parser.add_argument("--preset", default="cpu_small", help=f"conf/probe/NAME or a YAML ({', '.join(presets())})")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a preset key")
     parser.add_argument("--local", action="store_true", help="run as a local process (hosts without Docker)")
@@ -135,7 +135,7 @@ def _probe(argv: list[str]) -> int:
     parser.add_argument("--arm", help="take image and gpus from the arm conf/arm/ARM.yaml (its defaults applied)")
     parser.add_argument("--out", type=Path, help="run directory (default runs/probes/PRESET-TIME)")
     parser.add_argument("--ingest", type=Path, nargs="+", metavar="RAW", help="record these raw JSONL outputs")
-    parser.add_argument("--print-spec", action="store_true", help="print the JSON spec for gemm.py and exit")
+    parser.add_argument("--print-spec", action="store_true", help="print the JSON spec for the probe and exit")
     a = parser.parse_args(argv)
     return probe_verb(load_probe_config(a.preset, a.set, a.arm, a.image), a.docker_host, a.out, a.local, a.ingest,
                       a.print_spec)

@@ -46,3 +46,77 @@ def summarize(rows: list[dict[str, Any]]) -> ProbeSummary:
         speedup_min=min(speedups, default=None), speedup_max=max(speedups, default=None),
         speedup_largest_cell=(largest or {}).get("speedup_per_call"),
     )
+
+
+def invariant(row: dict[str, Any]) -> bool | None:
+    """A cell's verdict: one digest over its repeats, row 0 bitwise equal to the reference M's, and the
+    processes agreeing where several ran. None: it did not run."""
+    if row.get("unsupported") is not None or not row.get("repeats"):
+        return None
+    return (row["distinct_digests"] == 1 and row.get("row0_bits_equal_m1") is not False
+            and row.get("processes_agree") is not False)
+
+
+@dataclass
+class OpVerdict:
+    """One probe entry and arm over its M values (process 1)."""
+
+    shape: str  # the preset's entry name (GEMM: the shape)
+    op: str
+    arm: str
+    context: int | None
+    ms_run: list[int]
+    ms_unsupported: list[int]
+    ms_repeat_variant: list[int]  # more than one digest over the fixed-M repeats
+    ms_row0_differs: list[int]  # row 0 differs bitwise from the reference M
+    max_row0_ulps: float | None
+    expect_invariant: bool | None
+    control: str | None
+    unsupported_reason: str | None
+    s_per_call_by_m: dict[int, float]
+
+    @property
+    def invariant(self) -> bool | None:
+        return None if not self.ms_run else not (self.ms_repeat_variant or self.ms_row0_differs)
+
+    @property
+    def batch_variant(self) -> bool:
+        return bool(self.ms_row0_differs)
+
+
+def verdicts(rows: list[dict[str, Any]]) -> list[OpVerdict]:
+    """Per (entry, arm), in the rows' order; processes that disagree count as repeat variance."""
+    groups: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for r in rows:
+        groups.setdefault((r["shape"], r["arm"]), []).append(r)
+    out = []
+    for (shape, arm), mine in groups.items():
+        first = [r for r in mine if r.get("process") in (None, 1)]
+        ran = [r for r in first if invariant(r) is not None]
+        ulps = [r["row0_max_ulps_vs_m1"] for r in ran if r.get("row0_max_ulps_vs_m1") is not None]
+        out.append(OpVerdict(
+            shape=shape, op=str(mine[0].get("op")), arm=arm, context=mine[0].get("context"),
+            ms_run=[r["M"] for r in ran], ms_unsupported=[r["M"] for r in first if invariant(r) is None],
+            ms_repeat_variant=sorted({r["M"] for r in mine if invariant(r) is not None and (
+                r["distinct_digests"] > 1 or r.get("processes_agree") is False)}),
+            ms_row0_differs=[r["M"] for r in ran if r.get("row0_bits_equal_m1") is False],
+            max_row0_ulps=max(ulps, default=None), expect_invariant=mine[0].get("expect_invariant"),
+            control=mine[0].get("control"),
+            unsupported_reason=next((str(r["unsupported"]) for r in first if r.get("unsupported")), None),
+            s_per_call_by_m={r["M"]: r["device_s_per_call"] for r in ran if r.get("device_s_per_call") is not None}))
+    return out
+
+
+def gate_failures(rows: list[dict[str, Any]]) -> list[str]:
+    """A line per entry and arm that an ops preset marks `expect_invariant: true` and that was not, and per
+    must-vary control that did not vary (the harness would be blind)."""
+    failed = []
+    for v in verdicts(rows):
+        if v.expect_invariant and v.invariant is False:
+            failed.append(f"{v.shape}/{v.arm} ({v.op}) is expected invariant and is not: repeats vary at M "
+                          f"{v.ms_repeat_variant or 'none'}, row 0 differs from the reference M at M "
+                          f"{v.ms_row0_differs or 'none'}")
+        if v.control == "must_vary" and v.invariant is True:
+            failed.append(f"{v.shape}/{v.arm}: the must-vary control did not vary at any M {v.ms_run}: the "
+                          "probe cannot see variance here")
+    return failed

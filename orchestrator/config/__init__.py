@@ -5,6 +5,10 @@ before anything starts (security.py: dangerous container options).
 May import: errors, Hydra, OmegaConf. Never: runtime, run, record, guard, analysis, report.
 """
 
-from orchestrator.config.compose import CONF_DIR, CONFIG_NAME, PROJECT_ROOT, compose, resolve_prompts, to_typed
+try:
+    from orchestrator.config.compose import CONF_DIR, CONFIG_NAME, PROJECT_ROOT, compose, resolve_prompts, to_typed
+except ModuleNotFoundError as missing:  # no OmegaConf/Hydra (a GPU machine): config.probe still loads
+    if missing.name not in ("omegaconf", "hydra"):
+        raise
 
 __all__ = ["CONFIG_NAME", "CONF_DIR", "PROJECT_ROOT", "compose", "resolve_prompts", "to_typed"]

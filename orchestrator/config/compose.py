@@ -13,11 +13,11 @@ from omegaconf import DictConfig, OmegaConf
 
 from orchestrator.config import noise_floor, schema
 from orchestrator.config.catalog import line
+from orchestrator.config.locations import CONF_DIR as CONF_DIR  # re-exported: their home is locations.py
+from orchestrator.config.locations import PROJECT_ROOT as PROJECT_ROOT
 from orchestrator.config.search import overrides_for
 from orchestrator.errors import ConfigError, did_you_mean
 
-PROJECT_ROOT = Path(__file__).resolve().parents[2]  # the checkout: conf/, arms/, runs/
-CONF_DIR = Path(os.environ.get("ORCHESTRATOR_CONF_DIR", PROJECT_ROOT / "conf")).resolve()
 CONFIG_NAME = "config"
 
 

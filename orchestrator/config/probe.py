@@ -1,7 +1,8 @@
-"""Kernel probe presets (conf/probe/NAME.yaml): where the GEMM probe runs and its spec.
+"""Kernel probe presets (conf/probe/NAME.yaml): which probe (`probe: gemm | ops`), where it runs, its spec.
 
-The spec's defaults live once, in the shipped probe (orchestrator/probes/gemm.py `DEFAULTS`): a field left
-None here is not sent, and the probe uses its own default.
+The spec's defaults live once, in the shipped probe (orchestrator/probes/gemm.py and ops.py `DEFAULTS`): a
+field left None here is not sent, and the probe uses its own default. Presets load with PyYAML, or, where it
+is missing (the GPU machine), as JSON with full-line # comments (the shipped presets are written so).
 """
 
 from __future__ import annotations
@@ -11,12 +12,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from orchestrator.config.compose import CONF_DIR
+from orchestrator.config.locations import CONF_DIR
 from orchestrator.errors import ConfigError, did_you_mean
 
 PRESETS_DIR = CONF_DIR / "probe"
-SPEC_KEYS = ("shapes", "m", "repeats", "hash_repeats", "seed", "arms", "device", "backend", "perturb_allocator",
-             "mode", "layout_tolerance_ulps")
+COMMON_KEYS = ("m", "repeats", "hash_repeats", "seed", "device", "perturb_allocator", "mode")
+SPEC_KEYS = {"gemm": (*COMMON_KEYS, "shapes", "arms", "backend", "layout_tolerance_ulps"),
+             "ops": (*COMMON_KEYS, "ops")}
 MODES = ("all", "repeats", "m_invariance")
 BACKENDS = ("auto", "scaled_mm", "emulate")
 
@@ -26,6 +28,7 @@ class ProbeConfig:
     """A probe preset. Spec fields (None: the probe's own default) go to gemm.py as they are."""
 
     name: str = "probe"
+    probe: str = "gemm"  # gemm (orchestrator/probes/gemm.py) | ops (orchestrator/probes/ops.py)
     # where it runs: a container of `image` (Docker), or a local process with `--local`
     image: str | None = None
     gpus: str | None = None  # null: none; "all"; or device ids "0,1"
@@ -44,6 +47,8 @@ class ProbeConfig:
     perturb_allocator: bool | None = None
     mode: str | None = None
     layout_tolerance_ulps: float | None = None
+    # probe: ops: entry name -> {op, arms, m, expect_invariant, params} (orchestrator/probes/ops.py)
+    ops: dict[str, dict[str, Any]] | None = None
 
     def __post_init__(self) -> None:
         problems = []
@@ -62,12 +67,21 @@ class ProbeConfig:
             problems.append(f"mode '{self.mode}': expected one of {', '.join(MODES)}")
         if self.backend is not None and self.backend not in BACKENDS:
             problems.append(f"backend '{self.backend}': expected one of {', '.join(BACKENDS)}")
+        if self.probe not in SPEC_KEYS:
+            problems.append(f"probe '{self.probe}': expected one of {', '.join(SPEC_KEYS)}")
+        else:
+            foreign = [k for kind, keys in SPEC_KEYS.items() if kind != self.probe for k in keys
+                       if k not in SPEC_KEYS[self.probe] and getattr(self, k) is not None]
+            problems += [f"{k}: not a key of the {self.probe} probe (keys: {', '.join(SPEC_KEYS[self.probe])})"
+                         for k in foreign]
+        if self.probe == "ops" and not self.ops:
+            problems.append("ops: give name: {op: KIND, ...} (docs/probes.md lists the kinds)")
         if problems:
             raise ConfigError([f"probe {self.name}: {p}" for p in problems])
 
     def spec(self) -> dict[str, Any]:
-        """The JSON spec for gemm.py: the fields this preset sets."""
-        return {k: getattr(self, k) for k in SPEC_KEYS if getattr(self, k) is not None}
+        """The JSON spec for the probe: the fields this preset sets."""
+        return {k: getattr(self, k) for k in SPEC_KEYS[self.probe] if getattr(self, k) is not None}
 
 
 def presets() -> list[str]:
@@ -78,19 +92,17 @@ def load_probe_config(preset: str | None = None, overrides: list[str] | None = N
                       image: str | None = None) -> ProbeConfig:
     """A preset name (conf/probe/NAME.yaml) or a YAML path, then KEY=VALUE overrides (values in YAML),
     then the image and GPUs of `arm` (see `with_arm`), then `image`."""
-    import yaml
-
     data: dict[str, Any] = {}
     if preset:
         path = Path(preset) if preset.endswith((".yaml", ".yml")) else PRESETS_DIR / f"{preset}.yaml"
         if not path.is_file():
             raise ConfigError(f"unknown probe preset '{preset}'.{did_you_mean(preset, presets())}")
-        data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+        data = _load(path.read_text(encoding="utf-8"), str(path)) or {}
     for item in overrides or []:
         key, sep, value = item.partition("=")
         if not sep:
             raise ConfigError(f"'{item}': expected KEY=VALUE")
-        data[key.strip()] = yaml.safe_load(value)
+        data[key.strip()] = _load(value, item)
     known = {f.name for f in dataclasses.fields(ProbeConfig)}
     unknown = [k for k in data if k not in known]
     if unknown:
@@ -99,6 +111,21 @@ def load_probe_config(preset: str | None = None, overrides: list[str] | None = N
     if arm:
         config = with_arm(config, arm)
     return dataclasses.replace(config, image=image) if image else config
+
+
+def _load(text: str, where: str) -> Any:
+    """YAML through PyYAML; without it, JSON once full-line # comments are dropped."""
+    try:
+        import yaml
+    except ImportError:
+        import json
+
+        try:
+            return json.loads("\n".join(ln for ln in text.splitlines() if not ln.lstrip().startswith("#")))
+        except ValueError as exc:
+            raise ConfigError(f"{where}: PyYAML is not installed and this is not JSON ({exc}); install PyYAML "
+                              "or write it as JSON") from exc
+    return yaml.safe_load(text)
 
 
 def with_arm(config: ProbeConfig, arm: str) -> ProbeConfig:

@@ -14,6 +14,8 @@ from typing import Any
 from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING
 
+from orchestrator.config.locations import INHERIT_ENV
+
 
 class PhaseKind(str, Enum):
     sequential = "sequential"  # one request at a time, each waits for the previous answer
@@ -235,9 +237,7 @@ class RuntimeConfig:
     overlap_arm_starts: bool = False
     # Process runtime only (docs/runtimes.md): host env names a process inherits (PATH, HOME, ...),
     # and whether the orchestrator's own interpreter directory (its venv) goes first on PATH.
-    inherit_env: list[str] = field(default_factory=lambda: [
-        "PATH", "HOME", "USER", "LOGNAME", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "TMPDIR", "LD_LIBRARY_PATH",
-        "NCCL_NVLS_ENABLE", "TORCH_SYMM_MEM_DISABLE_MULTICAST", "NVSHMEM_DISABLE_NVLS"])
+    inherit_env: list[str] = field(default_factory=lambda: list(INHERIT_ENV))
     venv_on_path: bool = True
 
 

@@ -1,10 +1,11 @@
 """GEMM kernel probe: fixed-M repeatability and M-invariance of one projection, inside an arm's image.
 
-Standalone: stdlib + torch only, nothing of the orchestrator (it is shipped into containers and run on
-machines that have only torch). Run it as a file or as `python3 -c SOURCE`:
+Standalone: stdlib + torch and the shared harness.py, nothing else of the orchestrator (it is shipped into
+containers and run on machines that have only torch, bundled with harness.py by `probes.bundle`). From the
+repository root:
 
-    python3 gemm.py --spec '{"shapes": {"q_proj": [4096, 4096]}, "m": [1, 2, 64], "repeats": 30}'
-    python3 gemm.py --spec-file spec.json        (or --spec - to read the JSON from stdin)
+    python3 -m orchestrator.probes.gemm --spec '{"shapes": {"q_proj": [4096, 4096]}, "m": [1, 2, 64]}'
+    python3 -m orchestrator.probes.gemm --spec-file spec.json     (or --spec - to read the JSON from stdin)
 
 It prints JSON lines: one {"kind": "env"} header, one {"kind": "cell"} per (shape, arm, M), one
 {"kind": "done"} footer. A cell never crashes the probe: an arm the device cannot run is a cell with
@@ -36,18 +37,25 @@ with a float64 reference computed from the dequantized inputs and the intended s
 
 from __future__ import annotations
 
-import argparse
-import ctypes
-import hashlib
-import json
-import math
-import platform
 import sys
 import time
-from collections.abc import Callable
 from typing import Any
 
 import torch
+
+from orchestrator.probes.harness import (
+    Call,
+    Emit,
+    Output,
+    Unsupported,
+    environment,
+    parse_spec,
+    pick_device,
+    print_json,
+    sweep_m,
+    sync,
+    ulps,
+)
 
 DEFAULT_M = [1, 2, 3, 4, 8, 9, 16, 32, 64, 128, 256, 740, 1024, 4096, 5571]
 ARMS = ("bf16", "fp32", "fp8_tensor", "fp8_rowwise", "fp8_block", "fp8_block_ue8m0", "fp8_block_rowmajor")
@@ -67,41 +75,6 @@ DEFAULTS = {
     "mode": "all",  # all | repeats | m_invariance
     "layout_tolerance_ulps": 4.0,  # vs float64 beyond this: the scale layout (or the kernel) is wrong
 }
-
-
-# --- digests -----------------------------------------------------------------------------------
-_INT_VIEW = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}
-
-
-def bits(t: torch.Tensor) -> torch.Tensor:
-    """The output's bits as integers of the same width (bf16 -> int16): compared and hashed bitwise."""
-    return t.contiguous().view(_INT_VIEW[t.element_size()])
-
-
-def digest(t: torch.Tensor) -> str:
-    """sha256 of the full output's bits (copied to the CPU), without numpy."""
-    host = bits(t.detach()).cpu().contiguous()
-    size = host.numel() * host.element_size()
-    buffer = (ctypes.c_char * size).from_address(host.data_ptr()) if size else b""
-    return hashlib.sha256(memoryview(buffer)).hexdigest()[:16]
-
-
-def same_bits(a: torch.Tensor, b: torch.Tensor) -> bool:
-    """Bitwise equality on the tensors' own device (no copy to the host)."""
-    return a.shape == b.shape and bool(torch.equal(bits(a), bits(b)))
-
-
-def bf16_ulp(magnitude: float) -> float:
-    """One bf16 ulp at this magnitude (8 significant bits)."""
-    if not magnitude > 0 or not math.isfinite(magnitude):
-        return 2.0 ** -133
-    return 2.0 ** (math.floor(math.log2(magnitude)) - 7)
-
-
-def ulps(a: torch.Tensor, b: torch.Tensor, scale_of: torch.Tensor) -> float:
-    """max|a - b| in bf16 ulps at the magnitude of max|scale_of|."""
-    diff = (a.double() - b.double()).abs().max().item()
-    return diff / bf16_ulp(scale_of.double().abs().max().item())
 
 
 # --- inputs and quantization --------------------------------------------------------------------
@@ -277,100 +250,28 @@ def build(arm: str, ops: Operands, m: int, backend: str, device: torch.device) -
     raise Unsupported(" | ".join(errors))
 
 
-class Unsupported(Exception):
-    pass
-
-
-def sync(device: torch.device) -> None:
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-
-
-# --- one cell ------------------------------------------------------------------------------------
-def run_cell(gemm: Gemm, first: torch.Tensor, spec: dict[str, Any], device: torch.device) -> dict[str, Any]:
-    repeats = int(spec["repeats"]) if spec["mode"] != "m_invariance" else 1
-    perturb = bool(spec["perturb_allocator"])
-    digests = [digest(first)]
-    divergent = 0
-    ptrs = {first.data_ptr()}
-    held: list[torch.Tensor] = []  # the allocator perturbation, alive across one call
-    compare_s = 0.0
-    sync(device)
-    start = time.perf_counter()
-    for r in range(1, repeats):
-        if perturb:  # hold an extra block of varying size across the next call: new addresses
-            held.append(torch.empty(((r * 7919) % 61 + 1) * 65536, dtype=torch.uint8, device=device))
-        out = gemm.run()
-        sync(device)
-        t0 = time.perf_counter()
-        same = same_bits(out, first)
-        compare_s += time.perf_counter() - t0
-        ptrs.add(out.data_ptr())
-        if not same:
-            divergent += 1
-            d = digest(out)
-            if d not in digests:
-                digests.append(d)
-        del out
-        held.clear()
-    device_loop_s = time.perf_counter() - start
-    hash_repeats = min(int(spec["hash_repeats"]), repeats) if spec["mode"] != "m_invariance" else 0
-    hash_digests = []
-    start = time.perf_counter()
-    for _ in range(hash_repeats):  # the classic check: every output to the host and hashed
-        hash_digests.append(digest(gemm.run()))
-    hash_loop_s = time.perf_counter() - start
-    hash_divergent = sum(d != digests[0] for d in hash_digests)
-    per_device = device_loop_s / max(repeats - 1, 1)
-    per_hash = hash_loop_s / hash_repeats if hash_repeats else None
-    return {
-        "repeats": repeats, "distinct_digests": len(digests), "divergent_repeats": divergent,
-        "first_digest": digests[0], "digests": digests, "out_ptrs_distinct": len(ptrs),
-        "hash_repeats": hash_repeats, "hash_divergent": hash_divergent,
-        "hash_distinct_digests": len(set(hash_digests) | {digests[0]}) if hash_digests else None,
-        "device_loop_s": device_loop_s, "device_compare_s": compare_s, "hash_loop_s": hash_loop_s,
-        "device_s_per_call": per_device if repeats > 1 else None, "hash_s_per_call": per_hash,
-        "speedup_per_call": (per_hash / per_device) if per_hash and repeats > 1 and per_device > 0 else None,
-    }
-
-
-def probe(spec: dict[str, Any], emit: Callable[[dict[str, Any]], None]) -> None:
-    device = torch.device(("cuda" if torch.cuda.is_available() else "cpu") if spec["device"] == "auto"
-                          else spec["device"])
+def probe(spec: dict[str, Any], emit: Emit) -> None:
+    device = pick_device(spec["device"])
     emit({"kind": "env", **environment(device), "spec": spec})
     started = time.perf_counter()
     ms = sorted(set(int(m) for m in spec["m"]))
-    m_max = max(ms)
     for shape, (k, n) in spec["shapes"].items():
-        ops = Operands(int(k), int(n), m_max, int(spec["seed"]), device)
+        ops = Operands(int(k), int(n), max(ms), int(spec["seed"]), device)
         for arm in spec["arms"]:
-            row0_ref: tuple[int, torch.Tensor] | None = None  # (M, row 0): M=1, else the smallest M that ran
-            for m in sorted(set(ms) | {1}):  # M=1 is the reference row 0, measured even if not asked
-                cell = {"kind": "cell", "shape": shape, "op": "gemm", "arm": arm, "M": m, "N": int(n), "K": int(k),
-                        "seed": int(spec["seed"]), "device": str(device),
-                        "perturb_allocator": bool(spec["perturb_allocator"]),
-                        "mode": spec["mode"], **_arm_facts(arm), "negative_control": arm == "fp8_block_rowmajor"}
-                t0 = time.perf_counter()
-                try:
-                    gemm, first, note = build(arm, ops, m, spec["backend"], device)
-                except Unsupported as exc:
-                    if m in ms:
-                        emit({**cell, "unsupported": str(exc), "wall_s": time.perf_counter() - t0})
-                    continue
-                cell.update(impl=gemm.impl, kernel_layout=gemm.kernel_layout, note=note, unsupported=None)
-                if row0_ref is None:
-                    row0_ref = (m, first[0].clone())
-                if m not in ms:
-                    del gemm, first
-                    continue
-                cell.update(run_cell(gemm, first, spec, device))
-                cell.update(_invariance(gemm, first, row0_ref, spec))
-                cell["wall_s"] = time.perf_counter() - t0
-                emit(cell)
-                del gemm, first
+            base = {"shape": shape, "op": "gemm", "arm": arm, "N": int(n), "K": int(k), "seed": int(spec["seed"]),
+                    "device": str(device), "perturb_allocator": bool(spec["perturb_allocator"]), "mode": spec["mode"],
+                    **_arm_facts(arm), "negative_control": arm == "fp8_block_rowmajor"}
+            def bind(m: int, arm: str = arm, ops: Operands = ops) -> tuple[Call, Output, dict[str, Any]]:
+                gemm, first, note = build(arm, ops, m, spec["backend"], device)
+                return gemm.run, first, {"impl": gemm.impl, "kernel_layout": gemm.kernel_layout, "note": note}
+
+            def extra(call: Call, first: Output) -> dict[str, Any]:
+                gemm = call.__self__  # type: ignore[attr-defined]  # bind's call is the Gemm's bound run
+                assert isinstance(first, torch.Tensor)
+                return _versus_float64(gemm, first, spec)
+
+            sweep_m(ms, base, bind, spec, device, emit, extra)
         del ops
-        if device.type == "cuda":
-            torch.cuda.empty_cache()
     emit({"kind": "done", "wall_s": time.perf_counter() - started})
 
 
@@ -384,72 +285,27 @@ def _arm_facts(arm: str) -> dict[str, Any]:
     return {"dtype": dtype, "scale_layout": layout, "scale_values": values, "scale_storage": storage}
 
 
-def _invariance(gemm: Gemm, first: torch.Tensor, row0_ref: tuple[int, torch.Tensor] | None,
-                spec: dict[str, Any]) -> dict[str, Any]:
-    """Row 0 against the same arm at M=1 (or, where M=1 is unsupported, the smallest M that ran:
-    `row0_ref_m` says which), and rows 0 and M-1 against the float64 reference."""
+def _versus_float64(gemm: Gemm, first: torch.Tensor, spec: dict[str, Any]) -> dict[str, Any]:
+    """Rows 0 and M-1 against the float64 reference from the dequantized inputs and intended scales."""
     out: dict[str, Any] = {}
-    row0 = first[0]
-    if row0_ref is not None:
-        out["row0_ref_m"] = row0_ref[0]
-        out["row0_bits_equal_m1"] = same_bits(row0, row0_ref[1])
-        out["row0_max_ulps_vs_m1"] = ulps(row0, row0_ref[1], row0)
     rows = sorted({0, gemm.m - 1})
     ref = gemm.reference_rows(rows)
     out["max_ulps_vs_float64"] = max(ulps(first[r], ref[i], ref[i]) for i, r in enumerate(rows))
-    out["row0_ulps_vs_float64"] = ulps(row0, ref[0], ref[0])
+    out["row0_ulps_vs_float64"] = ulps(first[0], ref[0], ref[0])
     out["layout_ok"] = out["max_ulps_vs_float64"] <= float(spec["layout_tolerance_ulps"])
     out["flagged"] = not out["layout_ok"]
     return out
 
 
-def environment(device: torch.device) -> dict[str, Any]:
-    env: dict[str, Any] = {"python": platform.python_version(), "torch": torch.__version__,
-                           "cuda": torch.version.cuda,
-           "device": str(device), "gpu": None, "capability": None, "host": platform.node()}
-    if device.type == "cuda":
-        env["gpu"] = torch.cuda.get_device_name(device)
-        env["capability"] = "{}.{}".format(*torch.cuda.get_device_capability(device))
-    else:
-        env["threads"] = torch.get_num_threads()
-    return env
-
-
-def parse_spec(argv: list[str]) -> dict[str, Any]:
-    parser = argparse.ArgumentParser(prog="gemm.py", description=__doc__.split("\n")[0] if __doc__ else None)
-    parser.add_argument("--spec", help=f"JSON object (keys: {', '.join(DEFAULTS)}), or - for stdin")
-    parser.add_argument("--spec-file", help="a file holding the JSON spec")
-    args = parser.parse_args(argv)
-    text = "{}"
-    if args.spec_file:
-        with open(args.spec_file, encoding="utf-8") as handle:
-            text = handle.read()
-    elif args.spec == "-":
-        text = sys.stdin.read()
-    elif args.spec:
-        text = args.spec
-    given = json.loads(text)
-    unknown = sorted(set(given) - set(DEFAULTS))
-    if unknown:
-        parser.error(f"unknown spec key(s) {unknown}; known: {sorted(DEFAULTS)}")
-    spec = {**DEFAULTS, **given}
+def main(argv: list[str] | None = None) -> int:
+    spec = parse_spec("gemm.py", DEFAULTS, sys.argv[1:] if argv is None else argv)
     bad = [a for a in spec["arms"] if a not in ARMS]
     if bad:
-        parser.error(f"unknown arm(s) {bad}; known: {list(ARMS)}")
+        raise SystemExit(f"gemm.py: unknown arm(s) {bad}; known: {list(ARMS)}")
     if spec["mode"] not in ("all", "repeats", "m_invariance") or \
             spec["backend"] not in ("auto", "scaled_mm", "emulate"):
-        parser.error("mode must be all|repeats|m_invariance; backend auto|scaled_mm|emulate")
-    return spec
-
-
-def main(argv: list[str] | None = None) -> int:
-    spec = parse_spec(sys.argv[1:] if argv is None else argv)
-
-    def emit(row: dict[str, Any]) -> None:
-        sys.stdout.write(json.dumps(row, sort_keys=True) + "\n")
-        sys.stdout.flush()
-
-    probe(spec, emit)
+        raise SystemExit("gemm.py: mode must be all|repeats|m_invariance; backend auto|scaled_mm|emulate")
+    probe(spec, print_json)
     return 0
 
 

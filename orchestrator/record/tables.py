@@ -21,7 +21,7 @@ import pyarrow.parquet as pq
 from orchestrator.errors import RecordError
 from orchestrator.record.paths import RunPaths, atomic_write_bytes
 
-SCHEMA_VERSION = "2"  # 2: request_id, attempt, role (responses), attempt (arms)
+SCHEMA_VERSION = "3"  # 2: request_id, attempt, role (responses), attempt (arms); 3: probes' op columns
 
 _TOP = pa.struct([("token", pa.string()), ("logprob", pa.float64())])
 _PROMPT_TOP = pa.struct([("token_id", pa.int64()), ("token", pa.string()), ("logprob", pa.float64()),
@@ -94,6 +94,8 @@ PROBES = pa.schema([
     ("device_loop_s", pa.float64()), ("device_compare_s", pa.float64()), ("hash_loop_s", pa.float64()),
     ("device_s_per_call", pa.float64()), ("hash_s_per_call", pa.float64()), ("speedup_per_call", pa.float64()),
     ("wall_s", pa.float64()),
+    # ops probes (orchestrator/probes/ops.py): context tokens, the harness's controls, the preset's expectation
+    ("context", pa.int64()), ("control", pa.string()), ("expect_invariant", pa.bool_()), ("params", pa.string()),
 ])
 
 SCHEMAS = {"responses": RESPONSES, "logs": LOGS, "arms": ARMS, "probes": PROBES}

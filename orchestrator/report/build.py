@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from orchestrator.analysis.attribution import attribute
 from orchestrator.analysis.compare import NEAR_TIE_GAP, arms_summary, compare
 from orchestrator.analysis.explorer import MAX_BRANCHES
 from orchestrator.analysis.failures import ArmFailure, arm_failures
@@ -40,10 +41,11 @@ def build(paths: RunPaths, study: str, run_id: str, baseline: str | None,
     failed = failures(records)
     missing = incomplete(records[0], expected_requests_per_arm, planned_arms, _not_sent(comparison, sample_size)) \
         if len(records) == 1 else []
-    report = StudyReport(study=study, run_id=run_id, baseline=baseline, arms=arms_summary(records),
+    arms = arms_summary(records)
+    probes = read_table(paths, "probes").to_pylist()  # recorded in this run dir (orchestrator probe --out RUN_DIR)
+    report = StudyReport(study=study, run_id=run_id, baseline=baseline, arms=arms,
                          comparison=comparison, guard=read_guard(paths), sweep=sweep or None, failures=failed,
-                         # kernel probes recorded in this run dir (orchestrator probe --out RUN_DIR)
-                         probes=read_table(paths, "probes").to_pylist(),
+                         probes=probes, attribution=attribute(comparison, arms, probes),
                          headline=[*missing, *sentences(comparison, [f.arm for f in failed], near_tie_gap),
                                    *headline.sample_size(comparison, sample_size)],
                          gate=gate_verdict(comparison, gate), environment=environment(records, paths, host),

@@ -13,7 +13,7 @@ from orchestrator.report import explorer_md
 from orchestrator.report.environment import markdown_section as environment_section
 from orchestrator.report.guard import markdown_section
 from orchestrator.report.headline import stopped_rate
-from orchestrator.report.probes import render_markdown
+from orchestrator.report.probes import render_attribution, render_markdown
 
 if TYPE_CHECKING:
     from orchestrator.report.model import StudyReport
@@ -183,6 +183,8 @@ def details(report: StudyReport) -> list[str]:
             out += _table([*first, "prompt", "verdict", "first differing token", "max prompt logprob diff"], [
                 [*(getattr(r, k) for k in first), r.prompt_id, r.verdict,
                  _num(r.first_divergent_position, "d"), _num(r.max_prompt_logprob_diff)] for r in rows])
+    if report.attribution:
+        out += [render_attribution(report.attribution), ""]
     if report.probes:
         out += [render_markdown(report.probes), ""]
     if result.pooled:

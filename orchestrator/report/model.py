@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from orchestrator.analysis.attribution import Attribution
 from orchestrator.analysis.failures import ArmFailure
 from orchestrator.analysis.results import ArmSummary, Comparison
 from orchestrator.guard.results import GuardResult
@@ -22,6 +23,7 @@ class StudyReport:
     guard: GuardResult | None = None
     failures: list[ArmFailure] = field(default_factory=list)  # arms that failed: where and why
     probes: list[dict[str, Any]] = field(default_factory=list)  # rows of the `probes` table
+    attribution: list[Attribution] = field(default_factory=list)  # batch-variant ops, per diverging arm
     sweep: dict[str, Any] | None = None  # sweep/callback.py's summary
     headline: list[str] = field(default_factory=list)  # one sentence per question (report/headline.py)
     gate: GateVerdict = field(default_factory=lambda: GateVerdict("not set"))
@@ -41,6 +43,8 @@ class StudyReport:
             out["guard"] = self.guard.to_json()
         if self.probes:
             out["probes"] = self.probes
+        if self.attribution:
+            out["attribution"] = [asdict(a) for a in self.attribution]
         if self.sweep:
             out["sweep"] = self.sweep
         return out

@@ -1,11 +1,14 @@
-"""The kernel probes' section of a report (RUN/probes.md and report.md): one line per cell, then the summary."""
+"""The kernel probes' sections of a report (RUN/probes.md and report.md): GEMM, one line per cell then the
+summary; the ops probes (report/probe_ops.py)."""
 
 from __future__ import annotations
 
 from typing import Any
 
+from orchestrator.analysis.attribution import Attribution
 from orchestrator.analysis.probes import summarize
 from orchestrator.analysis.stats import POOLED_ASSUMPTION
+from orchestrator.report.probe_ops import render_ops
 
 
 def _fmt(value: Any, digits: int = 3) -> str:
@@ -19,7 +22,15 @@ def _fmt(value: Any, digits: int = 3) -> str:
 
 
 def render_markdown(rows: list[dict[str, Any]]) -> str:
-    """The probes section of a report: one line per cell (process 1), then the summary."""
+    """The probes sections of a report: GEMM rows, then the ops rows."""
+    gemm = [r for r in rows if r.get("op") in (None, "gemm")]
+    ops = [r for r in rows if r.get("op") not in (None, "gemm")]
+    sections = ([render_gemm(gemm)] if gemm or not ops else []) + ([render_ops(ops)] if ops else [])
+    return "\n".join(sections)
+
+
+def render_gemm(rows: list[dict[str, Any]]) -> str:
+    """The GEMM probes' section: one line per cell (process 1), then the summary."""
     if not rows:
         return "## Kernel probes (GEMM)\n\nNo probe rows.\n"
     s = summarize(rows)
@@ -62,3 +73,22 @@ def render_markdown(rows: list[dict[str, Any]]) -> str:
               f"{_fmt(s.speedup_min)} to {_fmt(s.speedup_max)} (largest cell: {_fmt(s.speedup_largest_cell)})",
               ""]
     return "\n".join(lines)
+
+
+def render_attribution(found: list[Attribution]) -> str:
+    """A line per arm whose batched cells diverge while its sequential cells agree: the ops measured
+    batch-variant in its image, as candidate causes."""
+    lines = ["## Candidate causes (kernel probes)", ""]
+    for a in found:
+        said = f"- arm `{a.arm}`: batched phase(s) {', '.join(a.batched_phases)} diverge while its sequential " \
+               f"cells agree. "
+        if a.candidates:
+            ops = "; ".join(f"{v.op} `{v.shape}` arm {v.arm}" + (f", context {v.context}" if v.context else "")
+                            + f" (row 0 changes at M {','.join(map(str, v.ms_row0_differs))})" for v in a.candidates)
+            said += f"Measured batch-variant in its image {a.image}: {ops}. A candidate cause, not proof: the " \
+                    "probes ran synthetic inputs outside the engine, which may not call these kernels at these sizes."
+        else:
+            said += f"None of the {a.ops_probed} op(s) probed in its image {a.image} was batch-variant: the cause " \
+                    "lies outside what was probed."
+        lines.append(said)
+    return "\n".join(lines) + "\n"

@@ -1,10 +1,14 @@
-"""Kernel probes: ship orchestrator/probes/gemm.py into an arm's image (or run it as a local process)
-through the runtime, and record what it printed.
+"""Kernel probes: ship orchestrator/probes/gemm.py or ops.py (bundled with the harness, `probes.bundle`) into
+an arm's image (or run it as a local process) through the runtime, and record what it printed.
 
 The probe runs `processes` times with the same spec and seed, each in a fresh process (a fresh container
 in Docker), and the rows say per cell whether the processes' first outputs agree. Each process's raw
 JSON lines are kept in RUN/probes-raw-N.jsonl; the rows land in the `probes` Parquet table (RUN/data/probes)
-and report/probes.py renders RUN/probes.md from them.
+and report/probes.py renders RUN/probes.md from every probe row of the run dir. `orchestrator probe` exits 3
+when an op its preset marks `expect_invariant` was not (or a must-vary control did not vary).
+
+A study's run dir may hold probe rows too (`orchestrator probe --arm ARM --out RUN_DIR`): its report then
+names the ops measured batch-variant in the image of an arm whose batched cells diverge (report/attribution.py).
 """
 
 from __future__ import annotations
@@ -20,11 +24,11 @@ from pathlib import Path
 from typing import Any
 
 from orchestrator import probes
-from orchestrator.analysis.probes import ProbeSummary, summarize
+from orchestrator.analysis.probes import ProbeSummary, gate_failures, summarize
 from orchestrator.analysis.stats import divergence_bound
-from orchestrator.config.compose import PROJECT_ROOT
+from orchestrator.config.locations import INHERIT_ENV, PROJECT_ROOT
 from orchestrator.config.probe import ProbeConfig
-from orchestrator.errors import ConfigError, RuntimeFailure
+from orchestrator.errors import ConfigError, ExitStatus, RuntimeFailure
 from orchestrator.record.paths import RunPaths, atomic_write_text
 from orchestrator.runtime.spec import Runtime, run_labels
 
@@ -32,17 +36,17 @@ LOCAL = "local"  # the "image" of a probe run as a local process
 
 
 def run_probe(config: ProbeConfig, runtime: Runtime, run_id: str, local: bool = False) -> list[str]:
-    """Each process's stdout (JSON lines). Docker: a fresh container of the preset's image per process,
-    gemm.py passed as `python3 -c SOURCE`, no network, the preset's GPUs. Local: this interpreter."""
+    """Each process's stdout (JSON lines). Docker: a fresh container of the preset's image per process, the
+    probe bundled as `python3 -c SOURCE`, no network, the preset's GPUs. Local: this interpreter."""
     if not local and not config.image:
         raise ConfigError("the probe needs an image to run in Docker: set image (or --image/--arm), "
                           "or pass --local to run it as a process here")
-    argv = ["-c", probes.source("gemm"), "--spec", json.dumps(config.spec())]
+    argv = ["-c", probes.bundle(config.probe), "--spec", json.dumps(config.spec())]
     entrypoint = [sys.executable if local else "python3"]
     image = LOCAL if local else str(config.image)
     outputs = []
     for index in range(config.processes):
-        result = runtime.run_oneshot(image, argv, run_labels(run_id, purpose=f"gemm-{index + 1}"), entrypoint,
+        result = runtime.run_oneshot(image, argv, run_labels(run_id, purpose=f"{config.probe}-{index + 1}"), entrypoint,
                                      config.timeout_s, env=config.env, gpus=config.gpus if not local else "all")
         if result.exit_code != 0:
             raise RuntimeFailure(f"the probe in {image} exited {result.exit_code}: {result.output.strip()[-2000:]}")
@@ -94,16 +98,19 @@ def _key(cell: Mapping[str, Any]) -> tuple[Any, ...]:
     return cell["shape"], cell["arm"], cell["M"], cell.get("perturb_allocator")
 
 
-def record(paths: RunPaths, rows: list[dict[str, Any]], outputs: list[str]) -> None:
-    from orchestrator.record.tables import TableWriter
+def record(paths: RunPaths, rows: list[dict[str, Any]], outputs: list[str], kind: str = "gemm") -> None:
+    """Raw outputs (probes-raw-N.jsonl for GEMM, probes-ops-raw-N.jsonl for ops), the rows appended to the
+    probes table, and RUN/probes.md from every probe row the run dir holds (GEMM and ops alike)."""
+    from orchestrator.record.tables import TableWriter, read_table
     from orchestrator.report.probes import render_markdown
 
+    prefix = "probes" if kind == "gemm" else f"probes-{kind}"
     for index, output in enumerate(outputs, start=1):
-        atomic_write_text(paths.root / f"probes-raw-{index}.jsonl", output)
-    with TableWriter(paths, "probes", "probes", flush_rows=4096, flush_s=3600) as writer:
+        atomic_write_text(paths.root / f"{prefix}-raw-{index}.jsonl", output)
+    with TableWriter(paths, "probes", prefix, flush_rows=4096, flush_s=3600) as writer:
         for row in rows:
             writer.append(row)
-    atomic_write_text(paths.root / "probes.md", render_markdown(rows))
+    atomic_write_text(paths.root / "probes.md", render_markdown(read_table(paths, "probes").to_pylist()))
 
 
 @dataclass
@@ -124,20 +131,27 @@ def probe(config: ProbeConfig, runtime: Runtime, out: Path | None, local: bool,
     run_id = f"probe-{config.name}-{stamp}-{os.getpid()}"
     outputs = [p.read_text(encoding="utf-8") for p in ingest] if ingest else run_probe(config, runtime, run_id, local)
     rows = rows_from_outputs(outputs, config.name, run_id, None if local or ingest else config.image)
-    record(paths, rows, outputs)
+    record(paths, rows, outputs, config.probe)
     return ProbeRun(paths, rows, summarize(rows))
 
 
 def probe_verb(config: ProbeConfig, docker_host: str | None, out: Path | None, local: bool,
                ingest: list[Path] | None, print_spec: bool) -> int:
-    """`orchestrator probe`: run (or ingest) the probes, print the table and where the record went."""
-    from orchestrator.config.arms import runtime_named
+    """`orchestrator probe`: run (or ingest) the probes, print the table and where the record went; 3 when an
+    op expected invariant was not (`analysis.probes.gate_failures`)."""
     from orchestrator.report.probes import render_markdown
+    from orchestrator.runtime import make_runtime
 
     if print_spec:
         print(json.dumps(config.spec()))
         return 0
-    run = probe(config, runtime_named("process" if local or ingest else "docker", docker_host), out, local, ingest)
+    # the runtime as RuntimeConfig's defaults make it, without the Hydra schema (absent on a GPU machine)
+    runtime = make_runtime("process" if local or ingest else "docker", docker_host=docker_host,
+                           inherit_env=INHERIT_ENV, workdir=PROJECT_ROOT)
+    run = probe(config, runtime, out, local, ingest)
     print(render_markdown(run.rows))
     print(f"Record: {run.paths.table('probes')}\nReport: {run.paths.root / 'probes.md'}")
-    return 0
+    failed = gate_failures(run.rows)
+    for line in failed:
+        print(f"GATE: {line}", file=sys.stderr)
+    return ExitStatus.GATE_FAILED if failed else ExitStatus.OK

@@ -27,3 +27,38 @@ def test_probe_in_the_reference_image(tmp_path: Path) -> None:
         assert row["flagged"] == row["negative_control"], row
     assert any(r["row0_bits_equal_m1"] is False for r in rows if r["arm"] == "fp32")
     assert "## Kernel probes" in (tmp_path / "probes.md").read_text()
+
+
+def test_ops_preset_in_the_reference_image(tmp_path: Path) -> None:
+    result = orchestrator("probe", "--preset", "ops_cpu_small", "--arm", "reference", "--out", str(tmp_path),
+                          timeout_s=600)
+    assert result.returncode == 0, result.stderr[-3000:]  # every op the preset expects invariant was
+    rows = pq.read_table(tmp_path / "data" / "probes").to_pylist()
+    assert {r["op"] for r in rows} == {"decode_attention", "prefill_attention", "rmsnorm", "log_softmax_topk",
+                                       "moe_grouped_gemm", "control_must_vary", "control_must_not_vary"}
+    assert all(r["image"] == "orchestrator/reference-engine:0.1.0" and r["process"] in (1, 2) for r in rows)
+    assert all(r["distinct_digests"] > 1 for r in rows if r["control"] == "must_vary")
+    assert all(r["distinct_digests"] == 1 and r["row0_bits_equal_m1"] for r in rows if r["control"] == "must_not_vary")
+    text = (tmp_path / "probes.md").read_text()
+    assert "## Kernel probes (ops)" in text and "### moe_grouped_gemm" in text
+    assert (tmp_path / "probes-ops-raw-2.jsonl").is_file()
+
+
+def test_a_batch_variant_arm_names_the_ops_measured_batch_variant_in_its_image(tmp_path: Path) -> None:
+    """The study's batched cells diverge in arm `variant` (batch invariance off) and not in `invariant`; the
+    GEMM probe in their image (fp32 on the CPU: row 0 changes with M) is recorded in the run dir, and the
+    report names it for `variant` only, as a candidate cause."""
+    study = orchestrator("run", f"hydra.run.dir={tmp_path}", "study=batch_invariance")
+    assert study.returncode == 0, study.stderr[-3000:]
+    assert "Candidate causes" not in (tmp_path / "report.md").read_text()  # no probes recorded yet
+    probe = orchestrator("probe", "--preset", "cpu_small", "--arm", "reference_batch_variant", "--out", str(tmp_path),
+                         "--set", "arms=[fp32, bf16]", "--set", "shapes={tiny: [256, 256]}", "--set", "m=[1, 2, 8]",
+                         "--set", "processes=1", timeout_s=600)
+    assert probe.returncode == 0, probe.stderr[-3000:]
+    compare = orchestrator("compare", str(tmp_path))
+    assert compare.returncode == 0, compare.stderr[-3000:]
+    report = (tmp_path / "report.md").read_text()
+    [line] = [ln for ln in report.splitlines() if ln.startswith("- arm `")]
+    assert line.startswith("- arm `variant`: batched phase(s) concurrent diverge"), line
+    assert "gemm `tiny` arm fp32 (row 0 changes at M 2,8)" in line and "candidate cause, not proof" in line
+    assert "`invariant`" not in report.split("## Candidate causes")[1].split("\n## ")[0]

@@ -28,8 +28,8 @@ SPEC = {"shapes": {"tiny": [256, 256]}, "m": [1, 2, 3, 8], "repeats": 4, "hash_r
 
 
 def run_probe(**spec: Any) -> list[dict[str, Any]]:
-    done = subprocess.run([sys.executable, str(probes.PROBES_DIR / 'gemm.py'), "--spec", json.dumps({**SPEC, **spec})],
-                          capture_output=True, text=True, timeout=300)
+    done = subprocess.run([sys.executable, "-c", probes.bundle("gemm"), "--spec", json.dumps({**SPEC, **spec})],
+                          capture_output=True, text=True, timeout=300, cwd="/")  # as shipped: no checkout
     assert done.returncode == 0, done.stderr[-2000:]
     return [json.loads(line) for line in done.stdout.splitlines()]
 
