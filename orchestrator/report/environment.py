@@ -81,14 +81,14 @@ def _placement(row: dict[str, Any]) -> str | None:
 
 
 def side_by_side(arms: list[ArmEnvironment]) -> str | None:
-    """The report's line on which arms ran at the same time (study.parallel_arms), wave by wave."""
+    """The report's line on which arms ran at the same time (study.parallel_arms), wave by wave, and where."""
     waves: dict[int, list[ArmEnvironment]] = {}
     for arm in arms:
         if arm.wave is not None:
             waves.setdefault(arm.wave, []).append(arm)
     if not waves:
         return None
-    return "Arms side by side (study.parallel_arms; the arms of a wave ran at the same time): " + "; ".join(
+    return "Placement (study.parallel_arms; the arms of a wave ran at the same time): " + "; ".join(
         f"wave {n}: " + ", ".join(f"{a.arm} ({a.placement})" for a in waves[n]) for n in sorted(waves)) + "."
 
 

@@ -90,7 +90,7 @@ class StudyRunner:
         with self.progress:
             todo = [(name, arm) for name, arm in self.config.arms.items()
                     if self.resume is None or name in self.resume.groups]  # the others are complete
-            if placement.is_parallel(self.config):
+            if placement.uses_placement(self.config):
                 self._run_waves(self.placements([name for name, _ in todo]), prompts)
                 return
             for (name, arm), upcoming in zip(todo, [*todo[1:], None], strict=True):

@@ -168,8 +168,10 @@ def parallel_limit(config: Config) -> int | None:
     return None if str(value) == "auto" else int(value)
 
 
-def is_parallel(config: Config) -> bool:
-    return str(config.study.parallel_arms) != "1"
+def uses_placement(config: Config) -> bool:
+    """Arms side by side, or arms that ask for cores or a GPU count (placed also one at a time)."""
+    return str(config.study.parallel_arms) != "1" or any(
+        arm.cpus or arm.gpu_count for arm in config.arms.values())
 
 
 def study_hosts(config: Config) -> list[str]:

@@ -46,8 +46,9 @@ def render(config: Config) -> str:
 
 
 def wave_lines(config: Config) -> list[str]:
-    """study.parallel_arms: which arms run at the same time, where, from the engines' inventories."""
-    if not placement.is_parallel(config):
+    """study.parallel_arms (or arms that ask for cores or a GPU count): which arms run at the same time, where,
+    from the engines' inventories."""
+    if not placement.uses_placement(config):
         return []
     try:
         waves = placement.waves(config, lambda host: runtime_for(

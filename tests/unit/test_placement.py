@@ -130,7 +130,7 @@ def test_a_study_runs_its_arms_side_by_side_and_records_where(tmp_path: Path) ->
 
 def test_a_limit_of_one_at_a_time_runs_in_waves(tmp_path: Path) -> None:
     typed = study("study.parallel_arms=1")
-    assert not placement.is_parallel(typed)
+    assert not placement.uses_placement(typed)
     typed = study("study.parallel_arms=auto", "arms.baseline.cpus=2", "arms.wide_batch.cpus=2")
     paths = RunPaths(tmp_path / "run")
     runner = StudyRunner(typed, paths, "run-waves", fake_runtime(Inventory(cpus=(0, 1))), say=lambda _: None)
