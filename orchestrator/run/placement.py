@@ -78,7 +78,9 @@ def _size_bytes(text: str | None) -> int:
     match = re.fullmatch(r"\s*(\d+)\s*([bkmgt]?)b?\s*", text.lower())
     if match is None:
         return 0  # config/validate.py refuses it before this runs
-    return int(match.group(1)) * 1024 ** "bkmgt".index(match.group(2) or "b")
+    number: int = int(match.group(1))
+    power: int = "bkmgt".index(match.group(2) or "b")
+    return number * 1024 ** power
 
 
 def needs_of(name: str, arm: ArmConfig) -> Needs:

@@ -120,8 +120,8 @@ def test_a_study_runs_its_arms_side_by_side_and_records_where(tmp_path: Path) ->
     assert any("wave 1/1: baseline, wide_batch at the same time" in line for line in said)
     # both arms' requests interleave in time: they really ran at once
     rows = read_table(paths, "responses", columns=["arm", "send_ns"]).to_pylist()
-    spans = {arm: (min(r["send_ns"] for r in rows if r["arm"] == arm), max(r["send_ns"] for r in rows if r["arm"] == arm))
-             for arm in arms}
+    sends = {arm: [r["send_ns"] for r in rows if r["arm"] == arm] for arm in arms}
+    spans = {arm: (min(times), max(times)) for arm, times in sends.items()}
     assert spans["baseline"][0] < spans["wide_batch"][1] and spans["wide_batch"][0] < spans["baseline"][1]
     text = "\n".join(markdown_section(environment([paths], paths, None)))
     assert "wave 1: baseline (local, GPU GPU-0000, cores 0), wide_batch (local, GPU GPU-0001, GPU-0002, cores 1)" \
