@@ -80,7 +80,7 @@ def _size_bytes(text: str | None) -> int:
         return 0  # config/validate.py refuses it before this runs
     number: int = int(match.group(1))
     power: int = "bkmgt".index(match.group(2) or "b")
-    return number * 1024 ** power
+    return number << (10 * power)
 
 
 def needs_of(name: str, arm: ArmConfig) -> Needs:
