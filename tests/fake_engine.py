@@ -20,7 +20,7 @@ from collections.abc import Mapping
 import httpx
 
 from orchestrator.runtime.fake import FakeRuntime, FakeServer
-from orchestrator.runtime.spec import ContainerSpec, ExecResult
+from orchestrator.runtime.spec import ContainerSpec, ExecResult, Inventory
 
 VERSION = "0.0.fake"
 KNOBS = {"flags": ["--served-model-name", "--seed", "--max-num-seqs", "--max-model-len", "--fused-finalize",
@@ -117,7 +117,7 @@ def _idle(spec: ContainerSpec) -> FakeServer:
     return FakeServer(handler=lambda request: httpx.Response(404), log=["idle"])
 
 
-def fake_runtime() -> FakeRuntime:
+def fake_runtime(inventory: Inventory | None = None) -> FakeRuntime:
     images = {"fake-engine": engine(), "fake-noisy": engine(noisy=True), "fake-crash": _crash, "fake-dying": _dying,
               "fake-refusing": _refusing, "fake-idle": _idle}
-    return FakeRuntime(images, commands=_commands)
+    return FakeRuntime(images, commands=_commands, inventory=inventory)

@@ -21,8 +21,8 @@ from orchestrator.runtime.spec import LABEL_NS, BuildSpec, ContainerSpec, Mount,
 def effective_arm(arm: ArmConfig, stand_in: str | None) -> ArmConfig:
     if not stand_in:
         return arm
-    return dataclasses.replace(arm, image=stand_in, build=BuildConfig(), gpus=None, volumes=[], ipc_mode=None,
-                               shm_size=None, network_host=False, privileged=False, cap_add=[])
+    return dataclasses.replace(arm, image=stand_in, build=BuildConfig(), gpus=None, gpu_count=None, volumes=[],
+                               ipc_mode=None, shm_size=None, network_host=False, privileged=False, cap_add=[])
 
 
 def runtime_for(config: RuntimeConfig, docker_host: str | None = None) -> Runtime:

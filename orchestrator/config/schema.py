@@ -105,6 +105,12 @@ class ArmConfig:
     metrics_path: str | None = "/metrics"  # Prometheus text; read during concurrent batches, null: none
     startup_timeout_s: float = 300.0
     gpus: str | None = None  # null: none; "all"; or device ids "0,1"
+    # This many GPUs, picked by the orchestrator among the free ones of the host it places the arm on
+    # (run/placement.py; their UUIDs go into the record); instead of `gpus`. null: `gpus` says.
+    gpu_count: int | None = None
+    # CPU cores of its own (a disjoint cpuset: Docker --cpuset-cpus, a process's affinity) when arms run side
+    # by side (study.parallel_arms); null: any core
+    cpus: int | None = None
     shm_size: str | None = None  # e.g. "8g"
     memory: str | None = None  # hard memory limit, swap included, e.g. "32g" (Docker only); null: none
     # Dangerous options (orchestrator/security.py): refused unless runtime.allow names them.
@@ -221,6 +227,9 @@ class StudyConfig:
     # A/A: the baseline started a second time as `<baseline>_aa`, so each A/B is shown next to the noise floor
     # measured in the same study (config/noise_floor.py)
     noise_floor: bool = False
+    # Arms run side by side where resources allow (run/placement.py, docs/runtimes.md): at most N at once, or
+    # auto (as many as fit: disjoint GPUs, cores and memory); the rest in later waves. 1: one after another.
+    parallel_arms: Any = 1
 
 
 @dataclass
@@ -235,6 +244,9 @@ class RuntimeConfig:
     # Start the next arm while the current one runs its sequential phases (never during a concurrent batch);
     # refused for arms that share a GPU, a cache or a host port (guard/overlap.py). docs/runtimes.md
     overlap_arm_starts: bool = False
+    # Docker engines that arms without their own `docker_host` are placed on when they run side by side
+    # (study.parallel_arms): "local" (runtime.docker_host) and others (ssh://gpu-2, tcp://...). [] = local only.
+    hosts: list[str] = field(default_factory=list)
     # Process runtime only (docs/runtimes.md): host env names a process inherits (PATH, HOME, ...),
     # and whether the orchestrator's own interpreter directory (its venv) goes first on PATH.
     inherit_env: list[str] = field(default_factory=lambda: list(INHERIT_ENV))

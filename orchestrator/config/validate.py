@@ -8,6 +8,7 @@ config are reported at once, one line each (field, value, what is valid, the fix
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -70,6 +71,9 @@ def _ranges(config: Config) -> Iterator[tuple[str, Any, str, bool]]:
         yield check(f"arms.{name}.startup_timeout_s", arm.startup_timeout_s, POSITIVE)
         yield check(f"arms.{name}.port", arm.port, PORT)
         yield check(f"arms.{name}.knobs.timeout_s", arm.knobs.timeout_s, POSITIVE)
+        for leaf in ("gpu_count", "cpus"):
+            if getattr(arm, leaf) is not None:
+                yield check(f"arms.{name}.{leaf}", getattr(arm, leaf), AT_LEAST_ONE)
     request = config.protocol.request
     yield check("protocol.request.max_tokens", request.max_tokens, NON_NEGATIVE)
     yield check("protocol.request.temperature", request.temperature, TEMPERATURE)
@@ -130,6 +134,18 @@ def _cross_field(config: Config) -> list[str]:
         if arm.gpus is not None and arm.gpus != "all" and not all(
                 part.strip().isdigit() for part in arm.gpus.split(",")):
             found.append(line("range", f"arms.{name}.gpus", arm.gpus, "null, 'all' or device ids like '0,1'"))
+        if arm.gpus is not None and arm.gpu_count is not None:
+            found.append(line("cross-field", f"arms.{name}.gpu_count", arm.gpu_count,
+                              "null when the arm names its GPUs", f"keep gpus or gpu_count (arms.{name}.gpus=null)"))
+        if arm.memory is not None and not re.fullmatch(r"\s*\d+\s*[bkmgtBKMGT]?[bB]?\s*", arm.memory):
+            found.append(line("range", f"arms.{name}.memory", arm.memory, "a size like 512m or 32g"))
+    parallel = str(config.study.parallel_arms)
+    if parallel != "auto" and not (parallel.isdigit() and int(parallel) >= 1):
+        found.append(line("range", "study.parallel_arms", config.study.parallel_arms, "auto or an integer >= 1"))
+    elif parallel != "1" and config.runtime.overlap_arm_starts:
+        found.append(line("cross-field", "runtime.overlap_arm_starts", True,
+                          "false when arms run side by side (study.parallel_arms)",
+                          "keep one: runtime.overlap_arm_starts=false or study.parallel_arms=1"))
     for name, phase in config.protocol.phases.items():
         if phase.kind is PhaseKind.sequential and phase.batches != 1:
             found.append(line("cross-field", f"protocol.phases.{name}.batches", phase.batches,

@@ -32,10 +32,13 @@ if TYPE_CHECKING:
 
 def observed_fields(fingerprint: Mapping[str, Any], image_id: str | None = None) -> dict[str, Any]:
     """A fingerprint (as study.py stores it) as flat fields: image.id, packages.torch, gpu.driver,
-    env.X, log_facts.autotune_key, server.version, ..."""
+    env.X (OMP_NUM_THREADS, MKL_NUM_THREADS among them), cpus_usable, log_facts.autotune_key, server.version, ...
+    Where an arm ran (its host, GPU UUIDs, cpuset) is no field: arms placed apart are compared by what they saw
+    there (GPU model, driver, CUDA, CPU model, usable cores, image id), so a placement that changes one of those
+    is an undeclared second variable."""
     probe = fingerprint.get("probe") or {}
     fields: dict[str, Any] = {"image.id": image_id or fingerprint.get("image_id")}
-    for key in ("python", "cuda", "os", "cpu"):
+    for key in ("python", "cuda", "os", "cpu", "cpus_usable"):
         if key in probe:
             fields[key] = probe[key]
     for group in ("packages", "gpu", "env"):

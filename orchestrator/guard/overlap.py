@@ -4,7 +4,7 @@ port. Refused before anything starts, one line per pair, with the fix."""
 
 from __future__ import annotations
 
-from itertools import pairwise
+from itertools import combinations, pairwise
 
 from orchestrator.config.schema import ArmConfig, Config
 from orchestrator.guard import caches
@@ -17,11 +17,11 @@ def _gpus(arm: ArmConfig) -> set[str] | None:
     return {"all"} if arm.gpus == "all" else {part.strip() for part in arm.gpus.split(",")}
 
 
-def _shared(config: Config, a: str, b: str) -> list[str]:
+def _shared(config: Config, a: str, b: str, gpus: bool = True) -> list[str]:
     first, second = config.arms[a], config.arms[b]
     found = []
     gpus_a, gpus_b = _gpus(first), _gpus(second)
-    if gpus_a is not None and gpus_b is not None and ("all" in gpus_a | gpus_b or gpus_a & gpus_b):
+    if gpus and gpus_a is not None and gpus_b is not None and ("all" in gpus_a | gpus_b or gpus_a & gpus_b):
         found.append(f"GPUs ({first.gpus} and {second.gpus})")
     paths = sorted({x.host_path for x, y in caches.shared(config) if {x.arm, y.arm} == {a, b}})
     found += [f"a cache at {path}" for path in paths[:1]]
@@ -33,6 +33,10 @@ def _shared(config: Config, a: str, b: str) -> list[str]:
 
 
 def problems(config: Config) -> list[str]:
+    if str(config.study.parallel_arms) != "1":
+        return [f"study.parallel_arms: arms '{a}' and '{b}' share {', '.join(shared)}: running them at the same "
+                "time could change what each measures; give them their own, or set study.parallel_arms=1"
+                for a, b in combinations(config.arms, 2) if (shared := _shared(config, a, b, gpus=False))]
     if not config.runtime.overlap_arm_starts:
         return []
     return [f"runtime.overlap_arm_starts: arms '{a}' and '{b}' share {', '.join(shared)}: starting '{b}' while "

@@ -103,6 +103,9 @@ def main() -> None:
         "os": platform.platform(),
         "cpu": cpu_model(),
         "cpu_count": os.cpu_count(),
+        # the cores it may run on (its cpuset or affinity): CPU kernels split their reductions by the threads
+        # they start, and OpenMP starts one per usable core unless OMP_NUM_THREADS says otherwise
+        "cpus_usable": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count(),
         "packages": package_versions(errors),
         "cuda": torch_cuda(errors),
         "gpu": {"name": first.get("name"), "capability": first.get("capability"),

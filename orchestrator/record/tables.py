@@ -21,7 +21,9 @@ import pyarrow.parquet as pq
 from orchestrator.errors import RecordError
 from orchestrator.record.paths import RunPaths, atomic_write_bytes
 
-SCHEMA_VERSION = "3"  # 2: request_id, attempt, role (responses), attempt (arms); 3: probes' op columns
+# 2: request_id, attempt, role (responses), attempt (arms); 3: probes' op columns, placement (arms).
+# Older parts read with nulls.
+SCHEMA_VERSION = "3"
 
 _TOP = pa.struct([("token", pa.string()), ("logprob", pa.float64())])
 _PROMPT_TOP = pa.struct([("token_id", pa.int64()), ("token", pa.string()), ("logprob", pa.float64()),
@@ -73,6 +75,10 @@ ARMS = pa.schema([
     ("exit_code", pa.int64()), ("status", pa.string()), ("error", pa.string()),
     ("attempt", pa.int64()),  # 0, then +1 each time `run --resume` starts the arm again; readers take the latest
     ("started_during", pa.string()),  # runtime.overlap_arm_starts: the arm whose sequential phases it started in
+    # study.parallel_arms (run/placement.py): the engine it was placed on ("local" or its URL), its wave (arms of
+    # one wave ran at the same time), its GPUs by index and UUID, its cores; null when arms ran one by one.
+    ("placed_host", pa.string()), ("wave", pa.int64()), ("gpu_indices", pa.list_(pa.int64())),
+    ("gpu_uuids", pa.list_(pa.string())), ("cpuset", pa.string()),
 ])
 
 # One row per kernel-probe cell (orchestrator/probes/gemm.py; docs/probes.md says what each column means).

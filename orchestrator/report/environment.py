@@ -15,7 +15,7 @@ from orchestrator.record.paths import RunPaths
 from orchestrator.record.tables import read_table
 
 COLUMNS = ["arm", "status", "image_ref", "image_id", "image_repo_digests", "docker_run", "fingerprint_json",
-           "matrix_key", "started_during"]
+           "matrix_key", "started_during", "placed_host", "wave", "gpu_uuids", "cpuset"]
 
 
 @dataclass
@@ -35,6 +35,9 @@ class ArmEnvironment:
     matrix_key: str | None
     command: str  # the equivalent `docker run` or command line
     started_during: str | None = None  # runtime.overlap_arm_starts: the arm it started beside
+    # study.parallel_arms: the wave it ran in (arms of one wave ran at the same time) and where it was placed
+    wave: int | None = None
+    placement: str | None = None  # "local, GPU GPU-1f.., cores 0-3"
 
 
 @dataclass
@@ -63,7 +66,30 @@ def arm_environment(row: dict[str, Any], label: str = "") -> ArmEnvironment:
         engine_version=version, packages=dict(sorted((probe.get("packages") or {}).items())),
         python=probe.get("python"), gpu=gpu_text, cuda=probe.get("cuda"), os=probe.get("os"),
         host=host, matrix_key=row.get("matrix_key"), command=row.get("docker_run") or "",
-        started_during=row.get("started_during"))
+        started_during=row.get("started_during"), wave=row.get("wave"), placement=_placement(row))
+
+
+def _placement(row: dict[str, Any]) -> str | None:
+    if row.get("wave") is None:
+        return None
+    parts = [row.get("placed_host") or "local"]
+    if row.get("gpu_uuids"):
+        parts.append("GPU " + ", ".join(row["gpu_uuids"]))
+    if row.get("cpuset"):
+        parts.append(f"cores {row['cpuset']}")
+    return ", ".join(parts)
+
+
+def side_by_side(arms: list[ArmEnvironment]) -> str | None:
+    """The report's line on which arms ran at the same time (study.parallel_arms), wave by wave, and where."""
+    waves: dict[int, list[ArmEnvironment]] = {}
+    for arm in arms:
+        if arm.wave is not None:
+            waves.setdefault(arm.wave, []).append(arm)
+    if not waves:
+        return None
+    return "Placement (study.parallel_arms; the arms of a wave ran at the same time): " + "; ".join(
+        f"wave {n}: " + ", ".join(f"{a.arm} ({a.placement})" for a in waves[n]) for n in sorted(waves)) + "."
 
 
 def environment(records: list[RunPaths], out: RunPaths, host: str | None) -> Environment:
@@ -105,6 +131,8 @@ def markdown_section(env: Environment) -> list[str]:
                    f"{a.python or '-'} | {a.gpu or 'none'} | {a.cuda or '-'} | {a.host} | {a.matrix_key or '-'} |")
     early = [f"{a.arm} started while {a.started_during} ran its sequential phases" for a in env.arms
              if a.started_during]
+    if line := side_by_side(env.arms):
+        out += ["", line]
     if early:
         out += ["", "Overlapped starts (runtime.overlap_arm_starts; never during a concurrent batch): "
                 + "; ".join(early) + "."]

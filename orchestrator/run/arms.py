@@ -26,8 +26,9 @@ from orchestrator.config.schema import ArmConfig, Config, PhaseKind, PromptAs, R
 from orchestrator.errors import OrchestratorError
 from orchestrator.guard.fingerprint import arm_cell, log_facts, matrix_key, probe_container
 from orchestrator.record.paths import RunPaths
-from orchestrator.run import hosts, protocol
+from orchestrator.run import hosts, placement, protocol
 from orchestrator.run.client import CompletionClient, wait_ready
+from orchestrator.run.placement import Placement
 from orchestrator.run.prefetch import Prefetch
 from orchestrator.run.progress import Progress
 from orchestrator.run.sending import ProtocolSender, RunContext
@@ -56,6 +57,8 @@ class _Launch:
     name: str
     arm: ArmConfig  # as it runs (stand-in applied)
     row: dict[str, Any]  # its `arms` row, filled as it goes
+    runtime: Runtime  # the engine it runs on
+    placement: Placement | None = None  # study.parallel_arms: its host, GPUs, cores and wave
     handle: Handle | None = None
     image_id: str = ""
     image_source: dict[str, Any] = field(default_factory=dict)
@@ -78,11 +81,12 @@ class StudyRunner:
         self.failed: list[str] = []
         self.timer = StageTimer()
         self.resume = resume
-        self._probes = ThreadPoolExecutor(max_workers=1, thread_name_prefix="env-probe")
+        self._probes = ThreadPoolExecutor(max_workers=max(1, len(config.arms)), thread_name_prefix="env-probe")
         self._starter = ThreadPoolExecutor(max_workers=1, thread_name_prefix="early-start")
         self._prefetch = Prefetch()  # imports needed once the first engine answers, made while it loads
         self._upcoming: tuple[str, ArmConfig] | None = None  # the arm that may start early, while one runs
         self._early: dict[str, tuple[_Launch, Future[None]]] = {}
+        self._interrupted = False  # Ctrl-C while arms ran side by side: their failures are the interruption
 
     def run(self) -> None:
         self._prefetch.start()
@@ -90,21 +94,52 @@ class StudyRunner:
         with self.progress:
             todo = [(name, arm) for name, arm in self.config.arms.items()
                     if self.resume is None or name in self.resume.groups]  # the others are complete
+            if placement.uses_placement(self.config):
+                self._run_waves(self.placements([name for name, _ in todo]), prompts)
+                return
             for (name, arm), upcoming in zip(todo, [*todo[1:], None], strict=True):
                 self.runtime = self._runtime_for(arm)
                 # Early only on the same engine: the launch uses this arm's runtime.
                 early = self.config.runtime.overlap_arm_starts and upcoming is not None \
                     and self._runtime_for(upcoming[1]) is self.runtime
                 self._upcoming = upcoming if early else None
-                self._run_arm(name, arm, prompts)
+                self._run_arm(self._new_launch(name, arm, self.runtime), prompts)
+
+    def placements(self, arms: list[str]) -> list[list[Placement]]:
+        """The waves of `study.parallel_arms` over the inventories of the engines the arms may run on."""
+        return placement.waves(self.config, lambda host: self._runtime_on(host).inventory(), arms)
+
+    def _run_waves(self, waves: list[list[Placement]], prompts: dict[str, str]) -> None:
+        """Each wave's arms at once, each in a thread of its own with its own engine, client and record parts;
+        the next wave once every arm of this one has stopped."""
+        for number, wave in enumerate(waves, 1):
+            self.say(f"wave {number}/{len(waves)}: {', '.join(p.arm for p in wave)} at the same time")
+            pool = ThreadPoolExecutor(max_workers=len(wave), thread_name_prefix="arm")
+            launches = [self._new_launch(p.arm, self.config.arms[p.arm], self._runtime_on(p.host), p) for p in wave]
+            futures = [pool.submit(self._run_arm, launch, prompts) for launch in launches]
+            try:
+                wait_all(futures)
+            except BaseException:  # Ctrl-C: stop every arm of the wave now, then let it through
+                self._interrupted = True
+                self.cleanup()
+                raise
+            finally:
+                pool.shutdown(wait=True, cancel_futures=True)
+            for future in futures:
+                future.result()  # a bug in one arm's thread is raised here
 
     def _runtime_for(self, arm: ArmConfig) -> Runtime:
         """The arm's own Docker engine when it names one (many hosts), else the study's runtime."""
-        if arm.docker_host is None or self.config.runtime.kind is not RuntimeKind.docker:
+        return self._runtime_on(arm.docker_host)
+
+    def _runtime_on(self, host: str | None) -> Runtime:
+        """A Docker engine by URL ("local" or None: the study's runtime)."""
+        if host in (None, placement.LOCAL) or self.config.runtime.kind is not RuntimeKind.docker:
             return self.default_runtime
-        if arm.docker_host not in self._remote:
-            self._remote[arm.docker_host] = runtime_for(self.config.runtime, arm.docker_host)
-        return self._remote[arm.docker_host]
+        assert host is not None
+        if host not in self._remote:
+            self._remote[host] = runtime_for(self.config.runtime, host)
+        return self._remote[host]
 
     def cleanup(self) -> None:
         """Remove whatever of this run is left on every engine it used."""
@@ -113,24 +148,30 @@ class StudyRunner:
         for runtime in (self.default_runtime, *self._remote.values()):
             runtime.cleanup(run_labels(self.run_id))
 
-    def _new_launch(self, name: str, arm: ArmConfig) -> _Launch:
-        return _Launch(name, arm, {"study": self.config.study.name, "run_id": self.run_id, "arm": name,
-                                   "config_json": json.dumps(asdict(arm), default=str, sort_keys=True),
-                                   "image_ref": arm.image, "status": "failed",
-                                   "attempt": self.resume.attempt if self.resume else 0})
+    def _new_launch(self, name: str, arm: ArmConfig, runtime: Runtime, placed: Placement | None = None) -> _Launch:
+        row = {"study": self.config.study.name, "run_id": self.run_id, "arm": name,
+               "config_json": json.dumps(asdict(arm), default=str, sort_keys=True),
+               "image_ref": arm.image, "status": "failed", "attempt": self.resume.attempt if self.resume else 0}
+        if placed is not None:
+            row.update(placed_host=placed.host, wave=placed.wave, gpu_uuids=list(placed.gpu_uuids),
+                       gpu_indices=list(placed.gpus), cpuset=placed.cpuset)
+        return _Launch(name, arm, row, runtime, placed)
 
     def _launch(self, launch: _Launch) -> None:
         """Image, container, environment probe, readiness: the arm's engine up and answering."""
-        name, row = launch.name, launch.row
+        name, row, runtime = launch.name, launch.row, launch.runtime
         arm = launch.arm = effective_arm(launch.arm, self.config.stand_in)
         row["image_ref"] = arm.image
         with self.timer.stage("image"):  # many hosts (run/hosts.py): shipped to the arm's engine, pinned by id
-            image, launch.image_source = hosts.resolve_image(self.runtime, self.default_runtime, arm.image,
+            image, launch.image_source = hosts.resolve_image(runtime, self.default_runtime, arm.image,
                                                              build_spec(arm))
         launch.image_id = image.id
         row.update(image_id=image.id, image_repo_digests=list(image.repo_digests))
         spec = container_spec(name, arm, image.id, self.labels, self.host_env,
                               scratch_root=self.paths.scratch_root.resolve())
+        if launch.placement is not None:  # its own cores, and the GPUs picked for a `gpu_count`
+            spec.cpuset = launch.placement.cpuset
+            spec.gpus = launch.placement.gpus_text or spec.gpus
         for mount in spec.mounts:
             if not mount.read_only and Path(mount.host).is_relative_to(self.paths.scratch_root.resolve()):
                 Path(mount.host).mkdir(parents=True, exist_ok=True)
@@ -139,21 +180,21 @@ class StudyRunner:
                    env_json=json.dumps(spec.redacted_env(), sort_keys=True))
         self.say(f"[{name}] starting {arm.image} ({image.id[:19]})")
         row["start_ns"] = time.time_ns()
-        handle = launch.handle = self.runtime.start(spec)
+        handle = launch.handle = runtime.start(spec)
         row["container_id"] = handle.id
         # The environment probe (versions, GPU, env, inside the arm) runs while the engine loads.
-        launch.probing = self._probes.submit(probe_container, self.runtime, handle, arm.secret_env, arm.python)
+        launch.probing = self._probes.submit(probe_container, runtime, handle, arm.secret_env, arm.python)
         wait_ready(handle.base_url, arm.health_path, arm.startup_timeout_s,
-                   exit_code=lambda: self.runtime.exit_code(handle),
-                   log_tail=lambda: [line.text for line in self.runtime.logs(handle, tail=50)],
-                   transport=self.runtime.http_transport)
+                   exit_code=lambda: runtime.exit_code(handle),
+                   log_tail=lambda: [line.text for line in runtime.logs(handle, tail=50)],
+                   transport=runtime.http_transport)
         row["ready_ns"] = time.time_ns()
         self.timer.add("start_to_ready", (row["ready_ns"] - row["start_ns"]) / 1e9)
         self.say(f"[{name}] ready at {handle.base_url} in {(row['ready_ns'] - row['start_ns']) / 1e9:.1f} s")
 
-    def _run_arm(self, name: str, arm: ArmConfig, prompts: dict[str, str]) -> None:
-        launch, started = self._early.pop(name, (self._new_launch(name, arm), None))
-        row = launch.row
+    def _run_arm(self, launch: _Launch, prompts: dict[str, str]) -> None:
+        launch, started = self._early.pop(launch.name, (launch, None))  # an early start's launch, if any
+        name, row, runtime = launch.name, launch.row, launch.runtime
         try:
             if started is None:
                 self._launch(launch)
@@ -162,17 +203,19 @@ class StudyRunner:
             handle = launch.handle
             assert handle is not None and launch.probing is not None
             with self.timer.stage("fingerprint"):
-                fingerprint = self._arm_fingerprint(launch.arm, handle, launch.image_id, launch.probing.result())
-            fingerprint.update(image_source=launch.image_source, ran_on=hosts.ran_on(self.runtime))
+                fingerprint = self._arm_fingerprint(launch, handle, launch.probing.result())
+            fingerprint.update(image_source=launch.image_source, ran_on=hosts.ran_on(runtime))
             row.update(fingerprint_json=json.dumps(fingerprint, sort_keys=True),
                        matrix_key=matrix_key(launch.image_id, fingerprint))
             self._prefetch.wait()
             with self.timer.stage("requests"):
-                sent = asyncio.run(self._send(name, launch.arm, handle, prompts))
+                sent = asyncio.run(self._send(launch, handle, prompts))
             self.say(f"[{name}] {sent} requests done")
             row["status"] = "completed"
         except OrchestratorError as exc:
             row["error"] = str(exc)
+            if self._interrupted:  # its engine was removed under it (Ctrl-C while arms ran side by side)
+                row["status"] = "interrupted"
             self.failed.append(name)
             self.say(f"[{name}] FAILED: {exc}")
         except BaseException as exc:  # Ctrl-C and bugs: record, clean up, then let it through
@@ -183,10 +226,10 @@ class StudyRunner:
             try:
                 if launch.handle is not None:
                     with self.timer.stage("stop_and_logs"):
-                        self._stop(name, launch.handle, row)
+                        self._stop(launch, launch.handle)
             finally:
                 row["stop_ns"] = time.time_ns()
-                with _writer(self.paths, "arms", "arms", flush_rows=1) as arms:  # a part of its own, numbered on
+                with _writer(self.paths, "arms", name, flush_rows=1) as arms:  # a part of its own, numbered on
                     arms.append(row)  # the arm's row lands in every exit path
 
     def _before_group(self, running: str, group: list[protocol.Request]) -> None:
@@ -198,38 +241,39 @@ class StudyRunner:
             wait_all([future for _, future in self._early.values()])
         elif not group[0].cold and self._upcoming[0] not in self._early:
             name, arm = self._upcoming
-            launch = self._new_launch(name, arm)
+            launch = self._new_launch(name, arm, self.runtime)
             launch.row["started_during"] = running
             self.say(f"[{name}] starting early, while {running} runs its sequential phases "
                      "(runtime.overlap_arm_starts)")
             self._early[name] = (launch, self._starter.submit(self._launch, launch))
 
-    def _stop(self, name: str, handle: Handle, row: dict[str, Any]) -> None:
+    def _stop(self, launch: _Launch, handle: Handle) -> None:
+        name, row, runtime = launch.name, launch.row, launch.runtime
         try:
-            row["exit_code"] = self.runtime.stop(handle, self.config.runtime.stop_timeout_s)
-            if reason := self.runtime.exit_reason(handle):
+            row["exit_code"] = runtime.stop(handle, self.config.runtime.stop_timeout_s)
+            if reason := runtime.exit_reason(handle):
                 row["error"] = f"{row['error']}; {reason}" if row.get("error") else reason
             with _writer(self.paths, "logs", name, flush_rows=10_000) as logs:
-                for seq, line in enumerate(self.runtime.logs(handle)):
+                for seq, line in enumerate(runtime.logs(handle)):
                     logs.append({"run_id": self.run_id, "arm": name, "container_id": handle.id,
                                  "stream": line.stream, "seq": seq, "timestamp": line.timestamp,
                                  "text": line.text})
         finally:
-            self.runtime.remove(handle)
+            runtime.remove(handle)
 
-    def _arm_fingerprint(self, arm: ArmConfig, handle: Handle, image_id: str, probe: dict[str, Any]
-                         ) -> dict[str, Any]:
-        fingerprint = asyncio.run(self._fingerprint(handle))
-        fingerprint["log_facts"] = log_facts(line.text for line in self.runtime.logs(handle))
+    def _arm_fingerprint(self, launch: _Launch, handle: Handle, probe: dict[str, Any]) -> dict[str, Any]:
+        arm, runtime = launch.arm, launch.runtime
+        fingerprint = asyncio.run(self._fingerprint(runtime, handle))
+        fingerprint["log_facts"] = log_facts(line.text for line in runtime.logs(handle))
         fingerprint["docker_host"] = arm.docker_host or self.config.runtime.docker_host or "local"
         fingerprint["probe"] = probe  # versions, GPU, env, from inside the arm with its own interpreter
-        fingerprint["image_id"] = image_id
+        fingerprint["image_id"] = launch.image_id
         fingerprint["cell"] = arm_cell(arm.engine_args, arm.gpus)
         return fingerprint
 
-    async def _fingerprint(self, handle: Handle) -> dict[str, Any]:
+    async def _fingerprint(self, runtime: Runtime, handle: Handle) -> dict[str, Any]:
         facts: dict[str, Any] = {}
-        client = CompletionClient(handle.base_url, timeout_s=30, transport=self.runtime.http_transport)
+        client = CompletionClient(handle.base_url, timeout_s=30, transport=runtime.http_transport)
         try:
             for key, path in (("version", "/version"), ("models", "/v1/models")):
                 exchange = await client.request("GET", path)
@@ -241,12 +285,13 @@ class StudyRunner:
             await client.aclose()
         return facts
 
-    async def _send(self, name: str, arm: ArmConfig, handle: Handle, prompts: dict[str, str]) -> int:
+    async def _send(self, launch: _Launch, handle: Handle, prompts: dict[str, str]) -> int:
+        name, arm, runtime = launch.name, launch.arm, launch.runtime
         proto = self.config.protocol
         ctx = RunContext(self.config.study.name, self.run_id, name, proto.significant_digits,
                          self.resume.attempt if self.resume else 0)
         client = CompletionClient(handle.base_url, protocol.request_timeout_s(proto),
-                                  transport=self.runtime.http_transport)
+                                  transport=runtime.http_transport)
         try:
             sent: Mapping[str, str | list[int]] = prompts
             if proto.request.prompt_as is PromptAs.token_ids:
@@ -260,7 +305,7 @@ class StudyRunner:
                 stop.observe(self.resume.recorded.get(name, []))
             with _writer(self.paths, "responses", name, on_row=self.progress.row) as writer:
                 sender = ProtocolSender(ctx, prompts, writer, arm.metrics_path, arm.health_path,
-                                        lambda: self.runtime.exit_code(handle),
+                                        lambda: runtime.exit_code(handle),
                                         lambda text: self.say(f"[{name}] {text}"),
                                         lambda group: self._before_group(name, group), stop)
                 return await sender.send(client, groups)

@@ -86,7 +86,8 @@ def execute_study(typed: Config, paths: RunPaths, allow: list[str], how_to_allow
     runner.timer = timer
     # Outlives us: removes this run's containers and processes if we die without cleaning up (kill -9).
     engines = {(typed.runtime.kind.value, typed.runtime.docker_host),
-               *(("docker", arm.docker_host) for arm in typed.arms.values() if arm.docker_host)}
+               *(("docker", arm.docker_host) for arm in typed.arms.values() if arm.docker_host),
+               *(("docker", host) for host in typed.runtime.hosts if host != "local")}
     reaper = Reaper(run_id, engines, str(paths.reaper_log))
     try:
         with timer.stage("knobs"):

@@ -5,9 +5,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from orchestrator.config.arms import container_spec, effective_arm
+from orchestrator.config.arms import container_spec, effective_arm, runtime_for
 from orchestrator.config.schema import Config, RuntimeKind
-from orchestrator.errors import ConfigError
+from orchestrator.errors import ConfigError, OrchestratorError
+from orchestrator.run import placement
 from orchestrator.run.estimate import arm_lines, group_seconds
 from orchestrator.run.protocol import request_timeout_s
 from orchestrator.runtime.spec import ContainerSpec, run_labels
@@ -40,12 +41,29 @@ def render(config: Config, like: Path | None = None) -> str:
         lines.append(f"# stand-in: every arm runs on {config.stand_in} (no GPUs, no host mounts)")
     process = config.runtime.kind is RuntimeKind.process
     seconds = None if like is None else group_seconds(like, config.study.name)
+    lines += wave_lines(config)
     for name, spec in arm_specs(config, Path("RUN_DIR"), PLAN_RUN_ID).items():
         arm = config.arms[name]
         pinned = "a local process" if process else "the image is pinned to its id at run time"
         lines += [f"# arm {name}: {arm.description or arm.image}; {pinned}", *arm_lines(config, name, seconds),
                   spec.equivalent_command(process)]
     return "\n".join(lines) + "\n"
+
+
+def wave_lines(config: Config) -> list[str]:
+    """study.parallel_arms (or arms that ask for cores or a GPU count): which arms run at the same time, where,
+    from the engines' inventories."""
+    if not placement.uses_placement(config):
+        return []
+    try:
+        waves = placement.waves(config, lambda host: runtime_for(
+            config.runtime, None if host == placement.LOCAL else host).inventory())
+    except OrchestratorError as exc:
+        if isinstance(exc, ConfigError):
+            raise
+        return [f"# waves: not known, the engines' inventories cannot be read ({str(exc).splitlines()[0]})"]
+    return [f"# study.parallel_arms={config.study.parallel_arms}: {len(waves)} wave(s)",
+            *placement.render_waves(waves)]
 
 
 def plan(argv: list[str]) -> str:

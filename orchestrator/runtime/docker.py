@@ -10,8 +10,17 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar
 
 from orchestrator.errors import ArmStartError, EngineUnavailable, ImageError, RuntimeFailure
-from orchestrator.runtime.host import with_owner
-from orchestrator.runtime.spec import LABEL_NS, BuildSpec, ContainerSpec, ExecResult, Handle, ImageInfo, LogLine
+from orchestrator.runtime.host import local_gpus, with_owner
+from orchestrator.runtime.spec import (
+    LABEL_NS,
+    BuildSpec,
+    ContainerSpec,
+    ExecResult,
+    Handle,
+    ImageInfo,
+    Inventory,
+    LogLine,
+)
 from orchestrator.runtime.ssh import SshLink
 
 if TYPE_CHECKING:
@@ -118,6 +127,8 @@ class DockerRuntime:
             kwargs["ports"] = {f"{spec.container_port}/tcp": ("127.0.0.1", None)}
         if spec.gpus:
             kwargs["device_requests"] = _device_requests(spec.gpus)
+        if spec.cpuset:
+            kwargs["cpuset_cpus"] = spec.cpuset
         if spec.shm_size:
             kwargs["shm_size"] = spec.shm_size
         if spec.memory:  # swap limited to the same: above it the kernel kills the server instead of swapping
@@ -285,6 +296,15 @@ class DockerRuntime:
     def engine_name(self) -> str:
         """The host name the engine reports (`docker info`): the far host's, over ssh://."""
         return str(self.client.info().get("Name", ""))
+
+    @over_link
+    def inventory(self) -> Inventory:
+        """The engine's cores and memory (`docker info`); GPUs from this host's nvidia-smi when the engine is
+        this machine's, unknown on another (its arms name device ids)."""
+        info = self.client.info()
+        remote = self.ssh is not None or (self.host not in ("local", "") and not self.host.startswith("unix://"))
+        return Inventory(cpus=tuple(range(int(info.get("NCPU") or 1))), gpus=() if remote else local_gpus(),
+                         memory_bytes=info.get("MemTotal"), gpus_known=not remote)
 
     @over_link
     def ship_image(self, image: ImageInfo, to: DockerRuntime) -> int:

@@ -24,7 +24,7 @@ from datetime import UTC, datetime
 import httpx
 
 from orchestrator.errors import ImageError, RuntimeFailure
-from orchestrator.runtime.spec import BuildSpec, ContainerSpec, ExecResult, Handle, ImageInfo, LogLine
+from orchestrator.runtime.spec import BuildSpec, ContainerSpec, ExecResult, Handle, ImageInfo, Inventory, LogLine
 
 Handler = Callable[[httpx.Request], httpx.Response]
 Commands = Callable[[list[str], Mapping[str, str]], ExecResult]
@@ -57,8 +57,10 @@ def _now() -> str:
 
 
 class FakeRuntime:
-    def __init__(self, images: Mapping[str, ImageFactory], commands: Commands | None = None) -> None:
+    def __init__(self, images: Mapping[str, ImageFactory], commands: Commands | None = None,
+                 inventory: Inventory | None = None) -> None:
         self.images = dict(images)
+        self._inventory = inventory or Inventory(cpus=(0, 1))  # what tests place arms on (GPUs: none)
         self.commands = commands  # for run_oneshot, beyond the built-in ones
         self._containers: dict[str, _Container] = {}
         self._ids = itertools.count(1)
@@ -151,6 +153,9 @@ class FakeRuntime:
             container.server.exit_code = container.server.stop_code
         self._drain(container)
         return container.server.exit_code
+
+    def inventory(self) -> Inventory:
+        return self._inventory
 
     def remove(self, handle: Handle) -> None:
         container = self._containers.get(handle.id)

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from orchestrator.errors import ImageError
-from orchestrator.runtime.spec import LABEL_NS
+from orchestrator.runtime.spec import LABEL_NS, Gpu, Inventory, parse_cpuset
 
 STATE_ENV = "ORCHESTRATOR_PROCESS_DIR"  # where process state dirs live (default below)
 
@@ -149,3 +149,47 @@ def _write_json(path: Path, value: Any) -> None:
 def _rmtree(path: Path) -> None:
 
     shutil.rmtree(path, ignore_errors=True)
+
+
+def local_gpus() -> tuple[Gpu, ...]:
+    """This host's GPUs by index and UUID (nvidia-smi); none where there is no nvidia-smi or it fails."""
+    import subprocess
+
+    if not shutil.which("nvidia-smi"):
+        return ()
+    try:
+        done = subprocess.run(["nvidia-smi", "--query-gpu=index,uuid,name", "--format=csv,noheader"],
+                              capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired):
+        return ()
+    found = []
+    for line in done.stdout.splitlines() if done.returncode == 0 else []:
+        parts = [p.strip() for p in line.split(",")]
+        if len(parts) >= 3 and parts[0].isdigit():
+            found.append(Gpu(int(parts[0]), parts[1], parts[2]))
+    return tuple(found)
+
+
+def local_memory_bytes() -> int | None:
+    with contextlib.suppress(OSError, ValueError), open("/proc/meminfo", encoding="ascii") as meminfo:
+        for line in meminfo:
+            if line.startswith("MemTotal:"):
+                return int(line.split()[1]) * 1024
+    return None
+
+
+def local_inventory() -> Inventory:
+    """The cores this process may use (its affinity, as a cgroup or `taskset` leaves it), the GPUs, memory."""
+    return Inventory(cpus=tuple(sorted(os.sched_getaffinity(0))), gpus=local_gpus(),
+                     memory_bytes=local_memory_bytes())
+
+
+# Run as the server's argv[0:3] when it is pinned: sets the process's CPU affinity, then becomes the server
+# (same pid, so the process group and state file stay right); its threads inherit the affinity.
+_PIN = "import os, sys; os.sched_setaffinity(0, {cpus}); os.execvp(sys.argv[1], sys.argv[1:])"
+
+
+def pinned_argv(argv: list[str], cpuset: str | None, python: str) -> list[str]:
+    if not cpuset:
+        return argv
+    return [python, "-c", _PIN.format(cpus=set(parse_cpuset(cpuset))), *argv]

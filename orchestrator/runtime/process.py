@@ -47,6 +47,8 @@ from orchestrator.runtime.host import (
     _write_json,
     default_state_dir,
     free_port,
+    local_inventory,
+    pinned_argv,
     tree_hash,
     with_owner,
 )
@@ -57,6 +59,7 @@ from orchestrator.runtime.spec import (
     ExecResult,
     Handle,
     ImageInfo,
+    Inventory,
     LogLine,
     map_mounts,
 )
@@ -82,6 +85,7 @@ class _Proc:
     name: str
     dir: Path
     env: dict[str, str]
+    cpuset: str | None = None  # an exec next to it runs on the same cores (the probe sees what it sees)
     readers: list[threading.Thread] = field(default_factory=list)
 
 
@@ -173,8 +177,9 @@ class ProcessRuntime:
     def start(self, spec: ContainerSpec) -> Handle:
         self._refuse(spec)
         port = free_port() if spec.process_port_args else spec.container_port
-        argv = [*map_mounts(spec.command, spec.mounts),
-                *(arg.replace("{port}", str(port)) for arg in spec.process_port_args)]
+        argv = pinned_argv([*map_mounts(spec.command, spec.mounts),
+                            *(arg.replace("{port}", str(port)) for arg in spec.process_port_args)],
+                           spec.cpuset, sys.executable)
         self.state_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
         handle_id = f"proc-{secrets.token_hex(6)}"
         folder = self.state_dir / handle_id
@@ -187,7 +192,7 @@ class ProcessRuntime:
         except OSError as exc:
             _rmtree(folder)
             raise ArmStartError(f"could not start '{spec.name}' ({argv[0]}): {exc}") from exc
-        proc = _Proc(popen, spec.name, folder, env)
+        proc = _Proc(popen, spec.name, folder, env, spec.cpuset)
         self._procs[handle_id] = proc
         _write_json(folder / RECORD, {"pid": popen.pid, "pgid": popen.pid, "start_time": _start_time(popen.pid),
                                       "name": spec.name, "labels": with_owner(spec.labels), "argv": argv, "port": port})
@@ -246,7 +251,8 @@ class ProcessRuntime:
         if proc.popen.poll() is not None:
             raise RuntimeFailure(f"process '{handle.name}' is not running (exit {_status(proc.popen.returncode)})")
         try:
-            done = subprocess.run(argv, cwd=self.workdir, env=proc.env, stdin=subprocess.DEVNULL,
+            done = subprocess.run(pinned_argv(argv, proc.cpuset, sys.executable), cwd=self.workdir, env=proc.env,
+                                  stdin=subprocess.DEVNULL,
                                   stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=600)
         except FileNotFoundError as exc:
             return ExecResult(exit_code=127, output=f"{argv[0]}: {exc.strerror}\n")
@@ -307,6 +313,9 @@ class ProcessRuntime:
         _kill_group(popen.pid, signal.SIGKILL)  # children that outlived the leader
         self._drain(proc)
         return _status(popen.returncode)
+
+    def inventory(self) -> Inventory:
+        return local_inventory()
 
     def remove(self, handle: Handle) -> None:
         proc = self._procs.get(handle.id)

@@ -68,6 +68,44 @@ def map_mounts(values: list[str], mounts: list[Mount]) -> list[str]:
     return out
 
 
+@dataclass(frozen=True)
+class Gpu:
+    index: int  # as the host numbers it (nvidia-smi, CUDA_VISIBLE_DEVICES, `--gpus device=`)
+    uuid: str  # GPU-...: the same device whatever the numbering
+    name: str = ""
+
+
+@dataclass(frozen=True)
+class Inventory:
+    """What a host offers arms (run/placement.py places arms on it): its CPU cores by id, its GPUs, its
+    memory. `gpus_known` False: the runtime cannot list them there (a remote engine): arms name ids."""
+
+    cpus: tuple[int, ...]
+    gpus: tuple[Gpu, ...] = ()
+    memory_bytes: int | None = None
+    gpus_known: bool = True
+
+
+def cpuset_text(cpus: tuple[int, ...] | list[int]) -> str:
+    """(0, 1, 2, 5) -> '0-2,5': the form of `--cpuset-cpus` and `taskset -c`."""
+    runs: list[list[int]] = []
+    for cpu in sorted(cpus):
+        if runs and cpu == runs[-1][1] + 1:
+            runs[-1][1] = cpu
+        else:
+            runs.append([cpu, cpu])
+    return ",".join(str(a) if a == b else f"{a}-{b}" for a, b in runs)
+
+
+def parse_cpuset(text: str) -> tuple[int, ...]:
+    """'0-2,5' -> (0, 1, 2, 5)."""
+    cpus: list[int] = []
+    for part in filter(None, (p.strip() for p in text.split(","))):
+        first, _, last = part.partition("-")
+        cpus += range(int(first), int(last or first) + 1)
+    return tuple(cpus)
+
+
 @dataclass
 class ContainerSpec:
     name: str
@@ -86,6 +124,7 @@ class ContainerSpec:
     privileged: bool = False
     cap_add: list[str] = field(default_factory=list)
     process_port_args: list[str] = field(default_factory=list)  # process runtime only ("{port}")
+    cpuset: str | None = None  # CPU cores the server may run on ("0-1,4"); None: any (run/placement.py)
 
     def redacted_env(self) -> dict[str, str]:
         return {**self.env, **{k: REDACTED for k in self.secret_env}}
@@ -97,7 +136,8 @@ class ContainerSpec:
         env += [f"{key}=<from your env>" for key in self.secret_env]
         if self.gpus != "all":
             env.append(f"CUDA_VISIBLE_DEVICES={self.gpus or ''}")
-        return shlex.join(["env", *env, *map_mounts(self.command, self.mounts), *self.process_port_args])
+        pinned = ["taskset", "-c", self.cpuset] if self.cpuset else []
+        return shlex.join(["env", *env, *pinned, *map_mounts(self.command, self.mounts), *self.process_port_args])
 
     def equivalent_command(self, process: bool) -> str:
         return self.process_command() if process else self.docker_run()
@@ -113,6 +153,8 @@ class ContainerSpec:
             argv += ["-p", f"127.0.0.1::{self.container_port}"]
         if self.gpus:
             argv += ["--gpus", self.gpus if self.gpus == "all" else f"device={self.gpus}"]
+        if self.cpuset:
+            argv += ["--cpuset-cpus", self.cpuset]
         if self.shm_size:
             argv += ["--shm-size", self.shm_size]
         if self.memory:
@@ -199,6 +241,10 @@ class Runtime(Protocol):
         ...
 
     def remove(self, handle: Handle) -> None: ...
+
+    def inventory(self) -> Inventory:
+        """The host's CPU cores, GPUs (index and UUID) and memory, for placing arms side by side."""
+        ...
 
     def cleanup(self, labels: Mapping[str, str], keep: Callable[[Mapping[str, str]], bool] | None = None
                 ) -> list[str]:

@@ -336,3 +336,22 @@ def test_process_handle_of_another_runtime_is_unknown(process_runtime: ProcessRu
     with pytest.raises(RuntimeFailure, match="no longer exists"):
         process_runtime.logs(handle)
     assert process_runtime.stop(handle, 1) is None
+
+
+def test_a_server_pinned_to_one_core_runs_there_and_the_inventory_lists_the_cores(kind: Kind) -> None:
+    inventory = kind.runtime.inventory()
+    assert inventory.cpus and all(isinstance(cpu, int) for cpu in inventory.cpus)
+    assert all(gpu.uuid for gpu in inventory.gpus)
+    if kind.name == "fake":
+        return  # no processes to pin
+    spec = kind.spec(kind.arm(), f"contract-pin-{secrets.token_hex(3)}")
+    spec.cpuset = str(inventory.cpus[-1])
+    handle = kind.runtime.start(spec)
+    try:
+        wait_ready(handle.base_url, "/health", 120, exit_code=lambda: kind.runtime.exit_code(handle),
+                   log_tail=lambda: [], transport=kind.runtime.http_transport)
+        seen = kind.runtime.exec(handle, ["python3", "-c", "import os; print(sorted(os.sched_getaffinity(0)))"])
+        assert seen.output.strip() == f"[{inventory.cpus[-1]}]", seen.output
+    finally:
+        kind.runtime.stop(handle, 10)
+        kind.runtime.remove(handle)
