@@ -23,6 +23,7 @@ def is_root_cause(text: str) -> bool:
     return TRACEBACK in text or bool(ERROR_LEVEL.search(text)) or (
         not ROUTINE.search(text) and bool(EXCEPTION_LINE.match(text)))
 MAX_LINES = 40
+RAISED = re.compile(r"\b[A-Z]\w*(?:Error|Exception|Exit)\b:? .*")  # "NotImplementedError: No ... backend"
 
 
 @dataclass
@@ -64,6 +65,15 @@ def root_cause(lines: list[tuple[str, str]], after_ns: int | None) -> list[str]:
         return block
     # Where it started and how it ended (the exception lines come last), without the frames between.
     return [*block[:8], f"... ({len(block) - 38} lines) ...", *block[-30:]]
+
+
+def cause_line(block: list[str]) -> str | None:
+    """The root cause in one line, for the terminal: the last exception raised in the block (its message),
+    else the block's first line."""
+    for text in reversed(block):
+        if match := RAISED.search(text):
+            return match.group(0).strip()
+    return block[0].strip() if block else None
 
 
 def arm_failures(paths: RunPaths) -> list[ArmFailure]:

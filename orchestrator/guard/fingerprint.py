@@ -95,10 +95,17 @@ def probe_result(result: ExecResult, where: str) -> dict[str, Any]:
                                                       f"{result.output.strip()[-300:]!r}"}
 
 
+UNKNOWN_INTERPRETER = ("unknown: the arm's command names no Python interpreter (set the arm's `python` to the "
+                       "one its engine runs under)")
+
+
 def probe_container(runtime: Runtime, handle: Handle, secret_names: Iterable[str] = (),
-                    python: str = "python3") -> dict[str, Any]:
-    """Run the environment probe inside a running arm. Never raises: a failure is {"error": ...}.
+                    python: str | None = "python3") -> dict[str, Any]:
+    """Run the environment probe inside a running arm, with its interpreter (`config.arms.arm_interpreter`;
+    None: unknown, and no other interpreter is asked). Never raises: a failure is {"error": ...}.
     Env values of `secret_names` (the arm's secret_env) are redacted like the probe's own pattern."""
+    if python is None:
+        return {"error": UNKNOWN_INTERPRETER}
     probe = _probe_container(runtime, handle, python)
     env = probe.get("env")
     if isinstance(env, dict):

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from orchestrator.config import resolve_prompts
-from orchestrator.config.arms import build_spec, container_spec, effective_arm, runtime_for
+from orchestrator.config.arms import arm_interpreter, build_spec, container_spec, effective_arm, runtime_for
 from orchestrator.config.schema import ArmConfig, Config, PhaseKind, PromptAs, RuntimeKind
 from orchestrator.errors import OrchestratorError
 from orchestrator.guard.fingerprint import arm_cell, log_facts, matrix_key, probe_container
@@ -138,7 +138,8 @@ class StudyRunner:
         handle = launch.handle = self.runtime.start(spec)
         row["container_id"] = handle.id
         # The environment probe (versions, GPU, env, inside the arm) runs while the engine loads.
-        launch.probing = self._probes.submit(probe_container, self.runtime, handle, arm.secret_env, arm.python)
+        launch.probing = self._probes.submit(probe_container, self.runtime, handle, arm.secret_env,
+                                             arm_interpreter(arm, process))
         wait_ready(handle.base_url, arm.health_path, arm.startup_timeout_s,
                    exit_code=lambda: self.runtime.exit_code(handle),
                    log_tail=lambda: [line.text for line in self.runtime.logs(handle, tail=50)],

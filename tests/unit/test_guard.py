@@ -294,3 +294,36 @@ def test_a_knob_listing_is_kept_by_image_id_and_not_run_again() -> None:
     cfg.arms["fused"].knobs.command = ["--list-other-knobs"]  # another command: another listing
     guard_knobs.check_knobs(cfg, broken, "run-3")
     assert calls == [["--list-other-knobs"]]
+
+
+# the arm's own interpreter (config/arms.py arm_interpreter) ------------------------------------------
+
+def test_a_process_arms_probes_run_under_the_interpreter_its_command_names(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from orchestrator.config.arms import arm_interpreter, build_spec
+
+    cfg = load("runtime=process", "arm@arms.baseline=vllm", "arms.baseline.image=process",
+               "arms.baseline.command=[/venv/bin/python3,-m,vllm.entrypoints.openai.api_server]")
+    arm = cfg.arms["baseline"]
+    assert arm.python == "python3"  # the template's default: the orchestrator's own, on PATH
+    assert arm_interpreter(arm, process=True) == "/venv/bin/python3"
+    assert arm_interpreter(arm, process=False) == "python3"  # in an image: the image's
+    assert build_spec(arm).interpreter == "/venv/bin/python3"  # the code identity hashes that venv
+    script = tmp_path / "vllm"
+    script.write_text("#!/venv2/bin/python3.11\nimport sys\n")
+    arm.command = [str(script), "serve"]
+    assert arm_interpreter(arm, process=True) == "/venv2/bin/python3.11"  # a console script's shebang
+    arm.command = ["/usr/local/bin/engine-binary"]
+    assert arm_interpreter(arm, process=True) is None  # not knowable: never the orchestrator's python3
+    listing = guard_knobs.listing_command(arm, process=True)
+    assert isinstance(listing, str) and "interpreter is unknown" in listing
+    assert fingerprint.probe_container(FakeRuntime({}), None, python=None)["error"].startswith(  # type: ignore[arg-type]
+        "unknown: the arm's command names no Python")
+    arm.python = "/venv3/bin/python"
+    assert arm_interpreter(arm, process=True) == "/venv3/bin/python"  # named explicitly
+
+
+def test_every_vllm_arm_asks_for_token_ids_and_lists_its_knobs_with_the_shipped_probe() -> None:
+    for template in ("vllm", "vllm_nonfused", "vllm_cpu", "vllm_cpu_process"):
+        arm = load(f"arm@arms.baseline={template}").arms["baseline"]
+        assert arm.request_extra == {"return_token_ids": True, "return_tokens_as_token_ids": True}, template
+        assert arm.knobs.probe == "vllm_knobs" and arm.knobs.command is None, template
