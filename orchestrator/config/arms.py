@@ -11,10 +11,10 @@ import dataclasses
 import re
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
 
 from orchestrator.config.compose import PROJECT_ROOT
 from orchestrator.config.schema import ArmConfig, BuildConfig, Config, RuntimeConfig, RuntimeKind
+from orchestrator.engines import profile_for
 from orchestrator.runtime import make_runtime
 from orchestrator.runtime.spec import LABEL_NS, BuildSpec, ContainerSpec, Mount, Runtime
 
@@ -79,25 +79,6 @@ def _shebang_python(program: str) -> str | None:
     return words[0] if words and PYTHON_NAME.match(Path(words[0]).name) else None
 
 
-def engine_argv(engine_args: Mapping[str, Any]) -> list[str]:
-    """{seed: 0, enforce-eager: true, enable-prefix-caching: false} ->
-    ['--seed', '0', '--enforce-eager', '--no-enable-prefix-caching']."""
-    argv: list[str] = []
-    for name, value in engine_args.items():
-        flag = name if name.startswith("-") else f"--{name}"
-        if value is None:
-            continue
-        if value is True:
-            argv.append(flag)
-        elif value is False:
-            argv.append(f"--no-{flag.lstrip('-')}")
-        elif isinstance(value, list | tuple):
-            argv += [flag, *map(str, value)]
-        else:
-            argv += [flag, str(value)]
-    return argv
-
-
 def container_spec(arm_name: str, arm: ArmConfig, image: str, labels: Mapping[str, str],
                    host_env: Mapping[str, str], scratch_root: Path | None = None) -> ContainerSpec:
     """`scratch_root`: the run's scratch folder; each scratch dir is SHARE_OR_ARM/NAME under it."""
@@ -107,7 +88,7 @@ def container_spec(arm_name: str, arm: ArmConfig, image: str, labels: Mapping[st
     return ContainerSpec(
         name=f"{labels.get(f'{LABEL_NS}.run', 'run')}-{arm_name}"[:120],
         image=image,
-        command=[*arm.command, *engine_argv(arm.engine_args)],
+        command=[*arm.command, *profile_for(arm.engine).argv(arm.engine_args)],
         env=dict(arm.env),
         secret_env={k: host_env[k] for k in arm.secret_env if k in host_env},
         labels={**labels, f"{LABEL_NS}.arm": arm_name},

@@ -81,6 +81,9 @@ class ArmConfig:
     """One serving configuration = one container."""
 
     description: str = ""
+    # The engine it serves (orchestrator/engines/: vllm, reference): how engine_args become flags, what
+    # requests carry, which log lines and metrics are read.
+    engine: str = "vllm"
     image: str = MISSING  # tag or id; pinned to its digest at run time
     build: BuildConfig = field(default_factory=BuildConfig)
     command: list[str] = field(default_factory=list)  # before engine_args; [] = image entrypoint only
@@ -94,7 +97,8 @@ class ArmConfig:
     # an image; a process arm names its venv's python, not the orchestrator's.
     python: str = "python3"
     endpoint: Endpoint | None = None  # null: the protocol's (completions or chat)
-    # Merged into every request this arm gets, e.g. vLLM's return_token_ids (after the protocol's extra).
+    # Merged into every request this arm gets, after the protocol's extra and the engine profile's (vLLM's:
+    # return_token_ids, return_tokens_as_token_ids); a null drops one.
     request_extra: dict[str, Any] = field(default_factory=dict)
     port: int = 8000  # the server's port inside the container
     health_path: str = "/health"

@@ -16,6 +16,7 @@ from orchestrator.config import engine_rules, security
 from orchestrator.config.catalog import line
 from orchestrator.config.compose import compose, resolve_prompts, to_typed
 from orchestrator.config.schema import Config, Endpoint, PhaseKind, PromptAs
+from orchestrator.engines import ENGINES
 from orchestrator.errors import ConfigError
 
 VERDICTS = ("identical", "differ")
@@ -94,6 +95,8 @@ def _names(config: Config) -> list[str]:
     if not arms:
         found.append(line("empty", "arms", {}, "at least one arm",
                           "add `- /arm@arms.NAME: TEMPLATE` to the study's defaults"))
+    found += [line("unknown-name", f"arms.{name}.engine", arm.engine, sorted(ENGINES))
+              for name, arm in config.arms.items() if arm.engine not in ENGINES]
     if config.study.baseline is not None and config.study.baseline not in config.arms:
         found.append(line("unknown-name", "study.baseline", config.study.baseline, arms))
     if len(arms) > 1:  # one arm (e.g. `~arms.B` on the command line) has no A/B to declare

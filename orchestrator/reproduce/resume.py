@@ -14,6 +14,7 @@ from pathlib import Path
 from orchestrator.config.arms import effective_arm
 from orchestrator.config.compose import resolve_prompts
 from orchestrator.config.schema import Config
+from orchestrator.engines import profile_for
 from orchestrator.errors import ExitStatus
 from orchestrator.record.paths import RunPaths
 from orchestrator.record.tables import read_table
@@ -33,7 +34,8 @@ def resume_plan(typed: Config, paths: RunPaths) -> ResumePlan:
     for name, original in typed.arms.items():
         arm = effective_arm(original, typed.stand_in)
         completed = arms.get(name) == "completed"
-        for group in protocol.plan(typed.protocol, arm.served_model_name, prompts, arm.endpoint, arm.request_extra):
+        extra = profile_for(arm.engine).extra(arm.request_extra)
+        for group in protocol.plan(typed.protocol, arm.served_model_name, prompts, arm.endpoint, extra):
             recorded = [rows.get(request.request_id(name)) for request in group]
             if any(r is None for r in recorded) or (not completed and any(r and r["error"] for r in recorded)):
                 groups.setdefault(name, set()).add(group[0].group_id(name))

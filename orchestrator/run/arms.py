@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 from orchestrator.config import resolve_prompts
 from orchestrator.config.arms import arm_interpreter, build_spec, container_spec, effective_arm, runtime_for
 from orchestrator.config.schema import ArmConfig, Config, PhaseKind, PromptAs, RuntimeKind
+from orchestrator.engines import profile_for
 from orchestrator.errors import OrchestratorError
 from orchestrator.guard.fingerprint import arm_cell, log_facts, matrix_key, probe_container
 from orchestrator.record.paths import RunPaths
@@ -217,11 +218,11 @@ class StudyRunner:
     def _arm_fingerprint(self, arm: ArmConfig, handle: Handle, image_id: str, probe: dict[str, Any]
                          ) -> dict[str, Any]:
         fingerprint = asyncio.run(self._fingerprint(handle))
-        fingerprint["log_facts"] = log_facts(line.text for line in self.runtime.logs(handle))
+        fingerprint["log_facts"] = log_facts((line.text for line in self.runtime.logs(handle)), arm.engine)
         fingerprint["docker_host"] = arm.docker_host or self.config.runtime.docker_host or "local"
         fingerprint["probe"] = probe  # versions, GPU, env, from inside the arm with its own interpreter
         fingerprint["image_id"] = image_id
-        fingerprint["cell"] = arm_cell(arm.engine_args, arm.gpus)
+        fingerprint["cell"] = arm_cell(arm.engine_args, arm.gpus, arm.engine)
         return fingerprint
 
     async def _fingerprint(self, handle: Handle) -> dict[str, Any]:
@@ -248,14 +249,16 @@ class StudyRunner:
             sent: Mapping[str, str | list[int]] = prompts
             if proto.request.prompt_as is PromptAs.token_ids:
                 sent = await protocol.token_ids(client, arm.served_model_name, prompts)
-            groups = list(protocol.plan(proto, arm.served_model_name, sent, arm.endpoint, arm.request_extra))
+            engine = profile_for(arm.engine)
+            groups = list(protocol.plan(proto, arm.served_model_name, sent, arm.endpoint,
+                                        engine.extra(arm.request_extra)))
             if self.resume is not None:
                 groups = protocol.resent(groups, self.resume.groups[name], name, self.resume.attempt)
             self.progress.arm(name, dict(Counter(request.phase for group in groups for request in group)))
             with _writer(self.paths, "responses", name, on_row=self.progress.row) as writer:
                 sender = ProtocolSender(ctx, prompts, writer, arm.metrics_path, arm.health_path,
                                         lambda: self.runtime.exit_code(handle),
-                                        lambda text: self.say(f"[{name}] {text}"),
+                                        lambda text: self.say(f"[{name}] {text}"), engine,
                                         lambda group: self._before_group(name, group))
                 return await sender.send(client, groups)
         finally:
