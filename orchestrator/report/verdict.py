@@ -8,7 +8,6 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from orchestrator.analysis.failures import cause_line
 from orchestrator.analysis.gate import failures, gate_from_flags
 from orchestrator.analysis.results import Comparison
 from orchestrator.config.catalog import line
@@ -37,8 +36,8 @@ def status(report: StudyReport, gate: dict[str, Any]) -> ExitStatus:
     if report.failures:
         print(f"error: arm(s) failed: {', '.join(f.arm for f in report.failures)}", file=sys.stderr)
         for failure in report.failures:  # where and why, as report.md's Failures section says it
-            if cause := cause_line(failure.root_cause):
-                print(f"error: arm '{failure.arm}': root cause, from its log: {cause}", file=sys.stderr)
+            if failure.cause:
+                print(f"error: arm '{failure.arm}': root cause, from its log: {failure.cause}", file=sys.stderr)
         return ExitStatus.MEASUREMENT_FAILED
     for sentence in report.incomplete:
         print(f"error: {sentence}", file=sys.stderr)
