@@ -31,6 +31,7 @@ from orchestrator.analysis.results import (
     ScheduleCheck,
 )
 from orchestrator.analysis.stats import divergence_bound, pooled_bound, stopped_lower_bound
+from orchestrator.engines import profile_for
 from orchestrator.errors import RecordError
 from orchestrator.record.paths import RunPaths
 from orchestrator.record.tables import iter_batches, read_table
@@ -320,17 +321,14 @@ def _pooled(cells: list[Cell]) -> list[PooledBound]:
             for arm, members in by_arm.items()]
 
 
-CAPACITY_FLAGS = ("max-num-seqs", "max_num_seqs")
-
-
 def capacities(sources: RunPaths | list[RunPaths]) -> dict[str, int | None]:
-    """Each arm's max-num-seqs, from the config the arms table recorded (None: not set, the engine's default)."""
+    """Each arm's capacity (vLLM's max-num-seqs) as its engine profile reads the config the arms table recorded
+    (None: not set, the engine's default; a record from before `engine:` is vLLM's)."""
     out: dict[str, int | None] = {}
     for paths, label in _labelled(sources):
         for row in read_table(paths, "arms", columns=["arm", "config_json"]).to_pylist():
-            engine_args = json.loads(row["config_json"] or "{}").get("engine_args") or {}
-            value = next((engine_args[k] for k in CAPACITY_FLAGS if engine_args.get(k) is not None), None)
-            out[label + row["arm"]] = int(value) if value is not None else None
+            arm = json.loads(row["config_json"] or "{}")
+            out[label + row["arm"]] = profile_for(arm.get("engine")).capacity(arm.get("engine_args") or {})
     return out
 
 

@@ -23,6 +23,8 @@ def is_root_cause(text: str) -> bool:
     return TRACEBACK in text or bool(ERROR_LEVEL.search(text)) or (
         not ROUTINE.search(text) and bool(EXCEPTION_LINE.match(text)))
 MAX_LINES = 40
+RAISED = re.compile(r"\b[A-Z]\w*(?:Error|Exception|Exit): .+")  # "NotImplementedError: No ... backend"
+POINTER = re.compile(r"root cause|stack trace \(above\)|see above", re.IGNORECASE)  # a wrapper, not the cause
 
 
 @dataclass
@@ -33,7 +35,8 @@ class ArmFailure:
     requests: int
     failed_requests: int
     died_at: str | None = None  # "request 3 of 40 (sequential/capital #2): HTTP 500 ..."
-    root_cause: list[str] = field(default_factory=list)  # log lines
+    root_cause: list[str] = field(default_factory=list)  # log lines (a long block: its start and its end)
+    cause: str | None = None  # the root cause in one line, from the whole block (`cause_line`)
 
 
 def _ns(timestamp: str) -> int | None:
@@ -46,6 +49,11 @@ def _ns(timestamp: str) -> int | None:
 
 
 def root_cause(lines: list[tuple[str, str]], after_ns: int | None) -> list[str]:
+    """The first traceback or ERROR block at or after `after_ns`, shortened to its start and its end."""
+    return shortened(error_block(lines, after_ns))
+
+
+def error_block(lines: list[tuple[str, str]], after_ns: int | None) -> list[str]:
     """The first traceback or ERROR block at or after `after_ns`: (timestamp, text) lines in log order."""
     start = None
     for index, (stamp, text) in enumerate(lines):
@@ -60,10 +68,24 @@ def root_cause(lines: list[tuple[str, str]], after_ns: int | None) -> list[str]:
         if ROUTINE.search(text) and not is_root_cause(text):
             break  # the engine went back to routine lines: the block is over
         block.append(text)
+    return block
+
+
+def shortened(block: list[str]) -> list[str]:
     if len(block) <= MAX_LINES:
         return block
     # Where it started and how it ended (the exception lines come last), without the frames between.
     return [*block[:8], f"... ({len(block) - 38} lines) ...", *block[-30:]]
+
+
+def cause_line(block: list[str]) -> str | None:
+    """The root cause in one line, for the terminal: the first exception raised in the block (chained ones
+    follow their cause) that is not a wrapper pointing back at it ("See root cause above"), else the block's
+    first line."""
+    for text in block:
+        if (match := RAISED.search(text)) and not POINTER.search(text):
+            return match.group(0).strip()
+    return block[0].strip() if block else None
 
 
 def arm_failures(paths: RunPaths) -> list[ArmFailure]:
@@ -89,6 +111,7 @@ def arm_failures(paths: RunPaths) -> list[ArmFailure]:
         if logs is None:
             logs = read_table(paths, "logs", columns=["arm", "seq", "timestamp", "text"]).to_pylist()
         lines = [(str(line["timestamp"]), str(line["text"])) for line in logs if line["arm"] == arm["arm"]]
-        failure.root_cause = root_cause(lines, ok[-1]["recv_ns"] if ok else None)
+        block = error_block(lines, ok[-1]["recv_ns"] if ok else None)
+        failure.root_cause, failure.cause = shortened(block), cause_line(block)
         failures.append(failure)
     return failures

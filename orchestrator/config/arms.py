@@ -8,12 +8,13 @@ without GPUs, host mounts or host IPC, so a vLLM study's whole path runs where n
 from __future__ import annotations
 
 import dataclasses
+import re
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
 
 from orchestrator.config.compose import PROJECT_ROOT
 from orchestrator.config.schema import ArmConfig, BuildConfig, Config, RuntimeConfig, RuntimeKind
+from orchestrator.engines import profile_for
 from orchestrator.runtime import make_runtime
 from orchestrator.runtime.spec import LABEL_NS, BuildSpec, ContainerSpec, Mount, Runtime
 
@@ -37,30 +38,45 @@ def runtime_named(kind: str, docker_host: str | None) -> Runtime:
 
 
 def build_spec(arm: ArmConfig) -> BuildSpec:
-    """The runtime's build spec: a relative context resolves against the project root; the arm's own
-    interpreter identifies a process arm's code."""
+    """The runtime's build spec: a relative context resolves against the project root; the interpreter the
+    arm's command runs under identifies a process arm's code (only the process runtime reads it)."""
     build = arm.build
     context = (PROJECT_ROOT / build.context).resolve() if build.context else None
-    return BuildSpec(context=context, dockerfile=build.dockerfile, args=dict(build.args), interpreter=arm.python)
+    return BuildSpec(context=context, dockerfile=build.dockerfile, args=dict(build.args),
+                     interpreter=arm_interpreter(arm, process=True) or arm.python)
 
 
-def engine_argv(engine_args: Mapping[str, Any]) -> list[str]:
-    """{seed: 0, enforce-eager: true, enable-prefix-caching: false} ->
-    ['--seed', '0', '--enforce-eager', '--no-enable-prefix-caching']."""
-    argv: list[str] = []
-    for name, value in engine_args.items():
-        flag = name if name.startswith("-") else f"--{name}"
-        if value is None:
-            continue
-        if value is True:
-            argv.append(flag)
-        elif value is False:
-            argv.append(f"--no-{flag.lstrip('-')}")
-        elif isinstance(value, list | tuple):
-            argv += [flag, *map(str, value)]
-        else:
-            argv += [flag, str(value)]
-    return argv
+PYTHON_NAME = re.compile(r"python(\d+(\.\d+)?)?$")
+DEFAULT_PYTHON = "python3"  # ArmConfig.python's default: in an image, the image's own python3
+
+
+def arm_interpreter(arm: ArmConfig, process: bool) -> str | None:
+    """The Python the arm's engine runs under, where its probes and knob listing must run: in an image, its
+    `python`; as a process, the interpreter its command names (`VENV/bin/python3 -m ...`, or a console script
+    whose shebang names it), else an explicit `python`. None: not knowable (never the orchestrator's own)."""
+    if not process:
+        return arm.python
+    program = arm.command[0] if arm.command else ""
+    if PYTHON_NAME.match(Path(program).name):
+        return program
+    shebang = _shebang_python(program)
+    if shebang is not None:
+        return shebang
+    return arm.python if arm.python != DEFAULT_PYTHON else None
+
+
+def _shebang_python(program: str) -> str | None:
+    """`#!/venv/bin/python3` of a script such as a venv's `vllm`; None for a binary or no such file."""
+    path = Path(program) if Path(program).is_absolute() else PROJECT_ROOT / program
+    try:
+        with path.open("rb") as handle:
+            first = handle.readline(512)
+    except OSError:
+        return None
+    words = first[2:].decode("utf-8", "replace").split() if first.startswith(b"#!") else []
+    if words and Path(words[0]).name == "env":
+        words = words[1:]
+    return words[0] if words and PYTHON_NAME.match(Path(words[0]).name) else None
 
 
 def container_spec(arm_name: str, arm: ArmConfig, image: str, labels: Mapping[str, str],
@@ -72,7 +88,7 @@ def container_spec(arm_name: str, arm: ArmConfig, image: str, labels: Mapping[st
     return ContainerSpec(
         name=f"{labels.get(f'{LABEL_NS}.run', 'run')}-{arm_name}"[:120],
         image=image,
-        command=[*arm.command, *engine_argv(arm.engine_args)],
+        command=[*arm.command, *profile_for(arm.engine).argv(arm.engine_args)],
         env=dict(arm.env),
         secret_env={k: host_env[k] for k in arm.secret_env if k in host_env},
         labels={**labels, f"{LABEL_NS}.arm": arm_name},

@@ -1,15 +1,14 @@
 """The engines' own rules on a request, checked before anything starts, so that a study is refused with one
-line instead of answered by dozens of HTTP 400s. vLLM's (and the reference engine's, which mimics them):
-`max_tokens` 0 only with `echo`; `logprobs` and `prompt_logprobs` at most `--max-logprobs` (default 20);
--1 (the whole vocabulary) only with `--max-logprobs -1`."""
+line instead of answered by dozens of HTTP 400s: `max_tokens` 0 only with `echo`; `logprobs` and
+`prompt_logprobs` at most the limit the arm's engine profile names (vLLM's `--max-logprobs`, default 20);
+-1 (the whole vocabulary) only with a limit of -1."""
 
 from __future__ import annotations
 
 from orchestrator.config.arms import effective_arm
 from orchestrator.config.catalog import line
 from orchestrator.config.schema import Config
-
-DEFAULT_MAX_LOGPROBS = 20  # vLLM's --max-logprobs default (and the reference engine's)
+from orchestrator.engines import profile_for
 
 
 def problems(config: Config) -> list[str]:
@@ -21,15 +20,16 @@ def problems(config: Config) -> list[str]:
                           "to score the prompt only"))
     for name, original in config.arms.items():
         arm = effective_arm(original, config.stand_in)
-        limit = arm.engine_args.get("max-logprobs", DEFAULT_MAX_LOGPROBS)
-        limit = DEFAULT_MAX_LOGPROBS if limit is None else int(limit)
+        engine = profile_for(arm.engine)
+        limit, is_default = engine.max_logprobs(arm.engine_args)
         for key, asked in (("logprobs", request.logprobs), ("prompt_logprobs", request.prompt_logprobs)):
-            if asked is None or limit == -1:
+            if asked is None or limit is None or limit == -1:
                 continue
             if asked == -1 or asked > limit:
                 what = "the whole vocabulary (-1)" if asked == -1 else str(asked)
-                default = " (the default)" if "max-logprobs" not in arm.engine_args else ""
+                default = " (the default)" if is_default else ""
+                flag = engine.max_logprobs_flag
                 found.append(f"protocol.request.{key}={asked} asks arm '{name}' for {what} logprobs, above its "
-                             f"--max-logprobs {limit}{default}: lower it, or set "
-                             f"arms.{name}.engine_args.max-logprobs: {asked}")
+                             f"--{flag} {limit}{default}: lower it, or set "
+                             f"arms.{name}.engine_args.{flag}: {asked}")
     return found

@@ -83,6 +83,9 @@ class ArmConfig:
     """One serving configuration = one container."""
 
     description: str = ""
+    # The engine it serves (orchestrator/engines/: vllm, reference): how engine_args become flags, what
+    # requests carry, which log lines and metrics are read.
+    engine: str = "vllm"
     image: str = MISSING  # tag or id; pinned to its digest at run time
     build: BuildConfig = field(default_factory=BuildConfig)
     command: list[str] = field(default_factory=list)  # before engine_args; [] = image entrypoint only
@@ -98,7 +101,8 @@ class ArmConfig:
     # an image; a process arm names its venv's python, not the orchestrator's.
     python: str = "python3"
     endpoint: Endpoint | None = None  # null: the protocol's (completions or chat)
-    # Merged into every request this arm gets, e.g. vLLM's return_token_ids (after the protocol's extra).
+    # Merged into every request this arm gets, after the protocol's extra and the engine profile's (vLLM's:
+    # return_token_ids, return_tokens_as_token_ids); a null drops one.
     request_extra: dict[str, Any] = field(default_factory=dict)
     port: int = 8000  # the server's port inside the container
     health_path: str = "/health"
@@ -216,7 +220,7 @@ class StudyConfig:
     allow_shared_caches: list[str] = field(default_factory=list)
     ignore_leaves: list[str] = field(default_factory=list)  # config leaves never compared (description)
     ignore_fields: list[str] = field(default_factory=list)  # fingerprint fields never compared (env.HOSTNAME)
-    # Startup-log facts (guard/fingerprint.py LOG_PATTERNS names: moe_backend, attention_backend, ...) that must
+    # Startup-log facts (the engine profiles' log_patterns names: moe_backend, attention_backend, ...) that must
     # be equal in every arm even where a declared variable (an image) implies they may differ (guard/held.py)
     held_facts: list[str] = field(default_factory=list)
     # nats: a first divergence whose top-1/top-2 logprob gap is below this is reported as a near-tie flip

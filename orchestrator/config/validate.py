@@ -14,10 +14,10 @@ from pathlib import Path
 from typing import Any
 
 from orchestrator.config import engine_rules, security
-from orchestrator.config.arms import engine_argv
 from orchestrator.config.catalog import line
 from orchestrator.config.compose import compose, resolve_prompts, to_typed
 from orchestrator.config.schema import Config, Endpoint, PhaseKind, PromptAs, RuntimeKind
+from orchestrator.engines import ENGINES
 from orchestrator.errors import ConfigError
 from orchestrator.runtime.spec import Mount, map_mounts
 
@@ -107,6 +107,8 @@ def _names(config: Config) -> list[str]:
     if not arms:
         found.append(line("empty", "arms", {}, "at least one arm",
                           "add `- /arm@arms.NAME: TEMPLATE` to the study's defaults"))
+    found += [line("unknown-name", f"arms.{name}.engine", arm.engine, sorted(ENGINES))
+              for name, arm in config.arms.items() if arm.engine not in ENGINES]
     if config.study.baseline is not None and config.study.baseline not in config.arms:
         found.append(line("unknown-name", "study.baseline", config.study.baseline, arms))
     if len(arms) > 1:  # one arm (e.g. `~arms.B` on the command line) has no A/B to declare
@@ -179,7 +181,8 @@ def _process_arms(config: Config) -> list[str]:
                               "a full argv with runtime=process, its program first (there is no image entrypoint)",
                               f"set arms.{name}.command (e.g. [python3, -m, refengine]), or for the reference "
                               f"engine use arm@arms.{name}=reference_process"))
-        named = [*arm.command, *engine_argv(arm.engine_args), *arm.env.values()]
+        engine = ENGINES.get(arm.engine)  # an unknown one is its own problem (_names)
+        named = [*arm.command, *(engine.argv(arm.engine_args) if engine else []), *arm.env.values()]
         for scratch_name, scratch in arm.scratch.items():
             if map_mounts(named, [Mount("", scratch.container, False)]) == named:  # the runtime's rule: unused
                 found.append(line("cross-field", f"arms.{name}.scratch.{scratch_name}.container", scratch.container,

@@ -17,21 +17,26 @@ from pathlib import PurePosixPath
 from typing import TYPE_CHECKING
 
 from orchestrator.config.catalog import line
+from orchestrator.engines import ENGINES, profile_for
 from orchestrator.runtime.process import PRIVATE_CACHE_ENV
 
 if TYPE_CHECKING:
     from orchestrator.config.schema import ArmConfig, Config
 
-# Environment variables that name a cache dir, and the kind of cache each holds.
-CACHE_ENV = {
-    "VLLM_FLASHINFER_AUTOTUNE_CACHE_DIR": "autotune", "FLASHINFER_WORKSPACE_BASE": "flashinfer",
-    "TORCHINDUCTOR_CACHE_DIR": "torch_inductor", "TRITON_CACHE_DIR": "triton", "VLLM_CACHE_ROOT": "vllm",
-    "HF_HOME": "hugging_face", "HF_HUB_CACHE": "hugging_face", "TRANSFORMERS_CACHE": "hugging_face",
-    "XDG_CACHE_HOME": "xdg", "CUDA_CACHE_PATH": "cuda_compile",
+# Environment variables that name a cache dir of the libraries under any engine, and the kind of cache each
+# holds; an engine's own (its flags too) are its profile's (engines/).
+LIBRARY_CACHE_ENV = {
+    "FLASHINFER_WORKSPACE_BASE": "flashinfer", "TORCHINDUCTOR_CACHE_DIR": "torch_inductor",
+    "TRITON_CACHE_DIR": "triton", "HF_HOME": "hugging_face", "HF_HUB_CACHE": "hugging_face",
+    "TRANSFORMERS_CACHE": "hugging_face", "XDG_CACHE_HOME": "xdg", "CUDA_CACHE_PATH": "cuda_compile",
 }
-# Engine arguments that name one (vLLM's and the reference engine's).
-CACHE_ARGS = {"autotune-cache-dir": "autotune", "download-dir": "hugging_face"}
-KINDS = tuple(sorted({*CACHE_ENV.values(), *CACHE_ARGS.values(), "mount"}))
+KINDS = tuple(sorted({*LIBRARY_CACHE_ENV.values(), "mount",
+                      *(kind for p in ENGINES.values() for kind in (*p.cache_env.values(), *p.cache_args.values()))}))
+
+
+def cache_env(arm: ArmConfig) -> dict[str, str]:
+    """Env names that name a cache dir for this arm: the libraries' and its engine's."""
+    return {**LIBRARY_CACHE_ENV, **profile_for(arm.engine).cache_env}
 
 
 @dataclass(frozen=True)
@@ -47,12 +52,13 @@ def locations(config: Config) -> list[CacheLocation]:
     process = config.runtime.kind.value == "process"
     found = []
     for name, arm in config.arms.items():
-        settings = [(CACHE_ENV[k], v, f"arms.{name}.env.{k}") for k, v in arm.env.items() if k in CACHE_ENV]
-        settings += [(CACHE_ARGS[k.lstrip("-")], str(v), f"arms.{name}.engine_args.{k}")
-                     for k, v in arm.engine_args.items() if k.lstrip("-") in CACHE_ARGS and v]
+        named, cache_args = cache_env(arm), profile_for(arm.engine).cache_args
+        settings = [(named[k], v, f"arms.{name}.env.{k}") for k, v in arm.env.items() if k in named]
+        settings += [(cache_args[k.lstrip("-")], str(v), f"arms.{name}.engine_args.{k}")
+                     for k, v in arm.engine_args.items() if k.lstrip("-") in cache_args and v]
         if process:
-            settings += [(CACHE_ENV[k], os.environ[k], f"runtime.inherit_env {k} (from this host)")
-                         for k in config.runtime.inherit_env if k in CACHE_ENV and k not in arm.env
+            settings += [(named[k], os.environ[k], f"runtime.inherit_env {k} (from this host)")
+                         for k in config.runtime.inherit_env if k in named and k not in arm.env
                          and k in os.environ and k not in PRIVATE_CACHE_ENV]
         for kind, path, how in settings:
             host = _host_path(arm, path, process)

@@ -2,53 +2,28 @@
 environment probe, orchestrator/probes/environment.py, run through the runtime) and from its startup
 log; and the matrix key.
 
-The patterns cover vLLM's startup lines (docs/vllm.md, "Startup log lines") and the reference engine's,
-which mimics them. A fact that no line states is absent, never guessed.
+The log patterns are the engine profile's (orchestrator/engines/). A fact that no line states is absent,
+never guessed.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-import re
 import sys
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 from orchestrator import probes
+from orchestrator.engines import profile_for
 from orchestrator.runtime.spec import BuildSpec, ExecResult, run_labels
 
 if TYPE_CHECKING:
     from orchestrator.runtime.spec import Handle, Runtime
 
-LOG_PATTERNS: dict[str, str] = {
-    # vLLM's plain line, the logo banner's "█  version 0.32.0", the engine core's "(v0.32.0)", ours
-    "engine_version": r"(?:vLLM server version |refengine version |█ +version |LLM engine \(v)([0-9][^,\s)]*)",
-    "moe_backend": r"Using '?(.+?)'? (?:Unquantized|Fp8|NvFp4|Mxfp4|Mxfp8|Int8|WNA16) MoE (?:LoRA )?backend",
-    "moe_backend_requested": r"MoE backend requested: (\S+)",
-    "attention_backend": r"Using (\S+) attention backend",
-    "fused_finalize": r"Fused finalize: (on|off)",
-    "finalize_patch": r"Non-fused finalize patch active: (use_fused_finalize=False)",  # arms/vllm-nonfused
-    "batch_invariant": r"Batch invariant: (on|off)",
-    "indexer_budget": r"Indexer budget: (\d+)",
-    "topk_tiebreak": r"top-k tie-break: (\w+)",
-    "autotune_key": r"Autotune cache key: (\S+)",
-    "autotune_file": r"Using FlashInfer autotune cache file: (\S+?)\.?(?:\s|$)",
-    "autotune_entry_finalize": r"Loaded autotune entry tuned for finalize=(\w+)",
-    "max_model_len": r"Using max model len (\d+)",
-    "speculative": r"speculative_config=(None|\w+\([^)]*\))",  # vLLM's engine config line; None: off
-}
-_COMPILED = {name: re.compile(pattern) for name, pattern in LOG_PATTERNS.items()}
-
-
-def log_facts(lines: Iterable[str]) -> dict[str, str]:
-    """The first match of each pattern, in log order."""
-    facts: dict[str, str] = {}
-    for line in lines:
-        for name, pattern in _COMPILED.items():
-            if name not in facts and (match := pattern.search(line)):
-                facts[name] = match.group(1)
-    return facts
+def log_facts(lines: Iterable[str], engine: str | None = None) -> dict[str, str]:
+    """The facts the engine's profile reads from its log (engines/): the first match of each pattern."""
+    return profile_for(engine).log_facts(lines)
 
 
 MATRIX_PACKAGES = ("vllm", "flashinfer", "torch", "triton", "refengine")
@@ -76,15 +51,13 @@ def matrix_key(image_id: str | None, fingerprint: dict[str, Any]) -> str:
     return hashlib.sha256(json.dumps(material, sort_keys=True).encode()).hexdigest()[:12]
 
 
-def arm_cell(engine_args: dict[str, Any], gpus: str | None) -> dict[str, Any]:
-    """Quantization and topology as the arm's flags state them (None: the engine's default)."""
-    def flag(*names: str) -> Any:
-        return next((engine_args[n] for n in names if engine_args.get(n) is not None), None)
-
-    return {"quantization": flag("quantization", "q"),
-            "topology": {"tensor_parallel": flag("tensor-parallel-size", "tp"),
-                         "pipeline_parallel": flag("pipeline-parallel-size", "pp"),
-                         "data_parallel": flag("data-parallel-size", "dp"), "gpus": gpus}}
+def arm_cell(engine_args: dict[str, Any], gpus: str | None, engine: str | None = None) -> dict[str, Any]:
+    """Quantization and topology as the arm's flags state them, aliases included (None: the engine's default)."""
+    flag = profile_for(engine).flag_value
+    return {"quantization": flag(engine_args, "quantization"),
+            "topology": {"tensor_parallel": flag(engine_args, "tensor-parallel-size"),
+                         "pipeline_parallel": flag(engine_args, "pipeline-parallel-size"),
+                         "data_parallel": flag(engine_args, "data-parallel-size"), "gpus": gpus}}
 
 
 def probe_result(result: ExecResult, where: str) -> dict[str, Any]:
@@ -96,10 +69,17 @@ def probe_result(result: ExecResult, where: str) -> dict[str, Any]:
                                                       f"{result.output.strip()[-300:]!r}"}
 
 
+UNKNOWN_INTERPRETER = ("unknown: the arm's command names no Python interpreter (set the arm's `python` to the "
+                       "one its engine runs under)")
+
+
 def probe_container(runtime: Runtime, handle: Handle, secret_names: Iterable[str] = (),
-                    python: str = "python3") -> dict[str, Any]:
-    """Run the environment probe inside a running arm. Never raises: a failure is {"error": ...}.
+                    python: str | None = "python3") -> dict[str, Any]:
+    """Run the environment probe inside a running arm, with its interpreter (`config.arms.arm_interpreter`;
+    None: unknown, and no other interpreter is asked). Never raises: a failure is {"error": ...}.
     Env values of `secret_names` (the arm's secret_env) are redacted like the probe's own pattern."""
+    if python is None:
+        return {"error": UNKNOWN_INTERPRETER}
     probe = _probe_container(runtime, handle, python)
     env = probe.get("env")
     if isinstance(env, dict):

@@ -1,4 +1,4 @@
-"""Held facts: startup-log facts (`study.held_facts`, names of `fingerprint.LOG_PATTERNS`) that must be equal
+"""Held facts: startup-log facts (`study.held_facts`, names of the engine profiles' `log_patterns`) that must be equal
 in every arm, whatever the arms declare. A declared `image` implies that everything inside it may differ, so
 without them the observed check cannot catch what the seed's image A/B had to rule out by hand: another
 MoE or attention backend, speculative decoding switched on, another autotune key. A held fact that differs
@@ -11,19 +11,21 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from orchestrator.config.catalog import line
-from orchestrator.guard.fingerprint import LOG_PATTERNS
+from orchestrator.engines import ENGINES
 
 if TYPE_CHECKING:
     from orchestrator.config.schema import Config
 
 PREFIX = "log_facts."
+# Every fact some engine reads from its log: a study may hold any of them.
+LOG_FACTS = frozenset(name for engine in ENGINES.values() for name in engine.log_patterns)
 
 
 def problems(config: Config) -> list[str]:
     """One line per held fact no log pattern reads (exit 2, nothing started)."""
-    return [line("unknown-name", "study.held_facts", name, list(LOG_PATTERNS),
-                 "hold one of the log facts listed (guard/fingerprint.py LOG_PATTERNS)")
-            for name in config.study.held_facts if name not in LOG_PATTERNS]
+    return [line("unknown-name", "study.held_facts", name, sorted(LOG_FACTS),
+                 "hold one of the log facts listed (the engine profiles' log_patterns, orchestrator/engines/)")
+            for name in config.study.held_facts if name not in LOG_FACTS]
 
 
 def is_held(field: str, held: list[str]) -> bool:

@@ -13,8 +13,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from orchestrator import probes
-from orchestrator.config.arms import build_spec, effective_arm
+from orchestrator.config.arms import arm_interpreter, build_spec, effective_arm
 from orchestrator.config.compose import user_cache_dir
+from orchestrator.config.schema import RuntimeKind
+from orchestrator.engines import profile_for
 from orchestrator.errors import OrchestratorError
 from orchestrator.guard.results import KnobCheck
 from orchestrator.record.paths import atomic_write_text
@@ -25,22 +27,11 @@ if TYPE_CHECKING:
     from orchestrator.runtime.spec import Runtime
 
 
-def arm_flags(engine_args: Mapping[str, Any]) -> list[str]:
-    """The flag names engine_argv emits: {fused-finalize: false} -> ['--no-fused-finalize']."""
-    flags = []
-    for name, value in engine_args.items():
-        if value is None:
-            continue
-        flag = name if name.startswith("-") else f"--{name}"
-        flags.append(f"--no-{flag.lstrip('-')}" if value is False else flag)
-    return flags
-
-
 def unknown_knobs(arm: str, arm_config: ArmConfig, known: Mapping[str, Any]) -> list[str]:
     """Problems for the flags and env vars (within knobs.env_prefixes) the engine's listing lacks."""
     flags, env = set(known.get("flags") or ()), set(known.get("env") or ())
     problems = []
-    for flag in arm_flags(arm_config.engine_args):
+    for flag in profile_for(arm_config.engine).flag_names(arm_config.engine_args):
         if flag not in flags:
             problems.append(f"arm '{arm}': flag {flag} is not known to the engine in {arm_config.image} "
                             f"(it would be ignored).{_closest(flag, flags)}")
@@ -56,13 +47,17 @@ def _closest(name: str, choices: set[str]) -> str:
     return f" Did you mean '{close[0]}'?" if close else f" The engine knows {len(choices)} such names."
 
 
-def listing_command(arm: ArmConfig) -> tuple[list[str], list[str] | None] | None:
-    """(command, entrypoint) that makes the arm's image list its knobs; None: not checked."""
+def listing_command(arm: ArmConfig, process: bool) -> tuple[list[str], list[str] | None] | str:
+    """(command, entrypoint) that makes the arm's image list its knobs; a string: why it is not checked."""
     knobs = arm.knobs
-    if knobs.probe is not None:  # shipped: `python -c SOURCE` with the arm's own interpreter
-        return ["-c", probes.source(knobs.probe)], [arm.python]
+    probe = knobs.probe or (profile_for(arm.engine).knob_probe if knobs.command is None else None)
+    if probe is not None:  # shipped: `python -c SOURCE` with the arm's own interpreter
+        python = arm_interpreter(arm, process)
+        if python is None:
+            return "the arm's interpreter is unknown: its command names no Python (set the arm's `python`)"
+        return ["-c", probes.source(probe)], [python]
     if knobs.command is None:
-        return None
+        return f"arm.knobs.command and arm.knobs.probe are null, and engine {arm.engine} ships no listing"
     return list(knobs.command), None if knobs.entrypoint is None else list(knobs.entrypoint)
 
 
@@ -76,9 +71,9 @@ def check_knobs(config: Config, runtime: Runtime, run_id: str) -> dict[str, Knob
         if config.stand_in:
             results[arm] = KnobCheck(False, reason=f"stand-in {config.stand_in} runs instead of the arm's image")
             continue
-        listing = listing_command(arm_config)
-        if listing is None:
-            results[arm] = KnobCheck(False, reason="arm.knobs.command and arm.knobs.probe are null")
+        listing = listing_command(arm_config, config.runtime.kind is RuntimeKind.process)
+        if isinstance(listing, str):
+            results[arm] = KnobCheck(False, reason=listing)
             continue
         command, entrypoint = listing
         try:  # a missing image or a broken listing is the arm's own failure later, not the guard's

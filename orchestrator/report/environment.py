@@ -38,6 +38,7 @@ class ArmEnvironment:
     # study.parallel_arms: the wave it ran in (arms of one wave ran at the same time) and where it was placed
     wave: int | None = None
     placement: str | None = None  # "local, GPU GPU-1f.., cores 0-3"
+    probe_error: str | None = None  # the environment probe did not run: packages and python are unknown
 
 
 @dataclass
@@ -66,7 +67,8 @@ def arm_environment(row: dict[str, Any], label: str = "") -> ArmEnvironment:
         engine_version=version, packages=dict(sorted((probe.get("packages") or {}).items())),
         python=probe.get("python"), gpu=gpu_text, cuda=probe.get("cuda"), os=probe.get("os"),
         host=host, matrix_key=row.get("matrix_key"), command=row.get("docker_run") or "",
-        started_during=row.get("started_during"), wave=row.get("wave"), placement=_placement(row))
+        started_during=row.get("started_during"), wave=row.get("wave"), placement=_placement(row),
+        probe_error=probe.get("error"))
 
 
 def _placement(row: dict[str, Any]) -> str | None:
@@ -126,9 +128,13 @@ def markdown_section(env: Environment) -> list[str]:
         image = f"{a.image_ref} = {a.identity}" if a.image_ref and a.image_ref != a.identity else a.identity
         if a.repo_digests:
             image += " (" + ", ".join(a.repo_digests) + ")"
-        libraries = ", ".join(f"{k} {v}" for k, v in a.packages.items()) or "-"
+        unread = "unknown" if a.probe_error else "-"  # never another interpreter's packages
+        libraries = ", ".join(f"{k} {v}" for k, v in a.packages.items()) or unread
         out.append(f"| {a.arm} | {a.status} | {image} | {a.engine_version or '-'} | {libraries} | "
-                   f"{a.python or '-'} | {a.gpu or 'none'} | {a.cuda or '-'} | {a.host} | {a.matrix_key or '-'} |")
+                   f"{a.python or unread} | {a.gpu or 'none'} | {a.cuda or '-'} | {a.host} | {a.matrix_key or '-'} |")
+    unprobed = [f"{a.arm}: {a.probe_error}" for a in env.arms if a.probe_error]
+    if unprobed:
+        out += ["", "Environment probe not run or failed (libraries and python unknown): " + "; ".join(unprobed) + "."]
     early = [f"{a.arm} started while {a.started_during} ran its sequential phases" for a in env.arms
              if a.started_during]
     if line := side_by_side(env.arms):

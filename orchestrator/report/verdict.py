@@ -35,6 +35,9 @@ def status(report: StudyReport, gate: dict[str, Any]) -> ExitStatus:
     gate_status = ExitStatus.GATE_FAILED if gate_failed(report.comparison, gate) else ExitStatus.OK
     if report.failures:
         print(f"error: arm(s) failed: {', '.join(f.arm for f in report.failures)}", file=sys.stderr)
+        for failure in report.failures:  # where and why, as report.md's Failures section says it
+            if failure.cause:
+                print(f"error: arm '{failure.arm}': root cause, from its log: {failure.cause}", file=sys.stderr)
         return ExitStatus.MEASUREMENT_FAILED
     for sentence in report.incomplete:
         print(f"error: {sentence}", file=sys.stderr)

@@ -16,6 +16,7 @@ from orchestrator.analysis.stopping import StopRule
 from orchestrator.config.arms import effective_arm
 from orchestrator.config.compose import resolve_prompts
 from orchestrator.config.schema import Config
+from orchestrator.engines import profile_for
 from orchestrator.errors import ExitStatus
 from orchestrator.record.paths import RunPaths
 from orchestrator.record.tables import read_table
@@ -44,7 +45,8 @@ def resume_plan(typed: Config, paths: RunPaths) -> ResumePlan:
         if stop is not None:
             recorded_by_arm[name] = [row for row in rows.values() if row["arm"] == name]
             stop.observe(recorded_by_arm[name])
-        for group in protocol.plan(typed.protocol, arm.served_model_name, prompts, arm.endpoint, arm.request_extra):
+        extra = profile_for(arm.engine).extra(arm.request_extra)
+        for group in protocol.plan(typed.protocol, arm.served_model_name, prompts, arm.endpoint, extra):
             if stop is not None and group[0].role == protocol.MEASURED and stop.stopped(group[0].prompt_id,
                                                                                         group[0].phase):
                 continue

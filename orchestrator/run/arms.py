@@ -21,8 +21,9 @@ from typing import TYPE_CHECKING, Any
 
 from orchestrator.analysis.stopping import StopRule
 from orchestrator.config import resolve_prompts
-from orchestrator.config.arms import build_spec, container_spec, effective_arm, runtime_for
+from orchestrator.config.arms import arm_interpreter, build_spec, container_spec, effective_arm, runtime_for
 from orchestrator.config.schema import ArmConfig, Config, PhaseKind, PromptAs, RuntimeKind
+from orchestrator.engines import profile_for
 from orchestrator.errors import OrchestratorError
 from orchestrator.guard.fingerprint import arm_cell, log_facts, matrix_key, probe_container
 from orchestrator.record.paths import RunPaths
@@ -183,7 +184,8 @@ class StudyRunner:
         handle = launch.handle = runtime.start(spec)
         row["container_id"] = handle.id
         # The environment probe (versions, GPU, env, inside the arm) runs while the engine loads.
-        launch.probing = self._probes.submit(probe_container, runtime, handle, arm.secret_env, arm.python)
+        launch.probing = self._probes.submit(probe_container, runtime, handle, arm.secret_env,
+                                             arm_interpreter(arm, process))
         wait_ready(handle.base_url, arm.health_path, arm.startup_timeout_s,
                    exit_code=lambda: runtime.exit_code(handle),
                    log_tail=lambda: [line.text for line in runtime.logs(handle, tail=50)],
@@ -264,11 +266,11 @@ class StudyRunner:
     def _arm_fingerprint(self, launch: _Launch, handle: Handle, probe: dict[str, Any]) -> dict[str, Any]:
         arm, runtime = launch.arm, launch.runtime
         fingerprint = asyncio.run(self._fingerprint(runtime, handle))
-        fingerprint["log_facts"] = log_facts(line.text for line in runtime.logs(handle))
+        fingerprint["log_facts"] = log_facts((line.text for line in runtime.logs(handle)), arm.engine)
         fingerprint["docker_host"] = arm.docker_host or self.config.runtime.docker_host or "local"
         fingerprint["probe"] = probe  # versions, GPU, env, from inside the arm with its own interpreter
         fingerprint["image_id"] = launch.image_id
-        fingerprint["cell"] = arm_cell(arm.engine_args, arm.gpus)
+        fingerprint["cell"] = arm_cell(arm.engine_args, arm.gpus, arm.engine)
         return fingerprint
 
     async def _fingerprint(self, runtime: Runtime, handle: Handle) -> dict[str, Any]:
@@ -296,7 +298,9 @@ class StudyRunner:
             sent: Mapping[str, str | list[int]] = prompts
             if proto.request.prompt_as is PromptAs.token_ids:
                 sent = await protocol.token_ids(client, arm.served_model_name, prompts)
-            groups = list(protocol.plan(proto, arm.served_model_name, sent, arm.endpoint, arm.request_extra))
+            engine = profile_for(arm.engine)
+            groups = list(protocol.plan(proto, arm.served_model_name, sent, arm.endpoint,
+                                        engine.extra(arm.request_extra)))
             if self.resume is not None:
                 groups = protocol.resent(groups, self.resume.groups[name], name, self.resume.attempt)
             self.progress.arm(name, dict(Counter(request.phase for group in groups for request in group)))
@@ -306,7 +310,7 @@ class StudyRunner:
             with _writer(self.paths, "responses", name, on_row=self.progress.row) as writer:
                 sender = ProtocolSender(ctx, prompts, writer, arm.metrics_path, arm.health_path,
                                         lambda: runtime.exit_code(handle),
-                                        lambda text: self.say(f"[{name}] {text}"),
+                                        lambda text: self.say(f"[{name}] {text}"), engine,
                                         lambda group: self._before_group(name, group), stop)
                 return await sender.send(client, groups)
         finally:

@@ -14,12 +14,13 @@ import asyncio
 import dataclasses
 import json
 import math
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from orchestrator.analysis.stats import repeats_for_bound
 from orchestrator.config.schema import Endpoint, PhaseConfig, PhaseKind, ProtocolConfig
+from orchestrator.engines import profile_for
 from orchestrator.errors import EngineFailure
 from orchestrator.run import release
 from orchestrator.run.client import CompletionClient, Exchange, json_bytes
@@ -171,16 +172,6 @@ class GroupResult:
     running_max: int | None  # concurrent: most running requests the server's /metrics showed meanwhile
 
 
-RUNNING_METRIC = "vllm:num_requests_running"
-
-
-def running_requests(metrics_text: str) -> int | None:
-    """Sum of vllm:num_requests_running over its label sets, from Prometheus text; None if absent."""
-    values = [float(line.rsplit(" ", 1)[1]) for line in metrics_text.splitlines()
-              if line.startswith(RUNNING_METRIC) and line[len(RUNNING_METRIC):][:1] in ("{", " ")]
-    return int(sum(values)) if values else None
-
-
 def server_view(rows: list[dict[str, Any]]) -> tuple[int | None, int | None]:
     """A batch as its server traced it (rows with `server_*` fields): the spread of the moments its requests
     were complete there, and the most of them that ran in one engine step; None where nothing was traced."""
@@ -224,7 +215,10 @@ def prompt_token_check(body: dict[str, Any], prompt_tokens: int | None) -> str |
 
 
 async def send_group(client: CompletionClient, group: list[Request], metrics_path: str | None = "/metrics",
-                     warm_path: str = "/health", poll_s: float = 0.005) -> GroupResult:
+                     warm_path: str = "/health", poll_s: float = 0.005,
+                     running_requests: Callable[[str], int | None] | None = None) -> GroupResult:
+    """`running_requests`: the arm's engine profile's reading of its /metrics (default: vLLM's)."""
+    running_requests = running_requests or profile_for(None).running_requests
     if len(group) == 1:
         return GroupResult([await client.complete(group[0].body, group[0].path)], None, None)
     tasks = await _release(client, group, warm_path)

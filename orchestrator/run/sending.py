@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 from orchestrator.analysis import signatures
 from orchestrator.analysis.gaps import top_gaps
 from orchestrator.analysis.stopping import StopRule
+from orchestrator.engines import EngineProfile
 from orchestrator.errors import EngineFailure
 from orchestrator.run import protocol
 from orchestrator.run.client import CompletionClient, Exchange
@@ -76,9 +77,9 @@ def _failed(exchange: Exchange) -> bool:
 class ProtocolSender:
     def __init__(self, ctx: RunContext, prompts: dict[str, str], writer: TableWriter, metrics_path: str | None,
                  health_path: str, exit_code: Callable[[], int | None], say: Callable[[str], None],
-                 before_group: Callable[[list[protocol.Request]], None] = lambda group: None,
+                 engine: EngineProfile, before_group: Callable[[list[protocol.Request]], None] = lambda group: None,
                  stop: StopRule | None = None) -> None:
-        self.ctx, self.prompts, self.writer, self.stop = ctx, prompts, writer, stop
+        self.ctx, self.prompts, self.writer, self.engine, self.stop = ctx, prompts, writer, engine, stop
         self.metrics_path, self.health_path = metrics_path, health_path
         self.exit_code, self.say, self.before_group = exit_code, say, before_group
         self.traced = False  # the engine traces its requests (server_* fields): exact co-residency, no sampling
@@ -95,8 +96,9 @@ class ProtocolSender:
             try:
                 # Once answers carry the engine's trace, /metrics is not sampled: the trace is exact, and polling
                 # every few ms would load the very engine whose batch it observes.
-                result = await protocol.send_group(client, group, None if self.traced else self.metrics_path,
-                                                   self.health_path)
+                result = await protocol.send_group(
+                    client, group, None if self.traced or not self.engine.running_metric else self.metrics_path,
+                    self.health_path, running_requests=self.engine.running_requests)
             except BaseException:  # Ctrl-C (a cancelled task) mid-group: its requests were sent; each gets a row
                 self._not_sent([group], "interrupted: sent, but the answer was not received before the stop")
                 raise

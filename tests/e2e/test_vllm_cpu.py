@@ -106,6 +106,8 @@ def test_an_engine_that_dies_mid_study_fails_the_run_with_its_root_cause(tmp_pat
                           env={**os.environ, "ORCHESTRATOR_PROCESS_DIR": str(state)})
     assert result.returncode == 4, result.stderr[-3000:]  # the measurement failed
     assert "the engine died at request 1 of" in result.stderr
+    # The root cause in the terminal too, in one line (the same code path as a start refusal's).
+    assert "error: arm 'invariant': root cause, from its log: TypeError: " in result.stderr, result.stderr[-3000:]
     run = tmp_path / "run"
     rows = pq.read_table(run / "data" / "responses").to_pylist()
     assert len(rows) == 1 + 2 * (6 + 4 * 2) and all(r["error"] for r in rows)  # every request has its row
@@ -117,6 +119,46 @@ def test_an_engine_that_dies_mid_study_fails_the_run_with_its_root_cause(tmp_pat
     assert "## Failures" in text and "root cause, from its log" in text
     assert not state.exists() or not any(state.iterdir())  # the server's process group is gone
 
+
+USER_ARM = """\
+# My own vLLM arm: vLLM's CPU build from its venv, as a process, built on the project's GPU template.
+defaults:
+  - vllm
+  - _self_
+image: process
+command: [{python}, -m, vllm.entrypoints.openai.api_server]
+gpus: null
+engine_args:
+  model: {models}/tiny-llama
+  dtype: float32
+  max-model-len: 512
+env:
+  VLLM_CPU_KVCACHE_SPACE: "1"
+startup_timeout_s: 300
+"""
+
+
+@pytest.mark.usefixtures("vllm_built")
+def test_a_users_own_vllm_arm_is_probed_and_listed_in_its_own_venv(tmp_path: Path) -> None:
+    """Written as a user would, outside conf/: `python` left at the template's default, the venv named only by
+    the command. The fingerprint, the knob listing and the token ids come from that venv's vLLM."""
+    user_dir = tmp_path / "my-conf"
+    (user_dir / "arm").mkdir(parents=True)
+    (user_dir / "arm" / "my_vllm.yaml").write_text(USER_ARM.format(python=VENV_PYTHON, models=CACHE / "models"))
+    run = tmp_path / "run"
+    result = orchestrator("run", "--config-dir", str(user_dir), "study=vllm_cpu_repeatability", "protocol=smoke",
+                          *PROCESS, "arm@arms.dense=my_vllm", f"hydra.run.dir={run}", timeout_s=900)
+    assert result.returncode == 0, result.stderr[-3000:]
+    [arm] = pq.read_table(run / "data" / "arms").to_pylist()
+    probe = json.loads(arm["fingerprint_json"])["probe"]
+    assert probe["packages"]["vllm"] == "0.32.0", probe  # the venv's vLLM, not the orchestrator's packages
+    assert arm["image_id"].startswith("process:sha256:")
+    knobs = json.loads((run / "guard.json").read_text())["knobs"]["dense"]
+    assert knobs["checked"] and knobs["flags_known"] > 100, knobs  # ran in the venv, not skipped
+    assert knobs["listed_from"].startswith("vllm 0.32.0 (vllm-cpu; parser ")
+    rows = pq.read_table(run / "data" / "responses").to_pylist()
+    assert rows and all(r["token_ids"] and len(r["token_ids"]) == 16 for r in rows)  # return_token_ids inherited
+    assert all(set(r["top_logprobs_entries"]) == {20} for r in rows)
 
 
 def test_a_vllm_arm_without_its_build_says_how_to_build_it(tmp_path: Path) -> None:

@@ -10,6 +10,7 @@ import pytest
 from orchestrator import config
 from orchestrator.config.arms import runtime_for
 from orchestrator.config.schema import RuntimeConfig, RuntimeKind
+from orchestrator.engines import profile_for
 from orchestrator.errors import ConfigError
 from orchestrator.guard import caches, fingerprint, results
 from orchestrator.guard import declared as guard_declared
@@ -250,7 +251,8 @@ def test_unknown_knobs_name_the_closest_known_one() -> None:
     assert "flag --fused-finalise is not known" in problems[0] and "Did you mean '--fused-finalize'?" in problems[0]
     assert "env VLLM_FLASHINFER_AUTOTUNE_CACHE_DIRS" in problems[1]
     assert "Did you mean 'VLLM_FLASHINFER_AUTOTUNE_CACHE_DIR'?" in problems[1]
-    assert guard_knobs.arm_flags({"fused-finalize": False, "seed": 0, "x": None}) == ["--no-fused-finalize", "--seed"]
+    flags = profile_for("reference").flag_names({"fused-finalize": False, "seed": 0, "x": None})
+    assert flags == ["--no-fused-finalize", "--seed"]
 
 
 def listing_runtime(output: str) -> tuple[FakeRuntime, list[list[str]]]:
@@ -353,3 +355,61 @@ def test_a_knob_listing_is_kept_by_image_id_and_not_run_again() -> None:
     cfg.arms["fused"].knobs.command = ["--list-other-knobs"]  # another command: another listing
     guard_knobs.check_knobs(cfg, broken, "run-3")
     assert calls == [["--list-other-knobs"]]
+
+
+# the arm's own interpreter (config/arms.py arm_interpreter) ------------------------------------------
+
+def test_a_process_arms_probes_run_under_the_interpreter_its_command_names(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from orchestrator.config.arms import arm_interpreter, build_spec
+
+    cfg = load("runtime=process", "arm@arms.baseline=vllm", "arms.baseline.image=process",
+               "arms.baseline.command=[/venv/bin/python3,-m,vllm.entrypoints.openai.api_server]")
+    arm = cfg.arms["baseline"]
+    assert arm.python == "python3"  # the template's default: the orchestrator's own, on PATH
+    assert arm_interpreter(arm, process=True) == "/venv/bin/python3"
+    assert arm_interpreter(arm, process=False) == "python3"  # in an image: the image's
+    assert build_spec(arm).interpreter == "/venv/bin/python3"  # the code identity hashes that venv
+    script = tmp_path / "vllm"
+    script.write_text("#!/venv2/bin/python3.11\nimport sys\n")
+    arm.command = [str(script), "serve"]
+    assert arm_interpreter(arm, process=True) == "/venv2/bin/python3.11"  # a console script's shebang
+    arm.command = ["/usr/local/bin/engine-binary"]
+    assert arm_interpreter(arm, process=True) is None  # not knowable: never the orchestrator's python3
+    listing = guard_knobs.listing_command(arm, process=True)
+    assert isinstance(listing, str) and "interpreter is unknown" in listing
+    assert fingerprint.probe_container(FakeRuntime({}), None, python=None)["error"].startswith(  # type: ignore[arg-type]
+        "unknown: the arm's command names no Python")
+    arm.python = "/venv3/bin/python"
+    assert arm_interpreter(arm, process=True) == "/venv3/bin/python"  # named explicitly
+
+
+def test_every_vllm_arm_asks_for_token_ids_and_lists_its_knobs_with_the_shipped_probe() -> None:
+    from orchestrator import probes
+
+    for template in ("vllm", "vllm_nonfused", "vllm_cpu", "vllm_cpu_process"):
+        arm = load(f"arm@arms.baseline={template}").arms["baseline"]
+        assert arm.engine == "vllm", template
+        extra = profile_for(arm.engine).extra(arm.request_extra)
+        assert extra == {"return_token_ids": True, "return_tokens_as_token_ids": True}, template
+        assert guard_knobs.listing_command(arm, process=False) == (["-c", probes.source("vllm_knobs")], [arm.python])
+    arm.request_extra = {"return_token_ids": None}  # an arm drops what its engine's profile asks for
+    assert profile_for(arm.engine).extra(arm.request_extra) == {"return_tokens_as_token_ids": True}
+    reference = load("arm@arms.baseline=reference_fused").arms["baseline"]
+    assert reference.engine == "reference" and profile_for(reference.engine).extra({}) == {}
+
+
+def test_an_unknown_engine_is_one_line_listing_the_known_ones() -> None:
+    from orchestrator.config.validate import validate
+
+    problems = validate(load("arms.baseline.engine=vlm"))
+    assert len(problems) == 1 and "arms.baseline.engine" in problems[0] and "'vllm'" in problems[0], problems
+
+
+def test_engine_profiles_read_aliases_capacity_and_logprob_limits() -> None:
+    vllm = profile_for("vllm")
+    assert vllm.flag_value({"tp": 2}, "tensor-parallel-size") == 2
+    assert vllm.capacity({"max_num_seqs": 8}) == 8 and vllm.capacity({}) is None
+    assert vllm.max_logprobs({}) == (20, True) and vllm.max_logprobs({"max-logprobs": 5}) == (5, False)
+    assert vllm.log_facts(["x", "INFO vLLM server version 0.32.0", "vLLM server version 9"]) == {
+        "engine_version": "0.32.0"}
+    assert fingerprint.arm_cell({"tp": 2}, None)["topology"]["tensor_parallel"] == 2

@@ -166,3 +166,18 @@ def test_metrics_are_sampled_only_for_an_engine_that_does_not_trace(tmp_path: Pa
     else:
         assert {r["batch_server_together"] for r in batches} == {None}
         assert None not in {r["batch_running_max"] for r in batches}  # every batch sampled at least once
+
+
+def test_the_root_cause_in_one_line_is_the_last_exception_raised() -> None:
+    from orchestrator.analysis.failures import cause_line
+
+    block = ["ERROR 05-01 [core.py:1] EngineCore failed to start.", "Traceback (most recent call last):",
+             '  File "x.py", line 3, in <module>',
+             "(EngineCore pid=12) NotImplementedError: No Unquantized MoE backend supports the deployment "
+             "configuration", "RuntimeError: Engine core initialization failed. See root cause above.",
+             "EngineDeadError: EngineCore encountered an issue. See stack trace (above) for the root cause.",
+             "    except EngineDeadError as exc:", "ERROR 05-01 [launcher.py:9] shutting down"]
+    assert cause_line(block) == ("NotImplementedError: No Unquantized MoE backend supports the deployment "
+                                 "configuration")
+    assert cause_line(["ERROR something broke"]) == "ERROR something broke"
+    assert cause_line([]) is None

@@ -9,15 +9,16 @@ import httpx
 import pytest
 
 from orchestrator import config
-from orchestrator.config.arms import container_spec, engine_argv
+from orchestrator.config.arms import container_spec
+from orchestrator.engines import profile_for
 from orchestrator.errors import ArmStartError
 from orchestrator.run import protocol
 from orchestrator.run.client import CompletionClient, wait_ready
 
 
 def test_engine_argv_maps_bools_and_nulls() -> None:
-    assert engine_argv({"seed": 0, "enforce-eager": True, "enable-prefix-caching": False, "quantization": None,
-                        "--max-num-seqs": 16}) == [
+    assert profile_for("vllm").argv({"seed": 0, "enforce-eager": True, "enable-prefix-caching": False,
+                                     "quantization": None, "--max-num-seqs": 16}) == [
         "--seed", "0", "--enforce-eager", "--no-enable-prefix-caching", "--max-num-seqs", "16"]
 
 
@@ -119,5 +120,5 @@ def test_running_requests_parses_prometheus_text() -> None:
     text = ('vllm:num_requests_running{model_name="a",engine="0"} 3.0\n'
             'vllm:num_requests_running{model_name="a",engine="1"} 2.0\n'
             'vllm:num_requests_running_total 99\nvllm:num_requests_waiting 1.0\n')
-    assert protocol.running_requests(text) == 5
-    assert protocol.running_requests("# nothing here\n") is None
+    assert profile_for("vllm").running_requests(text) == 5
+    assert profile_for("vllm").running_requests("# nothing here\n") is None

@@ -1,0 +1,117 @@
+"""What the orchestrator knows about one engine, in one place: how `engine_args` become its flags (and
+which flag names mean the same), how it lists the knobs it knows, which of its flags and env vars name a
+cache, what every request to it carries, the facts its log states, the metric that counts its running
+requests, and the flags that bound how many requests it runs at once and how many logprobs it returns.
+
+A profile is data plus the renderings every engine shares; an engine whose flags render otherwise
+overrides `argv`. Nothing here starts, execs or reads a server.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True)
+class EngineProfile:
+    name: str  # what an arm's `engine:` says
+    description: str
+    # Canonical flag name -> other spellings the engine accepts for it ({tensor-parallel-size: [tp]}).
+    flag_aliases: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    # The listing shipped in orchestrator/probes/ that prints the flags and env names the engine knows
+    # (run inside the arm with its interpreter) when the arm's knobs name no command of their own.
+    knob_probe: str | None = None
+    # Flags and env vars that name a cache dir -> the kind of cache (guard/caches.py).
+    cache_args: Mapping[str, str] = field(default_factory=dict)
+    cache_env: Mapping[str, str] = field(default_factory=dict)
+    # Fields every request to this engine carries, under the arm's own request_extra (null there drops one).
+    request_extra: Mapping[str, Any] = field(default_factory=dict)
+    # Fact name -> regex whose group 1 is the value, matched against the startup log (first match wins).
+    log_patterns: Mapping[str, str] = field(default_factory=dict)
+    running_metric: str | None = None  # Prometheus gauge of running requests on its /metrics; None: none
+    capacity_flag: str | None = None  # requests run at once (vLLM's max-num-seqs); None: not bounded by a flag
+    max_logprobs_flag: str | None = None  # the most logprobs a request may ask for
+    default_max_logprobs: int | None = None  # when the arm does not set that flag
+
+    def argv(self, engine_args: Mapping[str, Any]) -> list[str]:
+        """{seed: 0, enforce-eager: true, enable-prefix-caching: false} ->
+        ['--seed', '0', '--enforce-eager', '--no-enable-prefix-caching']; null omits a flag."""
+        argv: list[str] = []
+        for name, value in engine_args.items():
+            if value is None:
+                continue
+            flag = _flag(name)
+            if value is True:
+                argv.append(flag)
+            elif value is False:
+                argv.append(f"--no-{flag.lstrip('-')}")
+            elif isinstance(value, list | tuple):
+                argv += [flag, *map(str, value)]
+            else:
+                argv += [flag, str(value)]
+        return argv
+
+    def flag_names(self, engine_args: Mapping[str, Any]) -> list[str]:
+        """The flag names `argv` emits: {fused-finalize: false} -> ['--no-fused-finalize']."""
+        return [f"--no-{_flag(name).lstrip('-')}" if value is False else _flag(name)
+                for name, value in engine_args.items() if value is not None]
+
+    def flag_value(self, engine_args: Mapping[str, Any], canonical: str) -> Any:
+        """The value set under the flag's name or any alias (None: not set, the engine's default)."""
+        for name in (canonical, *self.flag_aliases.get(canonical, ())):
+            for spelled in (name, name.replace("-", "_")):
+                if engine_args.get(spelled) is not None:
+                    return engine_args[spelled]
+        return None
+
+    def capacity(self, engine_args: Mapping[str, Any]) -> int | None:
+        """Requests the engine runs at once, as the arm's flags set it; None: unknown (its default)."""
+        value = self.flag_value(engine_args, self.capacity_flag) if self.capacity_flag else None
+        return int(value) if value is not None else None
+
+    def max_logprobs(self, engine_args: Mapping[str, Any]) -> tuple[int | None, bool]:
+        """(the limit, whether it is the engine's default); (None, True): the engine has no such limit."""
+        if self.max_logprobs_flag is None:
+            return None, True
+        value = self.flag_value(engine_args, self.max_logprobs_flag)
+        return (self.default_max_logprobs, True) if value is None else (int(value), False)
+
+    def extra(self, arm_extra: Mapping[str, Any]) -> dict[str, Any]:
+        """The fields a request to this arm carries: the profile's, then the arm's (null drops one)."""
+        merged = {**self.request_extra, **arm_extra}
+        return {k: v for k, v in merged.items() if v is not None}
+
+    def log_facts(self, lines: Iterable[str]) -> dict[str, str]:
+        """The first match of each log pattern, in log order; a fact no line states is absent."""
+        compiled = _compiled(tuple(self.log_patterns.items()))
+        facts: dict[str, str] = {}
+        for line in lines:
+            for name, pattern in compiled:
+                if name not in facts and (match := pattern.search(line)):
+                    facts[name] = match.group(1)
+        return facts
+
+    def running_requests(self, metrics_text: str) -> int | None:
+        """Sum of the running-requests gauge over its label sets, from Prometheus text; None if absent."""
+        metric = self.running_metric
+        if metric is None:
+            return None
+        values = [float(line.rsplit(" ", 1)[1]) for line in metrics_text.splitlines()
+                  if line.startswith(metric) and line[len(metric):][:1] in ("{", " ")]
+        return int(sum(values)) if values else None
+
+
+def _flag(name: str) -> str:
+    return name if name.startswith("-") else f"--{name}"
+
+
+_CACHE: dict[tuple[tuple[str, str], ...], list[tuple[str, re.Pattern[str]]]] = {}
+
+
+def _compiled(patterns: tuple[tuple[str, str], ...]) -> list[tuple[str, re.Pattern[str]]]:
+    if patterns not in _CACHE:
+        _CACHE[patterns] = [(name, re.compile(pattern)) for name, pattern in patterns]
+    return _CACHE[patterns]

@@ -1,0 +1,47 @@
+"""vLLM's OpenAI-compatible server (GPU images and the CPU build). Its startup lines: VLLM-FACTS.md
+section 5 as cited in docs/vllm.md; its request fields and metrics: docs/vllm.md."""
+
+from __future__ import annotations
+
+from orchestrator.engines.profile import EngineProfile
+
+# vLLM's startup lines; the reference engine prints the same ones (engines/reference.py shares them).
+LOG_PATTERNS: dict[str, str] = {
+    # vLLM's plain line, the logo banner's "█  version 0.32.0", the engine core's "(v0.32.0)", ours
+    "engine_version": r"(?:vLLM server version |refengine version |█ +version |LLM engine \(v)([0-9][^,\s)]*)",
+    "moe_backend": r"Using '?(.+?)'? (?:Unquantized|Fp8|NvFp4|Mxfp4|Mxfp8|Int8|WNA16) MoE (?:LoRA )?backend",
+    "moe_backend_requested": r"MoE backend requested: (\S+)",
+    "attention_backend": r"Using (\S+) attention backend",
+    "fused_finalize": r"Fused finalize: (on|off)",
+    "finalize_patch": r"Non-fused finalize patch active: (use_fused_finalize=False)",  # arms/vllm-nonfused
+    "batch_invariant": r"Batch invariant: (on|off)",
+    "indexer_budget": r"Indexer budget: (\d+)",
+    "topk_tiebreak": r"top-k tie-break: (\w+)",
+    "autotune_key": r"Autotune cache key: (\S+)",
+    "autotune_file": r"Using FlashInfer autotune cache file: (\S+?)\.?(?:\s|$)",
+    "autotune_entry_finalize": r"Loaded autotune entry tuned for finalize=(\w+)",
+    "max_model_len": r"Using max model len (\d+)",
+}
+
+FLAG_ALIASES = {"tensor-parallel-size": ("tp",), "pipeline-parallel-size": ("pp",), "data-parallel-size": ("dp",),
+                "quantization": ("q",)}
+CACHE_ARGS = {"download-dir": "hugging_face"}
+CACHE_ENV = {"VLLM_FLASHINFER_AUTOTUNE_CACHE_DIR": "autotune", "VLLM_CACHE_ROOT": "vllm"}
+
+PROFILE = EngineProfile(
+    name="vllm",
+    description="vLLM's OpenAI-compatible server (vllm serve, vllm.entrypoints.openai.api_server)",
+    flag_aliases=FLAG_ALIASES,
+    knob_probe="vllm_knobs",
+    cache_args=CACHE_ARGS,
+    cache_env=CACHE_ENV,
+    # Token ids in every answer, and top-logprob keys as token ids: keyed by decoded string, tokens that
+    # decode alike collapse. A vLLM before 0.10.2 ignores return_token_ids (with a warning); the ids then
+    # come from the "token_id:<id>" names (docs/vllm.md).
+    request_extra={"return_token_ids": True, "return_tokens_as_token_ids": True},
+    log_patterns=LOG_PATTERNS,
+    running_metric="vllm:num_requests_running",
+    capacity_flag="max-num-seqs",
+    max_logprobs_flag="max-logprobs",
+    default_max_logprobs=20,
+)
