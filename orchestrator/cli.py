@@ -141,12 +141,6 @@ def _probe(argv: list[str]) -> int:
                       a.print_spec)
 
 
-def _listing(verb: str, argv: list[str]) -> int:
-    from orchestrator.report.listing import verb_main
-
-    return verb_main(verb, argv)
-
-
 def _clean(argv: list[str]) -> int:
     from orchestrator.runtime import KINDS
     from orchestrator.runtime.reaper import clean
@@ -191,7 +185,7 @@ def _runtime(kind: str, docker_host: str | None) -> Any:
 
 
 def _delegate(module: str, function: str) -> Callable[[list[str]], int]:
-    """A verb whose arguments are Hydra overrides, parsed where they are used."""
+    """A verb whose arguments are parsed where they are used (Hydra overrides, or the verb's own parser)."""
     return lambda argv: int(getattr(importlib.import_module(module), function)(argv))
 
 
@@ -199,4 +193,5 @@ VERBS: dict[str, Callable[[list[str]], int]] = {
     "run": _run, "check": _delegate("orchestrator.run.check", "check"),
     "plan": _delegate("orchestrator.run.plan", "plan_verb"), "compare": _compare, "reproduce": _reproduce,
     "clean": _clean, "fingerprint": _fingerprint, "probe": _probe,
-    "ls": lambda argv: _listing("ls", argv), "show": lambda argv: _listing("show", argv)}
+    "ls": _delegate("orchestrator.report.listing", "ls_verb"),
+    "show": _delegate("orchestrator.report.listing", "show_verb")}

@@ -1,5 +1,5 @@
-"""vLLM's OpenAI-compatible server (GPU images and the CPU build). Its startup lines: VLLM-FACTS.md
-section 5 as cited in docs/vllm.md; its request fields and metrics: docs/vllm.md."""
+"""vLLM's OpenAI-compatible server (GPU images and the CPU build). Its startup lines, request fields and
+metrics: docs/vllm.md ("vLLM facts the code relies on")."""
 
 from __future__ import annotations
 
@@ -21,6 +21,7 @@ LOG_PATTERNS: dict[str, str] = {
     "autotune_file": r"Using FlashInfer autotune cache file: (\S+?)\.?(?:\s|$)",
     "autotune_entry_finalize": r"Loaded autotune entry tuned for finalize=(\w+)",
     "max_model_len": r"Using max model len (\d+)",
+    "speculative": r"speculative_config=(None|\w+\([^)]*\))",  # vLLM's engine config line; None: off
 }
 
 FLAG_ALIASES = {"tensor-parallel-size": ("tp",), "pipeline-parallel-size": ("pp",), "data-parallel-size": ("dp",),

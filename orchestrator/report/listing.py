@@ -161,3 +161,11 @@ def verb_main(verb: str, argv: list[str]) -> int:
         else:
             print(show(args.run_dir))
     return 0
+
+
+def ls_verb(argv: list[str]) -> int:
+    return verb_main("ls", argv)
+
+
+def show_verb(argv: list[str]) -> int:
+    return verb_main("show", argv)
