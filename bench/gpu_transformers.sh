@@ -14,9 +14,9 @@ export ORCHESTRATOR_CACHE_DIR=${ORCHESTRATOR_CACHE_DIR:-/tmp/orchestrator-cache}
 python3 scripts/make-tiny-models.py --out "$ORCHESTRATOR_CACHE_DIR/models" --models small-llama || exit 1
 # `python3 -m transformers.cli.transformers serve` where that module runs as a script, else the console script
 if python3 -c 'import transformers.cli.transformers' 2>/dev/null; then
-  serve="[python3,-m,transformers.cli.transformers,serve,/models/small-llama]"
+  serve="[python3,-m,transformers.cli.transformers,serve]"
 else
-  serve="[$(command -v transformers),serve,/models/small-llama]"
+  serve="[$(command -v transformers),serve]"
 fi
 declare -A arms=(
   [transformers_repeatability]="cb"
@@ -36,7 +36,7 @@ for study in $studies; do
   overrides=()
   for arm in ${arms[$study]}; do
     overrides+=("arm@arms.$arm=transformers_serve_process" "arms.$arm.python=python3" "arms.$arm.command=$serve"
-      "arms.$arm.gpus=all" "arms.$arm.engine_args.device=cuda" "arms.$arm.engine_args.dtype=bfloat16"
+      "arms.$arm.gpus=all" "arms.$arm.engine_args.model=/models/small-llama" "arms.$arm.engine_args.device=cuda" "arms.$arm.engine_args.dtype=bfloat16"
       "+arms.$arm.env.PYTHONPATH=${PYTHONPATH:-}")
   done
   # the study's own choices (eager, continuous batching) come from its preset, after the template swap

@@ -35,6 +35,8 @@ class EngineProfile:
     capacity_flag: str | None = None  # requests run at once (vLLM's max-num-seqs); None: not bounded by a flag
     max_logprobs_flag: str | None = None  # the most logprobs a request may ask for
     default_max_logprobs: int | None = None  # when the arm does not set that flag
+    # Distributions whose versions are the engine's own (the matrix key's engine part; guard/fingerprint.py).
+    packages: tuple[str, ...] = ()
 
     def argv(self, engine_args: Mapping[str, Any]) -> list[str]:
         """{seed: 0, enforce-eager: true, enable-prefix-caching: false} ->

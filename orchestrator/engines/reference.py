@@ -14,4 +14,5 @@ PROFILE = dataclasses.replace(
     knob_probe=None,  # its templates list knobs with the engine's own --list-knobs
     cache_args={**vllm.CACHE_ARGS, "autotune-cache-dir": "autotune"},
     request_extra={},  # as before this profile: its templates ask for nothing extra
+    packages=("refengine",),
 )

@@ -45,4 +45,5 @@ PROFILE = EngineProfile(
     capacity_flag="max-num-seqs",
     max_logprobs_flag="max-logprobs",
     default_max_logprobs=20,
+    packages=("vllm",),
 )

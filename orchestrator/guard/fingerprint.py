@@ -15,7 +15,7 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 from orchestrator import probes
-from orchestrator.engines import profile_for
+from orchestrator.engines import ENGINES, profile_for
 from orchestrator.runtime.spec import BuildSpec, ExecResult, run_labels
 
 if TYPE_CHECKING:
@@ -26,7 +26,8 @@ def log_facts(lines: Iterable[str], engine: str | None = None) -> dict[str, str]
     return profile_for(engine).log_facts(lines)
 
 
-MATRIX_PACKAGES = ("vllm", "flashinfer", "torch", "triton", "refengine")
+# The libraries under every engine; the engine's own distributions come from its profile (engines/).
+MATRIX_LIBRARIES = ("flashinfer", "torch", "triton")
 
 
 def matrix_material(image_id: str | None, fingerprint: dict[str, Any]) -> dict[str, Any]:
@@ -36,11 +37,14 @@ def matrix_material(image_id: str | None, fingerprint: dict[str, Any]) -> dict[s
     gpu = probe.get("gpu") or {}
     packages = probe.get("packages") or {}
     cell = fingerprint.get("cell") or arm_cell({}, None)  # an image alone: the engine's defaults
+    # A record from before arms named their engine: every engine's distributions, as then.
+    engines = [profile_for(cell["engine"])] if cell.get("engine") else list(ENGINES.values())
+    names = (*MATRIX_LIBRARIES, *(name for engine in engines for name in engine.packages))
     return {
         "image_id": image_id,
         "gpu": gpu.get("name"), "capability": gpu.get("capability"), "driver": gpu.get("driver"),
         "gpu_count": gpu.get("count"), "cuda": probe.get("cuda"),
-        "packages": {name: packages.get(name) for name in MATRIX_PACKAGES if packages.get(name)},
+        "packages": {name: packages.get(name) for name in names if packages.get(name)},
         "quantization": cell.get("quantization"), "topology": cell.get("topology"),
     }
 
@@ -54,7 +58,7 @@ def matrix_key(image_id: str | None, fingerprint: dict[str, Any]) -> str:
 def arm_cell(engine_args: dict[str, Any], gpus: str | None, engine: str | None = None) -> dict[str, Any]:
     """Quantization and topology as the arm's flags state them, aliases included (None: the engine's default)."""
     flag = profile_for(engine).flag_value
-    return {"quantization": flag(engine_args, "quantization"),
+    return {"engine": engine, "quantization": flag(engine_args, "quantization"),
             "topology": {"tensor_parallel": flag(engine_args, "tensor-parallel-size"),
                          "pipeline_parallel": flag(engine_args, "pipeline-parallel-size"),
                          "data_parallel": flag(engine_args, "data-parallel-size"), "gpus": gpus}}

@@ -96,9 +96,10 @@ def no_difference(cells: list[Cell]) -> str:
         reached = [c for c in concurrent if c.co_resident]
         seen = [c.min_running_observed for c in concurrent if c.min_running_observed is not None]
         capacities = ", ".join(sorted({str(c.capacity or "unknown") for c in concurrent}))
+        together = f"at least {min(seen)} running together" if seen else \
+            "how many ran together is not observable (no /metrics, no trace)"
         text += (f" Concurrent cells co-resident: {len(reached)} of {len(concurrent)} (batches of "
-                 f"{min(c.batch_size or 0 for c in concurrent)}, at least {min(seen) if seen else 'unknown'} "
-                 f"running together; capacity {capacities}).")
+                 f"{min(c.batch_size or 0 for c in concurrent)}, {together}; capacity {capacities}).")
     return text
 
 
