@@ -114,7 +114,8 @@ class StudyRunner:
         """Each wave's arms at once, each in a thread of its own with its own engine, client and record parts;
         the next wave once every arm of this one has stopped."""
         for number, wave in enumerate(waves, 1):
-            self.say(f"wave {number}/{len(waves)}: {', '.join(p.arm for p in wave)} at the same time")
+            together = " at the same time" if len(wave) > 1 else " alone (the next arm needs what it holds)"
+            self.say(f"wave {number}/{len(waves)}: {', '.join(p.arm for p in wave)}{together}")
             pool = ThreadPoolExecutor(max_workers=len(wave), thread_name_prefix="arm")
             launches = [self._new_launch(p.arm, self.config.arms[p.arm], self._runtime_on(p.host), p) for p in wave]
             futures = [pool.submit(self._run_arm, launch, prompts) for launch in launches]
