@@ -50,6 +50,22 @@ def _owner_alive(labels: dict[str, str]) -> bool:
     return labels.get(OWNER_PID) != str(os.getpid()) and owner_alive(labels) is True
 
 
+# Engines built into the cache dir by `make vllm-cpu` / `make transformers-serve` (scripts/engine-build.sh).
+CACHE = Path(os.environ.get("ORCHESTRATOR_CACHE_DIR")
+             or Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "orchestrator")
+
+
+def require_engine_build(venv_python: Path, make_target: str, engine: str) -> None:
+    """Skip unless `make TARGET` built the engine's venv and the tiny models; under CI=true, fail instead."""
+    missing = [what for what, ok in ((f"the {engine} venv", venv_python.is_file()),
+                                     ("the tiny models", (CACHE / "models" / "tiny-llama").is_dir())) if not ok]
+    if missing:
+        message = f"{' and '.join(missing)} not built: run `make {make_target}`"
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"CI=true requires {engine}: {message}")
+        pytest.skip(message)
+
+
 def orchestrator(*args: str, timeout_s: float = 600, **kwargs) -> subprocess.CompletedProcess[str]:  # type: ignore[no-untyped-def]
     return subprocess.run([sys.executable, "-m", "orchestrator", *args], cwd=ROOT, capture_output=True,
                           text=True, timeout=timeout_s, **kwargs)

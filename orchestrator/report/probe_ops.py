@@ -6,16 +6,8 @@ from __future__ import annotations
 from typing import Any
 
 from orchestrator.analysis.probes import OpVerdict, invariant, verdicts
-
-
-def _fmt(value: Any) -> str:
-    if value is None:
-        return "-"
-    if isinstance(value, bool):
-        return "yes" if value else "no"
-    if isinstance(value, float):
-        return f"{value:.3g}"
-    return str(value)
+from orchestrator.report.table import fmt as _fmt
+from orchestrator.report.table import probe_setup
 
 
 def _ms(ms: list[int]) -> str:
@@ -48,14 +40,9 @@ def _cost(v: OpVerdict) -> str:
 def render_ops(rows: list[dict[str, Any]]) -> str:
     """The section for rows whose op is not GEMM; process 1's cells in the per-op tables."""
     found = verdicts(rows)
-    head = rows[0]
     lines = ["## Kernel probes (ops)", "",
-             f"torch {head.get('torch')}, device {head.get('device')}"
-             + (f" ({head['gpu']})" if head.get("gpu") else "")
-             + (f", image {head['image']}" if head.get("image") else "")
-             + f"; {max(r.get('process') or 1 for r in rows)} process(es), seed {head.get('seed')}. A cell is "
-             "invariant when its fixed-M repeats gave one digest, row 0 is bitwise equal to row 0 at the "
-             "reference M (1, or the smallest that ran), and the processes agree.", "",
+             f"{probe_setup(rows)}. A cell is invariant when its fixed-M repeats gave one digest, row 0 is bitwise "
+             "equal to row 0 at the reference M (1, or the smallest that ran), and the processes agree.", "",
              "| entry | op | arm | context | M run | verdict | repeats vary at M | row 0 differs at M "
              "(max ulps) | expected | per call (smallest / largest M) |",
              "| --- | --- | --- | ---: | --- | --- | --- | --- | --- | --- |"]

@@ -9,16 +9,8 @@ from orchestrator.analysis.attribution import Attribution
 from orchestrator.analysis.probes import summarize
 from orchestrator.analysis.stats import POOLED_ASSUMPTION
 from orchestrator.report.probe_ops import render_ops
-
-
-def _fmt(value: Any, digits: int = 3) -> str:
-    if value is None:
-        return "-"
-    if isinstance(value, bool):
-        return "yes" if value else "no"
-    if isinstance(value, float):
-        return f"{value:.{digits}g}"
-    return str(value)
+from orchestrator.report.table import fmt as _fmt
+from orchestrator.report.table import probe_setup
 
 
 def render_markdown(rows: list[dict[str, Any]]) -> str:
@@ -37,11 +29,7 @@ def render_gemm(rows: list[dict[str, Any]]) -> str:
     first = [r for r in rows if r.get("process") in (None, 1)]
     head = rows[0]
     lines = ["## Kernel probes (GEMM)", "",
-             f"torch {head.get('torch')}, device {head.get('device')}"
-             + (f" ({head['gpu']})" if head.get("gpu") else "")
-             + (f", image {head['image']}" if head.get("image") else "")
-             + f"; {max(r.get('process') or 1 for r in rows)} process(es) with seed {head.get('seed')}; "
-             f"allocator perturbed: {_fmt(head.get('perturb_allocator'))}.", "",
+             f"{probe_setup(rows)}; allocator perturbed: {_fmt(head.get('perturb_allocator'))}.", "",
              "| shape | arm | M | N | K | impl | repeats | distinct | upper bound 95% | processes agree | "
              "row 0 vs M=ref (bits equal / ulps) | vs float64 (ulps) | flagged | speed-up | unsupported |",
              "| --- | --- | ---: | ---: | ---: | --- | ---: | ---: | ---: | --- | --- | ---: | --- | ---: | --- |"]

