@@ -199,6 +199,7 @@ def test_markdown_html_and_show_print_the_texts_and_say_why_there_is_no_top_k(
     run = tmp_path / "run"
     run.mkdir()
     (run / "report.json").write_text(json.dumps({"study": "s", "run_id": "r", **result.to_json()}))
+    assert "t/p/conc: 3 signatures in 12, first split at character 20 (signed on text)" in show(run)
     show_cell(run, "t/p/conc")
     printed = capsys.readouterr().out
     assert explorer_md.TEXT_SIGNED in printed and "shared by all up to character 20: Paris is the capital" in printed
