@@ -7,7 +7,8 @@ same form.
 Two passes. The comparison's streaming pass hands each cell to `Explorer.observe`, which keeps the branches'
 counts, request ids and batches (small: no token lists). `Explorer.finish` then reads the tokens and top-k lists
 of the few representative requests only (a filtered read of the responses), so the comparison does not decode
-every row's top-k lists.
+every row's top-k lists. A cell signed on text (the server returned no tokens) is aligned on its characters
+instead (analysis/text_split.py).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as ds
 
+from orchestrator.analysis import text_split
 from orchestrator.analysis.results import Completion, Explored, PairCheck, TopEntry
 from orchestrator.errors import RecordError
 from orchestrator.record.paths import RunPaths
@@ -31,7 +33,9 @@ MAX_IDS = 16  # request ids listed per branch; the rest counted
 MAX_EXPLORED = 100  # cells plus pairs explored in one report; the rest counted (report.html stays under 2 MB)
 BEFORE, AFTER, WIDEST = 4, 8, 24  # the window: positions before the earliest split, after the latest, at most
 COLUMNS = ["repeat", "server_first_step", "server_last_step"]  # what the streaming pass reads for the explorer
-DETAIL = ["request_id", "attempt", "tokens", "token_ids", "token_logprobs", "top_logprobs", "top_gaps"]
+DETAIL = ["request_id", "attempt", "tokens", "token_ids", "token_logprobs", "top_logprobs", "top_gaps",
+          "completion_text"]
+MAX_SLOTS = 12  # slots listed in a note; the rest counted
 
 
 @dataclass
@@ -45,6 +49,7 @@ class _Group:
     batches: dict[int, int] = field(default_factory=dict)  # batch id -> its size
     co_residents: set[int] = field(default_factory=set)
     together: set[int] = field(default_factory=set)
+    slots: dict[int, set[int]] = field(default_factory=dict)  # concurrent: batch id -> its places in that batch
 
 
 @dataclass
@@ -65,6 +70,7 @@ class _Detail:
     logprobs: list[float | None]
     top: list[list[dict[str, Any]] | None]
     gaps: list[float | None]
+    text: str
 
 
 class Explorer:
@@ -77,12 +83,15 @@ class Explorer:
         self.modal: dict[tuple[str, str, str], tuple[_Group, str, int]] = {}  # key -> modal, phase kind, n
         self.sizes: dict[tuple[str, str], dict[str, set[int]]] = {}  # (arm, prompt) -> signature -> batch sizes
         self.seen: dict[tuple[str, str], dict[str, dict[str, int]]] = {}  # (arm, prompt) -> sig -> phase -> n
+        self.on_text: set[tuple[str, str, str]] = set()  # cells signed on text: no tokens to align on
 
     def observe(self, key: tuple[str, str, str], warm: pa.Table, sent: pa.Table, modal: str,
                 signature_column: str = "sig_top_logprobs") -> None:
         """A cell's warm rows (their signatures, in `signature_column`, compared) and every row sent (for the
         batch sizes)."""
         arm, prompt_id, phase = key
+        if signature_column == "sig_text":
+            self.on_text.add(key)
         kind = str(warm.column("phase_kind")[0].as_py() or "")
         sizes = _batch_sizes(kind, sent.column("batch_id"))
         per_sig_sizes = self.sizes.setdefault((arm, prompt_id), {})
@@ -107,7 +116,8 @@ class Explorer:
         counts = Counter(sigs)
         for sig, count in counts.items():
             per_sig_seen.setdefault(sig, {})[phase] = count
-        ids = _ids(key, batch_ids.tolist(), warm.column("repeat").to_pylist())
+        repeats = warm.column("repeat").to_pylist()  # concurrent: the request's place in its batch
+        ids = _ids(key, batch_ids.tolist(), repeats)
         co: list[int | None] = [None] * len(sigs) if kind != "concurrent" else _co_residents(
             batch_ids, warm.column("server_first_step").to_pylist(), warm.column("server_last_step").to_pylist())
         together = warm.column("batch_server_together").to_pylist()
@@ -124,6 +134,8 @@ class Explorer:
             if len(group.request_ids) < MAX_IDS:
                 group.request_ids.append(ids[i])
             group.batches[int(batch_ids[i])] = row_sizes[i]
+            if kind == "concurrent" and repeats[i] is not None:
+                group.slots.setdefault(int(batch_ids[i]), set()).add(int(repeats[i]))
             co_resident, ran = co[i], together[i] if together[i] is not None else running[i]
             if co_resident is not None:
                 group.co_residents.add(co_resident)
@@ -158,10 +170,12 @@ class Explorer:
         names = ["modal", *(f"branch {i}" for i in range(1, len(pending.groups)))]
         completions = [self._completion(name, group, pending.phase_kind, (arm, prompt_id)) for name, group
                        in zip(names, pending.groups, strict=True)]
-        start = _align(completions, [d for d in found if d is not None], self.near_tie_gap)
-        explored = Explored("cell", f"{arm}/{prompt_id}/{phase}", arm, prompt_id, phase, pending.n, start,
+        explored = Explored("cell", f"{arm}/{prompt_id}/{phase}", arm, prompt_id, phase, pending.n, 0,
                             completions, pending.more_branches, pending.more_requests)
+        self._align(explored, [d for d in found if d is not None], pending.key in self.on_text)
         explored.notes = _notes(completions, pending.all_batches, pending.phase_kind)
+        if pending.phase_kind == "concurrent":
+            explored.notes += _same_slots(names, pending.groups, pending.all_batches)
         return explored
 
     def _pair(self, pair: PairCheck, details: dict[str, _Detail]) -> Explored | None:
@@ -171,9 +185,20 @@ class Explorer:
             return None
         completions = [self._completion(arm, group, kind, (arm, pair.prompt_id))
                        for arm, (group, kind, _) in zip((pair.arm_a, pair.arm_b), sides, strict=True)]
-        start = _align(completions, [d for d in found if d is not None], self.near_tie_gap)
-        return Explored("pair", f"{pair.arm_b} vs {pair.arm_a}/{pair.prompt_id}/{pair.phase}", pair.arm_b,
-                        pair.prompt_id, pair.phase, sides[1][2], start, completions)
+        explored = Explored("pair", f"{pair.arm_b} vs {pair.arm_a}/{pair.prompt_id}/{pair.phase}", pair.arm_b,
+                            pair.prompt_id, pair.phase, sides[1][2], 0, completions)
+        on_text = any((arm, pair.prompt_id, pair.phase) in self.on_text for arm in (pair.arm_a, pair.arm_b))
+        self._align(explored, [d for d in found if d is not None], on_text)
+        return explored
+
+    def _align(self, explored: Explored, details: list[_Detail], on_text: bool) -> None:
+        """On tokens and their top-k; on characters when signed on text (the server returned no tokens)."""
+        if on_text:
+            explored.basis = "text"
+            explored.window_start, explored.prefix = text_split.align(explored.completions,
+                                                                      [d.text for d in details])
+        else:
+            explored.window_start = _align(explored.completions, details, self.near_tie_gap)
 
     def _completion(self, name: str, group: _Group, kind: str, arm_prompt: tuple[str, str]) -> Completion:
         return Completion(
@@ -229,7 +254,8 @@ def _details(labelled: list[tuple[RunPaths, str]], wanted: set[str]) -> dict[str
             attempts[key] = attempt
             tokens = row["tokens"] or [str(t) for t in row["token_ids"] or []]
             out[key] = _Detail(row["token_ids"] if row["token_ids"] is not None else tokens, tokens,
-                               row["token_logprobs"] or [], row["top_logprobs"] or [], row["top_gaps"] or [])
+                               row["token_logprobs"] or [], row["top_logprobs"] or [], row["top_gaps"] or [],
+                               row["completion_text"] or "")
     return out
 
 
@@ -295,3 +321,29 @@ def _notes(completions: list[Completion], all_batches: list[int], kind: str) -> 
             notes.append(f"{branch.name}'s requests ran alongside {_numbers(branch.co_residents)} other requests, "
                          f"the modal completion's alongside {_numbers(modal.co_residents)}")
     return notes
+
+
+def _slots(values: list[int]) -> str:
+    shown = ", ".join(map(str, values[:MAX_SLOTS])) + (f" and {len(values) - MAX_SLOTS} more" if len(values) >
+                                                         MAX_SLOTS else "")
+    return f"slot{'s' if len(values) > 1 else ''} {shown}"
+
+
+def _same_slots(names: list[str], groups: list[_Group], all_batches: list[int]) -> list[str]:
+    """A concurrent cell's branches that took the same places in every one of its (two or more) batches: the
+    output then follows the request's position in the batch, not chance (request ids end in that place)."""
+    if len(all_batches) < 2:
+        return []
+    found: list[tuple[str, list[int]]] = []
+    for name, group in zip(names, groups, strict=True):
+        places = {frozenset(group.slots.get(b, ())) for b in all_batches}
+        if len(places) == 1 and (only := next(iter(places))):
+            found.append((name if name != "modal" else "the modal completion", sorted(only)))
+    branches = [f for f in found if f[0] != "the modal completion"]
+    if not branches:
+        return []
+    (name, slots), others = branches[0], [*branches[1:], *(f for f in found if f not in branches)]
+    also = ", ".join(f"{n} ({_slots(s)})" for n, s in others[:-1])
+    also = f"; so did {also + ' and ' if also else ''}{others[-1][0]} ({_slots(others[-1][1])})" if others else ""
+    return [f"{name} took the same slots in every batch ({_slots(slots)}){also}: the output follows the request's "
+            "position in the batch, repeatably - batch-shape dependence, not run-to-run noise"]

@@ -163,8 +163,10 @@ class Completion:
     tokens: list[str]  # generated tokens over the window (from `Explored.window_start`)
     logprobs: list[float | None]  # the chosen token's logprob at each of them
     length: int  # generated tokens in all
-    split: int | None = None  # first generated position where it parts from the first completion
-    split_kind: str = ""  # "token": another token there; "logprob": same tokens, the top-k logprobs differ
+    split: int | None = None  # first generated position (a character when signed on text) where it parts from
+    # the first completion
+    split_kind: str = ""  # "token": another token there; "logprob": same tokens, the top-k logprobs differ;
+    # "character": signed on text, another character there
     top_at_split: list[TopEntry] = field(default_factory=list)  # its top-k at `split`
     first_top_at_split: list[TopEntry] = field(default_factory=list)  # the first completion's top-k there
     gap_at_split: float | None = None  # the first completion's top1 - top2 at `split`
@@ -175,6 +177,8 @@ class Completion:
     together: list[int] = field(default_factory=list)  # its batches' most-running-at-once (trace or /metrics)
     batch_sizes: list[int] = field(default_factory=list)  # every batch size it was seen in, all phases
     seen_in: dict[str, int] = field(default_factory=dict)  # phase -> requests of the arm and prompt with it
+    text: str = ""  # signed on text: its completion from `text_start` (a character), bounded
+    text_start: int = 0  # `Explored.window_start`, or nearer its own split when that lies far past it
 
 
 @dataclass
@@ -187,11 +191,13 @@ class Explored:
     prompt_id: str
     phase: str
     n: int
-    window_start: int
+    window_start: int  # the window's first token; signed on text, its first character
     completions: list[Completion]  # the modal (or arm A's) first
     more_branches: int = 0  # branches past the explorer's limit, counted only
     more_branch_requests: int = 0
     notes: list[str] = field(default_factory=list)
+    basis: str = "tokens"  # "text": signed on the completion text (no tokens stored), positions are characters
+    prefix: str = ""  # signed on text: the end of the prefix all completions share, before `window_start`
 
 
 @dataclass

@@ -1,14 +1,15 @@
 """report.html's explorer: one <details> per divergent cell (and per A/B pair that differs), opened from the
 keyboard like any disclosure (Tab to its summary, Enter or Space); inside, the completions aligned on the first
 one with the split token marked, a small SVG of each completion's chosen-token logprob around the split, who took
-each branch, and the top-k of both at the split."""
+each branch, and the top-k of both at the split. A cell signed on text: its completions' characters from the split,
+and why there is no chart or top-k."""
 
 from __future__ import annotations
 
 from html import escape
 
 from orchestrator.analysis.results import Comparison, Completion, Explored
-from orchestrator.report.explorer_md import gap_text, summary, token_text, who
+from orchestrator.report.explorer_md import TEXT_SIGNED, gap_text, summary, text_parts, text_shown, token_text, who
 
 STYLE = """
 details.explore{border:1px solid var(--line);border-radius:6px;margin:0.4em 0;padding:0.2em 0.8em;
@@ -26,6 +27,10 @@ svg.spark{display:block;margin:0.4em 0} svg.spark text{fill:var(--fg);font-size:
 svg.spark .axis{stroke:var(--line)} svg.spark .split{stroke:var(--differ);stroke-dasharray:3 2}
 svg.spark polyline{fill:none;stroke-width:1.5} svg.spark .s0{stroke:var(--p0)} svg.spark .s1{stroke:var(--differ)}
 svg.spark .s2{stroke:var(--p1)} svg.spark .s3{stroke:var(--p2)} svg.spark .s4{stroke:var(--p3)}
+table.textsplit td.text{font-family:ui-monospace,monospace;white-space:pre-wrap;word-break:break-all}
+table.textsplit tr.branch td.text{color:var(--muted)}
+table.textsplit span.split{color:var(--differ);font-weight:600}
+table.textsplit span.split b{background:var(--differ);color:#fff}
 """
 
 SPARK_W, SPARK_H, PAD = 520, 110, 34
@@ -105,13 +110,34 @@ def _topk(first: Completion, branch: Completion) -> str:
             + table(branch.name, theirs, mine))
 
 
+def _text_table(explored: Explored) -> str:
+    """Signed on text: the shared prefix once, then each completion from its window, the part from its split
+    on marked."""
+    rows = ["<tr><th>completion (requests)</th><th>parts at character</th><th>from character</th><th>text</th>"
+            "</tr>"]
+    if explored.prefix:
+        cut = "…" if explored.window_start > len(explored.prefix) else ""
+        shown = escape(text_shown(explored.prefix))
+        rows.append(f'<tr><td class="name">shared by all</td><td></td>'
+                    f'<td>{explored.window_start - len(explored.prefix)}</td><td class="text">{cut}{shown}</td></tr>')
+    for i, c in enumerate(explored.completions):
+        same, rest, more = (text_shown(part) for part in text_parts(explored, c))
+        split = f'<span class="split"><b>{escape(rest[:1])}</b>{escape(rest[1:])}</span>' if rest else ""
+        rows.append(("<tr class=branch>" if i else "<tr>") + f'<td class="name">{escape(c.name)} ({c.requests})</td>'
+                    f"<td>{'-' if c.split is None else c.split}</td><td>{c.text_start}</td>"
+                    f'<td class="text">{escape(same)}{split}{more}</td></tr>')
+    return (f"<p>{escape(TEXT_SIGNED)}; no logprob chart either.</p>"
+            '<table class="textsplit">' + "".join(rows) + "</table>")
+
+
 def explored_html(explored: Explored, index: int) -> str:
+    body = [_text_table(explored)] if explored.basis == "text" else [_tokens_table(explored), sparkline(explored)]
     parts = [f'<details class="explore" id="explore-{index}" data-label="{escape(explored.label)}">',
-             f"<summary>{escape(summary(explored))}</summary>", _tokens_table(explored), sparkline(explored),
+             f"<summary>{escape(summary(explored))}</summary>", *body,
              "<ul>" + "".join(f"<li><strong>{escape(c.name)}</strong>: {escape(who(c))}</li>"
                               for c in explored.completions) + "</ul>"]
     first = explored.completions[0]
-    parts += [_topk(first, c) for c in explored.completions[1:] if c.split is not None]
+    parts += [_topk(first, c) for c in explored.completions[1:] if c.split is not None and explored.basis != "text"]
     if explored.more_branches:
         parts.append(f"<p>{explored.more_branches} more branch(es), {explored.more_branch_requests} request(s), "
                      "not shown (<code>study.explorer_branches</code>, <code>compare --branches</code>).</p>")

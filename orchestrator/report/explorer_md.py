@@ -1,6 +1,7 @@
 """report.md's "Where it split": per cell with more than one signature (and per A/B pair that differs) the
 completions aligned on the first one, one row per position around the split, then who took each branch and the
-top-k at the split. Also what the HTML and terminal views share: how a token is shown, the summary line."""
+top-k at the split; a cell signed on text, its completions' characters from the first split. Also what the HTML
+and terminal views share: how a token or a text is shown, the summary line."""
 
 from __future__ import annotations
 
@@ -9,11 +10,29 @@ from typing import Any
 from orchestrator.analysis.results import Comparison, Completion, Explored, TopEntry
 
 VISIBLE = {" ": "␣", "\n": "⏎", "\t": "⇥", "\r": "␍"}
+TEXT_SIGNED = "signed on text: the server returned no tokens or logprobs, so no top-k at the split"
 
 
 def token_text(token: str) -> str:
     """A token with its whitespace made visible (a space is a different token from none)."""
     return "".join(VISIBLE.get(c, c) for c in token) or "∅"
+
+
+def text_shown(text: str) -> str:
+    """A completion's text on one line: line breaks, tabs and other control characters made visible, one
+    character each (so continuations stay aligned); spaces kept."""
+    return "".join(VISIBLE[c] if c in VISIBLE and c != " " else chr(0x2400 + ord(c)) if ord(c) < 0x20
+                   else "␡" if c == "\x7f" else c for c in text)
+
+
+def text_parts(explored: Explored, completion: Completion) -> tuple[str, str, str]:
+    """A text-signed completion's window as (what it shares with the first completion, from its split on, "…"
+    when its text goes on past the window); the shared part starts with "…" when its window starts past the
+    explored one's."""
+    at = len(completion.text) if completion.split is None else completion.split - completion.text_start
+    more = "…" if completion.length > completion.text_start + len(completion.text) else ""
+    return ("…" if completion.text_start > explored.window_start else "") + completion.text[:at], \
+        completion.text[at:], more
 
 
 def summary(explored: Explored) -> str:
@@ -28,6 +47,8 @@ def summary(explored: Explored) -> str:
     if not splits:
         return head + "; no token or top-k difference found in the stored lists"
     earliest = min(splits, key=lambda c: c.split or 0)
+    if explored.basis == "text":
+        return f"{head}; first split at character {earliest.split} (signed on text)"
     gap = f", gap {earliest.gap_at_split:.3g}" if earliest.gap_at_split is not None else ""
     tie = " (near-tie)" if earliest.near_tie else ""
     what = "another token" if earliest.split_kind == "token" else "same token, other top-k logprobs"
@@ -81,8 +102,35 @@ def _entry(entries: list[TopEntry], others: list[TopEntry], i: int) -> list[str]
     return text if i < len(others) and others[i] == entries[i] else [f"**{t}**" for t in text]
 
 
+def _text_code(text: str) -> str:
+    """Part of a completion's text as Markdown code in a table cell (an edge space made visible: Markdown would
+    drop it)."""
+    if not text:
+        return ""
+    shown = text_shown(text).replace("|", "\\|").replace("`", "ˋ")
+    shown = ("␣" + shown[1:] if shown[0] == " " else shown)
+    return "`" + (shown[:-1] + "␣" if shown[-1] == " " else shown) + "`"
+
+
+def _text_section(explored: Explored) -> list[str]:
+    """A cell signed on text: the shared prefix once, then each completion from the earliest split, the part
+    from its own split on in bold."""
+    start, out = explored.window_start, [f"### {summary(explored)}", "", f"{TEXT_SIGNED}.", ""]
+    if explored.prefix:
+        cut = "…" if start > len(explored.prefix) else ""
+        out += [f"Shared by all up to character {start}: {cut}{_text_code(explored.prefix)}", ""]
+    out += ["| completion | parts at character | from character | text |", "| --- | --- | --- | --- |"]
+    for c in explored.completions:
+        same, rest, more = text_parts(explored, c)
+        text = _text_code(same) + (f"**▶{_text_code(rest)}**" if rest else "") + more
+        out.append(f"| {c.name} ({c.requests}) | {'-' if c.split is None else c.split} | {c.text_start} | {text} |")
+    return [*out, ""]
+
+
 def explored_section(explored: Explored) -> list[str]:
     first = explored.completions[0]
+    if explored.basis == "text":
+        return [*_text_section(explored), *_who_and_notes(explored)]
     out = [f"### {summary(explored)}", ""]
     header = ["position", *(f"{c.name} ({c.requests})" for c in explored.completions)]
     out += ["| " + " | ".join(header) + " |", "|" + " --- |" * len(header)]
@@ -99,8 +147,7 @@ def explored_section(explored: Explored) -> list[str]:
             cells.append(text)
         out.append(f"| {position} | " + " | ".join(cells) + " |")
     out.append("")
-    for c in explored.completions:
-        out.append(f"- **{c.name}**: {who(c)}")
+    out += [f"- **{c.name}**: {who(c)}" for c in explored.completions]
     out.append("")
     for c in explored.completions[1:]:
         if c.split is None:
@@ -114,6 +161,15 @@ def explored_section(explored: Explored) -> list[str]:
                                                *_entry(c.top_at_split, c.first_top_at_split, i)]) + " |"
                 for i in range(rows)]
         out.append("")
+    return [*out, *_more_and_notes(explored)]
+
+
+def _who_and_notes(explored: Explored) -> list[str]:
+    return [*(f"- **{c.name}**: {who(c)}" for c in explored.completions), "", *_more_and_notes(explored)]
+
+
+def _more_and_notes(explored: Explored) -> list[str]:
+    out = []
     if explored.more_branches:
         out += [f"{explored.more_branches} more branch(es), {explored.more_branch_requests} request(s), not shown "
                 "(`study.explorer_branches`, `compare --branches`).", ""]

@@ -1,12 +1,14 @@
 """`orchestrator show RUN --cell ARM/PROMPT/PHASE`: the explorer of one cell in the terminal, from report.json.
-On a terminal: colours, and tables fitted to its width (rich); otherwise plain text, ASCII boxes, no escapes."""
+On a terminal: colours, and tables fitted to its width (rich); otherwise plain text, ASCII boxes, no escapes.
+A cell signed on text: its completions' characters from the split (the part from the split on marked `>>`
+without colours)."""
 
 from __future__ import annotations
 
 from typing import IO, Any
 
 from orchestrator.analysis.results import Explored
-from orchestrator.report.explorer_md import gap_text, summary, token_text, who
+from orchestrator.report.explorer_md import TEXT_SIGNED, gap_text, summary, text_parts, text_shown, token_text, who
 
 PLAIN_WIDTH = 120  # not a terminal: wide enough that a row of the token table stays on one line
 
@@ -22,6 +24,9 @@ def render(explored: Explored, file: IO[str] | None = None) -> None:
         console = Console(file=file, highlight=False, width=PLAIN_WIDTH, no_color=True, color_system=None)
     frame = box.ROUNDED if console.is_terminal else box.ASCII
     console.print(Text(summary(explored), style="bold"))
+    if explored.basis == "text":
+        _text(explored, console, frame)
+        return
     first = explored.completions[0]
     tokens = Table(box=frame, show_edge=True, pad_edge=False)
     tokens.add_column("pos", justify="right", style="dim")
@@ -44,8 +49,7 @@ def render(explored: Explored, file: IO[str] | None = None) -> None:
                 row.append(Text(text, style="" if c is first else "dim"))
         tokens.add_row(*row)
     console.print(tokens)
-    for c in explored.completions:
-        console.print(Text.assemble((f"{c.name}: ", "bold"), who(c)))
+    _who(explored, console)
     for c in explored.completions[1:]:
         if c.split is None:
             continue
@@ -64,6 +68,44 @@ def render(explored: Explored, file: IO[str] | None = None) -> None:
                     else ["", ""]
             top.add_row(*cells)
         console.print(top)
+    _more_and_notes(explored, console)
+
+
+def _text(explored: Explored, console: Any, frame: Any) -> None:
+    """Signed on text: the shared prefix once, then each completion from its window, from its split on in red
+    (`>>` before it without colours)."""
+    from rich.table import Table
+    from rich.text import Text
+
+    console.print(TEXT_SIGNED)
+    if explored.prefix:
+        cut = "…" if explored.window_start > len(explored.prefix) else ""
+        console.print(f"shared by all up to character {explored.window_start}: {cut}{text_shown(explored.prefix)}",
+                      markup=False)
+    table = Table(box=frame, pad_edge=False)
+    for name, justify in (("completion", "left"), ("parts at", "right"), ("from", "right"), ("text", "left")):
+        table.add_column(name, justify=justify, overflow="fold")  # type: ignore[arg-type]
+    for c in explored.completions:
+        same, rest, more = (text_shown(part) for part in text_parts(explored, c))
+        mark = "" if console.is_terminal or not rest else ">>"
+        text = Text.assemble((same, "" if c is explored.completions[0] else "dim"), mark,
+                             (rest[:1], "bold white on red"), (rest[1:], "red"), more)
+        table.add_row(f"{c.name} ({c.requests})", "-" if c.split is None else str(c.split), str(c.text_start), text)
+    console.print(table)
+    _who(explored, console)
+    _more_and_notes(explored, console)
+
+
+def _who(explored: Explored, console: Any) -> None:
+    from rich.text import Text
+
+    for c in explored.completions:
+        console.print(Text.assemble((f"{c.name}: ", "bold"), who(c)))
+
+
+def _more_and_notes(explored: Explored, console: Any) -> None:
+    from rich.text import Text
+
     if explored.more_branches:
         console.print(f"{explored.more_branches} more branch(es), {explored.more_branch_requests} request(s), not "
                       "shown (`compare --branches K` re-makes the report with more)")

@@ -103,12 +103,14 @@ def diverged(report: dict[str, Any], run_dir: Path) -> list[str]:
     cells = [c for c in report.get("cells") or [] if f"{c['arm']}/{c['prompt_id']}/{c['phase']}" in labels]
     if not cells:
         return []
+    on_text = {e["label"]: e["window_start"] for e in report.get("explorer") or [] if e.get("basis") == "text"}
     out = ["", f"cells that diverged ({len(cells)}):"]
     for c in cells:
-        where = c.get("first_divergent_position")
+        label, where = f"{c['arm']}/{c['prompt_id']}/{c['phase']}", c.get("first_divergent_position")
         tie = " (near-tie)" if c.get("near_tie") else ""
-        out.append(f"  {c['arm']}/{c['prompt_id']}/{c['phase']}: {c['distinct_signatures']} signatures in {c['n']}"
-                   + (f", first split at token {where}{tie}" if where is not None else ""))
+        out.append(f"  {label}: {c['distinct_signatures']} signatures in {c['n']}"
+                   + (f", first split at token {where}{tie}" if where is not None else "")
+                   + (f", first split at character {on_text[label]} (signed on text)" if label in on_text else ""))
     return [*out, f"`orchestrator show {run_dir} --cell ARM/PROMPT/PHASE`: where one split"]
 
 

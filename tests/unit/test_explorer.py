@@ -122,3 +122,85 @@ def test_past_the_limit_a_quarter_is_kept_for_the_pairs(tmp_path: Path, monkeypa
     result = compare(record(tmp_path, rows), baseline="a")
     assert [c.label for c in result.explorer] == ["a/p/s0", "a/p/s1", "a/p/s2"]
     assert [p.label for p in result.pair_explorer] == ["b vs a/p/s0"] and result.explorer_left_out == 4
+
+
+A = "Paris is the capital of France."  # the modal completion
+B = "Paris is the capital. <b>big</b>"  # parts from it at character 20
+C = A + "\nYes"  # parts from it at character 31, after its end
+
+
+def text_row(batch: int, slot: int, text: str) -> dict[str, Any]:
+    """A concurrent response of a server that returned only its text (transformers serve): no tokens, ids or
+    logprobs, so the cell is signed on its text."""
+    none = dict.fromkeys(["tokens", "token_ids", "token_logprobs", "top_logprobs", "top_gaps", "sig_token_ids",
+                          "sig_top_logprobs"])
+    return {**row("t", "p", "conc", [], text=text, kind="concurrent", batch_id=batch, repeat=slot, role="measured",
+                  request_id=f"t/p/conc/{batch}/{slot}"), **none}
+
+
+def slotted(batches: int, place: dict[int, str]) -> list[dict[str, Any]]:
+    return [text_row(b, slot, place.get(slot, A)) for b in range(batches) for slot in range(4)]
+
+
+def test_a_cell_signed_on_text_splits_at_a_character_with_the_shared_prefix_once(tmp_path: Path) -> None:
+    [cell] = compare(record(tmp_path, slotted(3, {2: C, 3: B}))).explorer
+    assert (cell.basis, cell.window_start, cell.prefix) == ("text", 20, "Paris is the capital")
+    modal, first, second = cell.completions
+    assert (modal.requests, modal.split, modal.text, modal.length) == (6, None, A[20:], len(A))
+    assert (first.requests, first.split, first.split_kind, first.text) == (3, 31, "character", C[20:])
+    assert (second.split, second.text, second.text_start) == (20, B[20:], 20)
+    assert all(c.tokens == [] and c.top_at_split == [] for c in cell.completions)
+
+
+def test_a_branch_that_took_the_same_slots_in_every_batch_is_named(tmp_path: Path) -> None:
+    [cell] = compare(record(tmp_path, slotted(3, {2: C, 3: B}))).explorer
+    assert cell.notes == ["branch 1 took the same slots in every batch (slot 2); so did branch 2 (slot 3) and the "
+                          "modal completion (slots 0, 1): the output follows the request's position in the batch, "
+                          "repeatably - batch-shape dependence, not run-to-run noise"]
+
+
+@pytest.mark.parametrize("rows", [
+    slotted(1, {2: C, 3: B}),  # one batch: nothing to repeat
+    [*slotted(1, {3: B}), *slotted(1, {1: B})],  # batch 0 puts B in slot 3, batch 1 in slot 1 (ids repeat: fine)
+], ids=["one batch", "other slots"])
+def test_no_slot_note_without_the_same_slots_in_two_batches_or_more(tmp_path: Path, rows: list[dict[str, Any]]
+                                                                     ) -> None:
+    for i, r in enumerate(rows[4:]):  # the second half is batch 1
+        r.update(batch_id=1, request_id=f"t/p/conc/1/{i}")
+    [cell] = compare(record(tmp_path, rows)).explorer
+    assert not any("same slots" in note for note in cell.notes)
+
+
+def test_a_branch_that_splits_far_past_the_earliest_split_gets_a_window_of_its_own() -> None:
+    from orchestrator.analysis import text_split
+    from orchestrator.analysis.results import Completion
+
+    texts = ["x" * 400, "x" * 20 + "y" * 380, "x" * 300 + "z" * 100]
+    completions = [Completion(name, "", 1, [], [], [], 0) for name in ("modal", "near", "far")]
+    start, prefix = text_split.align(completions, texts)
+    assert (start, prefix) == (20, "x" * 20)
+    near, far = completions[1:]
+    assert (near.split, near.text_start, far.split, far.text_start) == (20, 20, 300, 260)
+    assert far.text == "x" * 40 + "z" * 100 and len(completions[0].text) == text_split.WIDEST_CHARS
+
+
+def test_markdown_html_and_show_print_the_texts_and_say_why_there_is_no_top_k(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    result = compare(record(tmp_path, slotted(3, {2: C, 3: B})))
+    markdown = "\n".join(explorer_md.section(result))
+    assert "first split at character 20 (signed on text)" in markdown and explorer_md.TEXT_SIGNED in markdown
+    assert "Shared by all up to character 20: `Paris is the capital`" in markdown
+    assert "| branch 2 (3) | 20 | 20 | **▶`. <b>big</b>`** |" in markdown
+    assert "| branch 1 (3) | 31 | 20 | `␣of France.`**▶`⏎Yes`** |" in markdown  # an edge space made visible
+    assert "| rank |" not in markdown and "no token or top-k difference" not in markdown
+    page = explorer_html.section(result)
+    assert '<span class="split"><b>.</b> &lt;b&gt;big&lt;/b&gt;</span>' in page and "<b>⏎</b>Yes" in page
+    assert "no logprob chart" in page and "<svg" not in page and 'class="topk"' not in page and "http" not in page
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "report.json").write_text(json.dumps({"study": "s", "run_id": "r", **result.to_json()}))
+    assert "t/p/conc: 3 signatures in 12, first split at character 20 (signed on text)" in show(run)
+    show_cell(run, "t/p/conc")
+    printed = capsys.readouterr().out
+    assert explorer_md.TEXT_SIGNED in printed and "shared by all up to character 20: Paris is the capital" in printed
+    assert ">>. <b>big</b>" in printed and " of France.>>⏎Yes" in printed and "took the same slots" in printed
