@@ -59,6 +59,6 @@ def test_a_batch_variant_arm_names_the_ops_measured_batch_variant_in_its_image(t
     assert compare.returncode == 0, compare.stderr[-3000:]
     report = (tmp_path / "report.md").read_text()
     [line] = [ln for ln in report.splitlines() if ln.startswith("- arm `")]
-    assert line.startswith("- arm `variant`: batched phase(s) concurrent diverge"), line
+    assert line.startswith("- arm `variant`: batched phase(s) concurrent, over_capacity diverge"), line
     assert "gemm `tiny` arm fp32 (row 0 changes at M 2,8)" in line and "candidate cause, not proof" in line
     assert "`invariant`" not in report.split("## Candidate causes")[1].split("\n## ")[0]
