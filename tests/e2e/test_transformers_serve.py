@@ -65,7 +65,7 @@ def test_transformers_serve_as_a_process_and_its_refusals(tmp_path: Path) -> Non
     result = orchestrator("run", *SMALL, *PROCESS, "+arms.cb.engine_args.max-num-seqs=8",
                           f"hydra.run.dir={tmp_path / 'flag'}", timeout_s=300)
     assert result.returncode == 2, result.stderr[-3000:]
-    assert "flag --max-num-seqs is not known to the engine" in result.stderr
+    assert "flag --max-num-seqs is not known to transformers_serve 5.25.0 (transformers)" in result.stderr
 
     # a model dir that is missing: the server dies at start; one line with its root cause, exit 4
     result = orchestrator("run", *SMALL, *PROCESS, "arms.cb.engine_args.model=/models/no-such-model",
