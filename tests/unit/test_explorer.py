@@ -101,9 +101,7 @@ def test_markdown_and_html_mark_the_split_and_list_the_top_k(result: Comparison)
 
 def test_show_lists_the_divergent_cells_and_prints_one_in_plain_text(result: Comparison, tmp_path: Path,
                                                                       capsys: pytest.CaptureFixture[str]) -> None:
-    run = tmp_path / "run"
-    run.mkdir()
-    (run / "report.json").write_text(json.dumps({"study": "s", "run_id": "r", **result.to_json()}))
+    run = _run_dir(tmp_path, result)
     assert "a/p/conc: 2 signatures in 8, first split at token 2 (near-tie)" in show(run)
     show_cell(run, "a/p/conc")
     printed = capsys.readouterr().out
@@ -196,11 +194,17 @@ def test_markdown_html_and_show_print_the_texts_and_say_why_there_is_no_top_k(
     page = explorer_html.section(result)
     assert '<span class="split"><b>.</b> &lt;b&gt;big&lt;/b&gt;</span>' in page and "<b>⏎</b>Yes" in page
     assert "no logprob chart" in page and "<svg" not in page and 'class="topk"' not in page and "http" not in page
-    run = tmp_path / "run"
-    run.mkdir()
-    (run / "report.json").write_text(json.dumps({"study": "s", "run_id": "r", **result.to_json()}))
+    run = _run_dir(tmp_path, result)
     assert "t/p/conc: 3 signatures in 12, first split at character 20 (signed on text)" in show(run)
     show_cell(run, "t/p/conc")
     printed = capsys.readouterr().out
     assert explorer_md.TEXT_SIGNED in printed and "shared by all up to character 20: Paris is the capital" in printed
     assert ">>. <b>big</b>" in printed and " of France.>>⏎Yes" in printed and "took the same slots" in printed
+
+
+def _run_dir(tmp_path: Path, result: Comparison) -> Path:
+    """A run dir holding just the report.json that `show` reads."""
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "report.json").write_text(json.dumps({"study": "s", "run_id": "r", **result.to_json()}))
+    return run
