@@ -18,10 +18,14 @@ QUICK = ["protocol.phases.sequential.repeats=3", "protocol.phases.concurrent.rep
 
 @pytest.fixture(scope="module")
 def default_run(tmp_path_factory: pytest.TempPathFactory, docker_client) -> tuple[Path, str]:  # type: ignore[no-untyped-def]
+    def labelled() -> set[str]:
+        return {c.name for c in docker_client.containers.list(all=True, filters={"label": "org.orchestrator.run"})}
+
+    before = labelled()  # a killed earlier session's leftovers on a reused machine are not this run's
     run_dir = tmp_path_factory.mktemp("default") / "run"
     result = orchestrator("run", f"hydra.run.dir={run_dir}", *QUICK)
     assert result.returncode == 0, result.stderr[-3000:]
-    assert docker_client.containers.list(all=True, filters={"label": "org.orchestrator.run"}) == []
+    assert labelled() - before == set()
     return run_dir, result.stdout
 
 
