@@ -167,6 +167,8 @@ def read_table(paths: RunPaths, table: str, columns: list[str] | None = None) ->
         return SCHEMAS[table].empty_table().select(columns) if columns else SCHEMAS[table].empty_table()
     key = LATEST_KEY.get(table)
     wanted = None if columns is None else list(dict.fromkeys([*columns, *((key, "attempt") if key else ())]))
+    for path in files:
+        _check_version(path, _footer(path))
     try:
         parts = [pq.read_table(f, columns=wanted, schema=SCHEMAS[table]) for f in files]
     except (OSError, pa.ArrowInvalid) as exc:
@@ -213,6 +215,8 @@ def iter_batches(paths: RunPaths, table: str, columns: list[str], batch_rows: in
     key = LATEST_KEY.get(table)
     parts = sorted(p for p in paths.table(table).glob("*.parquet") if not p.name.startswith("."))
     footers = {path: _footer(path) for path in parts}  # read once: the resent check and the read share it
+    for path, footer in footers.items():
+        _check_version(path, footer)
     latest = _resent(footers, key) if key else None
     wanted = list(dict.fromkeys([*columns, *((key, "attempt") if latest is not None and key else ())]))
     types = {c: _dictionary_type(schema.field(c).type) if c in dictionary else schema.field(c).type for c in wanted}
@@ -247,6 +251,14 @@ def iter_batches(paths: RunPaths, table: str, columns: list[str], batch_rows: in
 
 def _damaged(path: Path, exc: Exception) -> RecordError:
     return RecordError(f"cannot read {path} ({exc}): the run dir is damaged; copy it again from its source")
+
+
+def _check_version(path: Path, footer: pq.FileMetaData) -> None:
+    """Older parts read with nulls for newer columns; a newer part may have changed what a column means."""
+    written = (footer.metadata or {}).get(b"orchestrator.schema_version", b"1").decode()
+    if not written.isdigit() or int(written) > int(SCHEMA_VERSION):
+        raise RecordError(f"{path} was written with record schema {written}, this orchestrator reads schemas 1 to "
+                          f"{SCHEMA_VERSION}: read it with the orchestrator version that wrote it, or upgrade")
 
 
 def _footer(path: Path) -> pq.FileMetaData:

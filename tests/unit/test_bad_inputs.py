@@ -126,6 +126,8 @@ CASES: list[tuple[str, dict[str, str | bytes], list[str], int, str]] = [
     ("not a run dir", {}, ["compare", "{tmp}"], 2, "is not a run directory (no run.json)"),
     ("damaged run.json", {}, ["compare", "{run}", "+damage=run.json"], 2, "run.json cannot be read"),
     ("damaged parquet", {}, ["compare", "{run}", "+damage=parquet"], 2, "the run dir is damaged"),
+    ("run dir from a newer orchestrator", {}, ["compare", "{run}", "+damage=newer"], 2,
+     "was written with record schema 99, this orchestrator reads schemas 1 to"),
     ("reproduce without .hydra", {}, ["reproduce", "{tmp}"], 2, "has no .hydra/config.yaml"),
     ("reproduce with damaged config", {}, ["reproduce", "{run}", "+damage=config"], 2, "config.yaml cannot be read"),
     ("run --from nowhere", {}, ["run", "--from", "{tmp}/none"], 2, "has no .hydra/config.yaml"),
@@ -181,6 +183,12 @@ def _damage(run: Path, what: str) -> None:
         (run / "run.json").write_text("{not json")
     elif what == "parquet":
         next((run / "data" / "responses").glob("*.parquet")).write_bytes(b"PAR1 garbage")
+    elif what == "newer":  # a part as a later release would write it
+        import pyarrow.parquet as pq
+
+        part = next((run / "data" / "responses").glob("*.parquet"))
+        table = pq.read_table(part)
+        pq.write_table(table.replace_schema_metadata({"orchestrator.schema_version": "99"}), part)
     elif what == "config":
         (run / ".hydra" / "config.yaml").write_text("study: [unclosed\n")
     elif what in ("command", "key"):  # a process run whose recorded arm lost its command; a typo

@@ -163,3 +163,25 @@ def test_a_stand_in_column_is_read_only_where_the_column_it_stands_in_for_has_a_
     rows = [r for b in iter_batches(paths, "responses", ["token_ids", "tokens"], stand_in={"tokens": "token_ids"})
             for r in b.to_pylist()]
     assert [r["tokens"] for r in rows] == [None, None, ["z"], ["w"]]  # the second part has a row without ids
+
+
+@pytest.mark.parametrize("reader", ["read_table", "iter_batches"])
+def test_a_part_from_a_newer_schema_is_refused_naming_the_file(tmp_path, reader: str) -> None:  # type: ignore[no-untyped-def]
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from orchestrator.errors import RecordError
+    from orchestrator.record.tables import RESPONSES, SCHEMA_VERSION, iter_batches
+
+    paths = RunPaths(tmp_path).make()
+    with TableWriter(paths, "responses", "a") as writer:
+        writer.append({"arm": "a", "prompt_id": "p"})
+    newer = RESPONSES.with_metadata({"orchestrator.schema_version": str(int(SCHEMA_VERSION) + 1)})
+    part = paths.table("responses") / "b-00000.parquet"
+    pq.write_table(pa.Table.from_pylist([{"arm": "b"}], schema=newer), part)
+    with pytest.raises(RecordError, match=f"{part.name} was written with record schema {int(SCHEMA_VERSION) + 1}.*"
+                                          f"reads schemas 1 to {SCHEMA_VERSION}"):
+        if reader == "read_table":
+            read_table(paths, "responses", ["arm"])
+        else:
+            list(iter_batches(paths, "responses", ["arm"]))
