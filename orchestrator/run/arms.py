@@ -171,9 +171,8 @@ class StudyRunner:
         row.update(image_id=image.id, image_repo_digests=list(image.repo_digests))
         spec = container_spec(name, arm, image.id, self.labels, self.host_env,
                               scratch_root=self.paths.scratch_root.resolve())
-        if launch.placement is not None:  # its own cores, and the GPUs picked for a `gpu_count`
-            spec.cpuset = launch.placement.cpuset
-            spec.gpus = launch.placement.gpus_text or spec.gpus
+        if launch.placement is not None:
+            launch.placement.apply(spec)
         for mount in spec.mounts:
             if not mount.read_only and Path(mount.host).is_relative_to(self.paths.scratch_root.resolve()):
                 Path(mount.host).mkdir(parents=True, exist_ok=True)

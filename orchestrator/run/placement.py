@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from orchestrator.config.arms import effective_arm
 from orchestrator.config.schema import ArmConfig, Config, RuntimeKind
 from orchestrator.errors import ConfigError
-from orchestrator.runtime.spec import Inventory, cpuset_text
+from orchestrator.runtime.spec import ContainerSpec, Inventory, cpuset_text
 
 ALL = "all"
 LOCAL = "local"
@@ -55,6 +55,11 @@ class Placement:
     def gpus_text(self) -> str | None:
         """The value for the runtime (`--gpus device=...`, CUDA_VISIBLE_DEVICES); None: the arm's own."""
         return ",".join(map(str, self.gpus)) if self.gpus else None
+
+    def apply(self, spec: ContainerSpec) -> None:
+        """Give the arm's container its own cores, and the GPUs picked for a `gpu_count`."""
+        spec.cpuset = self.cpuset
+        spec.gpus = self.gpus_text or spec.gpus
 
 
 @dataclass

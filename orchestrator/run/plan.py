@@ -41,29 +41,33 @@ def render(config: Config, like: Path | None = None) -> str:
         lines.append(f"# stand-in: every arm runs on {config.stand_in} (no GPUs, no host mounts)")
     process = config.runtime.kind is RuntimeKind.process
     seconds = None if like is None else group_seconds(like, config.study.name)
-    lines += wave_lines(config)
+    waves, lines_of_waves = planned_waves(config)
+    lines += lines_of_waves
+    placed = {p.arm: p for wave in waves for p in wave}
     for name, spec in arm_specs(config, Path("RUN_DIR"), PLAN_RUN_ID).items():
         arm = config.arms[name]
+        if name in placed:  # the command as the run will give it: with the wave's cores and GPUs
+            placed[name].apply(spec)
         pinned = "a local process" if process else "the image is pinned to its id at run time"
         lines += [f"# arm {name}: {arm.description or arm.image}; {pinned}", *arm_lines(config, name, seconds),
                   spec.equivalent_command(process)]
     return "\n".join(lines) + "\n"
 
 
-def wave_lines(config: Config) -> list[str]:
+def planned_waves(config: Config) -> tuple[list[list[placement.Placement]], list[str]]:
     """study.parallel_arms (or arms that ask for cores or a GPU count): which arms run at the same time, where,
-    from the engines' inventories."""
+    from the engines' inventories; and the plan's lines that say so."""
     if not placement.uses_placement(config):
-        return []
+        return [], []
     try:
         waves = placement.waves(config, lambda host: runtime_for(
             config.runtime, None if host == placement.LOCAL else host).inventory())
     except OrchestratorError as exc:
         if isinstance(exc, ConfigError):
             raise
-        return [f"# waves: not known, the engines' inventories cannot be read ({str(exc).splitlines()[0]})"]
-    return [f"# study.parallel_arms={config.study.parallel_arms}: {len(waves)} wave(s)",
-            *placement.render_waves(waves)]
+        return [], [f"# waves: not known, the engines' inventories cannot be read ({str(exc).splitlines()[0]})"]
+    return waves, [f"# study.parallel_arms={config.study.parallel_arms}: {len(waves)} wave(s)",
+                   *placement.render_waves(waves)]
 
 
 def plan(argv: list[str]) -> str:

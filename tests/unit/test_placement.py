@@ -145,3 +145,17 @@ def test_a_limit_of_one_at_a_time_runs_in_waves(tmp_path: Path) -> None:
     arms = {row["arm"]: row for row in read_table(paths, "arms").to_pylist()}
     assert (arms["baseline"]["wave"], arms["wide_batch"]["wave"]) == (1, 2)
     assert arms["wide_batch"]["start_ns"] > arms["baseline"]["stop_ns"]
+
+
+def test_plan_prints_each_arm_s_command_with_the_cores_and_gpus_its_wave_gives_it(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    from orchestrator.run import plan
+
+    monkeypatch.setattr(plan, "runtime_for", lambda *_: fake_runtime(EIGHT_GPUS))
+    typed = study("study.parallel_arms=auto", "arms.baseline.cpus=1", "arms.wide_batch.cpus=1",
+                  "arms.baseline.gpu_count=1", "arms.wide_batch.gpu_count=2")
+    commands = {line.split("--name RUN_ID-")[1].split()[0]: line
+                for line in plan.render(typed).splitlines() if line.startswith("docker run")}
+    assert "--gpus device=0 --cpuset-cpus 0 " in commands["baseline"]
+    assert "--gpus device=1,2 --cpuset-cpus 1 " in commands["wide_batch"]
+    one_by_one = plan.render(study()).splitlines()
+    assert not any("--cpuset-cpus" in line or "--gpus" in line for line in one_by_one)
