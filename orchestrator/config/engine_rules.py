@@ -1,5 +1,6 @@
 """The engines' own rules on a request, checked before anything starts, so that a study is refused with one
-line instead of answered by dozens of HTTP 400s: `max_tokens` 0 only with `echo`; `logprobs` and
+line instead of answered by dozens of HTTP 400s: `max_tokens` 0 only with `echo` (a protocol rule: nothing
+would be generated to compare); `logprobs` and
 `prompt_logprobs` at most the limit the arm's engine profile names (vLLM's `--max-logprobs`, default 20);
 -1 (the whole vocabulary) only with a limit of -1."""
 
@@ -16,7 +17,7 @@ def problems(config: Config) -> list[str]:
     found = []
     if request.max_tokens == 0 and not request.echo:
         found.append(line("engine-rule", "protocol.request.max_tokens", 0, "at least 1 without echo (0 generates "
-                          "nothing, and vLLM refuses it)", "set max_tokens >= 1, or protocol.request.echo: true "
+                          "nothing to compare)", "set max_tokens >= 1, or protocol.request.echo: true "
                           "to score the prompt only"))
     for name, original in config.arms.items():
         arm = effective_arm(original, config.stand_in)

@@ -74,7 +74,8 @@ class KnobsConfig:
     probe: str | None = None
     command: list[str] | None = None  # container args (after the entrypoint); null (and no probe): not checked
     entrypoint: list[str] | None = None  # null: the image's own entrypoint
-    env_prefixes: list[str] = field(default_factory=lambda: ["VLLM_"])  # env names checked; others pass
+    # Env names checked (others pass); null: the prefixes of the arm's engine profile (vllm: VLLM_).
+    env_prefixes: list[str] | None = None
     timeout_s: float = 120.0
 
 

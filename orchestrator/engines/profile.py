@@ -24,6 +24,8 @@ class EngineProfile:
     # The listing shipped in orchestrator/probes/ that prints the flags and env names the engine knows
     # (run inside the arm with its interpreter) when the arm's knobs name no command of their own.
     knob_probe: str | None = None
+    # Env names with these prefixes are the engine's own: the knob check wants each in its listing.
+    env_prefixes: tuple[str, ...] = ()
     # Flags and env vars that name a cache dir -> the kind of cache (guard/caches.py).
     cache_args: Mapping[str, str] = field(default_factory=dict)
     cache_env: Mapping[str, str] = field(default_factory=dict)

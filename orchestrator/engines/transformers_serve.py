@@ -36,6 +36,7 @@ PROFILE = TransformersServeProfile(
     name="transformers_serve",
     description="Hugging Face transformers serve (OpenAI-compatible; continuous batching optional)",
     knob_probe="transformers_knobs",  # the serve command's own click parameters
+    env_prefixes=(),  # it documents no env names of its own: none is checked
     log_patterns={
         "loaded_model": r"\[transformers\] Loading (\S+)",
         "ignored_fields": r"Ignoring unsupported fields in the request: (\{[^}]*\})",

@@ -34,6 +34,7 @@ PROFILE = EngineProfile(
     description="vLLM's OpenAI-compatible server (vllm serve, vllm.entrypoints.openai.api_server)",
     flag_aliases=FLAG_ALIASES,
     knob_probe="vllm_knobs",
+    env_prefixes=("VLLM_",),
     cache_args=CACHE_ARGS,
     cache_env=CACHE_ENV,
     # Token ids in every answer, and top-logprob keys as token ids: keyed by decoded string, tokens that

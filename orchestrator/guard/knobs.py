@@ -28,7 +28,8 @@ if TYPE_CHECKING:
 
 
 def unknown_knobs(arm: str, arm_config: ArmConfig, known: Mapping[str, Any]) -> list[str]:
-    """Problems for the flags and env vars (within knobs.env_prefixes) the engine's listing lacks."""
+    """Problems for the flags and env vars (within the env prefixes of the arm's knobs, else of its engine
+    profile) the engine's listing lacks."""
     flags, env = set(known.get("flags") or ()), set(known.get("env") or ())
     # what listed them: "transformers_serve 5.25.0 (transformers)"; else the image ("process" for a process arm)
     engine = _listed_from(known) or f"the engine in {arm_config.image}"
@@ -37,8 +38,11 @@ def unknown_knobs(arm: str, arm_config: ArmConfig, known: Mapping[str, Any]) -> 
         if flag not in flags:
             problems.append(f"arm '{arm}': flag {flag} is not known to {engine} "
                             f"(it would be ignored).{_closest(flag, flags)}")
+    prefixes = arm_config.knobs.env_prefixes
+    if prefixes is None:
+        prefixes = list(profile_for(arm_config.engine).env_prefixes)
     for name in [*arm_config.env, *arm_config.secret_env]:
-        if any(name.startswith(p) for p in arm_config.knobs.env_prefixes) and name not in env:
+        if any(name.startswith(p) for p in prefixes) and name not in env:
             problems.append(f"arm '{arm}': env {name} is not known to {engine} "
                             f"(it would be ignored).{_closest(name, env)}")
     return problems
