@@ -58,6 +58,8 @@ def _verb(verb: str, rest: list[str], debug: bool) -> int:
     except KeyboardInterrupt:
         print("interrupted: containers of this run were stopped and removed", file=sys.stderr)
         return ExitStatus.INTERRUPTED
+    except BrokenPipeError:  # `show RUN | head`: the reader left; entry() ends quietly
+        raise
     except Exception as exc:  # a bug: one line, the traceback only when asked for
         if debug:
             raise

@@ -250,6 +250,23 @@ def test_a_bug_is_one_line_and_exit_1_and_debug_shows_the_traceback(monkeypatch:
         cli.main(["--debug", "plan"])
 
 
+def test_a_reader_that_leaves_early_is_no_bug(monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
+                                              capsys: pytest.CaptureFixture[str]) -> None:
+    """`orchestrator show RUN | head -1`: the verb's BrokenPipeError reaches entry(), which ends quietly."""
+    import orchestrator.__main__ as entry_point
+
+    def piped(argv: list[str]) -> int:
+        raise BrokenPipeError(32, "Broken pipe")
+
+    monkeypatch.setitem(cli.VERBS, "show", piped)
+    stdout = (tmp_path / "stdout").open("w")  # a real file descriptor for entry() to point at /dev/null
+    monkeypatch.setattr(entry_point.sys, "stdout", stdout)
+    monkeypatch.setattr(entry_point.sys, "argv", ["orchestrator", "show", "RUN"])
+    assert entry_point.entry() == 1
+    stdout.close()
+    assert "internal error" not in capsys.readouterr().err
+
+
 def test_docs_errors_md_is_generated_from_the_code() -> None:
     from orchestrator.config.catalog import errors_markdown
     from tests.conftest import ROOT
