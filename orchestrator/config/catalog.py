@@ -55,6 +55,8 @@ CATALOG: dict[str, Entry] = {
                                 "install it with the command the message names"),
     "run-dir": Entry("the run dir cannot be created or written", "choose a writable place (hydra.run.dir=... or "
                      "--out)"),
+    "run-dir-used": Entry("the run dir already holds a run (a second one would mix its record into it)",
+                          "choose a new dir, or finish that run with `orchestrator run --resume DIR`"),
     "record": Entry("a run dir is missing, incomplete, or its Parquet record is unreadable",
                     "name a run dir that `orchestrator run` wrote (it holds run.json and data/)"),
     "command-line": Entry("a verb or flag the command does not take", "see `orchestrator VERB --help`"),

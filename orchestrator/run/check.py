@@ -34,15 +34,26 @@ def run_dir_problems(composed: DictConfig, multirun: bool) -> list[str]:
     return creatable_problems(f"hydra.{key}.dir", _run_dir_text(composed, multirun))
 
 
+# What a run (run.json, data/) or a sweep (multirun.yaml) leaves in its dir.
+RUN_MARKERS = ("run.json", "data", "multirun.yaml")
+
+
 def creatable_problems(field: str, dir_text: str) -> list[str]:
-    """A run dir (`field` names where it was given) must be creatable: its nearest existing folder writable."""
+    """A run dir (`field` names where it was given) must be creatable: its nearest existing folder writable,
+    and itself holding no run yet."""
     static = Path(dir_text.split("${", 1)[0] or ".")
+    held = [m for m in RUN_MARKERS if (static / m).exists()] if "${" not in dir_text else []
+    given = f"{field}{' ' if field.startswith('--') else '='}"  # --out DIR, hydra.run.dir=DIR
+    if held:
+        resume = "" if held[0] == "multirun.yaml" else f", or finish that run: orchestrator run --resume {dir_text}"
+        return [line("run-dir-used", field, dir_text, f"a dir that holds no run yet (it has {held[0]}: a second "
+                     "run would mix its record into that one's)", f"pass {given}A_NEW_DIR{resume}")]
     existing = next(p for p in [static, *static.absolute().parents] if p.exists())
     try:  # try it: permission bits do not tell (root, read-only mounts, /proc)
         os.rmdir(tempfile.mkdtemp(prefix=".orchestrator-check-", dir=existing))
     except OSError as exc:
         return [line("run-dir", field, dir_text, f"a folder this user can create ({existing}: "
-                     f"{exc.strerror})", f"pass {field}{' ' if field.startswith('--') else '='}SOMEWHERE_WRITABLE")]
+                     f"{exc.strerror})", f"pass {given}SOMEWHERE_WRITABLE")]
     return []
 
 

@@ -139,6 +139,13 @@ CASES: list[tuple[str, dict[str, str | bytes], list[str], int, str]] = [
     ("run --from into a swept dir", {}, ["run", "--from", "{run}", "hydra.run.dir=a,b"], 2, "give one value"),
     ("run --from into an unwritable dir", {}, ["run", "--from", "{run}", "hydra.run.dir=/proc/nope/run"], 2,
      "hydra.run.dir='/proc/nope/run': must be a folder this user can create"),
+    ("run into a dir that holds a run", {}, ["run", "hydra.run.dir={run}"], 2,
+     "must be a dir that holds no run yet (it has run.json"),
+    ("check of a dir that holds a run", {}, ["check", "hydra.run.dir={run}"], 2, "orchestrator run --resume"),
+    ("run --from into the run it re-runs", {}, ["run", "--from", "{run}", "--out", "{run}"], 2,
+     "--out A_NEW_DIR"),
+    ("sweep into a dir that holds a sweep", {"multirun.yaml": "x"}, [
+        "run", "-m", "hydra.sweep.dir={cfg}", "protocol.request.max_tokens=4,5"], 2, "(it has multirun.yaml"),
     ("run --resume elsewhere", {}, ["run", "--resume", "{run}", "hydra.run.dir={tmp}/a"], 2, "finishes"),
     ("reproduce of a config that no longer validates", {}, ["reproduce", "{run}", "+damage=command"], 2,
      "config.yaml: arms.baseline.command=[]: must be a full argv with runtime=process"),
