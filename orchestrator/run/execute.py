@@ -34,6 +34,16 @@ from orchestrator.runtime.reaper import Reaper
 from orchestrator.runtime.spec import Runtime
 
 
+def record_config(paths: RunPaths, typed: Config) -> None:
+    """RUN/.hydra as Hydra leaves it for a run (config.yaml, overrides.yaml), for a run Hydra did not start
+    (`run --from`, `reproduce`): the config as it ran, so the new dir re-runs, resumes and reproduces too."""
+    from omegaconf import OmegaConf
+
+    paths.hydra.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(paths.hydra / "config.yaml", OmegaConf.to_yaml(OmegaConf.structured(typed)))
+    atomic_write_text(paths.hydra / "overrides.yaml", "[]\n")
+
+
 def preflight(typed: Config, allow: list[str] | None = None, how_to_allow: str = OWN_CONFIG_ALLOW) -> None:
     """Every problem that stops a study before anything starts, all at once (exit 2): the config's own
     (config/validate.py), the guard's (a confounded or mis-declared A/B, a hidden shared cache), a process
@@ -73,6 +83,8 @@ def execute_study(typed: Config, paths: RunPaths, allow: list[str], how_to_allow
                 "started": datetime.now(UTC).isoformat(timespec="seconds"), **(extra_meta or {})}
     atomic_write_text(paths.meta, json.dumps(meta, indent=2) + "\n")
     write_prompts(paths, resolve_prompts(typed.prompts, typed.config_dirs))
+    if not (paths.hydra / "config.yaml").is_file():  # a re-run: Hydra did not record it, so record it here
+        record_config(paths, typed)
     declared = guard_declared.declared_check(typed)  # before anything starts (docs/guard.md)
     guard = GuardResult(declared=declared)
     guard_observed.write(paths, guard)

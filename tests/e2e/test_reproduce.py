@@ -94,6 +94,23 @@ def test_a_rerun_goes_where_hydras_output_overrides_say_and_nothing_else_changes
                            f"hydra.run.dir={tmp_path / 'never'}")
     assert changed.returncode == 2 and changed.stderr.count("\n") == 1 and "is a recorded run" in changed.stderr
     assert not (tmp_path / "never").exists()
+    again = orchestrator("run", "--from", str(tmp_path / "sweep" / "again"), f"hydra.run.dir={tmp_path / 'from'}")
+    assert again.returncode == 2 and "holds no run yet (it has run.json" in again.stderr  # never mixed into it
+
+
+def test_a_rerun_dir_is_a_run_dir_itself(deterministic_run: Path, tmp_path: Path) -> None:
+    """What `run --from` and `reproduce` write re-runs and reproduces as a run of `run` does (its .hydra)."""
+    first = orchestrator("run", "--from", str(deterministic_run), f"hydra.run.dir={tmp_path / 'first'}")
+    assert first.returncode == 0, first.stderr[-2000:]
+    recorded = yaml.safe_load((tmp_path / "first" / ".hydra" / "config.yaml").read_text())
+    assert recorded["study"]["name"] == "default" and list(recorded["arms"]) == ["baseline"]
+    second = orchestrator("reproduce", str(tmp_path / "first"), "--out", str(tmp_path / "second"))
+    assert second.returncode == 0 and "verdict: reproduced (2 cells)" in second.stdout, second.stderr[-2000:]
+    third = orchestrator("run", "--config-dir", str(tmp_path / "second" / ".hydra"), "--config-name", "config",
+                         f"hydra.run.dir={tmp_path / 'third'}")
+    assert third.returncode == 0, third.stderr[-2000:]
+    image = yaml.safe_load((tmp_path / "second" / ".hydra" / "config.yaml").read_text())["arms"]["baseline"]["image"]
+    assert image.startswith("sha256:")  # reproduce records the config as it ran: images pinned by id
 
 
 def test_a_rerun_that_could_not_answer_is_not_reproduced_and_never_differs(deterministic_run: Path,
