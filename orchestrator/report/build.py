@@ -101,11 +101,11 @@ def failures(records: list[RunPaths]) -> list[ArmFailure]:
     return [dataclasses.replace(f, arm=f"{r.root.name}/{f.arm}") for r in records for f in arm_failures(r)]
 
 
-def rebuild(run_dirs: list[Path], out: Path | None, baseline: str | None,
-            branches: int | None = None) -> tuple[RunPaths, StudyReport, dict[str, Any]]:
+def rebuild(run_dirs: list[Path], out: Path | None, baseline: str | None, branches: int | None = None,
+            gate: dict[str, Any] | None = None) -> tuple[RunPaths, StudyReport, dict[str, Any]]:
     """`compare`: re-make the reports of one run, or of several compared as one study (arms named
-    RUN_DIR_NAME/ARM, reports into `out`); `branches`: the explorer's, instead of the run's. Returns (where they
-    went, the result, the run's meta)."""
+    RUN_DIR_NAME/ARM, reports into `out`); `branches`: the explorer's, instead of the run's; `gate`: the gate
+    the reports state, instead of the run's. Returns (where they went, the result, the run's meta)."""
     sources = [RunPaths(d) for d in run_dirs]
     for source in sources:
         if not source.meta.is_file():
@@ -130,5 +130,7 @@ def rebuild(run_dirs: list[Path], out: Path | None, baseline: str | None,
         raise ConfigError(line("unknown-name", "--baseline", baseline, arms))
     if branches is not None:
         meta = {**meta, "explorer_branches": branches}
+    if gate is not None:
+        meta = {**meta, "gate": gate}
     paths = RunPaths(out) if out else sources[0]
     return paths, build(paths, **meta, sources=sources), meta

@@ -12,7 +12,7 @@ from orchestrator.analysis.gate import failures, gate_from_flags
 from orchestrator.analysis.results import Comparison
 from orchestrator.config.catalog import line
 from orchestrator.errors import ConfigError, ExitStatus
-from orchestrator.record.paths import RunPaths
+from orchestrator.record.paths import RunPaths, read_json
 from orchestrator.report.build import rebuild
 from orchestrator.report.markdown import cells_table
 from orchestrator.report.model import StudyReport
@@ -55,11 +55,14 @@ def recompare(run_dirs: list[Path], out: Path | None, baseline: str | None, as_j
                                "give a rate, e.g. 0.05 for 5 %"))
     if branches is not None and branches < 1:
         raise ConfigError(line("range", "--branches", branches, ">= 1", "show at least one branch, e.g. 4"))
-    paths, report, meta = rebuild(run_dirs, out, baseline, branches)
+    asked = run_gate or max_divergence_rate is not None or bool(expect_pairs or expect_schedules)
+    source = RunPaths(run_dirs[0])  # no run.json: rebuild says so
+    own = read_json(source.meta).get("gate") if run_gate and source.meta.is_file() else None
+    gate = gate_from_flags(own, max_divergence_rate, expect_pairs, expect_schedules)
+    # the reports state the gate this compare applies; asked for none, the run's own, as the run wrote them
+    paths, report, _ = rebuild(run_dirs, out, baseline, branches, gate if asked else None)
     if as_json:
         print(paths.report_json.read_text(), end="")
     else:
         print_summary(paths, report)
-    gate = gate_from_flags(meta.get("gate") if run_gate else None, max_divergence_rate, expect_pairs,
-                           expect_schedules)
     return int(status(report, gate))

@@ -281,16 +281,18 @@ def test_docs_errors_md_is_generated_from_the_code() -> None:
     assert (ROOT / "docs" / "errors.md").read_text() == errors_markdown(), "run python scripts/gen-errors-doc.py"
 
 
-@pytest.mark.parametrize(("argv", "status"), [
-    (["compare", "{run}"], 0),
-    (["compare", "{run}", "--expect-pair", "wide_batch=identical"], 0),
-    (["compare", "{run}", "--expect-pair", "wide_batch=differ"], 3),
-    (["compare", "{run}", "--max-divergence-rate", "0"], 0),
+@pytest.mark.parametrize(("argv", "status", "stated"), [
+    (["compare", "{run}"], 0, "Gate: not set"),
+    (["compare", "{run}", "--expect-pair", "wide_batch=identical"], 0, "Gate: passed (expect_pairs"),
+    (["compare", "{run}", "--expect-pair", "wide_batch=differ"], 3, "Gate: FAILED (expect_pairs"),
+    (["compare", "{run}", "--max-divergence-rate", "0"], 0, "Gate: passed (max_divergence_rate 0.0)"),
 ])
-def test_compare_statuses(argv: list[str], status: int, recorded_run: Path, tmp_path: Path) -> None:
+def test_compare_statuses(argv: list[str], status: int, stated: str, recorded_run: Path, tmp_path: Path) -> None:
+    """The exit status, and the reports it rewrites state the gate it applied (not the run's 'not set')."""
     run = tmp_path / "run"
     shutil.copytree(recorded_run, run)
     assert cli.main([a.replace("{run}", str(run)) for a in argv]) == status
+    assert stated in (run / "report.md").read_text()
 
 
 def test_compare_of_a_run_whose_arm_got_no_answer_is_status_4(recorded_run: Path, tmp_path: Path,
