@@ -76,12 +76,31 @@ class ProbeConfig:
                          for k in foreign]
         if self.probe == "ops" and not self.ops:
             problems.append("ops: give name: {op: KIND, ...} (docs/probes.md lists the kinds)")
+        problems += [p for name, entry in (self.ops or {}).items() for p in _entry_shape(name, entry)]
         if problems:
             raise ConfigError([f"probe {self.name}: {p}" for p in problems])
 
     def spec(self) -> dict[str, Any]:
         """The JSON spec for the probe: the fields this preset sets."""
         return {k: getattr(self, k) for k in SPEC_KEYS[self.probe] if getattr(self, k) is not None}
+
+
+def _entry_shape(name: str, entry: Any) -> list[str]:
+    """The types of an ops entry, checked here; its op, arms and parameters are checked by ops.py, which
+    knows them (it runs where torch is)."""
+    if not isinstance(entry, dict) or not isinstance(entry.get("op"), str):
+        return [f"ops.{name}: give {{op: KIND, ...}} (docs/probes.md lists the kinds)"]
+    problems = []
+    if not isinstance(entry.get("expect_invariant", False), bool):
+        problems.append(f"ops.{name}.expect_invariant {entry['expect_invariant']!r}: must be true or false")
+    arms = entry.get("arms", [])
+    if not isinstance(arms, list) or not all(isinstance(a, str) for a in arms):
+        problems.append(f"ops.{name}.arms {arms!r}: must be a list of arm names")
+    m = entry.get("m", [1])
+    if not isinstance(m, list) or not m or not all(isinstance(v, int) and not isinstance(v, bool) and v >= 1
+                                                     for v in m):
+        problems.append(f"ops.{name}.m {m!r}: must be a non-empty list of positive batch sizes")
+    return problems
 
 
 def presets() -> list[str]:

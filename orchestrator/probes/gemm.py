@@ -52,6 +52,7 @@ from orchestrator.probes.harness import (
     parse_spec,
     pick_device,
     print_json,
+    refuse,
     sweep_m,
     sync,
     ulps,
@@ -301,10 +302,10 @@ def main(argv: list[str] | None = None) -> int:
     spec = parse_spec("gemm.py", DEFAULTS, sys.argv[1:] if argv is None else argv)
     bad = [a for a in spec["arms"] if a not in ARMS]
     if bad:
-        raise SystemExit(f"gemm.py: unknown arm(s) {bad}; known: {list(ARMS)}")
+        refuse("gemm.py", [f"unknown arm(s) {bad}; known: {list(ARMS)}"])
     if spec["mode"] not in ("all", "repeats", "m_invariance") or \
             spec["backend"] not in ("auto", "scaled_mm", "emulate"):
-        raise SystemExit("gemm.py: mode must be all|repeats|m_invariance; backend auto|scaled_mm|emulate")
+        refuse("gemm.py", ["mode must be all|repeats|m_invariance; backend auto|scaled_mm|emulate"])
     probe(spec, print_json)
     return 0
 

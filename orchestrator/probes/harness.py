@@ -217,6 +217,15 @@ def parse_spec(prog: str, defaults: dict[str, Any], argv: list[str]) -> dict[str
     return {**defaults, **given}
 
 
+SPEC_REFUSED = 2  # the exit status of a refused spec: argparse's for a bad command line, so one for both
+
+
+def refuse(prog: str, problems: list[str]) -> None:
+    """A spec this probe cannot run: one line naming each problem and the valid choices, exit SPEC_REFUSED."""
+    print(f"{prog}: " + "; ".join(problems), file=sys.stderr)
+    sys.exit(SPEC_REFUSED)
+
+
 def print_json(row: dict[str, Any]) -> None:
     sys.stdout.write(json.dumps(row, sort_keys=True) + "\n")
     sys.stdout.flush()

@@ -33,6 +33,7 @@ from orchestrator.probes.harness import (
     parse_spec,
     pick_device,
     print_json,
+    refuse,
     sweep_m,
 )
 
@@ -99,7 +100,7 @@ def main(argv: list[str] | None = None) -> int:
     if spec["mode"] not in ("all", "repeats", "m_invariance"):
         problems.append(f"mode {spec['mode']!r} is not one of all, repeats, m_invariance")
     if problems:
-        raise SystemExit("ops.py: " + "; ".join(problems))
+        refuse("ops.py", problems)
     probe(spec, print_json)
     return 0
 

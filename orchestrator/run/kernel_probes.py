@@ -32,6 +32,7 @@ from orchestrator.errors import ConfigError, ExitStatus, RuntimeFailure
 from orchestrator.record.paths import RunPaths, atomic_write_text
 from orchestrator.runtime.spec import Runtime, run_labels
 
+SPEC_REFUSED = 2  # probes/harness.py's refuse() (which needs torch, so not imported here)
 LOCAL = "local"  # the "image" of a probe run as a local process
 
 
@@ -48,6 +49,9 @@ def run_probe(config: ProbeConfig, runtime: Runtime, run_id: str, local: bool = 
     for index in range(config.processes):
         result = runtime.run_oneshot(image, argv, run_labels(run_id, purpose=f"{config.probe}-{index + 1}"), entrypoint,
                                      config.timeout_s, env=config.env, gpus=config.gpus if not local else "all")
+        if result.exit_code == SPEC_REFUSED:  # the probe named what its spec gets wrong: bad input
+            said = [ln for ln in result.output.strip().splitlines() if ln.strip()]
+            raise ConfigError(f"probe {config.name}: {said[-1] if said else 'its spec was refused'}")
         if result.exit_code != 0:
             raise RuntimeFailure(f"the probe in {image} exited {result.exit_code}: {result.output.strip()[-2000:]}")
         outputs.append(result.output)
@@ -127,9 +131,9 @@ def probe(config: ProbeConfig, runtime: Runtime, out: Path | None, local: bool,
     """`orchestrator probe`: run (or ingest) the probe, record rows, raw outputs and RUN/probes.md."""
     stamp = time.strftime("%Y%m%d-%H%M%S")
     paths = RunPaths(out or PROJECT_ROOT / "runs" / "probes" / f"{config.name}-{stamp}")
-    paths.root.mkdir(parents=True, exist_ok=True)
     run_id = f"probe-{config.name}-{stamp}-{os.getpid()}"
     outputs = [p.read_text(encoding="utf-8") for p in ingest] if ingest else run_probe(config, runtime, run_id, local)
+    paths.root.mkdir(parents=True, exist_ok=True)  # once there is something to record: a refused spec leaves none
     rows = rows_from_outputs(outputs, config.name, run_id, None if local or ingest else config.image)
     record(paths, rows, outputs, config.probe)
     return ProbeRun(paths, rows, summarize(rows))

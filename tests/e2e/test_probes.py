@@ -44,6 +44,14 @@ def test_ops_preset_in_the_reference_image(tmp_path: Path) -> None:
     assert (tmp_path / "probes-ops-raw-2.jsonl").is_file()
 
 
+def test_an_op_the_image_does_not_have_is_one_line_exit_2_and_no_container_left(tmp_path: Path) -> None:
+    result = orchestrator("probe", "--preset", "ops_cpu_small", "--arm", "reference", "--out", str(tmp_path / "o"),
+                          "--set", "ops={x: {op: rmsnrm}}")
+    assert result.returncode == 2, result.stderr[-2000:]
+    assert result.stderr.count("\n") == 1 and "op 'rmsnrm' is not one of" in result.stderr
+    assert not (tmp_path / "o").exists()
+
+
 def test_a_batch_variant_arm_names_the_ops_measured_batch_variant_in_its_image(tmp_path: Path) -> None:
     """The study's batched cells diverge in arm `variant` (batch invariance off) and not in `invariant`; the
     GEMM probe in their image (fp32 on the CPU: row 0 changes with M) is recorded in the run dir, and the

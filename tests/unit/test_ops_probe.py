@@ -4,6 +4,7 @@ negative controls, the exit-3 gate, the report's ops section, and the attributio
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -117,6 +118,29 @@ def test_presets_load_without_pyyaml(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_keys_of_the_other_probe_are_refused() -> None:
     with pytest.raises(ConfigError, match="shapes: not a key of the ops probe"):
         load_probe_config("ops_cpu_small", ["shapes={a: [1, 1]}"])
+
+
+@pytest.mark.parametrize(("entry", "said"), [
+    ("{op: rmsnorm, expect_invariant: maybe}", "ops.x.expect_invariant 'maybe': must be true or false"),
+    ("{op: rmsnorm, m: [0]}", "ops.x.m [0]: must be a non-empty list of positive batch sizes"),
+    ("rmsnorm", "ops.x: give {op: KIND, ...}"),
+])
+def test_an_ops_entry_of_the_wrong_shape_is_refused_before_anything_runs(entry: str, said: str) -> None:
+    with pytest.raises(ConfigError, match=re.escape(said)):
+        load_probe_config("ops_cpu_small", [f"ops={{x: {entry}}}"])
+
+
+@pytest.mark.parametrize(("entry", "said"), [
+    ("{op: rmsnrm}", "ops.py: ops.x: op 'rmsnrm' is not one of ['control_must_not_vary'"),
+    ("{op: rmsnorm, arms: [nope], hiden: 3}", "unknown key 'hiden'; known: ['arms', 'dtype'"),
+])
+def test_an_op_or_key_the_probe_does_not_know_is_bad_input_naming_the_choices(entry: str, said: str,
+                                                                              tmp_path: Path) -> None:
+    """The probe knows its ops (it runs where torch is): it refuses the spec, and that is exit 2, not 4."""
+    config = load_probe_config("ops_cpu_small", ["processes=1", f"ops={{x: {entry}}}"])
+    with pytest.raises(ConfigError, match=re.escape(said)):
+        kernel_probes.probe_verb(config, None, tmp_path / "out", True, None, False)
+    assert not (tmp_path / "out").exists()  # nothing recorded, nothing left
 
 
 def _study(sequential_divergent: int, schedule_verdict: str) -> tuple[Comparison, list[ArmSummary]]:
