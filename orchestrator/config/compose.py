@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
 import re
@@ -126,10 +127,12 @@ def explain(exc: BaseException, dirs: list[Path] | None = None) -> ConfigError:
     full_key = getattr(cause, "full_key", None) or (named.group(1) if named else None)
     first_line = str(cause).splitlines()[0] if str(cause) else type(cause).__name__
 
-    missing = re.search(r"Could not find '([^']+)/([^']+)'", text)
+    missing = re.search(r"Could not (?:find|load) '([^']+)/([^']+)'", text)
     if missing:
         group, name = missing.groups()
         choices = group_options(group, dirs or [])
+        if source == "in conf/config.yaml":  # Hydra names the primary config for any override: find its file
+            source = _override_source(group, name, dirs or [])
         return ConfigError(f"unknown {group} '{name}' ({source}).{did_you_mean(name, choices)}")
 
     unknown = re.search(r"Key '([^']+)' not in '([^']+)'", text if "full_key" in text else first_line)
@@ -159,6 +162,19 @@ def _source_of(text: str, dirs: list[Path]) -> str:
     if "override" in text:
         return "on the command line"
     return "in the composed config"
+
+
+def _override_source(group: str, name: str, dirs: list[Path]) -> str:
+    """The config file whose defaults list picks `name` for `group` (`- override /prompts: NAME`); none does:
+    the command line (conf/config.yaml's own choices all exist)."""
+    picks = re.compile(rf"^\s*-\s*(?:override\s+)?/?{re.escape(group)}(?:@\S+)?\s*:\s*{re.escape(name)}\s*(?:#.*)?$",
+                       re.MULTILINE)
+    for root in (*reversed(dirs), CONF_DIR):
+        for path in sorted(root.rglob("*.yaml")):
+            with contextlib.suppress(OSError, UnicodeDecodeError):
+                if picks.search(path.read_text(encoding="utf-8")):
+                    return f"in {path}" if root != CONF_DIR else f"in conf/{path.relative_to(CONF_DIR)}"
+    return "on the command line"
 
 
 def group_options(group: str, dirs: list[Path]) -> list[str]:

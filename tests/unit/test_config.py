@@ -26,7 +26,7 @@ def test_default_study_composes_two_reference_arms() -> None:
     ("arms.baseline.imgae=x", "unknown key 'imgae' in arms.baseline (on the command line). Did you mean 'image'?"),
     ("study.nme=x", "unknown key 'nme' in study"),
     ("+arms.baseline.imgae=x", "unknown key 'imgae' in arms.baseline. Did you mean 'image'?"),
-    ("protocol=smok", "unknown protocol 'smok' (in conf/config.yaml). Did you mean 'smoke'?"),
+    ("protocol=smok", "unknown protocol 'smok' (on the command line). Did you mean 'smoke'?"),
     ("arm@arms.baseline=refrence", "unknown arm 'refrence'"),
     ("protocol.phases.sequential.repeats=abc", "protocol.phases.sequential.repeats: Value 'abc'"),
     ("protocol.phases.sequential.kind=paralel", "expected one of [sequential, concurrent]"),
