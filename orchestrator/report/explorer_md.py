@@ -61,7 +61,7 @@ def who(completion: Completion) -> str:
     ids = ", ".join(completion.request_ids) + (f" and {more} more" if more > 0 else "")
     parts = [f"{completion.requests} request{'s' if completion.requests != 1 else ''} ({ids})"]
     if completion.phase_kind == "concurrent" and completion.batches:
-        parts.append("batches " + ", ".join(f"{b} (of {size})" for b, size in completion.batches[:12])
+        parts.append("batches " + ", ".join(f"#{b} (size {size})" for b, size in completion.batches[:12])
                      + (" ..." if len(completion.batches) > 12 else ""))
     elif completion.phase_kind:
         parts.append(f"{completion.phase_kind}, one at a time")

@@ -156,8 +156,9 @@ def sentences(comparison: Comparison, failed_arms: list[str], near_tie_gap: floa
             continue
         noise = [c for c in comparison.cells if c.arm in (a, b) and (c.distinct_signatures or 1) > 1]
         differ = any(r.verdict == "differ" for r in rows)
-        floor = f"A/A: {len(noise)} cell(s) vary within an arm, so part of the A/B may be noise" if noise and differ \
-            else f"A/A: {len(noise)} cell(s) vary within an arm" if noise else "A/A: one signature within each arm" \
+        # within an arm's own repeats (the noise floor of two starts, study.noise_floor, is read below)
+        floor = f"within the arms {len(noise)} cell(s) vary, so part of the A/B may be noise" if noise and differ \
+            else f"within the arms {len(noise)} cell(s) vary" if noise else "one signature within each arm" \
             + (", so the difference lies between the arms" if differ else "")
         floor += _against_floor(rows, pairs.get((a, copy_name(a))))
         out.append(f"A/B {b} vs {a}: {_differ(rows, 'prompt x phase cells')} ({floor}).")

@@ -188,7 +188,7 @@ def test_the_batch_variant_study_opens_on_a_cell_that_diverged(tmp_path: Path, b
     page.keyboard.press("Enter")
     assert details.evaluate("d => d.open") is True
     text = details.inner_text()
-    assert f"At token {branch['split']}, branch 1 parts from modal" in text and "batches 0 (of 20)" in text
+    assert f"At token {branch['split']}, branch 1 parts from modal" in text and "batches #0 (size 20)" in text
     assert "ran alongside 15 others" in text and "ran alongside 3 others" in text
     assert details.locator("td.split").count() == 1 and details.locator(".topk table").count() == 2
     assert page.locator("details.explore[data-label^='invariant/']").count() == 0  # one signature per cell

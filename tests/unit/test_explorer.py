@@ -92,7 +92,7 @@ def test_markdown_and_html_mark_the_split_and_list_the_top_k(result: Comparison)
     assert "### a/p/conc: 2 signatures in 8 (5 took the modal completion); first split at token 2" in markdown
     assert "| 2 | `t3` -0.1 | **`t9` -0.1 ◀ split** |" in markdown
     assert "| 2 | **`other`** | **-0.1001** | **`other`** | **-2** |" in markdown and "near-tie" in markdown
-    assert "batches 1 (of 4)" in markdown and "a/p/conc/1/2" in markdown
+    assert "batches #1 (size 4)" in markdown and "a/p/conc/1/2" in markdown
     page = explorer_html.section(result)
     assert page.count('<details class="explore"') == 2 and '<td class="split"' in page
     assert "<svg class=\"spark\"" in page and "<polyline" in page and "http" not in page.replace(
@@ -106,7 +106,7 @@ def test_show_lists_the_divergent_cells_and_prints_one_in_plain_text(result: Com
     show_cell(run, "a/p/conc")
     printed = capsys.readouterr().out
     assert "\x1b[" not in printed  # not a terminal: no escapes
-    assert "t9  -0.1  <- split" in printed and "batches 1 (of 4)" in printed and "| t9 " in printed
+    assert "t9  -0.1  <- split" in printed and "batches #1 (size 4)" in printed and "| t9 " in printed
     with pytest.raises(ConfigError, match="--cell"):
         show_cell(run, "a/p/nope")
 
