@@ -158,7 +158,7 @@ def verb_main(verb: str, argv: list[str]) -> int:
         parser.add_argument("run_dir", type=Path)
         parser.add_argument("--cell", metavar="ARM/PROMPT/PHASE", help="where this cell's completions split")
         args = parser.parse_args(argv)
-        if args.cell:
+        if args.cell is not None:  # --cell "" names no cell: show_cell says which there are
             show_cell(args.run_dir, args.cell)
         else:
             print(show(args.run_dir))

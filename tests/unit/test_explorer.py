@@ -13,7 +13,7 @@ from orchestrator.analysis.compare import compare
 from orchestrator.analysis.results import Comparison
 from orchestrator.errors import ConfigError
 from orchestrator.report import explorer_html, explorer_md
-from orchestrator.report.listing import show, show_cell
+from orchestrator.report.listing import show, show_cell, show_verb
 from tests.unit.test_compare import record, row
 
 NEAR = -0.1001  # top-2 logprob 1e-4 below top-1: a near-tie
@@ -109,6 +109,8 @@ def test_show_lists_the_divergent_cells_and_prints_one_in_plain_text(result: Com
     assert "t9  -0.1  <- split" in printed and "batches #1 (size 4)" in printed and "| t9 " in printed
     with pytest.raises(ConfigError, match="--cell"):
         show_cell(run, "a/p/nope")
+    with pytest.raises(ConfigError, match="--cell='' names nothing"):  # not the run's summary, exit 0
+        show_verb([str(run), "--cell", ""])
 
 
 def test_past_the_limit_a_quarter_is_kept_for_the_pairs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
