@@ -21,6 +21,7 @@ import pyarrow.compute as pc
 
 from orchestrator.analysis import batches, explorer, positions, quality
 from orchestrator.analysis.results import (
+    SIGNATURE_BASES,
     ArmSummary,
     Cell,
     ColdCheck,
@@ -60,8 +61,6 @@ class _Reference:
     basis: str = "top_logprobs"  # what `signatures` hash (SIGNATURE_BASES)
 
 
-# A cell's signature: the finest one every warm response has (engines differ in what they return).
-SIGNATURE_BASES = {"top_logprobs": "sig_top_logprobs", "token_ids": "sig_token_ids", "text": "sig_text"}
 BASIS_NOTES = {"token_ids": "signature: token ids (no top logprobs returned)",
                "text": "signature: completion text (no top logprobs or token ids returned)"}
 

@@ -5,6 +5,10 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+# A cell's signature: the finest one every warm response has (engines differ in what they return), finest
+# first: the basis name -> the responses column holding its hash.
+SIGNATURE_BASES = {"top_logprobs": "sig_top_logprobs", "token_ids": "sig_token_ids", "text": "sig_text"}
+
 
 @dataclass
 class Cell:

@@ -1,9 +1,10 @@
 """`protocol.stop_after_divergences`: when a cell has shown enough divergence to stop sending it requests.
 
 One definition for the sender (which stops), `run --resume` (which must not send a stopped cell more) and the
-report (which says which cells stopped): a request diverges when its top-logprob signature differs from the
-cell's modal signature so far, the count `analysis/compare.py` reports as `divergent`. Error rows and rows
-without a signature count for nothing.
+report (which says which cells stopped): a request diverges when its signature differs from the cell's modal
+signature so far, on the basis `analysis/compare.py` signs the cell on (the finest every response has: top
+logprobs, else token ids, else text), the count it reports as `divergent`. Error rows and rows without a
+signature count for nothing.
 """
 
 from __future__ import annotations
@@ -12,7 +13,10 @@ from collections import Counter
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from orchestrator.analysis.results import SIGNATURE_BASES
+
 MEASURED = "measured"
+SIGNATURE_COLUMNS = tuple(SIGNATURE_BASES.values())  # finest first
 
 
 def divergent(counts: Counter[str]) -> int:
@@ -21,21 +25,29 @@ def divergent(counts: Counter[str]) -> int:
 
 
 class StopRule:
-    """Per cell (prompt, phase) of one arm, the signatures seen; a cell stops once `k` requests diverged."""
+    """Per cell (prompt, phase) of one arm, the signatures seen on each basis; a cell stops once `k` requests
+    diverged on the finest basis all of its responses have."""
 
     def __init__(self, k: int) -> None:
         self.k = k
-        self.cells: dict[tuple[str, str], Counter[str]] = {}
+        self.cells: dict[tuple[str, str], dict[str, Counter[str]]] = {}
+        self.rows: Counter[tuple[str, str]] = Counter()
 
     def observe(self, rows: Iterable[Mapping[str, Any]]) -> None:
         """Responses rows (recorded, or just answered); only measured ones with a signature and no error count."""
         for row in rows:
-            if row.get("role") == MEASURED and row.get("error") is None and row.get("sig_top_logprobs") is not None:
-                self.cells.setdefault((row["prompt_id"], row["phase"]), Counter())[row["sig_top_logprobs"]] += 1
+            if row.get("role") == MEASURED and row.get("error") is None and any(row.get(c) for c in SIGNATURE_COLUMNS):
+                key = (row["prompt_id"], row["phase"])
+                self.rows[key] += 1
+                bases = self.cells.setdefault(key, {column: Counter() for column in SIGNATURE_COLUMNS})
+                for column in SIGNATURE_COLUMNS:
+                    if row.get(column) is not None:
+                        bases[column][row[column]] += 1
 
     def stopped(self, prompt_id: str, phase: str) -> bool:
-        counts = self.cells.get((prompt_id, phase))
-        return counts is not None and divergent(counts) >= self.k
+        key = (prompt_id, phase)
+        counts = next((c for c in self.cells.get(key, {}).values() if c.total() == self.rows[key]), None)
+        return counts is not None and self.rows[key] > 0 and divergent(counts) >= self.k
 
 
 def describe(k: int) -> str:

@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from orchestrator.analysis.stopping import StopRule
+from orchestrator.analysis.stopping import SIGNATURE_COLUMNS, StopRule
 from orchestrator.config.arms import effective_arm
 from orchestrator.config.compose import resolve_prompts
 from orchestrator.config.schema import Config
@@ -30,7 +30,7 @@ def resume_plan(typed: Config, paths: RunPaths) -> ResumePlan:
     protocol.stop_after_divergences, a cell whose recorded rows already hold its divergences sends nothing more
     (its requests were never sent, so they have no row), and the others resume counting from their rows."""
     responses = read_table(paths, "responses", ["arm", "request_id", "error", "attempt", "prompt_id", "phase",
-                                                "role", "sig_top_logprobs"]).to_pylist()
+                                                "role", *SIGNATURE_COLUMNS]).to_pylist()
     arms = {row["arm"]: row["status"] for row in read_table(paths, "arms", ["arm", "status"]).to_pylist()}
     rows = {row["request_id"]: row for row in responses if row["request_id"]}
     attempt = max((row["attempt"] or 0 for row in responses), default=0) + 1

@@ -311,7 +311,8 @@ class StudyRunner:
                 sender = ProtocolSender(ctx, prompts, writer, arm.metrics_path, arm.health_path,
                                         lambda: runtime.exit_code(handle),
                                         lambda text: self.say(f"[{name}] {text}"), engine,
-                                        lambda group: self._before_group(name, group), stop)
+                                        lambda group: self._before_group(name, group), stop,
+                                        lambda group: self.progress.ended(name, group[0].phase, len(group)))
                 return await sender.send(client, groups)
         finally:
             await client.aclose()

@@ -7,7 +7,16 @@ from __future__ import annotations
 import sys
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
+
+
+@dataclass
+class PhaseCount:
+    total: int  # requests the phase will send (less those the stop rule leaves unsent)
+    done: int = 0
+    failed: int = 0
+    unsent: int = 0  # left unsent by protocol.stop_after_divergences
 
 
 class Progress:
@@ -16,7 +25,7 @@ class Progress:
         self.live = sys.stderr.isatty() if live is None else live
         self._bars: Any = None
         self._tasks: dict[tuple[str, str], Any] = {}
-        self._counts: dict[tuple[str, str], list[int]] = {}  # done, failed, total
+        self._counts: dict[tuple[str, str], PhaseCount] = {}
         self._started: dict[tuple[str, str], float] = {}
 
     def __enter__(self) -> Progress:
@@ -39,7 +48,7 @@ class Progress:
         """Announce an arm's phases and how many requests each sends."""
         for phase, total in totals.items():
             key = (arm, phase)
-            self._counts[key] = [0, 0, total]
+            self._counts[key] = PhaseCount(total)
             if self._bars is not None:
                 self._tasks[key] = self._bars.add_task(f"{arm} {phase}", total=total, failed=0, start=False)
 
@@ -49,14 +58,32 @@ class Progress:
         counts = self._counts.get(key)
         if counts is None:
             return
-        if counts[0] == 0:
+        if counts.done == 0:
             self._started[key] = time.monotonic()
             if self._bars is not None:
                 self._bars.start_task(self._tasks[key])
-        counts[0] += 1
-        counts[1] += row.get("error") is not None
+        counts.done += 1
+        counts.failed += row.get("error") is not None
+        self._update(key)
+
+    def ended(self, arm: str, phase: str, requests: int) -> None:
+        """Requests of a phase the stop rule (protocol.stop_after_divergences) leaves unsent: out of its total."""
+        key = (arm, phase)
+        counts = self._counts.get(key)
+        if counts is None:
+            return
+        counts.total -= requests
+        counts.unsent += requests
         if self._bars is not None:
-            self._bars.update(self._tasks[key], completed=counts[0], failed=counts[1])
-        elif counts[0] == counts[2]:
-            elapsed = time.monotonic() - self._started[key]
-            self.say(f"[{key[0]}] {key[1]}: {counts[0]}/{counts[2]} requests, {counts[1]} failed, {elapsed:.1f} s")
+            self._bars.update(self._tasks[key], total=counts.total)
+        self._update(key)
+
+    def _update(self, key: tuple[str, str]) -> None:
+        counts = self._counts[key]
+        if self._bars is not None:
+            self._bars.update(self._tasks[key], completed=counts.done, failed=counts.failed)
+        elif counts.done == counts.total and key in self._started:
+            elapsed = time.monotonic() - self._started.pop(key)
+            unsent = f", {counts.unsent} not sent (stop_after_divergences)" if counts.unsent else ""
+            self.say(f"[{key[0]}] {key[1]}: {counts.done}/{counts.total} requests, {counts.failed} failed{unsent}, "
+                     f"{elapsed:.1f} s")

@@ -78,8 +78,10 @@ class ProtocolSender:
     def __init__(self, ctx: RunContext, prompts: dict[str, str], writer: TableWriter, metrics_path: str | None,
                  health_path: str, exit_code: Callable[[], int | None], say: Callable[[str], None],
                  engine: EngineProfile, before_group: Callable[[list[protocol.Request]], None] = lambda group: None,
-                 stop: StopRule | None = None) -> None:
+                 stop: StopRule | None = None,
+                 ended: Callable[[list[protocol.Request]], None] = lambda group: None) -> None:
         self.ctx, self.prompts, self.writer, self.engine, self.stop = ctx, prompts, writer, engine, stop
+        self.ended = ended  # told of each group the stop rule leaves unsent (progress counts it out)
         self.metrics_path, self.health_path = metrics_path, health_path
         self.exit_code, self.say, self.before_group = exit_code, say, before_group
         self.traced = False  # the engine traces its requests (server_* fields): exact co-residency, no sampling
@@ -91,6 +93,7 @@ class ProtocolSender:
         first_error: str | None = None
         for position, group in enumerate(groups):
             if self._ended(group):
+                self.ended(group)
                 continue  # checked between groups only: a concurrent batch is never cut
             self.before_group(group)
             try:

@@ -34,3 +34,19 @@ def test_bars_count_done_and_failed_per_arm_and_phase(monkeypatch: pytest.Monkey
         [task] = progress._bars.tasks
         assert (task.description, task.completed, task.total, task.fields["failed"]) == ("a sequential", 2, 2, 1)
     assert lines == [] and "a sequential" in stream.getvalue()
+
+
+def test_a_phase_the_stop_rule_ends_early_still_gets_its_line() -> None:
+    """stop_after_divergences leaves a cell's later batches unsent: they leave the phase's total."""
+    lines: list[str] = []
+    with Progress(lines.append, live=False) as progress:
+        progress.arm("a", {"batched": 80})  # 2 prompts x 2 batches of 20
+        for row in rows("a", "batched", 20):
+            progress.row(row)
+        progress.ended("a", "batched", 20)  # prompt 1 stopped after its first batch
+        assert lines == []
+        for row in rows("a", "batched", 20):
+            progress.row(row)
+        progress.ended("a", "batched", 20)  # so did prompt 2
+    assert [line.split(", ")[:3] for line in lines] == [
+        ["[a] batched: 40/40 requests", "0 failed", "40 not sent (stop_after_divergences)"]]

@@ -56,6 +56,20 @@ def test_a_cell_stops_at_its_kth_divergence_from_the_modal_signature() -> None:
     assert rule.stopped("a", "seq") and not rule.stopped("b", "seq")
 
 
+def test_a_cell_signed_on_its_text_stops_too() -> None:
+    """transformers serve returns no logprobs or ids: its cells are signed, and stopped, on their text."""
+    rule = StopRule(1)
+    text = [{"prompt_id": "a", "phase": "seq", "role": "measured", "error": None, "sig_top_logprobs": None,
+             "sig_token_ids": None, "sig_text": t} for t in ("x", "x", "y")]
+    rule.observe(text[:2])
+    assert not rule.stopped("a", "seq")
+    rule.observe(text[2:])
+    assert rule.stopped("a", "seq")
+    mixed = StopRule(1)  # a basis counts only when every row has it: here the text (the ids are missing once)
+    mixed.observe([{**text[0], "sig_token_ids": "i"}, {**text[1], "sig_token_ids": "j"}, text[1]])
+    assert not mixed.stopped("a", "seq")
+
+
 def test_a_stopped_cell_reports_a_lower_bound_only_and_says_so() -> None:
     assert stopped_lower_bound(1, 2) == clopper_pearson(1, 2)[0] > 0
     cell = Cell("fused", "p", "seq", n=2, errors=0, distinct_completions=1, distinct_signatures=2, divergent=1,
