@@ -116,6 +116,9 @@ def _unknown_keys(node: Any, cls: type, path: str) -> list[str]:
     return problems
 
 
+_TYPE_WORDS = {"Float": "a number, e.g. 0.05", "Integer": "a whole number, e.g. 8", "Boolean": "true or false"}
+
+
 def explain(exc: BaseException, dirs: list[Path] | None = None) -> ConfigError:
     """Map a Hydra/OmegaConf failure to a one-line message naming the key, its source and the choices."""
     if isinstance(exc, ConfigError):
@@ -146,7 +149,10 @@ def explain(exc: BaseException, dirs: list[Path] | None = None) -> ConfigError:
         return ConfigError(f"{full_key} is not in the config ({source}): to add a new key, write "
                            f"'+{full_key}=VALUE'")
     if full_key:
-        return ConfigError(f"{full_key}: {first_line} ({source})")
+        wanted = re.search(r"could not be converted to (\w+)|is not a valid (bool)", first_line)
+        kind = wanted and (wanted.group(1) or "Boolean")
+        fix = f"; give {_TYPE_WORDS.get(kind, kind)}" if kind else ""
+        return ConfigError(f"{full_key}: {first_line} ({source}){fix}")
     return ConfigError(" ".join(text.split()) or type(exc).__name__)
 
 
