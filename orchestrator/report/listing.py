@@ -138,10 +138,14 @@ def diverged_labels(report: dict[str, Any]) -> list[str]:
 
 
 def _report(run_dir: Path) -> dict[str, Any]:
-    report = _read(RunPaths(run_dir).report_json)
+    paths = RunPaths(run_dir)
+    report = _read(paths.report_json)
+    if report is None and not paths.meta.is_file():
+        raise RecordError(f"{run_dir} is not a run directory (no run.json): pass a folder that `orchestrator run` "
+                          "wrote; `orchestrator ls` lists them")
     if report is None:
-        raise RecordError(f"no report.json in {run_dir}: is it a run directory? `orchestrator compare {run_dir}` "
-                          "re-makes the report from the record")
+        raise RecordError(f"no report.json in {run_dir}: `orchestrator compare {run_dir}` re-makes it from the "
+                          "record")
     return report
 
 

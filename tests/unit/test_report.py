@@ -169,5 +169,8 @@ def test_ls_lists_each_run_and_show_prints_its_verdict_and_environment(tmp_path:
     assert "- wide_batch: sequential: 6 distinct in 6" in shown and "gate: FAILED" in shown
     assert f"re-run the study: orchestrator run --from {paths.root}" in shown and "$ docker run -d --init" in shown
     assert main(["show", str(tmp_path / "runs" / "other")]) == 2
-    assert "no report.json in" in capsys.readouterr().err
+    assert "is not a run directory (no run.json)" in capsys.readouterr().err  # not: compare it
+    paths.report_json.unlink()
+    assert main(["show", str(paths.root)]) == 2
+    assert f"no report.json in {paths.root}: `orchestrator compare {paths.root}` re-makes" in capsys.readouterr().err
     assert main(["ls", str(tmp_path / "missing")]) == 2
