@@ -25,7 +25,7 @@ from orchestrator.errors import ConfigError, ExitStatus, ImageError
 from orchestrator.guard import declared as guard_declared
 from orchestrator.guard import knobs as guard_knobs
 from orchestrator.guard import observed as guard_observed
-from orchestrator.guard.results import GuardResult
+from orchestrator.guard.results import GuardResult, KnobCheck
 from orchestrator.record.paths import RunPaths, atomic_write_bytes, atomic_write_text, read_json
 from orchestrator.run import protocol
 from orchestrator.run.arms import ResumePlan, StudyRunner
@@ -64,49 +64,39 @@ def execute_study(typed: Config, paths: RunPaths, allow: list[str], how_to_allow
     timer = timer or StageTimer()
     with timer.stage("checks"):
         preflight(typed, allow, how_to_allow)
-    paths.root.mkdir(parents=True, exist_ok=True)
-    if typed.private_files:  # Hydra made the run dir already: close it, then keep what comes private
-        os.umask(0o077)
-        paths.root.chmod(0o700)
-    if resume is not None:  # the same run, one attempt more: its containers get a run id of their own
-        meta = read_json(paths.meta)
-        meta["resumed"] = [*meta.get("resumed", []), resume.attempt]
-        run_id = f"{meta['run_id']}-r{resume.attempt}"
+    recorded = read_json(paths.meta) if resume is not None else None
+    if recorded is not None and resume is not None:  # one attempt more: its containers get a run id of their own
+        run_id = f"{recorded['run_id']}-r{resume.attempt}"
     else:
         run_id = f"{re.sub(r'[^A-Za-z0-9_.-]', '-', paths.root.name)}-{secrets.token_hex(3)}"
-        meta = {"study": typed.study.name, "run_id": run_id, "baseline": typed.baseline_arm,
-                "expectations": expectations(typed), "gate": dataclasses.asdict(typed.gate),
-                "config_dirs": keep_config_dirs(paths, typed.config_dirs),
-                "expected_requests_per_arm": expected_requests(typed), "planned_arms": list(typed.arms),
-                "sample_size": protocol.sample_size(typed.protocol), "near_tie_gap": typed.study.near_tie_gap,
-                "explorer_branches": typed.study.explorer_branches, "host": socket.gethostname(),
-                "started": datetime.now(UTC).isoformat(timespec="seconds"), **(extra_meta or {})}
-    atomic_write_text(paths.meta, json.dumps(meta, indent=2) + "\n")
-    write_prompts(paths, resolve_prompts(typed.prompts, typed.config_dirs))
-    if not (paths.hydra / "config.yaml").is_file():  # a re-run: Hydra did not record it, so record it here
-        record_config(paths, typed)
-    declared = guard_declared.declared_check(typed)  # before anything starts (docs/guard.md)
-    guard = GuardResult(declared=declared)
-    guard_observed.write(paths, guard)
-    for line in guard_declared.warnings(declared):
-        print(f"warning: {line}", file=sys.stderr)
     runtime = runtime_for(typed.runtime)
     with timer.stage("images"):
         if found := missing_images(typed, runtime):
             raise ConfigError(found)
-    runner = StudyRunner(typed, paths, run_id, runtime, resume=resume)
-    runner.timer = timer
+    paths.root.mkdir(parents=True, exist_ok=True)
+    if typed.private_files:  # Hydra made the run dir already: close it, then keep what comes private
+        os.umask(0o077)
+        paths.root.chmod(0o700)
     # Outlives us: removes this run's containers and processes if we die without cleaning up (kill -9).
     engines = {(typed.runtime.kind.value, typed.runtime.docker_host),
                *(("docker", arm.docker_host) for arm in typed.arms.values() if arm.docker_host),
                *(("docker", host) for host in typed.runtime.hosts if host != "local")}
+    had_reaper_log = paths.reaper_log.exists()
     reaper = Reaper(run_id, engines, str(paths.reaper_log))
     try:
         with timer.stage("knobs"):
-            guard.knobs = guard_knobs.check_knobs(typed, runtime, run_id)
-        guard_observed.write(paths, guard)
-        if problems := guard_knobs.knob_refusal(typed, guard.knobs):
+            knobs = guard_knobs.check_knobs(typed, runtime, run_id)
+        if problems := guard_knobs.knob_refusal(typed, knobs):
             raise ConfigError(problems)
+    except BaseException:  # refused (exit 2) or stopped before anything ran: the run dir stays as it was
+        reaper.release()
+        if not had_reaper_log:
+            paths.reaper_log.unlink(missing_ok=True)
+        raise
+    runner = StudyRunner(typed, paths, run_id, runtime, resume=resume)
+    runner.timer = timer
+    try:
+        meta, guard = _record_start(typed, paths, run_id, knobs, extra_meta, recorded, resume)
         runner.run()
     finally:
         runner.cleanup()  # belt and braces: nothing of this run survives, on any engine it used
@@ -131,6 +121,33 @@ def execute_study(typed: Config, paths: RunPaths, allow: list[str], how_to_allow
         print(f"error: arm(s) failed: {', '.join(runner.failed)} (see {paths.report_md})", file=sys.stderr)
         status = ExitStatus.MEASUREMENT_FAILED
     return int(status)
+
+
+def _record_start(typed: Config, paths: RunPaths, run_id: str, knobs: dict[str, KnobCheck],
+                  extra_meta: dict[str, Any] | None, meta: dict[str, Any] | None,
+                  resume: ResumePlan | None) -> tuple[dict[str, Any], GuardResult]:
+    """What a run dir holds once the study is cleared to start: run.json, prompts.json, .hydra (a re-run's),
+    guard.json with the declared check and the knobs. Returns run.json's content and the guard so far."""
+    if resume is not None and meta is not None:
+        meta["resumed"] = [*meta.get("resumed", []), resume.attempt]
+    else:
+        meta = {"study": typed.study.name, "run_id": run_id, "baseline": typed.baseline_arm,
+                "expectations": expectations(typed), "gate": dataclasses.asdict(typed.gate),
+                "config_dirs": keep_config_dirs(paths, typed.config_dirs),
+                "expected_requests_per_arm": expected_requests(typed), "planned_arms": list(typed.arms),
+                "sample_size": protocol.sample_size(typed.protocol), "near_tie_gap": typed.study.near_tie_gap,
+                "explorer_branches": typed.study.explorer_branches, "host": socket.gethostname(),
+                "started": datetime.now(UTC).isoformat(timespec="seconds"), **(extra_meta or {})}
+    atomic_write_text(paths.meta, json.dumps(meta, indent=2) + "\n")
+    write_prompts(paths, resolve_prompts(typed.prompts, typed.config_dirs))
+    if not (paths.hydra / "config.yaml").is_file():  # a re-run: Hydra did not record it, so record it here
+        record_config(paths, typed)
+    declared = guard_declared.declared_check(typed)  # before anything starts (docs/guard.md)
+    guard = GuardResult(declared=declared, knobs=knobs)
+    guard_observed.write(paths, guard)
+    for line in guard_declared.warnings(declared):
+        print(f"warning: {line}", file=sys.stderr)
+    return meta, guard
 
 
 def missing_images(typed: Config, runtime: Runtime) -> list[str]:
