@@ -21,6 +21,7 @@ import pyarrow.compute as pc
 
 from orchestrator.analysis import batches, explorer, positions, quality
 from orchestrator.analysis.results import (
+    BASIS_WORDS,
     SIGNATURE_BASES,
     ArmSummary,
     Cell,
@@ -61,8 +62,8 @@ class _Reference:
     basis: str = "top_logprobs"  # what `signatures` hash (SIGNATURE_BASES)
 
 
-BASIS_NOTES = {"token_ids": "signature: token ids (no top logprobs returned)",
-               "text": "signature: completion text (no top logprobs or token ids returned)"}
+BASIS_NOTES = {basis: f"signature: {words.removeprefix('the ')}" for basis, words in BASIS_WORDS.items()
+               if basis != "top_logprobs"}
 
 
 def _basis(warm: pa.Table) -> str:

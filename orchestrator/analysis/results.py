@@ -8,6 +8,10 @@ from typing import Any
 # A cell's signature: the finest one every warm response has (engines differ in what they return), finest
 # first: the basis name -> the responses column holding its hash.
 SIGNATURE_BASES = {"top_logprobs": "sig_top_logprobs", "token_ids": "sig_token_ids", "text": "sig_text"}
+# What each basis hashes, as the report says it.
+BASIS_WORDS = {"top_logprobs": "the top-k logprobs at 12 significant digits",
+               "token_ids": "the token ids (no top logprobs returned)",
+               "text": "the completion text (no top logprobs or token ids returned)"}
 
 
 @dataclass

@@ -5,10 +5,11 @@ divergence rate that this sample supports."""
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from orchestrator.analysis.results import BatchCheck, Cell, Comparison, Divergence
+from orchestrator.analysis.results import BASIS_WORDS, BatchCheck, Cell, Comparison, Divergence
 from orchestrator.report import explorer_md
 from orchestrator.report.environment import markdown_section as environment_section
 from orchestrator.report.guard import markdown_section
@@ -133,6 +134,15 @@ def verdict(report: StudyReport) -> list[str]:
     return out
 
 
+def signature_sentence(cells: list[Cell]) -> str:
+    """What the cells' signatures hash: the finest basis every response of a cell has (analysis/compare.py)."""
+    used = Counter(c.signature_basis for c in cells if c.distinct_signatures is not None)
+    if len(used) <= 1:
+        return f"Signatures hash {BASIS_WORDS[next(iter(used), 'top_logprobs')]}."
+    return "Signatures hash the finest thing every response of a cell has: " + "; ".join(
+        f"{BASIS_WORDS[basis]} in {n} cell(s)" for basis, n in used.most_common()) + "."
+
+
 def details(report: StudyReport) -> list[str]:
     result = report.comparison
     out: list[str] = []
@@ -144,9 +154,9 @@ def details(report: StudyReport) -> list[str]:
         [a.arm, a.status, a.image_ref, (a.image_id or "")[:19],
          (a.error or "").splitlines()[0] if a.error else ""] for a in report.arms])
     out += ["## Repeatability per cell (warm requests)", "",
-            "Signatures hash the top-k logprobs at 12 significant digits. Bounds are 95%: one-sided when "
-            "nothing diverged, Clopper-Pearson otherwise. A first divergence whose top1-top2 gap is tiny is "
-            "a near-tie flip, not by itself a kernel defect.", "", cells_table(result), ""]
+            f"{signature_sentence(result.cells)} Bounds are 95%: one-sided when nothing diverged, Clopper-Pearson "
+            "otherwise. A first divergence whose top1-top2 gap is tiny is a near-tie flip, not by itself a kernel "
+            "defect.", "", cells_table(result), ""]
     collapsed = [c for c in result.cells if c.top_entries_min is not None and c.top_entries_min != c.top_entries_max]
     if collapsed:
         out += [f"Top-logprob entries per position varied in {len(collapsed)} cell(s) ("

@@ -174,3 +174,21 @@ def test_ls_lists_each_run_and_show_prints_its_verdict_and_environment(tmp_path:
     assert main(["show", str(paths.root)]) == 2
     assert f"no report.json in {paths.root}: `orchestrator compare {paths.root}` re-makes" in capsys.readouterr().err
     assert main(["ls", str(tmp_path / "missing")]) == 2
+
+
+def test_the_cells_section_says_what_its_signatures_hash() -> None:
+    """A text-signed engine (transformers serve) must not read 'top-k logprobs at 12 significant digits'."""
+    from orchestrator.analysis.results import Cell
+    from orchestrator.report.markdown import signature_sentence
+
+    def cell(basis: str) -> Cell:
+        c = Cell("a", "p", "sequential", 4, 0, 1, 1, 0, None, None)
+        c.signature_basis = basis
+        return c
+
+    assert signature_sentence([cell("top_logprobs")]) == "Signatures hash the top-k logprobs at 12 significant digits."
+    assert signature_sentence([cell("text")] * 2) == \
+        "Signatures hash the completion text (no top logprobs or token ids returned)."
+    mixed = signature_sentence([cell("text"), cell("text"), cell("top_logprobs")])
+    assert "the completion text (no top logprobs or token ids returned) in 2 cell(s)" in mixed
+    assert "the top-k logprobs at 12 significant digits in 1 cell(s)" in mixed
