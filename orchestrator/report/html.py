@@ -121,8 +121,12 @@ def _ab_next_to_aa(result: Comparison) -> str:
                 aa = floor.get((a, p.prompt_id, p.phase))
                 tiles.append(_verdict_tile(aa) if aa is not None else ("n/a", "unknown"))
             rows.append((f"{p.prompt_id}/{p.phase}", [*tiles, _verdict_tile(p)]))
-        columns = [f"A/A {a}", f"A/A {b}", *([f"A/A {copy_name(a)} vs {a}"] if with_floor else []), f"A/B {b} vs {a}"]
-        charts.append(svg.matrix(f"A/B next to A/A: {b} vs {a}", columns, rows))
+        # an arm's own repeats are "within"; "A/A" is the noise floor, two starts of the baseline
+        kind = "A/A" if b == copy_name(a) else "A/B"
+        columns = [f"within {a}", f"within {b}", *([f"A/A {copy_name(a)} vs {a}"] if with_floor else []),
+                   f"{kind} {b} vs {a}"]
+        title = f"A/A (the noise floor): {b} vs {a}" if kind == "A/A" else f"A/B next to its arms' repeats: {b} vs {a}"
+        charts.append(svg.matrix(title, columns, rows))
     return "".join(charts)
 
 

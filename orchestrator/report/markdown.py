@@ -99,7 +99,9 @@ def no_difference(cells: list[Cell]) -> str:
         capacities = ", ".join(sorted({str(c.capacity or "unknown") for c in concurrent}))
         together = f"at least {min(seen)} running together" if seen else \
             "how many ran together is not observable (no /metrics, no trace)"
-        text += (f" Concurrent cells co-resident: {len(reached)} of {len(concurrent)} (batches of "
+        observed = [c for c in concurrent if c.co_resident is not None]
+        share = f"{len(reached)} of {len(concurrent)}" if observed else "not observable"  # never 0 for unknown
+        text += (f" Concurrent cells co-resident: {share} (batches of "
                  f"{min(c.batch_size or 0 for c in concurrent)}, {together}; capacity {capacities}).")
     return text
 

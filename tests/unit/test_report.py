@@ -192,3 +192,14 @@ def test_the_cells_section_says_what_its_signatures_hash() -> None:
     mixed = signature_sentence([cell("text"), cell("text"), cell("top_logprobs")])
     assert "the completion text (no top logprobs or token ids returned) in 2 cell(s)" in mixed
     assert "the top-k logprobs at 12 significant digits in 1 cell(s)" in mixed
+
+
+def test_an_unobservable_co_residency_is_not_written_as_zero() -> None:
+    """transformers serve has no /metrics and no trace: 'not observable', never '0 of 8'."""
+    from orchestrator.analysis.results import Cell
+    from orchestrator.report.markdown import no_difference
+
+    cells = [Cell("a", p, "concurrent", 8, 0, 1, 1, 0, 0.0, 0.3, batch_size=8) for p in ("x", "y")]
+    assert "Concurrent cells co-resident: not observable (batches of 8" in no_difference(cells)
+    cells[0].co_resident, cells[1].co_resident = True, False
+    assert "Concurrent cells co-resident: 1 of 2 (batches of 8" in no_difference(cells)
