@@ -11,6 +11,7 @@ import difflib
 import json
 from typing import TYPE_CHECKING
 
+from orchestrator.config.arms import effective_arm
 from orchestrator.config.catalog import line
 from orchestrator.errors import ConfigError
 from orchestrator.guard import caches, held, overlap
@@ -74,11 +75,14 @@ def declared_check(config: Config) -> DeclaredCheck:
         extra = [leaf for leaf in diff if not any(matches(leaf, d) for d in declared)]
         every_diff = differences(arm_leaves(config.arms[baseline], []), arm_leaves(arm_config, []))
         unused = [d for d in declared if not any(matches(leaf, d) for leaf in every_diff)]
-        pairs.append(DeclaredPair(arm, list(declared), diff, extra=extra, unused=unused,
-                                    verdict=CONFOUNDED if extra else SINGLE))
+        as_run = differences(arm_leaves(effective_arm(config.arms[baseline], config.stand_in), []),
+                             arm_leaves(effective_arm(arm_config, config.stand_in), []))
+        equal = [d for d in declared if d not in unused and not any(matches(leaf, d) for leaf in as_run)]
+        pairs.append(DeclaredPair(arm, list(declared), diff, extra=extra, unused=unused, stand_in_equal=equal,
+                                  verdict=CONFOUNDED if extra else SINGLE))
     return DeclaredCheck(checked=bool(study.variables), baseline=baseline, allow_confounded=study.allow_confounded,
                          pairs=pairs, not_in_study=[arm for arm in study.variables if arm not in config.arms],
-                         shared_caches=shared_caches(config))
+                         shared_caches=shared_caches(config), stand_in=config.stand_in)
 
 
 def refusal(declared: DeclaredCheck) -> list[str]:
@@ -138,6 +142,7 @@ def warnings(declared: DeclaredCheck) -> list[str]:
     if declared.allow_confounded:
         found += [f"CONFOUNDED (allowed): arm '{p.arm}' also differs in {describe_extra(p)}"
                   for p in declared.pairs if p.verdict == CONFOUNDED]
+    found += declared.stand_in_sentences()
     for cache in declared.shared_caches:
         if cache.flagged:
             found.append(f"shared cache {cache.dir} across arms that differ in "

@@ -26,6 +26,9 @@ class DeclaredPair(PairDifference):
     """Config leaves."""
 
     unused: list[str] = field(default_factory=list)  # declared, yet equal in both arms
+    # declared, and different as configured, but made equal by the stand-in (stand_in=IMAGE replaces the image,
+    # build, GPUs and mounts of every arm): what such an arm's A/B compares is the stand-in with itself
+    stand_in_equal: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -53,6 +56,15 @@ class DeclaredCheck:
     pairs: list[DeclaredPair]
     not_in_study: list[str]  # arms study.variables names that the study does not have
     shared_caches: list[SharedCache]
+    stand_in: str | None = None
+
+    def stand_in_sentences(self) -> list[str]:
+        """Each A/B whose declared variable the stand-in replaces in every arm: said, as it measures nothing."""
+        return [f"stand_in={self.stand_in} runs every arm on one image: arm '{p.arm}' and baseline "
+                f"'{self.baseline}' no longer differ in {', '.join(p.stand_in_equal)}"
+                + (", so their A/B compares the stand-in with itself (an A/A)"
+                   if set(p.stand_in_equal) == set(p.declared or []) else "")
+                for p in self.pairs if p.stand_in_equal]
 
     @property
     def confounded(self) -> bool:
@@ -99,7 +111,8 @@ class GuardResult:
                 checked=declared["checked"], baseline=declared["baseline"],
                 allow_confounded=declared["allow_confounded"],
                 pairs=[DeclaredPair(**p) for p in declared["pairs"]], not_in_study=declared["not_in_study"],
-                shared_caches=[SharedCache(**c) for c in declared["shared_caches"]]),
+                shared_caches=[SharedCache(**c) for c in declared["shared_caches"]],
+                stand_in=declared.get("stand_in")),
             observed=None if observed is None else ObservedCheck(
                 baseline=observed["baseline"], pairs=[ObservedPair(**p) for p in observed["pairs"]]),
             knobs={arm: KnobCheck(**k) for arm, k in (doc.get("knobs") or {}).items()})

@@ -18,12 +18,13 @@ def headline(guard: GuardResult) -> str:
     if declared is None or not declared.checked:
         return ("Single-variable check: not declared (set study.variables to check that each arm changes "
                 "one thing)")
+    void = "".join(f". **But {v}**" for v in declared.stand_in_sentences())
     unknown = [f"{p.arm}: {', '.join(p.unknown)}" for p in (observed.pairs if observed else []) if p.verdict == UNKNOWN]
     if unknown:
-        return "Single-variable in config; observed check incomplete (unknown): " + "; ".join(unknown)
+        return "Single-variable in config; observed check incomplete (unknown): " + "; ".join(unknown) + void
     arms = ", ".join(f"{p.arm} changes {', '.join(p.declared or []) or 'nothing'}" for p in declared.pairs)
     where = "in config and observed" if observed else "in config (not yet observed)"
-    return f"Single-variable {where}: against {base}, {arms}"
+    return f"Single-variable {where}: against {base}, {arms}{void}"
 
 
 def _observed_cell(pair: ObservedPair | None) -> str:

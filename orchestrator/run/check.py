@@ -21,6 +21,7 @@ from orchestrator import config
 from orchestrator.config.catalog import line
 from orchestrator.config.schema import Config, RuntimeKind
 from orchestrator.errors import ConfigError, ExitStatus
+from orchestrator.guard import declared as guard_declared
 from orchestrator.guard import knobs as guard_knobs
 from orchestrator.run.execute import expected_requests, missing_images, preflight
 
@@ -106,6 +107,8 @@ def check(argv: list[str]) -> int:
     preflight(typed)
     print(f"ok config: study {typed.study.name}, {len(typed.arms)} arm(s), protocol {typed.protocol.name}, "
           f"{len(typed.prompts.prompts)} prompt(s); guard: declared variables and caches")
+    for warning in guard_declared.warnings(guard_declared.declared_check(typed)):  # as `run` says them
+        print(f"warning: {warning}", file=sys.stderr)
     problems = run_dir_problems(composed, multirun) + port_problems(typed)
     if not problems:
         problems += disk_problems(typed, Path(_run_dir_text(composed, multirun).split("${", 1)[0] or "."))

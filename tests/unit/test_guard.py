@@ -428,3 +428,17 @@ def test_engine_profiles_read_aliases_capacity_and_logprob_limits() -> None:
     assert vllm.log_facts(["x", "INFO vLLM server version 0.32.0", "vLLM server version 9"]) == {
         "engine_version": "0.32.0"}
     assert fingerprint.arm_cell({"tp": 2}, None)["topology"]["tensor_parallel"] == 2
+
+
+def test_a_declared_variable_the_stand_in_replaces_is_said_to_make_the_ab_an_aa() -> None:
+    from orchestrator.report.guard import headline as guard_headline
+
+    stood = guard_declared.declared_check(load("study=vllm_fused_finalize", "stand_in=orchestrator/ref:1"))
+    [pair] = stood.pairs
+    assert pair.verdict == results.SINGLE and pair.stand_in_equal == pair.declared  # image and build, both replaced
+    [said] = guard_declared.warnings(stood)
+    assert "no longer differ in image, build, so their A/B compares the stand-in with itself (an A/A)" in said
+    assert "**But stand_in=orchestrator/ref:1 runs every arm on one image" in guard_headline(GuardResult(declared=stood))
+    assert GuardResult.from_json(GuardResult(declared=stood).to_json()).declared == stood  # guard.json keeps it
+    flags = guard_declared.declared_check(load("study=vllm_position_parity", "stand_in=orchestrator/ref:1"))
+    assert all(not p.stand_in_equal for p in flags.pairs) and guard_declared.warnings(flags) == []  # flags stay
