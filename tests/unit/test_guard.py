@@ -438,7 +438,8 @@ def test_a_declared_variable_the_stand_in_replaces_is_said_to_make_the_ab_an_aa(
     assert pair.verdict == results.SINGLE and pair.stand_in_equal == pair.declared  # image and build, both replaced
     [said] = guard_declared.warnings(stood)
     assert "no longer differ in image, build, so their A/B compares the stand-in with itself (an A/A)" in said
-    assert "**But stand_in=orchestrator/ref:1 runs every arm on one image" in guard_headline(GuardResult(declared=stood))
+    said = guard_headline(GuardResult(declared=stood))
+    assert "**But stand_in=orchestrator/ref:1 runs every arm on one image" in said
     assert GuardResult.from_json(GuardResult(declared=stood).to_json()).declared == stood  # guard.json keeps it
     flags = guard_declared.declared_check(load("study=vllm_position_parity", "stand_in=orchestrator/ref:1"))
     assert all(not p.stand_in_equal for p in flags.pairs) and guard_declared.warnings(flags) == []  # flags stay
