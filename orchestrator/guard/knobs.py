@@ -8,12 +8,14 @@ import contextlib
 import difflib
 import hashlib
 import json
+import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from orchestrator import probes
 from orchestrator.config.arms import arm_interpreter, build_spec, effective_arm
+from orchestrator.config.catalog import line
 from orchestrator.config.compose import user_cache_dir
 from orchestrator.config.schema import RuntimeKind
 from orchestrator.engines import profile_for
@@ -97,8 +99,12 @@ def check_knobs(config: Config, runtime: Runtime, run_id: str) -> dict[str, Knob
         if known is not None:
             _keep(key, out)
         if known is None:
-            results[arm] = KnobCheck(False, reason=f"the knob listing failed (exit {out.exit_code}): "
-                                                   f"{out.output.strip()[-300:]}")
+            said = out.output.strip()[-300:]
+            missing = re.search(r"No module named '([\w.]+)'", said)
+            engine = profile_for(arm_config.engine).packages
+            results[arm] = KnobCheck(False, reason=f"the knob listing failed (exit {out.exit_code}): {said}",
+                                     engine_missing=missing.group(1) if missing and missing.group(1).split(".")[0]
+                                     in {p.replace("-", "_") for p in engine} else None)
             continue
         found = unknown_knobs(arm, arm_config, known)
         results[arm] = KnobCheck(True, found, flags_known=len(known.get("flags") or ()),
@@ -136,11 +142,23 @@ def _listed_from(known: Mapping[str, Any]) -> str | None:
 
 
 def knob_refusal(config: Config, knobs: Mapping[str, KnobCheck]) -> list[str]:
-    """The problems that stop the run (exit 2), unless study.allow_unknown_knobs."""
+    """The problems that stop the run (exit 2): an engine that is not installed where its arm runs (the arm
+    could not start), then unknown names unless study.allow_unknown_knobs."""
+    missing = [_not_installed(arm, config, result) for arm, result in knobs.items() if result.engine_missing]
     problems = [problem for result in knobs.values() for problem in result.unknown]
     if not problems or config.study.allow_unknown_knobs:
-        return []
-    return [*problems, "fix the names, or set study.allow_unknown_knobs: true to run anyway"]
+        return missing
+    return [*missing, *problems, "fix the names, or set study.allow_unknown_knobs: true to run anyway"]
+
+
+def _not_installed(arm: str, config: Config, result: KnobCheck) -> str:
+    arm_config, process = config.arms[arm], config.runtime.kind is RuntimeKind.process
+    where = arm_interpreter(arm_config, process) if process else f"image {arm_config.image}"
+    fix = f"arms.{arm}.python (an interpreter that has it)" if process else f"arms.{arm}.image"
+    if process and where and "/" not in where and config.runtime.venv_on_path:
+        fix += f"; a bare {where} is the orchestrator's venv's (runtime.venv_on_path), =false takes the host's"
+    return line("missing-executable", f"arms.{arm}", where, f"where the engine is installed ({where} has no module "
+                f"'{result.engine_missing}')", f"install {result.engine_missing} there, or set {fix}")
 
 
 def _listing(out: ExecResult) -> dict[str, Any] | None:

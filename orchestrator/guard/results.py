@@ -87,6 +87,8 @@ class KnobCheck:
     flags_known: int | None = None
     env_known: int | None = None
     listed_from: str | None = None  # the engine and version the listing came from, when it says
+    # the listing could not import the engine itself: where the arm runs, its engine is not installed
+    engine_missing: str | None = None
 
 
 @dataclass

@@ -3,6 +3,8 @@ run dir; exit 0 or 2, and nothing left running."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from tests.conftest import orchestrator
@@ -28,3 +30,16 @@ def test_check_names_a_missing_image_and_how_to_get_it() -> None:
                           "arms.wide_batch.build.hint='make images'")
     assert result.returncode == 2
     assert "arm 'wide_batch'" in result.stderr and "make images" in result.stderr
+
+
+def test_a_process_arm_whose_interpreter_lacks_its_engine_is_refused_before_it_starts(tmp_path: Path) -> None:
+    """The knob listing runs under the arm's interpreter: here the orchestrator's own (python3 with
+    runtime.venv_on_path), which has no vLLM. That arm could not start, so `check` and `run` say so (exit 2)."""
+    arm = ["runtime=process", "arm@arms.baseline=vllm_cpu_process", "arm@arms.wide_batch=vllm_cpu_process",
+           "arms.baseline.python=python3", "arms.wide_batch.python=python3"]
+    for verb in ("check", "run"):
+        result = orchestrator(verb, *arm, f"hydra.run.dir={tmp_path / verb}")
+        assert result.returncode == 2, result.stderr[-2000:]
+        assert "arms.baseline='python3': must be where the engine is installed (python3 has no module 'vllm')" \
+            in result.stderr and "runtime.venv_on_path" in result.stderr
+    assert not (tmp_path / "run" / "run.json").exists()  # refused before the run dir was written

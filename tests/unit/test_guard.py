@@ -297,6 +297,22 @@ def test_check_knobs_lists_once_per_image_and_refuses_unknown_names() -> None:
     assert guard_knobs.check_knobs(cfg, runtime, "run-1")["fused"].checked is False
 
 
+def test_an_engine_its_arm_cannot_import_is_refused_as_not_installed() -> None:
+    """The listing runs where the arm will: when it cannot import the engine, neither can the arm's start."""
+    cfg = load("study=guard_finalize_only")
+    for arm in cfg.arms.values():
+        arm.engine = "vllm"
+    runtime, _ = listing_runtime('{"error": "ModuleNotFoundError: No module named \'vllm\'"}')
+    listed = guard_knobs.check_knobs(cfg, runtime, "run-1")
+    assert listed["fused"].engine_missing == "vllm" and not listed["fused"].checked
+    problems = guard_knobs.knob_refusal(cfg, listed)
+    assert len(problems) == 2 and "has no module 'vllm'); install vllm there, or set arms.unfused.image" in problems[0]
+    cfg.study.allow_unknown_knobs = True  # not an unknown name: the arm could not start at all
+    assert len(guard_knobs.knob_refusal(cfg, listed)) == 2
+    other, _ = listing_runtime('{"error": "ModuleNotFoundError: No module named \'numpy\'"}')
+    assert guard_knobs.knob_refusal(cfg, guard_knobs.check_knobs(cfg, other, "run-2")) == []  # not the engine
+
+
 def test_matrix_key_covers_the_cell_fields_and_not_the_env() -> None:
     base = fp()
     same = copy.deepcopy(base)
