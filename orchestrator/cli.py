@@ -56,7 +56,7 @@ def _verb(verb: str, rest: list[str], debug: bool) -> int:
             print(f"error: {problem}", file=sys.stderr)
         return exc.exit_status
     except KeyboardInterrupt:
-        print("interrupted: containers of this run were stopped and removed", file=sys.stderr)
+        print("interrupted: this run's containers and processes were stopped and removed", file=sys.stderr)
         return ExitStatus.INTERRUPTED
     except BrokenPipeError:  # `show RUN | head`: the reader left; entry() ends quietly
         raise

@@ -27,7 +27,8 @@ def gate_failed(comparison: Comparison, gate: dict[str, Any]) -> bool:
 
 def print_summary(paths: RunPaths, report: StudyReport) -> None:
     print(cells_table(report.comparison))
-    print(f"\nReport: {paths.report_md}\nRecord: {paths.data}")
+    record = paths.data if paths.data.is_dir() else "the data/ of each run compared"  # compare RUN... --out DIR
+    print(f"\nReport: {paths.report_md}\nRecord: {record}")
 
 
 def status(report: StudyReport, gate: dict[str, Any]) -> ExitStatus:
