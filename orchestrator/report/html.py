@@ -29,9 +29,10 @@ STYLE = """
 body{font-family:system-ui,sans-serif;margin:2em auto;max-width:1200px;padding:0 1em;background:var(--bg);
 color:var(--fg)}
 #verdict{border:2px solid var(--line);border-radius:8px;padding:0.5em 1.2em;background:var(--box)}
-table{border-collapse:collapse;margin-bottom:1em;font-size:13px}
+table{border-collapse:collapse;margin-bottom:1em;font-size:13px;display:block;max-width:100%;overflow-x:auto}
 td,th{border:1px solid var(--line);padding:2px 6px;text-align:left;vertical-align:top}
 th{background:var(--head);cursor:pointer;user-select:none}
+th:focus-visible{outline:2px solid var(--p0);outline-offset:-2px}
 th[data-dir=asc]::after{content:" \\25B2"} th[data-dir=desc]::after{content:" \\25BC"}
 pre{background:var(--box);border:1px solid var(--line);padding:0.5em;overflow-x:auto;white-space:pre-wrap;
 word-break:break-all}
@@ -47,16 +48,25 @@ svg.chart .tile.differ{fill:var(--differ)} svg.chart .tile.unknown{fill:var(--un
 svg.chart text.on-tile{fill:#fff}
 """
 
-# Click a header: sort its table by that column (numbers as numbers), again: the other way.
+# Click a header, or focus it (Tab) and press Enter or Space: sort its table by that column (numbers as
+# numbers), again: the other way. aria-sort tells a screen reader which column sorts and how.
 SCRIPT = """
 document.querySelectorAll("table").forEach(function (table) {
   var head = table.tHead && table.tHead.rows[0], body = table.tBodies[0];
   if (!head || !body) return;
   Array.prototype.forEach.call(head.cells, function (th, col) {
+    th.tabIndex = 0;
+    th.setAttribute("aria-sort", "none");
+    th.addEventListener("keydown", function (event) {
+      if (event.key === "Enter" || event.key === " ") { event.preventDefault(); th.click(); }
+    });
     th.addEventListener("click", function () {
       var dir = th.dataset.dir === "asc" ? -1 : 1;
-      Array.prototype.forEach.call(head.cells, function (c) { delete c.dataset.dir; });
+      Array.prototype.forEach.call(head.cells, function (c) {
+        delete c.dataset.dir; c.setAttribute("aria-sort", "none");
+      });
       th.dataset.dir = dir === 1 ? "asc" : "desc";
+      th.setAttribute("aria-sort", dir === 1 ? "ascending" : "descending");
       var key = function (row) {
         var text = row.cells[col] ? row.cells[col].textContent.trim() : "";
         var number = parseFloat(text);
