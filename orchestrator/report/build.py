@@ -83,9 +83,11 @@ def incomplete(paths: RunPaths, expected_per_arm: int | None, planned_arms: list
         errors = sum(r["error"] is not None for r in mine) if status.get(arm) != "completed" else 0
         expected = expected_per_arm - (not_sent or {}).get(arm, 0)
         if len(mine) - errors < expected:
+            # an arm that failed re-fails on resume unless its cause was passing (its failure says which)
+            when = " once what failed it is fixed" if status.get(arm) == "failed" else ""
             found.append(f"INCOMPLETE: arm {arm} has {len(mine) - errors} of {expected} requests recorded"
                          f"{f' ({errors} more with an error row)' if errors else ''}: `orchestrator run --resume "
-                         f"{paths.root}` sends the rest")
+                         f"{paths.root}` sends the rest{when}")
     return found
 
 

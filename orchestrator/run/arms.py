@@ -219,7 +219,11 @@ class StudyRunner:
             if self._interrupted:  # its engine was removed under it (Ctrl-C while arms ran side by side)
                 row["status"] = "interrupted"
             self.failed.append(name)
-            self.say(f"[{name}] FAILED: {exc}")
+            # short here (a traceback's last lines): the whole tail is in report.md, the root cause said at the end
+            tail = getattr(exc, "log_tail", [])
+            first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+            self.say(f"[{name}] FAILED: {first}" + "".join(f"\n    {line}" for line in tail[-TERMINAL_TAIL:])
+                     + (f"\n    ({len(tail)} log lines in report.md)" if len(tail) > TERMINAL_TAIL else ""))
         except BaseException as exc:  # Ctrl-C and bugs: record, clean up, then let it through
             row["status"] = "interrupted" if isinstance(exc, KeyboardInterrupt) else "failed"
             row["error"] = f"{type(exc).__name__}: {exc}"
@@ -316,6 +320,9 @@ class StudyRunner:
                 return await sender.send(client, groups)
         finally:
             await client.aclose()
+
+
+TERMINAL_TAIL = 5  # an arm's last log lines said on failure; report.md has the rest
 
 
 def _writer(paths: RunPaths, table: str, part_prefix: str, **options: Any) -> TableWriter:

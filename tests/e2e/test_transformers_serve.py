@@ -72,3 +72,6 @@ def test_transformers_serve_as_a_process_and_its_refusals(tmp_path: Path) -> Non
                           "arms.cb.startup_timeout_s=120", f"hydra.run.dir={tmp_path / 'model'}", timeout_s=300)
     assert result.returncode == 4, result.stderr[-3000:]
     assert "root cause" in result.stderr and "no-such-model" in result.stderr, result.stderr[-3000:]
+    said = [line for line in result.stderr.splitlines() if line.startswith("[cb] FAILED") or line.startswith("    ")]
+    assert 1 < len(said) <= 7 and "log lines in report.md" in said[-1]  # its last lines, not the 50-line tail
+    assert "once what failed it is fixed" in (tmp_path / "model" / "report.md").read_text()
