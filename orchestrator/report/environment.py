@@ -15,7 +15,7 @@ from orchestrator.record.paths import RunPaths
 from orchestrator.record.tables import read_table
 
 COLUMNS = ["arm", "status", "image_ref", "image_id", "image_repo_digests", "docker_run", "fingerprint_json",
-           "matrix_key", "started_during", "placed_host", "wave", "gpu_uuids", "cpuset"]
+           "config_json", "matrix_key", "started_during", "placed_host", "wave", "gpu_uuids", "cpuset"]
 
 
 @dataclass
@@ -48,12 +48,23 @@ class Environment:
     commands: dict[str, str] = field(default_factory=dict)  # what -> the exact command
 
 
+def _engine_package(row: dict[str, Any], packages: dict[str, str]) -> str | None:
+    """Where the server states no version (transformers serve: no /version, no log line), its own
+    distribution's, as the arm's probe found it installed: 'transformers 5.25.0'."""
+    from orchestrator.engines import ENGINES
+
+    profile = ENGINES.get(json.loads(row.get("config_json") or "{}").get("engine") or "")
+    own = profile.packages if profile else ()  # an engine this orchestrator does not know: none to offer
+    return next((f"{name} {packages[name]}" for name in own if packages.get(name)), None)
+
+
 def arm_environment(row: dict[str, Any], label: str = "") -> ArmEnvironment:
     fingerprint = json.loads(row.get("fingerprint_json") or "{}")
     probe = fingerprint.get("probe") or {}
     gpu = probe.get("gpu") or {}
+    packages = probe.get("packages") or {}
     version = (fingerprint.get("log_facts") or {}).get("engine_version") or \
-        (fingerprint.get("version") or {}).get("version")
+        (fingerprint.get("version") or {}).get("version") or _engine_package(row, packages)
     gpu_text = None
     if gpu.get("count"):
         capability = f" (sm {gpu['capability']})" if gpu.get("capability") else ""
@@ -64,7 +75,7 @@ def arm_environment(row: dict[str, Any], label: str = "") -> ArmEnvironment:
     return ArmEnvironment(
         arm=label + row["arm"], status=row.get("status") or "unknown", identity=identity,
         image_ref=row.get("image_ref"), repo_digests=list(row.get("image_repo_digests") or []),
-        engine_version=version, packages=dict(sorted((probe.get("packages") or {}).items())),
+        engine_version=version, packages=dict(sorted(packages.items())),
         python=probe.get("python"), gpu=gpu_text, cuda=probe.get("cuda"), os=probe.get("os"),
         host=host, matrix_key=row.get("matrix_key"), command=row.get("docker_run") or "",
         started_during=row.get("started_during"), wave=row.get("wave"), placement=_placement(row),

@@ -203,3 +203,17 @@ def test_an_unobservable_co_residency_is_not_written_as_zero() -> None:
     assert "Concurrent cells co-resident: not observable (batches of 8" in no_difference(cells)
     cells[0].co_resident, cells[1].co_resident = True, False
     assert "Concurrent cells co-resident: 1 of 2 (batches of 8" in no_difference(cells)
+
+
+def test_an_engine_that_states_no_version_shows_its_distribution_s() -> None:
+    """transformers serve has no /version and no version log line: the environment's engine column shows
+    its own distribution as the arm's probe found it, not '-'."""
+    import json as _json
+
+    from orchestrator.report.environment import arm_environment
+
+    row = {"arm": "cb", "config_json": _json.dumps({"engine": "transformers_serve"}),
+           "fingerprint_json": _json.dumps({"probe": {"packages": {"torch": "2.13.0", "transformers": "5.25.0"}}})}
+    assert arm_environment(row).engine_version == "transformers 5.25.0"
+    row["config_json"] = _json.dumps({"engine": "some_engine_of_a_newer_orchestrator"})
+    assert arm_environment(row).engine_version is None
