@@ -11,11 +11,12 @@ from typing import Any
 from orchestrator.analysis.gate import failures, gate_from_flags
 from orchestrator.analysis.results import Comparison
 from orchestrator.config.catalog import line
-from orchestrator.errors import ConfigError, ExitStatus
+from orchestrator.errors import ConfigError, ExitStatus, RecordError
 from orchestrator.record.paths import RunPaths, read_json
 from orchestrator.report.build import rebuild
 from orchestrator.report.markdown import cells_table
 from orchestrator.report.model import StudyReport
+from orchestrator.report.sweep import done_line, is_sweep_dir, summarize
 
 
 def gate_failed(comparison: Comparison, gate: dict[str, Any]) -> bool:
@@ -47,6 +48,20 @@ def status(report: StudyReport, gate: dict[str, Any]) -> ExitStatus:
     return gate_status
 
 
+def _recompare_sweep(sweep_dir: Path, with_options: bool) -> int:
+    """`compare SWEEP_DIR`: the sweep's report again from its jobs' records (the jobs it had left out stay out)."""
+    if with_options:
+        raise ConfigError(f"{sweep_dir} is a sweep: compare takes no gate, --out or --baseline for it; pass one of "
+                          "its job dirs (SWEEP_DIR/N) for those")
+    saved = sweep_dir / "sweep.json"
+    failed = (read_json(saved).get("failed_jobs") or {}) if saved.is_file() else {}
+    summary = summarize(sweep_dir, failed)
+    if not summary:
+        raise RecordError(f"{sweep_dir} is a sweep dir, but none of its jobs holds a run (run.json)")
+    print(done_line(sweep_dir, summary))
+    return int(ExitStatus.OK)
+
+
 def recompare(run_dirs: list[Path], out: Path | None, baseline: str | None, as_json: bool, run_gate: bool,
               max_divergence_rate: float | None, expect_pairs: list[str], expect_schedules: list[str],
               branches: int | None = None) -> int:
@@ -57,6 +72,8 @@ def recompare(run_dirs: list[Path], out: Path | None, baseline: str | None, as_j
     if branches is not None and branches < 1:
         raise ConfigError(line("range", "--branches", branches, ">= 1", "show at least one branch, e.g. 4"))
     asked = run_gate or max_divergence_rate is not None or bool(expect_pairs or expect_schedules)
+    if len(run_dirs) == 1 and is_sweep_dir(run_dirs[0]):
+        return _recompare_sweep(run_dirs[0], asked or out is not None or baseline is not None)
     source = RunPaths(run_dirs[0])  # no run.json: rebuild says so
     own = read_json(source.meta).get("gate") if run_gate and source.meta.is_file() else None
     gate = gate_from_flags(own, max_divergence_rate, expect_pairs, expect_schedules)

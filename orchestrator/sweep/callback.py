@@ -1,72 +1,23 @@
 """Hydra multirun sweeps: each job runs one arm; when the sweep ends, every job is compared as an arm
 of one study, and the pairs of jobs whose overrides differ in exactly one swept key are compared.
 
-    orchestrator run -m study=sweep arms.arm.engine_args.fused-finalize=true,false \\
+    orchestrator run -m study=sweep +arms.arm.engine_args.fused-finalize=true,false \\
         arms.arm.engine_args.max-num-seqs=8,16
 
 The callback (registered in conf/config.yaml under hydra.callbacks) writes report.md/html/json and
-sweep.json into the sweep dir; `orchestrator compare SWEEP_DIR/0 SWEEP_DIR/1 ... --out DIR` re-makes it.
+sweep.json into the sweep dir (report/sweep.py); `orchestrator compare SWEEP_DIR` re-makes them.
 """
 
 from __future__ import annotations
 
-import json
 import sys
-from itertools import combinations
 from pathlib import Path
 from typing import Any
 
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf
 
-from orchestrator.record.paths import RunPaths, atomic_write_text
-
-
-def job_overrides(job_dir: Path) -> dict[str, str]:
-    saved = job_dir / ".hydra" / "overrides.yaml"
-    overrides = OmegaConf.to_container(OmegaConf.load(saved)) if saved.is_file() else []
-    return dict(str(item).lstrip("+~").split("=", 1) for item in overrides or [] if "=" in str(item))
-
-
-def single_variable_pairs(jobs: dict[str, dict[str, str]]) -> list[tuple[str, str, str]]:
-    """(job a, job b, the one key they differ in) for every pair differing in exactly one override."""
-    pairs = []
-    for a, b in combinations(jobs, 2):
-        keys = set(jobs[a]) | set(jobs[b])
-        differing = [k for k in sorted(keys) if jobs[a].get(k) != jobs[b].get(k)]
-        if len(differing) == 1:
-            pairs.append((a, b, differing[0]))
-    return pairs
-
-
-def summarize(sweep_dir: Path, failed: dict[str, str] | None = None) -> dict[str, Any]:
-    """`failed`: jobs that left no result (job number -> what the scheduler said): listed, not compared."""
-    from orchestrator.record.tables import read_table
-    from orchestrator.report import build as report
-
-    failed = failed or {}
-    job_dirs = sorted((p for p in sweep_dir.iterdir() if (p / "run.json").is_file() and p.name not in failed),
-                      key=lambda p: p.name)
-    if not job_dirs:
-        return {}
-    sources = [RunPaths(p) for p in job_dirs]
-    overrides = {p.name: job_overrides(p) for p in job_dirs}
-    swept = sorted({k for o in overrides.values() for k in o
-                    if len({o2.get(k) for o2 in overrides.values()}) > 1})
-    arm_names = {p.name: read_table(RunPaths(p), "arms", columns=["arm"]).column("arm").to_pylist() for p in job_dirs}
-    label = {job: f"{job}/{arms[0]}" for job, arms in arm_names.items() if arms}
-    pairs = [(a, b, key) for a, b, key in single_variable_pairs({j: {k: overrides[j].get(k, "") for k in swept}
-                                                                  for j in overrides}) if a in label and b in label]
-    meta = json.loads((job_dirs[0] / "run.json").read_text())
-    summary = {"sweep_dir": str(sweep_dir), "swept_keys": swept,
-               "jobs": {job: {"arm": label.get(job), "overrides": overrides[job]} for job in overrides},
-               "single_variable_pairs": [{"a": label[a], "b": label[b], "key": key} for a, b, key in pairs],
-               "failed_jobs": failed}
-    atomic_write_text(sweep_dir / "sweep.json", json.dumps(summary, indent=2) + "\n")
-    result = report.build(RunPaths(sweep_dir), study=f"{meta['study']} (sweep)", run_id=sweep_dir.name,
-                          baseline=None, sources=sources, arm_pairs=[(label[a], label[b]) for a, b, _ in pairs],
-                          sweep=summary)
-    return {**summary, "result": result}
+from orchestrator.report.sweep import done_line, summarize
 
 
 def check_parallel_gpus(composed: DictConfig, jobs: list[list[str]]) -> None:
@@ -127,5 +78,4 @@ class SweepCompare(Callback):
             SweepCompare.status = 1
             return
         if summary:
-            print(f"Sweep report: {sweep_dir / 'report.md'} ({len(summary['single_variable_pairs'])} "
-                  f"single-variable pairs over {', '.join(summary['swept_keys'])})")
+            print(done_line(sweep_dir, summary))

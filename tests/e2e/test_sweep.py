@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.sweep.callback import single_variable_pairs
+from orchestrator.report.sweep import single_variable_pairs
 from tests.conftest import orchestrator
 
 pytestmark = [pytest.mark.docker, pytest.mark.usefixtures("docker_client", "no_leftover_containers")]
@@ -40,6 +40,11 @@ def test_two_by_two_sweep_finds_four_pairs(tmp_path: Path) -> None:
         assert verdicts[(a, b)] == ("identical" if both_unfused else "differ"), (a, b, key)
     assert "Single-variable pairs: 4" in (tmp_path / "report.md").read_text()
     assert "Swept keys" in (tmp_path / "report.html").read_text()
+    (tmp_path / "report.md").unlink()  # `compare SWEEP_DIR` makes the sweep's report again from its jobs
+    again = orchestrator("compare", str(tmp_path))
+    assert again.returncode == 0 and "(4 single-variable pairs over arms.arm.engine_args" in again.stdout
+    assert "Single-variable pairs: 4" in (tmp_path / "report.md").read_text()
+    assert json.loads((tmp_path / "report.json").read_text())["pairs"] == report["pairs"]
 
 
 def test_joblib_runs_the_sweep_with_two_workers(tmp_path: Path) -> None:
