@@ -38,12 +38,13 @@ def _binned(values: Sequence[float | None]) -> tuple[list[float | None], int]:
 
 
 def _shade(value: float, low: float, high: float) -> float:
-    """Opacity on a log scale between the smallest and largest non-zero spread (0: nearly clear)."""
+    """Opacity on a log scale between the smallest and largest non-zero spread. The smallest stays at 0.35: in
+    the dark theme, fainter reads as the grey of a cell with no spread."""
     if value <= 0:
         return 0.0
     if high <= low:
         return 1.0
-    return 0.15 + 0.85 * (math.log10(value) - math.log10(low)) / (math.log10(high) - math.log10(low))
+    return 0.35 + 0.65 * (math.log10(value) - math.log10(low)) / (math.log10(high) - math.log10(low))
 
 
 def _drawn(rows: list[tuple[str, Sequence[float | None]]]) -> tuple[list[tuple[str, Sequence[float | None]]], str]:
