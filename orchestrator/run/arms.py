@@ -6,7 +6,6 @@ arm waits until that start has ended, so nothing loads during a batch."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import sys
@@ -26,6 +25,7 @@ from orchestrator.config.schema import ArmConfig, Config, PhaseKind, PromptAs, R
 from orchestrator.engines import profile_for
 from orchestrator.errors import OrchestratorError
 from orchestrator.guard.fingerprint import arm_cell, log_facts, matrix_key, probe_container
+from orchestrator.interrupts import run_async
 from orchestrator.record.paths import RunPaths
 from orchestrator.run import hosts, placement, protocol
 from orchestrator.run.client import CompletionClient, wait_ready
@@ -211,7 +211,7 @@ class StudyRunner:
                        matrix_key=matrix_key(launch.image_id, fingerprint))
             self._prefetch.wait()
             with self.timer.stage("requests"):
-                sent = asyncio.run(self._send(launch, handle, prompts))
+                sent = run_async(self._send(launch, handle, prompts))
             self.say(f"[{name}] {sent} requests done")
             row["status"] = "completed"
         except OrchestratorError as exc:
@@ -269,7 +269,7 @@ class StudyRunner:
 
     def _arm_fingerprint(self, launch: _Launch, handle: Handle, probe: dict[str, Any]) -> dict[str, Any]:
         arm, runtime = launch.arm, launch.runtime
-        fingerprint = asyncio.run(self._fingerprint(runtime, handle))
+        fingerprint = run_async(self._fingerprint(runtime, handle))
         fingerprint["log_facts"] = log_facts((line.text for line in runtime.logs(handle)), arm.engine)
         fingerprint["docker_host"] = arm.docker_host or self.config.runtime.docker_host or "local"
         fingerprint["probe"] = probe  # versions, GPU, env, from inside the arm with its own interpreter
