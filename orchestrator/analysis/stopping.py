@@ -36,18 +36,19 @@ class StopRule:
     def observe(self, rows: Iterable[Mapping[str, Any]]) -> None:
         """Responses rows (recorded, or just answered); only measured ones with a signature and no error count."""
         for row in rows:
-            if row.get("role") == MEASURED and row.get("error") is None and any(row.get(c) for c in SIGNATURE_COLUMNS):
+            signed = [c for c in SIGNATURE_COLUMNS if row.get(c) is not None]
+            if row.get("role") == MEASURED and row.get("error") is None and signed:
                 key = (row["prompt_id"], row["phase"])
                 self.rows[key] += 1
                 bases = self.cells.setdefault(key, {column: Counter() for column in SIGNATURE_COLUMNS})
-                for column in SIGNATURE_COLUMNS:
-                    if row.get(column) is not None:
-                        bases[column][row[column]] += 1
+                for column in signed:
+                    bases[column][row[column]] += 1
 
     def stopped(self, prompt_id: str, phase: str) -> bool:
         key = (prompt_id, phase)
+        # the finest basis every observed row of the cell has (a cell with no row has no entry)
         counts = next((c for c in self.cells.get(key, {}).values() if c.total() == self.rows[key]), None)
-        return counts is not None and self.rows[key] > 0 and divergent(counts) >= self.k
+        return counts is not None and divergent(counts) >= self.k
 
 
 def describe(k: int) -> str:

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from orchestrator.engines import ENGINES
 from orchestrator.record.paths import RunPaths
 from orchestrator.record.tables import read_table
 
@@ -51,8 +52,6 @@ class Environment:
 def _engine_package(row: dict[str, Any], packages: dict[str, str]) -> str | None:
     """Where the server states no version (transformers serve: no /version, no log line), its own
     distribution's, as the arm's probe found it installed: 'transformers 5.25.0'."""
-    from orchestrator.engines import ENGINES
-
     profile = ENGINES.get(json.loads(row.get("config_json") or "{}").get("engine") or "")
     own = profile.packages if profile else ()  # an engine this orchestrator does not know: none to offer
     return next((f"{name} {packages[name]}" for name in own if packages.get(name)), None)

@@ -205,10 +205,10 @@ def write_verdict(new: RunPaths, original: RunPaths, cells: list[dict[str, Any]]
 
 def new_run(output: list[str], out: Path | None, study: str, default: Path) -> RunPaths:
     """The re-run's dir (output_dir, else `default`), refused when it cannot be created."""
-    from orchestrator.run.check import creatable_problems
+    from orchestrator.run.check import new_run_dir_problems
 
     where = output_dir(output, out, study) or default
-    if problems := creatable_problems(output[0].split("=", 1)[0] if output else "--out", str(where)):
+    if problems := new_run_dir_problems(output[0].split("=", 1)[0] if output else "--out", str(where)):
         raise ConfigError(problems)
     return RunPaths(where)
 

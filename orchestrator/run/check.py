@@ -32,14 +32,14 @@ BYTES_PER_REQUEST = 4096  # body, headers, metadata
 def run_dir_problems(composed: DictConfig, multirun: bool) -> list[str]:
     """The run dir (Hydra's run or sweep dir) must be creatable: its nearest existing folder writable."""
     key = "sweep" if multirun else "run"
-    return creatable_problems(f"hydra.{key}.dir", _run_dir_text(composed, multirun))
+    return new_run_dir_problems(f"hydra.{key}.dir", _run_dir_text(composed, multirun))
 
 
 # What a run (run.json, data/) or a sweep (multirun.yaml) leaves in its dir.
 RUN_MARKERS = ("run.json", "data", "multirun.yaml")
 
 
-def creatable_problems(field: str, dir_text: str) -> list[str]:
+def new_run_dir_problems(field: str, dir_text: str) -> list[str]:
     """A run dir (`field` names where it was given) must be creatable: its nearest existing folder writable,
     and itself holding no run yet."""
     static = Path(dir_text.split("${", 1)[0] or ".")
