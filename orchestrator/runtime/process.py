@@ -12,7 +12,8 @@ user's view; in short:
   what a killed orchestrator left behind;
 - `exec` runs argv next to the server (same env and cwd): a process has no namespace to enter;
 - mounts: a mount's container path in the argv or env becomes its host path (`map_mounts`), so an arm
-  written for Docker (`-v ~/models:/models`, `--model /models/x`) runs as a process unchanged.
+  written for Docker (`-v ~/models:/models`, `--model /models/x`) runs as a process unchanged; a mount
+  that nothing names changes nothing for a process, and its host folder need not exist.
 """
 
 from __future__ import annotations
@@ -62,6 +63,7 @@ from orchestrator.runtime.spec import (
     Inventory,
     LogLine,
     map_mounts,
+    named_mounts,
 )
 
 RECORD = "process.json"
@@ -77,6 +79,15 @@ STREAMS = ("stdout", "stderr")
 _DISTRIBUTIONS = ("import sys, importlib.metadata as m; print(sys.version.split()[0]); "
                   "print('\\n'.join(sorted({f\"{d.metadata['Name'].lower()}=={d.version}\" "
                   "for d in m.distributions() if d.metadata['Name']})))")
+
+
+def missing_mounts(spec: ContainerSpec) -> list[str]:
+    """Read-only mounts whose host folder is not there, among those the argv or env names (a process sees a
+    mount only there; one nothing names, such as a template's Hugging Face cache, is left out)."""
+    arm = spec.labels.get(f"{LABEL_NS}.arm", spec.name)
+    return [f"arm '{arm}': mount {m.host} -> {m.container}: {m.host} does not exist on this host"
+            for m in named_mounts([*spec.command, *spec.env.values()], spec.mounts)
+            if m.read_only and not os.path.exists(m.host)]
 
 
 @dataclass
@@ -158,8 +169,7 @@ class ProcessRuntime:
 
     def _refuse(self, spec: ContainerSpec) -> None:
         arm = spec.labels.get(f"{LABEL_NS}.arm", spec.name)
-        problems = [f"arm '{arm}': mount {m.host} -> {m.container}: {m.host} does not exist on this host"
-                    for m in spec.mounts if m.read_only and not os.path.exists(m.host)]
+        problems = missing_mounts(spec)
         if spec.memory:
             problems.append(f"arm '{arm}': a memory limit ({spec.memory}) needs the docker runtime; a local "
                             "process cannot be held to one here")

@@ -59,13 +59,27 @@ def map_mounts(values: list[str], mounts: list[Mount]) -> list[str]:
     tiny-llama). Read-only cannot be enforced on a process."""
     out = []
     for value in values:
-        for mount in sorted(mounts, key=lambda m: len(m.container), reverse=True):  # the most specific first
-            container = mount.container.rstrip("/")
-            if value == container or value.startswith(container + "/"):
-                value = mount.host.rstrip("/") + value[len(container):]
-                break
+        mount = _mount_of(value, mounts)
+        if mount is not None:
+            value = mount.host.rstrip("/") + value[len(mount.container.rstrip("/")):]
         out.append(value)
     return out
+
+
+def named_mounts(values: list[str], mounts: list[Mount]) -> list[Mount]:
+    """The mounts a process sees (those `map_mounts` rewrites one of these values through): the others change
+    nothing for it, so their host folders need not exist (a template's cache mount that nothing names)."""
+    used = {id(mount) for value in values if (mount := _mount_of(value, mounts)) is not None}
+    return [mount for mount in mounts if id(mount) in used]
+
+
+def _mount_of(value: str, mounts: list[Mount]) -> Mount | None:
+    """The most specific mount whose container path the value is or lies under."""
+    for mount in sorted(mounts, key=lambda m: len(m.container), reverse=True):
+        container = mount.container.rstrip("/")
+        if value == container or value.startswith(container + "/"):
+            return mount
+    return None
 
 
 @dataclass(frozen=True)

@@ -146,3 +146,39 @@ def test_a_shared_scratch_dir_works_for_process_arms_and_private_caches_are_no_c
     guard = json.loads((tmp_path / "guard.json").read_text())
     (pair,) = guard["observed"]["pairs"]
     assert pair["verdict"] != "confounded" and not [k for k in pair["differing"] if k.startswith("env.")], pair
+
+
+TEMPLATES = sorted(p.stem for p in (ROOT / "conf" / "arm").glob("*.yaml"))
+
+
+def _mount_problems(template: str, cache: Path, home: Path, monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The mount refusal a process start makes, for the shipped template as a process arm on a new machine: an
+    empty HOME (no ~/.cache/huggingface), the engines' cache dir elsewhere."""
+    from orchestrator import config
+    from orchestrator.config.arms import container_spec
+    from orchestrator.runtime.process import missing_mounts
+
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.delenv("XDG_CACHE_HOME", raising=False)
+    monkeypatch.setenv("ORCHESTRATOR_CACHE_DIR", str(cache))
+    typed = config.to_typed(config.compose(["runtime=process", f"arm@arms.baseline={template}", "~arms.wide_batch"]))
+    spec = container_spec("baseline", typed.arms["baseline"], "process", {}, {}, scratch_root=home / "scratch")
+    return missing_mounts(spec)
+
+
+@pytest.mark.parametrize("template", TEMPLATES)
+def test_every_shipped_template_starts_as_a_process_on_a_new_machine(template: str, tmp_path: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """vllm.yaml's Hugging Face cache mount (${HOME}/.cache/huggingface) is named by nothing a process gets, so
+    a new machine without that folder runs it; the models folder the argv names must be there."""
+    (tmp_path / "cache" / "models").mkdir(parents=True)
+    (tmp_path / "home").mkdir()
+    assert _mount_problems(template, tmp_path / "cache", tmp_path / "home", monkeypatch) == []
+
+
+def test_a_mount_the_argv_names_is_still_refused_when_its_folder_is_missing(tmp_path: Path,
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "home").mkdir()
+    [problem] = _mount_problems("vllm_cpu_process", tmp_path / "no-cache", tmp_path / "home", monkeypatch)
+    assert problem == (f"arm 'baseline': mount {tmp_path}/no-cache/models -> /models: {tmp_path}/no-cache/models "
+                       "does not exist on this host")

@@ -133,13 +133,17 @@ startup_timeout_s: 300
 @pytest.mark.usefixtures("vllm_built")
 def test_a_users_own_vllm_arm_is_probed_and_listed_in_its_own_venv(tmp_path: Path) -> None:
     """Written as a user would, outside conf/: `python` left at the template's default, the venv named only by
-    the command. The fingerprint, the knob listing and the token ids come from that venv's vLLM."""
+    the command. The fingerprint, the knob listing and the token ids come from that venv's vLLM. On a new
+    machine: an empty HOME, so the template's ~/.cache/huggingface mount has no folder (nothing names it)."""
     user_dir = tmp_path / "my-conf"
     (user_dir / "arm").mkdir(parents=True)
     (user_dir / "arm" / "my_vllm.yaml").write_text(USER_ARM.format(python=VENV_PYTHON, models=CACHE / "models"))
+    (tmp_path / "home").mkdir()
+    env = {**{k: v for k, v in os.environ.items() if k != "XDG_CACHE_HOME"}, "HOME": str(tmp_path / "home"),
+           "ORCHESTRATOR_CACHE_DIR": str(CACHE)}
     run = tmp_path / "run"
     result = orchestrator("run", "--config-dir", str(user_dir), "study=vllm_cpu_repeatability", "protocol=smoke",
-                          *PROCESS, "arm@arms.dense=my_vllm", f"hydra.run.dir={run}", timeout_s=900)
+                          *PROCESS, "arm@arms.dense=my_vllm", f"hydra.run.dir={run}", timeout_s=900, env=env)
     assert result.returncode == 0, result.stderr[-3000:]
     [arm] = pq.read_table(run / "data" / "arms").to_pylist()
     probe = json.loads(arm["fingerprint_json"])["probe"]
