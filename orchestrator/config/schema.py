@@ -84,8 +84,8 @@ class ArmConfig:
     """One serving configuration = one container."""
 
     description: str = ""
-    # The engine it serves (orchestrator/engines/: vllm, reference): how engine_args become flags, what
-    # requests carry, which log lines and metrics are read.
+    # The engine it serves (orchestrator/engines/: vllm, reference, transformers_serve; openai: a server of your
+    # own, nothing assumed): how engine_args become flags, what requests carry, which log lines and metrics are read.
     engine: str = "vllm"
     image: str = MISSING  # tag or id; pinned to its digest at run time
     build: BuildConfig = field(default_factory=BuildConfig)

@@ -8,11 +8,11 @@ Hydra or the config (it sits below `config` in the layers, above `probes` and `e
 
 from __future__ import annotations
 
-from orchestrator.engines import reference, transformers_serve, vllm
+from orchestrator.engines import openai, reference, transformers_serve, vllm
 from orchestrator.engines.profile import EngineProfile
 
 ENGINES: dict[str, EngineProfile] = {profile.name: profile for profile in (
-    vllm.PROFILE, reference.PROFILE, transformers_serve.PROFILE)}
+    vllm.PROFILE, reference.PROFILE, transformers_serve.PROFILE, openai.PROFILE)}
 DEFAULT_ENGINE = "vllm"  # an arm that names none, and a record from before `engine:` existed
 
 

@@ -1,7 +1,8 @@
 """What the orchestrator knows about one engine, in one place: how `engine_args` become its flags (and
 which flag names mean the same), how it lists the knobs it knows, which of its flags and env vars name a
 cache, what every request to it carries, the facts its log states, the metric that counts its running
-requests, and the flags that bound how many requests it runs at once and how many logprobs it returns.
+requests, the flags that bound how many requests it runs at once and how many logprobs it returns, and
+which module or program of a command is the engine's own.
 
 A profile is data plus the renderings every engine shares; an engine whose flags render otherwise
 overrides `argv`. Nothing here starts, execs or reads a server.
@@ -10,8 +11,10 @@ overrides `argv`. Nothing here starts, execs or reads a server.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from itertools import pairwise
+from pathlib import PurePosixPath
 from typing import Any
 
 
@@ -39,6 +42,10 @@ class EngineProfile:
     default_max_logprobs: int | None = None  # when the arm does not set that flag
     # Distributions whose versions are the engine's own (the matrix key's engine part; guard/fingerprint.py).
     packages: tuple[str, ...] = ()
+    # What the engine's own command runs: its top-level modules (`python -m vllm.entrypoints...`) and programs
+    # (`vllm serve`). Only an arm whose command runs one of them must be able to import the engine.
+    modules: tuple[str, ...] = ()
+    programs: tuple[str, ...] = ()
 
     def argv(self, engine_args: Mapping[str, Any]) -> list[str]:
         """{seed: 0, enforce-eager: true, enable-prefix-caching: false} ->
@@ -57,6 +64,21 @@ class EngineProfile:
             else:
                 argv += [flag, str(value)]
         return argv
+
+    def runs_itself(self, command: Sequence[str]) -> bool:
+        """Whether an arm's command runs this engine's own module or program: none or flags only (the image's
+        entrypoint), `python3 -u -m vllm.entrypoints.openai.api_server`, `/venv/bin/vllm serve`; not a script
+        (`python3 my_server.py`: a fork, a mock, a recording server may import anything, or nothing)."""
+        if not command or command[0].startswith("-"):
+            return True
+        if PurePosixPath(command[0]).name in self.programs:
+            return True
+        for word, after in pairwise(command[1:]):  # the interpreter's options, up to -m
+            if word == "-m":
+                return after.split(".")[0] in self.modules
+            if not word.startswith("-"):
+                break
+        return False
 
     def flag_names(self, engine_args: Mapping[str, Any]) -> list[str]:
         """The flag names `argv` emits: {fused-finalize: false} -> ['--no-fused-finalize']."""

@@ -16,4 +16,6 @@ PROFILE = dataclasses.replace(
     cache_args={**vllm.CACHE_ARGS, "autotune-cache-dir": "autotune"},
     request_extra={},  # as before this profile: its templates ask for nothing extra
     packages=("refengine",),
+    modules=("refengine",),
+    programs=(),
 )

@@ -42,4 +42,6 @@ PROFILE = TransformersServeProfile(
         "ignored_fields": r"Ignoring unsupported fields in the request: (\{[^}]*\})",
     },
     packages=("transformers",),
+    modules=("transformers",),
+    programs=("transformers",),  # `transformers serve`
 )

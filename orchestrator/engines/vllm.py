@@ -47,4 +47,6 @@ PROFILE = EngineProfile(
     max_logprobs_flag="max-logprobs",
     default_max_logprobs=20,
     packages=("vllm",),
+    modules=("vllm",),
+    programs=("vllm",),
 )

@@ -9,6 +9,7 @@ import difflib
 import hashlib
 import json
 import re
+import shlex
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -99,17 +100,27 @@ def check_knobs(config: Config, runtime: Runtime, run_id: str) -> dict[str, Knob
         if known is not None:
             _keep(key, out)
         if known is None:
-            said = out.output.strip()[-300:]
-            missing = re.search(r"No module named '([\w.]+)'", said)
-            engine = profile_for(arm_config.engine).packages
-            results[arm] = KnobCheck(False, reason=f"the knob listing failed (exit {out.exit_code}): {said}",
-                                     engine_missing=missing.group(1) if missing and missing.group(1).split(".")[0]
-                                     in {p.replace("-", "_") for p in engine} else None)
+            results[arm] = _failed_listing(arm, arm_config, out)
             continue
         found = unknown_knobs(arm, arm_config, known)
         results[arm] = KnobCheck(True, found, flags_known=len(known.get("flags") or ()),
                                  env_known=len(known.get("env") or ()), listed_from=_listed_from(known))
     return results
+
+
+def _failed_listing(arm: str, arm_config: ArmConfig, out: ExecResult) -> KnobCheck:
+    """A listing that could not import the engine: the arm cannot start either when its command runs the
+    engine's own module or program; a script of the user's may not need the engine at all."""
+    said = out.output.strip()[-300:]
+    found = re.search(r"No module named '([\w.]+)'", said)
+    engine = profile_for(arm_config.engine)
+    missing = found.group(1) if found and found.group(1).split(".")[0] in engine.modules else None
+    if missing is None or engine.runs_itself(arm_config.command):
+        return KnobCheck(False, reason=f"the knob listing failed (exit {out.exit_code}): {said}",
+                         engine_missing=missing)
+    return KnobCheck(False, reason=f"its command ({shlex.join(arm_config.command)}) runs no module or program of "
+                     f"engine {engine.name}, whose listing needs module '{missing}'; a server of your own is "
+                     f"declared with arms.{arm}.engine=openai (nothing assumed of it: docs/runtimes.md)")
 
 
 def _cache_path(key: str) -> Path:

@@ -147,3 +147,59 @@ def test_a_process_run_reproduces_by_code_identity_and_refuses_other_code(tmp_pa
     assert emptied.returncode == 2 and "differs" not in emptied.stdout, emptied.stdout + emptied.stderr[-2000:]
     assert "original/.hydra/config.yaml: arms.baseline.command=[]: must be a full argv" in emptied.stderr
     assert not (tmp_path / "lost").exists()
+
+
+OWN_SERVER_ARM = """# My own OpenAI-compatible server: a script of mine, run by a python3 with no engine installed.
+engine: openai  # nothing assumed: no knob listing, no vLLM request fields; what it offers is said here
+description: my own server
+image: process
+build:
+  context: ../server  # beside this folder: its code is hashed into the arm's id
+command: [python3, {server}]
+served_model_name: mine
+metrics_path: null  # it serves none: co-residency is not observable
+"""
+
+
+def _own_server_dir(tmp_path: Path, arm: str) -> Path:
+    root = tmp_path / "my-configs"
+    (root / "arm").mkdir(parents=True)
+    (root / "server").mkdir()
+    shutil.copy(ROOT / "tests" / "own_server.py", root / "server" / "own_server.py")
+    (root / "arm" / "my_server.yaml").write_text(arm.format(server=root / "server" / "own_server.py"))
+    return root
+
+
+def test_a_users_own_server_runs_as_an_openai_arm_with_nothing_assumed(tmp_path: Path) -> None:
+    user_dir = _own_server_dir(tmp_path, OWN_SERVER_ARM)
+    args = ["--config-dir", str(user_dir), "runtime=process", "arm@arms.baseline=my_server", "~arms.wide_batch",
+            "protocol=smoke", *QUICK]
+    state = {"ORCHESTRATOR_PROCESS_DIR": str(tmp_path / "state")}
+    result = run("run", *args, "hydra.run.dir=run", cwd=tmp_path, env=state)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "**No difference observed**" in (tmp_path / "run" / "report.md").read_text()
+    report = json.loads((tmp_path / "run" / "report.json").read_text())
+    assert report["cells"] and all(c["distinct_signatures"] == 1 and c["errors"] == 0 for c in report["cells"])
+    import pyarrow.parquet as pq
+
+    rows = pq.read_table(tmp_path / "run" / "data" / "responses").to_pylist()
+    assert rows and all(r["http_status"] == 200 for r in rows)  # the strict server: no field it does not know
+    assert not any("return_token_ids" in r["request_json"] for r in rows)
+    [arm] = pq.read_table(tmp_path / "run" / "data" / "arms").to_pylist()
+    packages = json.loads(arm["fingerprint_json"])["probe"]["packages"]
+    assert "vllm" not in packages and "transformers" not in packages  # no engine where it ran
+    assert arm["image_id"].startswith("process:sha256:")
+    knobs = json.loads((tmp_path / "run" / "guard.json").read_text())["knobs"]["baseline"]
+    assert not knobs["checked"] and "engine openai ships no listing" in knobs["reason"]
+
+
+def test_a_script_arm_that_names_no_engine_is_not_refused_and_told_how_to_declare_it(tmp_path: Path) -> None:
+    """No `engine:` is vLLM's profile: its listing cannot import vllm where the script runs, which refuses an arm
+    that runs `-m vllm...` (tests/unit/test_guard.py) but not a script, which may need no vllm at all."""
+    user_dir = _own_server_dir(tmp_path, OWN_SERVER_ARM.replace("engine: openai", "# engine: openai"))
+    result = run("check", "--config-dir", str(user_dir), "runtime=process", "arm@arms.baseline=my_server",
+                 "~arms.wide_batch", f"hydra.run.dir={tmp_path / 'run'}", cwd=tmp_path)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "has no module" not in result.stderr
+    assert "runs no module or program of engine vllm, whose listing needs module 'vllm'; a server of your own is " \
+           "declared with arms.baseline.engine=openai" in result.stdout, result.stdout

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -311,6 +312,33 @@ def test_an_engine_its_arm_cannot_import_is_refused_as_not_installed() -> None:
     assert len(guard_knobs.knob_refusal(cfg, listed)) == 2
     other, _ = listing_runtime('{"error": "ModuleNotFoundError: No module named \'numpy\'"}')
     assert guard_knobs.knob_refusal(cfg, guard_knobs.check_knobs(cfg, other, "run-2")) == []  # not the engine
+
+
+@pytest.mark.parametrize(("command", "refused"), [
+    (["python3", "-m", "vllm.entrypoints.openai.api_server"], True), (["/venv/bin/python", "-u", "-m", "vllm"], True),
+    (["{bin}/vllm", "serve"], True), (["python3", "my_server.py"], False),
+    (["python3", "my_server.py", "-m", "vllm"], False), (["{bin}/my-server"], False)])
+def test_the_import_check_holds_only_where_the_command_runs_the_engines_own_module(
+        command: list[str], refused: bool, tmp_path: Path) -> None:
+    """`python3 -m vllm...` cannot start without vllm; a script of the user's (a fork, a mock) may need none: it
+    is not refused, and is told how to declare a server of its own."""
+    for program in ("vllm", "my-server"):  # console scripts: their shebang names the arm's interpreter
+        (tmp_path / program).write_text("#!/venv/bin/python3\n")
+    command = [word.format(bin=tmp_path) for word in command]
+    cfg = load("study=guard_finalize_only", "runtime=process")
+    for arm in cfg.arms.values():
+        arm.engine, arm.command, arm.knobs.command = "vllm", command, None  # the vllm profile's own listing
+    runtime, _ = listing_runtime('{"error": "ModuleNotFoundError: No module named \'vllm\'"}')
+    listed = guard_knobs.check_knobs(cfg, runtime, "run-1")
+    problems = guard_knobs.knob_refusal(cfg, listed)
+    assert bool(problems) is refused and (listed["fused"].engine_missing == "vllm") is refused
+    if not refused:
+        assert listed["fused"].reason == (f"its command ({' '.join(command)}) runs no module or program of engine "
+                                          "vllm, whose listing needs module 'vllm'; a server of your own is declared "
+                                          "with arms.fused.engine=openai (nothing assumed of it: docs/runtimes.md)")
+    for arm in cfg.arms.values():
+        arm.engine = "openai"  # nothing to import, no listing: never refused
+    assert guard_knobs.knob_refusal(cfg, guard_knobs.check_knobs(cfg, runtime, "run-2")) == []
 
 
 def test_matrix_key_covers_the_cell_fields_and_not_the_env() -> None:
