@@ -16,12 +16,13 @@ def entry() -> int:
     run. Everything the run wrote is closed by then (atomic writes), its executors are shut down, and
     logging and the standard streams are flushed here. Any other verb ends as usual: a sweep's launcher
     (joblib's worker processes) is shut down by the interpreter's exit hooks, which os._exit would skip."""
-    argv = sys.argv[1:]
+    argv, code = sys.argv[1:], None
     try:
         code = main(argv)
-    except BrokenPipeError:  # `orchestrator --help | head -1`: the reader is gone, and so is the rest
+        sys.stdout.flush()  # here, not at exit: a reader that left (`| head`) is seen while it can be handled
+    except BrokenPipeError:  # `orchestrator show RUN | head -3`: the reader took what it wanted; not a failure
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error at exit's flush
-        return 1
+        return 0 if code is None else code
     if argv[:1] != ["run"]:
         return code
     from orchestrator.config.search import MULTIRUN  # imported by `run` already

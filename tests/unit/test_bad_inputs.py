@@ -5,7 +5,10 @@ the one line it must get: no traceback, nothing started (docs/conventions.md, do
 
 from __future__ import annotations
 
+import os
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -276,9 +279,21 @@ def test_a_reader_that_leaves_early_is_no_bug(monkeypatch: pytest.MonkeyPatch, t
     stdout = (tmp_path / "stdout").open("w")  # a real file descriptor for entry() to point at /dev/null
     monkeypatch.setattr(entry_point.sys, "stdout", stdout)
     monkeypatch.setattr(entry_point.sys, "argv", ["orchestrator", "show", "RUN"])
-    assert entry_point.entry() == 1
+    assert entry_point.entry() == 0  # the reader took what it wanted: `show RUN | head -3 && ...` goes on
     stdout.close()
     assert "internal error" not in capsys.readouterr().err
+
+
+def test_a_closed_pipe_is_exit_0(recorded_run: Path) -> None:
+    """The real thing: `ls` writing into a pipe whose reader is already gone (EPIPE at the first write)."""
+    reader, writer = os.pipe()
+    os.close(reader)
+    try:
+        result = subprocess.run([sys.executable, "-m", "orchestrator", "ls", str(recorded_run.parent)], stdout=writer,
+                                stderr=subprocess.PIPE, text=True, timeout=120)
+    finally:
+        os.close(writer)
+    assert (result.returncode, result.stderr) == (0, "")
 
 
 def test_docs_errors_md_is_generated_from_the_code() -> None:
