@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import sys
 import time
 from collections import Counter
@@ -215,14 +216,16 @@ class StudyRunner:
             self.say(f"[{name}] {sent} requests done")
             row["status"] = "completed"
         except OrchestratorError as exc:
-            row["error"] = str(exc)
+            killed = "" if launch.handle is None else self._killed(runtime, launch.handle)
+            head, newline, rest = str(exc).partition("\n")  # the first line is the reason: the signal goes there
+            row["error"] = f"{head}{killed}{newline}{rest}"
             if self._interrupted:  # its engine was removed under it (Ctrl-C while arms ran side by side)
                 row["status"] = "interrupted"
             self.failed.append(name)
             # short here (a traceback's last lines): the whole tail is in report.md, the root cause said at the end
             tail = getattr(exc, "log_tail", [])
-            first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-            self.say(f"[{name}] FAILED: {first}" + "".join(f"\n    {line}" for line in tail[-TERMINAL_TAIL:])
+            self.say(f"[{name}] FAILED: {head or type(exc).__name__}{killed}"
+                     + "".join(f"\n    {line}" for line in tail[-TERMINAL_TAIL:])
                      + (f"\n    ({len(tail)} log lines in report.md)" if len(tail) > TERMINAL_TAIL else ""))
         except BaseException as exc:  # Ctrl-C and bugs: record, clean up, then let it through
             row["status"] = "interrupted" if isinstance(exc, KeyboardInterrupt) else "failed"
@@ -257,7 +260,7 @@ class StudyRunner:
         name, row, runtime = launch.name, launch.row, launch.runtime
         try:
             row["exit_code"] = runtime.stop(handle, self.config.runtime.stop_timeout_s)
-            if reason := runtime.exit_reason(handle):
+            if (reason := runtime.exit_reason(handle)) and reason not in (row.get("error") or ""):
                 row["error"] = f"{row['error']}; {reason}" if row.get("error") else reason
             with _writer(self.paths, "logs", name, flush_rows=10_000) as logs:
                 for seq, line in enumerate(runtime.logs(handle)):
@@ -266,6 +269,23 @@ class StudyRunner:
                                  "text": line.text})
         finally:
             runtime.remove(handle)
+
+    def _killed(self, runtime: Runtime, handle: Handle) -> str:
+        """'; killed by signal 9 (SIGKILL), ...' (status 137) for an engine a signal ended (128 + N), with whether
+        the kernel killed it for memory as far as the runtime tells; '' otherwise."""
+        code = runtime.exit_code(handle)
+        if code is None or not 128 < code < 128 + signal.NSIG:
+            return ""
+        number = code - 128
+        try:
+            words = f"; killed by signal {number} ({signal.Signals(number).name})"
+        except ValueError:  # a real-time signal has no name
+            words = f"; killed by signal {number}"
+        if reason := runtime.exit_reason(handle):  # Docker: State.OOMKilled, with the limit
+            return f"{words}, {reason}"
+        if self.config.runtime.kind is RuntimeKind.docker:
+            return f"{words}; Docker does not report it OOMKilled (not its memory limit)"
+        return f"{words}; whether the kernel killed it for memory, a process's status does not tell (`dmesg` does)"
 
     def _arm_fingerprint(self, launch: _Launch, handle: Handle, probe: dict[str, Any]) -> dict[str, Any]:
         arm, runtime = launch.arm, launch.runtime

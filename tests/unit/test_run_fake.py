@@ -67,6 +67,36 @@ def test_a_server_that_dies_at_start_fails_its_arm_and_leaves_nothing(tmp_path: 
     assert runtime.cleanup({"org.orchestrator.run": "run-crash"}) == []
 
 
+@pytest.mark.parametrize(("kind", "oom", "said"), [
+    ("docker", True, "killed by signal 9 (SIGKILL), killed by the kernel: out of memory"),
+    ("docker", False, "killed by signal 9 (SIGKILL); Docker does not report it OOMKilled"),
+    ("process", False, "killed by signal 9 (SIGKILL); whether the kernel killed it for memory, a process's status "
+                       "does not tell"),
+])
+def test_an_engine_a_signal_killed_says_which_and_whether_it_was_for_memory(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, kind: str, oom: bool, said: str) -> None:
+    from orchestrator.config.schema import RuntimeKind
+
+    typed, runtime = study(None), fake_runtime()
+    typed.runtime.kind = RuntimeKind(kind)
+    runtime.images["fake-killed"] = lambda spec: FakeServer(handler=lambda request: httpx.Response(500),
+                                                            log=["loading"], exit_code=137)
+    if oom:  # what Docker's State.OOMKilled makes docker.py say
+        monkeypatch.setattr(runtime, "exit_reason", lambda handle: "killed by the kernel: out of memory (OOM) at "
+                            "its memory limit of 60 MiB" if handle.name.endswith("wide_batch") else None)
+    typed.arms["wide_batch"].image = "fake-killed"
+    told: list[str] = []
+    runner = StudyRunner(typed, RunPaths(tmp_path / "run"), "run-killed", runtime, say=told.append)
+    runner.run()
+    row = next(r for r in read_table(RunPaths(tmp_path / "run"), "arms").to_pylist() if r["arm"] == "wide_batch")
+    assert row["error"].startswith(f"server exited with status 137 before it was ready; {said}"), row["error"]
+    assert row["error"].count("out of memory") == oom  # said once, though the stop asks again
+    assert any(line.startswith(f"[wide_batch] FAILED: server exited with status 137 before it was ready; {said}")
+               for line in told)
+    baseline = next(r for r in read_table(RunPaths(tmp_path / "run"), "arms").to_pylist() if r["arm"] == "baseline")
+    assert baseline["error"] is None  # an engine the orchestrator stopped itself says nothing of signals
+
+
 def test_the_knob_check_runs_through_the_runtime(tmp_path: Path) -> None:
     typed = study(None)
     typed.arms["wide_batch"].env["VLLM_BATCH_INVARIENT"] = "1"  # a typo the engine would ignore
