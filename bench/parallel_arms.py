@@ -6,6 +6,7 @@ the other, alternated, each `orchestrator run` in a fresh interpreter; and wheth
     .venv/bin/python bench/parallel_arms.py --pairs 3 --cpus 1              # one core each (cpuset)
     .venv/bin/python bench/parallel_arms.py --pairs 3 --cpus 1 --host ssh://orch-ci-remote:2222
                                        # over two engines (scripts/ci-hosts.sh; run with HOME=its client dir)
+    python3 bench/parallel_arms.py --pairs 3 --cpus 4 --runtime process     # local processes (a box with no Docker)
 
 The study: the default study's two reference-engine arms and two more equal to the baseline, smoke protocol.
 """
@@ -24,14 +25,22 @@ from pathlib import Path
 import pyarrow.parquet as pq
 
 ROOT = Path(__file__).resolve().parent.parent
-FOUR_ARMS = ["+arm@arms.third=reference", "+arm@arms.fourth=reference", "+study.variables.third=[]",
-             "+study.variables.fourth=[]"]
+ARMS = ("baseline", "wide_batch", "third", "fourth")
+VARIABLES = ["+study.variables.third=[]", "+study.variables.fourth=[]"]
+
+
+def four_arms(runtime: str) -> list[str]:
+    """The four arms' overrides: the reference engine in Docker, or as a local process (runtime=process)."""
+    if runtime == "process":
+        return ["runtime=process", "arm@arms.baseline=reference_process", "arm@arms.wide_batch=reference_process",
+                "+arm@arms.third=reference_process", "+arm@arms.fourth=reference_process", *VARIABLES]
+    return ["+arm@arms.third=reference", "+arm@arms.fourth=reference", *VARIABLES]
 
 
 def run(out: Path, overrides: list[str]) -> tuple[float, int]:
     started = time.perf_counter()
     done = subprocess.run([sys.executable, "-m", "orchestrator", "run", f"hydra.run.dir={out}", "protocol=smoke",
-                           *FOUR_ARMS, *overrides], cwd=ROOT, capture_output=True, text=True)
+                           *overrides], cwd=ROOT, capture_output=True, text=True)
     seconds = time.perf_counter() - started
     if done.returncode not in (0, 3):
         sys.exit(f"run failed ({done.returncode}):\n{done.stderr[-3000:]}")
@@ -52,9 +61,9 @@ def main() -> None:
     parser.add_argument("--pairs", type=int, default=3)
     parser.add_argument("--cpus", type=int, default=0, help="cores per arm (a cpuset each); 0: unpinned")
     parser.add_argument("--host", help="a second Docker engine: arms are placed over local and it")
+    parser.add_argument("--runtime", choices=["docker", "process"], default="docker")
     args = parser.parse_args()
-    pinned = [f"arms.{arm}.cpus={args.cpus}" for arm in ("baseline", "wide_batch", "third", "fourth")] \
-        if args.cpus else []
+    pinned = [*four_arms(args.runtime), *([f"arms.{arm}.cpus={args.cpus}" for arm in ARMS] if args.cpus else [])]
     hosts = [f"runtime.hosts=[local,{args.host}]"] if args.host else []
     ratios, same = [], True
     with tempfile.TemporaryDirectory() as tmp:
@@ -70,7 +79,8 @@ def main() -> None:
                               "ratio": round(together / apart, 3), "waves": len(waves),
                               "same_verdicts": agree}), flush=True)
     print(json.dumps({"median_ratio": round(statistics.median(ratios), 3), "same_verdicts": same,
-                      "cpus_per_arm": args.cpus or None, "hosts": ["local", args.host] if args.host else ["local"]}))
+                      "cpus_per_arm": args.cpus or None, "runtime": args.runtime,
+                      "hosts": ["local", args.host] if args.host else ["local"]}))
 
 
 if __name__ == "__main__":
