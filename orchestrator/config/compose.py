@@ -10,7 +10,7 @@ import typing
 from pathlib import Path
 from typing import Any
 
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig, OmegaConf, open_dict
 
 from orchestrator.config import noise_floor, schema
 from orchestrator.config.catalog import line
@@ -40,7 +40,30 @@ _SCHEMAS = {cls.__name__: cls for cls in (
 def compose(overrides: list[str], dirs: list[Path] | None = None) -> DictConfig:
     """Compose conf/config.yaml with command-line overrides (the same composition `run` does), the user's
     config dirs (config/search.py) searched after the project's conf/."""
-    overrides = [*overrides, *overrides_for(dirs or [])]
+    composed, problems = compose_collecting(overrides, dirs)
+    if problems:
+        raise ConfigError(problems)
+    return composed
+
+
+def compose_collecting(overrides: list[str], dirs: list[Path] | None = None) -> tuple[DictConfig, list[str]]:
+    """The config composed from the overrides that compose, and one line for each that does not (it does
+    not parse, names nothing, or has a wrong type): every command-line problem at once, not only the first
+    one Hydra meets. A problem of a config file raises at once (no override to leave out)."""
+    problems = [problem for text in overrides if (problem := _unparsable(text))]
+    kept = [text for text in overrides if not _unparsable(text)]
+    while True:
+        try:
+            return _compose([*kept, *overrides_for(dirs or [])], dirs or []), problems
+        except ConfigError as exc:
+            culprit = _culprit(exc, kept)
+            if culprit is None:
+                raise ConfigError([*problems, *exc.problems]) from exc
+            problems += exc.problems
+            kept.remove(culprit)
+
+
+def _compose(overrides: list[str], dirs: list[Path]) -> DictConfig:
     from hydra import compose as hydra_compose
     from hydra import initialize_config_dir
     from hydra.core.global_hydra import GlobalHydra
@@ -51,30 +74,78 @@ def compose(overrides: list[str], dirs: list[Path] | None = None) -> DictConfig:
         with initialize_config_dir(str(CONF_DIR), version_base="1.3"):
             return hydra_compose(CONFIG_NAME, overrides=overrides, return_hydra_config=True)
     except Exception as exc:  # Hydra raises several unrelated types; all are config problems
-        raise explain(exc, dirs or []) from exc
+        raise explain(exc, dirs) from exc
     finally:
         GlobalHydra.instance().clear()
 
 
+def _unparsable(text: str) -> str | None:
+    """The line for an override Hydra's grammar refuses, naming it (Hydra's own message does not)."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    try:
+        OverridesParser.create().parse_override(text)
+    except Exception as exc:  # Hydra's grammar errors
+        reason = " ".join(str(exc).split(" See https://", 1)[0].split())
+        return (f"override '{text}' does not parse ({reason}): write KEY=VALUE, and quote a value that holds "
+                "brackets, braces, '=', ',' or spaces (KEY='\"VALUE\"')")
+    return None
+
+
+def _culprit(error: ConfigError, overrides: list[str]) -> str | None:
+    """The override a composition error is about: Hydra names its key, or the group option it could not
+    find (`protocol/smok`)."""
+    text = " ".join(str(cause) for cause in (error.__cause__, getattr(error.__cause__, "__cause__", None)) if cause)
+    for override in overrides:
+        key, _, value = override.partition("=")
+        key = key.lstrip("+~")
+        if (f"override {override}" in text or f"override '{key}'" in text
+                or f"'{key.split('@', 1)[0]}/{value}'" in text):
+            return override
+    return None
+
+
 def to_typed(cfg: DictConfig) -> schema.Config:
     """Validate a composed config (again, strictly) and return the dataclass tree."""
-    plain = OmegaConf.masked_copy(cfg, [str(k) for k in cfg if k != "hydra"]) if "hydra" in cfg else cfg
+    typed, problems = typed_collecting(cfg)
+    if problems:
+        raise ConfigError(problems)
+    return typed
+
+
+def typed_collecting(cfg: DictConfig) -> tuple[schema.Config, list[str]]:
+    """The dataclass tree of a composed config, and one line for each key it cannot take (unknown, or of a
+    wrong type), those keys left at their defaults so that the checks after this one still run."""
+    plain = OmegaConf.masked_copy(cfg, [str(k) for k in cfg if k != "hydra"]) if "hydra" in cfg else cfg.copy()
     unknown = _unknown_keys(OmegaConf.to_container(plain), schema.Config, "")
-    if unknown:
-        raise ConfigError(unknown)
-    try:
-        merged = OmegaConf.merge(OmegaConf.structured(schema.Config), plain)
-        typed = OmegaConf.to_object(merged)
-    except ConfigError:
-        raise
-    except Exception as exc:
-        if isinstance(exc.__cause__, ConfigError):
-            raise exc.__cause__ from exc
-        raise explain(exc) from exc
+    for where, _ in unknown:
+        _drop(plain, where)
+    problems = [problem for _, problem in unknown]
+    while True:
+        try:
+            typed = OmegaConf.to_object(OmegaConf.merge(OmegaConf.structured(schema.Config), plain))
+            break
+        except Exception as exc:
+            error = exc.__cause__ if isinstance(exc.__cause__, ConfigError) else explain(exc)
+            full_key = getattr(exc, "full_key", None)
+            if not full_key or not _drop(plain, full_key):
+                raise ConfigError([*problems, *error.problems]) from exc
+            problems += error.problems
     assert isinstance(typed, schema.Config)
     resolve_arm_paths(typed)
     noise_floor.add_copy(typed)
-    return typed
+    return typed, problems
+
+
+def _drop(node: DictConfig, dotted: str) -> bool:
+    """Remove a key (dotted path) from a config; False when it is not there."""
+    parent_path, _, key = dotted.rpartition(".")
+    parent = OmegaConf.select(node, parent_path) if parent_path else node
+    if not isinstance(parent, DictConfig) or key not in parent:
+        return False
+    with open_dict(parent):
+        del parent[key]
+    return True
 
 
 def resolve_arm_paths(typed: schema.Config) -> None:
@@ -96,8 +167,9 @@ def _first_existing(relative: str, roots: list[Path]) -> Path:
     return found.resolve()
 
 
-def _unknown_keys(node: Any, cls: type, path: str) -> list[str]:
-    """Keys that no schema field names. Hydra's `+key=value` appends bypass the struct check."""
+def _unknown_keys(node: Any, cls: type, path: str) -> list[tuple[str, str]]:
+    """(dotted path, line) for keys that no schema field names. Hydra's `+key=value` appends bypass the
+    struct check."""
     if not isinstance(node, dict):
         return []
     hints = typing.get_type_hints(cls)
@@ -105,7 +177,8 @@ def _unknown_keys(node: Any, cls: type, path: str) -> list[str]:
     for key, value in node.items():
         where = f"{path}.{key}" if path else str(key)
         if key not in hints:
-            problems.append(f"unknown key '{key}' in {path or 'the top level'}.{did_you_mean(str(key), hints)}")
+            unknown = f"unknown key '{key}' in {path or 'the top level'}.{did_you_mean(str(key), hints)}"
+            problems.append((where, unknown))
             continue
         hint = hints[key]
         if dataclasses.is_dataclass(hint):
@@ -116,6 +189,14 @@ def _unknown_keys(node: Any, cls: type, path: str) -> list[str]:
     return problems
 
 
+_FILE = "write it in a config file of a --config-dir DIR"
+_NEW_ENTRY = {
+    "ArmConfig": "add an arm from a template, +arm@arms.NAME=TEMPLATE, then set its keys (arms.NAME.KEY=VALUE)",
+    "PromptConfig": "write it in a prompt set, DIR/prompts/SET.yaml, and pass --config-dir DIR prompts=SET",
+    "PhaseConfig": "write it in a protocol, DIR/protocol/NAME.yaml, and pass --config-dir DIR protocol=NAME",
+    "ScratchConfig": "write it in an arm file, DIR/arm/NAME.yaml (scratch: {NAME: {container: PATH}}), and "
+                     "pass --config-dir DIR arm@arms.ARM=NAME",
+}
 _TYPE_WORDS = {"Float": "a number, e.g. 0.05", "Integer": "a whole number, e.g. 8", "Boolean": "true or false"}
 
 
@@ -148,6 +229,11 @@ def explain(exc: BaseException, dirs: list[Path] | None = None) -> ConfigError:
     if full_key and "not in struct" in first_line:  # Hydra: a key the config does not have yet
         return ConfigError(f"{full_key} is not in the config ({source}): to add a new key, write "
                            f"'+{full_key}=VALUE'")
+    entry = re.search(r"dict is not a subclass of (\w+)", first_line)
+    if entry:  # OmegaConf types a map's new entry only from a config file
+        given = re.search(r"merging override (.+)", text)
+        return ConfigError(f"{given.group(1) if given else full_key}: a new {entry.group(1)} entry cannot be given "
+                           f"whole on the command line (Hydra cannot type it); {_NEW_ENTRY.get(entry.group(1), _FILE)}")
     if full_key:
         wanted = re.search(r"could not be converted to (\w+)|is not a valid (bool)", first_line)
         kind = wanted and (wanted.group(1) or "Boolean")

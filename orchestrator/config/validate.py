@@ -181,6 +181,11 @@ def _process_arms(config: Config) -> list[str]:
                               "a full argv with runtime=process, its program first (there is no image entrypoint)",
                               f"set arms.{name}.command (e.g. [python3, -m, refengine]), or for the reference "
                               f"engine use arm@arms.{name}=reference_process"))
+        for leaf, value in (("privileged", arm.privileged), ("cap_add", list(arm.cap_add)), ("memory", arm.memory)):
+            if value:  # the runtime could not honour it (runtime/process.py refuses such a spec at start)
+                found.append(line("cross-field", f"arms.{name}.{leaf}", value, f"unset with runtime=process (a local "
+                                  f"process cannot be given a {leaf} setting)", f"remove it (~arms.{name}.{leaf}), "
+                                  "or run the arm in a container (runtime=docker)"))
         engine = ENGINES.get(arm.engine)  # an unknown one is its own problem (_names)
         named = [*arm.command, *(engine.argv(arm.engine_args) if engine else []), *arm.env.values()]
         for scratch_name, scratch in arm.scratch.items():

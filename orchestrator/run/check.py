@@ -1,9 +1,11 @@
-"""The `check` verb: everything that can be checked without starting an arm, each a line, exit 0 or 2.
+"""Every refusal of a study, in one place: `check` and `run` (and `run --from`, `run --resume`, `reproduce`)
+call `refusals`, so whatever `run` refuses, `check` refuses with the same line. Nothing is written: a run
+dir is made only once they all passed.
 
-The config (config/validate.py) and the guard's declared checks (guard/declared.py, guard/caches.py), as
-`run` makes them; then the images (present or buildable), the knobs each engine knows (its listing runs in a
-throwaway container, no network), the ports arms listen on themselves, the run dir and the disk space the
-record will take.
+In order, every problem collected (one line each, exit 2): the command line and the config (config/compose.py,
+config/validate.py), the guard's declared checks (guard/declared.py), a process arm's missing program, the
+run dir, ports, disk, the engine and where the arms fit on it (run/placement.py), the images (present or
+buildable), then the knobs each engine knows (its listing runs in a throwaway container, no network).
 """
 
 from __future__ import annotations
@@ -13,17 +15,25 @@ import shutil
 import socket
 import sys
 import tempfile
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
 
-from orchestrator import config
+from orchestrator.config.arms import build_spec, effective_arm, missing_executables, runtime_for
 from orchestrator.config.catalog import line
+from orchestrator.config.compose import compose_collecting, typed_collecting
 from orchestrator.config.schema import Config, RuntimeKind
-from orchestrator.errors import ConfigError, ExitStatus
+from orchestrator.config.security import OWN_CONFIG_ALLOW
+from orchestrator.config.validate import validate
+from orchestrator.engines import ENGINES
+from orchestrator.errors import ConfigError, EngineUnavailable, ExitStatus, ImageError
 from orchestrator.guard import declared as guard_declared
 from orchestrator.guard import knobs as guard_knobs
-from orchestrator.run.execute import expected_requests, missing_images, preflight
+from orchestrator.guard.results import KnobCheck
+from orchestrator.run import placement, protocol
+from orchestrator.run.timings import StageTimer
+from orchestrator.runtime.spec import Runtime
 
 BYTES_PER_LOGPROB = 48  # a top-logprob entry in the responses table and its raw JSON, measured on the record
 BYTES_PER_REQUEST = 4096  # body, headers, metadata
@@ -31,8 +41,7 @@ BYTES_PER_REQUEST = 4096  # body, headers, metadata
 
 def run_dir_problems(composed: DictConfig, multirun: bool) -> list[str]:
     """The run dir (Hydra's run or sweep dir) must be creatable: its nearest existing folder writable."""
-    key = "sweep" if multirun else "run"
-    return new_run_dir_problems(f"hydra.{key}.dir", _run_dir_text(composed, multirun))
+    return new_run_dir_problems(*run_dir_of(composed, multirun))
 
 
 # What a run (run.json, data/) or a sweep (multirun.yaml) leaves in its dir.
@@ -66,7 +75,7 @@ def _run_dir_text(composed: DictConfig, multirun: bool) -> str:
 
 
 def expected_record_bytes(typed: Config) -> int:
-    requests = len(typed.arms) * expected_requests(typed)
+    requests = len(typed.arms) * protocol.requests_per_arm(typed.protocol, len(typed.prompts.prompts))
     request = typed.protocol.request
     logprobs = max(request.logprobs or 0, 1)
     return requests * (BYTES_PER_REQUEST + request.max_tokens * logprobs * BYTES_PER_LOGPROB)
@@ -95,34 +104,100 @@ def port_problems(typed: Config) -> list[str]:
     return found
 
 
+def config_problems(typed: Config, allow: list[str] | None = None, how_to_allow: str = OWN_CONFIG_ALLOW
+                    ) -> list[str]:
+    """The config's own problems (config/validate.py), then the guard's (a confounded or mis-declared A/B, a
+    hidden shared cache) and a process arm's missing program, which read fields the first vouch for."""
+    return validate(typed, allow, how_to_allow) or guard_declared.problems(typed) + missing_executables(typed)
+
+
+def missing_images(typed: Config, runtime: Runtime) -> list[str]:
+    """Every arm whose image is neither present nor buildable, with how to get it: before any arm starts
+    (an arm's own engine, in a sweep of many hosts, is checked when the arm runs)."""
+    problems = []
+    for name, original in typed.arms.items():
+        arm = effective_arm(original, typed.stand_in)
+        if arm.docker_host is not None:
+            continue
+        try:
+            runtime.resolve_image(arm.image, build_spec(arm))
+        except ImageError as exc:
+            problems.append(f"arm '{name}': {str(exc).splitlines()[0]}"
+                            + (f" For this arm: {arm.build.hint}." if arm.build.hint else ""))
+    return problems
+
+
+@dataclass
+class Refusals:
+    """What `refusals` found: the problems (none: the study may start), the engine it checked against, and
+    the knobs each arm's engine knows (kept in guard.json)."""
+
+    problems: list[str]
+    runtime: Runtime | None = None
+    knobs: dict[str, KnobCheck] = field(default_factory=dict)
+
+
+def refusals(typed: Config, found: list[str], run_id: str, run_dir: tuple[str, str] | None = None,
+             allow: list[str] | None = None, how_to_allow: str = OWN_CONFIG_ALLOW,
+             timer: StageTimer | None = None) -> Refusals:
+    """Every check before anything starts, in order, the problems collected; writes nothing. `found`: the
+    problems composing and typing the config found already (config/compose.py); `run_dir`: (the field that
+    names it, the dir as given) for a run dir still to be made; `run_id` labels the knob listing's containers."""
+    timer = timer or StageTimer()
+    with timer.stage("checks"):
+        problems = [*found, *config_problems(typed, allow, how_to_allow)]
+        if run_dir is not None:
+            problems += new_run_dir_problems(*run_dir)
+        problems += port_problems(typed)
+        if not problems and run_dir is not None:
+            problems += disk_problems(typed, Path(run_dir[1].split("${", 1)[0] or "."))
+        try:
+            runtime = runtime_for(typed.runtime)
+        except EngineUnavailable as exc:  # nothing can start: refused like any other problem
+            return Refusals([*problems, str(exc)])
+        problems += placement.problems(typed, lambda host: runtime_for(
+            typed.runtime, None if host == placement.LOCAL else host).inventory())
+    with timer.stage("images"):
+        images = missing_images(typed, runtime)
+    problems += images
+    knobs: dict[str, KnobCheck] = {}
+    if not images and all(arm.engine in ENGINES for arm in typed.arms.values()):  # what the listing needs
+        with timer.stage("knobs"):
+            knobs = guard_knobs.check_knobs(typed, runtime, run_id)
+        problems += guard_knobs.knob_refusal(typed, knobs)
+    return Refusals(problems, runtime, knobs)
+
+
+def study_config(overrides: list[str], dirs: list[Path]) -> tuple[DictConfig, Config, list[str]]:
+    """(the composed config, its typed tree, the problems composing and typing found) of `check`'s and
+    `run`'s overrides: every command-line problem, not only the first."""
+    composed, found = compose_collecting(overrides, dirs)
+    typed, more = typed_collecting(composed)
+    return composed, typed, [*found, *more]
+
+
+def run_dir_of(composed: DictConfig, multirun: bool) -> tuple[str, str]:
+    """(the field, the dir as written) of Hydra's run dir (or sweep dir), for `refusals`."""
+    return f"hydra.{'sweep' if multirun else 'run'}.dir", _run_dir_text(composed, multirun)
+
+
 def check(argv: list[str]) -> int:
-    """`orchestrator check [--config-dir DIR] [OVERRIDES]`: every check, the problems at once; 0 or 2."""
-    from orchestrator.config.arms import runtime_for
-    from orchestrator.config.search import split_config_dirs
+    """`orchestrator check [--config-dir DIR] [OVERRIDES]`: every refusal of `run`, the problems at once; 0 or 2."""
+    from orchestrator.config.search import MULTIRUN, split_config_dirs
 
     dirs, overrides = split_config_dirs(argv)
-    multirun = any(o in ("-m", "--multirun") for o in overrides)
-    composed = config.compose([o for o in overrides if o not in ("-m", "--multirun")], dirs)
-    typed = config.to_typed(composed)
-    preflight(typed)
-    print(f"ok config: study {typed.study.name}, {len(typed.arms)} arm(s), protocol {typed.protocol.name}, "
-          f"{len(typed.prompts.prompts)} prompt(s); guard: declared variables and caches")
+    multirun = any(o in MULTIRUN for o in overrides)
+    composed, typed, found = study_config([o for o in overrides if o not in MULTIRUN], dirs)
+    checked = refusals(typed, found, "check", run_dir_of(composed, multirun))
     for warning in guard_declared.warnings(guard_declared.declared_check(typed)):  # as `run` says them
         print(f"warning: {warning}", file=sys.stderr)
-    problems = run_dir_problems(composed, multirun) + port_problems(typed)
-    if not problems:
-        problems += disk_problems(typed, Path(_run_dir_text(composed, multirun).split("${", 1)[0] or "."))
-    runtime = runtime_for(typed.runtime)
-    problems += missing_images(typed, runtime)
-    if not problems:
-        print(f"ok images, ports, run dir, disk (record about {expected_record_bytes(typed) >> 20} MiB)")
-        knobs = guard_knobs.check_knobs(typed, runtime, "check")
-        problems += guard_knobs.knob_refusal(typed, knobs)
-        if not problems:
-            print("ok knobs: " + "; ".join(f"{arm}: {k.flags_known} flags, {k.env_known} env names known"
-                                            if k.checked else f"{arm}: not checked ({k.reason})"
-                                            for arm, k in knobs.items()))
-    if problems:
-        raise ConfigError(problems)
+    if checked.problems:
+        raise ConfigError(checked.problems)
+    print(f"ok config: study {typed.study.name}, {len(typed.arms)} arm(s), protocol {typed.protocol.name}, "
+          f"{len(typed.prompts.prompts)} prompt(s); guard: declared variables and caches")
+    print(f"ok images, ports, run dir, disk (record about {expected_record_bytes(typed) >> 20} MiB)")
+    print("ok knobs: " + "; ".join(f"{arm}: {k.flags_known} flags, {k.env_known} env names known"
+                                    if k.checked else f"{arm}: not checked ({k.reason})"
+                                    for arm, k in checked.knobs.items()))
     print("check passed: nothing was started", file=sys.stderr)
     return ExitStatus.OK

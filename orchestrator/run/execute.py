@@ -17,21 +17,18 @@ from pathlib import Path
 from typing import Any
 
 from orchestrator.config import resolve_prompts
-from orchestrator.config.arms import build_spec, effective_arm, missing_executables, runtime_for
 from orchestrator.config.schema import Config
 from orchestrator.config.security import OWN_CONFIG_ALLOW
-from orchestrator.config.validate import validate
-from orchestrator.errors import ConfigError, ExitStatus, ImageError
+from orchestrator.errors import ConfigError, ExitStatus
 from orchestrator.guard import declared as guard_declared
-from orchestrator.guard import knobs as guard_knobs
 from orchestrator.guard import observed as guard_observed
 from orchestrator.guard.results import GuardResult, KnobCheck
 from orchestrator.record.paths import RunPaths, atomic_write_bytes, atomic_write_text, read_json
 from orchestrator.run import protocol
 from orchestrator.run.arms import ResumePlan, StudyRunner
+from orchestrator.run.check import Refusals, config_problems, refusals
 from orchestrator.run.timings import StageTimer
 from orchestrator.runtime.reaper import Reaper
-from orchestrator.runtime.spec import Runtime
 
 
 def record_config(paths: RunPaths, typed: Config) -> None:
@@ -45,34 +42,30 @@ def record_config(paths: RunPaths, typed: Config) -> None:
 
 
 def preflight(typed: Config, allow: list[str] | None = None, how_to_allow: str = OWN_CONFIG_ALLOW) -> None:
-    """Every problem that stops a study before anything starts, all at once (exit 2): the config's own
-    (config/validate.py), the guard's (a confounded or mis-declared A/B, a hidden shared cache), a process
-    arm's missing program."""
-    found = validate(typed, allow, how_to_allow)
-    if not found:
-        found = guard_declared.problems(typed) + missing_executables(typed)
-    if found:
+    """The config's problems (run/check.py `config_problems`), all at once (exit 2)."""
+    if found := config_problems(typed, allow, how_to_allow):
         raise ConfigError(found)
 
 
 def execute_study(typed: Config, paths: RunPaths, allow: list[str], how_to_allow: str,
                   extra_meta: dict[str, Any] | None = None, timer: StageTimer | None = None,
-                  resume: ResumePlan | None = None) -> int:
+                  resume: ResumePlan | None = None, checked: Refusals | None = None) -> int:
     """Checks, the run, the reports, the summary: shared by `run` (Hydra), `reproduce` and `run --resume`
-    (`resume`: into the same run dir, only what it names). `timer` may hold the stages before this one."""
+    (`resume`: into the same run dir, only what it names). `timer` may hold the stages before this one;
+    `checked`: what the checks found already (`run` makes them before Hydra makes the run dir)."""
     logging.getLogger("httpx").setLevel(logging.WARNING)  # one line per request drowns the progress
     timer = timer or StageTimer()
-    with timer.stage("checks"):
-        preflight(typed, allow, how_to_allow)
     recorded = read_json(paths.meta) if resume is not None else None
     if recorded is not None and resume is not None:  # one attempt more: its containers get a run id of their own
         run_id = f"{recorded['run_id']}-r{resume.attempt}"
     else:
         run_id = f"{re.sub(r'[^A-Za-z0-9_.-]', '-', paths.root.name)}-{secrets.token_hex(3)}"
-    runtime = runtime_for(typed.runtime)
-    with timer.stage("images"):
-        if found := missing_images(typed, runtime):
-            raise ConfigError(found)
+    # every refusal, as `check` makes them (run/check.py); writes nothing
+    checked = checked or refusals(typed, [], run_id, allow=allow, how_to_allow=how_to_allow, timer=timer)
+    if checked.problems:
+        raise ConfigError(checked.problems)
+    assert checked.runtime is not None
+    runtime, knobs = checked.runtime, checked.knobs
     paths.root.mkdir(parents=True, exist_ok=True)
     if typed.private_files:  # Hydra made the run dir already: close it, then keep what comes private
         os.umask(0o077)
@@ -81,18 +74,7 @@ def execute_study(typed: Config, paths: RunPaths, allow: list[str], how_to_allow
     engines = {(typed.runtime.kind.value, typed.runtime.docker_host),
                *(("docker", arm.docker_host) for arm in typed.arms.values() if arm.docker_host),
                *(("docker", host) for host in typed.runtime.hosts if host != "local")}
-    had_reaper_log = paths.reaper_log.exists()
     reaper = Reaper(run_id, engines, str(paths.reaper_log))
-    try:
-        with timer.stage("knobs"):
-            knobs = guard_knobs.check_knobs(typed, runtime, run_id)
-        if problems := guard_knobs.knob_refusal(typed, knobs):
-            raise ConfigError(problems)
-    except BaseException:  # refused (exit 2) or stopped before anything ran: the run dir stays as it was
-        reaper.release()
-        if not had_reaper_log:
-            paths.reaper_log.unlink(missing_ok=True)
-        raise
     runner = StudyRunner(typed, paths, run_id, runtime, resume=resume)
     runner.timer = timer
     try:
@@ -148,22 +130,6 @@ def _record_start(typed: Config, paths: RunPaths, run_id: str, knobs: dict[str, 
     for line in guard_declared.warnings(declared):
         print(f"warning: {line}", file=sys.stderr)
     return meta, guard
-
-
-def missing_images(typed: Config, runtime: Runtime) -> list[str]:
-    """Every arm whose image is neither present nor buildable, with how to get it: before any arm starts
-    (an arm's own engine, in a sweep of many hosts, is checked when the arm runs)."""
-    problems = []
-    for name, original in typed.arms.items():
-        arm = effective_arm(original, typed.stand_in)
-        if arm.docker_host is not None:
-            continue
-        try:
-            runtime.resolve_image(arm.image, build_spec(arm))
-        except ImageError as exc:
-            problems.append(f"arm '{name}': {str(exc).splitlines()[0]}"
-                            + (f" For this arm: {arm.build.hint}." if arm.build.hint else ""))
-    return problems
 
 
 def keep_config_dirs(paths: RunPaths, dirs: list[str]) -> list[dict[str, Any]]:

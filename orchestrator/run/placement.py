@@ -134,10 +134,10 @@ def _never_fits(need: Needs, hosts: dict[str, Inventory]) -> str | None:
     if all(_fit(need, _Free.of(hosts[h])) is None for h in where):
         gpus = f"{need.gpu_count} GPU(s)" if need.gpu_count else f"GPUs {','.join(map(str, need.gpu_ids))}" \
             if need.gpu_ids else "no GPU"
-        offered = "; ".join(f"{h}: {len(hosts[h].cpus)} cores, {len(hosts[h].gpus)} GPU(s)" for h in where)
-        return (f"arm '{need.arm}' needs {gpus}, {need.cpus} core(s) and {need.memory_bytes} bytes of memory, "
-                f"more than any host has ({offered}): lower its gpu_count/cpus/memory, or add a host to "
-                "runtime.hosts")
+        memory = f", {need.memory_bytes >> 20} MiB of memory" if need.memory_bytes else ""
+        offered = ", ".join(f"{h}: {len(hosts[h].cpus)} cores, {len(hosts[h].gpus)} GPU(s)" for h in where)
+        return (f"arm '{need.arm}' needs {gpus}, {need.cpus} core(s){memory}: more than any host has ({offered}); "
+                f"lower arms.{need.arm}.gpu_count/cpus/memory, or add a host to runtime.hosts")
     return None
 
 
@@ -199,8 +199,23 @@ def waves(config: Config, inventory_of: Callable[[str], Inventory], arms: list[s
           ) -> list[list[Placement]]:
     """The study's waves over the inventories of the engines its arms may run on (`inventory_of(host)`)."""
     needs = study_needs(config, arms)
+    return place(needs, _inventories(config, needs, inventory_of), parallel_limit(config))
+
+
+def problems(config: Config, inventory_of: Callable[[str], Inventory]) -> list[str]:
+    """One line for each arm that fits on no host even alone: refused before anything starts (run/check.py),
+    by `check` as by `run`."""
+    if not uses_placement(config):
+        return []
+    needs = study_needs(config)
+    hosts = _inventories(config, needs, inventory_of)
+    return [problem for need in needs if (problem := _never_fits(need, hosts))]
+
+
+def _inventories(config: Config, needs: list[Needs], inventory_of: Callable[[str], Inventory]
+                 ) -> dict[str, Inventory]:
     hosts = dict.fromkeys([*study_hosts(config), *(n.host for n in needs if n.host)])
-    return place(needs, {host: inventory_of(host) for host in hosts}, parallel_limit(config))
+    return {host: inventory_of(host) for host in hosts}
 
 
 def render_waves(waves: list[list[Placement]]) -> list[str]:

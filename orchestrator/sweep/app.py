@@ -16,7 +16,7 @@ from orchestrator.config.search import MULTIRUN, overrides_for, split_config_dir
 from orchestrator.config.security import OWN_CONFIG_ALLOW
 from orchestrator.errors import ConfigError, OrchestratorError, worst
 from orchestrator.record.paths import RunPaths
-from orchestrator.run.check import run_dir_problems
+from orchestrator.run.check import Refusals, refusals, run_dir_of, run_dir_problems, study_config
 from orchestrator.run.execute import execute_study, preflight
 from orchestrator.run.timings import StageTimer
 
@@ -83,14 +83,16 @@ def run_with_hydra(argv: list[str]) -> int:
     if not flags:  # one study: composed once, checked, and run as Hydra's main would run it
         from hydra.types import RunMode
 
-        composed = config.compose(overrides, dirs)
+        composed, typed, found = study_config(overrides, dirs)
         if composed.hydra.mode != RunMode.MULTIRUN:  # a config may make itself a sweep (hydra.mode)
-            typed = config.to_typed(composed)
-            preflight(typed)
-            if problems := run_dir_problems(composed, multirun):
-                raise ConfigError(problems)
+            # every refusal, as `check` makes them, before Hydra makes the run dir
+            checked = refusals(typed, found, "check", run_dir_of(composed, multirun))
+            if checked.problems:
+                raise ConfigError(checked.problems)
             PRECHECK_S["seconds"] = time.perf_counter() - started
-            return run_composed(composed, typed)
+            return run_composed(composed, typed, checked)
+        if found:
+            raise ConfigError(found)
         multirun = True
     if all(f in MULTIRUN for f in flags):  # a sweep (Hydra's own flags, --cfg, --help, ..., go straight to it)
         last = None
@@ -132,7 +134,7 @@ def run_with_hydra(argv: list[str]) -> int:
     return worst(status["code"], SweepCompare.status, Outcomes.status)
 
 
-def run_composed(composed: Any, typed: Config) -> int:
+def run_composed(composed: Any, typed: Config, checked: Refusals) -> int:
     """What Hydra's main does for a single run (its Hydra.run), on the config composed once: Hydra's main
     would compose it twice more (once to learn the mode, once to run), about 0.2 s each. Run dir, .hydra/,
     logging and callbacks are Hydra's own (run_job)."""
@@ -151,8 +153,8 @@ def run_composed(composed: Any, typed: Config) -> int:
     callbacks.on_run_start(config=composed, config_name=config.CONFIG_NAME)
     loader = ConfigLoaderImpl(config_search_path=create_config_search_path(str(config.CONF_DIR)))
     ran = run_job(hydra_context=HydraContext(config_loader=loader, callbacks=callbacks),
-                  task_function=lambda cfg: run_study(cfg, typed), config=composed, job_dir_key="hydra.run.dir",
-                  job_subdir_key=None)
+                  task_function=lambda cfg: run_study(cfg, typed, checked), config=composed,
+                  job_dir_key="hydra.run.dir", job_subdir_key=None)
     callbacks.on_run_end(config=composed, config_name=config.CONFIG_NAME, job_return=ran)
     return int(ran.return_value)  # re-raises what the task raised
 
@@ -166,8 +168,9 @@ def launcher_overrides(composed: Any) -> list[str]:
     return [f"hydra.launcher._target_={PLUGIN_TARGETS[target]}"] if target in PLUGIN_TARGETS else []
 
 
-def run_study(cfg: Any, typed: Config | None = None) -> int:
-    """The Hydra task: one study into Hydra's run dir (`typed`: `cfg` already checked). Returns the exit
+def run_study(cfg: Any, typed: Config | None = None, checked: Refusals | None = None) -> int:
+    """The Hydra task: one study into Hydra's run dir (`typed`: `cfg` already checked, `checked` what the
+    checks found). Returns the exit
     status; never raises for what the orchestrator reports itself, so the other jobs of a sweep still run."""
     from hydra.core.hydra_config import HydraConfig
 
@@ -178,7 +181,9 @@ def run_study(cfg: Any, typed: Config | None = None) -> int:
         with timer.stage("compose_job"):
             typed = typed or config.to_typed(cfg)
         paths = RunPaths(Path(HydraConfig.get().runtime.output_dir))
-        return execute_study(typed, paths, list(typed.runtime.allow), OWN_CONFIG_ALLOW, timer=timer)
+        return execute_study(typed, paths, list(typed.runtime.allow), OWN_CONFIG_ALLOW, timer=timer,
+                             checked=checked)
     except OrchestratorError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        for problem in getattr(exc, "problems", [str(exc)]):  # one line each, as the command line says them
+            print(f"error: {problem}", file=sys.stderr)
         return exc.exit_status

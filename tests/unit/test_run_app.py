@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from orchestrator.config.schema import Config
+from orchestrator.run.check import Refusals
 from orchestrator.sweep import app
 
 
@@ -18,7 +19,7 @@ class _Routed(Exception):
 def _route(monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
     seen: dict[str, Any] = {}
 
-    def single(composed: Any, typed: Config) -> int:
+    def single(composed: Any, typed: Config, checked: Refusals) -> int:
         seen.update(single=typed)
         raise _Routed
 
@@ -27,6 +28,7 @@ def _route(monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
         raise _Routed
 
     monkeypatch.setattr(app, "run_composed", single)
+    monkeypatch.setattr(app, "refusals", lambda *args, **kwargs: Refusals([]))  # no image, no knob listing
     monkeypatch.setattr(app, "jobs", sweep)
     return seen
 
