@@ -15,6 +15,7 @@ from orchestrator.errors import did_you_mean
 class Entry:
     cause: str
     fix: str
+    said: bool = True  # a line without a fix of its own ends with this one (a range's line ends with the range)
 
 
 CATALOG: dict[str, Entry] = {
@@ -28,7 +29,7 @@ CATALOG: dict[str, Entry] = {
     "type": Entry("a value of the wrong type (text for a number, a list for a map)",
                   "give a value of the type the message names"),
     "range": Entry("a number outside its valid range (counts >= 1, rates in [0, 1], timeouts > 0)",
-                   "set the value inside the range the message names"),
+                   "a value in the range the line ends with", said=False),
     "unknown-name": Entry("a name that must exist does not: an arm, a baseline, a verdict",
                           "use one of the names listed"),
     "empty": Entry("a study without arms, prompts or phases", "add what the message names"),
@@ -69,7 +70,8 @@ def line(code: str, field: str, value: Any, valid: str | Sequence[str], fix: str
     """One error line: the field, the value, what is valid, the fix. `valid` as a list: the names that exist."""
     entry = CATALOG[code]
     if isinstance(valid, str):
-        return f"{field}={value!r}: must be {valid}; {fix or entry.fix}"
+        tail = fix or (entry.fix if entry.said else None)
+        return f"{field}={value!r}: must be {valid}" + (f"; {tail}" if tail else "")
     return f"{field}={value!r} names nothing that exists.{did_you_mean(str(value), valid)}{f'; {fix}' if fix else ''}"
 
 

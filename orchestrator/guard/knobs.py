@@ -159,7 +159,8 @@ def knob_refusal(config: Config, knobs: Mapping[str, KnobCheck]) -> list[str]:
     problems = [problem for result in knobs.values() for problem in result.unknown]
     if not problems or config.study.allow_unknown_knobs:
         return missing
-    return [*missing, *problems, "fix the names, or set study.allow_unknown_knobs: true to run anyway"]
+    return [*missing, *(f"{problem} Fix the name, or set study.allow_unknown_knobs: true to run anyway"
+                        for problem in problems)]  # one line each: the fix on it
 
 
 def _not_installed(arm: str, config: Config, result: KnobCheck) -> str:
