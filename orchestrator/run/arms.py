@@ -273,7 +273,10 @@ class StudyRunner:
     def _killed(self, runtime: Runtime, handle: Handle) -> str:
         """'; killed by signal 9 (SIGKILL), ...' (status 137) for an engine a signal ended (128 + N), with whether
         the kernel killed it for memory as far as the runtime tells; '' otherwise."""
-        code = runtime.exit_code(handle)
+        code, deadline = runtime.exit_code(handle), time.monotonic() + EXIT_WAIT_S
+        while code is None and time.monotonic() < deadline:  # an engine seen dead may still be on its way out
+            time.sleep(0.1)
+            code = runtime.exit_code(handle)
         if code is None or not 128 < code < 128 + signal.NSIG:
             return ""
         number = code - 128
@@ -343,6 +346,7 @@ class StudyRunner:
 
 
 TERMINAL_TAIL = 5  # an arm's last log lines said on failure; report.md has the rest
+EXIT_WAIT_S = 2.0  # how long a failed arm's engine is given to exit, so that a signal that killed it is named
 
 
 def _writer(paths: RunPaths, table: str, part_prefix: str, **options: Any) -> TableWriter:

@@ -77,6 +77,8 @@ def test_a_container_oom_killed_under_its_memory_limit_fails_its_arm(tmp_path: P
     arms = pq.read_table(tmp_path / "data" / "arms").to_pylist()
     assert arms[0]["status"] == "failed" and arms[0]["exit_code"] == 137
     assert "out of memory" in (arms[0]["error"] or "") or "OOM" in (arms[0]["error"] or ""), arms[0]["error"]
+    said = "killed by signal 9 (SIGKILL), killed by the kernel: out of memory (OOM) at its memory limit of 64 MiB"
+    assert said in arms[0]["error"] and said in result.stderr  # which signal, and Docker's OOMKilled
     assert len(rows(tmp_path)) == REQUESTS
 
 
@@ -101,6 +103,7 @@ def test_a_container_killed_mid_run_fails_its_arm_and_every_request_has_a_row(tm
             container.kill()
     _, stderr = proc.communicate(timeout=120)
     assert proc.returncode == 4, stderr[-2000:]
+    assert "killed by signal 9 (SIGKILL); Docker does not report it OOMKilled" in stderr  # not its memory limit
     recorded = rows(tmp_path)
     assert len(recorded) == 1 + 2 * (400 + 4 * 2)  # every request of the protocol: answered, failed or not sent
     assert any(r["error"] is None for r in recorded) and any(r["error"] for r in recorded)
