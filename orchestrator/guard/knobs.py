@@ -51,6 +51,43 @@ def unknown_knobs(arm: str, arm_config: ArmConfig, known: Mapping[str, Any]) -> 
     return problems
 
 
+def bad_values(arm: str, arm_config: ArmConfig, known: Mapping[str, Any]) -> list[str]:
+    """Problems for the flag values the engine's parser would refuse at start, where its listing states the
+    flag's kind (a switch takes true or false; int, float) or its choices; other flags are the engine's to judge."""
+    kinds, choices = known.get("types") or {}, known.get("choices") or {}
+    engine = " ".join(str(known[key]) for key in ("engine", "version") if known.get(key)) or arm_config.image
+    problems = []
+    for name, value in arm_config.engine_args.items():
+        flag = next(iter(profile_for(arm_config.engine).flag_names({name: value})), None)  # None: positional
+        valid = _valid(flag, value, kinds, choices, engine) if flag else None
+        if valid is not None:
+            problems.append(line("type", f"arms.{arm}.engine_args.{name}", value, valid,
+                                 f"set arms.{arm}.engine_args.{name} to such a value, or null for the engine's "
+                                 "default"))
+    return problems
+
+
+def _valid(flag: str, value: Any, kinds: Mapping[str, str], choices: Mapping[str, list[str]], engine: str
+           ) -> str | None:
+    """What the flag takes, when `value` is not that; None when it is (or the listing does not say)."""
+    kind, allowed = kinds.get(flag), choices.get(flag)
+    if kind == "switch" and not isinstance(value, bool):
+        return f"true or false ({flag} is a switch of {engine})"
+    if kind in ("int", "float") and (isinstance(value, bool) or not _parses(value, int if kind == "int" else float)):
+        return f"{'a whole number' if kind == 'int' else 'a number'} ({flag} of {engine} takes {kind})"
+    if allowed is not None and (isinstance(value, bool) or str(value) not in allowed):
+        return f"one of {', '.join(allowed)} (the choices of {flag} in {engine})"
+    return None
+
+
+def _parses(value: Any, kind: type[int] | type[float]) -> bool:
+    try:
+        kind(str(value))
+    except ValueError:
+        return False
+    return True
+
+
 def _closest(name: str, choices: set[str]) -> str:
     close = difflib.get_close_matches(name, sorted(choices), n=1, cutoff=0.6)
     return f" Did you mean '{close[0]}'?" if close else f" The engine knows {len(choices)} such names."
@@ -104,7 +141,8 @@ def check_knobs(config: Config, runtime: Runtime, run_id: str) -> dict[str, Knob
             continue
         found = unknown_knobs(arm, arm_config, known)
         results[arm] = KnobCheck(True, found, flags_known=len(known.get("flags") or ()),
-                                 env_known=len(known.get("env") or ()), listed_from=_listed_from(known))
+                                 env_known=len(known.get("env") or ()), listed_from=_listed_from(known),
+                                 bad_values=bad_values(arm, arm_config, known))
     return results
 
 
@@ -153,9 +191,11 @@ def _listed_from(known: Mapping[str, Any]) -> str | None:
 
 
 def knob_refusal(config: Config, knobs: Mapping[str, KnobCheck]) -> list[str]:
-    """The problems that stop the run (exit 2): an engine that is not installed where its arm runs (the arm
-    could not start), then unknown names unless study.allow_unknown_knobs."""
+    """The problems that stop the run (exit 2): an engine that is not installed where its arm runs and a flag
+    value its parser refuses (either way the arm could not start), then unknown names unless
+    study.allow_unknown_knobs."""
     missing = [_not_installed(arm, config, result) for arm, result in knobs.items() if result.engine_missing]
+    missing += [problem for result in knobs.values() for problem in result.bad_values]
     problems = [problem for result in knobs.values() for problem in result.unknown]
     if not problems or config.study.allow_unknown_knobs:
         return missing

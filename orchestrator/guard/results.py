@@ -89,6 +89,8 @@ class KnobCheck:
     listed_from: str | None = None  # the engine and version the listing came from, when it says
     # the listing could not import the engine itself: where the arm runs, its engine is not installed
     engine_missing: str | None = None
+    # one problem per flag whose value the engine's parser would refuse (its listing gives the type or choices)
+    bad_values: list[str] = field(default_factory=list)
 
 
 @dataclass

