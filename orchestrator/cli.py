@@ -55,8 +55,10 @@ def _verb(verb: str, rest: list[str], debug: bool) -> int:
         for problem in getattr(exc, "problems", [str(exc)]):  # every problem of a config at once, one line each
             print(f"error: {problem}", file=sys.stderr)
         return exc.exit_status
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as exc:
         print("interrupted: this run's containers and processes were stopped and removed", file=sys.stderr)
+        for note in getattr(exc, "__notes__", []):  # a run that recorded something: how to finish it
+            print(f"interrupted: {note}", file=sys.stderr)
         return ExitStatus.INTERRUPTED
     except BrokenPipeError:  # `show RUN | head`: the reader left; entry() ends quietly
         raise

@@ -46,7 +46,8 @@ def build(paths: RunPaths, study: str, run_id: str, baseline: str | None,
     report = StudyReport(study=study, run_id=run_id, baseline=baseline, arms=arms,
                          comparison=comparison, guard=read_guard(paths), sweep=sweep or None, failures=failed,
                          probes=probes, attribution=attribute(comparison, arms, probes),
-                         headline=[*missing, *sentences(comparison, [f.arm for f in failed], near_tie_gap),
+                         headline=[*missing, *sentences(comparison, [f.arm for f in failed  # interrupted: in missing
+                                                                     if f.status != "interrupted"], near_tie_gap),
                                    *headline.sample_size(comparison, sample_size)],
                          gate=gate_verdict(comparison, gate), environment=environment(records, paths, host),
                          timings_s=timings_s or {}, incomplete=missing)

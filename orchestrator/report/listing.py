@@ -30,6 +30,9 @@ def verdict(report: dict[str, Any] | None) -> str:
     """The run's state in a few words: failed arms first, then the gate, then what the cells show."""
     if report is None:
         return "no report (orchestrator compare RUN_DIR makes it)"
+    stopped = [f["arm"] for f in report.get("failures") or [] if f.get("status") == "interrupted"]
+    if stopped:  # an interrupted run is not a failed measurement: resume finishes it
+        return "interrupted: " + ", ".join(stopped) + " (run --resume finishes it)"
     if report.get("failures"):
         return "measurement failed: " + ", ".join(f["arm"] for f in report["failures"])
     gate = (report.get("gate") or {}).get("verdict")
@@ -52,8 +55,10 @@ def summary(paths: RunPaths) -> RunSummary:
     meta = _read(paths.meta) or {}
     report = _read(paths.report_json)
     started = meta.get("started") or datetime.fromtimestamp(paths.meta.stat().st_mtime, UTC).isoformat()
-    arms = [a["arm"] for a in (report or {}).get("arms", [])]
-    return RunSummary(paths.root, str(meta.get("study", "?")), started[:16].replace("T", " "), arms, verdict(report))
+    arms = [a["arm"] for a in (report or {}).get("arms", [])] or list(meta.get("planned_arms") or [])
+    said = "interrupted, no report (run --resume finishes it)" if report is None and meta.get("interrupted") \
+        else verdict(report)
+    return RunSummary(paths.root, str(meta.get("study", "?")), started[:16].replace("T", " "), arms, said)
 
 
 def runs(root: Path) -> list[RunSummary]:
@@ -75,9 +80,17 @@ def render_runs(found: list[RunSummary]) -> str:
 
 
 def show(run_dir: Path) -> str:
-    """The verdict, the gate and the environment of one run, as plain text."""
+    """The verdict, the gate and the environment of one run, as plain text; an interrupted run without a
+    report: what its record holds."""
+    paths = RunPaths(run_dir)
+    meta = _read(paths.meta) or {}
+    if meta.get("interrupted") and not paths.report_json.is_file():
+        return show_interrupted(paths, meta)
     report = _report(run_dir)
     out = [f"study {report.get('study')}, run {report.get('run_id')} ({run_dir})", ""]
+    if stopped := [f["arm"] for f in report.get("failures") or [] if f.get("status") == "interrupted"]:
+        out.append(f"- INTERRUPTED: {', '.join(stopped)} stopped before finishing; `orchestrator run --resume "
+                   f"{run_dir}` sends the rest")
     out += [f"- {line}" for line in report.get("headline") or [verdict(report)]]
     gate = report.get("gate") or {}
     if gate.get("verdict") == "failed":
@@ -95,6 +108,27 @@ def show(run_dir: Path) -> str:
                 f"    $ {arm.get('command') or '(not recorded)'}"]
     out += ["", *(f"{what}: {command}" for what, command in (env.get("commands") or {}).items())]
     return "\n".join([*out, *diverged(report, run_dir)])
+
+
+def show_interrupted(paths: RunPaths, meta: dict[str, Any]) -> str:
+    """A run stopped by Ctrl-C or SIGTERM before its report: per arm, its status and the answers recorded."""
+    from orchestrator.record.tables import read_table
+
+    status = {r["arm"]: r["status"] for r in read_table(paths, "arms", ["arm", "status"]).to_pylist()}
+    rows = read_table(paths, "responses", ["arm", "role", "error"]).to_pylist()
+    expected = meta.get("expected_requests_per_arm")
+    out = [f"study {meta.get('study')}, run {meta.get('run_id')} ({paths.root}): INTERRUPTED at "
+           f"{meta['interrupted']}, before its report", ""]
+    for arm in dict.fromkeys([*(meta.get("planned_arms") or []), *status]):
+        mine = [r for r in rows if r["arm"] == arm]
+        answered = sum(r["error"] is None for r in mine)
+        cut = sum(r["role"] == "interrupted" for r in mine)
+        out.append(f"- {arm} ({status.get(arm, 'not started')}): {answered}"
+                   + (f" of {expected}" if expected else "") + " requests answered"
+                   + (f", {len(mine) - answered - cut} with an error" if len(mine) - answered - cut else "")
+                   + (f", {cut} cut off by the stop" if cut else ""))
+    return "\n".join([*out, "", f"`orchestrator run --resume {paths.root}` sends the rest; `orchestrator compare "
+                       f"{paths.root}` makes a report of what it has"])
 
 
 def diverged(report: dict[str, Any], run_dir: Path) -> list[str]:

@@ -1,6 +1,6 @@
 """What a study's report adds up to for the command line: the summary printed, the gate applied, the exit
-status (docs/conventions.md): 4 when an arm failed, else 3 when a gate failed, else 0. Used by `run` and by
-`compare`, which re-makes the reports of recorded runs."""
+status (docs/conventions.md): 130 when an arm was interrupted, else 4 when an arm failed, else 3 when a gate
+failed, else 0. Used by `run` and by `compare`, which re-makes the reports of recorded runs."""
 
 from __future__ import annotations
 
@@ -33,13 +33,23 @@ def print_summary(paths: RunPaths, report: StudyReport) -> None:
 
 
 def status(report: StudyReport, gate: dict[str, Any]) -> ExitStatus:
-    """4 when an arm failed (the measurement failed), else 3 when the gate failed, else 0."""
+    """130 when an arm was interrupted (Ctrl-C, SIGTERM), else 4 when an arm failed (the measurement failed),
+    else 3 when the gate failed, else 0."""
     gate_status = ExitStatus.GATE_FAILED if gate_failed(report.comparison, gate) else ExitStatus.OK
-    if report.failures:
-        print(f"error: arm(s) failed: {', '.join(f.arm for f in report.failures)}", file=sys.stderr)
-        for failure in report.failures:  # where and why, as report.md's Failures section says it
+    stopped = [f.arm for f in report.failures if f.status == "interrupted"]
+    failed = [f for f in report.failures if f.status != "interrupted"]
+    if failed:
+        print(f"error: arm(s) failed: {', '.join(f.arm for f in failed)}", file=sys.stderr)
+        for failure in failed:  # where and why, as report.md's Failures section says it
             if failure.cause:
                 print(f"error: arm '{failure.arm}': root cause, from its log: {failure.cause}", file=sys.stderr)
+    if stopped:  # not a failure of the engine: the rest is still to send
+        print(f"interrupted: arm(s) {', '.join(stopped)} stopped by Ctrl-C or SIGTERM before they finished",
+              file=sys.stderr)
+        for sentence in report.incomplete:
+            print(f"interrupted: {sentence}", file=sys.stderr)
+        return ExitStatus.INTERRUPTED
+    if failed:
         return ExitStatus.MEASUREMENT_FAILED
     for sentence in report.incomplete:
         print(f"error: {sentence}", file=sys.stderr)

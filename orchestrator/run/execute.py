@@ -80,6 +80,11 @@ def execute_study(typed: Config, paths: RunPaths, allow: list[str], how_to_allow
     try:
         meta, guard = _record_start(typed, paths, run_id, knobs, extra_meta, recorded, resume)
         runner.run()
+    except KeyboardInterrupt as exc:  # what was received is kept: say how to finish it
+        if paths.meta.is_file():
+            mark_interrupted(paths)
+            exc.add_note(f"what it received is kept; `orchestrator run --resume {paths.root}` sends the rest")
+        raise
     finally:
         runner.cleanup()  # belt and braces: nothing of this run survives, on any engine it used
         reaper.release()
@@ -105,6 +110,14 @@ def execute_study(typed: Config, paths: RunPaths, allow: list[str], how_to_allow
     return int(status)
 
 
+def mark_interrupted(paths: RunPaths) -> None:
+    """run.json's `interrupted`: when Ctrl-C or SIGTERM stopped the run (`ls` and `show` say so; a resume that
+    starts clears it)."""
+    meta = read_json(paths.meta)
+    meta["interrupted"] = datetime.now(UTC).isoformat(timespec="seconds")
+    atomic_write_text(paths.meta, json.dumps(meta, indent=2) + "\n")
+
+
 def _record_start(typed: Config, paths: RunPaths, run_id: str, knobs: dict[str, KnobCheck],
                   extra_meta: dict[str, Any] | None, meta: dict[str, Any] | None,
                   resume: ResumePlan | None) -> tuple[dict[str, Any], GuardResult]:
@@ -112,6 +125,7 @@ def _record_start(typed: Config, paths: RunPaths, run_id: str, knobs: dict[str, 
     guard.json with the declared check and the knobs. Returns run.json's content and the guard so far."""
     if resume is not None and meta is not None:
         meta["resumed"] = [*meta.get("resumed", []), resume.attempt]
+        meta.pop("interrupted", None)  # being finished now; marked again if stopped again
     else:
         meta = {"study": typed.study.name, "run_id": run_id, "baseline": typed.baseline_arm,
                 "expectations": expectations(typed), "gate": dataclasses.asdict(typed.gate),

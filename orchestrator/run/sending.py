@@ -69,6 +69,11 @@ def response_row(ctx: RunContext, request: protocol.Request, exchange: Exchange,
     }
 
 
+# The role of a request cut off by Ctrl-C or SIGTERM: in no cell, not an error of its cell (docs/record.md);
+# `run --resume` sends it again.
+INTERRUPTED = "interrupted"
+
+
 def _failed(exchange: Exchange) -> bool:
     """No HTTP answer, or a server error: the engine may have died."""
     return exchange.status is None or exchange.status >= 500
@@ -103,7 +108,8 @@ class ProtocolSender:
                     client, group, None if self.traced or not self.engine.running_metric else self.metrics_path,
                     self.health_path, running_requests=self.engine.running_requests)
             except BaseException:  # Ctrl-C (a cancelled task) mid-group: its requests were sent; each gets a row
-                self._not_sent([group], "interrupted: sent, but the answer was not received before the stop")
+                self._not_sent([group], "interrupted: sent, but the answer was not received before the stop",
+                               INTERRUPTED)
                 raise
             rows = [response_row(self.ctx, request, exchange, self.prompts[request.prompt_id])
                     for request, exchange in zip(group, result.exchanges, strict=True)]
@@ -152,9 +158,11 @@ class ProtocolSender:
         code = self.exit_code()
         return "" if code is None else f"; it exited with status {code}"
 
-    def _not_sent(self, groups: list[list[protocol.Request]], reason: str) -> None:
+    def _not_sent(self, groups: list[list[protocol.Request]], reason: str, role: str | None = None) -> None:
+        """A row per request without an answer; `role`: instead of the request's (INTERRUPTED)."""
         now = time.time_ns()
         for group in groups:
             for request in group:
-                self.writer.append(response_row(self.ctx, request, Exchange(None, b"", reason, now, now, sent=False),
-                                                self.prompts[request.prompt_id]))
+                row = response_row(self.ctx, request, Exchange(None, b"", reason, now, now, sent=False),
+                                   self.prompts[request.prompt_id])
+                self.writer.append({**row, "role": role or row["role"]})

@@ -67,9 +67,10 @@ def test_interrupt_stops_and_removes_containers(tmp_path: Path, docker_client) -
         return [c.name for c in docker_client.containers.list(all=True, filters={"label": LABEL})
                 if c.name.startswith(f"{tmp_path.name}-")]
 
+    # Long answers (max_tokens 128): the Ctrl-C lands while a request is in flight, not in the gap between two.
     proc = subprocess.Popen(
         [sys.executable, "-m", "orchestrator", "run", f"hydra.run.dir={tmp_path}",
-         "protocol.phases.sequential.repeats=500"],
+         "protocol.phases.sequential.repeats=500", "protocol.request.max_tokens=128"],
         cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         deadline = time.monotonic() + 120
@@ -84,3 +85,27 @@ def test_interrupt_stops_and_removes_containers(tmp_path: Path, docker_client) -
     arms = pq.read_table(tmp_path / "data" / "arms").to_pylist()
     assert arms[0]["status"] == "interrupted"
     assert pq.read_table(tmp_path / "data" / "responses").num_rows > 0  # what was received is kept
+    assert f"`orchestrator run --resume {tmp_path}` sends the rest" in stderr.splitlines()[-1]
+    assert json.loads((tmp_path / "run.json").read_text())["interrupted"]
+    # the request in flight: recorded as interrupted, in no cell; every other row is an answer
+    rows = pq.read_table(tmp_path / "data" / "responses").to_pylist()
+    [cut] = [r for r in rows if r["role"] == "interrupted"]
+    assert cut["error"].startswith("interrupted: sent, but the answer was not received")
+    assert all(r["error"] is None for r in rows if r is not cut)
+
+    shown = orchestrator("show", str(tmp_path))  # no report yet: what the record holds, marked interrupted
+    assert shown.returncode == 0, shown.stderr
+    assert "INTERRUPTED at" in shown.stdout and "1 cut off by the stop" in shown.stdout
+    assert f"- baseline (interrupted): {len(rows) - 1} of " in shown.stdout
+    assert "- wide_batch (not started): 0 of " in shown.stdout
+    assert "interrupted, no report" in orchestrator("ls", str(tmp_path.parent)).stdout
+
+    compared = orchestrator("compare", str(tmp_path))
+    assert compared.returncode == 130, compared.stderr  # interrupted, not a measurement that failed (4)
+    assert "interrupted: arm(s) baseline stopped by Ctrl-C or SIGTERM" in compared.stderr
+    assert "arm(s) failed" not in compared.stderr and f"run --resume {tmp_path}" in compared.stderr
+    report = json.loads((tmp_path / "report.json").read_text())
+    assert all(c["errors"] == 0 for c in report["cells"])  # the cut-off request is no error of its cell
+    assert sum(c["n"] for c in report["cells"]) == len(rows) - 2  # all but the cold one and the cut-off one
+    shown = orchestrator("show", str(tmp_path))  # with the report: marked interrupted too
+    assert shown.returncode == 0 and "INTERRUPTED: baseline stopped before finishing" in shown.stdout
