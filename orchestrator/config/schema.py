@@ -12,7 +12,7 @@ from enum import Enum
 from typing import Any
 
 from hydra.core.config_store import ConfigStore
-from omegaconf import MISSING
+from omegaconf import MISSING, OmegaConf
 
 from orchestrator.config.locations import INHERIT_ENV
 
@@ -291,5 +291,9 @@ class Config:
 
 
 def register_configs() -> None:
-    """The top-level schema types every node below it (arms, protocol, prompts, runtime, study)."""
+    """The top-level schema types every node below it (arms, protocol, prompts, runtime, study); `${on_off:X}`
+    says a switch in words in a description (conf/arm/transformers_serve.yaml), where `${X}` says True."""
     ConfigStore.instance().store(name="config_schema", node=Config)
+    if not OmegaConf.has_resolver("on_off"):
+        OmegaConf.register_new_resolver("on_off", lambda value: "on" if value is True else "off" if value is False
+                                        else value)
