@@ -122,27 +122,26 @@ def _fingerprint(argv: list[str]) -> int:
     parser = _parser("fingerprint", "Fingerprint this host, or an image, and its matrix key. No network.", True)
     parser.add_argument("--image", help="fingerprint inside a throwaway container of this image (no network)")
     parser.add_argument("--json", action="store_true", help="one JSON object for machines")
-    args = parser.parse_args(argv)
-    return fingerprint_verb(_runtime("process" if args.image is None else "docker", args.docker_host), args.image,
-                            args.json)
+    a = parser.parse_args(argv)
+    return fingerprint_verb(_runtime("process" if a.image is None else "docker", a.docker_host), a.image, a.json)
 
 
 def _probe(argv: list[str]) -> int:
-    from orchestrator.config.probe import load_probe_config, presets
+    from orchestrator.config import probe, search
     from orchestrator.run.kernel_probes import probe_verb
 
     parser = _parser("probe", docker_host=True, description="Kernel probes, GEMM or ops (docs/probes.md).")
-    parser.add_argument("--preset", default="cpu_small", help=f"conf/probe/NAME or a YAML ({', '.join(presets())})")
+    parser.add_argument("--preset", default="cpu_small", help=f"conf/probe/NAME or YAML ({', '.join(probe.presets())})")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a preset key")
     parser.add_argument("--local", action="store_true", help="run as a local process (hosts without Docker)")
     parser.add_argument("--image", help="run in a container of this image (overrides the preset)")
-    parser.add_argument("--arm", help="take image and gpus from the arm conf/arm/ARM.yaml (its defaults applied)")
+    parser.add_argument("--arm", help="take image and gpus from the arm ARM (conf/arm, or DIR/arm of a --config-dir)")
     parser.add_argument("--out", type=Path, help="run directory (default runs/probes/PRESET-TIME)")
     parser.add_argument("--ingest", type=Path, nargs="+", metavar="RAW", help="record these raw JSONL outputs")
     parser.add_argument("--print-spec", action="store_true", help="print the JSON spec for the probe and exit")
-    a = parser.parse_args(argv)
-    return probe_verb(load_probe_config(a.preset, a.set, a.arm, a.image), a.docker_host, a.out, a.local, a.ingest,
-                      a.print_spec)
+    a = parser.parse_args((split := search.split_config_dirs(argv))[1])  # --config-dir DIR: where --arm is found
+    return probe_verb(probe.load_probe_config(a.preset, a.set, a.arm, a.image, split[0]), a.docker_host, a.out,
+                      a.local, a.ingest, a.print_spec)
 
 
 def _clean(argv: list[str]) -> int:

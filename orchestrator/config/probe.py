@@ -108,9 +108,9 @@ def presets() -> list[str]:
 
 
 def load_probe_config(preset: str | None = None, overrides: list[str] | None = None, arm: str | None = None,
-                      image: str | None = None) -> ProbeConfig:
+                      image: str | None = None, dirs: list[Path] | None = None) -> ProbeConfig:
     """A preset name (conf/probe/NAME.yaml) or a YAML path, then KEY=VALUE overrides (values in YAML),
-    then the image and GPUs of `arm` (see `with_arm`), then `image`."""
+    then the image and GPUs of `arm` (see `with_arm`; `dirs`: the user's config dirs), then `image`."""
     data: dict[str, Any] = {}
     if preset:
         path = Path(preset) if preset.endswith((".yaml", ".yml")) else PRESETS_DIR / f"{preset}.yaml"
@@ -128,7 +128,7 @@ def load_probe_config(preset: str | None = None, overrides: list[str] | None = N
         raise ConfigError([f"unknown probe key '{k}'.{did_you_mean(k, known)}" for k in unknown])
     config = ProbeConfig(**data)
     if arm:
-        config = with_arm(config, arm)
+        config = with_arm(config, arm, dirs or [])
     return dataclasses.replace(config, image=image) if image else config
 
 
@@ -147,19 +147,24 @@ def _load(text: str, where: str) -> Any:
     return yaml.safe_load(text)
 
 
-def with_arm(config: ProbeConfig, arm: str) -> ProbeConfig:
-    """The probe in an arm's image, with its GPUs. The arm file is composed on its own, its defaults list
-    included, so an arm that takes its image from a template (`defaults: [reference]`) gets that image."""
+def with_arm(config: ProbeConfig, arm: str, dirs: list[Path]) -> ProbeConfig:
+    """The probe in an arm's image, with its GPUs. The arm file (the project's conf/arm/, or DIR/arm/ of the
+    user's config dirs) is composed on its own, its defaults list included, so an arm that takes its image
+    from a template (`defaults: [reference]`) gets that image."""
     from hydra import compose as hydra_compose
     from hydra import initialize_config_dir
     from hydra.core.global_hydra import GlobalHydra
 
-    choices = sorted(p.stem for p in (CONF_DIR / "arm").glob("*.yaml"))
+    choices = sorted({p.stem for root in (CONF_DIR, *dirs) for p in (root / "arm").glob("*.yaml")})
     if arm not in choices:
         raise ConfigError(f"unknown arm '{arm}'.{did_you_mean(arm, choices)}")
     GlobalHydra.instance().clear()
-    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
-        composed = hydra_compose(config_name=f"arm/{arm}")
+    # Hydra finds a primary config only in the dir it starts from: the one that has the arm; the rest are searched
+    root = next(d for d in (CONF_DIR, *dirs) if (d / "arm" / f"{arm}.yaml").is_file())
+    rest = [d for d in (CONF_DIR, *dirs) if d != root]
+    with initialize_config_dir(config_dir=str(root), version_base="1.3"):
+        composed = hydra_compose(config_name=f"arm/{arm}",
+                                 overrides=[f"hydra.searchpath=[{','.join(f'file://{d}' for d in rest)}]"])
     GlobalHydra.instance().clear()
     node = composed.get("arm", composed)
     return dataclasses.replace(config, image=node.get("image", config.image), gpus=node.get("gpus", config.gpus))

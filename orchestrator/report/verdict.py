@@ -5,13 +5,14 @@ failed, else 0. Used by `run` and by `compare`, which re-makes the reports of re
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from orchestrator.analysis.gate import failures, gate_from_flags
 from orchestrator.analysis.results import Comparison
 from orchestrator.config.catalog import line
-from orchestrator.errors import ConfigError, ExitStatus, RecordError
+from orchestrator.errors import ConfigError, ExitStatus, RecordError, worst
 from orchestrator.record.paths import RunPaths, read_json
 from orchestrator.report.build import rebuild
 from orchestrator.report.markdown import cells_table
@@ -58,18 +59,20 @@ def status(report: StudyReport, gate: dict[str, Any]) -> ExitStatus:
     return gate_status
 
 
-def _recompare_sweep(sweep_dir: Path, with_options: bool) -> int:
-    """`compare SWEEP_DIR`: the sweep's report again from its jobs' records (the jobs it had left out stay out)."""
+def _recompare_sweep(sweep_dir: Path, with_options: bool, gate_job: Callable[[Path], int] | None) -> int:
+    """`compare SWEEP_DIR`: the sweep's report again from its jobs' records (the jobs it had left out stay out);
+    a gate asked for (`gate_job`) is applied to each job, as a sweep's run does, and the worst status wins."""
     if with_options:
-        raise ConfigError(f"{sweep_dir} is a sweep: compare takes no gate, --out or --baseline for it; pass one of "
+        raise ConfigError(f"{sweep_dir} is a sweep: compare takes no --out or --baseline for it; pass one of "
                           "its job dirs (SWEEP_DIR/N) for those")
     saved = sweep_dir / "sweep.json"
     failed = (read_json(saved).get("failed_jobs") or {}) if saved.is_file() else {}
     summary = summarize(sweep_dir, failed)
     if not summary:
         raise RecordError(f"{sweep_dir} is a sweep dir, but none of its jobs holds a run (run.json)")
+    statuses = [gate_job(sweep_dir / job) for job in summary["jobs"]] if gate_job else []
     print(done_line(sweep_dir, summary))
-    return int(ExitStatus.OK)
+    return worst(*statuses)
 
 
 def recompare(run_dirs: list[Path], out: Path | None, baseline: str | None, as_json: bool, run_gate: bool,
@@ -83,7 +86,9 @@ def recompare(run_dirs: list[Path], out: Path | None, baseline: str | None, as_j
         raise ConfigError(line("range", "--branches", branches, ">= 1", "show at least one branch, e.g. 4"))
     asked = run_gate or max_divergence_rate is not None or bool(expect_pairs or expect_schedules)
     if len(run_dirs) == 1 and is_sweep_dir(run_dirs[0]):
-        return _recompare_sweep(run_dirs[0], asked or out is not None or baseline is not None)
+        return _recompare_sweep(run_dirs[0], out is not None or baseline is not None, (lambda job: recompare(
+            [job], None, None, as_json, run_gate, max_divergence_rate, expect_pairs, expect_schedules, branches))
+            if asked else None)
     source = RunPaths(run_dirs[0])  # no run.json: rebuild says so
     own = read_json(source.meta).get("gate") if run_gate and source.meta.is_file() else None
     gate = gate_from_flags(own, max_divergence_rate, expect_pairs, expect_schedules)

@@ -1,0 +1,106 @@
+"""`check` is `run`'s checks (run/check.py `refusals`): every problem of a command line at once, one line
+each, the same lines from both verbs, and nothing written by a refused run."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from orchestrator import cli
+from orchestrator.config.probe import load_probe_config
+from orchestrator.config.search import ENV_VAR
+from orchestrator.run import placement
+from orchestrator.run.check import config_problems, study_config
+from orchestrator.runtime.spec import Inventory
+
+
+def errors(capsys: pytest.CaptureFixture[str]) -> list[str]:
+    lines = capsys.readouterr().err.splitlines()
+    assert all(line.startswith("error: ") for line in lines), lines
+    return lines
+
+
+def test_every_command_line_problem_at_once_not_only_the_first() -> None:
+    _, typed, found = study_config(["arms.baseline.portt=1", "arms.baseline.port=abc", "protocol=smok",
+                                    "arms.baseline.port=[1", "+arms.baseline.nope=1",
+                                    "protocol.request.max_tokens=-1"], [])
+    assert len(found) == 5, found
+    said = "\n".join(found)
+    assert "override 'arms.baseline.port=[1' does not parse" in said  # Hydra's own message names no override
+    assert "unknown key 'portt' in arms.baseline" in said and "unknown key 'nope' in arms.baseline" in said
+    assert "arms.baseline.port: Value 'abc'" in said and "unknown protocol 'smok'" in said
+    # what composed without them is still checked: the range below is found beside them
+    assert config_problems(typed) == ["protocol.request.max_tokens=-1: must be >= 0"]
+
+
+def test_check_lists_config_problems_with_the_refusals_after_them(capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["check", "arms.baseline.portt=1", "protocol.request.temperature=5",
+                     "arms.baseline.cpus=100000"]) == 2
+    lines = errors(capsys)
+    assert len(lines) == 3, lines
+    assert lines[1] == "error: protocol.request.temperature=5.0: must be in [0, 2]"  # the range, no filler
+
+
+@pytest.mark.parametrize(("override", "fix"), [
+    ("+prompts.prompts.new={text: hi}", "write it in a prompt set, DIR/prompts/SET.yaml"),
+    ("+arms.baseline.scratch.x={container: /x}", "write it in an arm file, DIR/arm/NAME.yaml"),
+    ("+arms.new={image: x}", "+arm@arms.NAME=TEMPLATE"),
+])
+def test_a_new_map_entry_on_the_command_line_says_where_to_write_it(override: str, fix: str,
+                                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["plan", override]) == 2
+    [line] = errors(capsys)
+    assert line.startswith(f"error: {override}: a new ") and fix in line and "Invalid type" not in line
+
+
+def test_an_arm_that_fits_on_no_host_is_one_line_naming_its_keys() -> None:
+    _, typed, _ = study_config(["arms.baseline.cpus=4", "arms.wide_batch.cpus=4"], [])
+    lines = placement.problems(typed, lambda host: Inventory(cpus=(0, 1)))
+    assert lines == [f"arm '{arm}' needs no GPU, 4 core(s): more than any host has (local: 2 cores, 0 GPU(s)); "
+                     f"lower arms.{arm}.gpu_count/cpus/memory, or add a host to runtime.hosts"
+                     for arm in ("baseline", "wide_batch")]
+    assert placement.problems(typed, lambda host: Inventory(cpus=tuple(range(8)))) == []
+
+
+def test_a_process_arm_cannot_be_given_privileges_or_a_memory_limit() -> None:
+    _, typed, found = study_config(["runtime=process", "arm@arms.baseline=reference_process", "~arms.wide_batch",
+                                    "arms.baseline.privileged=true", "arms.baseline.memory=1g",
+                                    "+runtime.allow=[privileged]"], [])
+    assert found == []
+    assert [p.split(":")[0] for p in config_problems(typed)] == ["arms.baseline.privileged=True",
+                                                                 "arms.baseline.memory='1g'"]
+
+
+def test_run_refuses_what_check_refuses_with_the_same_lines_and_writes_nothing(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    study = ["runtime=process", "arm@arms.baseline=reference_process", "~arms.wide_batch",
+             "arms.baseline.cpus=100000"]
+    said = {}
+    for verb in ("check", "run"):
+        assert cli.main([verb, *study, f"hydra.run.dir={tmp_path / 'run'}"]) == 2
+        said[verb] = errors(capsys)
+    assert said["check"] == said["run"] and "needs no GPU, 100000 core(s)" in said["run"][0]
+    assert not (tmp_path / "run").exists()  # refused before Hydra made the run dir
+
+
+def test_no_docker_engine_is_a_refusal(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setenv("DOCKER_HOST", "tcp://127.0.0.1:1")  # nothing listens there
+    assert cli.main(["check"]) == 2
+    [line] = errors(capsys)
+    assert "no Docker engine reachable" in line
+
+
+def test_probe_finds_an_arm_in_the_user_s_config_dirs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "arm").mkdir()
+    (tmp_path / "arm" / "mine.yaml").write_text("defaults:\n  - reference\n  - _self_\ngpus: '0'\n")
+    probe = load_probe_config("cpu_small", [], "mine", None, [tmp_path])
+    assert (probe.image, probe.gpus) == ("orchestrator/reference-engine:0.1.0", "0")  # its template's image
+    assert cli.main(["probe", "--config-dir", str(tmp_path), "--arm", "mine", "--print-spec"]) == 0
+    monkeypatch.setenv(ENV_VAR, str(tmp_path))
+    assert cli.main(["probe", "--arm", "mine", "--print-spec"]) == 0
+    monkeypatch.delenv(ENV_VAR)
+    capsys.readouterr()
+    assert cli.main(["probe", "--arm", "mine", "--print-spec"]) == 2
+    assert "unknown arm 'mine'" in capsys.readouterr().err
