@@ -46,6 +46,9 @@ def load_config(original: RunPaths, allow: list[str], how_to_allow: str) -> Conf
     `allow`), its prompts by content (RUN/prompts.json): it re-runs without the config dirs, prompt files or
     working directory it came from. A config that does not validate is refused naming the file."""
     saved = original.hydra / "config.yaml"
+    if not original.root.exists():
+        raise RecordError(f"{original.root} does not exist: pass a run dir that `orchestrator run` wrote "
+                          "(`orchestrator ls` lists them)")
     if not saved.is_file():
         raise RecordError(f"{original.root} has no .hydra/config.yaml: not a run directory of `orchestrator run`")
     try:
@@ -193,7 +196,8 @@ def _hydra_dirs(study: str, output: list[str]) -> dict[str, dict[str, str]]:
 
 
 def default_out(original: RunPaths) -> Path:
-    return original.root / f"reproduce-{datetime.now():%Y-%m-%d_%H-%M-%S}"
+    """Beside the original, never inside it: a run dir someone sent stays as it came."""
+    return original.root.parent / f"{original.root.name}-reproduce-{datetime.now():%Y-%m-%d_%H-%M-%S}"
 
 
 def write_verdict(new: RunPaths, original: RunPaths, cells: list[dict[str, Any]]) -> bool:

@@ -47,8 +47,21 @@ def test_nondeterministic_run_differs(tmp_path: Path) -> None:
 
 
 def _copy(run: Path, to: Path) -> Path:
-    shutil.copytree(run, to, ignore=shutil.ignore_patterns("reproduce-*"))
+    shutil.copytree(run, to)
     return to
+
+
+def test_reproduce_writes_beside_the_run_it_was_sent_and_names_a_path_that_is_not_there(
+        deterministic_run: Path, tmp_path: Path) -> None:
+    missing = orchestrator("reproduce", str(tmp_path / "nope"))
+    assert missing.returncode == 2 and f"error: {tmp_path / 'nope'} does not exist" in missing.stderr
+    sent = _copy(deterministic_run, tmp_path / "sent")
+    before = sorted(p.relative_to(sent) for p in sent.rglob("*"))
+    result = orchestrator("reproduce", str(sent))
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert sorted(p.relative_to(sent) for p in sent.rglob("*")) == before  # the folder sent stays as it came
+    [beside] = tmp_path.glob("sent-reproduce-*")
+    assert json.loads((beside / "reproduce.json").read_text())["reproduced"] is True
 
 
 def test_hostile_config_is_refused_naming_option_and_flag(deterministic_run: Path, tmp_path: Path) -> None:
