@@ -1,8 +1,9 @@
 """Where a temperature-0 request stops being repeatable, from the record alone: for every cell with more than one
 signature, its modal completion and up to K other branches (how many requests took each, which ones, in which
-batches and with how many co-residents), aligned on the modal one around the first token where each parts from
-it, with the top-k of both there; and, for every A/B pair that differs, the two arms' modal completions in the
-same form.
+batches and with how many co-residents), aligned on the modal one around the first position where each parts
+from it (another token, or the same token with other logprobs), with the top-k of both there, and around the
+token it later first takes instead where it parted on logprobs alone; and, for every A/B pair that differs, the
+two arms' modal completions in the same form.
 
 Two passes. The comparison's streaming pass hands each cell to `Explorer.observe`, which keeps the branches'
 counts, request ids and batches (small: no token lists). `Explorer.finish` then reads the tokens and top-k lists
@@ -15,6 +16,7 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass, field
+from itertools import pairwise
 from typing import Any
 
 import numpy as np
@@ -23,7 +25,7 @@ import pyarrow.compute as pc
 import pyarrow.dataset as ds
 
 from orchestrator.analysis import text_split
-from orchestrator.analysis.results import Completion, Explored, PairCheck, TopEntry
+from orchestrator.analysis.results import Completion, Explored, Flip, PairCheck, TopEntry
 from orchestrator.errors import RecordError
 from orchestrator.record.paths import RunPaths
 from orchestrator.record.tables import RESPONSES
@@ -31,7 +33,7 @@ from orchestrator.record.tables import RESPONSES
 MAX_BRANCHES = 4  # branches shown per cell besides the modal one (study.explorer_branches); the rest counted
 MAX_IDS = 16  # request ids listed per branch; the rest counted
 MAX_EXPLORED = 100  # cells plus pairs explored in one report; the rest counted (report.html stays under 2 MB)
-BEFORE, AFTER, WIDEST = 4, 8, 24  # the window: positions before the earliest split, after the latest, at most
+BEFORE, AFTER, WIDEST = 4, 8, 40  # the window: positions before and after each split and flip; at most, in all
 COLUMNS = ["repeat", "server_first_step", "server_last_step"]  # what the streaming pass reads for the explorer
 DETAIL = ["request_id", "attempt", "tokens", "token_ids", "token_logprobs", "top_logprobs", "top_gaps",
           "completion_text"]
@@ -198,7 +200,8 @@ class Explorer:
             explored.window_start, explored.prefix = text_split.align(explored.completions,
                                                                       [d.text for d in details])
         else:
-            explored.window_start = _align(explored.completions, details, self.near_tie_gap)
+            explored.window_positions = _align(explored.completions, details, self.near_tie_gap)
+            explored.window_start = explored.window_positions[0] if explored.window_positions else 0
 
     def _completion(self, name: str, group: _Group, kind: str, arm_prompt: tuple[str, str]) -> Completion:
         return Completion(
@@ -259,15 +262,24 @@ def _details(labelled: list[tuple[RunPaths, str]], wanted: set[str]) -> dict[str
     return out
 
 
-def _split(first: _Detail, other: _Detail) -> tuple[int | None, str]:
-    """The first position where `other` parts from `first`: another token, else other top-k logprobs."""
-    for i in range(max(len(first.codes), len(other.codes))):
-        if i >= len(first.codes) or i >= len(other.codes) or first.codes[i] != other.codes[i]:
-            return i, "token"
-    for i in range(min(len(first.top), len(other.top))):
-        if first.top[i] != other.top[i]:
-            return i, "logprob"
-    return None, ""
+def _split(first: _Detail, other: _Detail) -> tuple[int | None, str, int | None]:
+    """Where `other` first parts from `first`, whatever differs: another token ("token"), or the same token with
+    another logprob or top-k ("logprob"); and the first position with another token (None: the same tokens)."""
+    length = max(len(first.codes), len(other.codes))
+    flip = next((i for i in range(length) if i >= len(first.codes) or i >= len(other.codes)
+                 or first.codes[i] != other.codes[i]), None)
+    logprob = next((i for i in range(length if flip is None else flip)
+                    if _logprobs_at(first, i) != _logprobs_at(other, i)), None)
+    if logprob is not None:
+        return logprob, "logprob", flip
+    return flip, "" if flip is None else "token", flip
+
+
+def _logprobs_at(detail: _Detail, position: int) -> tuple[float | None, list[dict[str, Any]] | None]:
+    """The chosen token's logprob and the top-k at a position; a missing or NaN logprob reads as None."""
+    value = detail.logprobs[position] if position < len(detail.logprobs) else None
+    return (None if value is None or value != value else value,
+            detail.top[position] if position < len(detail.top) else None)
 
 
 def _top(detail: _Detail, position: int) -> list[TopEntry]:
@@ -277,27 +289,51 @@ def _top(detail: _Detail, position: int) -> list[TopEntry]:
     return [TopEntry(str(t), float(lp)) for t, lp in sorted(unique, key=lambda e: (-e[1], e[0]))]
 
 
-def _align(completions: list[Completion], details: list[_Detail], near_tie_gap: float) -> int:
-    """Fill each completion's split against the first, its top-k there, and its tokens over the common window;
-    returns the window's first position."""
+def _at(first: _Detail, other: _Detail, position: int, near_tie_gap: float
+        ) -> tuple[list[TopEntry], list[TopEntry], float | None, bool | None]:
+    """At a position: `other`'s top-k, the first's, the first's top1 - top2 gap, and whether that is a near-tie."""
+    gap = first.gaps[position] if position < len(first.gaps) else None
+    gap = None if gap is None or gap != gap else float(gap)  # NaN: unknown
+    return _top(other, position), _top(first, position), gap, None if gap is None else gap < near_tie_gap
+
+
+def _align(completions: list[Completion], details: list[_Detail], near_tie_gap: float) -> list[int]:
+    """Fill each completion's split against the first (and its later flip), the top-k there, and its tokens over
+    the window; returns the window's positions."""
     first = details[0]
+    splits, flips = [], []
     for completion, detail in zip(completions[1:], details[1:], strict=True):
-        completion.split, completion.split_kind = _split(first, detail)
+        completion.split, completion.split_kind, flip = _split(first, detail)
         if completion.split is None:
             continue
-        completion.top_at_split = _top(detail, completion.split)
-        completion.first_top_at_split = _top(first, completion.split)
-        gap = first.gaps[completion.split] if completion.split < len(first.gaps) else None
-        completion.gap_at_split = None if gap is None or gap != gap else float(gap)  # NaN: unknown
-        completion.near_tie = None if completion.gap_at_split is None else completion.gap_at_split < near_tie_gap
-    splits = [c.split for c in completions if c.split is not None]
-    start = max(0, min(splits) - BEFORE) if splits else 0
-    stop = min(max(len(d.tokens) for d in details), (max(splits) if splits else 0) + AFTER + 1, start + WIDEST)
+        splits.append(completion.split)
+        (completion.top_at_split, completion.first_top_at_split, completion.gap_at_split,
+         completion.near_tie) = _at(first, detail, completion.split, near_tie_gap)
+        if flip is not None and flip != completion.split:
+            completion.flip = Flip(flip, *_at(first, detail, flip, near_tie_gap))
+            flips.append(flip)
+    positions = _window([*sorted(splits), *sorted(flips)] or [0], max(len(d.tokens) for d in details))
     for completion, detail in zip(completions, details, strict=True):
         completion.length = len(detail.tokens)
-        completion.tokens = detail.tokens[start:stop]
-        completion.logprobs = [None if v is None or v != v else float(v) for v in detail.logprobs[start:stop]]
-    return start
+        completion.tokens = [detail.tokens[i] for i in positions if i < len(detail.tokens)]
+        completion.logprobs = [None if (v := detail.logprobs[i]) is None or v != v else float(v)
+                               for i in positions if i < len(detail.logprobs)]
+    return positions
+
+
+def _window(marks: list[int], length: int) -> list[int]:
+    """The positions shown: BEFORE before and AFTER after each mark (the splits, then the later flips, each
+    earliest first) while they fit in WIDEST; a stretch of BEFORE or fewer between two is filled in."""
+    shown: set[int] = set()
+    for mark in marks:
+        around = set(range(max(0, mark - BEFORE), min(length, mark + AFTER + 1)))
+        if not shown or len(shown | around) <= WIDEST:
+            shown |= around
+    ordered = sorted(shown)
+    for a, b in pairwise(ordered):
+        if b - a - 1 <= BEFORE and len(shown) + b - a - 1 <= WIDEST:
+            shown.update(range(a + 1, b))
+    return sorted(shown)
 
 
 def _numbers(values: list[int]) -> str:

@@ -160,6 +160,17 @@ class TopEntry:
 
 
 @dataclass
+class Flip:
+    """Where a completion that parted on logprobs alone (a "logprob" split) later takes another token."""
+
+    position: int
+    top: list[TopEntry]  # its top-k there
+    first_top: list[TopEntry]  # the first completion's top-k there
+    gap: float | None  # the first completion's top1 - top2 there
+    near_tie: bool | None
+
+
+@dataclass
 class Completion:
     """One completion of the explorer (analysis/explorer.py): a cell's modal one or one of its other branches,
     or an arm's modal one in an A/B pair; its tokens over the explorer's window, against the first one's."""
@@ -168,7 +179,7 @@ class Completion:
     signature: str
     requests: int
     request_ids: list[str]  # at most explorer.MAX_IDS; `requests` says how many in all
-    tokens: list[str]  # generated tokens over the window (from `Explored.window_start`)
+    tokens: list[str]  # generated tokens over the window (at `Explored.window_positions`)
     logprobs: list[float | None]  # the chosen token's logprob at each of them
     length: int  # generated tokens in all
     split: int | None = None  # first generated position (a character when signed on text) where it parts from
@@ -179,6 +190,7 @@ class Completion:
     first_top_at_split: list[TopEntry] = field(default_factory=list)  # the first completion's top-k there
     gap_at_split: float | None = None  # the first completion's top1 - top2 at `split`
     near_tie: bool | None = None
+    flip: Flip | None = None  # after a "logprob" split: the first position with another token, a second fact
     phase_kind: str = ""  # sequential | concurrent
     batches: list[tuple[int, int]] = field(default_factory=list)  # (batch id, its size) of its requests
     co_residents: list[int] = field(default_factory=list)  # distinct counts of requests each ran alongside
@@ -206,6 +218,8 @@ class Explored:
     notes: list[str] = field(default_factory=list)
     basis: str = "tokens"  # "text": signed on the completion text (no tokens stored), positions are characters
     prefix: str = ""  # signed on text: the end of the prefix all completions share, before `window_start`
+    window_positions: list[int] = field(default_factory=list)  # the token positions of `Completion.tokens`,
+    # ascending from `window_start`; where they skip some (a split far from another), the views show "…"
 
 
 @dataclass

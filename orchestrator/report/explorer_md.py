@@ -1,16 +1,19 @@
 """report.md's "Where it split": per cell with more than one signature (and per A/B pair that differs) the
-completions aligned on the first one, one row per position around the split, then who took each branch and the
-top-k at the split; a cell signed on text, its completions' characters from the first split. Also what the HTML
-and terminal views share: how a token or a text is shown, the summary line."""
+completions aligned on the first one, one row per position around the split (and around a later token flip),
+then who took each branch and the top-k at the split and the flip; a cell signed on text, its completions'
+characters from the first split. Also what the HTML and terminal views share: how a token or a text is shown,
+the summary line, the sentences before each top-k table, the window's gaps."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
-from orchestrator.analysis.results import Comparison, Completion, Explored, TopEntry
+from orchestrator.analysis.results import Comparison, Completion, Explored, Flip, TopEntry
 
 VISIBLE = {" ": "␣", "\n": "⏎", "\t": "⇥", "\r": "␍"}
 TEXT_SIGNED = "signed on text: the server returned no tokens or logprobs, so no top-k at the split"
+MARKS = {"split": "◀ split", "flip": "◀ other token"}  # after the token where a completion parts, or flips
 
 
 def token_text(token: str) -> str:
@@ -45,14 +48,35 @@ def summary(explored: Explored) -> str:
         shown = len(explored.completions) + explored.more_branches
         head = f"{explored.label}: {shown} signatures in {explored.n} ({first.requests} took the modal completion)"
     if not splits:
-        return head + "; no token or top-k difference found in the stored lists"
+        return head + "; no token or logprob difference found in the stored lists"
     earliest = min(splits, key=lambda c: c.split or 0)
     if explored.basis == "text":
         return f"{head}; first split at character {earliest.split} (signed on text)"
-    gap = f", gap {earliest.gap_at_split:.3g}" if earliest.gap_at_split is not None else ""
-    tie = " (near-tie)" if earliest.near_tie else ""
-    what = "another token" if earliest.split_kind == "token" else "same token, other top-k logprobs"
-    return f"{head}; first split at token {earliest.split} ({what}{gap}{tie})"
+    token = earliest.split_kind == "token"
+    about = ["another token" if token else "same token, other logprobs",
+             *_gap(earliest.gap_at_split, token and earliest.near_tie)]
+    line = f"{head}; first split at token {earliest.split} ({', '.join(about)})"
+    if token:
+        return line
+    flips = [f for c in splits if (f := flip_of(c)) is not None]
+    if not flips:
+        return line + "; the same tokens throughout"
+    flip = min(flips, key=lambda f: f.position)
+    about = _gap(flip.gap, flip.near_tie)
+    return f"{line}; first other token at {flip.position}" + (f" ({', '.join(about)})" if about else "")
+
+
+def _gap(gap: float | None, near_tie: bool | None) -> list[str]:
+    return [] if gap is None else [f"gap {gap:.3g}", *(["near-tie"] if near_tie else [])]
+
+
+def flip_of(completion: Completion) -> Flip | None:
+    """Where a completion first takes another token than the first one: its split when that is a token one,
+    else its later flip (None: the same tokens throughout, or signed on text)."""
+    if completion.split is not None and completion.split_kind == "token":
+        return Flip(completion.split, completion.top_at_split, completion.first_top_at_split,
+                    completion.gap_at_split, completion.near_tie)
+    return completion.flip
 
 
 def who(completion: Completion) -> str:
@@ -76,11 +100,60 @@ def who(completion: Completion) -> str:
     return "; ".join(parts)
 
 
-def gap_text(completion: Completion) -> str:
-    if completion.gap_at_split is None:
+def gap_text(gap: float | None, near_tie: bool | None) -> str:
+    """The first completion's top1 - top2 gap where a completion parts from it; `near_tie` only where the other
+    took another token (a logprob split flips nothing)."""
+    if gap is None:
         return "top1-top2 gap unknown"
-    tie = " (**near-tie**: the argmax flipped between two almost equal tokens)" if completion.near_tie else ""
-    return f"top1-top2 gap {completion.gap_at_split:.3g}{tie}"
+    tie = " (**near-tie**: the argmax flipped between two almost equal tokens)" if near_tie else ""
+    return f"top1-top2 gap {gap:.3g}{tie}"
+
+
+def forks(explored: Explored, completion: Completion) -> Iterator[tuple[str, list[TopEntry], list[TopEntry]]]:
+    """Where a completion parts from the first one: its split, then the later token flip of a logprob split (a
+    second fact); each as the sentence before its top-k table, the first completion's top-k there, and its own."""
+    first, split = explored.completions[0], completion.split
+    if split is None:
+        return
+    token = completion.split_kind == "token"
+    kind = "another token" if token else "the same token, other logprobs"
+    yield (f"At token {split}, {completion.name} parts from {first.name} ({kind}); {first.name}'s "
+           f"{gap_text(completion.gap_at_split, token and completion.near_tie)}.{_outside(explored, split)}",
+           completion.first_top_at_split, completion.top_at_split)
+    flip = completion.flip
+    if flip is not None:
+        yield (f"At token {flip.position}, {completion.name} takes another token than {first.name} (it parted on "
+               f"logprobs at token {split}); {first.name}'s {gap_text(flip.gap, flip.near_tie)}."
+               f"{_outside(explored, flip.position)}", flip.first_top, flip.top)
+
+
+def _outside(explored: Explored, position: int) -> str:
+    return "" if position in explored.window_positions else " (Past the window above: too far from the others.)"
+
+
+def window(explored: Explored) -> list[tuple[int, int] | None]:
+    """The window's (offset in `Completion.tokens`, position), None where it skips positions (shown "…")."""
+    positions = explored.window_positions
+    out: list[tuple[int, int] | None] = []
+    for offset, position in enumerate(positions):
+        if offset and position != positions[offset - 1] + 1:
+            out.append(None)
+        out.append((offset, position))
+    return out
+
+
+def mark(explored: Explored, completion: Completion, offset: int, position: int) -> str:
+    """How a completion's token in the window is marked: "split" (where it parts from the first), "flip" (where
+    a logprob split first takes another token), "differ" (another token than the first's), else ""."""
+    first = explored.completions[0]
+    if completion.split == position:
+        return "split"
+    if completion.flip is not None and completion.flip.position == position:
+        return "flip"
+    if completion is not first and offset < len(completion.tokens) and (
+            offset >= len(first.tokens) or completion.tokens[offset] != first.tokens[offset]):
+        return "differ"
+    return ""
 
 
 def _code(token: str) -> str:
@@ -134,33 +207,28 @@ def explored_section(explored: Explored) -> list[str]:
     out = [f"### {summary(explored)}", ""]
     header = ["position", *(f"{c.name} ({c.requests})" for c in explored.completions)]
     out += ["| " + " | ".join(header) + " |", "|" + " --- |" * len(header)]
-    for offset in range(max(len(c.tokens) for c in explored.completions)):
-        position = explored.window_start + offset
+    for at in window(explored):
+        if at is None:
+            out.append("| … |" + " |" * len(explored.completions))
+            continue
+        offset, position = at
         cells = []
         for c in explored.completions:
-            token = c.tokens[offset] if offset < len(c.tokens) else None
-            text = _cell(token, c.logprobs[offset] if offset < len(c.logprobs) else None)
-            if c.split == position:
-                text = f"**{text} ◀ split**"
-            elif c is not first and offset < len(first.tokens) and token != first.tokens[offset]:
-                text = f"**{text}**"
-            cells.append(text)
+            text = _cell(c.tokens[offset] if offset < len(c.tokens) else None,
+                         c.logprobs[offset] if offset < len(c.logprobs) else None)
+            kind = mark(explored, c, offset, position)
+            cells.append(f"**{text} {MARKS[kind]}**" if kind in MARKS else f"**{text}**" if kind else text)
         out.append(f"| {position} | " + " | ".join(cells) + " |")
     out.append("")
     out += [f"- **{c.name}**: {who(c)}" for c in explored.completions]
     out.append("")
     for c in explored.completions[1:]:
-        if c.split is None:
-            continue
-        kind = "another token" if c.split_kind == "token" else "the same token, other top-k logprobs"
-        out += [f"At token {c.split}, {c.name} parts from {first.name} ({kind}); {first.name}'s {gap_text(c)}.", ""]
-        header = ["rank", f"{first.name}", "logprob", c.name, "logprob"]
-        rows = max(len(c.first_top_at_split), len(c.top_at_split))
-        out += ["| " + " | ".join(header) + " |", "|" + " --- |" * len(header)]
-        out += [f"| {i + 1} | " + " | ".join([*_entry(c.first_top_at_split, c.top_at_split, i),
-                                               *_entry(c.top_at_split, c.first_top_at_split, i)]) + " |"
-                for i in range(rows)]
-        out.append("")
+        for sentence, first_top, top in forks(explored, c):
+            header = ["rank", f"{first.name}", "logprob", c.name, "logprob"]
+            out += [sentence, "", "| " + " | ".join(header) + " |", "|" + " --- |" * len(header)]
+            out += [f"| {i + 1} | " + " | ".join([*_entry(first_top, top, i), *_entry(top, first_top, i)]) + " |"
+                    for i in range(max(len(first_top), len(top)))]
+            out.append("")
     return [*out, *_more_and_notes(explored)]
 
 
@@ -200,8 +268,21 @@ def section(result: Comparison) -> list[str]:
 
 
 def from_json(data: dict[str, Any]) -> Explored:
-    """An explored cell back from report.json (for `show`)."""
-    completions = [Completion(**{**c, "top_at_split": [TopEntry(**e) for e in c["top_at_split"]],
-                                 "first_top_at_split": [TopEntry(**e) for e in c["first_top_at_split"]],
-                                 "batches": [tuple(b) for b in c["batches"]]}) for c in data["completions"]]
-    return Explored(**{**data, "completions": completions})
+    """An explored cell back from report.json (for `show`); one written before the window could skip positions
+    has its contiguous window's."""
+    completions = [Completion(**{**c, "top_at_split": _entries(c["top_at_split"]),
+                                 "first_top_at_split": _entries(c["first_top_at_split"]),
+                                 "flip": _flip(c.get("flip")), "batches": [tuple(b) for b in c["batches"]]})
+                   for c in data["completions"]]
+    positions = data.get("window_positions") or list(range(
+        data["window_start"], data["window_start"] + max((len(c.tokens) for c in completions), default=0)))
+    return Explored(**{**data, "completions": completions, "window_positions": positions})
+
+
+def _entries(entries: list[dict[str, Any]]) -> list[TopEntry]:
+    return [TopEntry(**e) for e in entries]
+
+
+def _flip(data: dict[str, Any] | None) -> Flip | None:
+    return None if data is None else Flip(**{**data, "top": _entries(data["top"]),
+                                             "first_top": _entries(data["first_top"])})

@@ -1,16 +1,27 @@
 """`orchestrator show RUN --cell ARM/PROMPT/PHASE`: the explorer of one cell in the terminal, from report.json.
-On a terminal: colours, and tables fitted to its width (rich); otherwise plain text, ASCII boxes, no escapes.
-A cell signed on text: its completions' characters from the split (the part from the split on marked `>>`
-without colours)."""
+On a terminal: colours, and tables fitted to its width (rich); otherwise plain text, ASCII boxes, no escapes, and
+what differs from the first completion marked `*` (the colours' stand-in). A cell signed on text: its completions'
+characters from the split (the part from the split on marked `>>` without colours)."""
 
 from __future__ import annotations
 
 from typing import IO, Any
 
 from orchestrator.analysis.results import Explored
-from orchestrator.report.explorer_md import TEXT_SIGNED, gap_text, summary, text_parts, text_shown, token_text, who
+from orchestrator.report.explorer_md import (
+    TEXT_SIGNED,
+    forks,
+    mark,
+    summary,
+    text_parts,
+    text_shown,
+    token_text,
+    who,
+    window,
+)
 
 PLAIN_WIDTH = 120  # not a terminal: wide enough that a row of the token table stays on one line
+MARKS = {"split": "<- split", "flip": "<- other token"}
 
 
 def render(explored: Explored, file: IO[str] | None = None) -> None:
@@ -27,47 +38,57 @@ def render(explored: Explored, file: IO[str] | None = None) -> None:
     if explored.basis == "text":
         _text(explored, console, frame)
         return
-    first = explored.completions[0]
+    first, star = explored.completions[0], "" if console.is_terminal else "*"
+    starred = False  # a `*` printed: say once what it means
     tokens = Table(box=frame, show_edge=True, pad_edge=False)
     tokens.add_column("pos", justify="right", style="dim")
     for c in explored.completions:
         tokens.add_column(f"{c.name} ({c.requests})", overflow="fold")
-    for offset in range(max(len(c.tokens) for c in explored.completions)):
-        position = explored.window_start + offset
+    for at in window(explored):
+        if at is None:
+            tokens.add_row("…", *("" for _ in explored.completions))
+            continue
+        offset, position = at
         row: list[Any] = [str(position)]
         for c in explored.completions:
+            kind = mark(explored, c, offset, position)
             if offset >= len(c.tokens):
-                row.append("")
+                row.append(Text(MARKS[kind], style="bold white on red") if kind in MARKS else "")
                 continue
             token, logprob = c.tokens[offset], c.logprobs[offset] if offset < len(c.logprobs) else None
             text = f"{token_text(token)}  {logprob:.3g}" if logprob is not None else token_text(token)
-            if c.split == position:
-                row.append(Text(f"{text}  <- split", style="bold white on red"))
-            elif c is not first and (offset >= len(first.tokens) or token != first.tokens[offset]):
-                row.append(Text(text, style="red"))
+            if kind in MARKS:
+                row.append(Text(f"{text}  {MARKS[kind]}", style="bold white on red"))
+            elif kind:
+                row.append(Text(star + text, style="red"))
+                starred = bool(star)
             else:
                 row.append(Text(text, style="" if c is first else "dim"))
         tokens.add_row(*row)
     console.print(tokens)
+    if starred:
+        console.print(f"{star} another token than {first.name}'s")
     _who(explored, console)
     for c in explored.completions[1:]:
-        if c.split is None:
-            continue
-        kind = "another token" if c.split_kind == "token" else "the same token, other top-k logprobs"
-        console.print(Text(f"\nAt token {c.split}, {c.name} parts from {first.name} ({kind}); {first.name}'s "
-                           + gap_text(c).replace("**", ""), style="yellow" if c.near_tie else ""))
-        top = Table(box=frame, pad_edge=False)
-        for name in ("#", first.name, "logprob", c.name, "logprob"):
-            top.add_column(name, justify="right" if name in ("#", "logprob") else "left")
-        for i in range(max(len(c.first_top_at_split), len(c.top_at_split))):
-            cells: list[Any] = [str(i + 1)]
-            for entries, others in ((c.first_top_at_split, c.top_at_split), (c.top_at_split, c.first_top_at_split)):
-                same = i < len(others) and i < len(entries) and others[i] == entries[i]
-                cells += [Text(token_text(entries[i].token), style="" if same else "red"),
-                          Text(f"{entries[i].logprob:.12g}", style="" if same else "red")] if i < len(entries) \
-                    else ["", ""]
-            top.add_row(*cells)
-        console.print(top)
+        for sentence, first_top, own in forks(explored, c):
+            console.print(Text("\n" + sentence.replace("**", ""), style="yellow" if "near-tie" in sentence else ""))
+            top = Table(box=frame, pad_edge=False)
+            for name in ("#", first.name, "logprob", c.name, "logprob"):
+                top.add_column(name, justify="right" if name in ("#", "logprob") else "left")
+            differ = False
+            for i in range(max(len(first_top), len(own))):
+                cells: list[Any] = [str(i + 1)]
+                same = i < len(own) and i < len(first_top) and own[i] == first_top[i]
+                differ |= not same
+                lead, style = ("", "") if same else (star, "red")
+                for entries in (first_top, own):
+                    cells += [Text(lead + token_text(entries[i].token), style=style),
+                              Text(lead + f"{entries[i].logprob:.12g}", style=style)] if i < len(entries) \
+                        else ["", ""]
+                top.add_row(*cells)
+            console.print(top)
+            if star and differ:
+                console.print(f"{star} differs from the other side at that rank")
     _more_and_notes(explored, console)
 
 

@@ -127,6 +127,7 @@ def test_position_parity_locates_the_budget_onset(tmp_path: Path) -> None:
                        "protocol.request.max_tokens=16", "protocol.phases.sequential.repeats=5",
                        "protocol.phases.concurrent.repeats=5")
     above = [c for c in report["cells"] if c["arm"] == "random_topk" and c["prompt_id"] == "above"]
+    assert {c["phase"] for c in above} == {"sequential", "concurrent"}  # the loop below checks something
     for cell in above:
         # prompt positions past the budget are the first whose forced-token logprob varies
         assert cell["first_prompt_position_with_spread"] == 257
@@ -138,3 +139,14 @@ def test_position_parity_locates_the_budget_onset(tmp_path: Path) -> None:
             assert cell["co_resident"] is True and cell["min_running_observed"] == 5
     html = (tmp_path / "report.html").read_text()
     assert html.count("<svg") >= 2 and "prompt positions" in html.lower()
+    # The prompt past the budget varies, so a branch's logprobs differ from the first generated token on: that
+    # is its split; a later token flip is a second fact, inside the window too.
+    explored = [e for e in report["explorer"] if e["label"].startswith("random_topk/above/")]
+    assert explored and all(e["label"].startswith("random_topk/above/") for e in report["explorer"])
+    for e in explored:
+        branches = e["completions"][1:]
+        assert min(b["split"] for b in branches) == 0
+        for b in branches:
+            assert b["split"] in e["window_positions"]
+            if b["flip"] is not None:
+                assert b["split_kind"] == "logprob" and b["split"] < b["flip"]["position"] in e["window_positions"]

@@ -10,7 +10,9 @@ from typing import Any
 import pytest
 
 from orchestrator.analysis.compare import compare
+from orchestrator.analysis.gaps import top_gaps
 from orchestrator.analysis.results import Comparison
+from orchestrator.analysis.signatures import top_logprobs_signature
 from orchestrator.errors import ConfigError
 from orchestrator.report import explorer_html, explorer_md
 from orchestrator.report.listing import show, show_cell, show_verb
@@ -34,7 +36,7 @@ def study_rows() -> list[dict[str, Any]]:
     there, sequentially."""
     rows = [measured("a", "seq", [1, 2, 3, 4], 0, r, top2_lp=NEAR) for r in range(4)]
     rows += [measured("a", "conc", [1, 2, 3, 4], 0, r, (0, 5), top2_lp=NEAR) for r in range(4)]
-    rows += [measured("a", "conc", [1, 2, 9, 4], 1, r, (10, 15)) for r in range(3)]
+    rows += [measured("a", "conc", [1, 2, 9, 4], 1, r, (10, 15), top2_lp=NEAR) for r in range(3)]
     rows += [measured("a", "conc", [1, 2, 3, 4], 1, 3, (20, 25), top2_lp=NEAR)]
     rows += [measured("b", "seq", [1, 2, 5, 6], 0, r, top2_lp=NEAR) for r in range(4)]
     return rows
@@ -54,8 +56,8 @@ def test_a_divergent_cell_shows_its_branches_where_they_split_and_the_top_k_ther
     assert branch.tokens == ["t1", "t2", "t9", "t4"] and branch.request_ids == ["a/p/conc/1/0", "a/p/conc/1/1",
                                                                                   "a/p/conc/1/2"]
     assert [(e.token, e.logprob) for e in branch.first_top_at_split] == [("t3", -0.1), ("other", NEAR)]
-    assert [(e.token, e.logprob) for e in branch.top_at_split] == [("t9", -0.1), ("other", -2.0)]
-    assert branch.gap_at_split == pytest.approx(1e-4) and branch.near_tie is True
+    assert [(e.token, e.logprob) for e in branch.top_at_split] == [("t9", -0.1), ("other", NEAR)]
+    assert branch.gap_at_split == pytest.approx(1e-4) and branch.near_tie is True and branch.flip is None
 
 
 def test_each_branch_says_which_batches_sizes_and_co_residents_it_came_from(result: Comparison) -> None:
@@ -91,7 +93,8 @@ def test_markdown_and_html_mark_the_split_and_list_the_top_k(result: Comparison)
     markdown = "\n".join(explorer_md.section(result))
     assert "### a/p/conc: 2 signatures in 8 (5 took the modal completion); first split at token 2" in markdown
     assert "| 2 | `t3` -0.1 | **`t9` -0.1 ◀ split** |" in markdown
-    assert "| 2 | **`other`** | **-0.1001** | **`other`** | **-2** |" in markdown and "near-tie" in markdown
+    assert "| 1 | **`t3`** | **-0.1** | **`t9`** | **-0.1** |" in markdown and "near-tie" in markdown
+    assert "| 2 | `other` | -0.1001 | `other` | -0.1001 |" in markdown  # the same on both sides: not bold
     assert "batches #1 (size 4)" in markdown and "a/p/conc/1/2" in markdown
     page = explorer_html.section(result)
     assert page.count('<details class="explore"') == 2 and '<td class="split"' in page
@@ -106,19 +109,100 @@ def test_show_lists_the_divergent_cells_and_prints_one_in_plain_text(result: Com
     show_cell(run, "a/p/conc")
     printed = capsys.readouterr().out
     assert "\x1b[" not in printed  # not a terminal: no escapes
-    assert "t9  -0.1  <- split" in printed and "batches #1 (size 4)" in printed and "| t9 " in printed
+    assert "t9  -0.1  <- split" in printed and "batches #1 (size 4)" in printed
+    # plain text: `*` marks what differs (the colours' stand-in), once explained
+    assert "| *t3 " in printed and "*-0.1|" in printed and "| other " in printed and "| *t4 " not in printed
+    assert "* differs from the other side at that rank" in printed and "* another token" not in printed
     with pytest.raises(ConfigError, match="--cell"):
         show_cell(run, "a/p/nope")
     with pytest.raises(ConfigError, match="--cell='' names nothing"):  # not the run's summary, exit 0
         show_verb([str(run), "--cell", ""])
 
 
+LONG = list(range(1, 49))  # 48 tokens: t1 .. t48
+
+
+def lp_row(repeat: int, ids: list[int], top2: dict[int, float]) -> dict[str, Any]:
+    """A concurrent measured row of arm a (batch 0, place `repeat`): top-1 logprob -0.1 everywhere, top-2 -2 but
+    where `top2` says otherwise."""
+    top: list[list[dict[str, Any]] | None] = [
+        [{"token": f"t{t}", "logprob": -0.1}, {"token": "other", "logprob": top2.get(i, -2.0)}]
+        for i, t in enumerate(ids)]
+    return {**measured("a", "conc", ids, 0, repeat), "top_logprobs": top, "top_gaps": top_gaps(top),
+            "sig_top_logprobs": top_logprobs_signature(top)}
+
+
+def flipped(at: int) -> list[int]:
+    return [99 if i == at else t for i, t in enumerate(LONG)]
+
+
+# The modal completion's top two are 1e-4 apart at 35 in both: the flip there is a near-tie.
+MODAL = [lp_row(r, LONG, {35: NEAR}) for r in range(5)]
+ORDERS = {
+    # the issue's case: other logprobs from token 0 (-2.5 against -2), the same tokens up to 35, another one there
+    "logprob first": ([lp_row(r, flipped(35), {0: -2.5, 35: NEAR}) for r in range(5, 8)],
+                      (0, "logprob", 35), [*range(0, 9), *range(31, 44)]),
+    # another token at 30 first; logprobs that differ later (at 40) are no second fact: the tokens parted already
+    "token first": ([lp_row(r, flipped(30), {35: NEAR, 40: -2.5}) for r in range(5, 8)],
+                    (30, "token", None), list(range(26, 39))),
+}
+
+
+@pytest.mark.parametrize("order", ORDERS)
+def test_the_split_is_the_first_difference_of_any_kind_and_a_later_flip_is_shown_too(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], order: str) -> None:
+    branch_rows, (split, kind, flip), window = ORDERS[order]
+    result = compare(record(tmp_path, [*MODAL, *branch_rows]))
+    [cell] = result.explorer
+    modal, branch = cell.completions
+    assert (branch.split, branch.split_kind, branch.flip and branch.flip.position) == (split, kind, flip)
+    assert cell.window_positions == window and cell.window_start == window[0]  # around the split and the flip
+    assert modal.tokens == [f"t{p + 1}" for p in window] and len(branch.tokens) == len(window)
+    markdown = "\n".join(explorer_md.section(result))
+    assert f"| {split} | `t{split + 1}` -0.1 | **`t{99 if kind == 'token' else split + 1}` -0.1 ◀ split** |" \
+        in markdown
+    run = _run_dir(tmp_path, result)
+    show_cell(run, "a/p/conc")
+    printed = capsys.readouterr().out
+    assert "<- split" in printed
+    if flip is None:
+        assert branch.near_tie is False and "| … |" not in markdown
+        assert "◀ other token" not in markdown and "<- other token" not in printed and "takes another" not in markdown
+        assert f"first split at token {split} (another token, gap 1.9)" in markdown
+        return
+    assert branch.flip is not None and (branch.near_tie, branch.flip.near_tie) == (False, True)
+    assert branch.flip.gap == pytest.approx(1e-4) and branch.gap_at_split == pytest.approx(1.9)
+    assert [e.token for e in branch.flip.first_top] == ["t36", "other"]
+    assert [e.token for e in branch.flip.top] == ["t99", "other"]
+    assert ("first split at token 0 (same token, other logprobs, gap 1.9); first other token at 35 (gap 0.0001, "
+            "near-tie)") in markdown
+    assert "| 35 | `t36` -0.1 | **`t99` -0.1 ◀ other token** |" in markdown and "| … | | |" in markdown
+    assert "At token 0, branch 1 parts from modal (the same token, other logprobs); modal's top1-top2 gap 1.9." \
+        in markdown  # not a near-tie: no argmax flipped there
+    assert "At token 35, branch 1 takes another token than modal (it parted on logprobs at token 0); modal's " \
+           "top1-top2 gap 0.0001 (**near-tie**" in markdown
+    assert "t99  -0.1  <- other token" in printed and "|  … |" in printed
+    page = explorer_html.section(result)
+    assert '<td class="split" title="split / -0.1">t1</td>' in page and '<td class="flip"' in page
+    assert page.count("<th>…</th>") == 1 and "positions 0-8, 31-43" in page
+    assert '<line class="flip"' in page and page.count('<line class="key') == 2 and ">branch 1</text>" in page
+
+
+def test_a_report_json_written_before_flips_still_shows(result: Comparison, tmp_path: Path) -> None:
+    data = result.to_json()["explorer"][0]
+    del data["window_positions"]
+    for c in data["completions"]:
+        del c["flip"]
+    explored = explorer_md.from_json(data)
+    assert explored.window_positions == [0, 1, 2, 3] and explored.completions[1].flip is None
+
+
 def test_past_the_limit_a_quarter_is_kept_for_the_pairs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr("orchestrator.analysis.explorer.MAX_EXPLORED", 4)
     rows = []
     for phase in ("s0", "s1", "s2", "s3"):  # arm a splits in each phase; arm b differs from it in each
-        rows += [measured("a", phase, [1, 2, 3] if r else [1, 2, 8], 0, r) for r in range(3)]
-        rows += [measured("b", phase, [1, 5, 6], 0, r) for r in range(3)]
+        rows += [measured("a", phase, [1, 2, 3] if r else [1, 2, 8], 0, r) for r in range(8)]
+        rows += [measured("b", phase, [1, 5, 6], 0, r) for r in range(8)]  # enough to tell the arms apart
     result = compare(record(tmp_path, rows), baseline="a")
     assert [c.label for c in result.explorer] == ["a/p/s0", "a/p/s1", "a/p/s2"]
     assert [p.label for p in result.pair_explorer] == ["b vs a/p/s0"] and result.explorer_left_out == 4
@@ -210,3 +294,12 @@ def _run_dir(tmp_path: Path, result: Comparison) -> Path:
     run.mkdir()
     (run / "report.json").write_text(json.dumps({"study": "s", "run_id": "r", **result.to_json()}))
     return run
+
+
+def test_the_window_keeps_each_split_even_far_from_the_others() -> None:
+    from orchestrator.analysis.explorer import _window
+
+    assert _window([2, 30], 48) == [*range(0, 11), *range(26, 39)]  # two stretches, "…" between them
+    assert _window([2, 12], 48) == list(range(0, 21))  # overlapping: one stretch
+    assert _window([2, 16], 48) == list(range(0, 25))  # a gap of BEFORE or fewer is filled in
+    assert _window([2, 10, 20, 30, 40], 48) == list(range(0, 39))  # at most WIDEST (40): the mark at 40 left out
