@@ -32,7 +32,14 @@ from orchestrator.analysis.results import (
     PositionSeries,
     ScheduleCheck,
 )
-from orchestrator.analysis.stats import divergence_bound, pooled_bound, stopped_lower_bound
+from orchestrator.analysis.stats import (
+    ALPHA,
+    distribution_test,
+    divergence_bound,
+    pooled_bound,
+    proportional,
+    stopped_lower_bound,
+)
 from orchestrator.engines import profile_for
 from orchestrator.errors import RecordError
 from orchestrator.record.paths import RunPaths
@@ -52,13 +59,14 @@ NEAR_TIE_GAP = 1e-2  # nats: a first divergence whose top1-top2 gap is below thi
 
 @dataclass
 class _Reference:
-    """What pairs need of a cell once its rows are gone."""
+    """What pairs need of a cell once its rows are gone: how often each signature came, on the cell's basis and
+    on the text (what two cells of different bases are compared on)."""
 
-    signatures: set[str | None]
+    signatures: dict[str | None, int]
     tokens: np.ndarray | None
     forced: np.ndarray | None
     ok: bool
-    texts: set[str | None] = field(default_factory=set)  # completion signatures
+    texts: dict[str | None, int] = field(default_factory=dict)  # completion signatures
     basis: str = "top_logprobs"  # what `signatures` hash (SIGNATURE_BASES)
 
 
@@ -179,6 +187,7 @@ def compare(sources: RunPaths | list[RunPaths], baseline: str | None = None,
 def _analyse(key: tuple[str, str, str], table: pa.Table, acc: _Accumulator, expectation: Any,
              near_tie_gap: float, stop_after: int | None = None) -> None:
     arm, prompt_id, phase = key
+    ref = _Reference(signatures={}, tokens=None, forced=None, ok=False)
     ok = pc.is_null(table.column("error")).to_numpy(zero_copy_only=False)
     cell = Cell(arm=arm, prompt_id=prompt_id, phase=phase, n=0, errors=int((~ok).sum()), distinct_completions=0,
                 distinct_signatures=None, divergent=None, upper_bound_95=None, lower_bound_95=None)
@@ -196,6 +205,7 @@ def _analyse(key: tuple[str, str, str], table: pa.Table, acc: _Accumulator, expe
         cell.signature_note = BASIS_NOTES.get(cell.signature_basis, "")
         counts = pc.value_counts(sigs).to_pylist()
         modal = max(counts, key=lambda c: c["counts"])
+        ref.signatures = {c["values"]: c["counts"] for c in counts}
         cell.distinct_signatures = len(counts)
         cell.divergent = warm.num_rows - modal["counts"]
         cell.lower_bound_95, cell.upper_bound_95 = divergence_bound(cell.divergent, warm.num_rows)
@@ -205,9 +215,9 @@ def _analyse(key: tuple[str, str, str], table: pa.Table, acc: _Accumulator, expe
             cell.lower_bound_95, cell.upper_bound_95 = stopped_lower_bound(cell.divergent, warm.num_rows), None
         reference = sigs.to_pylist().index(modal["values"])
         acc.explore.observe(key, warm, table, modal["values"], SIGNATURE_BASES[cell.signature_basis])
-    ref = _Reference(signatures=set(sigs.to_pylist()), tokens=None, forced=None, ok=warm.num_rows > 0,
-                     texts=set(warm.column("sig_text").to_pylist()), basis=cell.signature_basis)
+    ref.ok, ref.basis = warm.num_rows > 0, cell.signature_basis
     if warm.num_rows:
+        ref.texts = {c["values"]: c["counts"] for c in pc.value_counts(warm.column("sig_text")).to_pylist()}
         entries = pc.list_flatten(warm.column("top_logprobs_entries"))
         cell.top_entries_min, cell.top_entries_max = pc.min(entries).as_py(), pc.max(entries).as_py()
         cell.distinct_completions = pc.count_distinct(warm.column("sig_text")).as_py()
@@ -220,7 +230,7 @@ def _analyse(key: tuple[str, str, str], table: pa.Table, acc: _Accumulator, expe
 def _cold_check(row: dict[str, Any], ref: _Reference | None) -> ColdCheck:
     """The cold request against its cell's signatures, on the cell's basis."""
     own = row[SIGNATURE_BASES[ref.basis]] if ref is not None else None
-    warm = {s for s in ref.signatures if s is not None} if ref is not None else set()
+    warm = {s for s in ref.signatures if s is not None} if ref is not None else set[str]()
     matches = None if row["error"] or own is None or not warm else own in warm
     return ColdCheck(row["arm"], row["prompt_id"], row["phase"], matches)
 
@@ -265,23 +275,33 @@ def _min(values: np.ndarray) -> float | None:
     return None if values.size == 0 or np.all(np.isnan(values)) else float(np.nanmin(values))
 
 
-def _verdict(a: _Reference, b: _Reference) -> str:
-    """identical: both sides show one and the same signature (their texts', where their bases differ);
-    differ: anything else comparable."""
+def _verdict(a: _Reference, b: _Reference) -> dict[str, Any]:
+    """Two cells' signatures as distributions (their texts', where their bases differ): identical (one and the
+    same signature on both sides), same distribution (the same signatures in the same proportions), else
+    Fisher-Freeman-Halton's test of the two: differ below ALPHA, no difference shown above; not comparable
+    without signatures on both sides."""
+    basis = a.basis if a.basis == b.basis else "text"
     ours, theirs = (a.signatures, b.signatures) if a.basis == b.basis else (a.texts, b.texts)
-    if not a.ok or not b.ok or None in ours | theirs:
-        return "not comparable"
-    return "identical" if ours == theirs and len(ours) == 1 else "differ"
+    if not a.ok or not b.ok or None in ours.keys() | theirs.keys():
+        return {"verdict": "not comparable", "compared_on": basis}
+    names = sorted(ours.keys() | theirs.keys(), key=str)
+    counts = [ours.get(name, 0) for name in names], [theirs.get(name, 0) for name in names]
+    if proportional(*counts):
+        return {"verdict": "identical" if len(names) == 1 else "same distribution", "compared_on": basis}
+    test = distribution_test(*counts)
+    return {"verdict": "differ" if test.p_value < ALPHA else "no difference shown", "compared_on": basis,
+            "test": test.method, "p_value": test.p_value}
 
 
 def _where(a: _Reference, b: _Reference) -> dict[str, Any]:
-    """The verdict and where two cells' reference requests part: first generated token, largest prompt
-    logprob gap (the fields of `Divergence`)."""
-    first = positions.first_difference(a.tokens, b.tokens) if a.tokens is not None and b.tokens is not None \
-        else None
+    """The verdict and, for cells that differ, where their reference (modal) requests part: first generated
+    token, largest prompt logprob gap (the fields of `Divergence`)."""
+    verdict = _verdict(a, b)
+    first = positions.first_difference(a.tokens, b.tokens) \
+        if a.tokens is not None and b.tokens is not None and verdict["verdict"] == "differ" else None
     gap = _max(np.abs(a.forced - b.forced)) \
         if a.forced is not None and b.forced is not None and len(a.forced) == len(b.forced) else None
-    return {"verdict": _verdict(a, b), "first_divergent_position": first, "max_prompt_logprob_diff": gap}
+    return {**verdict, "first_divergent_position": first, "max_prompt_logprob_diff": gap}
 
 
 def _schedules(refs: dict[tuple[str, str, str], _Reference]) -> list[ScheduleCheck]:
@@ -301,7 +321,7 @@ def _schedules(refs: dict[tuple[str, str, str], _Reference]) -> list[ScheduleChe
 
 def _pairs(refs: dict[tuple[str, str, str], _Reference], arm_pairs: list[tuple[str, str]]) -> list[PairCheck]:
     pairs = []
-    missing = _Reference(set(), None, None, ok=False)
+    missing = _Reference({}, None, None, ok=False)
     for arm_a, arm_b in arm_pairs:
         for (arm, prompt_id, phase), ref in refs.items():
             if arm != arm_b:
@@ -312,13 +332,19 @@ def _pairs(refs: dict[tuple[str, str, str], _Reference], arm_pairs: list[tuple[s
 
 
 def _pooled(cells: list[Cell]) -> list[PooledBound]:
+    """Per arm, its measured cells pooled; a cell the stop rule ended is left out (its n was not fixed) and
+    named, so the pool never hides a divergence shown."""
     by_arm: dict[str, list[Cell]] = {}
     for cell in cells:
-        if cell.divergent is not None and cell.stopped_after is None:  # a stopped cell's n was not fixed
+        if cell.divergent is not None:
             by_arm.setdefault(cell.arm, []).append(cell)
-    return [PooledBound(arm, len(members), **asdict(pooled_bound([c.divergent or 0 for c in members],
-                                                                  [c.n for c in members])))
-            for arm, members in by_arm.items()]
+    out = []
+    for arm, measured in by_arm.items():
+        members = [c for c in measured if c.stopped_after is None]
+        rate = pooled_bound([c.divergent or 0 for c in members], [c.n for c in members])
+        out.append(PooledBound(arm, len(members), **asdict(rate),
+                               left_out=[c.label for c in measured if c.stopped_after is not None]))
+    return out
 
 
 def capacities(sources: RunPaths | list[RunPaths]) -> dict[str, int | None]:

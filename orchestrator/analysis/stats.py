@@ -116,3 +116,83 @@ def pooled_bound(divergent: list[int], n: list[int], confidence: float = CONFIDE
     k, total = sum(divergent), sum(n)
     lower, upper = divergence_bound(k, total, confidence)
     return PooledRate(k, total, lower, upper)
+
+
+# Two cells' signature distributions (analysis/compare.py): "differ" below this p-value, per cell pair.
+ALPHA = 0.05
+EXACT_STATES = 10_000  # past this many partial tables, the p-value is estimated by permutations instead
+PERMUTATIONS = 10_000
+PERMUTATION_SEED = 0
+
+
+@dataclass(frozen=True)
+class DistributionTest:
+    """Whether two samples of signatures come from one distribution: the p-value and how it was found."""
+
+    p_value: float
+    method: str  # "Fisher-Freeman-Halton exact test", or its estimate by permutations (number and seed stated)
+
+
+def proportional(a: list[int], b: list[int]) -> bool:
+    """The same categories in the same proportions (counts a[j], b[j] of category j)."""
+    na, nb = sum(a), sum(b)
+    return na > 0 and nb > 0 and all(x * nb == y * na for x, y in zip(a, b, strict=True))
+
+
+def distribution_test(a: list[int], b: list[int]) -> DistributionTest:
+    """Fisher-Freeman-Halton's test of the 2 x k table (counts a[j], b[j] of category j): given the margins,
+    the chance of a table no more likely than the one observed. Exact (integer weights, no ties lost to
+    rounding) while the enumeration stays small, else estimated from PERMUTATIONS relabellings of the pooled
+    sample (seed PERMUTATION_SEED, so a report is re-made with the same p-value)."""
+    columns = [x + y for x, y in zip(a, b, strict=True)]
+    observed = math.prod(math.comb(c, x) for c, x in zip(columns, a, strict=True))
+    exact = _exact_tail(columns, sum(a), observed)
+    if not math.isnan(exact):
+        return DistributionTest(exact, "Fisher-Freeman-Halton exact test")
+    return DistributionTest(_permutation_tail(columns, a),
+                            f"Fisher-Freeman-Halton test, {PERMUTATIONS} permutations (seed {PERMUTATION_SEED})")
+
+
+def _exact_tail(columns: list[int], row: int, observed: int) -> float:
+    """Sum of the weights prod C(c_j, x_j) of every first row x (sum row) no heavier than `observed`, over
+    C(N, row); partial tables with the same sum and weight are merged, and categories seen once (weight 1
+    either way) are counted together at the end. NaN past EXACT_STATES partial tables."""
+    states: dict[tuple[int, int], int] = {(0, 1): 1}  # (cells so far, weight so far) -> tables
+    singles = columns.count(1)
+    left = sum(columns)
+    for c in sorted((c for c in columns if c > 1), reverse=True):
+        left -= c
+        merged: dict[tuple[int, int], int] = {}
+        for (total, weight), tables in states.items():
+            for x in range(max(0, row - total - left), min(c, row - total) + 1):
+                key = (total + x, weight * math.comb(c, x))
+                merged[key] = merged.get(key, 0) + tables
+            if len(merged) > EXACT_STATES:
+                return math.nan
+        states = merged
+    tail = sum(weight * tables * math.comb(singles, row - total) for (total, weight), tables in states.items()
+               if weight <= observed)
+    return min(1.0, tail / math.comb(sum(columns), row))
+
+
+def _permutation_tail(columns: list[int], a: list[int]) -> float:
+    """The share of random splits of the pooled sample whose table is no more likely than the observed one,
+    counting the observed split itself ((1 + hits) / (1 + PERMUTATIONS))."""
+    import numpy as np  # only for large tables
+
+    logs = [np.array([math.lgamma(c + 1) - math.lgamma(x + 1) - math.lgamma(c - x + 1) for x in range(c + 1)])
+            for c in columns]
+    offsets = np.cumsum([0, *(c + 1 for c in columns)])[:-1]
+    table = np.concatenate(logs)
+    observed = float(sum(log[x] for log, x in zip(logs, a, strict=True)))
+    labels = np.repeat(np.arange(len(columns)), columns)
+    rng = np.random.default_rng(PERMUTATION_SEED)
+    row, k = sum(a), len(columns)
+    hits = 0
+    for start in range(0, PERMUTATIONS, 1000):  # in blocks: 1000 x N labels at a time
+        draws = rng.permuted(np.tile(labels, (min(1000, PERMUTATIONS - start), 1)), axis=1)[:, :row]
+        counts = np.bincount((draws + k * np.arange(len(draws))[:, None]).ravel(), minlength=k * len(draws))
+        counts = counts.reshape(len(draws), k)
+        weights = table[offsets + counts].sum(axis=1)
+        hits += int((weights <= observed + 1e-9 * max(1.0, abs(observed))).sum())
+    return (1 + hits) / (1 + PERMUTATIONS)

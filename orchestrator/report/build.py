@@ -49,6 +49,7 @@ def build(paths: RunPaths, study: str, run_id: str, baseline: str | None,
                          headline=[*missing, *sentences(comparison, [f.arm for f in failed  # interrupted: in missing
                                                                      if f.status != "interrupted"], near_tie_gap),
                                    *headline.sample_size(comparison, sample_size)],
+                         summary=headline.summary(comparison),
                          gate=gate_verdict(comparison, gate), environment=environment(records, paths, host),
                          timings_s=timings_s or {}, incomplete=missing)
     atomic_write_text(paths.report_json, json.dumps(report.to_json(), indent=2, sort_keys=True, allow_nan=False)

@@ -5,11 +5,13 @@ and the bound on the divergence rate that this sample supports."""
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
 from orchestrator.analysis.gate import failures as gate_failures
 from orchestrator.analysis.results import Cell, Comparison, Divergence
+from orchestrator.analysis.stats import ALPHA
 from orchestrator.config.noise_floor import copy_name
 
 GATE_KEYS = ("max_divergence_rate", "expect_pairs", "expect_schedules")
@@ -114,15 +116,42 @@ def sample_size(comparison: Comparison, rules: dict[str, Any] | None) -> list[st
     return ["Sample size: " + "; ".join(parts) + "."]
 
 
+# The pair verdicts (analysis/compare.py `_verdict`), most telling first.
+VERDICTS = ("differ", "no difference shown", "same distribution", "identical")
+# What a coarser signature basis means for a verdict, said beside it.
+COMPARED_ON = {"text": "compared on completion text only", "token_ids": "compared on token ids only"}
+
+
+def compared_on(bases: list[str]) -> str:
+    """'compared on completion text only' (every cell), '2 of 6 cells compared on ...' (some), '' (none)."""
+    coarse = Counter(b for b in bases if b in COMPARED_ON)
+    return ", ".join(COMPARED_ON[b] if n == len(bases) else f"{n} of {len(bases)} cells {COMPARED_ON[b]}"
+                     for b, n in coarse.items())
+
+
 def _differ(rows: list[Divergence], what: str) -> str:
-    """`identical for 3 of 3 prompts` or `differ for 1 of 3 prompts (first differing token 5)`."""
+    """`identical for 3 of 3 prompts`, `differ for 1, same distribution for 2 of 3 prompts (first differing
+    token 5; ...)`: each verdict's count, the test that judged the cells whose signatures vary, and the basis
+    where it was coarser than the top logprobs."""
     comparable = [r for r in rows if r.verdict != "not comparable"]
-    differ = [r for r in comparable if r.verdict == "differ"]
-    text = f"identical for {len(comparable)} of {len(rows)} {what}" if not differ else \
-        f"differ for {len(differ)} of {len(rows)} {what}"
-    first = [r.first_divergent_position for r in differ if r.first_divergent_position is not None]
+    counts = Counter(r.verdict for r in comparable)
+    text = ", ".join(f"{v} for {counts[v]}" for v in VERDICTS if counts[v]) or "identical for 0"
+    text += f" of {len(rows)} {what}"
+    notes = []
+    first = [r.first_divergent_position for r in comparable if r.first_divergent_position is not None]
     if first:
-        text += f" (first differing token {min(first)})"
+        notes.append(f"first differing token {min(first)}")
+    tested = [r for r in comparable if r.p_value is not None]
+    if tested:
+        p_values = sorted(r.p_value for r in tested if r.p_value is not None)
+        low, high = f"{p_values[0]:.2g}", f"{p_values[-1]:.2g}"
+        p = f"p = {low}" if low == high else f"p {low}-{high}"
+        methods = " or ".join(dict.fromkeys(r.test for r in tested))
+        notes.append(f"{len(tested)} judged on their signature distributions by the {methods}, differ at "
+                     f"p < {ALPHA:g}: {p}")
+    text += f" ({'; '.join(notes)})" if notes else ""
+    if basis := compared_on([r.compared_on for r in comparable]):
+        text += f", {basis}"
     return text + (f", {len(rows) - len(comparable)} not comparable" if len(comparable) < len(rows) else "")
 
 
@@ -145,7 +174,9 @@ def sentences(comparison: Comparison, failed_arms: list[str], near_tie_gap: floa
             differ = sum(not c.matches_warm for c in cold)
             clauses.append(f"cold first request differs from warm in {differ} of {len(cold)} cells" if differ
                            else f"cold first request matches warm in {len(cold)} of {len(cold)} cells")
-        out.append(f"{arm}: " + "; ".join(clauses) + ".")
+        signed = [c.signature_basis for cells in phases.values() for c in cells if c.distinct_signatures is not None]
+        basis = compared_on(signed)
+        out.append(f"{arm}{f' ({basis})' if basis else ''}: " + "; ".join(clauses) + ".")
     pairs: dict[tuple[str, str], list[Divergence]] = {}
     for p in comparison.pairs:
         pairs.setdefault((p.arm_a, p.arm_b), []).append(p)
@@ -157,11 +188,10 @@ def sentences(comparison: Comparison, failed_arms: list[str], near_tie_gap: floa
         noise = [c for c in comparison.cells if c.arm in (a, b) and (c.distinct_signatures or 1) > 1]
         differ = any(r.verdict == "differ" for r in rows)
         # within an arm's own repeats (the noise floor of two starts, study.noise_floor, is read below)
-        floor = f"within the arms {len(noise)} cell(s) vary, so part of the A/B may be noise" if noise and differ \
-            else f"within the arms {len(noise)} cell(s) vary" if noise else "one signature within each arm" \
-            + (", so the difference lies between the arms" if differ else "")
+        floor = f"within the arms {len(noise)} cell(s) vary, compared as signature distributions" if noise \
+            else "one signature within each arm" + (", so the difference lies between the arms" if differ else "")
         floor += _against_floor(rows, pairs.get((a, copy_name(a))))
-        out.append(f"A/B {b} vs {a}: {_differ(rows, 'prompt x phase cells')} ({floor}).")
+        out.append(f"A/B {b} vs {a}: {_differ(rows, 'prompt x phase cells')}; {floor}.")
     return out
 
 
@@ -176,5 +206,30 @@ def _against_floor(rows: list[Divergence], floor: list[Divergence] | None) -> st
     within = ab & aa
     if within == ab:
         return f"; within the noise floor: the A/A differs in all {len(ab)} of the differing cells too"
-    return (f"; beyond the noise floor in {len(ab - within)} of {len(ab)} differing cells (the A/A is identical "
+    return (f"; beyond the noise floor in {len(ab - within)} of {len(ab)} differing cells (the A/A does not differ "
             "there)")
+
+
+def summary(comparison: Comparison) -> str:
+    """One line for `ls` and `show` (report.json `summary`): each arm's repeatability, then each pair's verdicts,
+    with the basis where it was coarser than the top logprobs."""
+    by_arm: dict[str, list[Cell]] = {}
+    for cell in comparison.cells:
+        by_arm.setdefault(cell.arm, []).append(cell)
+    parts = []
+    for arm, cells in by_arm.items():
+        measured = [c for c in cells if c.distinct_signatures is not None]
+        basis = compared_on([c.signature_basis for c in measured])
+        parts.append(f"{arm}: one signature in {sum(c.distinct_signatures == 1 for c in measured)} of {len(cells)} "
+                     f"cells{f', {basis}' if basis else ''}")
+    pairs: dict[tuple[str, str], list[Divergence]] = {}
+    for p in comparison.pairs:
+        pairs.setdefault((p.arm_a, p.arm_b), []).append(p)
+    for (a, b), rows in pairs.items():
+        comparable = [r for r in rows if r.verdict != "not comparable"]
+        counts = Counter(r.verdict for r in comparable)
+        verdicts = ", ".join(f"{v} in {counts[v]}" for v in VERDICTS if counts[v]) or "comparable in 0"
+        basis = compared_on([r.compared_on for r in comparable])
+        parts.append(f"{'A/A' if b == copy_name(a) else 'A/B'} {b} vs {a}: {verdicts} of {len(rows)} cells"
+                     f"{f', {basis}' if basis else ''}")
+    return "; ".join(parts)

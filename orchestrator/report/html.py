@@ -142,7 +142,8 @@ def _ab_next_to_aa(result: Comparison) -> str:
 
 def _verdict_tile(pair: PairCheck) -> tuple[str, str]:
     where = f" at token {pair.first_divergent_position}" if pair.first_divergent_position is not None else ""
-    return pair.verdict + where, {"identical": "ok", "differ": "differ"}.get(pair.verdict, "unknown")
+    kind = {"identical": "ok", "same distribution": "ok", "differ": "differ"}.get(pair.verdict, "unknown")
+    return pair.verdict + where, kind
 
 
 def markdown_to_html(text: str) -> list[str]:

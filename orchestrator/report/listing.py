@@ -36,11 +36,11 @@ def verdict(report: dict[str, Any] | None) -> str:
     if report.get("failures"):
         return "measurement failed: " + ", ".join(f["arm"] for f in report["failures"])
     gate = (report.get("gate") or {}).get("verdict")
-    if gate in ("passed", "failed"):
-        return f"gate {gate}"
     cells = report.get("cells") or []
-    varying = sum(c.get("distinct_signatures") not in (None, 1) for c in cells)
-    return f"{varying} of {len(cells)} cells vary" if varying else f"no difference in {len(cells)} cells"
+    varying = sum(c.get("distinct_signatures") not in (None, 1) for c in cells)  # a report without `summary`
+    said = report.get("summary") or (f"{varying} of {len(cells)} cells vary" if varying
+                                     else f"no difference in {len(cells)} cells")
+    return f"gate {gate}; {said}" if gate in ("passed", "failed") else said
 
 
 def _read(path: Path) -> dict[str, Any] | None:
@@ -91,7 +91,8 @@ def show(run_dir: Path) -> str:
     if stopped := [f["arm"] for f in report.get("failures") or [] if f.get("status") == "interrupted"]:
         out.append(f"- INTERRUPTED: {', '.join(stopped)} stopped before finishing; `orchestrator run --resume "
                    f"{run_dir}` sends the rest")
-    out += [f"- {line}" for line in report.get("headline") or [verdict(report)]]
+    out += [f"verdict: {verdict(report)}", ""]  # each arm's repeatability and each pair's result, in one line
+    out += [f"- {line}" for line in report.get("headline") or []]
     gate = report.get("gate") or {}
     if gate.get("verdict") == "failed":
         out += ["", "gate: FAILED", *(f"  - {p}" for p in gate.get("problems", []))]

@@ -10,10 +10,11 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from orchestrator.analysis.results import BASIS_WORDS, BatchCheck, Cell, Comparison, Divergence
+from orchestrator.analysis.stats import ALPHA
 from orchestrator.report import explorer_md
 from orchestrator.report.environment import markdown_section as environment_section
 from orchestrator.report.guard import markdown_section
-from orchestrator.report.headline import stopped_rate
+from orchestrator.report.headline import COMPARED_ON, compared_on, stopped_rate
 from orchestrator.report.probes import render_attribution, render_markdown
 
 if TYPE_CHECKING:
@@ -75,6 +76,9 @@ def headline(comparison: Comparison) -> str:
     cold = [c for c in comparison.cold if c.matches_warm is False]
     if cold:
         parts.append(f"{len(cold)} cold first requests differ from warm")
+    pairs = [p for p in comparison.pairs if p.verdict == "differ"]
+    if pairs:
+        parts.append(f"{len(pairs)} of {len(comparison.pairs)} pair comparisons (A/B, A/A) differ")
     not_co = [b for b in comparison.batches if b.co_resident is False]
     if not_co:
         parts.append(f"{len(not_co)} of {len(comparison.batches)} concurrent batches were not co-resident "
@@ -82,14 +86,17 @@ def headline(comparison: Comparison) -> str:
     line = "; ".join(parts) + "."
     measured = [c for c in comparison.cells if c.distinct_signatures is not None]
     if measured and not varying and not differ and not cold:
-        line += " " + no_difference(measured)
+        line += " " + no_difference(measured, len(pairs))
     return line
 
 
-def no_difference(cells: list[Cell]) -> str:
-    """An honest negative: what was not seen, the bound the sample supports, and the co-residency reached."""
+def no_difference(cells: list[Cell], pairs_differ: int = 0) -> str:
+    """An honest negative: what was not seen, the bound the sample supports, and the co-residency reached;
+    where pairs of arms differ all the same, it says the arms are repeatable and the A/B differs."""
     loosest = max(cells, key=lambda c: c.upper_bound_95 or 0.0)
-    text = (f"**No difference observed**: one signature in each of {len(cells)} cells (n = "
+    bold = "**Each arm repeatable, the arms differ**" if pairs_differ else "**No difference observed**"
+    basis = compared_on([c.signature_basis for c in cells])
+    text = (f"{bold}: one signature in each of {len(cells)} cells{f', {basis}' if basis else ''} (n = "
             f"{min(c.n for c in cells)}-{max(c.n for c in cells)} each; divergence rate <= "
             f"{_pct(loosest.upper_bound_95)} at 95% in the smallest).")
     concurrent = [c for c in cells if c.batch_size is not None]
@@ -193,8 +200,9 @@ def details(report: StudyReport) -> list[str]:
     for title, rows, first in checks:
         if rows:
             out += [f"## {title}", ""]
-            out += _table([*first, "prompt", "verdict", "first differing token", "max prompt logprob diff"], [
-                [*(getattr(r, k) for k in first), r.prompt_id, r.verdict,
+            out += [PAIR_SENTENCE, ""]
+            out += _table([*first, "prompt", "verdict", "how", "first differing token", "max prompt logprob diff"], [
+                [*(getattr(r, k) for k in first), r.prompt_id, r.verdict, _how(r),
                  _num(r.first_divergent_position, "d"), _num(r.max_prompt_logprob_diff)] for r in rows])
     if report.attribution:
         out += [render_attribution(report.attribution), ""]
@@ -202,10 +210,33 @@ def details(report: StudyReport) -> list[str]:
         out += [render_markdown(report.probes), ""]
     if result.pooled:
         out += ["## Pooled over cells", ""]
-        out += _table(["arm", "cells", "divergent", "n", "bound (95%)", "assumption"], [
-            [p.arm, p.cells, p.divergent, p.n, f"{_pct(p.lower_bound_95)}-{_pct(p.upper_bound_95)}",
-             p.assumption] for p in result.pooled])
+        cells = {c.label: c for c in result.cells}
+        out += _table(["arm", "cells", "divergent", "n", "bound (95%)", "assumption", "left out"], [
+            [p.arm, p.cells, p.divergent, p.n, f"{_pct(p.lower_bound_95)}-{_pct(p.upper_bound_95)}" if p.n else "-",
+             p.assumption, _left_out([cells[label] for label in p.left_out])] for p in result.pooled])
     return out
+
+
+PAIR_SENTENCE = (f"Two cells are compared as distributions of their signatures: identical (one and the same on both "
+                 f"sides), same distribution (the same signatures in the same proportions), else by an exact test of "
+                 f"the two: differ at p < {ALPHA:g}, otherwise no difference shown. The first differing token is "
+                 "where the modal requests of cells that differ part.")
+HOW = {"identical": "one signature, the same on both sides", "same distribution": "the same signatures in the "
+       "same proportions", "not comparable": "a side has no signatures"}
+
+
+def _how(row: Divergence) -> str:
+    """How the verdict was reached: the test and its p-value, or why none was needed; the basis if coarse."""
+    how = f"{row.test}, p = {row.p_value:.3g}" if row.p_value is not None else HOW.get(row.verdict, "-")
+    return how + (f"; {COMPARED_ON[row.compared_on]}" if row.compared_on in COMPARED_ON else "")
+
+
+def _left_out(cells: list[Cell]) -> str:
+    """The cells a pool leaves out, and why: the stop rule ended them, each a divergence shown."""
+    if not cells:
+        return "-"
+    return (f"{len(cells)} cell(s) the stop rule ended (n not fixed; divergence shown): "
+            + ", ".join(f"{c.label} (rate >= {_pct(c.lower_bound_95)})" for c in cells))
 
 
 def _failures_section(report: StudyReport) -> list[str]:

@@ -26,6 +26,7 @@ class StudyReport:
     attribution: list[Attribution] = field(default_factory=list)  # batch-variant ops, per diverging arm
     sweep: dict[str, Any] | None = None  # sweep/callback.py's summary
     headline: list[str] = field(default_factory=list)  # one sentence per question (report/headline.py)
+    summary: str = ""  # one line: each arm's repeatability and each pair's verdicts (`ls`, `show`)
     gate: GateVerdict = field(default_factory=lambda: GateVerdict("not set"))
     environment: Environment = field(default_factory=Environment)
     timings_s: dict[str, float] = field(default_factory=dict)  # run.json: where the run's time went
@@ -34,7 +35,7 @@ class StudyReport:
     def to_json(self) -> dict[str, Any]:
         """report.json: the comparison's lists at the top level, the rest only where present."""
         out: dict[str, Any] = {"study": self.study, "run_id": self.run_id, "baseline": self.baseline,
-                               "headline": self.headline, "gate": asdict(self.gate),
+                               "headline": self.headline, "summary": self.summary, "gate": asdict(self.gate),
                                "environment": asdict(self.environment),
                                "arms": [asdict(a) for a in self.arms], **self.comparison.to_json()}
         if self.failures:

@@ -20,9 +20,9 @@ from orchestrator.run.check import Refusals, refusals, run_dir_of, run_dir_probl
 from orchestrator.run.execute import execute_study, preflight
 from orchestrator.run.timings import StageTimer
 
-# Hydra's own flags, and those of them that take a value: not overrides.
+# Hydra's own flags, and those of them that take a value: not overrides (--out: a recorded run's new run dir).
 FLAGS_WITH_VALUE = {"--cfg", "-c", "--package", "-p", "--config-path", "-cp", "--config-name", "-cn", "--info",
-                    "-i", "--experimental-rerun"}
+                    "-i", "--experimental-rerun", "--out"}
 MAX_CHECKED_JOBS = 256  # jobs whose configs are composed up front; a bigger sweep checks the first ones
 PRECHECK_S = {"seconds": 0.0}  # composing and checking every job up front, for the first job's timings
 
@@ -77,7 +77,11 @@ def run_with_hydra(argv: list[str]) -> int:
 
         if any(f in MULTIRUN for f in flags):
             raise refused_overrides(recorded[0])
-        return run_from(recorded[0].parent, None, [], overrides)  # overrides but hydra.run.dir & co: refused
+        out = flags[flags.index("--out") + 1] if "--out" in flags else None  # as `run --from RUN --out DIR`
+        return run_from(recorded[0].parent, Path(out) if out else None, [], overrides)  # hydra.run.dir & co only
+    if "--out" in flags:  # Hydra would print its whole usage
+        raise ConfigError("run takes no --out for a new study: name its run dir with hydra.run.dir=DIR (--out is for "
+                          "a re-run: run --from RUN --out DIR)")
     multirun = any(f in MULTIRUN for f in flags)
     started = time.perf_counter()
     if not flags:  # one study: composed once, checked, and run as Hydra's main would run it

@@ -6,12 +6,12 @@ from typing import Any
 
 import pytest
 
-from orchestrator.analysis import quality
+from orchestrator.analysis import quality, stats
 from orchestrator.analysis.compare import compare
 from orchestrator.analysis.gaps import top_gaps
 from orchestrator.analysis.gate import failures
 from orchestrator.analysis.signatures import text_signature, token_ids_signature, top_logprobs_signature
-from orchestrator.analysis.stats import pooled_bound
+from orchestrator.analysis.stats import distribution_test, pooled_bound
 from orchestrator.errors import RecordError
 from orchestrator.record.paths import RunPaths
 from orchestrator.record.tables import TableWriter
@@ -93,13 +93,81 @@ def test_prompt_position_metrics(tmp_path) -> None:  # type: ignore[no-untyped-d
 
 
 def test_schedules_and_pairs_say_where(tmp_path) -> None:  # type: ignore[no-untyped-def]
-    rows = [row("base", "p", "seq", [1, 2, 3])] * 3 + [row("base", "p", "conc", [1, 2, 3], kind="concurrent")] * 3
-    rows += [row("b", "p", "seq", [1, 2, 3])] * 3 + [row("b", "p", "conc", [1, 4, 3], kind="concurrent")] * 3
+    rows = [row("base", "p", "seq", [1, 2, 3])] * 6 + [row("base", "p", "conc", [1, 2, 3], kind="concurrent")] * 6
+    rows += [row("b", "p", "seq", [1, 2, 3])] * 6 + [row("b", "p", "conc", [1, 4, 3], kind="concurrent")] * 6
     result = compare(record(tmp_path, rows), baseline="base").to_json()
     schedules = {s["arm"]: (s["verdict"], s["first_divergent_position"]) for s in result["schedules"]}
     assert schedules == {"base": ("identical", None), "b": ("differ", 1)}
-    pairs = {p["phase"]: (p["verdict"], p["first_divergent_position"]) for p in result["pairs"]}
-    assert pairs == {"seq": ("identical", None), "conc": ("differ", 1)}
+    pairs = {p["phase"]: (p["verdict"], p["first_divergent_position"], p["p_value"]) for p in result["pairs"]}
+    # 6 against 6, one signature each: 2 of the C(12, 6) splits are as extreme
+    assert pairs == {"seq": ("identical", None, None), "conc": ("differ", 1, pytest.approx(2 / 924))}
+
+
+def noisy(arm: str, phase: str, counts: list[int], start: int = 0) -> list[dict[str, Any]]:
+    """A cell whose requests show signature i (token 10 + i at position 1) counts[i] times, from `start` on in
+    the order they come."""
+    order = [i for i, count in enumerate(counts) for _ in range(count)]
+    order = order[start:] + order[:start]
+    return [row(arm, "p", phase, [1, 10 + i, 3]) for i in order]
+
+
+def test_cells_with_the_same_signatures_in_the_same_proportions_are_one_distribution(  # type: ignore[no-untyped-def]
+        tmp_path) -> None:
+    """The H200's A/A of transformers serve with continuous batching: every signature with the same count on both
+    sides (10, 9, 5, 3, 3, 3 and singletons of 64), in another order and with a tie for the modal one: the same
+    distribution, not 'differ' (the old rule compared one completion picked from each)."""
+    counts = [10, 10, 9, 5, 3, 3, 3] + [1] * 21
+    rows = noisy("a", "seq", counts) + noisy("b", "seq", counts[1::-1] + counts[2:], start=17)
+    rows += noisy("a", "conc", [2, 1]) + noisy("b", "conc", [4, 2])  # same proportions, twice the n
+    result = compare(record(tmp_path, rows), baseline="a").to_json()
+    assert {p["phase"]: (p["verdict"], p["test"], p["p_value"], p["first_divergent_position"])
+            for p in result["pairs"]} == {"seq": ("same distribution", "", None, None),
+                                          "conc": ("same distribution", "", None, None)}
+
+
+def test_other_distributions_are_judged_by_an_exact_test(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    rows = noisy("a", "seq", [8, 2]) + noisy("b", "seq", [2, 8])  # the same two signatures, swapped proportions
+    rows += noisy("a", "conc", [5, 5]) + noisy("b", "conc", [6, 4])  # close: not shown to differ
+    result = compare(record(tmp_path, rows), baseline="a").to_json()
+    pairs = {p["phase"]: p for p in result["pairs"]}
+    assert pairs["seq"]["verdict"] == "differ" and pairs["seq"]["test"] == "Fisher-Freeman-Halton exact test"
+    assert pairs["seq"]["p_value"] == pytest.approx(0.02301, abs=1e-5)  # Fisher's exact test of [[8, 2], [2, 8]]
+    assert pairs["conc"]["verdict"] == "no difference shown" and pairs["conc"]["p_value"] == pytest.approx(1.0)
+    assert pairs["conc"]["first_divergent_position"] is None  # only where the cells differ
+
+
+def _brute_force(a: list[int], b: list[int]) -> float:
+    """The Fisher-Freeman-Halton p-value by listing every split of the pooled sample (small N only)."""
+    import itertools
+    import math
+
+    labels = [j for j, c in enumerate(x + y for x, y in zip(a, b, strict=True)) for _ in range(c)]
+    def weight(first: list[int]) -> int:
+        return math.prod(math.comb(labels.count(j), first.count(j)) for j in set(labels))
+    observed = weight([j for j, c in enumerate(a) for _ in range(c)])
+    splits = [weight([labels[i] for i in chosen]) for chosen in itertools.combinations(range(len(labels)), sum(a))]
+    return sum(1 for w in splits if w <= observed) / len(splits)
+
+
+@pytest.mark.parametrize(("a", "b"), [([3, 0, 0, 0], [0, 1, 1, 1]), ([4, 1, 1, 0], [1, 2, 0, 3]),
+                                      ([2, 2, 1, 1, 1], [1, 0, 3, 2, 0]), ([1, 9], [11, 3])])
+def test_the_exact_test_against_every_split_and_its_permutation_estimate(
+        a: list[int], b: list[int], monkeypatch: pytest.MonkeyPatch) -> None:
+    exact = distribution_test(a, b)
+    assert exact.method == "Fisher-Freeman-Halton exact test"
+    assert exact.p_value == pytest.approx(_brute_force(a, b), rel=1e-12)
+    monkeypatch.setattr(stats, "EXACT_STATES", 0)  # too many tables: estimated, with its number and seed
+    estimate = distribution_test(a, b)
+    assert estimate.method == "Fisher-Freeman-Halton test, 10000 permutations (seed 0)"
+    assert estimate.p_value == pytest.approx(exact.p_value, abs=0.015)
+    assert distribution_test(a, b) == estimate  # seeded: the same report twice
+
+
+def test_a_pool_names_the_cells_the_stop_rule_ended(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    rows = [row("v", "p", "seq", [1])] * 40 + [row("v", "q", "seq", [1])] * 3 + [row("v", "q", "seq", [2])] * 2
+    result = compare(record(tmp_path, rows), stop_after_divergences=2)
+    [pool] = result.pooled
+    assert (pool.cells, pool.n, pool.left_out) == (1, 40, ["v/q/seq"])
 
 
 def test_missing_logprobs_fall_back_to_what_is_there(tmp_path) -> None:  # type: ignore[no-untyped-def]
@@ -115,8 +183,9 @@ def test_missing_logprobs_fall_back_to_what_is_there(tmp_path) -> None:  # type:
     assert "token ids" in a["signature_note"]
     assert (t["signature_basis"], t["distinct_signatures"], t["divergent"]) == ("text", 2, 1)
     assert "completion text" in t["signature_note"]
-    pairs = {p["arm_b"]: p["verdict"] for p in result["pairs"]}
-    assert pairs == {"a": "identical", "t": "differ"}  # bases differ: compared on their texts
+    pairs = {p["arm_b"]: (p["verdict"], p["compared_on"]) for p in result["pairs"]}
+    # bases differ: compared on their texts; 2 of 3 like b's 3 of 3 is not shown to differ
+    assert pairs == {"a": ("identical", "text"), "t": ("no difference shown", "text")}
 
 
 def test_pooled_bound_states_its_assumption() -> None:
@@ -142,17 +211,17 @@ def test_non_contiguous_cells_are_refused(tmp_path) -> None:  # type: ignore[no-
 
 
 def test_gate_failures(tmp_path) -> None:  # type: ignore[no-untyped-def]
-    rows = [row("a", "p", "seq", [1])] * 3 + [row("b", "p", "seq", [1])] * 2 + [row("b", "p", "seq", [2])]
-    result = compare(record(tmp_path, rows), baseline="a")
+    rows = [row("a", "p", "seq", [1])] * 6 + [row("b", "p", "seq", [2])] * 5 + [row("b", "p", "seq", [1])]
+    result = compare(record(tmp_path, rows), baseline="a")  # [6, 0] against [1, 5]: p = 14 / 924
     assert failures(result, {"max_divergence_rate": 0.5, "expect_pairs": {"b": "differ"}}) == []
     problems = failures(result, {"max_divergence_rate": 0.0, "expect_pairs": {"b": "identical"}})
-    assert problems == ["b/p/seq: 1 divergent in 3 exceeds the stated rate 0",
+    assert problems == ["b/p/seq: 1 divergent in 6 exceeds the stated rate 0",
                         "pairs: b/p/seq is differ, expected identical"]
 
 
 def test_several_runs_compare_as_one_study(tmp_path) -> None:  # type: ignore[no-untyped-def]
-    first = record(tmp_path / "machine-a", [row("a", "p", "seq", [1, 2])] * 3)
-    second = record(tmp_path / "machine-b", [row("a", "p", "seq", [1, 3])] * 3)
+    first = record(tmp_path / "machine-a", [row("a", "p", "seq", [1, 2])] * 6)
+    second = record(tmp_path / "machine-b", [row("a", "p", "seq", [1, 3])] * 6)
     result = compare([first, second], baseline="machine-a/a").to_json()
     assert {c["arm"] for c in result["cells"]} == {"machine-a/a", "machine-b/a"}
     [pair] = result["pairs"]

@@ -104,3 +104,26 @@ def test_probe_finds_an_arm_in_the_user_s_config_dirs(tmp_path: Path, monkeypatc
     capsys.readouterr()
     assert cli.main(["probe", "--arm", "mine", "--print-spec"]) == 2
     assert "unknown arm 'mine'" in capsys.readouterr().err
+
+
+def test_hydra_s_re_run_recipe_takes_out_like_the_other_re_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    """`run --config-dir RUN/.hydra --config-name config --out DIR` is `run --from RUN --out DIR`."""
+    from orchestrator.reproduce import rerun
+
+    hydra = tmp_path / "run" / ".hydra"
+    hydra.mkdir(parents=True)
+    (hydra / "config.yaml").write_text("{}\n")
+    (hydra / "overrides.yaml").write_text("[]\n")
+    called: list[tuple[Path, Path | None, list[str]]] = []
+
+    def run_from(run: Path, out: Path | None, allow: list[str], output: list[str]) -> int:
+        called.append((run, out, output))
+        return 0
+
+    monkeypatch.setattr(rerun, "run_from", run_from)
+    assert cli.main(["run", "--config-dir", str(hydra), "--config-name", "config", "--out", str(tmp_path / "new")]) == 0
+    assert called == [(hydra.parent, tmp_path / "new", [])]
+    assert cli.main(["run", "--out", str(tmp_path / "new")]) == 2  # a new study's run dir is Hydra's
+    assert errors(capsys) == ["error: run takes no --out for a new study: name its run dir with hydra.run.dir=DIR "
+                              "(--out is for a re-run: run --from RUN --out DIR)"]

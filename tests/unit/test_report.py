@@ -163,9 +163,12 @@ def test_ls_lists_each_run_and_show_prints_its_verdict_and_environment(tmp_path:
     assert main(["ls", str(tmp_path / "runs")]) == 0
     header, row = capsys.readouterr().out.splitlines()
     assert header.split()[:3] == ["study", "started", "(UTC)"]
-    assert row.startswith("default ") and "baseline, wide_batch  gate failed  " in row and row.endswith(str(paths.root))
+    said = ("gate failed; baseline: one signature in 4 of 4 cells; wide_batch: one signature in 0 of 4 cells; A/B "
+            "wide_batch vs baseline: differ in 4 of 4 cells")  # each arm's repeatability and the A/B's result
+    assert row.startswith("default ") and f"baseline, wide_batch  {said}  " in row and row.endswith(str(paths.root))
     assert main(["show", str(paths.root)]) == 0
     shown = capsys.readouterr().out
+    assert f"verdict: {said}" in shown
     assert "- wide_batch: sequential: 6 distinct in 6" in shown and "gate: FAILED" in shown
     assert f"re-run the study: orchestrator run --from {paths.root}" in shown and "$ docker run -d --init" in shown
     assert main(["show", str(tmp_path / "runs" / "other")]) == 2
@@ -217,3 +220,71 @@ def test_an_engine_that_states_no_version_shows_its_distribution_s() -> None:
     assert arm_environment(row).engine_version == "transformers 5.25.0"
     row["config_json"] = _json.dumps({"engine": "some_engine_of_a_newer_orchestrator"})
     assert arm_environment(row).engine_version is None
+
+
+def test_the_verdict_gives_each_arm_s_repeatability_and_the_ab_s_result() -> None:
+    """Each arm repeatable, the A/B differing in every cell, on the completion text (transformers serve): the
+    bold line must not say 'No difference observed', and the verdict, `show` and `ls` say the basis."""
+    from orchestrator.analysis.results import PairCheck
+    from orchestrator.report.headline import summary
+    from orchestrator.report.markdown import headline
+
+    cells = [cell(arm=arm, prompt_id=p, phase="sequential", signature_basis="text")
+             for arm in ("fp32", "bf16") for p in ("x", "y")]
+    pairs = [PairCheck(p, "differ", 3, None, compared_on="text", test="Fisher-Freeman-Halton exact test",
+                       p_value=2 / 924, arm_a="fp32", arm_b="bf16", phase="sequential") for p in ("x", "y")]
+    comparison = Comparison(cells=cells, pairs=pairs)
+    line = headline(comparison)
+    assert "No difference observed" not in line and "2 of 2 pair comparisons (A/B, A/A) differ" in line
+    assert "**Each arm repeatable, the arms differ**: one signature in each of 4 cells, compared on completion " \
+           "text only" in line
+    said = sentences(comparison, [], 0.01)
+    assert said[0].startswith("fp32 (compared on completion text only): sequential: 1 distinct in 30")
+    assert said[2] == ("A/B bf16 vs fp32: differ for 2 of 2 prompt x phase cells (first differing token 3; 2 judged "
+                       "on their signature distributions by the Fisher-Freeman-Halton exact test, differ at p < 0.05: "
+                       "p = 0.0022), compared on completion text only; one signature within each arm, so the "
+                       "difference lies between the arms.")
+    assert summary(comparison) == ("fp32: one signature in 2 of 2 cells, compared on completion text only; bf16: one "
+                                   "signature in 2 of 2 cells, compared on completion text only; A/B bf16 vs fp32: "
+                                   "differ in 2 of 2 cells, compared on completion text only")
+    pairs[0].verdict, pairs[1].verdict = "identical", "identical"
+    pairs[0].test = pairs[1].test = ""
+    pairs[0].p_value = pairs[1].p_value = pairs[0].first_divergent_position = pairs[1].first_divergent_position = None
+    assert "**No difference observed**: one signature in each of 4 cells, compared on completion text only" in \
+        headline(comparison)
+
+
+def test_an_aa_that_reproduces_every_signature_reads_same_distribution() -> None:
+    """The H200's A/A of two starts of transformers serve with continuous batching: several signatures per cell,
+    each with the same count on both sides: 'same distribution', and the A/B is read against it."""
+    from orchestrator.analysis.results import PairCheck
+
+    cells = [cell(arm=arm, prompt_id=p, distinct_signatures=6, divergent=54, n=64)
+             for arm in ("cb", "cb_aa", "eager") for p in ("x", "y")]
+    aa = [PairCheck(p, "same distribution", None, None, arm_a="cb", arm_b="cb_aa", phase="concurrent")
+          for p in ("x", "y")]
+    ab = [PairCheck("x", "differ", None, None, test="Fisher-Freeman-Halton exact test", p_value=0.001, arm_a="cb",
+                    arm_b="eager", phase="concurrent"),
+          PairCheck("y", "no difference shown", None, None, test="Fisher-Freeman-Halton exact test", p_value=0.4,
+                    arm_a="cb", arm_b="eager", phase="concurrent")]
+    said = sentences(Comparison(cells=cells, pairs=aa + ab), [], 0.01)
+    assert "A/A cb_aa vs cb (the noise floor: two starts of one config): same distribution for 2 of 2 prompt x " \
+           "phase cells." in said
+    [line] = [s for s in said if s.startswith("A/B")]
+    assert line.startswith("A/B eager vs cb: differ for 1, no difference shown for 1 of 2 prompt x phase cells (2 "
+                           "judged on their signature distributions by the Fisher-Freeman-Halton exact test, differ "
+                           "at p < 0.05: p 0.001-0.4)")
+    assert "beyond the noise floor in 1 of 1 differing cells (the A/A does not differ there)" in line
+
+
+def test_a_pool_says_which_cells_the_stop_rule_left_out() -> None:
+    from orchestrator.analysis.results import PooledBound
+    from orchestrator.report.markdown import details
+    from orchestrator.report.model import StudyReport
+
+    stopped = cell(arm="variant", prompt_id="q", divergent=2, n=35, stopped_after=2, lower_bound_95=0.057,
+                   upper_bound_95=None)
+    pool = PooledBound("variant", 4, 0, 246, 0.0, 0.012, "assumes one common rate", left_out=[stopped.label])
+    text = "\n".join(details(StudyReport("s", "r", None, [], Comparison(cells=[stopped], pooled=[pool]))))
+    assert ("| variant | 4 | 0 | 246 | 0.0%-1.2% | assumes one common rate | 1 cell(s) the stop rule ended (n not "
+            "fixed; divergence shown): variant/q/concurrent (rate >= 5.7%) |") in text
