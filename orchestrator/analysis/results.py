@@ -90,12 +90,19 @@ class ColdCheck:
 
 @dataclass
 class Divergence:
-    """Where two cells' reference requests part."""
+    """Two cells' signatures compared as distributions (analysis/compare.py `_verdict`), and where their
+    reference requests part."""
 
     prompt_id: str
-    verdict: str  # identical | differ | not comparable
-    first_divergent_position: int | None
+    # identical: one and the same signature on both sides; same distribution: the same signatures in the same
+    # proportions; differ: the exact test's p-value below stats.ALPHA; no difference shown: at or above it;
+    # not comparable: a side without signatures
+    verdict: str
+    first_divergent_position: int | None  # where the modal requests part, in cells that differ
     max_prompt_logprob_diff: float | None
+    compared_on: str = "top_logprobs"  # the basis both sides were signed on (SIGNATURE_BASES), else "text"
+    test: str = ""  # the test that gave `p_value`; "" where none was needed
+    p_value: float | None = None
 
 
 @dataclass
@@ -127,6 +134,9 @@ class PooledBound:
     lower_bound_95: float
     upper_bound_95: float
     assumption: str
+    # cells not in the pool: ended by protocol.stop_after_divergences (their n was not fixed), each a
+    # divergence shown; `cells` counts the others
+    left_out: list[str] = field(default_factory=list)
 
 
 @dataclass
