@@ -140,6 +140,17 @@ class PooledBound:
 
 
 @dataclass
+class WaveTime:
+    """Arms that ran at the same time (study.parallel_arms), from the arms table: the first one's start to the
+    last one's stop, against the same arms' times added up (what one after another would have taken)."""
+
+    wave: int
+    arms: list[str]
+    wall_s: float
+    arm_s: float
+
+
+@dataclass
 class PositionSeries:
     """Per-position spreads of one cell, for the plots."""
 

@@ -12,7 +12,7 @@ from orchestrator.analysis.attribution import attribute
 from orchestrator.analysis.compare import NEAR_TIE_GAP, arms_summary, compare
 from orchestrator.analysis.explorer import MAX_BRANCHES
 from orchestrator.analysis.failures import ArmFailure, arm_failures
-from orchestrator.analysis.results import Comparison
+from orchestrator.analysis.results import Comparison, WaveTime
 from orchestrator.config.catalog import line
 from orchestrator.errors import ConfigError, RecordError
 from orchestrator.guard.observed import read as read_guard
@@ -51,12 +51,26 @@ def build(paths: RunPaths, study: str, run_id: str, baseline: str | None,
                                    *headline.sample_size(comparison, sample_size)],
                          summary=headline.summary(comparison),
                          gate=gate_verdict(comparison, gate), environment=environment(records, paths, host),
-                         timings_s=timings_s or {}, incomplete=missing)
+                         timings_s=timings_s or {}, waves=wave_times(records), incomplete=missing)
     atomic_write_text(paths.report_json, json.dumps(report.to_json(), indent=2, sort_keys=True, allow_nan=False)
                       + "\n")
     atomic_write_text(paths.report_md, markdown(report))
     atomic_write_text(paths.report_html, to_html(report))
     return report
+
+
+def wave_times(records: list[RunPaths]) -> list[WaveTime]:
+    """Each wave of arms side by side (study.parallel_arms), timed from the arms table; [] when arms ran one
+    by one (no wave recorded) or several runs are compared."""
+    if len(records) != 1:
+        return []
+    waves: dict[int, list[dict[str, Any]]] = {}
+    for row in read_table(records[0], "arms", ["arm", "wave", "start_ns", "stop_ns"]).to_pylist():
+        if row["wave"] is not None and row["start_ns"] is not None and row["stop_ns"] is not None:
+            waves.setdefault(row["wave"], []).append(row)
+    return [WaveTime(number, [r["arm"] for r in rows],
+                     (max(r["stop_ns"] for r in rows) - min(r["start_ns"] for r in rows)) / 1e9,
+                     sum(r["stop_ns"] - r["start_ns"] for r in rows) / 1e9) for number, rows in sorted(waves.items())]
 
 
 def _not_sent(comparison: Comparison, sample_size: dict[str, Any] | None) -> dict[str, int]:

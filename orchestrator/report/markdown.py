@@ -9,7 +9,7 @@ from collections import Counter
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from orchestrator.analysis.results import BASIS_WORDS, BatchCheck, Cell, Comparison, Divergence
+from orchestrator.analysis.results import BASIS_WORDS, BatchCheck, Cell, Comparison, Divergence, WaveTime
 from orchestrator.analysis.stats import ALPHA
 from orchestrator.report import explorer_md
 from orchestrator.report.environment import markdown_section as environment_section
@@ -118,16 +118,24 @@ def markdown(report: StudyReport) -> str:
                       *_timings(report), *explorer_md.section(report.comparison), *details(report)])
 
 
-def timings_line(seconds: dict[str, float]) -> str:
-    """'compose and check 0.41 s, checks 0.00 s, ...' in the order the stages ran."""
-    return ", ".join(f"{name.replace('_', ' ')} {value:.2f} s" for name, value in seconds.items())
+def timings_line(seconds: dict[str, float], waves: Sequence[WaveTime] = ()) -> str:
+    """'compose and check 0.41 s, checks 0.00 s, ...' in the order the stages ran; with arms side by side, an
+    arm's stages add up over the arms that ran at once, so each wave's wall time follows, against the sum."""
+    line = ", ".join(f"{name.replace('_', ' ')} {value:.2f} s" for name, value in seconds.items())
+    if not any(len(w.arms) > 1 for w in waves):
+        return line
+    each = ", ".join(f"wave {w.wave} ({', '.join(w.arms)}) {w.wall_s:.2f} s" for w in waves)
+    return (f"{line} (an arm's stages summed over arms that ran at once); arms side by side in {len(waves)} "
+            f"wave(s): {sum(w.wall_s for w in waves):.2f} s wall ({each}) against "
+            f"{sum(w.arm_s for w in waves):.2f} s of arm time one after another")
 
 
 def _timings(report: StudyReport) -> list[str]:
     if not report.timings_s:
         return []
-    return ["## Where the time went", "", f"{timings_line(report.timings_s)} (run.json `timings_s`; start to "
-            "ready and requests are the engine's, the rest the orchestrator's).", ""]
+    return ["## Where the time went", "", f"{timings_line(report.timings_s, report.waves)} (run.json "
+            "`timings_s`, the waves from the arms table; start to ready and requests are the engine's, the rest "
+            "the orchestrator's).", ""]
 
 
 def title(report: StudyReport) -> list[str]:

@@ -7,7 +7,7 @@ from typing import Any
 
 from orchestrator.analysis.attribution import Attribution
 from orchestrator.analysis.failures import ArmFailure
-from orchestrator.analysis.results import ArmSummary, Comparison
+from orchestrator.analysis.results import ArmSummary, Comparison, WaveTime
 from orchestrator.guard.results import GuardResult
 from orchestrator.report.environment import Environment
 from orchestrator.report.headline import GateVerdict
@@ -30,6 +30,7 @@ class StudyReport:
     gate: GateVerdict = field(default_factory=lambda: GateVerdict("not set"))
     environment: Environment = field(default_factory=Environment)
     timings_s: dict[str, float] = field(default_factory=dict)  # run.json: where the run's time went
+    waves: list[WaveTime] = field(default_factory=list)  # study.parallel_arms: each wave's wall time
     incomplete: list[str] = field(default_factory=list)  # arms `run --resume` would finish (also in the headline)
 
     def to_json(self) -> dict[str, Any]:
@@ -38,6 +39,8 @@ class StudyReport:
                                "headline": self.headline, "summary": self.summary, "gate": asdict(self.gate),
                                "environment": asdict(self.environment),
                                "arms": [asdict(a) for a in self.arms], **self.comparison.to_json()}
+        if self.waves:
+            out["waves"] = [asdict(w) for w in self.waves]
         if self.failures:
             out["failures"] = [asdict(f) for f in self.failures]
         if self.guard is not None:

@@ -101,7 +101,7 @@ def execute_study(typed: Config, paths: RunPaths, allow: list[str], how_to_allow
         report = build_reports(paths, **{**meta, "timings_s": timer.rounded()})  # all but the report's own
     meta["timings_s"] = timer.rounded()
     atomic_write_text(paths.meta, json.dumps(meta, indent=2) + "\n")
-    print(f"time: {timings_line(meta['timings_s'])}", file=sys.stderr)
+    print(f"time: {timings_line(meta['timings_s'], report.waves)}", file=sys.stderr)
     verdict.print_summary(paths, report)
     status = verdict.status(report, meta["gate"])
     if runner.failed and status != ExitStatus.MEASUREMENT_FAILED:  # failed, though the record says otherwise

@@ -288,3 +288,23 @@ def test_a_pool_says_which_cells_the_stop_rule_left_out() -> None:
     text = "\n".join(details(StudyReport("s", "r", None, [], Comparison(cells=[stopped], pooled=[pool]))))
     assert ("| variant | 4 | 0 | 246 | 0.0%-1.2% | assumes one common rate | 1 cell(s) the stop rule ended (n not "
             "fixed; divergence shown): variant/q/concurrent (rate >= 5.7%) |") in text
+
+
+def test_arms_side_by_side_show_each_wave_s_wall_time_against_their_sum(tmp_path: Path) -> None:
+    """study.parallel_arms: the stages add up over arms that ran at once (requests 18.75 s in a 14.15 s run),
+    so the time line gives each wave's wall time, from the arms table, and the sum it saved against."""
+    from orchestrator.report.build import wave_times
+    from orchestrator.report.markdown import timings_line
+
+    paths = RunPaths(tmp_path).make()
+    second = 1_000_000_000
+    with TableWriter(paths, "arms", "a") as writer:
+        for arm, wave, start, stop in (("a", 1, 0, 9), ("b", 1, 1, 8), ("c", 2, 10, 15)):
+            writer.append({"run_id": "r", "arm": arm, "wave": wave, "start_ns": start * second,
+                           "stop_ns": stop * second})
+    waves = wave_times([paths])
+    assert [(w.wave, w.arms, w.wall_s, w.arm_s) for w in waves] == [(1, ["a", "b"], 9.0, 16.0), (2, ["c"], 5.0, 5.0)]
+    assert timings_line({"requests": 18.75}, waves) == (
+        "requests 18.75 s (an arm's stages summed over arms that ran at once); arms side by side in 2 wave(s): "
+        "14.00 s wall (wave 1 (a, b) 9.00 s, wave 2 (c) 5.00 s) against 21.00 s of arm time one after another")
+    assert timings_line({"requests": 4.0}, []) == "requests 4.00 s"  # one by one: nothing to add up
