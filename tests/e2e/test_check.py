@@ -43,3 +43,27 @@ def test_a_process_arm_whose_interpreter_lacks_its_engine_is_refused_before_it_s
         assert "arms.baseline='python3': must be where the engine is installed (python3 has no module 'vllm')" \
             in result.stderr and "runtime.venv_on_path" in result.stderr
     assert not (tmp_path / "run" / "run.json").exists()  # refused before the run dir was written
+
+
+def test_documented_errors_that_need_the_engine_are_what_it_says(tmp_path: Path) -> None:
+    """docs/ examples whose lines come from an engine's knob listing (tests/unit/test_docs.py runs the rest)."""
+    from tests.unit.test_docs import ENGINE_EXAMPLES, documented_errors, matches, run_documented
+
+    examples = [(command, lines) for _, command, lines in documented_errors() if command is not None
+                and any(fragment in line for line in lines for fragment in ENGINE_EXAMPLES)]
+    assert examples
+    for command, lines in examples:
+        said = run_documented(command, tmp_path)
+        assert [line for line in lines if not matches(line, said)] == [], said
+
+
+def test_check_refuses_what_run_refuses_with_the_same_lines(tmp_path: Path) -> None:
+    """An arm that fits on no host, and a process arm given privileges: refused by both before anything starts
+    (run used to fail at start, after writing its run dir)."""
+    for study in (["arms.baseline.cpus=100000", "arms.wide_batch.cpus=100000"],
+                  ["runtime=process", "arm@arms.baseline=reference_process", "~arms.wide_batch",
+                   "arms.baseline.cap_add=[SYS_NICE]", "+runtime.allow=[cap_add]"]):
+        said = {verb: orchestrator(verb, *study, f"hydra.run.dir={tmp_path / verb}") for verb in ("check", "run")}
+        assert [r.returncode for r in said.values()] == [2, 2], said["run"].stderr[-2000:]
+        assert said["check"].stderr == said["run"].stderr and said["run"].stderr.startswith("error: ")
+        assert not (tmp_path / "run").exists()
