@@ -80,7 +80,9 @@ class EngineUnavailable(RuntimeFailure):
 
 
 class ImageError(RuntimeFailure):
-    pass
+    def __init__(self, message: str, absent: str | None = None) -> None:
+        self.absent = absent  # the image is not on the engine: that sentence, with the closest image it has
+        super().__init__(message)
 
 
 class ArmStartError(RuntimeFailure):

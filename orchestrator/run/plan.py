@@ -3,15 +3,16 @@ expected engine time (run/estimate.py), without starting anything."""
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 from orchestrator.config.arms import container_spec, effective_arm, runtime_for
 from orchestrator.config.schema import Config, RuntimeKind
-from orchestrator.errors import ConfigError, OrchestratorError
+from orchestrator.errors import ConfigError, EngineUnavailable, ImageError, OrchestratorError
 from orchestrator.run import placement
 from orchestrator.run.estimate import arm_lines, group_seconds
 from orchestrator.run.protocol import request_timeout_s
-from orchestrator.runtime.spec import ContainerSpec, run_labels
+from orchestrator.runtime.spec import BuildSpec, ContainerSpec, run_labels
 
 PLAN_RUN_ID = "RUN_ID"
 
@@ -54,6 +55,30 @@ def render(config: Config, like: Path | None = None) -> str:
     return "\n".join(lines) + "\n"
 
 
+def absent_images(config: Config) -> list[str]:
+    """A warning per arm whose image is not on the Docker engine, in the words `check` and `run` use (the closest
+    image it has), found without building anything. A plan is made for other hosts too: it is not refused, and
+    no engine here means nothing is looked up."""
+    if config.runtime.kind is not RuntimeKind.docker:
+        return []
+    try:
+        runtime = runtime_for(config.runtime)
+    except EngineUnavailable:
+        return []
+    found = []
+    for name, original in config.arms.items():
+        arm = effective_arm(original, config.stand_in)
+        if arm.docker_host is not None:
+            continue
+        try:
+            runtime.resolve_image(arm.image, BuildSpec())  # no build context: looked up, never built
+        except ImageError as exc:
+            fate = f"`run` tries to build it from {arm.build.context}" if arm.build.context else \
+                "`check` and `run` refuse it" + (f"; for this arm: {arm.build.hint}" if arm.build.hint else "")
+            found.append(f"arm '{name}': {exc.absent or str(exc).splitlines()[0]}; {fate}")
+    return found
+
+
 def planned_waves(config: Config) -> tuple[list[list[placement.Placement]], list[str]]:
     """study.parallel_arms (or arms that ask for cores or a GPU count): which arms run at the same time, where,
     from the engines' inventories; and the plan's lines that say so."""
@@ -80,6 +105,8 @@ def plan(argv: list[str]) -> str:
     dirs, overrides = split_config_dirs(argv)
     typed = config.to_typed(config.compose(overrides, dirs))
     preflight(typed)  # the checks `run` makes: a plan of a study that would be refused is refused
+    for warning in absent_images(typed):  # on stderr: the plan itself does not depend on this engine
+        print(f"warning: {warning}", file=sys.stderr)
     return render(typed, like)
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import difflib
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -92,26 +93,37 @@ class DockerRuntime:
         try:
             image = self.client.images.get(ref)
         except self._errors.ImageNotFound:
+            absent = f"image '{ref}' is not present on this Docker engine{self._closest_image(ref)}"
             if not build.context:
                 raise ImageError(
-                    f"image '{ref}' is not present on this Docker engine and the arm has no build.context. "
-                    "No registry is assumed: build or load it (`make images` builds the project's own), "
-                    "or set the arm's build.context.") from None
-            image = self._build(ref, build.context, build)
+                    f"{absent} and the arm has no build.context. No registry is assumed: build or load it "
+                    "(`make images` builds the project's own), or set the arm's build.context.", absent) from None
+            image = self._build(ref, build.context, build, absent)
         except self._errors.APIError as exc:
             raise ImageError(f"cannot inspect image '{ref}': {exc}") from exc
         return ImageInfo(ref=ref, id=image.id, repo_digests=tuple(image.attrs.get("RepoDigests") or ()))
 
-    def _build(self, ref: str, context: Path, build: BuildSpec) -> Any:
+    def _build(self, ref: str, context: Path, build: BuildSpec, absent: str) -> Any:
         if not (context / build.dockerfile).is_file():
-            raise ImageError(f"cannot build '{ref}': no {build.dockerfile} in {context}")
+            raise ImageError(f"{absent}, and it cannot be built: no {build.dockerfile} in {context}", absent)
         try:
             image, _ = self.client.images.build(path=str(context), dockerfile=build.dockerfile, tag=ref,
                                                 buildargs=dict(build.args), rm=True)
         except self._errors.BuildError as exc:
             tail = [str(c.get("stream", c.get("error", ""))).rstrip() for c in exc.build_log][-20:]
-            raise ImageError(f"building '{ref}' from {context} failed: {exc.msg}\n" + "\n".join(tail)) from exc
+            cause = " ".join(exc.msg.split()).rstrip(".")
+            raise ImageError(f"{absent}, and building it from {context} failed: {cause}.\n" + "\n".join(tail),
+                             absent) from exc
         return image
+
+    def _closest_image(self, ref: str) -> str:
+        """' (the closest it has: 'TAG')' among the engine's tagged images: a typo names what was meant."""
+        try:
+            tags = [tag for image in self.client.images.list() for tag in image.tags]
+        except self._errors.APIError:
+            return ""
+        close = difflib.get_close_matches(ref, tags, n=1, cutoff=0.5)
+        return f" (the closest it has: '{close[0]}')" if close else ""
 
     # containers -------------------------------------------------------------------------------
     @over_link

@@ -31,12 +31,30 @@ def test_container_that_dies_fails_fast_with_its_log(tmp_path: Path) -> None:
 
 
 def test_missing_image_is_named(tmp_path: Path) -> None:
-    result = orchestrator("run", f"hydra.run.dir={tmp_path}", *ONE_ARM,
+    result = orchestrator("run", f"hydra.run.dir={tmp_path / 'run'}", *ONE_ARM,
                           "arms.baseline.image=orchestrator/does-not-exist:1", "arms.baseline.build.context=null")
     assert result.returncode == 2  # bad input, found before any arm starts
     assert "image 'orchestrator/does-not-exist:1' is not present" in result.stderr
-    assert "For this arm: run `make images`." in result.stderr and result.stderr.count("\n") == 1
-    assert not (tmp_path / "data").exists()
+    assert "For this arm: run `make images` (it builds orchestrator/reference-engine:0.1.0)." in result.stderr
+    assert result.stderr.count("\n") == 1
+    assert not (tmp_path / "run").exists()  # nothing written: no .hydra/, no app.log
+
+
+def test_an_image_typo_names_the_closest_image_the_engine_has_in_run_check_and_plan(tmp_path: Path) -> None:
+    typo = ["arms.baseline.image=orchestrator/referense-engine:0.1.0"]
+    said = ("arm 'baseline': image 'orchestrator/referense-engine:0.1.0' is not present on this Docker engine (the "
+            "closest it has: 'orchestrator/reference-engine:0.1.0')")
+    for verb in ("run", "check"):  # nothing to build it from: refused, the same line by each verb
+        result = orchestrator(verb, f"hydra.run.dir={tmp_path / 'run'}", *ONE_ARM, *typo,
+                              "arms.baseline.build.context=null")
+        assert result.returncode == 2 and result.stderr.startswith(f"error: {said} and the arm has no"), result.stderr
+    assert not (tmp_path / "run").exists()
+    # `plan` says it too, and still plans (it is read for other hosts); nothing is built
+    planned = orchestrator("plan", *ONE_ARM, *typo, "arms.baseline.build.context=null")
+    assert planned.returncode == 0 and f"warning: {said}; `check` and `run` refuse it" in planned.stderr
+    assert "docker run" in planned.stdout
+    planned = orchestrator("plan", *ONE_ARM, *typo)
+    assert planned.returncode == 0 and f"warning: {said}; `run` tries to build it from " in planned.stderr
 
 
 def test_more_logprobs_than_the_engine_allows_is_refused_before_the_run(tmp_path: Path) -> None:
