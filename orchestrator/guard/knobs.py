@@ -156,9 +156,9 @@ def _failed_listing(arm: str, arm_config: ArmConfig, out: ExecResult) -> KnobChe
     if missing is None or engine.runs_itself(arm_config.command):
         return KnobCheck(False, reason=f"the knob listing failed (exit {out.exit_code}): {said}",
                          engine_missing=missing)
-    return KnobCheck(False, reason=f"its command ({shlex.join(arm_config.command)}) runs no module or program of "
-                     f"engine {engine.name}, whose listing needs module '{missing}'; a server of your own is "
-                     f"declared with arms.{arm}.engine=openai (nothing assumed of it: docs/runtimes.md)")
+    return KnobCheck(False, reason=f"`{shlex.join(arm_config.command)}` runs no module or program of engine "
+                     f"{engine.name}, and its listing needs module '{missing}': declare a server of your own with "
+                     f"arms.{arm}.engine=openai (nothing assumed of it; docs/runtimes.md)")
 
 
 def _cache_path(key: str) -> Path:

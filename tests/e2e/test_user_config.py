@@ -201,5 +201,5 @@ def test_a_script_arm_that_names_no_engine_is_not_refused_and_told_how_to_declar
                  "~arms.wide_batch", f"hydra.run.dir={tmp_path / 'run'}", cwd=tmp_path)
     assert result.returncode == 0, result.stdout + result.stderr
     assert "has no module" not in result.stderr
-    assert "runs no module or program of engine vllm, whose listing needs module 'vllm'; a server of your own is " \
-           "declared with arms.baseline.engine=openai" in result.stdout, result.stdout
+    assert "runs no module or program of engine vllm, and its listing needs module 'vllm': declare a server of " \
+           "your own with arms.baseline.engine=openai" in result.stdout, result.stdout

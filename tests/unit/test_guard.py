@@ -349,9 +349,9 @@ def test_the_import_check_holds_only_where_the_command_runs_the_engines_own_modu
     problems = guard_knobs.knob_refusal(cfg, listed)
     assert bool(problems) is refused and (listed["fused"].engine_missing == "vllm") is refused
     if not refused:
-        assert listed["fused"].reason == (f"its command ({' '.join(command)}) runs no module or program of engine "
-                                          "vllm, whose listing needs module 'vllm'; a server of your own is declared "
-                                          "with arms.fused.engine=openai (nothing assumed of it: docs/runtimes.md)")
+        assert listed["fused"].reason == (f"`{' '.join(command)}` runs no module or program of engine vllm, and "
+                                          "its listing needs module 'vllm': declare a server of your own with "
+                                          "arms.fused.engine=openai (nothing assumed of it; docs/runtimes.md)")
     for arm in cfg.arms.values():
         arm.engine = "openai"  # nothing to import, no listing: never refused
     assert guard_knobs.knob_refusal(cfg, guard_knobs.check_knobs(cfg, runtime, "run-2")) == []
