@@ -10,6 +10,7 @@ import logging
 import os
 import re
 import secrets
+import shutil
 import socket
 import sys
 from datetime import UTC, datetime
@@ -60,10 +61,14 @@ def execute_study(typed: Config, paths: RunPaths, allow: list[str], how_to_allow
         run_id = f"{recorded['run_id']}-r{resume.attempt}"
     else:
         run_id = f"{re.sub(r'[^A-Za-z0-9_.-]', '-', paths.root.name)}-{secrets.token_hex(3)}"
-    # every refusal, as `check` makes them (run/check.py); writes nothing
-    checked = checked or refusals(typed, [], run_id, allow=allow, how_to_allow=how_to_allow, timer=timer)
-    if checked.problems:
-        raise ConfigError(checked.problems)
+    try:  # every refusal, as `check` makes them (run/check.py); writes nothing
+        checked = checked or refusals(typed, [], run_id, allow=allow, how_to_allow=how_to_allow, timer=timer)
+        if checked.problems:
+            raise ConfigError(checked.problems)
+    except BaseException:  # refused, or stopped while checking: a sweep job's dir Hydra made for it goes too
+        if hydras_only(paths.root):
+            shutil.rmtree(paths.root, ignore_errors=True)
+        raise
     assert checked.runtime is not None
     runtime, knobs = checked.runtime, checked.knobs
     paths.root.mkdir(parents=True, exist_ok=True)
@@ -108,6 +113,18 @@ def execute_study(typed: Config, paths: RunPaths, allow: list[str], how_to_allow
         print(f"error: arm(s) failed: {', '.join(runner.failed)} (see {paths.report_md})", file=sys.stderr)
         status = ExitStatus.MEASUREMENT_FAILED
     return int(status)
+
+
+# What Hydra's run_job writes into a job's dir before the study's code runs (besides the job's log).
+HYDRA_FILES = frozenset({"config.yaml", "hydra.yaml", "overrides.yaml"})
+
+
+def hydras_only(root: Path) -> bool:
+    """The dir holds only what Hydra made for a job (.hydra/ and its log): no run's file, nobody else's."""
+    hydra = root / ".hydra"
+    if not hydra.is_dir() or not {p.name for p in hydra.iterdir()} <= HYDRA_FILES:
+        return False
+    return all(entry == hydra or (entry.suffix == ".log" and entry.is_file()) for entry in root.iterdir())
 
 
 def mark_interrupted(paths: RunPaths) -> None:

@@ -10,6 +10,7 @@ sweep.json into the sweep dir (report/sweep.py); `orchestrator compare SWEEP_DIR
 
 from __future__ import annotations
 
+import shutil
 import sys
 from pathlib import Path
 from typing import Any
@@ -79,3 +80,5 @@ class SweepCompare(Callback):
             return
         if summary:
             print(done_line(sweep_dir, summary))
+        elif {p.name for p in sweep_dir.iterdir()} <= {"multirun.yaml"}:  # every job refused before it started:
+            shutil.rmtree(sweep_dir)  # nothing left, not even Hydra's multirun.yaml (a dir that looks used)

@@ -57,6 +57,19 @@ def test_an_image_typo_names_the_closest_image_the_engine_has_in_run_check_and_p
     assert planned.returncode == 0 and f"warning: {said}; `run` tries to build it from " in planned.stderr
 
 
+def test_a_refused_sweep_job_leaves_no_dir_and_a_sweep_of_refused_jobs_nothing(tmp_path: Path) -> None:
+    images = "arms.baseline.image=orchestrator/reference-engine:0.1.0,orchestrator/does-not-exist:1"
+    result = orchestrator("run", "-m", images, "arms.baseline.build.context=null", *ONE_ARM,
+                          f"hydra.sweep.dir={tmp_path / 'sweep'}")
+    assert result.returncode == 2, result.stderr[-2000:]  # the worst job's status
+    assert (tmp_path / "sweep" / "0" / "run.json").is_file()  # the job that ran
+    assert not (tmp_path / "sweep" / "1").exists()  # the refused one: not even Hydra's .hydra/ and app.log
+    result = orchestrator("run", "-m", "+arms.baseline.engine_args.fused-finalise=true,false", *ONE_ARM,
+                          f"hydra.sweep.dir={tmp_path / 'refused'}")
+    assert result.returncode == 2 and "Did you mean '--fused-finalize'?" in result.stderr, result.stderr[-2000:]
+    assert not (tmp_path / "refused").exists()  # so the same command, fixed, may use the dir
+
+
 def test_more_logprobs_than_the_engine_allows_is_refused_before_the_run(tmp_path: Path) -> None:
     # vLLM (and the reference engine) refuse more than --max-logprobs (20) with HTTP 400 per request.
     result = orchestrator("run", f"hydra.run.dir={tmp_path}", *ONE_ARM, "protocol.request.logprobs=25")
