@@ -37,3 +37,20 @@ def test_without_an_interrupt_it_is_asyncio_run_and_the_handlers_stay() -> None:
         before = signal.getsignal(signal.SIGINT)
         assert run_async(answer()) == 42
         assert signal.getsignal(signal.SIGINT) is before
+
+
+def test_the_interrupt_line_carries_how_to_finish_the_run(monkeypatch: pytest.MonkeyPatch,
+                                                          capsys: pytest.CaptureFixture[str]) -> None:
+    """A run that recorded something notes `run --resume RUN` on its KeyboardInterrupt; the verb's line says it."""
+    from orchestrator import cli
+
+    def stopped(argv: list[str]) -> int:
+        exc = KeyboardInterrupt()
+        exc.add_note("what it received is kept; `orchestrator run --resume /tmp/r` sends the rest")
+        raise exc
+
+    monkeypatch.setitem(cli.VERBS, "run", stopped)
+    assert cli.main(["run"]) == 130
+    assert capsys.readouterr().err.splitlines() == [
+        "interrupted: this run's containers and processes were stopped and removed",
+        "interrupted: what it received is kept; `orchestrator run --resume /tmp/r` sends the rest"]
