@@ -120,7 +120,7 @@ def pooled_bound(divergent: list[int], n: list[int], confidence: float = CONFIDE
 
 # Two cells' signature distributions (analysis/compare.py): "differ" below this p-value, per cell pair.
 ALPHA = 0.05
-EXACT_STATES = 10_000  # past this many partial tables, the p-value is estimated by permutations instead
+EXACT_TABLES = 20_000  # past this many 2 x k tables with the cells' totals, the p-value is estimated instead
 PERMUTATIONS = 10_000
 PERMUTATION_SEED = 0
 
@@ -142,22 +142,47 @@ def proportional(a: list[int], b: list[int]) -> bool:
 def distribution_test(a: list[int], b: list[int]) -> DistributionTest:
     """Fisher-Freeman-Halton's test of the 2 x k table (counts a[j], b[j] of category j): given the margins,
     the chance of a table no more likely than the one observed. Exact (integer weights, no ties lost to
-    rounding) while the enumeration stays small, else estimated from PERMUTATIONS relabellings of the pooled
-    sample (seed PERMUTATION_SEED, so a report is re-made with the same p-value)."""
+    rounding) while there are at most EXACT_TABLES tables, else estimated from PERMUTATIONS random splits of
+    the pooled sample (seed PERMUTATION_SEED, so a report is re-made with the same p-value)."""
     columns = [x + y for x, y in zip(a, b, strict=True)]
-    observed = math.prod(math.comb(c, x) for c, x in zip(columns, a, strict=True))
-    exact = _exact_tail(columns, sum(a), observed)
-    if not math.isnan(exact):
-        return DistributionTest(exact, "Fisher-Freeman-Halton exact test")
+    if all(x in (0, c) for x, c in zip(a, columns, strict=True)):  # no signature on both sides
+        return DistributionTest(_disjoint_tail(columns, sum(a)), "Fisher-Freeman-Halton exact test")
+    if _tables(columns, sum(a)) <= EXACT_TABLES:
+        observed = math.prod(math.comb(c, x) for c, x in zip(columns, a, strict=True))
+        return DistributionTest(_exact_tail(columns, sum(a), observed), "Fisher-Freeman-Halton exact test")
     return DistributionTest(_permutation_tail(columns, a),
                             f"Fisher-Freeman-Halton test, {PERMUTATIONS} permutations (seed {PERMUTATION_SEED})")
 
 
+def _tables(columns: list[int], row: int) -> float:
+    """How many first rows the exact test would list: categories of more than one request, convolved (their
+    partial sums), with those seen once (weight 1 either way) counted together."""
+    import numpy as np  # the sums of partial rows, as floats: an estimate of the work is all this needs
+
+    ways = np.ones(1)
+    for c in (c for c in columns if c > 1):
+        ways = np.convolve(ways, np.ones(c + 1))[:row + 1]
+    return float(ways[max(0, row - columns.count(1)):].sum())
+
+
+def _disjoint_tail(columns: list[int], row: int) -> float:
+    """The p-value where no signature is on both sides: that table has weight 1, the least any table has, so
+    the tail is every table of weight 1 (each signature wholly on one side): the subsets of signatures whose
+    counts add up to `row`, over C(N, row). Exact, and cheap where listing the tables is not."""
+    singles = columns.count(1)
+    subsets = [1] + [0] * row  # subsets of the signatures seen more than once, by the requests they hold
+    for c in (c for c in columns if c > 1):
+        for total in range(row, c - 1, -1):
+            subsets[total] += subsets[total - c]
+    ways = sum(subsets[total] * math.comb(singles, row - total) for total in range(row + 1))
+    return min(1.0, ways / math.comb(sum(columns), row))
+
+
 def _exact_tail(columns: list[int], row: int, observed: int) -> float:
     """Sum of the weights prod C(c_j, x_j) of every first row x (sum row) no heavier than `observed`, over
-    C(N, row); partial tables with the same sum and weight are merged, and categories seen once (weight 1
-    either way) are counted together at the end. NaN past EXACT_STATES partial tables."""
-    states: dict[tuple[int, int], int] = {(0, 1): 1}  # (cells so far, weight so far) -> tables
+    C(N, row); partial tables with the same sum and weight are merged, and categories seen once are counted
+    together at the end (C(singles, m) ways, weight 1)."""
+    states: dict[tuple[int, int], int] = {(0, 1): 1}  # (requests so far, weight so far) -> tables
     singles = columns.count(1)
     left = sum(columns)
     for c in sorted((c for c in columns if c > 1), reverse=True):
@@ -167,8 +192,6 @@ def _exact_tail(columns: list[int], row: int, observed: int) -> float:
             for x in range(max(0, row - total - left), min(c, row - total) + 1):
                 key = (total + x, weight * math.comb(c, x))
                 merged[key] = merged.get(key, 0) + tables
-            if len(merged) > EXACT_STATES:
-                return math.nan
         states = merged
     tail = sum(weight * tables * math.comb(singles, row - total) for (total, weight), tables in states.items()
                if weight <= observed)
@@ -177,22 +200,21 @@ def _exact_tail(columns: list[int], row: int, observed: int) -> float:
 
 def _permutation_tail(columns: list[int], a: list[int]) -> float:
     """The share of random splits of the pooled sample whose table is no more likely than the observed one,
-    counting the observed split itself ((1 + hits) / (1 + PERMUTATIONS))."""
+    counting the observed split itself ((1 + hits) / (1 + PERMUTATIONS)). A split's first row is drawn from
+    the multivariate hypergeometric distribution, which is what relabelling the pooled requests gives."""
     import numpy as np  # only for large tables
 
-    logs = [np.array([math.lgamma(c + 1) - math.lgamma(x + 1) - math.lgamma(c - x + 1) for x in range(c + 1)])
-            for c in columns]
-    offsets = np.cumsum([0, *(c + 1 for c in columns)])[:-1]
-    table = np.concatenate(logs)
-    observed = float(sum(log[x] for log, x in zip(logs, a, strict=True)))
-    labels = np.repeat(np.arange(len(columns)), columns)
+    counts = np.array(columns)
+    log_factorial = np.concatenate([[0.0], np.cumsum(np.log(np.arange(1, counts.max() + 1)))])
+    offsets = np.concatenate([[0], np.cumsum(counts + 1)[:-1]])
+    c = np.repeat(counts, counts + 1)
+    x = np.arange(int((counts + 1).sum())) - np.repeat(offsets, counts + 1)
+    table = log_factorial[c] - log_factorial[x] - log_factorial[c - x]  # log C(c_j, x) for every j and x
+    observed = float(table[offsets + np.array(a)].sum())
+    # numpy's two samplers: per request ("count") is the faster where most signatures are seen once or twice
     rng = np.random.default_rng(PERMUTATION_SEED)
-    row, k = sum(a), len(columns)
-    hits = 0
-    for start in range(0, PERMUTATIONS, 1000):  # in blocks: 1000 x N labels at a time
-        draws = rng.permuted(np.tile(labels, (min(1000, PERMUTATIONS - start), 1)), axis=1)[:, :row]
-        counts = np.bincount((draws + k * np.arange(len(draws))[:, None]).ravel(), minlength=k * len(draws))
-        counts = counts.reshape(len(draws), k)
-        weights = table[offsets + counts].sum(axis=1)
-        hits += int((weights <= observed + 1e-9 * max(1.0, abs(observed))).sum())
+    rows = rng.multivariate_hypergeometric(columns, sum(a), size=PERMUTATIONS, method="count") \
+        if sum(columns) < 8 * len(columns) else rng.multivariate_hypergeometric(columns, sum(a), size=PERMUTATIONS)
+    weights = table[offsets + rows].sum(axis=1)
+    hits = int((weights <= observed + 1e-9 * max(1.0, abs(observed))).sum())
     return (1 + hits) / (1 + PERMUTATIONS)
