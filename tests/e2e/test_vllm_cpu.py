@@ -157,6 +157,18 @@ def test_a_users_own_vllm_arm_is_probed_and_listed_in_its_own_venv(tmp_path: Pat
     assert all(set(r["top_logprobs_entries"]) == {20} for r in rows)
 
 
+@pytest.mark.usefixtures("vllm_built")
+def test_the_documented_flag_value_refusal_is_what_vllms_listing_gives(tmp_path: Path) -> None:
+    """docs/guard.md's bad --dtype, judged against the choices vLLM's own parser lists (tests/unit/test_docs.py
+    leaves it to this test)."""
+    from tests.unit.test_docs import documented_errors, matches, run_documented
+
+    [(command, lines)] = [(command, lines) for _, command, lines in documented_errors() if command is not None
+                          and any("(the choices of --dtype in vllm" in line for line in lines)]
+    said = run_documented(command, tmp_path)
+    assert [line for line in lines if not matches(line, said)] == [], said
+
+
 def test_a_vllm_arm_without_its_build_says_how_to_build_it(tmp_path: Path) -> None:
     env = {**os.environ, "ORCHESTRATOR_CACHE_DIR": str(tmp_path / "empty-cache")}
     result = orchestrator("run", "study=vllm_cpu_repeatability", *PROCESS, "arm@arms.dense=vllm_cpu_process",

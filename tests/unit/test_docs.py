@@ -58,7 +58,7 @@ ERROR = re.compile(r"^\s*(error: .*)$")
 # Examples whose lines come from what a unit test has not: an engine listing knobs (tests/e2e/test_check.py runs
 # these against the real engine), SLURM. Keyed by a fragment of the documented line.
 ENGINE_EXAMPLES = ("is not known to the engine in orchestrator/reference-engine",)
-NOT_RUN = {"is a switch of transformers_serve": "needs transformers serve's knob listing (tests/e2e)",
+NOT_RUN = {"(the choices of --dtype in vllm": "needs vLLM's knob listing (tests/e2e/test_vllm_cpu.py runs it)",
            "Slurm job 4_1 TIMEOUT": "needs SLURM (tests/e2e/test_slurm.py)"}
 
 
