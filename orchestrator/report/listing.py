@@ -88,9 +88,6 @@ def show(run_dir: Path) -> str:
         return show_interrupted(paths, meta)
     report = _report(run_dir)
     out = [f"study {report.get('study')}, run {report.get('run_id')} ({run_dir})", ""]
-    if stopped := [f["arm"] for f in report.get("failures") or [] if f.get("status") == "interrupted"]:
-        out.append(f"- INTERRUPTED: {', '.join(stopped)} stopped before finishing; `orchestrator run --resume "
-                   f"{run_dir}` sends the rest")
     out += [f"verdict: {verdict(report)}", ""]  # each arm's repeatability and each pair's result, in one line
     out += [f"- {line}" for line in report.get("headline") or []]
     gate = report.get("gate") or {}
@@ -139,12 +136,16 @@ def diverged(report: dict[str, Any], run_dir: Path) -> list[str]:
     if not cells:
         return []
     on_text = {e["label"]: e["window_start"] for e in report.get("explorer") or [] if e.get("basis") == "text"}
+    on_logprobs = {e["label"]: split for e in report.get("explorer") or [] if (split := _logprob_split(e)) is not None}
     out = ["", f"cells that diverged ({len(cells)}):"]
     for c in cells:
         label, where = f"{c['arm']}/{c['prompt_id']}/{c['phase']}", c.get("first_divergent_position")
         tie = " (near-tie)" if c.get("near_tie") else ""
+        token = "first other token at" if label in on_logprobs else "first split at token"
         out.append(f"  {label}: {c['distinct_signatures']} signatures in {c['n']}"
-                   + (f", first split at token {where}{tie}" if where is not None else "")
+                   + (f", first split at token {on_logprobs[label]} (same token, other logprobs)"
+                      if label in on_logprobs else "")
+                   + (f", {token} {where}{tie}" if where is not None else "")
                    + (f", first split at character {on_text[label]} (signed on text)" if label in on_text else ""))
     return [*out, f"`orchestrator show {run_dir} --cell ARM/PROMPT/PHASE`: where one split"]
 
@@ -165,6 +166,13 @@ def show_cell(run_dir: Path, label: str) -> None:
     reason = "it has one signature" if label not in diverged_labels(report) else \
         f"the report explores at most a limited number; `orchestrator compare {run_dir}` re-makes it"
     raise RecordError(f"cell {label} has no explorer in {run_dir}/report.json: {reason}")
+
+
+def _logprob_split(explored: dict[str, Any]) -> int | None:
+    """Where an explored cell first split, when that is on logprobs alone (its tokens part later, if at all)."""
+    splits = [c for c in explored["completions"][1:] if c.get("split") is not None]
+    first = min(splits, key=lambda c: c["split"], default=None)
+    return first["split"] if first is not None and first.get("split_kind") == "logprob" else None
 
 
 def diverged_labels(report: dict[str, Any]) -> list[str]:

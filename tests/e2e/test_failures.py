@@ -139,4 +139,4 @@ def test_interrupt_stops_and_removes_containers(tmp_path: Path, docker_client) -
     assert all(c["errors"] == 0 for c in report["cells"])  # the cut-off request is no error of its cell
     assert sum(c["n"] for c in report["cells"]) == len(rows) - 2  # all but the cold one and the cut-off one
     shown = orchestrator("show", str(tmp_path))  # with the report: marked interrupted too
-    assert shown.returncode == 0 and "INTERRUPTED: baseline stopped before finishing" in shown.stdout
+    assert shown.returncode == 0 and "verdict: interrupted: baseline (run --resume finishes it)" in shown.stdout
