@@ -162,6 +162,9 @@ def test_the_split_is_the_first_difference_of_any_kind_and_a_later_flip_is_shown
     assert f"| {split} | `t{split + 1}` -0.1 | **`t{99 if kind == 'token' else split + 1}` -0.1 ◀ split** |" \
         in markdown
     run = _run_dir(tmp_path, result)
+    listed = "first split at token 0 (same token, other logprobs), first other token at 35 (near-tie)" if flip \
+        else "first split at token 30"
+    assert f"a/p/conc: 2 signatures in 8, {listed}\n" in show(run)  # `show RUN` says the same as the explorer
     show_cell(run, "a/p/conc")
     printed = capsys.readouterr().out
     assert "<- split" in printed
