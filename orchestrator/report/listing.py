@@ -88,9 +88,6 @@ def show(run_dir: Path) -> str:
         return show_interrupted(paths, meta)
     report = _report(run_dir)
     out = [f"study {report.get('study')}, run {report.get('run_id')} ({run_dir})", ""]
-    if stopped := [f["arm"] for f in report.get("failures") or [] if f.get("status") == "interrupted"]:
-        out.append(f"- INTERRUPTED: {', '.join(stopped)} stopped before finishing; `orchestrator run --resume "
-                   f"{run_dir}` sends the rest")
     out += [f"verdict: {verdict(report)}", ""]  # each arm's repeatability and each pair's result, in one line
     out += [f"- {line}" for line in report.get("headline") or []]
     gate = report.get("gate") or {}
