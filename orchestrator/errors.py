@@ -44,8 +44,9 @@ MEANINGS = {
     ExitStatus.MEASUREMENT_FAILED: ("the measurement failed: an arm did not start, its engine died, or an arm got "
                                     "no successful response", "the report's Failures section names the root cause "
                                     "from the engine's log"),
-    ExitStatus.INTERRUPTED: ("interrupted (Ctrl-C, SIGTERM); containers and processes were cleaned up",
-                             "run it again"),
+    ExitStatus.INTERRUPTED: ("interrupted (Ctrl-C, SIGTERM); containers and processes were cleaned up; `compare`"
+                             " of an interrupted run", "`orchestrator run --resume RUN` sends the rest (the "
+                             "line names RUN)"),
 }
 
 # Where several apply (a sweep, a study of many arms), the worst wins, in this order.
