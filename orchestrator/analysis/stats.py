@@ -169,12 +169,14 @@ def _disjoint_tail(columns: list[int], row: int) -> float:
     """The p-value where no signature is on both sides: that table has weight 1, the least any table has, so
     the tail is every table of weight 1 (each signature wholly on one side): the subsets of signatures whose
     counts add up to `row`, over C(N, row). Exact, and cheap where listing the tables is not."""
+    import numpy as np  # Python ints in an object array: exact counts, added a column at a time
+
     singles = columns.count(1)
-    subsets = [1] + [0] * row  # subsets of the signatures seen more than once, by the requests they hold
-    for c in (c for c in columns if c > 1):
-        for total in range(row, c - 1, -1):
-            subsets[total] += subsets[total - c]
-    ways = sum(subsets[total] * math.comb(singles, row - total) for total in range(row + 1))
+    subsets = np.zeros(row + 1, dtype=object)  # subsets of the signatures seen more than once, by requests held
+    subsets[0] = 1
+    for c in (c for c in columns if c > 1 and c <= row):
+        subsets[c:] = subsets[c:] + subsets[:-c]
+    ways = sum(subsets[total] * math.comb(singles, row - total) for total in range(max(0, row - singles), row + 1))
     return min(1.0, ways / math.comb(sum(columns), row))
 
 
