@@ -176,7 +176,8 @@ def _disjoint_tail(columns: list[int], row: int) -> float:
     subsets[0] = 1
     for c in (c for c in columns if c > 1 and c <= row):
         subsets[c:] = subsets[c:] + subsets[:-c]
-    ways = sum(subsets[total] * math.comb(singles, row - total) for total in range(max(0, row - singles), row + 1))
+    ways = sum(int(subsets[total]) * math.comb(singles, row - total)
+               for total in range(max(0, row - singles), row + 1))
     return min(1.0, ways / math.comb(sum(columns), row))
 
 
