@@ -205,8 +205,8 @@ class Completion:
     length: int  # generated tokens in all
     split: int | None = None  # first generated position (a character when signed on text) where it parts from
     # the first completion
-    split_kind: str = ""  # "token": another token there; "logprob": same tokens, the top-k logprobs differ;
-    # "character": signed on text, another character there
+    split_kind: str = ""  # "token": another token there; "logprob": the same tokens up to there and there, other
+    # logprobs (the chosen token's or the top-k's); "character": signed on text, another character there
     top_at_split: list[TopEntry] = field(default_factory=list)  # its top-k at `split`
     first_top_at_split: list[TopEntry] = field(default_factory=list)  # the first completion's top-k there
     gap_at_split: float | None = None  # the first completion's top1 - top2 at `split`

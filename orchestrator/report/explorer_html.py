@@ -131,13 +131,16 @@ def _tokens_table(explored: Explored) -> str:
     for i, c in enumerate(explored.completions):
         cells = [f'<td class="name">{escape(c.name)} ({c.requests})</td>']
         for a in at:
-            if a is None or a[0] >= len(c.tokens):
-                cells.append("<td>…</td>" if a is None else "<td></td>")
+            if a is None:
+                cells.append("<td>…</td>")
                 continue
             offset, position = a
-            logprob = c.logprobs[offset] if offset < len(c.logprobs) else None
             # a branch's row is muted (its tokens as the first's) unless marked: a class per token is heavy
             kind = mark(explored, c, offset, position)
+            if offset >= len(c.tokens):  # it ended: marked still where that is its split
+                cells.append(f'<td class="{kind}" title="ended">∅</td>' if kind in MARKS else "<td></td>")
+                continue
+            logprob = c.logprobs[offset] if offset < len(c.logprobs) else None
             title = " / ".join([*([MARKS[kind].removeprefix("◀ ")] if kind in MARKS else []),
                                 *([f"{logprob:.6g}"] if logprob is not None else [])])
             attributes = (f' class="{kind}"' if kind else "") + (f' title="{title}"' if title else "")

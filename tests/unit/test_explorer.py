@@ -120,6 +120,7 @@ def test_show_lists_the_divergent_cells_and_prints_one_in_plain_text(result: Com
 
 
 LONG = list(range(1, 49))  # 48 tokens: t1 .. t48
+LONG_TOKENS = [f"t{t}" for t in LONG]
 
 
 def lp_row(repeat: int, ids: list[int], top2: dict[int, float]) -> dict[str, Any]:
@@ -306,3 +307,16 @@ def test_the_window_keeps_each_split_even_far_from_the_others() -> None:
     assert _window([2, 12], 48) == list(range(0, 21))  # overlapping: one stretch
     assert _window([2, 16], 48) == list(range(0, 25))  # a gap of BEFORE or fewer is filled in
     assert _window([2, 10, 20, 30, 40], 48) == list(range(0, 39))  # at most WIDEST (40): the mark at 40 left out
+
+
+def test_a_branch_that_ends_early_is_marked_where_it_ended(tmp_path: Path, capsys: pytest.CaptureFixture[str]
+                                                           ) -> None:
+    rows = [lp_row(r, LONG[:6], {}) for r in range(5)] + [lp_row(r, LONG[:4], {}) for r in range(5, 8)]
+    result = compare(record(tmp_path, rows))
+    [cell] = result.explorer
+    branch = cell.completions[1]
+    assert (branch.split, branch.split_kind, branch.flip, branch.tokens) == (4, "token", None, LONG_TOKENS[:4])
+    assert "| 4 | `t5` -0.1 | ** ◀ split** |" in "\n".join(explorer_md.section(result))
+    assert '<td class="split" title="ended">∅</td>' in explorer_html.section(result)
+    show_cell(_run_dir(tmp_path, result), "a/p/conc")
+    assert "t5  -0.1  | <- split" in capsys.readouterr().out
