@@ -220,7 +220,7 @@ def _analyse(key: tuple[str, str, str], table: pa.Table, acc: _Accumulator, expe
         ref.texts = {c["values"]: c["counts"] for c in pc.value_counts(warm.column("sig_text")).to_pylist()}
         entries = pc.list_flatten(warm.column("top_logprobs_entries"))
         cell.top_entries_min, cell.top_entries_max = pc.min(entries).as_py(), pc.max(entries).as_py()
-        cell.distinct_completions = pc.count_distinct(warm.column("sig_text")).as_py()
+        cell.distinct_completions = sum(text is not None for text in ref.texts)
         acc.result.positions.append(_positions(cell, warm, reference, ref, near_tie_gap))
         cell.quality_pass, cell.quality_note = quality.pass_share(warm.column("completion_text"), expectation)
     acc.result.cells.append(cell)
