@@ -252,9 +252,9 @@ def section(result: Comparison) -> list[str]:
     if result.explorer:
         out += ["## Where it split", "",
                 "Each cell with more than one signature: its modal completion and the other branches, aligned on "
-                "the modal one (each token with its logprob), the first split in bold with the top-k of both there, "
-                "and who took each branch. `orchestrator show RUN --cell ARM/PROMPT/PHASE` prints the same in a "
-                "terminal.", ""]
+                "the modal one (each token with its logprob), each split (and a later token flip) in bold with the "
+                "top-k of both there, and who took each branch. `orchestrator show RUN --cell ARM/PROMPT/PHASE` "
+                "prints the same in a terminal.", ""]
     for explored in result.explorer:
         out += explored_section(explored)
     if result.pair_explorer:
