@@ -2,7 +2,7 @@
 of a name it finds, so a user's file named like one of the project's would be silently ignored: that is
 refused, naming both files (rename yours). The dirs are given by:
 
-    --config-dir DIR (or -cd DIR, --config-dir=DIR), repeatable    on the command line of any verb
+    --config-dir DIR (or -cd DIR, --config-dir=DIR), repeatable    of run, check, plan, probe (--arm)
     hydra.searchpath=[file:///DIR, ...]                              Hydra's own override
     ORCHESTRATOR_CONFIG_PATH=DIR1:DIR2                               the environment
 
