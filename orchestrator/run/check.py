@@ -119,8 +119,12 @@ def missing_images(typed: Config, runtime: Runtime) -> list[str]:
         arm = effective_arm(original, typed.stand_in)
         if arm.docker_host is not None:
             continue
+        build = build_spec(arm)
+        if typed.runtime.kind is RuntimeKind.process and build.interpreter.startswith("/") and \
+                not Path(build.interpreter).exists():
+            continue  # no interpreter to identify the code with: missing_executables says so, with how to get it
         try:
-            runtime.resolve_image(arm.image, build_spec(arm))
+            runtime.resolve_image(arm.image, build)
         except ImageError as exc:
             problems.append(f"arm '{name}': {str(exc).splitlines()[0]}"
                             + (f" For this arm: {arm.build.hint}." if arm.build.hint else ""))
@@ -145,7 +149,8 @@ def refusals(typed: Config, found: list[str], run_id: str, run_dir: tuple[str, s
     names it, the dir as given) for a run dir still to be made; `run_id` labels the knob listing's containers."""
     timer = timer or StageTimer()
     with timer.stage("checks"):
-        problems = [*found, *config_problems(typed, allow, how_to_allow)]
+        own = config_problems(typed, allow, how_to_allow)
+        problems = [*found, *own]
         if run_dir is not None:
             problems += new_run_dir_problems(*run_dir)
         problems += port_problems(typed)
@@ -155,8 +160,9 @@ def refusals(typed: Config, found: list[str], run_id: str, run_dir: tuple[str, s
             runtime = runtime_for(typed.runtime)
         except EngineUnavailable as exc:  # nothing can start: refused like any other problem
             return Refusals([*problems, str(exc)])
-        problems += placement.problems(typed, lambda host: runtime_for(
-            typed.runtime, None if host == placement.LOCAL else host).inventory())
+        if not own:  # placement reads the fields the config's checks vouch for (gpus, parallel_arms)
+            problems += placement.problems(typed, lambda host: runtime_for(
+                typed.runtime, None if host == placement.LOCAL else host).inventory())
     with timer.stage("images"):
         images = missing_images(typed, runtime)
     problems += images
@@ -189,10 +195,10 @@ def check(argv: list[str]) -> int:
     multirun = any(o in MULTIRUN for o in overrides)
     composed, typed, found = study_config([o for o in overrides if o not in MULTIRUN], dirs)
     checked = refusals(typed, found, "check", run_dir_of(composed, multirun))
-    for warning in guard_declared.warnings(guard_declared.declared_check(typed)):  # as `run` says them
-        print(f"warning: {warning}", file=sys.stderr)
     if checked.problems:
         raise ConfigError(checked.problems)
+    for warning in guard_declared.warnings(guard_declared.declared_check(typed)):  # as `run` says them
+        print(f"warning: {warning}", file=sys.stderr)
     print(f"ok config: study {typed.study.name}, {len(typed.arms)} arm(s), protocol {typed.protocol.name}, "
           f"{len(typed.prompts.prompts)} prompt(s); guard: declared variables and caches")
     print(f"ok images, ports, run dir, disk (record about {expected_record_bytes(typed) >> 20} MiB)")
