@@ -34,12 +34,14 @@ def test_every_command_line_problem_at_once_not_only_the_first() -> None:
     assert config_problems(typed) == ["protocol.request.max_tokens=-1: must be >= 0"]
 
 
-def test_check_lists_config_problems_with_the_refusals_after_them(capsys: pytest.CaptureFixture[str]) -> None:
-    assert cli.main(["check", "arms.baseline.portt=1", "protocol.request.temperature=5",
-                     "arms.baseline.cpus=100000"]) == 2
+def test_check_lists_command_line_problems_with_the_refusals_after_them(capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["check", "arms.baseline.portt=1", "arms.baseline.cpus=100000",
+                     "arms.wide_batch.cpus=100000"]) == 2
     lines = errors(capsys)
-    assert len(lines) == 3, lines
-    assert lines[1] == "error: protocol.request.temperature=5.0: must be in [0, 2]"  # the range, no filler
+    assert len(lines) == 3 and "unknown key 'portt'" in lines[0], lines
+    assert all("needs no GPU, 100000 core(s)" in line for line in lines[1:]), lines
+    assert cli.main(["check", "protocol.request.temperature=5"]) == 2
+    assert errors(capsys)[0] == "error: protocol.request.temperature=5.0: must be in [0, 2]"  # the range, no filler
 
 
 @pytest.mark.parametrize(("override", "fix"), [
