@@ -16,7 +16,7 @@ from orchestrator.config.compose import PROJECT_ROOT
 from orchestrator.config.schema import ArmConfig, BuildConfig, Config, RuntimeConfig, RuntimeKind
 from orchestrator.engines import profile_for
 from orchestrator.runtime import make_runtime
-from orchestrator.runtime.spec import LABEL_NS, BuildSpec, ContainerSpec, Mount, Runtime
+from orchestrator.runtime.spec import LABEL_NS, BuildSpec, ContainerSpec, Mount, Runtime, missing_mounts
 
 
 def effective_arm(arm: ArmConfig, stand_in: str | None) -> ArmConfig:
@@ -106,13 +106,18 @@ def container_spec(arm_name: str, arm: ArmConfig, image: str, labels: Mapping[st
 
 
 def missing_executables(config: Config) -> list[str]:
-    """Process arms whose interpreter or program (an absolute path) is not there, with how to get it."""
+    """Process arms whose interpreter or program (an absolute path) is not there, with how to get it; where
+    those are, a read-only mount the arm's argv or env names whose host folder is not (its start would fail)."""
     if config.runtime.kind is not RuntimeKind.process:
         return []
     problems = []
     for name, arm in config.arms.items():
-        for path in {arm.command[0] if arm.command else "", arm.python}:
-            if path.startswith("/") and not Path(path).exists():
-                how = arm.build.hint or "install the engine there, or point the arm's command at it"
-                problems.append(f"arm '{name}': {path} does not exist: {how}")
+        how = arm.build.hint or "install the engine there, or point the arm's command at it"
+        found = [f"arm '{name}': {path} does not exist: {how}" for path in {arm.command[0] if arm.command else "",
+                                                                              arm.python}
+                 if path.startswith("/") and not Path(path).exists()]
+        if not found:  # then the folders it is given, as its start would find them
+            how = arm.build.hint or "create it, or point the volume at the folder"
+            found = [f"{problem}: {how}" for problem in missing_mounts(container_spec(name, arm, arm.image, {}, {}))]
+        problems += found
     return problems

@@ -63,7 +63,7 @@ from orchestrator.runtime.spec import (
     Inventory,
     LogLine,
     map_mounts,
-    named_mounts,
+    missing_mounts,
 )
 
 RECORD = "process.json"
@@ -79,15 +79,6 @@ STREAMS = ("stdout", "stderr")
 _DISTRIBUTIONS = ("import sys, importlib.metadata as m; print(sys.version.split()[0]); "
                   "print('\\n'.join(sorted({f\"{d.metadata['Name'].lower()}=={d.version}\" "
                   "for d in m.distributions() if d.metadata['Name']})))")
-
-
-def missing_mounts(spec: ContainerSpec) -> list[str]:
-    """Read-only mounts whose host folder is not there, among those the argv or env names (a process sees a
-    mount only there; one nothing names, such as a template's Hugging Face cache, is left out)."""
-    arm = spec.labels.get(f"{LABEL_NS}.arm", spec.name)
-    return [f"arm '{arm}': mount {m.host} -> {m.container}: {m.host} does not exist on this host"
-            for m in named_mounts([*spec.command, *spec.env.values()], spec.mounts)
-            if m.read_only and not os.path.exists(m.host)]
 
 
 @dataclass

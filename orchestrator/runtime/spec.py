@@ -9,6 +9,7 @@ in every exit path, and `cleanup` able to find what a crashed run left behind by
 from __future__ import annotations
 
 import json
+import os
 import shlex
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -71,6 +72,16 @@ def named_mounts(values: list[str], mounts: list[Mount]) -> list[Mount]:
     nothing for it, so their host folders need not exist (a template's cache mount that nothing names)."""
     used = {id(mount) for value in values if (mount := _mount_of(value, mounts)) is not None}
     return [mount for mount in mounts if id(mount) in used]
+
+
+def missing_mounts(spec: ContainerSpec) -> list[str]:
+    """Read-only mounts whose host folder is not there, among those the argv or env names (a process sees a
+    mount only there; one nothing names, such as a template's Hugging Face cache, is left out). The process
+    runtime refuses such a spec at start; `check` and `run` say it before (config/arms.py)."""
+    arm = spec.labels.get(f"{LABEL_NS}.arm", spec.name)
+    return [f"arm '{arm}': mount {m.host} -> {m.container}: {m.host} does not exist on this host"
+            for m in named_mounts([*spec.command, *spec.env.values()], spec.mounts)
+            if m.read_only and not os.path.exists(m.host)]
 
 
 def _mount_of(value: str, mounts: list[Mount]) -> Mount | None:

@@ -156,7 +156,7 @@ def _mount_problems(template: str, cache: Path, home: Path, monkeypatch: pytest.
     empty HOME (no ~/.cache/huggingface), the engines' cache dir elsewhere."""
     from orchestrator import config
     from orchestrator.config.arms import container_spec
-    from orchestrator.runtime.process import missing_mounts
+    from orchestrator.runtime.spec import missing_mounts
 
     monkeypatch.setenv("HOME", str(home))
     monkeypatch.delenv("XDG_CACHE_HOME", raising=False)
@@ -182,3 +182,15 @@ def test_a_mount_the_argv_names_is_still_refused_when_its_folder_is_missing(tmp_
     [problem] = _mount_problems("vllm_cpu_process", tmp_path / "no-cache", tmp_path / "home", monkeypatch)
     assert problem == (f"arm 'baseline': mount {tmp_path}/no-cache/models -> /models: {tmp_path}/no-cache/models "
                        "does not exist on this host")
+
+
+def test_check_and_run_refuse_a_named_mount_without_its_folder_before_anything_starts(tmp_path: Path) -> None:
+    arm = ["runtime=process", "arm@arms.baseline=reference_process", "~arms.wide_batch",
+           f"+arms.baseline.volumes=[{{host: {tmp_path}/nowhere, container: /data}}]", "+arms.baseline.env.FOO=/data/x"]
+    said = {verb: orchestrator(verb, *arm, f"hydra.run.dir={tmp_path / verb}", env=_env(tmp_path / "state"))
+            for verb in ("check", "run")}
+    assert [r.returncode for r in said.values()] == [2, 2], said["run"].stderr[-2000:]
+    assert said["check"].stderr == said["run"].stderr == (
+        f"error: arm 'baseline': mount {tmp_path}/nowhere -> /data: {tmp_path}/nowhere does not exist on this host: "
+        "create it, or point the volume at the folder\n")
+    assert not (tmp_path / "run").exists() and not (tmp_path / "state").exists()
