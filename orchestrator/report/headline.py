@@ -129,14 +129,25 @@ def compared_on(bases: list[str]) -> str:
                      for b, n in coarse.items())
 
 
+def _tally(rows: list[Divergence], word: str) -> str:
+    """`differ for 1, identical for 2`: each verdict's count, most telling first."""
+    counts = Counter(r.verdict for r in rows)
+    return ", ".join(f"{v} {word} {counts[v]}" for v in (*VERDICTS, "not comparable") if counts[v])
+
+
+def _by_pair(comparison: Comparison) -> dict[tuple[str, str], list[Divergence]]:
+    pairs: dict[tuple[str, str], list[Divergence]] = {}
+    for p in comparison.pairs:
+        pairs.setdefault((p.arm_a, p.arm_b), []).append(p)
+    return pairs
+
+
 def _differ(rows: list[Divergence], what: str) -> str:
     """`identical for 3 of 3 prompts`, `differ for 1, same distribution for 2 of 3 prompts (first differing
     token 5; ...)`: each verdict's count, the test that judged the cells whose signatures vary, and the basis
     where it was coarser than the top logprobs."""
     comparable = [r for r in rows if r.verdict != "not comparable"]
-    counts = Counter(r.verdict for r in comparable)
-    text = ", ".join(f"{v} for {counts[v]}" for v in VERDICTS if counts[v]) or "identical for 0"
-    text += f" of {len(rows)} {what}"
+    text = f"{_tally(comparable, 'for') or 'identical for 0'} of {len(rows)} {what}"
     notes = []
     first = [r.first_divergent_position for r in comparable if r.first_divergent_position is not None]
     if first:
@@ -177,9 +188,7 @@ def sentences(comparison: Comparison, failed_arms: list[str], near_tie_gap: floa
         signed = [c.signature_basis for cells in phases.values() for c in cells if c.distinct_signatures is not None]
         basis = compared_on(signed)
         out.append(f"{arm}{f' ({basis})' if basis else ''}: " + "; ".join(clauses) + ".")
-    pairs: dict[tuple[str, str], list[Divergence]] = {}
-    for p in comparison.pairs:
-        pairs.setdefault((p.arm_a, p.arm_b), []).append(p)
+    pairs = _by_pair(comparison)
     for (a, b), rows in pairs.items():
         if b == copy_name(a):
             out.append(f"A/A {b} vs {a} (the noise floor: two starts of one config): "
@@ -222,14 +231,8 @@ def summary(comparison: Comparison) -> str:
         basis = compared_on([c.signature_basis for c in measured])
         parts.append(f"{arm}: one signature in {sum(c.distinct_signatures == 1 for c in measured)} of {len(cells)} "
                      f"cells{f', {basis}' if basis else ''}")
-    pairs: dict[tuple[str, str], list[Divergence]] = {}
-    for p in comparison.pairs:
-        pairs.setdefault((p.arm_a, p.arm_b), []).append(p)
-    for (a, b), rows in pairs.items():
-        comparable = [r for r in rows if r.verdict != "not comparable"]
-        counts = Counter(r.verdict for r in comparable)
-        verdicts = ", ".join(f"{v} in {counts[v]}" for v in VERDICTS if counts[v]) or "comparable in 0"
-        basis = compared_on([r.compared_on for r in comparable])
-        parts.append(f"{'A/A' if b == copy_name(a) else 'A/B'} {b} vs {a}: {verdicts} of {len(rows)} cells"
-                     f"{f', {basis}' if basis else ''}")
+    for (a, b), rows in _by_pair(comparison).items():
+        basis = compared_on([r.compared_on for r in rows if r.verdict != "not comparable"])
+        parts.append(f"{'A/A' if b == copy_name(a) else 'A/B'} {b} vs {a}: {_tally(rows, 'in')} of {len(rows)} "
+                     f"cells{f', {basis}' if basis else ''}")
     return "; ".join(parts)
