@@ -27,7 +27,8 @@ class RunSummary:
 
 
 def verdict(report: dict[str, Any] | None) -> str:
-    """The run's state in a few words: failed arms first, then the gate, then what the cells show."""
+    """The run's state in a few words: interrupted or failed arms first, else the gate and report.json's
+    `summary` (each arm's repeatability and each pair's result)."""
     if report is None:
         return "no report (orchestrator compare RUN_DIR makes it)"
     stopped = [f["arm"] for f in report.get("failures") or [] if f.get("status") == "interrupted"]
