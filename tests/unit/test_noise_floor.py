@@ -46,6 +46,9 @@ def test_a_name_taken_is_one_clear_line() -> None:
 @pytest.mark.parametrize(("noisy", "said"), [
     (["wide_batch"], "beyond the noise floor in 4 of 4 differing cells"),
     (["baseline_aa", "wide_batch"], "within the noise floor: the A/A differs in all 4 of the differing cells too"),
+    # every arm noisy, the same signatures with the same counts in every start (as transformers serve's
+    # continuous batching on the H200): one distribution, not 'differ'
+    (["baseline", "baseline_aa", "wide_batch"], "same distribution for 4 of 4 prompt x phase cells"),
 ])
 def test_each_ab_is_read_against_the_aa(tmp_path: Path, noisy: list[str], said: str) -> None:
     typed = config.to_typed(config.compose(["study=noise_floor", "protocol=smoke"]))
@@ -58,5 +61,6 @@ def test_each_ab_is_read_against_the_aa(tmp_path: Path, noisy: list[str], said: 
     lines = sentences(compare([paths], "baseline"), [], 0.01)
     [aa] = [line for line in lines if line.startswith("A/A baseline_aa vs baseline")]
     assert ("identical for 4 of 4" in aa) == ("baseline_aa" not in noisy)
+    assert ("differ for" in aa) == (noisy == ["baseline_aa", "wide_batch"])
     [ab] = [line for line in lines if line.startswith("A/B wide_batch vs baseline")]
     assert said in ab
