@@ -7,6 +7,12 @@ from typing import Any
 from orchestrator.analysis.results import Comparison, PairCheck, ScheduleCheck
 from orchestrator.errors import ConfigError
 
+# What a gate may expect of a pair or schedule -> the verdicts that meet it. `agree` is what an A/A or a change
+# that should not matter expects: a noisy arm's two samples read "same distribution" or "no difference shown",
+# never "identical" (config/validate.py lists the same names).
+EXPECTED_VERDICTS = {"identical": ("identical",), "differ": ("differ",),
+                     "agree": ("identical", "same distribution", "no difference shown")}
+
 
 def failures(comparison: Comparison, gate: dict[str, Any]) -> list[str]:
     """Every way the results miss what the gate states; [] when it passes."""
@@ -31,12 +37,12 @@ def _expected(key: str, arm: str, verdict: str, rows: list[tuple[PairCheck | Sch
     if not rows:
         return [f"{key}: no comparison for arm '{arm}' in this run"]
     return [f"{key}: {arm}/{row.prompt_id}/{where} is {row.verdict}, expected {verdict}"
-            for row, where in rows if row.verdict != verdict]
+            for row, where in rows if row.verdict not in EXPECTED_VERDICTS[verdict]]
 
 
 def gate_from_flags(run_gate: dict[str, Any] | None, max_divergence_rate: float | None,
                     expect_pairs: list[str], expect_schedules: list[str]) -> dict[str, Any]:
-    """`compare`'s gate: the run's own (with --gate), then the flags (ARM=identical|differ) on top."""
+    """`compare`'s gate: the run's own (with --gate), then the flags (ARM=identical|agree|differ) on top."""
     gate = dict(run_gate or {})
     if max_divergence_rate is not None:
         gate["max_divergence_rate"] = max_divergence_rate
@@ -47,6 +53,6 @@ def gate_from_flags(run_gate: dict[str, Any] | None, max_divergence_rate: float 
 
 def _arm_verdict(item: str) -> tuple[str, str]:
     arm, _, verdict = item.partition("=")
-    if verdict not in ("identical", "differ"):
-        raise ConfigError(f"'{item}': expected ARM=identical or ARM=differ")
+    if verdict not in EXPECTED_VERDICTS:
+        raise ConfigError(f"'{item}': expected ARM=identical, ARM=agree or ARM=differ")
     return arm, verdict

@@ -263,8 +263,8 @@ class GateConfig:
     """Exit non-zero (status 3) after the report when the results are not what the study expects."""
 
     max_divergence_rate: float | None = None  # any cell with divergent/n above this fails
-    expect_pairs: dict[str, str] = field(default_factory=dict)  # arm -> identical | differ (vs baseline)
-    expect_schedules: dict[str, str] = field(default_factory=dict)  # arm -> identical | differ
+    expect_pairs: dict[str, str] = field(default_factory=dict)  # arm -> identical | agree | differ (vs baseline)
+    expect_schedules: dict[str, str] = field(default_factory=dict)  # arm -> identical | agree | differ
 
 
 @dataclass

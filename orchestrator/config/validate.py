@@ -21,7 +21,7 @@ from orchestrator.engines import ENGINES
 from orchestrator.errors import ConfigError
 from orchestrator.runtime.spec import Mount, map_mounts
 
-VERDICTS = ("identical", "differ")
+VERDICTS = ("identical", "agree", "differ")  # analysis/gate.py EXPECTED_VERDICTS
 
 # (what is valid, the test): the range rules a numeric leaf may name below.
 POSITIVE = ("> 0", lambda v: v > 0)

@@ -76,7 +76,7 @@ CASES: list[tuple[str, dict[str, str | bytes], list[str], int, str]] = [
      "1 for a sequential phase"),
     ("gate rate -1", {}, ["plan", "gate.max_divergence_rate=-1"], 2, "max_divergence_rate=-1.0: must be in [0, 1]"),
     ("gate names no arm", {}, ["plan", "+gate.expect_pairs.nope=identical"], 2, "gate.expect_pairs.nope='nope'"),
-    ("gate verdict", {}, ["plan", "+gate.expect_pairs.wide_batch=same"], 2, "Available: differ, identical"),
+    ("gate verdict", {}, ["plan", "+gate.expect_pairs.wide_batch=same"], 2, "Available: agree, differ, identical"),
     ("significant digits", {}, ["plan", "protocol.significant_digits=0"], 2, "significant_digits=0: must be"),
     ("min_share", {}, ["plan", "prompts.prompts.capital.expect.min_share=2"], 2, "min_share=2.0"),
     ("baseline naming no arm", {}, ["plan", "study.baseline=nope"], 2, "study.baseline='nope' names nothing"),

@@ -9,10 +9,10 @@ import pytest
 from orchestrator.analysis import quality, stats
 from orchestrator.analysis.compare import compare
 from orchestrator.analysis.gaps import top_gaps
-from orchestrator.analysis.gate import failures
+from orchestrator.analysis.gate import failures, gate_from_flags
 from orchestrator.analysis.signatures import text_signature, token_ids_signature, top_logprobs_signature
 from orchestrator.analysis.stats import distribution_test, pooled_bound
-from orchestrator.errors import RecordError
+from orchestrator.errors import ConfigError, RecordError
 from orchestrator.record.paths import RunPaths
 from orchestrator.record.tables import TableWriter
 
@@ -220,6 +220,20 @@ def test_gate_failures(tmp_path) -> None:  # type: ignore[no-untyped-def]
     problems = failures(result, {"max_divergence_rate": 0.0, "expect_pairs": {"b": "identical"}})
     assert problems == ["b/p/seq: 1 divergent in 6 exceeds the stated rate 0",
                         "pairs: b/p/seq is differ, expected identical"]
+
+
+def test_a_gate_that_expects_agreement_takes_a_noisy_same_distribution(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    # An A/A of a noisy arm: the same two signatures in the same proportions on both sides.
+    noisy = [row("a", "p", "seq", [1])] * 4 + [row("a", "p", "seq", [2])] * 2
+    rows = noisy + [{**r, "arm": "b"} for r in noisy]
+    result = compare(record(tmp_path, rows), baseline="a")
+    assert [p.verdict for p in result.pairs] == ["same distribution"]
+    assert failures(result, {"expect_pairs": {"b": "agree"}}) == []
+    assert failures(result, {"expect_pairs": {"b": "identical"}}) == [
+        "pairs: b/p/seq is same distribution, expected identical"]
+    assert gate_from_flags(None, None, ["b=agree"], []) == {"expect_pairs": {"b": "agree"}, "expect_schedules": {}}
+    with pytest.raises(ConfigError, match="ARM=identical, ARM=agree or ARM=differ"):
+        gate_from_flags(None, None, ["b=same"], [])
 
 
 def test_several_runs_compare_as_one_study(tmp_path) -> None:  # type: ignore[no-untyped-def]
