@@ -13,7 +13,6 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from itertools import pairwise
 from pathlib import PurePosixPath
 from typing import Any
 
@@ -73,10 +72,13 @@ class EngineProfile:
             return True
         if PurePosixPath(command[0]).name in self.programs:
             return True
-        for word, after in pairwise(command[1:]):  # the interpreter's options, up to -m
+        words = iter(command[1:])
+        for word in words:  # the interpreter's options, up to -m
             if word == "-m":
-                return after.split(".")[0] in self.modules
-            if not word.startswith("-"):
+                return next(words, "").split(".")[0] in self.modules
+            if word in ("-W", "-X"):  # Python's options that take a value
+                next(words, None)
+            elif not word.startswith("-"):
                 break
         return False
 

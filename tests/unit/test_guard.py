@@ -332,6 +332,7 @@ def test_an_engine_its_arm_cannot_import_is_refused_as_not_installed() -> None:
 
 @pytest.mark.parametrize(("command", "refused"), [
     (["python3", "-m", "vllm.entrypoints.openai.api_server"], True), (["/venv/bin/python", "-u", "-m", "vllm"], True),
+    (["python3", "-X", "dev", "-m", "vllm.entrypoints.openai.api_server"], True), (["python3", "-m", "myfork"], False),
     (["{bin}/vllm", "serve"], True), (["python3", "my_server.py"], False),
     (["python3", "my_server.py", "-m", "vllm"], False), (["{bin}/my-server"], False)])
 def test_the_import_check_holds_only_where_the_command_runs_the_engines_own_module(
