@@ -140,7 +140,7 @@ CASES: list[tuple[str, dict[str, str | bytes], list[str], int, str]] = [
      "was written with record schema 99, this orchestrator reads schemas 1 to"),
     ("reproduce without .hydra", {}, ["reproduce", "{tmp}"], 2, "has no .hydra/config.yaml"),
     ("reproduce with damaged config", {}, ["reproduce", "{run}", "+damage=config"], 2, "config.yaml cannot be read"),
-    ("run --from nowhere", {}, ["run", "--from", "{tmp}/none"], 2, "has no .hydra/config.yaml"),
+    ("run --from nowhere", {}, ["run", "--from", "{tmp}/none"], 2, "none does not exist: pass a run dir that `orchestrator run` wrote"),
     ("recorded run with overrides", {}, ["run", "--config-dir", "{run}/.hydra", "--config-name", "config",
                                         "protocol=smoke", "hydra.run.dir={tmp}/new"], 2, "is a recorded run"),
     ("run --from with an override", {}, ["run", "--from", "{run}", "protocol=smoke"], 2, "is a recorded run"),
