@@ -158,8 +158,8 @@ def _differ(rows: list[Divergence], what: str) -> str:
         low, high = f"{p_values[0]:.2g}", f"{p_values[-1]:.2g}"
         p = f"p = {low}" if low == high else f"p {low}-{high}"
         methods = " or ".join(dict.fromkeys(r.test for r in tested))
-        notes.append(f"{len(tested)} judged on their signature distributions by the {methods}, differ at "
-                     f"p < {ALPHA:g}: {p}")
+        notes.append(f"{len(tested)} judged on their signature distributions by the {methods}: {p}, "
+                     f"where differ means p < {ALPHA:g}")
     text += f" ({'; '.join(notes)})" if notes else ""
     if basis := compared_on([r.compared_on for r in comparable]):
         text += f", {basis}"
@@ -229,8 +229,10 @@ def summary(comparison: Comparison) -> str:
     for arm, cells in by_arm.items():
         measured = [c for c in cells if c.distinct_signatures is not None]
         basis = compared_on([c.signature_basis for c in measured])
-        parts.append(f"{arm}: one signature in {sum(c.distinct_signatures == 1 for c in measured)} of {len(cells)} "
-                     f"cells{f', {basis}' if basis else ''}")
+        varied = sum(c.distinct_signatures != 1 for c in measured)
+        repeatable = f"varies in {varied} of {len(cells)} cells" if varied else f"one signature in {len(cells)} of " \
+            f"{len(cells)} cells"
+        parts.append(f"{arm}: {repeatable}{f', {basis}' if basis else ''}")
     for (a, b), rows in _by_pair(comparison).items():
         basis = compared_on([r.compared_on for r in rows if r.verdict != "not comparable"])
         parts.append(f"{'A/A' if b == copy_name(a) else 'A/B'} {b} vs {a}: {_tally(rows, 'in')} of {len(rows)} "

@@ -163,7 +163,7 @@ def test_ls_lists_each_run_and_show_prints_its_verdict_and_environment(tmp_path:
     assert main(["ls", str(tmp_path / "runs")]) == 0
     header, row = capsys.readouterr().out.splitlines()
     assert header.split()[:3] == ["study", "started", "(UTC)"]
-    said = ("gate failed; baseline: one signature in 4 of 4 cells; wide_batch: one signature in 0 of 4 cells; A/B "
+    said = ("gate failed; baseline: one signature in 4 of 4 cells; wide_batch: varies in 4 of 4 cells; A/B "
             "wide_batch vs baseline: differ in 4 of 4 cells")  # each arm's repeatability and the A/B's result
     assert row.startswith("default ") and f"baseline, wide_batch  {said}  " in row and row.endswith(str(paths.root))
     assert main(["show", str(paths.root)]) == 0
@@ -241,8 +241,8 @@ def test_the_verdict_gives_each_arm_s_repeatability_and_the_ab_s_result() -> Non
     said = sentences(comparison, [], 0.01)
     assert said[0].startswith("fp32 (compared on completion text only): sequential: 1 distinct in 30")
     assert said[2] == ("A/B bf16 vs fp32: differ for 2 of 2 prompt x phase cells (first differing token 3; 2 judged "
-                       "on their signature distributions by the Fisher-Freeman-Halton exact test, differ at p < 0.05: "
-                       "p = 0.0022), compared on completion text only; one signature within each arm, so the "
+                       "on their signature distributions by the Fisher-Freeman-Halton exact test: p = 0.0022, where "
+                       "differ means p < 0.05), compared on completion text only; one signature within each arm, so the "
                        "difference lies between the arms.")
     assert summary(comparison) == ("fp32: one signature in 2 of 2 cells, compared on completion text only; bf16: one "
                                    "signature in 2 of 2 cells, compared on completion text only; A/B bf16 vs fp32: "
@@ -272,8 +272,8 @@ def test_an_aa_that_reproduces_every_signature_reads_same_distribution() -> None
            "phase cells." in said
     [line] = [s for s in said if s.startswith("A/B")]
     assert line.startswith("A/B eager vs cb: differ for 1, no difference shown for 1 of 2 prompt x phase cells (2 "
-                           "judged on their signature distributions by the Fisher-Freeman-Halton exact test, differ "
-                           "at p < 0.05: p 0.001-0.4)")
+                           "judged on their signature distributions by the Fisher-Freeman-Halton exact test: "
+                           "p 0.001-0.4, where differ means p < 0.05)")
     assert "beyond the noise floor in 1 of 1 differing cells (the A/A does not differ there)" in line
 
 
