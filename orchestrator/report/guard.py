@@ -19,6 +19,8 @@ def headline(guard: GuardResult) -> str:
         return ("Single-variable check: not declared (set study.variables to check that each arm changes "
                 "one thing)")
     void = "".join(f". **But {v}**" for v in declared.stand_in_sentences())
+    if not declared.pairs:
+        return f"Single-variable check: one arm ({base}), nothing to compare it with{void}"
     unknown = [f"{p.arm}: {', '.join(p.unknown)}" for p in (observed.pairs if observed else []) if p.verdict == UNKNOWN]
     if unknown:
         return "Single-variable in config; observed check incomplete (unknown): " + "; ".join(unknown) + void

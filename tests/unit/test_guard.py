@@ -227,6 +227,13 @@ def test_study_without_variables_is_not_checked() -> None:
     assert guard_report.headline(GuardResult(declared=declared)).startswith("Single-variable check: not declared")
 
 
+def test_a_one_arm_study_says_there_is_nothing_to_compare() -> None:
+    alone = results.DeclaredCheck(checked=True, baseline="solo", allow_confounded=False, pairs=[], not_in_study=[],
+                                  shared_caches=[])
+    assert guard_report.headline(GuardResult(declared=alone)) == \
+        "Single-variable check: one arm (solo), nothing to compare it with"
+
+
 def test_shared_cache_across_finalize_modes_is_flagged() -> None:
     [cache] = guard_declared.declared_check(load("study=guard_shared_cache")).shared_caches
     assert cache.flagged and cache.dir == "scratch/shared/autotune"
