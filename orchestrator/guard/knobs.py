@@ -158,7 +158,13 @@ def _failed_listing(arm: str, arm_config: ArmConfig, out: ExecResult) -> KnobChe
                          engine_missing=missing)
     return KnobCheck(False, reason=f"`{shlex.join(arm_config.command)}` runs no module or program of engine "
                      f"{engine.name}, and its listing needs module '{missing}': declare a server of your own with "
-                     f"arms.{arm}.engine=openai (nothing assumed of it; docs/runtimes.md)")
+                     f"arms.{arm}.engine=openai (nothing assumed of it; docs/runtimes.md)", own_server=True)
+
+
+def warnings(knobs: dict[str, KnobCheck]) -> list[str]:
+    """What `run` says up front of the knob check: an arm that looks like a server of the user's own, which gets
+    its engine profile's request fields (vLLM's `return_token_ids`, ...) until it is declared `engine: openai`."""
+    return [f"arm '{arm}': {check.reason}" for arm, check in knobs.items() if check.own_server]
 
 
 def _cache_path(key: str) -> Path:

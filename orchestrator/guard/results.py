@@ -91,6 +91,8 @@ class KnobCheck:
     engine_missing: str | None = None
     # one problem per flag whose value the engine's parser would refuse (its listing gives the type or choices)
     bad_values: list[str] = field(default_factory=list)
+    # the arm runs a script of its own under an engine's profile, which the engine's requests may not suit
+    own_server: bool = False
 
 
 @dataclass

@@ -23,6 +23,7 @@ from orchestrator.config.security import OWN_CONFIG_ALLOW
 from orchestrator.errors import ConfigError, ExitStatus
 from orchestrator.guard import declared as guard_declared
 from orchestrator.guard import observed as guard_observed
+from orchestrator.guard import knobs as guard_knobs
 from orchestrator.guard.results import GuardResult, KnobCheck
 from orchestrator.record.paths import RunPaths, atomic_write_bytes, atomic_write_text, read_json
 from orchestrator.run import protocol
@@ -158,7 +159,7 @@ def _record_start(typed: Config, paths: RunPaths, run_id: str, knobs: dict[str, 
     declared = guard_declared.declared_check(typed)  # before anything starts (docs/guard.md)
     guard = GuardResult(declared=declared, knobs=knobs)
     guard_observed.write(paths, guard)
-    for line in guard_declared.warnings(declared):
+    for line in [*guard_declared.warnings(declared), *guard_knobs.warnings(knobs)]:
         print(f"warning: {line}", file=sys.stderr)
     return meta, guard
 

@@ -203,3 +203,11 @@ def test_a_script_arm_that_names_no_engine_is_not_refused_and_told_how_to_declar
     assert "has no module" not in result.stderr
     assert "runs no module or program of engine vllm, and its listing needs module 'vllm': declare a server of " \
            "your own with arms.baseline.engine=openai" in result.stdout, result.stdout
+    # `run` says it up front too: under vLLM's profile every request carries vLLM's fields, which this strict
+    # server refuses (HTTP 400), so the run fails as a measurement, with the fix already on the terminal.
+    result = run("run", "--config-dir", str(user_dir), "runtime=process", "arm@arms.baseline=my_server",
+                 "~arms.wide_batch", "protocol=smoke", *QUICK, f"hydra.run.dir={tmp_path / 'run'}", cwd=tmp_path,
+                 env={"ORCHESTRATOR_PROCESS_DIR": str(tmp_path / "state")})
+    assert result.returncode == 4, result.stderr[-3000:]
+    assert "warning: arm 'baseline': `python3 " in result.stderr
+    assert "declare a server of your own with arms.baseline.engine=openai" in result.stderr.split("[baseline]")[0]
