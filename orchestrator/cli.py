@@ -96,8 +96,8 @@ def _compare(argv: list[str]) -> int:
     parser.add_argument("--baseline", default=None, help="baseline arm (several runs: RUN_DIR_NAME/ARM)")
     parser.add_argument("--json", action="store_true", help="print report.json instead of the table")
     parser.add_argument("--max-divergence-rate", type=float, help="exit 3 if a cell's divergent/n exceeds this")
-    parser.add_argument("--expect-pair", action="append", default=[], help="ARM=identical|agree|differ vs the baseline")
-    parser.add_argument("--expect-schedule", action="append", default=[], help="ARM=identical|agree|differ across phases")
+    parser.add_argument("--expect-pair", action="append", default=[], help="ARM=identical|agree|differ vs baseline")
+    parser.add_argument("--expect-schedule", action="append", default=[], help="ARM=identical|agree|differ, phases")
     parser.add_argument("--gate", action="store_true", help="also apply the gate the run was configured with")
     parser.add_argument("--branches", type=int, help="explorer: branches shown per divergent cell (default: the "
                         "run's study.explorer_branches, 4)")

@@ -22,8 +22,8 @@ from orchestrator.config.schema import Config
 from orchestrator.config.security import OWN_CONFIG_ALLOW
 from orchestrator.errors import ConfigError, ExitStatus
 from orchestrator.guard import declared as guard_declared
-from orchestrator.guard import observed as guard_observed
 from orchestrator.guard import knobs as guard_knobs
+from orchestrator.guard import observed as guard_observed
 from orchestrator.guard.results import GuardResult, KnobCheck
 from orchestrator.record.paths import RunPaths, atomic_write_bytes, atomic_write_text, read_json
 from orchestrator.run import protocol
