@@ -16,6 +16,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from orchestrator.config.locations import CONF_DIR
 from orchestrator.errors import ConfigError
 
 MULTIRUN = ("-m", "--multirun")  # Hydra's flags for a sweep: `run -m` is a multirun
@@ -59,8 +60,6 @@ def split_config_dirs(argv: list[str], environ: dict[str, str] | None = None) ->
 
 def shadowed(dirs: list[Path]) -> list[str]:
     """User config files that a file of the same group and name in the project's conf/ would hide."""
-    from orchestrator.config.compose import CONF_DIR
-
     problems = []
     for root in dirs:
         for path in sorted(root.glob("*/*.yaml")):
