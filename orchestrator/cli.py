@@ -166,7 +166,7 @@ class _Parser(argparse.ArgumentParser):
 def _parser(verb: str, description: str, docker_host: bool = False) -> argparse.ArgumentParser:
     parser = _Parser(prog=f"orchestrator {verb}", description=description, allow_abbrev=False)
     if docker_host:
-        parser.add_argument("--docker-host", default=None, help="the Docker engine (default: DOCKER_HOST)")
+        parser.add_argument("--docker-host", default=None, help="the Docker host (default: DOCKER_HOST)")
     return parser
 
 

@@ -4,7 +4,7 @@ what went wrong and what to do.
     OrchestratorError                 exit status 1 unless stated
     ├── ConfigError                   bad config: unknown key, wrong type, missing file (exit 2)
     ├── RuntimeFailure                the container runtime failed (exit 4)
-    │   ├── EngineUnavailable         no Docker engine / no such runtime reachable
+    │   ├── DockerUnavailable         no Docker host reachable (DOCKER_HOST, runtime.docker_host)
     │   ├── ImageError                image missing and not buildable, or build failed
     │   └── ArmStartError             container exited or never became ready (carries log tail)
     ├── EngineFailure                 the engine died mid-protocol or answered nothing (exit 4)
@@ -76,13 +76,13 @@ class RuntimeFailure(OrchestratorError):
     exit_status = 4  # the measurement could not be made
 
 
-class EngineUnavailable(RuntimeFailure):
-    pass
+class DockerUnavailable(RuntimeFailure):
+    """No Docker daemon answers at the host named ("engine" is kept for the LLM serving engines)."""
 
 
 class ImageError(RuntimeFailure):
     def __init__(self, message: str, absent: str | None = None) -> None:
-        self.absent = absent  # the image is not on the engine: that sentence, with the closest image it has
+        self.absent = absent  # the image is not on the Docker host: that sentence, with the closest image it has
         super().__init__(message)
 
 

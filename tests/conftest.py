@@ -23,7 +23,7 @@ def docker_client():  # type: ignore[no-untyped-def]
         client = docker.from_env()
         client.ping()
     except Exception as exc:
-        message = f"no Docker engine reachable ({exc}); run `make setup`"
+        message = f"no Docker host reachable ({exc}); run `make setup`"
         if os.environ.get("CI") == "true":
             pytest.fail(f"CI=true requires Docker: {message}")
         pytest.skip(message)

@@ -1,5 +1,5 @@
 """The parts beyond one machine that scripts/ci-hosts.sh starts here (a single-node SLURM cluster, an sshd,
-a second Docker engine behind it), found through the hosts.json it writes. Missing: skipped locally,
+a second Docker host behind it), found through the hosts.json it writes. Missing: skipped locally,
 failed under CI=true (`make test` starts them)."""
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ class Hosts:
 def _missing(message: str) -> None:
     message += "; `bash scripts/ci-hosts.sh start` (root, Debian) starts them"
     if os.environ.get("CI") == "true":
-        pytest.fail(f"CI=true requires SLURM, sshd and the second Docker engine: {message}")
+        pytest.fail(f"CI=true requires SLURM, sshd and the second Docker host: {message}")
     pytest.skip(message)
 
 

@@ -27,7 +27,7 @@ def effective_arm(arm: ArmConfig, stand_in: str | None) -> ArmConfig:
 
 
 def runtime_for(config: RuntimeConfig, docker_host: str | None = None) -> Runtime:
-    """The runtime a config names; `docker_host` (an arm's own engine) overrides the study's."""
+    """The runtime a config names; `docker_host` (an arm's own Docker host) overrides the study's."""
     return make_runtime(config.kind.value, docker_host=docker_host or config.docker_host,
                         inherit_env=config.inherit_env, venv_on_path=config.venv_on_path, workdir=PROJECT_ROOT)
 

@@ -52,7 +52,7 @@ CATALOG: dict[str, Entry] = {
                           "ignored silently)", "fix the name, or set study.allow_unknown_knobs"),
     "missing-image": Entry("an arm's image is neither present nor buildable here (no registry is assumed)",
                            "build or load it with the command the message names, or fix a typo: the message names "
-                           "the closest image the engine has"),
+                           "the closest image the Docker host has"),
     "missing-executable": Entry("a process arm's program or interpreter is not installed",
                                 "install it with the command the message names"),
     "run-dir": Entry("the run dir cannot be created or written", "choose a writable place (hydra.run.dir=... or "

@@ -125,7 +125,7 @@ class ArmConfig:
     cap_add: list[str] = field(default_factory=list)  # added Linux capabilities (allow: cap_add)
     volumes: list[VolumeConfig] = field(default_factory=list)
     scratch: dict[str, ScratchConfig] = field(default_factory=dict)
-    # Another Docker engine for this arm (e.g. ssh://gpu-3, tcp://10.0.0.5:2376); null: runtime.docker_host.
+    # Another Docker host for this arm (e.g. ssh://gpu-3, tcp://10.0.0.5:2376); null: runtime.docker_host.
     # Recorded in the fingerprint; arms on different hosts differ in this variable.
     docker_host: str | None = None
     knobs: KnobsConfig = field(default_factory=KnobsConfig)
@@ -249,7 +249,7 @@ class RuntimeConfig:
     # Start the next arm while the current one runs its sequential phases (never during a concurrent batch);
     # refused for arms that share a GPU, a cache or a host port (guard/overlap.py). docs/runtimes.md
     overlap_arm_starts: bool = False
-    # Docker engines that arms without their own `docker_host` are placed on when they run side by side
+    # Docker hosts that arms without their own `docker_host` are placed on when they run side by side
     # (study.parallel_arms): "local" (runtime.docker_host) and others (ssh://gpu-2, tcp://...). [] = local only.
     hosts: list[str] = field(default_factory=list)
     # Process runtime only (docs/runtimes.md): host env names a process inherits (PATH, HOME, ...),

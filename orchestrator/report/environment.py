@@ -32,7 +32,7 @@ class ArmEnvironment:
     gpu: str | None  # "1 x NVIDIA H200 (sm 9.0), driver 570.1"; None: no GPU visible
     cuda: str | None
     os: str | None
-    host: str  # the Docker engine (local or its URL) or, for a process arm, the machine
+    host: str  # the Docker host (local or its URL) or, for a process arm, the machine
     matrix_key: str | None
     command: str  # the equivalent `docker run` or command line
     started_during: str | None = None  # runtime.overlap_arm_starts: the arm it started beside

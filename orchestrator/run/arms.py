@@ -59,7 +59,7 @@ class _Launch:
     name: str
     arm: ArmConfig  # as it runs (stand-in applied)
     row: dict[str, Any]  # its `arms` row, filled as it goes
-    runtime: Runtime  # the engine it runs on
+    runtime: Runtime  # the runtime (and Docker host) it runs on
     placement: Placement | None = None  # study.parallel_arms: its host, GPUs, cores and wave
     handle: Handle | None = None
     image_id: str = ""
@@ -101,18 +101,18 @@ class StudyRunner:
                 return
             for (name, arm), upcoming in zip(todo, [*todo[1:], None], strict=True):
                 self.runtime = self._runtime_for(arm)
-                # Early only on the same engine: the launch uses this arm's runtime.
+                # Early only on the same host: the launch uses this arm's runtime.
                 early = self.config.runtime.overlap_arm_starts and upcoming is not None \
                     and self._runtime_for(upcoming[1]) is self.runtime
                 self._upcoming = upcoming if early else None
                 self._run_arm(self._new_launch(name, arm, self.runtime), prompts)
 
     def placements(self, arms: list[str]) -> list[list[Placement]]:
-        """The waves of `study.parallel_arms` over the inventories of the engines the arms may run on."""
+        """The waves of `study.parallel_arms` over the inventories of the hosts the arms may run on."""
         return placement.waves(self.config, lambda host: self._runtime_on(host).inventory(), arms)
 
     def _run_waves(self, waves: list[list[Placement]], prompts: dict[str, str]) -> None:
-        """Each wave's arms at once, each in a thread of its own with its own engine, client and record parts;
+        """Each wave's arms at once, each in a thread of its own with its own host, client and record parts;
         the next wave once every arm of this one has stopped."""
         for number, wave in enumerate(waves, 1):
             together = " at the same time" if len(wave) > 1 else " alone (the next arm needs what it holds)"
@@ -132,11 +132,11 @@ class StudyRunner:
                 future.result()  # a bug in one arm's thread is raised here
 
     def _runtime_for(self, arm: ArmConfig) -> Runtime:
-        """The arm's own Docker engine when it names one (many hosts), else the study's runtime."""
+        """The arm's own Docker host when it names one (many hosts), else the study's runtime."""
         return self._runtime_on(arm.docker_host)
 
     def _runtime_on(self, host: str | None) -> Runtime:
-        """A Docker engine by URL ("local" or None: the study's runtime)."""
+        """A Docker host by URL ("local" or None: the study's runtime)."""
         if host in (None, placement.LOCAL) or self.config.runtime.kind is not RuntimeKind.docker:
             return self.default_runtime
         assert host is not None
@@ -145,7 +145,7 @@ class StudyRunner:
         return self._remote[host]
 
     def cleanup(self) -> None:
-        """Remove whatever of this run is left on every engine it used."""
+        """Remove whatever of this run is left on every host it used."""
         self._probes.shutdown(wait=False, cancel_futures=True)
         self._starter.shutdown(wait=False, cancel_futures=True)
         for runtime in (self.default_runtime, *self._remote.values()):
@@ -165,7 +165,7 @@ class StudyRunner:
         name, row, runtime = launch.name, launch.row, launch.runtime
         arm = launch.arm = effective_arm(launch.arm, self.config.stand_in)
         row["image_ref"] = arm.image
-        with self.timer.stage("image"):  # many hosts (run/hosts.py): shipped to the arm's engine, pinned by id
+        with self.timer.stage("image"):  # many hosts (run/hosts.py): shipped to the arm's Docker host, pinned by id
             image, launch.image_source = hosts.resolve_image(runtime, self.default_runtime, arm.image,
                                                              build_spec(arm))
         launch.image_id = image.id

@@ -4,7 +4,7 @@ dir is made only once they all passed.
 
 In order, every problem collected (one line each, exit 2): the command line and the config (config/compose.py,
 config/validate.py), the guard's declared checks (guard/declared.py), a process arm's missing program, the
-run dir, ports, disk, the engine and where the arms fit on it (run/placement.py), the images (present or
+run dir, ports, disk, the Docker host and where the arms fit on it (run/placement.py), the images (present or
 buildable), then the knobs each engine knows (its listing runs in a throwaway container, no network).
 """
 
@@ -27,7 +27,7 @@ from orchestrator.config.schema import Config, RuntimeKind
 from orchestrator.config.security import OWN_CONFIG_ALLOW
 from orchestrator.config.validate import validate
 from orchestrator.engines import ENGINES
-from orchestrator.errors import ConfigError, EngineUnavailable, ExitStatus, ImageError
+from orchestrator.errors import ConfigError, DockerUnavailable, ExitStatus, ImageError
 from orchestrator.guard import declared as guard_declared
 from orchestrator.guard import knobs as guard_knobs
 from orchestrator.guard.results import KnobCheck
@@ -113,7 +113,7 @@ def config_problems(typed: Config, allow: list[str] | None = None, how_to_allow:
 
 def missing_images(typed: Config, runtime: Runtime) -> list[str]:
     """Every arm whose image is neither present nor buildable, with how to get it: before any arm starts
-    (an arm's own engine, in a sweep of many hosts, is checked when the arm runs)."""
+    (an arm's own Docker host, in a sweep of many hosts, is checked when the arm runs)."""
     problems = []
     for name, original in typed.arms.items():
         arm = effective_arm(original, typed.stand_in)
@@ -133,7 +133,7 @@ def missing_images(typed: Config, runtime: Runtime) -> list[str]:
 
 @dataclass
 class Refusals:
-    """What `refusals` found: the problems (none: the study may start), the engine it checked against, and
+    """What `refusals` found: the problems (none: the study may start), the runtime it checked against, and
     the knobs each arm's engine knows (kept in guard.json)."""
 
     problems: list[str]
@@ -158,7 +158,7 @@ def refusals(typed: Config, found: list[str], run_id: str, run_dir: tuple[str, s
             problems += disk_problems(typed, Path(run_dir[1].split("${", 1)[0] or "."))
         try:
             runtime = runtime_for(typed.runtime)
-        except EngineUnavailable as exc:  # nothing can start: refused like any other problem
+        except DockerUnavailable as exc:  # nothing can start: refused like any other problem
             return Refusals([*problems, str(exc)])
         if not own:  # placement reads the fields the config's checks vouch for (gpus, parallel_arms)
             problems += placement.problems(typed, lambda host: runtime_for(

@@ -77,10 +77,10 @@ def execute_study(typed: Config, paths: RunPaths, allow: list[str], how_to_allow
         os.umask(0o077)
         paths.root.chmod(0o700)
     # Outlives us: removes this run's containers and processes if we die without cleaning up (kill -9).
-    engines = {(typed.runtime.kind.value, typed.runtime.docker_host),
+    runtimes = {(typed.runtime.kind.value, typed.runtime.docker_host),
                *(("docker", arm.docker_host) for arm in typed.arms.values() if arm.docker_host),
                *(("docker", host) for host in typed.runtime.hosts if host != "local")}
-    reaper = Reaper(run_id, engines, str(paths.reaper_log))
+    reaper = Reaper(run_id, runtimes, str(paths.reaper_log))
     runner = StudyRunner(typed, paths, run_id, runtime, resume=resume)
     runner.timer = timer
     try:
@@ -92,7 +92,7 @@ def execute_study(typed: Config, paths: RunPaths, allow: list[str], how_to_allow
             exc.add_note(f"what it received is kept; `orchestrator run --resume {paths.root}` sends the rest")
         raise
     finally:
-        runner.cleanup()  # belt and braces: nothing of this run survives, on any engine it used
+        runner.cleanup()  # belt and braces: nothing of this run survives, on any host it used
         reaper.release()
     # The report's modules were imported while the first engine loaded (run/prefetch.py), not at start-up.
     from orchestrator.report import verdict

@@ -1,5 +1,5 @@
-"""Images on many hosts: an arm on another Docker engine (`docker_host`) runs the image the study's own
-engine has, shipped there (save/load over the link) and pinned by its id, so every arm of a study runs
+"""Images on many hosts: an arm on another Docker host (`docker_host`) runs the image the study's own
+Docker host has, shipped there (save/load over the link) and pinned by its id, so every arm of a study runs
 what the study resolved, whichever host runs it. Where each arm's image came from goes into its
 fingerprint (`image_source`)."""
 
@@ -20,7 +20,7 @@ def host_name(runtime: Runtime) -> str:
 
 
 def ran_on(runtime: Runtime) -> dict[str, Any]:
-    """Which machine ran the arm: the engine's host name (the far host's, for an ssh:// engine), where the
+    """Which machine ran the arm: the Docker daemon's host name (the far host's, for an ssh:// host), where the
     orchestrator ran, and the SLURM job it ran in (a sweep on a cluster), if any."""
     here = socket.gethostname()
     env = os.environ
@@ -33,8 +33,8 @@ def ran_on(runtime: Runtime) -> dict[str, Any]:
 
 def resolve_image(runtime: Runtime, study_runtime: Runtime, ref: str,
                   build: BuildSpec) -> tuple[ImageInfo, dict[str, Any]]:
-    """The arm's image on the arm's engine, and where it came from: present there, built there, or (an arm
-    on another engine) shipped from the study's engine when that one has it and the arm's has not its id."""
+    """The arm's image on the arm's Docker host, and where it came from: present there, built there, or (an arm
+    on another host) shipped from the study's host when that one has it and the arm's has not its id."""
     host = host_name(runtime)
     if not isinstance(runtime, DockerRuntime):  # processes: the code identity is the image
         return runtime.resolve_image(ref, build), {"host": host}

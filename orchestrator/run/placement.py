@@ -1,6 +1,6 @@
 """Arms side by side (`study.parallel_arms`): which arms run at once, on which host, GPUs and cores. Pure logic
 over the hosts' inventories (`Runtime.inventory`): the runner carries a placement out through the runtime
-(`ContainerSpec.gpus` / `cpuset`, the arm's engine), and the guard compares what each placed arm observed.
+(`ContainerSpec.gpus` / `cpuset`, the arm's Docker host), and the guard compares what each placed arm observed.
 
 Arms are taken in the study's order; each wave holds every arm that still fits beside the ones already in it
 (at most `parallel_arms`), on the host with the most free GPUs, then cores. Resources of arms in one wave are
@@ -34,13 +34,13 @@ class Needs:
     all_gpus: bool = False
     cpus: int = 0  # 0: no cpuset (the arm may run on any core)
     memory_bytes: int = 0
-    host: str | None = None  # the arm names its engine (docker_host): only there
+    host: str | None = None  # the arm names its Docker host (docker_host): only there
 
 
 @dataclass(frozen=True)
 class Placement:
     arm: str
-    host: str  # "local" (the study's engine) or the arm's engine URL
+    host: str  # "local" (the study's Docker host) or the arm's host URL
     wave: int  # 1, 2, ...: arms of one wave run at the same time
     gpus: tuple[int, ...] = ()  # indices on that host
     gpu_uuids: tuple[str, ...] = ()
@@ -182,7 +182,7 @@ def uses_placement(config: Config) -> bool:
 
 
 def study_hosts(config: Config) -> list[str]:
-    """Where arms without an engine of their own may run: `runtime.hosts`, else the study's engine."""
+    """Where arms without a Docker host of their own may run: `runtime.hosts`, else the study's host."""
     if config.runtime.kind is RuntimeKind.docker and config.runtime.hosts:
         return list(config.runtime.hosts)
     return [LOCAL]
@@ -197,7 +197,7 @@ def study_needs(config: Config, arms: list[str] | None = None) -> list[Needs]:
 
 def waves(config: Config, inventory_of: Callable[[str], Inventory], arms: list[str] | None = None
           ) -> list[list[Placement]]:
-    """The study's waves over the inventories of the engines its arms may run on (`inventory_of(host)`)."""
+    """The study's waves over the inventories of the hosts its arms may run on (`inventory_of(host)`)."""
     needs = study_needs(config, arms)
     return place(needs, _inventories(config, needs, inventory_of), parallel_limit(config))
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from orchestrator.config.arms import container_spec, effective_arm, runtime_for
 from orchestrator.config.schema import Config, RuntimeKind
-from orchestrator.errors import ConfigError, EngineUnavailable, ImageError, OrchestratorError
+from orchestrator.errors import ConfigError, DockerUnavailable, ImageError, OrchestratorError
 from orchestrator.run import placement
 from orchestrator.run.estimate import arm_lines, group_seconds
 from orchestrator.run.protocol import request_timeout_s
@@ -56,14 +56,14 @@ def render(config: Config, like: Path | None = None) -> str:
 
 
 def absent_images(config: Config) -> list[str]:
-    """A warning per arm whose image is not on the Docker engine, in the words `check` and `run` use (the closest
+    """A warning per arm whose image is not on the Docker host, in the words `check` and `run` use (the closest
     image it has), found without building anything. A plan is made for other hosts too: it is not refused, and
-    no engine here means nothing is looked up."""
+    no Docker host here means nothing is looked up."""
     if config.runtime.kind is not RuntimeKind.docker:
         return []
     try:
         runtime = runtime_for(config.runtime)
-    except EngineUnavailable:
+    except DockerUnavailable:
         return []
     found = []
     for name, original in config.arms.items():
@@ -81,7 +81,7 @@ def absent_images(config: Config) -> list[str]:
 
 def planned_waves(config: Config) -> tuple[list[list[placement.Placement]], list[str]]:
     """study.parallel_arms (or arms that ask for cores or a GPU count): which arms run at the same time, where,
-    from the engines' inventories; and the plan's lines that say so."""
+    from the hosts' inventories; and the plan's lines that say so."""
     if not placement.uses_placement(config):
         return [], []
     try:
@@ -90,7 +90,7 @@ def planned_waves(config: Config) -> tuple[list[list[placement.Placement]], list
     except OrchestratorError as exc:
         if isinstance(exc, ConfigError):
             raise
-        return [], [f"# waves: not known, the engines' inventories cannot be read ({str(exc).splitlines()[0]})"]
+        return [], [f"# waves: not known, the hosts' inventories cannot be read ({str(exc).splitlines()[0]})"]
     return waves, [f"# study.parallel_arms={config.study.parallel_arms}: {len(waves)} wave(s)",
                    *placement.render_waves(waves)]
 
@@ -105,7 +105,7 @@ def plan(argv: list[str]) -> str:
     dirs, overrides = split_config_dirs(argv)
     typed = config.to_typed(config.compose(overrides, dirs))
     preflight(typed)  # the checks `run` makes: a plan of a study that would be refused is refused
-    for warning in absent_images(typed):  # on stderr: the plan itself does not depend on this engine
+    for warning in absent_images(typed):  # on stderr: the plan itself does not depend on this Docker host
         print(f"warning: {warning}", file=sys.stderr)
     return render(typed, like)
 

@@ -10,7 +10,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar
 
-from orchestrator.errors import ArmStartError, EngineUnavailable, ImageError, RuntimeFailure
+from orchestrator.errors import ArmStartError, DockerUnavailable, ImageError, RuntimeFailure
 from orchestrator.runtime.host import local_gpus, with_owner
 from orchestrator.runtime.spec import (
     LABEL_NS,
@@ -34,7 +34,7 @@ T = TypeVar("T")
 
 
 def _link_errors() -> tuple[type[BaseException], ...]:
-    """What the SDK raises when the engine cannot be reached: dockerd gone, or the ssh link dropped."""
+    """What the SDK raises when the Docker host cannot be reached: dockerd gone, or the ssh link dropped."""
     import requests
 
     # builtin ConnectionError: broken pipes and resets; not every OSError (a build context's files are not the link)
@@ -47,7 +47,7 @@ def _link_errors() -> tuple[type[BaseException], ...]:
 
 
 def over_link(method: Callable[Concatenate[DockerRuntime, P], T]) -> Callable[Concatenate[DockerRuntime, P], T]:
-    """An engine that cannot be reached is a RuntimeFailure (the arm fails, exit 4), not a bug."""
+    """A Docker host that cannot be reached is a RuntimeFailure (the arm fails, exit 4), not a bug."""
     def wrapper(self: DockerRuntime, /, *args: P.args, **kwargs: P.kwargs) -> T:
         try:
             with self._one_call:
@@ -56,7 +56,7 @@ def over_link(method: Callable[Concatenate[DockerRuntime, P], T]) -> Callable[Co
             if isinstance(exc, self._errors.DockerException | RuntimeFailure) or not isinstance(exc, _link_errors()):
                 raise
             hint = (" (the ssh link dropped? its watchdog removes the run's containers there)" if self.ssh else "")
-            raise RuntimeFailure(f"the Docker engine at {self.host} cannot be reached{hint}: "
+            raise RuntimeFailure(f"the Docker host at {self.host} cannot be reached{hint}: "
                                  f"{type(exc).__name__}: {exc}") from exc
     return wrapper
 
@@ -83,8 +83,8 @@ class DockerRuntime:
             self.client.ping()
         except Exception as exc:
             where = docker_host or "DOCKER_HOST or /var/run/docker.sock"
-            raise EngineUnavailable(
-                f"no Docker engine reachable at {where} ({exc}). Start one (`make setup` installs and "
+            raise DockerUnavailable(
+                f"no Docker host reachable at {where} ({exc}). Start one (`make setup` installs and "
                 "starts dockerd on Debian as root) or set runtime.docker_host.") from exc
 
     # images -----------------------------------------------------------------------------------
@@ -93,7 +93,7 @@ class DockerRuntime:
         try:
             image = self.client.images.get(ref)
         except self._errors.ImageNotFound:
-            absent = f"image '{ref}' is not present on this Docker engine{self._closest_image(ref)}"
+            absent = f"image '{ref}' is not present on this Docker host{self._closest_image(ref)}"
             if not build.context:
                 raise ImageError(
                     f"{absent} and the arm has no build.context. No registry is assumed: build or load it "
@@ -117,7 +117,7 @@ class DockerRuntime:
         return image
 
     def _closest_image(self, ref: str) -> str:
-        """' (the closest it has: 'TAG')' among the engine's tagged images: a typo names what was meant."""
+        """' (the closest it has: 'TAG')' among the Docker host's tagged images: a typo names what was meant."""
         try:
             tags = [tag for image in self.client.images.list() for tag in image.tags]
         except self._errors.APIError:
@@ -306,12 +306,12 @@ class DockerRuntime:
     # many hosts -------------------------------------------------------------------------------
     @over_link
     def engine_name(self) -> str:
-        """The host name the engine reports (`docker info`): the far host's, over ssh://."""
+        """The host name the Docker daemon reports (`docker info`): the far host's, over ssh://."""
         return str(self.client.info().get("Name", ""))
 
     @over_link
     def inventory(self) -> Inventory:
-        """The engine's cores and memory (`docker info`); GPUs from this host's nvidia-smi when the engine is
+        """The Docker host's cores and memory (`docker info`); GPUs from this host's nvidia-smi when the daemon is
         this machine's, unknown on another (its arms name device ids)."""
         info = self.client.info()
         remote = self.ssh is not None or (self.host not in ("local", "") and not self.host.startswith("unix://"))
@@ -320,7 +320,7 @@ class DockerRuntime:
 
     @over_link
     def ship_image(self, image: ImageInfo, to: DockerRuntime) -> int:
-        """Copy an image of this engine to another (`docker save | docker load` over the link), tag it
+        """Copy an image of this Docker host to another (`docker save | docker load` over the link), tag it
         there as `image.ref`, and check that it has the same id there; returns the bytes sent."""
         sent = 0
 

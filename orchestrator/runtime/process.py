@@ -1,5 +1,5 @@
 """Local-process implementation of the Runtime seam: the arm's command runs as a child process of the
-orchestrator, for hosts without a Docker engine (SLURM nodes, GPU boxes). docs/runtimes.md has the
+orchestrator, for hosts without Docker (SLURM nodes, GPU boxes). docs/runtimes.md has the
 user's view; in short:
 
 - no image: `resolve_image` returns an id that hashes the interpreter and the arm's source directory

@@ -4,11 +4,11 @@ Ryuk does for containers.
 
 The orchestrator starts it at the beginning of a run with a pipe on its stdin and keeps the write end open
 for the run's lifetime. The kernel closes that end when the orchestrator exits for any reason, the reaper
-reads end-of-file and removes every container and process labelled with the run id on every engine the
+reads end-of-file and removes every container and process labelled with the run id on every host the
 run used. It runs in a session of its own, so Ctrl-C in the terminal does not reach it. After a clean run
 there is nothing left to remove and it exits at once.
 
-    python -m orchestrator.runtime.reaper '{"run_id": ..., "engines": [["docker", null], ["process", null]]}'
+    python -m orchestrator.runtime.reaper '{"run_id": ..., "runtimes": [["docker", null], ["process", null]]}'
 """
 
 from __future__ import annotations
@@ -29,8 +29,8 @@ from orchestrator.runtime.spec import LABEL_NS, Runtime, run_labels
 class Reaper:
     """The owner's side: the pipe whose closing is the signal."""
 
-    def __init__(self, run_id: str, engines: Iterable[tuple[str, str | None]], log_path: str | None = None) -> None:
-        spec = json.dumps({"run_id": run_id, "engines": sorted(set(engines), key=str)})
+    def __init__(self, run_id: str, runtimes: Iterable[tuple[str, str | None]], log_path: str | None = None) -> None:
+        spec = json.dumps({"run_id": run_id, "runtimes": sorted(set(runtimes), key=str)})
         log = open(log_path or os.devnull, "ab")  # noqa: SIM115 - handed to the child, closed below
         try:
             self._proc = subprocess.Popen([sys.executable, "-m", "orchestrator.runtime.reaper", spec],
@@ -54,13 +54,13 @@ class Reaper:
             self._proc.wait(timeout=wait_s)
 
 
-def reap(run_id: str, engines: Iterable[tuple[str, str | None]]) -> list[str]:
-    """Remove every container and process of the run on every engine; the names removed."""
+def reap(run_id: str, runtimes: Iterable[tuple[str, str | None]]) -> list[str]:
+    """Remove every container and process of the run on every runtime and host; the names removed."""
     from orchestrator.runtime import make_runtime
 
     removed = []
-    for kind, docker_host in engines:
-        for attempt in range(3):  # an engine reached over a dropped link may come back
+    for kind, docker_host in runtimes:
+        for attempt in range(3):  # a Docker host reached over a dropped link may come back
             try:
                 removed += make_runtime(kind, docker_host=docker_host).cleanup(run_labels(run_id))
                 break
@@ -94,7 +94,7 @@ def main(argv: list[str]) -> int:
     spec = json.loads(argv[0])
     while sys.stdin.buffer.read(65536):  # the owner never writes: this returns at its exit
         pass
-    removed = reap(spec["run_id"], [tuple(e) for e in spec["engines"]])
+    removed = reap(spec["run_id"], [tuple(e) for e in spec["runtimes"]])
     if removed:
         print(f"reaper: run {spec['run_id']}: removed {', '.join(removed)}", file=sys.stderr)
     return 0

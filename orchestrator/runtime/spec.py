@@ -103,7 +103,7 @@ class Gpu:
 @dataclass(frozen=True)
 class Inventory:
     """What a host offers arms (run/placement.py places arms on it): its CPU cores by id, its GPUs, its
-    memory. `gpus_known` False: the runtime cannot list them there (a remote engine): arms name ids."""
+    memory. `gpus_known` False: the runtime cannot list them there (a remote Docker host): arms name ids."""
 
     cpus: tuple[int, ...]
     gpus: tuple[Gpu, ...] = ()

@@ -1,5 +1,5 @@
-"""The SSH side of a Docker engine reached as `ssh://[user@]host:port`: the Docker SDK talks to the far
-engine through paramiko (which reads ~/.ssh/config, ~/.ssh/known_hosts and keys by $HOME); this module
+"""The SSH side of a Docker host reached as `ssh://[user@]host:port`: the Docker SDK talks to the far
+daemon through paramiko (which reads ~/.ssh/config, ~/.ssh/known_hosts and keys by $HOME); this module
 adds what the SDK does not do, with the ssh client (OpenSSH), reading the same ~/.ssh/config:
 
 - images shipped with `docker load` run there, fed through ssh;

@@ -1,4 +1,4 @@
-"""`orchestrator check` against the real Docker engine: images, knobs listed by the engine in its image, the
+"""`orchestrator check` against the real Docker host: images, knobs listed by the engine in its image, the
 run dir; exit 0 or 2, and nothing left running."""
 
 from __future__ import annotations

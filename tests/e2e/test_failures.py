@@ -42,7 +42,7 @@ def test_missing_image_is_named(tmp_path: Path) -> None:
 
 def test_an_image_typo_names_the_closest_image_the_engine_has_in_run_check_and_plan(tmp_path: Path) -> None:
     typo = ["arms.baseline.image=orchestrator/referense-engine:0.1.0"]
-    said = ("arm 'baseline': image 'orchestrator/referense-engine:0.1.0' is not present on this Docker engine (the "
+    said = ("arm 'baseline': image 'orchestrator/referense-engine:0.1.0' is not present on this Docker host (the "
             "closest it has: 'orchestrator/reference-engine:0.1.0')")
     for verb in ("run", "check"):  # nothing to build it from: refused, the same line by each verb
         result = orchestrator(verb, f"hydra.run.dir={tmp_path / 'run'}", *ONE_ARM, *typo,

@@ -1,4 +1,4 @@
-"""An arm may name its own Docker engine: the run uses it, the fingerprint records it, and the guard
+"""An arm may name its own Docker host: the run uses it, the fingerprint records it, and the guard
 treats a host difference as a variable. Here the 'remote' engine is this machine's engine reached by an
 explicit URL, which exercises the same path as ssh://host."""
 

@@ -1,4 +1,4 @@
-"""study.parallel_arms on real Docker engines: arms pinned to a core each (`--cpuset-cpus`) run at the same time,
+"""study.parallel_arms on real Docker hosts: arms pinned to a core each (`--cpuset-cpus`) run at the same time,
 the record and the report say where and when, the engine inside sees only its own core, and the reference engine
 gives the same signatures pinned side by side as pinned one after another. Over two engines (the second one is
 scripts/ci-hosts.sh's, reached over ssh), a 4-arm study spreads its arms over both."""

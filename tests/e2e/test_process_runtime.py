@@ -1,4 +1,4 @@
-"""A whole study with runtime=process: the reference engine as local processes, no Docker engine needed.
+"""A whole study with runtime=process: the reference engine as local processes, no Docker host needed.
 Every server this runs is recorded in a per-test state dir (ORCHESTRATOR_PROCESS_DIR), so "nothing
 is left behind" is checked by pid."""
 

@@ -1,4 +1,4 @@
-"""An arm on another Docker engine reached over SSH (`docker_host: ssh://...`): the second engine that
+"""An arm on another Docker host reached over SSH (`docker_host: ssh://...`): the second host that
 scripts/ci-hosts.sh runs behind a real sshd, with its own images, containers and bridge. The image is
 shipped there from the study's engine and pinned by id; the arm's port stays on the far host's 127.0.0.1
 and is reached through an ssh tunnel; logs, exec (the environment probe) and cleanup work; and when the

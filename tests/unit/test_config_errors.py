@@ -86,11 +86,11 @@ def test_run_refuses_what_check_refuses_with_the_same_lines_and_writes_nothing(
     assert not (tmp_path / "run").exists()  # refused before Hydra made the run dir
 
 
-def test_no_docker_engine_is_a_refusal(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+def test_no_docker_host_is_a_refusal(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
     monkeypatch.setenv("DOCKER_HOST", "tcp://127.0.0.1:1")  # nothing listens there
     assert cli.main(["check"]) == 2
     [line] = errors(capsys)
-    assert "no Docker engine reachable" in line
+    assert "no Docker host reachable" in line
 
 
 def test_probe_finds_an_arm_in_the_user_s_config_dirs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
