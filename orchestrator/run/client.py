@@ -1,5 +1,8 @@
 """HTTP client for OpenAI-compatible servers (httpx). Requests never raise for what the server does:
-every outcome, a 500, garbage, a timeout, becomes an Exchange that the record keeps."""
+every outcome, a 500, garbage, a timeout, becomes an Exchange that the record keeps.
+
+httpx and tenacity are imported where used: `run` imports this module before anything starts (its checks),
+and imports httpx while the first engine starts (run/prefetch.py)."""
 
 from __future__ import annotations
 
@@ -9,13 +12,13 @@ import ssl
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
-import httpx
-from tenacity import Retrying, retry_if_exception_type, stop_after_delay, wait_exponential
-
 from orchestrator.errors import ArmStartError
+
+if TYPE_CHECKING:
+    import httpx
 
 
 @dataclass(frozen=True)
@@ -45,6 +48,8 @@ class CompletionClient:
 
     def __init__(self, base_url: str, timeout_s: float, max_connections: int | None = None,
                  transport: httpx.AsyncBaseTransport | None = None) -> None:
+        import httpx
+
         self.base_url, self.timeout_s = base_url, timeout_s
         # Batches go out on their own connections (run/release.py), unless a transport stands in for the network.
         self.direct = transport is None and urlsplit(base_url).scheme == "http"
@@ -54,6 +59,8 @@ class CompletionClient:
             transport=transport, verify=tls_context())
 
     async def request(self, method: str, path: str, json: dict[str, Any] | None = None) -> Exchange:
+        import httpx
+
         send_ns = time.time_ns()
         try:
             response = await self._client.request(method, path, json=json)
@@ -81,6 +88,9 @@ def wait_ready(base_url: str, health_path: str, timeout_s: float, exit_code: Cal
     """Poll until the health path answers HTTP 200. A connect-only probe lies (docker-proxy accepts
     TCP before the server listens), so only a real 200 counts. Fails fast if the server exits: its exit
     status is asked at the first probe and then every `exit_check_s` (an engine API call, dearer than a probe)."""
+    import httpx
+    from tenacity import RetryCallState, Retrying, retry_if_exception_type, stop_after_delay
+
     exit_checked = -float("inf")
 
     def probe(client: httpx.Client) -> None:
@@ -97,16 +107,21 @@ def wait_ready(base_url: str, health_path: str, timeout_s: float, exit_code: Cal
         if response.status_code != 200:
             raise _NotReady(f"HTTP {response.status_code}")
 
+    def wait(state: RetryCallState) -> float:
+        return min(poll_s, FIRST_POLL_S + POLL_GROWTH * (state.seconds_since_start or 0.0))
+
     with httpx.Client(base_url=base_url, timeout=5.0, transport=transport, verify=tls_context()) as client:
         retrying = Retrying(retry=retry_if_exception_type(_NotReady), stop=stop_after_delay(timeout_s),
-                            # 20 ms at first, growing 3 % a probe to poll_s (0.25 s after about 8 s): an engine
-                            # ready in 2 s is seen within ~0.07 s, one that loads for 30 s within poll_s; about 50
-                            # probes in the first 2 s, so polling takes little CPU from the engine's own start
-                            wait=wait_exponential(multiplier=0.02, exp_base=1.03, min=0.02, max=poll_s),
-                            sleep=sleep,
-                            reraise=True)
+                            wait=wait, sleep=sleep, reraise=True)
         try:
             retrying(probe, client)
         except _NotReady as exc:
             raise ArmStartError(f"server not ready after {timeout_s:g} s (last probe of {health_path}: {exc}); "
                                 "raise the arm's startup_timeout_s if it is just slow", log_tail()) from exc
+
+
+# Readiness is probed every 20 ms at first, the pause growing 10 ms per second waited, to poll_s: an engine is
+# seen ready about 10 ms + 0.5 % of its start after it is (0.03 s for one that loads in 4 s; a pause growing 3 %
+# a probe made that 0.07 s), at about 110 probes in the first 4 s, 1-1.5 ms of CPU each on a loaded 2-core machine.
+FIRST_POLL_S = 0.02
+POLL_GROWTH = 0.01

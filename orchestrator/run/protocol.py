@@ -22,7 +22,6 @@ from orchestrator.analysis.stats import repeats_for_bound
 from orchestrator.config.schema import Endpoint, PhaseConfig, PhaseKind, ProtocolConfig
 from orchestrator.engines import profile_for
 from orchestrator.errors import EngineFailure
-from orchestrator.run import release
 from orchestrator.run.client import CompletionClient, Exchange, json_bytes
 
 COLD, WARMUP, MEASURED = "cold", "warmup", "measured"
@@ -239,6 +238,10 @@ async def send_group(client: CompletionClient, group: list[Request], metrics_pat
 async def _release(client: CompletionClient, group: list[Request], warm_path: str) -> list[asyncio.Task[Exchange]]:
     """Every request of the group on its way; one task per request yields its Exchange."""
     if client.direct:
+        # h11 only here: `run` imports this module before anything starts (its checks), and the release
+        # module while the first engine starts (run/prefetch.py), never during a batch
+        from orchestrator.run import release
+
         payloads = [(r.path, json_bytes(r.body)) for r in group]
         return await release.release(client.base_url, warm_path, payloads, client.timeout_s)
     gate = asyncio.Event()  # a transport stands in for the network (unit tests): httpx tasks behind one gate

@@ -76,6 +76,10 @@ class DockerRuntime:
         # readiness asking the exit status) had sshd refuse one ("ChannelException(2, 'Connect failed')").
         self._one_call: contextlib.AbstractContextManager[Any] = (
             threading.RLock() if self.ssh else contextlib.nullcontext())
+        # A runtime serves one run: each image it resolves is inspected once (the checks, the knob listing and
+        # every arm naming it then agree on its id), and the daemon's host name is asked once.
+        self._images: dict[str, ImageInfo] = {}
+        self._engine_name: str | None = None
         try:
             self.client: docker.DockerClient = (
                 docker.DockerClient(base_url=docker_host, use_ssh_client=False) if docker_host
@@ -90,6 +94,8 @@ class DockerRuntime:
     # images -----------------------------------------------------------------------------------
     @over_link
     def resolve_image(self, ref: str, build: BuildSpec) -> ImageInfo:
+        if ref in self._images:
+            return self._images[ref]
         try:
             image = self.client.images.get(ref)
         except self._errors.ImageNotFound:
@@ -101,7 +107,9 @@ class DockerRuntime:
             image = self._build(ref, build.context, build, absent)
         except self._errors.APIError as exc:
             raise ImageError(f"cannot inspect image '{ref}': {exc}") from exc
-        return ImageInfo(ref=ref, id=image.id, repo_digests=tuple(image.attrs.get("RepoDigests") or ()))
+        info = self._images[ref] = ImageInfo(ref=ref, id=image.id,
+                                             repo_digests=tuple(image.attrs.get("RepoDigests") or ()))
+        return info
 
     def _build(self, ref: str, context: Path, build: BuildSpec, absent: str) -> Any:
         if not (context / build.dockerfile).is_file():
@@ -197,8 +205,7 @@ class DockerRuntime:
         try:
             return self.client.containers.get(handle.id)
         except self._errors.NotFound as exc:
-            raise RuntimeFailure(f"container '{handle.name}' no longer exists (removed from outside?)") \
-                from exc
+            raise _gone(handle) from exc
 
     @over_link
     def exit_code(self, handle: Handle) -> int | None:
@@ -217,11 +224,13 @@ class DockerRuntime:
 
     @over_link
     def logs(self, handle: Handle, tail: int | None = None) -> list[LogLine]:
-        container = self._container(handle)
         lines: list[LogLine] = []
         for stream in ("stdout", "stderr"):
-            raw = container.logs(stdout=stream == "stdout", stderr=stream == "stderr", timestamps=True,
-                                 tail=tail if tail is not None else "all")
+            try:  # by id: no inspect first
+                raw = self.client.api.logs(handle.id, stdout=stream == "stdout", stderr=stream == "stderr",
+                                           timestamps=True, tail=tail if tail is not None else "all")
+            except self._errors.NotFound as exc:
+                raise _gone(handle) from exc
             for line in raw.decode("utf-8", "replace").splitlines():
                 stamp, _, text = line.partition(" ")
                 lines.append(LogLine(stream=stream, timestamp=stamp, text=text))
@@ -285,7 +294,7 @@ class DockerRuntime:
         if self.ssh:
             self.ssh.close_tunnel(handle.id)
         with contextlib.suppress(self._errors.NotFound):
-            self.client.containers.get(handle.id).remove(force=True)
+            self.client.api.remove_container(handle.id, force=True)  # by id: no inspect first
 
     @over_link
     def cleanup(self, labels: Mapping[str, str], keep: Callable[[Mapping[str, str]], bool] | None = None
@@ -307,7 +316,9 @@ class DockerRuntime:
     @over_link
     def engine_name(self) -> str:
         """The host name the Docker daemon reports (`docker info`): the far host's, over ssh://."""
-        return str(self.client.info().get("Name", ""))
+        if self._engine_name is None:
+            self._engine_name = str(self.client.info().get("Name", ""))
+        return self._engine_name
 
     @over_link
     def inventory(self) -> Inventory:
@@ -345,6 +356,10 @@ class DockerRuntime:
         repository, _, tag = image.ref.rpartition(":") if ":" in image.ref.split("/")[-1] else (image.ref, "", "")
         shipped.tag(repository, tag or None)
         return sent
+
+
+def _gone(handle: Handle) -> RuntimeFailure:
+    return RuntimeFailure(f"container '{handle.name}' no longer exists (removed from outside?)")
 
 
 def _device_requests(gpus: str) -> list[Any]:
