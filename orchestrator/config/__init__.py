@@ -2,7 +2,7 @@
 project's conf/ and user config dirs into a typed `Config` (compose.py), and the checks made on a config
 before anything starts (security.py: dangerous container options).
 
-May import: errors, Hydra, OmegaConf. Never: runtime, run, record, guard, analysis, report.
+May import: runtime, engines, errors. Third-party: Hydra, OmegaConf, PyYAML.
 """
 
 try:

@@ -2,8 +2,8 @@
 one module per engine. The rest of the code asks `profile_for(arm.engine)`.
 
 Adding an engine is one module here with a `PROFILE`, one line in `ENGINES` below, and its arm templates
-in conf/arm/ (`engine: NAME`). May import: the standard library and itself; never Docker, subprocess,
-Hydra or the config (it sits below `config` in the layers, above `probes` and `errors`).
+in conf/arm/ (`engine: NAME`). May import: nothing of the orchestrator. The standard library only;
+never Docker, subprocess, Hydra or the config.
 """
 
 from __future__ import annotations

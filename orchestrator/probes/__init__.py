@@ -3,6 +3,8 @@
 `environment.py` is run as `python3 -c SOURCE`: it must not import anything of the orchestrator. The kernel
 probes (gemm.py, ops.py and the ops_*.py they use) import the shared harness.py as
 `orchestrator.probes.harness`: `bundle` ships them together as one `python3 -c` source.
+
+May import: nothing of the orchestrator.
 """
 
 from __future__ import annotations

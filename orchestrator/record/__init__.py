@@ -1,5 +1,5 @@
 """record: a run on disk. `RunPaths` (every file of a run, atomic writes) and the Parquet tables
 (explicit schemas, streaming writers, readers).
 
-May import: errors, pyarrow. Never: runtime, run, config.
+May import: errors. Third-party: pyarrow.
 """

@@ -3,7 +3,7 @@ servers. One seam (`spec.Runtime`), three implementations: docker.py (Docker SDK
 processes), fake.py (in-process handlers reached through an httpx transport, for unit tests). All pass
 tests/contract. Takes its own spec dataclasses (spec.py), never a config.
 
-May import: errors, the Docker SDK, subprocess. Never: Hydra, config, or any other stage.
+May import: errors. Third-party: the Docker SDK, subprocess, paramiko, httpx; never Hydra or a config.
 """
 
 from __future__ import annotations

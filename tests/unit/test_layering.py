@@ -4,8 +4,11 @@ import-linter cannot express (shipped probe files, the arms, module sizes)."""
 from __future__ import annotations
 
 import ast
+import re
 import sys
+import tomllib
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -64,3 +67,49 @@ def test_modules_stay_small(path: Path) -> None:
     if path.parent == PROBES:  # each ships as one source into an image
         return
     assert lines <= limit, f"{path.relative_to(ROOT)} has {lines} lines (limit {limit}): split it by concern"
+
+
+def _contracts() -> list[dict[str, Any]]:
+    with (ROOT / "pyproject.toml").open("rb") as f:
+        contracts: list[dict[str, Any]] = tomllib.load(f)["tool"]["importlinter"]["contracts"]
+    return contracts
+
+
+def _may_import(docstring: str) -> set[str]:
+    """The packages a package's docstring says it may import ('May import: a, b.'; 'nothing of the
+    orchestrator' is none)."""
+    match = re.search(r"May import: ([^.]*)\.", " ".join(docstring.split()))
+    assert match, "its docstring has no 'May import: ...' line"
+    return set() if match[1].startswith("nothing") else set(match[1].split(", "))
+
+
+def _imported(graph: Any, package: str) -> set[str]:
+    """The other orchestrator packages the package imports directly."""
+    found = {imported.split(".")[1] for module in graph.find_descendants(f"orchestrator.{package}")
+             | {f"orchestrator.{package}"} for imported in graph.find_modules_directly_imported_by(module)
+             if imported.startswith("orchestrator.")}
+    return found - {package}
+
+
+def test_each_package_s_may_import_list_is_its_contract_and_its_imports() -> None:
+    """The docstring's list, the contract that forbids the rest of the layers below, and the imports agree:
+    a new arrow is added to all three (or not at all), and an arrow no longer used is struck from both."""
+    import grimp
+
+    contracts = _contracts()
+    [layers] = [c["layers"] for c in contracts if c["type"] == "layers"]
+    order = [[name.strip().split(".")[1] for name in layer.split("|")] for layer in layers]
+    forbidden = {c["source_modules"][0].split(".")[1]: {m.split(".")[1] for m in c["forbidden_modules"]}
+                 for c in contracts if "may import:" in c["name"]}
+    graph = grimp.build_graph("orchestrator", cache_dir=None)
+    packages = [p.parent.name for p in PACKAGE.glob("*/__init__.py")]
+    for package in packages:
+        docstring = ast.get_docstring(ast.parse((PACKAGE / package / "__init__.py").read_text(encoding="utf-8")))
+        may = _may_import(docstring or "")
+        below = {name for layer in order[next(i for i, lay in enumerate(order) if package in lay) + 1:]
+                 for name in layer}
+        assert below - forbidden.get(package, set()) == may, (
+            f"{package}: its docstring may import {sorted(may)}, its contract in pyproject.toml leaves "
+            f"{sorted(below - forbidden.get(package, set()))}: make them say the same")
+        assert _imported(graph, package) == may, (
+            f"{package} imports {sorted(_imported(graph, package))}; its docstring and contract say {sorted(may)}")
