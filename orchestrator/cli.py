@@ -133,9 +133,11 @@ def _probe(argv: list[str]) -> int:
     parser = _parser("probe", docker_host=True, description="Kernel probes, GEMM or ops (docs/probes.md).")
     parser.add_argument("--preset", default="cpu_small", help=f"conf/probe/NAME or YAML ({', '.join(probe.presets())})")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a preset key")
-    parser.add_argument("--local", action="store_true", help="run as a local process (hosts without Docker)")
+    parser.add_argument("--local", action="store_true",
+                        help="run as a local process (hosts without Docker): under --arm's interpreter, else this one")
     parser.add_argument("--image", help="run in a container of this image (overrides the preset)")
-    parser.add_argument("--arm", help="take image and gpus from the arm ARM (conf/arm, or DIR/arm of a --config-dir)")
+    parser.add_argument("--arm", help="run as the arm ARM does: its image and gpus, or with --local its interpreter "
+                        "and code (conf/arm, or DIR/arm of a --config-dir)")
     parser.add_argument("--out", type=Path, help="run directory (default runs/probes/PRESET-TIME)")
     parser.add_argument("--ingest", type=Path, nargs="+", metavar="RAW", help="record these raw JSONL outputs")
     parser.add_argument("--print-spec", action="store_true", help="print the JSON spec for the probe and exit")

@@ -14,6 +14,7 @@ from typing import Any
 
 from orchestrator.config.locations import CONF_DIR
 from orchestrator.errors import ConfigError, did_you_mean
+from orchestrator.runtime.spec import BuildSpec
 
 PRESETS_DIR = CONF_DIR / "probe"
 COMMON_KEYS = ("m", "repeats", "hash_repeats", "seed", "device", "perturb_allocator", "mode")
@@ -21,6 +22,17 @@ SPEC_KEYS = {"gemm": (*COMMON_KEYS, "shapes", "arms", "backend", "layout_toleran
              "ops": (*COMMON_KEYS, "ops")}
 MODES = ("all", "repeats", "m_invariance")
 BACKENDS = ("auto", "scaled_mm", "emulate")
+
+
+@dataclass(frozen=True)
+class ProbeArm:
+    """The arm a probe runs as (`--arm`): in its image (Docker) under its `python`, or as a process under the
+    interpreter its command names; `build` is what identifies a process arm's code, as the run computes it."""
+
+    name: str
+    image: str  # the ref its config names
+    python: str  # its interpreter inside the image
+    build: BuildSpec  # interpreter (as a process) and source (build.context) of a process arm
 
 
 @dataclass
@@ -49,6 +61,7 @@ class ProbeConfig:
     layout_tolerance_ulps: float | None = None
     # probe: ops: entry name -> {op, arms, m, expect_invariant, params} (orchestrator/probes/ops.py)
     ops: dict[str, dict[str, Any]] | None = None
+    of_arm: ProbeArm | None = None  # set by --arm, not a preset key
 
     def __post_init__(self) -> None:
         problems = []
@@ -122,7 +135,7 @@ def load_probe_config(preset: str | None = None, overrides: list[str] | None = N
         if not sep:
             raise ConfigError(f"'{item}': expected KEY=VALUE")
         data[key.strip()] = _load(value, item)
-    known = {f.name for f in dataclasses.fields(ProbeConfig)}
+    known = {f.name for f in dataclasses.fields(ProbeConfig)} - {"of_arm"}
     unknown = [k for k in data if k not in known]
     if unknown:
         raise ConfigError([f"unknown probe key '{k}'.{did_you_mean(k, known)}" for k in unknown])
@@ -148,12 +161,18 @@ def _load(text: str, where: str) -> Any:
 
 
 def with_arm(config: ProbeConfig, arm: str, dirs: list[Path]) -> ProbeConfig:
-    """The probe in an arm's image, with its GPUs. The arm file (the project's conf/arm/, or DIR/arm/ of the
-    user's config dirs) is composed on its own, its defaults list included, so an arm that takes its image
-    from a template (`defaults: [reference]`) gets that image."""
+    """The probe as an arm runs: its image, GPUs, interpreter and code identity's inputs. The arm file (the
+    project's conf/arm/, or DIR/arm/ of the user's config dirs) is composed on its own, its defaults list
+    included, so an arm that takes its image from a template (`defaults: [reference]`) gets that image; its
+    relative paths resolve as a study's do."""
     from hydra import compose as hydra_compose
     from hydra import initialize_config_dir
     from hydra.core.global_hydra import GlobalHydra
+    from omegaconf import OmegaConf
+
+    from orchestrator.config.arms import build_spec
+    from orchestrator.config.compose import explain, resolve_arm_paths
+    from orchestrator.config.schema import ArmConfig, Config
 
     choices = sorted({p.stem for root in (CONF_DIR, *dirs) for p in (root / "arm").glob("*.yaml")})
     if arm not in choices:
@@ -167,4 +186,11 @@ def with_arm(config: ProbeConfig, arm: str, dirs: list[Path]) -> ProbeConfig:
                                  overrides=[f"hydra.searchpath=[{','.join(f'file://{d}' for d in rest)}]"])
     GlobalHydra.instance().clear()
     node = composed.get("arm", composed)
-    return dataclasses.replace(config, image=node.get("image", config.image), gpus=node.get("gpus", config.gpus))
+    try:
+        typed = OmegaConf.to_object(OmegaConf.merge(OmegaConf.structured(ArmConfig), node))
+    except Exception as exc:
+        raise explain(exc, dirs) from exc
+    assert isinstance(typed, ArmConfig)
+    resolve_arm_paths(Config(arms={arm: typed}, config_dirs=[str(d) for d in dirs]))
+    return dataclasses.replace(config, image=typed.image, gpus=typed.gpus,
+                               of_arm=ProbeArm(arm, typed.image, typed.python, build_spec(typed)))

@@ -21,9 +21,9 @@ import pyarrow.parquet as pq
 from orchestrator.errors import RecordError
 from orchestrator.record.paths import RunPaths, atomic_write_bytes
 
-# 2: request_id, attempt, role (responses), attempt (arms); 3: probes' op columns, placement (arms).
-# Older parts read with nulls.
-SCHEMA_VERSION = "3"
+# 2: request_id, attempt, role (responses), attempt (arms); 3: probes' op columns, placement (arms);
+# 4: probes' image_id. Older parts read with nulls.
+SCHEMA_VERSION = "4"
 
 _TOP = pa.struct([("token", pa.string()), ("logprob", pa.float64())])
 _PROMPT_TOP = pa.struct([("token_id", pa.int64()), ("token", pa.string()), ("logprob", pa.float64()),
@@ -84,6 +84,7 @@ ARMS = pa.schema([
 # One row per kernel-probe cell (orchestrator/probes/gemm.py; docs/probes.md says what each column means).
 PROBES = pa.schema([
     ("study", pa.string()), ("run_id", pa.string()), ("process", pa.int64()), ("image", pa.string()),
+    ("image_id", pa.string()),  # what ran, as the arms table's image_id names an arm's: attribution matches on it
     ("torch", pa.string()), ("gpu", pa.string()), ("device", pa.string()),
     ("shape", pa.string()), ("op", pa.string()), ("arm", pa.string()), ("dtype", pa.string()),
     ("scale_layout", pa.string()), ("scale_values", pa.string()), ("scale_storage", pa.string()),

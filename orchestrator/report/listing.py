@@ -12,9 +12,11 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from orchestrator.analysis.attribution import Attribution
 from orchestrator.config.catalog import line
 from orchestrator.errors import ConfigError, RecordError
 from orchestrator.record.paths import RunPaths
+from orchestrator.report.probes import attribution_line
 
 
 @dataclass
@@ -106,6 +108,8 @@ def show(run_dir: Path) -> str:
                 f"matrix key {arm.get('matrix_key') or '-'}",
                 f"    $ {arm.get('command') or '(not recorded)'}"]
     out += ["", *(f"{what}: {command}" for what, command in (env.get("commands") or {}).items())]
+    found = [Attribution.from_json(a) for a in report.get("attribution") or []]
+    out += ["", "candidate causes (kernel probes):", *map(attribution_line, found)] if found else []
     return "\n".join([*out, *diverged(report, run_dir)])
 
 

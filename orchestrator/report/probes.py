@@ -65,18 +65,27 @@ def render_gemm(rows: list[dict[str, Any]]) -> str:
 
 def render_attribution(found: list[Attribution]) -> str:
     """A line per arm whose batched cells diverge while its sequential cells agree: the ops measured
-    batch-variant in its image, as candidate causes."""
-    lines = ["## Candidate causes (kernel probes)", ""]
-    for a in found:
-        said = f"- arm `{a.arm}`: batched phase(s) {', '.join(a.batched_phases)} diverge while its sequential " \
-               f"cells agree. "
-        if a.candidates:
-            ops = "; ".join(f"{v.op} `{v.shape}` arm {v.arm}" + (f", context {v.context}" if v.context else "")
-                            + f" (row 0 changes at M {','.join(map(str, v.ms_row0_differs))})" for v in a.candidates)
-            said += f"Measured batch-variant in its image {a.image}: {ops}. A candidate cause, not proof: the " \
-                    "probes ran synthetic inputs outside the engine, which may not call these kernels at these sizes."
-        else:
-            said += f"None of the {a.ops_probed} op(s) probed in its image {a.image} was batch-variant: the cause " \
-                    "lies outside what was probed."
-        lines.append(said)
-    return "\n".join(lines) + "\n"
+    batch-variant where it ran (its image, or a process arm's code), as candidate causes."""
+    return "\n".join(["## Candidate causes (kernel probes)", "", *map(attribution_line, found)]) + "\n"
+
+
+def attribution_line(a: Attribution) -> str:
+    """One arm's candidate causes (report.md, and `orchestrator show`)."""
+    said = f"- arm `{a.arm}`: batched phase(s) {', '.join(a.batched_phases)} diverge while its sequential " \
+           f"cells agree. "
+    if a.candidates:
+        ops = "; ".join(f"{v.op} `{v.shape}` arm {v.arm}" + (f", context {v.context}" if v.context else "")
+                        + f" (row 0 changes at M {','.join(map(str, v.ms_row0_differs))})" for v in a.candidates)
+        return said + f"Measured batch-variant in {_where(a)}: {ops}. A candidate cause, not proof: the probes " \
+                      "ran synthetic inputs outside the engine, which may not call these kernels at these sizes."
+    return said + f"None of the {a.ops_probed} op(s) probed in {_where(a)} was batch-variant: the cause lies " \
+                  "outside what was probed."
+
+
+def _where(a: Attribution) -> str:
+    """'its image TAG (sha256:...)', or 'its code process:sha256:...' for a process arm (whose ref is free text)."""
+    if a.identity is None:
+        return f"its image {a.image}"
+    if a.identity.startswith("process:"):
+        return f"its code {a.identity[:27]}"
+    return f"its image {a.image} ({a.identity[:19]})"

@@ -7,8 +7,11 @@ JSON lines are kept in RUN/probes-raw-N.jsonl; the rows land in the `probes` Par
 and report/probes.py renders RUN/probes.md from every probe row of the run dir. `orchestrator probe` exits 3
 when an op its preset marks `expect_invariant` was not (or a must-vary control did not vary).
 
-A study's run dir may hold probe rows too (`orchestrator probe --arm ARM --out RUN_DIR`): its report then
-names the ops measured batch-variant in the image of an arm whose batched cells diverge (report/attribution.py).
+Each row carries the identity of what ran (`image_id`): the image id, or, as a process (`--local`), the code
+identity of the interpreter (and `--arm`'s source), computed by the runtime exactly as the run computes an
+arm's. A study's run dir may hold probe rows too (`orchestrator probe --arm ARM [--local] --out RUN_DIR`): its
+report then names the ops measured batch-variant where an arm of the same identity ran whose batched cells
+diverge (analysis/attribution.py).
 """
 
 from __future__ import annotations
@@ -28,32 +31,59 @@ from orchestrator.analysis.probes import ProbeSummary, gate_failures, summarize
 from orchestrator.analysis.stats import divergence_bound
 from orchestrator.config.locations import INHERIT_ENV, PROJECT_ROOT
 from orchestrator.config.probe import ProbeConfig
-from orchestrator.errors import ConfigError, ExitStatus, RuntimeFailure
+from orchestrator.errors import ConfigError, ExitStatus, ImageError, RuntimeFailure
 from orchestrator.record.paths import RunPaths, atomic_write_text
-from orchestrator.runtime.spec import Runtime, run_labels
+from orchestrator.runtime.spec import BuildSpec, Runtime, run_labels
 
 SPEC_REFUSED = 2  # probes/harness.py's refuse() (which needs torch, so not imported here)
 LOCAL = "local"  # the "image" of a probe run as a local process
 
 
-def run_probe(config: ProbeConfig, runtime: Runtime, run_id: str, local: bool = False) -> list[str]:
-    """Each process's stdout (JSON lines). Docker: a fresh container of the preset's image per process, the
-    probe bundled as `python3 -c SOURCE`, no network, the preset's GPUs. Local: this interpreter."""
-    if not local and not config.image:
+@dataclass(frozen=True)
+class Where:
+    """Where the probe runs and what it is: `image` as the record names it (a tag, the process arm's ref, or
+    "local"), `identity` what ran (an image id, or a process arm's code identity, as the run records it for
+    an arm), the interpreter and the GPUs."""
+
+    image: str
+    identity: str
+    python: str
+    gpus: str | None
+
+
+def where(config: ProbeConfig, runtime: Runtime, local: bool) -> Where:
+    """Docker: the preset's image (or `--arm`'s) looked up by id, never built. Local: the `--arm`'s interpreter
+    and code identity (`runtime.resolve_image` with the arm's build spec, as the run has it), or this Python."""
+    arm = config.of_arm
+    if local:
+        build = arm.build if arm else BuildSpec(interpreter=sys.executable)
+        info = runtime.resolve_image(arm.image if arm else LOCAL, build)
+        return Where(info.ref, info.id, build.interpreter, config.gpus if arm else "all")
+    if not config.image:
         raise ConfigError("the probe needs an image to run in Docker: set image (or --image/--arm), "
                           "or pass --local to run it as a process here")
+    try:
+        info = runtime.resolve_image(config.image, BuildSpec())
+    except ImageError as exc:
+        hint = (f"; if arm '{arm.name}' runs as a process (runtime=process), add --local to probe it under its "
+                "interpreter") if arm else ""
+        raise ImageError(f"{exc}{hint}") from exc
+    return Where(config.image, info.id, arm.python if arm else "python3", config.gpus)
+
+
+def run_probe(config: ProbeConfig, runtime: Runtime, run_id: str, at: Where) -> list[str]:
+    """Each process's stdout (JSON lines): a fresh container of the image (by id) per process, the probe
+    bundled as `python3 -c SOURCE`, no network, the GPUs; or a fresh process of the interpreter."""
     argv = ["-c", probes.bundle(config.probe), "--spec", json.dumps(config.spec())]
-    entrypoint = [sys.executable if local else "python3"]
-    image = LOCAL if local else str(config.image)
     outputs = []
     for index in range(config.processes):
-        result = runtime.run_oneshot(image, argv, run_labels(run_id, purpose=f"{config.probe}-{index + 1}"), entrypoint,
-                                     config.timeout_s, env=config.env, gpus=config.gpus if not local else "all")
+        result = runtime.run_oneshot(at.identity, argv, run_labels(run_id, purpose=f"{config.probe}-{index + 1}"),
+                                     [at.python], config.timeout_s, env=config.env, gpus=at.gpus)
         if result.exit_code == SPEC_REFUSED:  # the probe named what its spec gets wrong: bad input
             said = [ln for ln in result.output.strip().splitlines() if ln.strip()]
             raise ConfigError(f"probe {config.name}: {said[-1] if said else 'its spec was refused'}")
         if result.exit_code != 0:
-            raise RuntimeFailure(f"the probe in {image} exited {result.exit_code}: {result.output.strip()[-2000:]}")
+            raise RuntimeFailure(f"the probe in {at.image} exited {result.exit_code}: {result.output.strip()[-2000:]}")
         outputs.append(result.output)
     return outputs
 
@@ -73,7 +103,7 @@ def parse(output: str) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     return env, cells
 
 
-def rows_from_outputs(outputs: list[str], study: str, run_id: str, image: str | None) -> list[dict[str, Any]]:
+def rows_from_outputs(outputs: list[str], study: str, run_id: str, at: Where | None) -> list[dict[str, Any]]:
     """Probe rows (store.PROBES) with the cross-process comparison and per-cell bounds filled in."""
     from orchestrator.record.tables import PROBES
 
@@ -89,7 +119,8 @@ def rows_from_outputs(outputs: list[str], study: str, run_id: str, image: str | 
             row = {k: cell.get(k) for k in names}
             seen = first_by_cell[_key(cell)]
             supported = [d for d in seen if d is not None]
-            row.update(study=study, run_id=run_id, process=process, image=image, torch=env.get("torch"),
+            row.update(study=study, run_id=run_id, process=process, image=at.image if at else None,
+                       image_id=at.identity if at else None, torch=env.get("torch"),
                        gpu=env.get("gpu"), process_digests=seen,
                        processes_agree=(len(set(supported)) == 1) if len(supported) == len(outputs) > 1 else None)
             if cell.get("unsupported") is None and cell.get("repeats"):
@@ -132,9 +163,14 @@ def probe(config: ProbeConfig, runtime: Runtime, out: Path | None, local: bool,
     stamp = time.strftime("%Y%m%d-%H%M%S")
     paths = RunPaths(out or PROJECT_ROOT / "runs" / "probes" / f"{config.name}-{stamp}")
     run_id = f"probe-{config.name}-{stamp}-{os.getpid()}"
-    outputs = [p.read_text(encoding="utf-8") for p in ingest] if ingest else run_probe(config, runtime, run_id, local)
+    at = None
+    if ingest:
+        outputs = [p.read_text(encoding="utf-8") for p in ingest]
+    else:
+        at = where(config, runtime, local)
+        outputs = run_probe(config, runtime, run_id, at)
     paths.root.mkdir(parents=True, exist_ok=True)  # once there is something to record: a refused spec leaves none
-    rows = rows_from_outputs(outputs, config.name, run_id, None if local or ingest else config.image)
+    rows = rows_from_outputs(outputs, config.name, run_id, at)
     record(paths, rows, outputs, config.probe)
     return ProbeRun(paths, rows, summarize(rows))
 

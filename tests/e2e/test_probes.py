@@ -1,18 +1,37 @@
 """The GEMM probe shipped into the reference-engine image through the runner: two containers with the
-same seed, no network, removed afterwards; the probes Parquet table and report come back."""
+same seed, no network, removed afterwards; the probes Parquet table and report come back. And attribution
+for a process arm: the probe runs under the arm's interpreter with the arm's code identity, and a study of
+process arms names candidate ops by that identity (a probe of other code is not matched)."""
 
 from __future__ import annotations
 
+import os
+import shutil
+from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
 
 import pyarrow.parquet as pq
 import pytest
 
 from tests.conftest import orchestrator
 
-pytestmark = [pytest.mark.docker, pytest.mark.usefixtures("docker_client", "no_leftover_containers")]
+Test = TypeVar("Test", bound=Callable[..., None])
 
 
+def docker(test: Test) -> Test:
+    """A test that runs containers: needs the Docker host, and leaves none behind."""
+    for mark in (pytest.mark.docker, pytest.mark.usefixtures("docker_client", "no_leftover_containers")):
+        mark(test)  # marks the function itself
+    return test
+
+
+# A small GEMM grid where the fp32 arm's row 0 changes with M on the CPU: a batch-variant op to name
+SMALL_GEMM = ["--preset", "cpu_small", "--set", "arms=[fp32, bf16]", "--set", "shapes={tiny: [256, 256]}",
+              "--set", "m=[1, 2, 8]", "--set", "processes=1"]
+
+
+@docker
 def test_probe_in_the_reference_image(tmp_path: Path) -> None:
     result = orchestrator("probe", "--preset", "cpu_small", "--arm", "reference", "--out", str(tmp_path),
                           "--set", "shapes={tiny: [256, 256]}", "--set", "m=[1, 2, 8]", "--set", "repeats=4",
@@ -22,6 +41,7 @@ def test_probe_in_the_reference_image(tmp_path: Path) -> None:
     arms = {"bf16", "fp32", "fp8_tensor", "fp8_rowwise", "fp8_block", "fp8_block_ue8m0", "fp8_block_rowmajor"}
     assert {r["arm"] for r in rows} == arms and {r["process"] for r in rows} == {1, 2}
     assert all(r["image"] == "orchestrator/reference-engine:0.1.0" and r["torch"] for r in rows)
+    assert len({r["image_id"] for r in rows}) == 1 and rows[0]["image_id"].startswith("sha256:")  # what ran
     for row in rows:
         assert row["unsupported"] is None and row["distinct_digests"] == 1 and row["processes_agree"], row
         assert row["flagged"] == row["negative_control"], row
@@ -29,6 +49,7 @@ def test_probe_in_the_reference_image(tmp_path: Path) -> None:
     assert "## Kernel probes" in (tmp_path / "probes.md").read_text()
 
 
+@docker
 def test_ops_preset_in_the_reference_image(tmp_path: Path) -> None:
     result = orchestrator("probe", "--preset", "ops_cpu_small", "--arm", "reference", "--out", str(tmp_path),
                           timeout_s=600)
@@ -44,6 +65,7 @@ def test_ops_preset_in_the_reference_image(tmp_path: Path) -> None:
     assert (tmp_path / "probes-ops-raw-2.jsonl").is_file()
 
 
+@docker
 def test_an_op_the_image_does_not_have_is_one_line_exit_2_and_no_container_left(tmp_path: Path) -> None:
     result = orchestrator("probe", "--preset", "ops_cpu_small", "--arm", "reference", "--out", str(tmp_path / "o"),
                           "--set", "ops={x: {op: rmsnrm}}")
@@ -52,6 +74,7 @@ def test_an_op_the_image_does_not_have_is_one_line_exit_2_and_no_container_left(
     assert not (tmp_path / "o").exists()
 
 
+@docker
 def test_a_batch_variant_arm_names_the_ops_measured_batch_variant_in_its_image(tmp_path: Path) -> None:
     """The study's batched cells diverge in arm `variant` (batch invariance off) and not in `invariant`; the
     GEMM probe in their image (fp32 on the CPU: row 0 changes with M) is recorded in the run dir, and the
@@ -59,9 +82,8 @@ def test_a_batch_variant_arm_names_the_ops_measured_batch_variant_in_its_image(t
     study = orchestrator("run", f"hydra.run.dir={tmp_path}", "study=batch_invariance")
     assert study.returncode == 0, study.stderr[-3000:]
     assert "Candidate causes" not in (tmp_path / "report.md").read_text()  # no probes recorded yet
-    probe = orchestrator("probe", "--preset", "cpu_small", "--arm", "reference_batch_variant", "--out", str(tmp_path),
-                         "--set", "arms=[fp32, bf16]", "--set", "shapes={tiny: [256, 256]}", "--set", "m=[1, 2, 8]",
-                         "--set", "processes=1", timeout_s=600)
+    probe = orchestrator("probe", *SMALL_GEMM, "--arm", "reference_batch_variant", "--out", str(tmp_path),
+                         timeout_s=600)
     assert probe.returncode == 0, probe.stderr[-3000:]
     compare = orchestrator("compare", str(tmp_path))
     assert compare.returncode == 0, compare.stderr[-3000:]
@@ -70,3 +92,53 @@ def test_a_batch_variant_arm_names_the_ops_measured_batch_variant_in_its_image(t
     assert line.startswith("- arm `variant`: batched phase(s) concurrent, over_capacity diverge"), line
     assert "gemm `tiny` arm fp32 (row 0 changes at M 2,8)" in line and "candidate cause, not proof" in line
     assert "`invariant`" not in report.split("## Candidate causes")[1].split("\n## ")[0]
+
+
+PROCESS_STUDY = ["study=batch_invariance", "runtime=process", "arm@arms.invariant=reference_process",
+                 "arm@arms.variant=reference_process", "+arms.variant.env.VLLM_BATCH_INVARIANT=0",
+                 "protocol.phases.sequential.repeats=3", "protocol.phases.concurrent.repeats=4",
+                 "protocol.request.max_tokens=8"]
+
+
+@pytest.fixture(scope="module")
+def process_study(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """batch_invariance with both arms as local processes of the reference engine: `variant` (batch
+    invariance off) diverges in its batched phases, `invariant` does not."""
+    base = tmp_path_factory.mktemp("probes")
+    run = orchestrator("run", f"hydra.run.dir={base / 'study'}", *PROCESS_STUDY,
+                       env={**os.environ, "ORCHESTRATOR_PROCESS_DIR": str(base / "state")})
+    assert run.returncode == 0, run.stderr[-3000:]
+    return base / "study"
+
+
+def _probe_and_compare(study: Path, run_dir: Path, *probe: str) -> str:
+    shutil.copytree(study, run_dir)
+    result = orchestrator("probe", *SMALL_GEMM, "--local", *probe, "--out", str(run_dir))
+    assert result.returncode == 0, result.stderr[-3000:]
+    compare = orchestrator("compare", str(run_dir))
+    assert compare.returncode == 0, compare.stderr[-3000:]
+    return (run_dir / "report.md").read_text()
+
+
+def test_a_process_arm_names_the_ops_measured_batch_variant_under_its_own_code(process_study: Path,
+                                                                                tmp_path: Path) -> None:
+    report = _probe_and_compare(process_study, tmp_path / "run", "--arm", "reference_process")
+    arms = {a["arm"]: a["image_id"] for a in pq.read_table(tmp_path / "run" / "data" / "arms").to_pylist()}
+    probes = pq.read_table(tmp_path / "run" / "data" / "probes").to_pylist()
+    assert arms["variant"].startswith("process:sha256:")  # the identity the run computed ...
+    assert {(r["image"], r["image_id"]) for r in probes} == {("process", arms["variant"])}  # ... the probe's
+    [line] = [ln for ln in report.splitlines() if ln.startswith("- arm `")]
+    assert line.startswith("- arm `variant`: batched phase(s) concurrent, over_capacity diverge"), line
+    assert f"Measured batch-variant in its code {arms['variant'][:27]}: gemm `tiny` arm fp32 (row 0 changes " \
+           "at M 2,8)" in line
+    shown = orchestrator("show", str(tmp_path / "run"))
+    assert shown.returncode == 0 and "candidate causes (kernel probes):\n- arm `variant`" in shown.stdout
+
+
+def test_a_probe_of_other_code_is_not_matched_to_a_process_arm(process_study: Path, tmp_path: Path) -> None:
+    """The same interpreter without the engine's source (`--local` alone): another identity, no candidate."""
+    report = _probe_and_compare(process_study, tmp_path / "run")
+    arms = {a["image_id"] for a in pq.read_table(tmp_path / "run" / "data" / "arms").to_pylist()}
+    probes = {r["image_id"] for r in pq.read_table(tmp_path / "run" / "data" / "probes").to_pylist()}
+    assert len(probes) == 1 and probes.isdisjoint(arms) and next(iter(probes)).startswith("process:sha256:")
+    assert "Candidate causes" not in report

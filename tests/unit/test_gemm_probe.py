@@ -82,13 +82,16 @@ def test_unsupported_is_recorded_not_crashed() -> None:
 def test_runner_records_table_and_report(tmp_path: Path) -> None:
     config = load_probe_config("cpu_small", ["shapes={tiny: [256, 256]}", "m=[1, 4]", "repeats=3",
                                                     "arms=[bf16, fp8_block_rowmajor]", "processes=2"])
-    outputs = kernel_probes.run_probe(config, runtime_for(RuntimeConfig(kind=RuntimeKind.process)), 'r1', local=True)
+    runtime = runtime_for(RuntimeConfig(kind=RuntimeKind.process))
+    at = kernel_probes.where(config, runtime, local=True)
+    assert at.image == "local" and at.python == sys.executable and at.identity.startswith("process:sha256:")
+    outputs = kernel_probes.run_probe(config, runtime, "r1", at)
     paths = RunPaths(tmp_path)
-    rows = kernel_probes.rows_from_outputs(outputs, config.name, "r1", None)
+    rows = kernel_probes.rows_from_outputs(outputs, config.name, "r1", at)
     kernel_probes.record(paths, rows, outputs)
     table = pq.read_table(paths.table("probes")).to_pylist()
     assert len(table) == 8 and {r["process"] for r in table} == {1, 2}
-    assert all(r["processes_agree"] for r in table)
+    assert all(r["processes_agree"] and r["image_id"] == at.identity for r in table)
     assert all(r["upper_bound_95"] == pytest.approx(1 - 0.05 ** (1 / 3)) for r in table)
     text = (tmp_path / "probes.md").read_text()
     assert "negative control" in text and "assumes one common divergence rate" in text

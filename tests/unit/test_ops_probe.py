@@ -168,3 +168,20 @@ def test_attribution_names_batch_variant_ops_of_the_arms_image_as_a_candidate() 
     assert attribute(*_study(2, "differ"), rows) == []  # sequential cells disagree too: not a batching effect
     assert attribute(comparison, arms, [{**r, "image": "other"} for r in rows]) == []  # another image's probes
     assert verdicts(rows)[1].invariant is True
+
+
+def test_attribution_matches_on_identity_so_a_process_arm_names_candidates_and_other_code_does_not() -> None:
+    """A process arm's ref is free text ("process"): only the code identity says the probe ran its code. A row
+    with an identity matches on it alone, so the same tag over other code (a rebuilt image) is not matched."""
+    rows = [{"shape": "g", "op": "gemm", "arm": "fp32", "M": m, "image": "process", "image_id": "process:sha256:a",
+             "process": 1, "repeats": 3, "distinct_digests": 1, "unsupported": None, "row0_bits_equal_m1": m == 1}
+            for m in (1, 2)]
+    comparison, _ = _study(0, "differ")
+    arm = ArmSummary("variant", "completed", "process", "process:sha256:a", None)
+    [found] = attribute(comparison, [arm], rows)
+    assert found.identity == "process:sha256:a" and [v.shape for v in found.candidates] == ["g"]
+    assert "Measured batch-variant in its code process:sha256:a: gemm `g` arm fp32" in render_attribution([found])
+    other = ArmSummary("variant", "completed", "process", "process:sha256:b", None)
+    assert attribute(comparison, [other], rows) == []  # another process arm's code, same ref
+    docker = [{**r, "image": "img:1", "image_id": "sha256:y"} for r in rows]
+    assert attribute(comparison, [ArmSummary("variant", "completed", "img:1", "sha256:x", None)], docker) == []
