@@ -113,3 +113,12 @@ def test_each_package_s_may_import_list_is_its_contract_and_its_imports() -> Non
             f"{sorted(below - forbidden.get(package, set()))}: make them say the same")
         assert _imported(graph, package) == may, (
             f"{package} imports {sorted(_imported(graph, package))}; its docstring and contract say {sorted(may)}")
+        assert _architecture_rows().get(package) == may, f"docs/ARCHITECTURE.md's arrows table and {package}'s differ"
+
+
+def _architecture_rows() -> dict[str, set[str]]:
+    """docs/ARCHITECTURE.md's arrows table: layer -> what it may import."""
+    text = (ROOT / "docs" / "ARCHITECTURE.md").read_text(encoding="utf-8")
+    rows = re.findall(r"^\| ([a-z, ]+) \| ([a-z, ]+|nothing of the orchestrator|any layer below.*?) \|$", text, re.M)
+    return {layer: set() if may.startswith("nothing") else set(may.split(", "))
+            for layers, may in rows for layer in layers.split(", ") if not may.startswith("any")}
