@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from orchestrator.analysis.results import BatchCheck, Cell
 
@@ -20,7 +21,7 @@ TRANSPORT = ("ReadError", "timeout", "timed out", "ConnectError", "RemoteProtoco
 def check(cell: Cell, capacity: int | None, rows: pa.Table) -> tuple[list[BatchCheck], np.ndarray]:
     """Each batch of a concurrent cell, and which rows stay in the verdict (all of them elsewhere)."""
     keep = np.ones(rows.num_rows, dtype=bool)
-    if rows.num_rows == 0 or "concurrent" not in set(rows.column("phase_kind").to_pylist()):
+    if rows.num_rows == 0 or not pc.any(pc.equal(rows.column("phase_kind"), "concurrent")).as_py():
         return [], keep
     ids = rows.column("batch_id").to_numpy(zero_copy_only=False)
     columns = {name: rows.column(name).to_pylist() for name in COLUMNS[2:]}

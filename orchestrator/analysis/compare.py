@@ -155,6 +155,9 @@ def _runs(batch: pa.RecordBatch) -> np.ndarray:
     for name in KEY:
         column = batch.column(name)
         a, b = column.slice(1), column.slice(0, rows - 1)
+        if not column.null_count:  # the usual case: one kernel, not five
+            changed |= pc.not_equal(a, b).to_numpy(zero_copy_only=False)
+            continue
         same = pc.or_(pc.fill_null(pc.equal(a, b), False), pc.and_(pc.is_null(a), pc.is_null(b)))
         changed |= ~same.to_numpy(zero_copy_only=False)
     return np.concatenate([[0], np.nonzero(changed)[0] + 1, [rows]])
@@ -203,23 +206,22 @@ def _analyse(key: tuple[str, str, str], table: pa.Table, acc: _Accumulator, expe
             else "no successful responses"
     else:
         cell.signature_note = BASIS_NOTES.get(cell.signature_basis, "")
-        counts = pc.value_counts(sigs).to_pylist()
-        modal = max(counts, key=lambda c: c["counts"])
-        ref.signatures = {c["values"]: c["counts"] for c in counts}
-        cell.distinct_signatures = len(counts)
-        cell.divergent = warm.num_rows - modal["counts"]
+        signed = explorer.Signatures.of(SIGNATURE_BASES[cell.signature_basis], sigs)
+        ref.signatures = dict(zip(signed.names, signed.counts.tolist(), strict=True))
+        cell.distinct_signatures = len(signed.names)
+        cell.divergent = warm.num_rows - int(signed.counts[signed.modal])
         cell.lower_bound_95, cell.upper_bound_95 = divergence_bound(cell.divergent, warm.num_rows)
         if stop_after is not None and cell.divergent >= stop_after:
             # sampled until k divergences: a Clopper-Pearson interval over n is not valid under that stopping
             cell.stopped_after = stop_after
             cell.lower_bound_95, cell.upper_bound_95 = stopped_lower_bound(cell.divergent, warm.num_rows), None
-        reference = sigs.to_pylist().index(modal["values"])
-        acc.explore.observe(key, warm, table, modal["values"], SIGNATURE_BASES[cell.signature_basis])
+        reference = int(np.argmax(signed.codes == signed.modal))  # the first request of the modal signature
+        acc.explore.observe(key, warm, table, signed)
     ref.ok, ref.basis = warm.num_rows > 0, cell.signature_basis
     if warm.num_rows:
         ref.texts = {c["values"]: c["counts"] for c in pc.value_counts(warm.column("sig_text")).to_pylist()}
-        entries = pc.list_flatten(warm.column("top_logprobs_entries"))
-        cell.top_entries_min, cell.top_entries_max = pc.min(entries).as_py(), pc.max(entries).as_py()
+        entries = pc.min_max(pc.list_flatten(warm.column("top_logprobs_entries")))
+        cell.top_entries_min, cell.top_entries_max = entries["min"].as_py(), entries["max"].as_py()
         cell.distinct_completions = sum(text is not None for text in ref.texts)
         acc.result.positions.append(_positions(cell, warm, reference, ref, near_tie_gap))
         cell.quality_pass, cell.quality_note = quality.pass_share(warm.column("completion_text"), expectation)
@@ -264,7 +266,10 @@ def _positions(cell: Cell, warm: pa.Table, reference: int, ref: _Reference, near
 
 
 def _floats(values: np.ndarray) -> list[float | None]:
-    return [None if math.isnan(v) else float(v) for v in values.tolist()]
+    floats: list[float | None] = values.tolist()
+    if np.isnan(values).any():
+        return [None if math.isnan(v) else v for v in floats]  # type: ignore[arg-type]
+    return floats
 
 
 def _max(values: np.ndarray) -> float | None:

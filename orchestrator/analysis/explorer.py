@@ -14,17 +14,19 @@ instead (analysis/text_split.py).
 
 from __future__ import annotations
 
-from collections import Counter
+import bisect
 from dataclasses import dataclass, field
 from itertools import pairwise
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.dataset as ds
+import pyarrow.parquet as pq
 
 from orchestrator.analysis import text_split
+from orchestrator.analysis.positions import as_array
 from orchestrator.analysis.results import Completion, Explored, Flip, PairCheck, TopEntry
 from orchestrator.errors import RecordError
 from orchestrator.record.paths import RunPaths
@@ -41,14 +43,36 @@ MAX_SLOTS = 12  # slots listed in a note; the rest counted
 
 
 @dataclass
+class Signatures:
+    """A cell's warm signatures (one column of SIGNATURE_BASES), hashed once for the comparison and the explorer."""
+
+    column: str
+    names: list[str | None]  # the distinct ones, in order of first appearance (a null is one too)
+    codes: np.ndarray  # per row: its index in `names`
+    counts: np.ndarray  # per name: how many rows carry it
+
+    @classmethod
+    def of(cls, column: str, values: pa.ChunkedArray) -> Signatures:
+        encoded = pc.dictionary_encode(as_array(values), null_encoding="encode")
+        codes = encoded.indices.to_numpy(zero_copy_only=False).astype(np.int64)
+        names = encoded.dictionary.to_pylist()
+        return cls(column, names, codes, np.bincount(codes, minlength=len(names)))
+
+    @property
+    def modal(self) -> int:
+        """The index of the most common signature (the first seen of a tie)."""
+        return int(np.argmax(self.counts))
+
+
+@dataclass
 class _Group:
     """One branch of a cell as the streaming pass sees it: no token lists yet."""
 
-    signature: str
+    signature: str | None  # None: the rows carry none (a record's nulls, as the comparison counts them)
     representative: str  # the request id whose tokens stand for the branch
-    requests: int = 0
-    request_ids: list[str] = field(default_factory=list)
-    batches: dict[int, int] = field(default_factory=dict)  # batch id -> its size
+    requests: int
+    request_ids: list[str]
+    batches: tuple[np.ndarray, np.ndarray]  # the batch ids (ascending) and their sizes
     co_residents: set[int] = field(default_factory=set)
     together: set[int] = field(default_factory=set)
     slots: dict[int, set[int]] = field(default_factory=dict)  # concurrent: batch id -> its places in that batch
@@ -83,70 +107,61 @@ class Explorer:
         self.near_tie_gap = near_tie_gap
         self.pending: list[_Pending] = []
         self.modal: dict[tuple[str, str, str], tuple[_Group, str, int]] = {}  # key -> modal, phase kind, n
-        self.sizes: dict[tuple[str, str], dict[str, set[int]]] = {}  # (arm, prompt) -> signature -> batch sizes
-        self.seen: dict[tuple[str, str], dict[str, dict[str, int]]] = {}  # (arm, prompt) -> sig -> phase -> n
+        self.sizes: dict[tuple[str, str], dict[str | None, set[int]]] = {}  # (arm, prompt) -> signature -> batch sizes
+        self.seen: dict[tuple[str, str], dict[str | None, dict[str, int]]] = {}  # (arm, prompt) -> sig -> phase -> n
         self.on_text: set[tuple[str, str, str]] = set()  # cells signed on text: no tokens to align on
 
-    def observe(self, key: tuple[str, str, str], warm: pa.Table, sent: pa.Table, modal: str,
-                signature_column: str = "sig_top_logprobs") -> None:
-        """A cell's warm rows (their signatures, in `signature_column`, compared) and every row sent (for the
-        batch sizes)."""
+    def observe(self, key: tuple[str, str, str], warm: pa.Table, sent: pa.Table, signed: Signatures) -> None:
+        """A cell's warm rows (their signatures `signed`) and every row sent (for the batch sizes). Grouped with
+        numpy: Python touches only the distinct signatures and the branches shown."""
         arm, prompt_id, phase = key
-        if signature_column == "sig_text":
+        if signed.column == "sig_text":
             self.on_text.add(key)
         kind = str(warm.column("phase_kind")[0].as_py() or "")
-        sizes = _batch_sizes(kind, sent.column("batch_id"))
+        batch_ids, batch_sizes = _batch_sizes(kind, sent.column("batch_id"))
         per_sig_sizes = self.sizes.setdefault((arm, prompt_id), {})
         per_sig_seen = self.seen.setdefault((arm, prompt_id), {})
-        if pc.count_distinct(warm.column(signature_column)).as_py() == 1:  # the usual case: no per-row Python
-            per_sig_sizes.setdefault(modal, set()).update(sizes.values())
-            per_sig_seen.setdefault(modal, {})[phase] = warm.num_rows
+        names, codes, counts, modal = signed.names, signed.codes, signed.counts, signed.modal
+        if sum(name is not None for name in names) == 1:  # the usual case: one signature, nulls aside
+            per_sig_sizes.setdefault(names[modal], set()).update(batch_sizes.tolist())
+            per_sig_seen.setdefault(names[modal], {})[phase] = warm.num_rows
             head = warm.slice(0, MAX_IDS)
             ids = _ids(key, head.column("batch_id").to_pylist(), head.column("repeat").to_pylist())
-            group = _Group(modal, ids[0], warm.num_rows, ids, dict(sizes))
+            group = _Group(names[modal], ids[0], warm.num_rows, ids, (batch_ids, batch_sizes))
             if kind == "concurrent":
-                group.together = {int(v) for v in pc.unique(pc.coalesce(
-                    warm.column("batch_server_together"), warm.column("batch_running_max"))).to_pylist()
-                    if v is not None}
+                group.together = _together(warm)
             self.modal[key] = (group, kind, warm.num_rows)
             return
-        sigs = warm.column(signature_column).to_pylist()
-        batch_ids = warm.column("batch_id").to_numpy(zero_copy_only=False)
-        row_sizes = [sizes.get(int(b), 1) for b in batch_ids.tolist()]
-        for sig, size in set(zip(sigs, row_sizes, strict=True)):
-            per_sig_sizes.setdefault(sig, set()).add(size)
-        counts = Counter(sigs)
-        for sig, count in counts.items():
-            per_sig_seen.setdefault(sig, {})[phase] = count
-        repeats = warm.column("repeat").to_pylist()  # concurrent: the request's place in its batch
-        ids = _ids(key, batch_ids.tolist(), repeats)
-        co: list[int | None] = [None] * len(sigs) if kind != "concurrent" else _co_residents(
-            batch_ids, warm.column("server_first_step").to_pylist(), warm.column("server_last_step").to_pylist())
-        together = warm.column("batch_server_together").to_pylist()
-        running = warm.column("batch_running_max").to_pylist()
-        order = [modal, *(s for s, _ in counts.most_common() if s != modal)]
-        shown = order[:1 + self.branches]
-        groups = {sig: _Group(sig, ids[sigs.index(sig)]) for sig in shown}
-        for i, sig in enumerate(sigs):
-            found = groups.get(sig)
-            if found is None:
-                continue
-            group = found
-            group.requests += 1
-            if len(group.request_ids) < MAX_IDS:
-                group.request_ids.append(ids[i])
-            group.batches[int(batch_ids[i])] = row_sizes[i]
-            if kind == "concurrent" and repeats[i] is not None:
-                group.slots.setdefault(int(batch_ids[i]), set()).add(int(repeats[i]))
-            co_resident, ran = co[i], together[i] if together[i] is not None else running[i]
-            if co_resident is not None:
-                group.co_residents.add(co_resident)
-            if kind == "concurrent" and ran is not None:
-                group.together.add(int(ran))
-        hidden = order[1 + self.branches:]
-        self.modal[key] = (groups[modal], kind, len(sigs))
-        self.pending.append(_Pending(key, len(sigs), kind, [groups[s] for s in shown], len(hidden),
-                                     sum(counts[s] for s in hidden), sorted(sizes)))
+        rows_batch = warm.column("batch_id").to_numpy()
+        row_sizes = batch_sizes[np.searchsorted(batch_ids, rows_batch)]
+        span = int(row_sizes.max()) + 1
+        for pair in _distinct(codes * span + row_sizes)[0].tolist():  # each (signature, batch size) seen
+            per_sig_sizes.setdefault(names[pair // span], set()).add(pair % span)
+        for name, count in zip(names, counts.tolist(), strict=True):
+            per_sig_seen.setdefault(name, {})[phase] = count
+        # the modal first, then by count, ties in order of first appearance (as Counter.most_common)
+        order = [modal, *(c for c in np.argsort(-counts, kind="stable").tolist() if c != modal)]
+        shown, hidden = order[:1 + self.branches], order[1 + self.branches:]
+        members = [np.flatnonzero(codes == code) for code in shown]
+        heads = np.concatenate([rows[:MAX_IDS] for rows in members])
+        listed = iter(_ids(key, rows_batch[heads].tolist(), warm.column("repeat").take(heads).to_pylist()))
+        co = _co_residents(rows_batch, warm.column("server_first_step"), warm.column("server_last_step")) \
+            if kind == "concurrent" else None
+        groups = []
+        for code, rows in zip(shown, members, strict=True):
+            own = _distinct(rows_batch[rows])[0]
+            ids = [next(listed) for _ in range(min(len(rows), MAX_IDS))]
+            group = _Group(names[code], ids[0], len(rows), ids, (own, batch_sizes[np.searchsorted(batch_ids, own)]))
+            if kind == "concurrent":
+                mine = warm.take(rows)
+                group.slots = _slots_by_batch(rows_batch[rows], mine.column("repeat"))
+                group.together = _together(mine)
+            if co is not None:
+                group.co_residents = set(co[rows][co[rows] >= 0].tolist())
+            groups.append(group)
+        self.modal[key] = (groups[0], kind, len(codes))
+        self.pending.append(_Pending(key, len(codes), kind, groups, len(hidden), int(counts[hidden].sum()),
+                                     batch_ids.tolist()))
 
     def finish(self, labelled: list[tuple[RunPaths, str]], pairs: list[PairCheck]
                ) -> tuple[list[Explored], list[Explored], int]:
@@ -206,7 +221,8 @@ class Explorer:
     def _completion(self, name: str, group: _Group, kind: str, arm_prompt: tuple[str, str]) -> Completion:
         return Completion(
             name=name, signature=group.signature, requests=group.requests, request_ids=group.request_ids,
-            tokens=[], logprobs=[], length=0, phase_kind=kind, batches=sorted(group.batches.items()),
+            tokens=[], logprobs=[], length=0, phase_kind=kind,
+            batches=list(zip(*(ids.tolist() for ids in group.batches), strict=True)),
             co_residents=sorted(group.co_residents), together=sorted(group.together),
             batch_sizes=sorted(self.sizes.get(arm_prompt, {}).get(group.signature, set())),
             seen_in=dict(self.seen.get(arm_prompt, {}).get(group.signature, {})))
@@ -217,21 +233,52 @@ def _ids(key: tuple[str, str, str], batch_ids: list[int], repeats: list[int]) ->
     return [f"{key[0]}/{key[1]}/{key[2]}/{b}/{r}" for b, r in zip(batch_ids, repeats, strict=True)]
 
 
-def _batch_sizes(kind: str, batch_ids: pa.ChunkedArray) -> dict[int, int]:
-    """Batch id -> requests sent in it; a sequential request is a batch of one."""
-    counts = pc.value_counts(batch_ids).to_pylist()
-    return {int(c["values"] or 0): c["counts"] if kind == "concurrent" else 1 for c in counts}
+def _batch_sizes(kind: str, batch_ids: pa.ChunkedArray) -> tuple[np.ndarray, np.ndarray]:
+    """The batch ids sent (ascending; a null id reads as 0) and the requests sent in each; a sequential request is
+    a batch of one."""
+    ids, counts = _distinct(pc.fill_null(batch_ids, 0).to_numpy())
+    return ids, counts if kind == "concurrent" else np.ones(len(ids), np.int64)
 
 
-def _co_residents(batch_ids: np.ndarray, first: list[int | None], last: list[int | None]) -> list[int | None]:
+def _distinct(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The distinct values, ascending, and how often each comes: np.unique's answer at a fraction of its cost
+    per call on a cell's thousand rows (the stable sort, timsort, is the fast one on ids mostly in order)."""
+    ordered = np.sort(values, kind="stable")
+    edges = np.ones(len(ordered) + 1, dtype=bool)  # where a run of one value starts, and the end
+    np.not_equal(ordered[1:], ordered[:-1], out=edges[1:-1])
+    at = np.flatnonzero(edges)
+    return ordered[at[:-1]], np.diff(at)
+
+
+def _together(rows: pa.Table) -> set[int]:
+    """How many requests the server ran together, as its trace (else /metrics) saw them, over these rows."""
+    ran = pc.unique(pc.coalesce(rows.column("batch_server_together"), rows.column("batch_running_max")))
+    return {int(v) for v in ran.to_pylist() if v is not None}
+
+
+def _slots_by_batch(batch_ids: np.ndarray, repeats: pa.ChunkedArray) -> dict[int, set[int]]:
+    """Batch id -> the places in it (repeats) these requests took; a request without one is left out."""
+    known = pc.is_valid(repeats).to_numpy(zero_copy_only=False)
+    batch_ids, places = batch_ids[known], pc.drop_null(repeats).to_numpy()
+    out: dict[int, set[int]] = {}
+    for batch in _distinct(batch_ids)[0].tolist():
+        out[batch] = set(places[batch_ids == batch].tolist())
+    return out
+
+
+def _co_residents(batch_ids: np.ndarray, first: pa.ChunkedArray, last: pa.ChunkedArray) -> np.ndarray:
     """Per request, how many requests of its batch ran in at least one engine step with it (the server's trace);
-    None where the server gave no trace."""
-    out: list[int | None] = [None] * len(first)
-    for batch in set(batch_ids.tolist()):
-        steps = {i: (a, b) for i in np.nonzero(batch_ids == batch)[0].tolist()
-                 if (a := first[i]) is not None and (b := last[i]) is not None}
-        for i, (start, stop) in steps.items():
-            out[i] = sum(1 for j, (a, b) in steps.items() if j != i and a <= stop and start <= b)
+    -1 where the server gave no trace."""
+    known = pc.and_(pc.is_valid(first), pc.is_valid(last)).to_numpy(zero_copy_only=False)
+    start = pc.fill_null(first, 0).to_numpy(zero_copy_only=False)
+    stop = pc.fill_null(last, 0).to_numpy(zero_copy_only=False)
+    out = np.full(len(batch_ids), -1, dtype=np.int64)
+    for batch in _distinct(batch_ids[known])[0].tolist():
+        at = np.nonzero(known & (batch_ids == batch))[0]
+        a, b = start[at], stop[at]
+        overlap = (a[None, :] <= b[:, None]) & (a[:, None] <= b[None, :])
+        np.fill_diagonal(overlap, False)
+        out[at] = overlap.sum(axis=1)
     return out
 
 
@@ -240,17 +287,16 @@ def _details(labelled: list[tuple[RunPaths, str]], wanted: set[str]) -> dict[str
     out: dict[str, _Detail] = {}
     attempts: dict[str, int] = {}
     for paths, label in labelled:
-        ids = [i[len(label):] for i in wanted if i.startswith(label)]
-        files = sorted(str(p) for p in paths.table("responses").glob("*.parquet") if not p.name.startswith("."))
-        if not ids or not files:
+        ids = sorted(i[len(label):] for i in wanted if i.startswith(label))
+        files = sorted(p for p in paths.table("responses").glob("*.parquet") if not p.name.startswith("."))
+        if not ids:
             continue
         try:
-            table = ds.dataset(files, schema=RESPONSES, format="parquet").to_table(
-                columns=DETAIL, filter=pc.field("request_id").isin(ids))
+            rows = [row for path in files for row in _wanted_rows(path, ids)]
         except (OSError, pa.ArrowInvalid) as exc:
             raise RecordError(f"cannot read the responses of {paths.root} ({exc}): the run dir is damaged; copy it "
                               "again from its source") from exc
-        for row in table.to_pylist():
+        for row in rows:
             key, attempt = label + row["request_id"], row["attempt"] or 0
             if attempt < attempts.get(key, -1):
                 continue
@@ -260,6 +306,33 @@ def _details(labelled: list[tuple[RunPaths, str]], wanted: set[str]) -> dict[str
                                row["token_logprobs"] or [], row["top_logprobs"] or [], row["top_gaps"] or [],
                                row["completion_text"] or "")
     return out
+
+
+def _wanted_rows(path: Path, ids: list[str]) -> list[dict[str, Any]]:
+    """The DETAIL columns of a part's rows whose request id is in `ids` (sorted; none in a record without ids).
+    Only row groups whose request-id statistics admit one of them are read (a pyarrow dataset scan of the parts
+    costs three times this on the benchmark's record)."""
+    handle = pq.ParquetFile(path)
+    footer, present = handle.metadata, handle.schema_arrow.names
+    leaf = next((i for i in range(footer.num_columns) if footer.schema.column(i).path == "request_id"), None)
+    groups = []
+    for group in range(footer.num_row_groups if leaf is not None else 0):
+        stats = footer.row_group(group).column(leaf).statistics
+        if stats is not None and stats.has_min_max:
+            at = bisect.bisect_left(ids, stats.min)
+            if at == len(ids) or ids[at] > stats.max:
+                continue
+        elif stats is not None and stats.has_null_count and stats.null_count == footer.row_group(group).num_rows:
+            continue
+        groups.append(group)
+    if not groups:
+        return []
+    read = handle.read_row_groups(groups, columns=[c for c in DETAIL if c in present])
+    read = read.filter(pc.is_in(read.column("request_id"), value_set=pa.array(ids, pa.string())))
+    rows: list[dict[str, Any]] = pa.table(
+        [read.column(c) if c in present else pa.nulls(read.num_rows, RESPONSES.field(c).type) for c in DETAIL],
+        names=DETAIL).to_pylist()
+    return rows
 
 
 def _split(first: _Detail, other: _Detail) -> tuple[int | None, str, int | None]:

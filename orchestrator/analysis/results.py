@@ -197,7 +197,7 @@ class Completion:
     or an arm's modal one in an A/B pair; its tokens over the explorer's window, against the first one's."""
 
     name: str  # "modal", "branch 1", ...; in a pair, the arm
-    signature: str
+    signature: str | None  # None: its requests carry none
     requests: int
     request_ids: list[str]  # at most explorer.MAX_IDS; `requests` says how many in all
     tokens: list[str]  # generated tokens over the window (at `Explored.window_positions`)
