@@ -4,6 +4,8 @@ in tests/e2e)."""
 from __future__ import annotations
 
 import asyncio
+import itertools
+import time
 
 import httpx
 import pytest
@@ -13,7 +15,7 @@ from orchestrator.config.arms import container_spec
 from orchestrator.engines import profile_for
 from orchestrator.errors import ArmStartError
 from orchestrator.run import protocol
-from orchestrator.run.client import CompletionClient, wait_ready
+from orchestrator.run.client import FIRST_POLL_S, POLL_GROWTH, CompletionClient, wait_ready
 
 
 def test_engine_argv_maps_bools_and_nulls() -> None:
@@ -74,6 +76,26 @@ def test_wait_ready_needs_a_real_200_and_fails_fast_on_exit() -> None:
         wait_ready("http://s", "/health", 60, exit_code=lambda: 3, log_tail=lambda: ["Traceback: no GPU"],
                    transport=httpx.MockTransport(health), sleep=sleeps.append)
     assert "no GPU" in str(err.value)
+
+
+def test_wait_ready_polls_every_20_ms_then_less_often_as_it_waits(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    now = [0.0]
+    monkeypatch.setattr(time, "monotonic", lambda: now[0])  # the loop's clock and tenacity's
+
+    def sleep(seconds: float) -> None:
+        sleeps.append(seconds)
+        now[0] += seconds
+
+    sleeps: list[float] = []
+    with pytest.raises(ArmStartError, match="not ready after 30 s"):
+        wait_ready("http://s", "/health", 30, exit_code=lambda: None, log_tail=list,
+                   transport=httpx.MockTransport(lambda request: httpx.Response(503)), sleep=sleep)
+    assert sleeps[:2] == [FIRST_POLL_S, FIRST_POLL_S + POLL_GROWTH * FIRST_POLL_S]
+    assert sleeps[-1] == 0.25  # poll_s, once 23 s were waited
+    waited = itertools.accumulate(sleeps)
+    assert all(pause == pytest.approx(min(0.25, FIRST_POLL_S + POLL_GROWTH * before))
+               for pause, before in zip(sleeps[1:], waited, strict=False))
+    assert 100 < sum(1 for total in itertools.accumulate(sleeps) if total <= 4) < 120  # probes in the first 4 s
 
 
 def test_plan_sends_cold_and_warmup_apart_and_gates_concurrent_groups() -> None:
