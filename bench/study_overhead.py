@@ -1,8 +1,9 @@
 """What the orchestrator adds to what the engine costs: the default study (2 reference-engine arms, the
 smoke protocol) through `orchestrator run`, against a hand-written script doing the same work (docker run,
 readiness poll, the same requests in the same order and grouping, the answers kept, docker rm -f), each in a
-fresh interpreter, alternated, in one process. Prints each pair, the median ratio, and the orchestrator's own
-stage timings (run.json `timings_s`, medians).
+fresh interpreter, alternated, in one process. Prints each pair, the median ratio, the orchestrator's own
+stage timings (run.json `timings_s`, medians), the CPU each process used (its engine's not counted: a steadier
+figure than wall time on a shared machine) and the load average before and after.
 
     .venv/bin/python bench/study_overhead.py --pairs 5
     .venv/bin/python bench/study_overhead.py --pairs 5 --arms 6   # what each further arm adds
@@ -19,6 +20,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -83,12 +86,20 @@ json.dump({"answers": kept, "timings_s": timings}, open(sys.argv[2], "w"))
 '''
 
 
-def timed(argv: list[str]) -> float:
-    start = time.perf_counter()
+def timed(argv: list[str], cpu_s: list[float] | None = None) -> float:
+    """Wall seconds of the command; its CPU seconds (user + system) appended to `cpu_s`."""
+    start, used = time.perf_counter(), _children_cpu_s()
     done = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True)
     if done.returncode != 0:
         raise SystemExit(f"failed: {' '.join(argv)}\n{done.stderr[-2000:]}")
+    if cpu_s is not None:
+        cpu_s.append(_children_cpu_s() - used)
     return time.perf_counter() - start
+
+
+def _children_cpu_s() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
 
 
 def extra_arms(arms: int) -> tuple[dict[str, int], list[str]]:
@@ -132,7 +143,10 @@ def main() -> int:
     subprocess.run([sys.executable, "-m", "compileall", "-q", str(ROOT / "orchestrator")], check=True,
                    capture_output=True)
     seqs, more = extra_arms(args.arms)
+    print(f"load average at the start: {_load()}", flush=True)  # the machine may be shared: say how busy it was
     ratios, ours, theirs, stages, by_hand = [], [], [], [], []
+    # CPU seconds of each process (not its engine's): on a shared machine they move far less than wall time
+    cpu: dict[str, list[float]] = {"ours": [], "baseline": []}
     with tempfile.TemporaryDirectory(prefix="overhead-") as tmp:
         script = Path(tmp) / "baseline.py"
         script.write_text(BASELINE)
@@ -142,17 +156,20 @@ def main() -> int:
             runs = [("ours", [sys.executable, "-m", "orchestrator", "run", f"hydra.run.dir={run_dir}", *more]),
                     ("baseline", [sys.executable, str(script), IMAGE, str(Path(tmp) / f"answers-{pair}.json"),
                                   json.dumps(seqs)])]
-            seconds = dict((name, timed(argv)) for name, argv in (runs if first_ours else runs[::-1]))
+            seconds = {name: timed(argv, cpu[name]) for name, argv in (runs if first_ours else runs[::-1])}
             ours.append(seconds["ours"])
             theirs.append(seconds["baseline"])
             ratios.append(seconds["ours"] / seconds["baseline"])
             stages.append(json.loads((run_dir / "run.json").read_text())["timings_s"])
             by_hand.append(json.loads((Path(tmp) / f"answers-{pair}.json").read_text())["timings_s"])
             print(f"pair {pair + 1}: orchestrator {seconds['ours']:.2f} s, hand-written {seconds['baseline']:.2f} s, "
-                  f"ratio {ratios[-1]:.3f}", flush=True)
+                  f"ratio {ratios[-1]:.3f}; CPU {cpu['ours'][-1]:.2f} s against {cpu['baseline'][-1]:.2f} s",
+                  flush=True)
     print(f"median: orchestrator {statistics.median(ours):.2f} s, hand-written {statistics.median(theirs):.2f} s, "
           f"ratio {statistics.median(ratios):.3f} ({args.pairs} pairs, {args.arms} arms)")
     beyond = statistics.median(o - t for o, t in zip(ours, theirs, strict=True))
+    print(f"CPU of the process (median): orchestrator {statistics.median(cpu['ours']):.2f} s, hand-written "
+          f"{statistics.median(cpu['baseline']):.2f} s")
     print(f"beyond the hand-written script (median of the pairs): {beyond:.2f} s, {beyond / args.arms:.2f} s per arm")
     # The requests stage differs in kind: the script's httpx pool queues a "concurrent" batch on few connections
     # (encode/httpcore#822), the orchestrator releases it on one connection per request. Outside it, both do the
@@ -165,7 +182,13 @@ def main() -> int:
         f"{name} {statistics.median(s.get(name, 0.0) for s in stages):.2f}" for name in names))
     print("hand-written stages (median s): " + ", ".join(
         f"{name} {statistics.median(s[name] for s in by_hand):.2f}" for name in by_hand[0]))
+    print(f"load average at the end: {_load()}")
     return 0
+
+
+def _load() -> str:
+    """The 1, 5 and 15 minute load averages."""
+    return " ".join(f"{value:.2f}" for value in os.getloadavg())
 
 
 if __name__ == "__main__":
