@@ -128,7 +128,7 @@ def _fingerprint(argv: list[str]) -> int:
 
 def _probe(argv: list[str]) -> int:
     from orchestrator.config import probe, search
-    from orchestrator.run.kernel_probes import probe_verb
+    from orchestrator.run.kernel_probes import probe_config, probe_verb
 
     parser = _parser("probe", docker_host=True, description="Kernel probes, GEMM or ops (docs/probes.md).")
     parser.add_argument("--preset", default="cpu_small", help=f"conf/probe/NAME or YAML ({', '.join(probe.presets())})")
@@ -136,13 +136,13 @@ def _probe(argv: list[str]) -> int:
     parser.add_argument("--local", action="store_true",
                         help="run as a local process (hosts without Docker): under --arm's interpreter, else this one")
     parser.add_argument("--image", help="run in a container of this image (overrides the preset)")
-    parser.add_argument("--arm", help="run as the arm ARM does: its image and gpus, or with --local its interpreter "
-                        "and code (conf/arm, or DIR/arm of a --config-dir)")
+    parser.add_argument("--arm", help="run as the arm ARM ran (an arm of the study in --out) or runs (conf/arm, "
+                        "DIR/arm of a --config-dir): its image and gpus, or as a process its interpreter and code")
     parser.add_argument("--out", type=Path, help="run directory (default runs/probes/PRESET-TIME)")
     parser.add_argument("--ingest", type=Path, nargs="+", metavar="RAW", help="record these raw JSONL outputs")
     parser.add_argument("--print-spec", action="store_true", help="print the JSON spec for the probe and exit")
     a = parser.parse_args((split := search.split_config_dirs(argv))[1])  # --config-dir DIR: where --arm is found
-    return probe_verb(probe.load_probe_config(a.preset, a.set, a.arm, a.image, split[0]), a.docker_host, a.out,
+    return probe_verb(probe_config(a.preset, a.set, a.arm, a.image, split[0], a.out), a.docker_host, a.out,
                       a.local, a.ingest, a.print_spec)
 
 

@@ -8,6 +8,7 @@ is missing (the GPU machine), as JSON with full-line # comments (the shipped pre
 from __future__ import annotations
 
 import dataclasses
+import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -27,12 +28,28 @@ BACKENDS = ("auto", "scaled_mm", "emulate")
 @dataclass(frozen=True)
 class ProbeArm:
     """The arm a probe runs as (`--arm`): in its image (Docker) under its `python`, or as a process under the
-    interpreter its command names; `build` is what identifies a process arm's code, as the run computes it."""
+    interpreter its command names; `build` is what identifies a process arm's code, as the run computes it.
+    An arm of the study in the probe's run dir comes as the record has it, with the identity it ran with."""
 
     name: str
     image: str  # the ref its config names
     python: str  # its interpreter inside the image
     build: BuildSpec  # interpreter (as a process) and source (build.context) of a process arm
+    ran: str | None = None  # the study's arm: the identity the run recorded (image id or code identity)
+
+    @property
+    def process(self) -> bool:
+        """The study ran it as a local process (its code identity says so)."""
+        return bool(self.ran and self.ran.startswith("process:"))
+
+
+@dataclass(frozen=True)
+class RecordedArm:
+    """A study's arm as its record (the arms table) has it: its resolved config and the identity it ran with."""
+
+    name: str
+    config_json: str
+    image_id: str
 
 
 @dataclass
@@ -120,10 +137,11 @@ def presets() -> list[str]:
     return sorted(p.stem for p in PRESETS_DIR.glob("*.yaml"))
 
 
-def load_probe_config(preset: str | None = None, overrides: list[str] | None = None, arm: str | None = None,
-                      image: str | None = None, dirs: list[Path] | None = None) -> ProbeConfig:
-    """A preset name (conf/probe/NAME.yaml) or a YAML path, then KEY=VALUE overrides (values in YAML),
-    then the image and GPUs of `arm` (see `with_arm`; `dirs`: the user's config dirs), then `image`."""
+def load_probe_config(preset: str | None = None, overrides: list[str] | None = None,
+                      arm: str | RecordedArm | None = None, image: str | None = None,
+                      dirs: list[Path] | None = None) -> ProbeConfig:
+    """A preset name (conf/probe/NAME.yaml) or a YAML path, then KEY=VALUE overrides (values in YAML), then
+    the image, GPUs and interpreter of `arm` (see `with_arm`; `dirs`: the user's config dirs), then `image`."""
     data: dict[str, Any] = {}
     if preset:
         path = Path(preset) if preset.endswith((".yaml", ".yml")) else PRESETS_DIR / f"{preset}.yaml"
@@ -150,8 +168,6 @@ def _load(text: str, where: str) -> Any:
     try:
         import yaml
     except ImportError:
-        import json
-
         try:
             return json.loads("\n".join(ln for ln in text.splitlines() if not ln.lstrip().startswith("#")))
         except ValueError as exc:
@@ -160,19 +176,34 @@ def _load(text: str, where: str) -> Any:
     return yaml.safe_load(text)
 
 
-def with_arm(config: ProbeConfig, arm: str, dirs: list[Path]) -> ProbeConfig:
-    """The probe as an arm runs: its image, GPUs, interpreter and code identity's inputs. The arm file (the
-    project's conf/arm/, or DIR/arm/ of the user's config dirs) is composed on its own, its defaults list
-    included, so an arm that takes its image from a template (`defaults: [reference]`) gets that image; its
-    relative paths resolve as a study's do."""
-    from hydra import compose as hydra_compose
-    from hydra import initialize_config_dir
-    from hydra.core.global_hydra import GlobalHydra
+def with_arm(config: ProbeConfig, arm: str | RecordedArm, dirs: list[Path]) -> ProbeConfig:
+    """The probe as an arm runs: its image, GPUs, interpreter and code identity's inputs; `arm`: an arm file
+    (`_arm_file`), or a study's arm as its record has it."""
     from omegaconf import OmegaConf
 
     from orchestrator.config.arms import build_spec
     from orchestrator.config.compose import explain, resolve_arm_paths
     from orchestrator.config.schema import ArmConfig, Config
+
+    name, ran = (arm, None) if isinstance(arm, str) else (arm.name, arm.image_id)
+    node = _arm_file(arm, dirs) if isinstance(arm, str) else json.loads(arm.config_json)
+    try:
+        typed = OmegaConf.to_object(OmegaConf.merge(OmegaConf.structured(ArmConfig), node))
+    except Exception as exc:
+        raise explain(exc, dirs) from exc
+    assert isinstance(typed, ArmConfig)
+    resolve_arm_paths(Config(arms={name: typed}, config_dirs=[str(d) for d in dirs]))  # the record's: absolute
+    return dataclasses.replace(config, image=typed.image, gpus=typed.gpus,
+                               of_arm=ProbeArm(name, typed.image, typed.python, build_spec(typed), ran))
+
+
+def _arm_file(arm: str, dirs: list[Path]) -> Any:
+    """The arm file (the project's conf/arm/, or DIR/arm/ of the user's config dirs) composed on its own, its
+    defaults list included, so an arm that takes its image from a template (`defaults: [reference]`) gets that
+    image."""
+    from hydra import compose as hydra_compose
+    from hydra import initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
 
     choices = sorted({p.stem for root in (CONF_DIR, *dirs) for p in (root / "arm").glob("*.yaml")})
     if arm not in choices:
@@ -185,12 +216,4 @@ def with_arm(config: ProbeConfig, arm: str, dirs: list[Path]) -> ProbeConfig:
         composed = hydra_compose(config_name=f"arm/{arm}",
                                  overrides=[f"hydra.searchpath=[{','.join(f'file://{d}' for d in rest)}]"])
     GlobalHydra.instance().clear()
-    node = composed.get("arm", composed)
-    try:
-        typed = OmegaConf.to_object(OmegaConf.merge(OmegaConf.structured(ArmConfig), node))
-    except Exception as exc:
-        raise explain(exc, dirs) from exc
-    assert isinstance(typed, ArmConfig)
-    resolve_arm_paths(Config(arms={arm: typed}, config_dirs=[str(d) for d in dirs]))
-    return dataclasses.replace(config, image=typed.image, gpus=typed.gpus,
-                               of_arm=ProbeArm(arm, typed.image, typed.python, build_spec(typed)))
+    return composed.get("arm", composed)

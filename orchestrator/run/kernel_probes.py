@@ -30,7 +30,7 @@ from orchestrator import probes
 from orchestrator.analysis.probes import ProbeSummary, gate_failures, summarize
 from orchestrator.analysis.stats import divergence_bound
 from orchestrator.config.locations import INHERIT_ENV, PROJECT_ROOT
-from orchestrator.config.probe import ProbeConfig
+from orchestrator.config.probe import ProbeConfig, RecordedArm, load_probe_config
 from orchestrator.errors import ConfigError, ExitStatus, ImageError, RuntimeFailure
 from orchestrator.record.paths import RunPaths, atomic_write_text
 from orchestrator.runtime.spec import BuildSpec, Runtime, run_labels
@@ -53,22 +53,55 @@ class Where:
 
 def where(config: ProbeConfig, runtime: Runtime, local: bool) -> Where:
     """Docker: the preset's image (or `--arm`'s) looked up by id, never built. Local: the `--arm`'s interpreter
-    and code identity (`runtime.resolve_image` with the arm's build spec, as the run has it), or this Python."""
+    and code identity (`runtime.resolve_image` with the arm's build spec, as the run has it), or this Python.
+    A study's arm must be what the study ran: the same identity, else the probe would measure other code."""
     arm = config.of_arm
+    if arm and arm.ran and local != arm.process:
+        raise ConfigError(f"arm '{arm.name}' of the study ran in image {arm.image} ({arm.ran[:19]}): probe it "
+                          "there, without --local")
     if local:
         build = arm.build if arm else BuildSpec(interpreter=sys.executable)
         info = runtime.resolve_image(arm.image if arm else LOCAL, build)
-        return Where(info.ref, info.id, build.interpreter, config.gpus if arm else "all")
-    if not config.image:
+        at = Where(info.ref, info.id, build.interpreter, config.gpus if arm else "all")
+    elif not config.image:
         raise ConfigError("the probe needs an image to run in Docker: set image (or --image/--arm), "
                           "or pass --local to run it as a process here")
-    try:
-        info = runtime.resolve_image(config.image, BuildSpec())
-    except ImageError as exc:
-        hint = (f"; if arm '{arm.name}' runs as a process (runtime=process), add --local to probe it under its "
-                "interpreter") if arm else ""
-        raise ImageError(f"{exc}{hint}") from exc
-    return Where(config.image, info.id, arm.python if arm else "python3", config.gpus)
+    else:
+        try:
+            info = runtime.resolve_image(config.image, BuildSpec())
+        except ImageError as exc:
+            hint = (f"; if arm '{arm.name}' runs as a process (runtime=process), add --local to probe it under "
+                    "its interpreter") if arm else ""
+            raise ImageError(f"{exc}{hint}") from exc
+        at = Where(config.image, info.id, arm.python if arm else "python3", config.gpus)
+    if arm and arm.ran and at.identity != arm.ran:
+        raise ImageError(f"arm '{arm.name}' of the study ran {arm.ran[:27]}, and what would run here is "
+                         f"{at.identity[:27]}: the probe would measure other code. Probe where the study ran, "
+                         "with the same image, or the same interpreter, packages and source")
+    return at
+
+
+def probe_config(preset: str, overrides: list[str], arm: str | None, image: str | None, dirs: list[Path],
+                 out: Path | None) -> ProbeConfig:
+    """The preset as `--arm` runs: the arm of that name of the study in `out` (the run dir the probe records
+    into) as the study ran it, else the arm file of that name (`config.probe.with_arm`)."""
+    return load_probe_config(preset, overrides, (study_arm(out, arm) or arm) if arm else None, image, dirs)
+
+
+def study_arm(run_dir: Path | None, name: str) -> RecordedArm | None:
+    """The arm `name` as the arms table of the study in `run_dir` has it; None where there is no such arm."""
+    from orchestrator.record.tables import read_table
+
+    if run_dir is None or not RunPaths(run_dir).table("arms").is_dir():
+        return None
+    rows = [r for r in read_table(RunPaths(run_dir), "arms", ["arm", "config_json", "image_id"]).to_pylist()
+            if r["arm"] == name]
+    if not rows:
+        return None
+    if not rows[-1]["image_id"]:
+        raise ConfigError(f"arm '{name}' of the study in {run_dir} did not start: no identity to probe it as; "
+                          "run the study again, or name an arm file (conf/arm/NAME)")
+    return RecordedArm(name, rows[-1]["config_json"], rows[-1]["image_id"])
 
 
 def run_probe(config: ProbeConfig, runtime: Runtime, run_id: str, at: Where) -> list[str]:
@@ -185,6 +218,7 @@ def probe_verb(config: ProbeConfig, docker_host: str | None, out: Path | None, l
     if print_spec:
         print(json.dumps(config.spec()))
         return 0
+    local = local or bool(config.of_arm and config.of_arm.process)  # a study's process arm runs as one
     # the runtime as RuntimeConfig's defaults make it, without the Hydra schema (absent on a GPU machine)
     runtime = make_runtime("process" if local or ingest else "docker", docker_host=docker_host,
                            inherit_env=INHERIT_ENV, workdir=PROJECT_ROOT)

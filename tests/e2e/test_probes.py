@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
 from collections.abc import Callable
 from pathlib import Path
 from typing import TypeVar
@@ -98,31 +99,42 @@ PROCESS_STUDY = ["study=batch_invariance", "runtime=process", "arm@arms.invarian
                  "arm@arms.variant=reference_process", "+arms.variant.env.VLLM_BATCH_INVARIANT=0",
                  "protocol.phases.sequential.repeats=3", "protocol.phases.concurrent.repeats=4",
                  "protocol.request.max_tokens=8"]
+ENGINE = Path(__file__).resolve().parents[2] / "arms" / "reference-engine" / "refengine"
 
 
 @pytest.fixture(scope="module")
-def process_study(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def process_study(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     """batch_invariance with both arms as local processes of the reference engine: `variant` (batch
-    invariance off) diverges in its batched phases, `invariant` does not."""
+    invariance off) diverges in its batched phases, `invariant` does not. Their source (build.context, hashed
+    into their code identity) is a copy, the same code, that a test may change after the study."""
     base = tmp_path_factory.mktemp("probes")
+    source = base / "refengine"
+    shutil.copytree(ENGINE, source, ignore=shutil.ignore_patterns("__pycache__"))
     run = orchestrator("run", f"hydra.run.dir={base / 'study'}", *PROCESS_STUDY,
+                       *(f"arms.{arm}.build.context={source}" for arm in ("invariant", "variant")),
                        env={**os.environ, "ORCHESTRATOR_PROCESS_DIR": str(base / "state")})
     assert run.returncode == 0, run.stderr[-3000:]
-    return base / "study"
+    return base / "study", source
 
 
-def _probe_and_compare(study: Path, run_dir: Path, *probe: str) -> str:
+def _probe(study: Path, run_dir: Path, *probe: str) -> subprocess.CompletedProcess[str]:
     shutil.copytree(study, run_dir)
-    result = orchestrator("probe", *SMALL_GEMM, "--local", *probe, "--out", str(run_dir))
-    assert result.returncode == 0, result.stderr[-3000:]
+    return orchestrator("probe", *SMALL_GEMM, *probe, "--out", str(run_dir))
+
+
+def _compare(run_dir: Path) -> str:
     compare = orchestrator("compare", str(run_dir))
     assert compare.returncode == 0, compare.stderr[-3000:]
     return (run_dir / "report.md").read_text()
 
 
-def test_a_process_arm_names_the_ops_measured_batch_variant_under_its_own_code(process_study: Path,
-                                                                                tmp_path: Path) -> None:
-    report = _probe_and_compare(process_study, tmp_path / "run", "--arm", "reference_process")
+@pytest.mark.parametrize("arm", [["--arm", "variant"], ["--arm", "reference_process", "--local"]],
+                         ids=["the study's arm", "the arm file, as a process"])
+def test_a_process_arm_names_the_ops_measured_batch_variant_under_its_own_code(
+        process_study: tuple[Path, Path], tmp_path: Path, arm: list[str]) -> None:
+    probe = _probe(process_study[0], tmp_path / "run", *arm)
+    assert probe.returncode == 0, probe.stderr[-3000:]
+    report = _compare(tmp_path / "run")
     arms = {a["arm"]: a["image_id"] for a in pq.read_table(tmp_path / "run" / "data" / "arms").to_pylist()}
     probes = pq.read_table(tmp_path / "run" / "data" / "probes").to_pylist()
     assert arms["variant"].startswith("process:sha256:")  # the identity the run computed ...
@@ -135,10 +147,30 @@ def test_a_process_arm_names_the_ops_measured_batch_variant_under_its_own_code(p
     assert shown.returncode == 0 and "candidate causes (kernel probes):\n- arm `variant`" in shown.stdout
 
 
-def test_a_probe_of_other_code_is_not_matched_to_a_process_arm(process_study: Path, tmp_path: Path) -> None:
+def test_a_probe_of_other_code_is_not_matched_to_a_process_arm(process_study: tuple[Path, Path],
+                                                                tmp_path: Path) -> None:
     """The same interpreter without the engine's source (`--local` alone): another identity, no candidate."""
-    report = _probe_and_compare(process_study, tmp_path / "run")
+    probe = _probe(process_study[0], tmp_path / "run", "--local")
+    assert probe.returncode == 0, probe.stderr[-3000:]
+    report = _compare(tmp_path / "run")
     arms = {a["image_id"] for a in pq.read_table(tmp_path / "run" / "data" / "arms").to_pylist()}
     probes = {r["image_id"] for r in pq.read_table(tmp_path / "run" / "data" / "probes").to_pylist()}
     assert len(probes) == 1 and probes.isdisjoint(arms) and next(iter(probes)).startswith("process:sha256:")
     assert "Candidate causes" not in report
+
+
+def test_a_study_arm_whose_code_changed_since_is_not_probed(process_study: tuple[Path, Path], tmp_path: Path) -> None:
+    """Its source edited after the study: the probe would measure other code; it says so (exit 4), records
+    nothing."""
+    study, source = process_study
+    engine = source / "__init__.py"
+    original = engine.read_text()
+    try:
+        engine.write_text(original + "\n# edited after the study\n")
+        probe = _probe(study, tmp_path / "run", "--arm", "variant")
+    finally:
+        engine.write_text(original)
+    assert probe.returncode == 4, probe.stderr[-3000:]
+    assert "arm 'variant' of the study ran process:sha256:" in probe.stderr and "would measure other code" \
+        in probe.stderr and probe.stderr.count("\n") == 1
+    assert not list((tmp_path / "run" / "data" / "probes").glob("*.parquet"))

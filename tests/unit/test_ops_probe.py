@@ -16,7 +16,7 @@ from orchestrator import probes
 from orchestrator.analysis.attribution import attribute
 from orchestrator.analysis.probes import gate_failures, verdicts
 from orchestrator.analysis.results import ArmSummary, Cell, Comparison, ScheduleCheck
-from orchestrator.config.probe import load_probe_config
+from orchestrator.config.probe import RecordedArm, load_probe_config
 from orchestrator.errors import ConfigError, ExitStatus
 from orchestrator.report.probes import render_attribution, render_markdown
 from orchestrator.run import kernel_probes
@@ -185,3 +185,13 @@ def test_attribution_matches_on_identity_so_a_process_arm_names_candidates_and_o
     assert attribute(comparison, [other], rows) == []  # another process arm's code, same ref
     docker = [{**r, "image": "img:1", "image_id": "sha256:y"} for r in rows]
     assert attribute(comparison, [ArmSummary("variant", "completed", "img:1", "sha256:x", None)], docker) == []
+
+
+def test_a_study_arm_that_ran_in_an_image_is_not_probed_as_a_process() -> None:
+    """`--local` would run this interpreter, not the image the study ran: bad input, before anything runs."""
+    recorded = RecordedArm("variant", json.dumps({"image": "img:1"}), "sha256:abc")
+    config = load_probe_config("cpu_small", [], recorded)
+    assert config.of_arm is not None and not config.of_arm.process and config.image == "img:1"
+    with pytest.raises(ConfigError, match=re.escape("arm 'variant' of the study ran in image img:1 (sha256:abc): "
+                                                    "probe it there, without --local")):
+        kernel_probes.where(config, None, local=True)  # type: ignore[arg-type]  # refused before any runtime
