@@ -113,6 +113,8 @@ def responses(sources: RunPaths | list[RunPaths], texts: bool = True, batch_rows
 
 def _measured(batch: pa.RecordBatch) -> pa.Array:
     """Rows of role `measured`; a record without roles (schema 1) marks only its cold rows."""
+    if not batch.column("role").null_count:  # every row has a role: one kernel, not five
+        return pc.equal(batch.column("role"), "measured")
     return pc.if_else(pc.is_null(batch.column("role")), pc.invert(pc.fill_null(batch.column("cold"), False)),
                       pc.equal(batch.column("role"), "measured"))
 
@@ -124,14 +126,15 @@ def iter_cells(sources: RunPaths | list[RunPaths], batch_rows: int = 4096, cold:
     buffer: list[pa.Table] = []
     done: set[tuple[str, str, str]] = set()
     for batch in responses(sources, texts, batch_rows):
-        measured = _measured(batch)
-        if not pc.all(measured).as_py():  # else no copy: filter copies every column, the lists too
-            if cold is not None:
-                cold.append(pa.Table.from_batches([batch.filter(pc.fill_null(batch.column("cold"), False))]))
-            batch = batch.filter(measured)
-        bounds = _runs(batch)
+        measured = _measured(batch).to_numpy(zero_copy_only=False)
+        if cold is not None and not measured.all():
+            at = np.flatnonzero(pc.fill_null(batch.column("cold"), False).to_numpy(zero_copy_only=False))
+            cold.append(pa.Table.from_batches([batch.take(at)]))
+        bounds = _runs(batch, measured)  # measured rows are sliced out, not filtered: a filter copies the lists
         keys = list(zip(*(batch.column(k).take(bounds[:-1]).to_pylist() for k in KEY), strict=True))
         for key, start, stop in zip(keys, bounds[:-1].tolist(), bounds[1:].tolist(), strict=True):
+            if not measured[start]:
+                continue
             if key != current:
                 if current is not None:
                     yield current, pa.concat_tables(buffer)
@@ -145,13 +148,13 @@ def iter_cells(sources: RunPaths | list[RunPaths], batch_rows: int = 4096, cold:
         yield current, pa.concat_tables(buffer)
 
 
-def _runs(batch: pa.RecordBatch) -> np.ndarray:
-    """The rows where each run of one key starts, then the batch's length. Found by arrow compute so that
-    only the keys of each run's first row become Python objects, not every row's."""
+def _runs(batch: pa.RecordBatch, measured: np.ndarray) -> np.ndarray:
+    """The rows where each run of one key, measured or not, starts, then the batch's length. Found by arrow
+    compute so that only the keys of each run's first row become Python objects, not every row's."""
     rows = batch.num_rows
-    if not rows:  # e.g. a part that holds only an arm's cold request, once it is filtered out
+    if not rows:
         return np.zeros(1, dtype=np.int64)
-    changed = np.zeros(rows - 1, dtype=bool)
+    changed = measured[1:] != measured[:-1]
     for name in KEY:
         column = batch.column(name)
         a, b = column.slice(1), column.slice(0, rows - 1)

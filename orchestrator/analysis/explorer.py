@@ -236,7 +236,7 @@ def _ids(key: tuple[str, str, str], batch_ids: list[int], repeats: list[int]) ->
 def _batch_sizes(kind: str, batch_ids: pa.ChunkedArray) -> tuple[np.ndarray, np.ndarray]:
     """The batch ids sent (ascending; a null id reads as 0) and the requests sent in each; a sequential request is
     a batch of one."""
-    ids, counts = _distinct(pc.fill_null(batch_ids, 0).to_numpy())
+    ids, counts = _distinct((pc.fill_null(batch_ids, 0) if batch_ids.null_count else batch_ids).to_numpy())
     return ids, counts if kind == "concurrent" else np.ones(len(ids), np.int64)
 
 
