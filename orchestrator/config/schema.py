@@ -15,6 +15,7 @@ from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING, OmegaConf
 
 from orchestrator.config.locations import INHERIT_ENV
+from orchestrator.engines import DEFAULT_ENGINE
 
 
 class PhaseKind(str, Enum):
@@ -84,9 +85,9 @@ class ArmConfig:
     """One serving configuration = one container."""
 
     description: str = ""
-    # The engine it serves (orchestrator/engines/: vllm, reference, transformers_serve; openai: a server of your
-    # own, nothing assumed): how engine_args become flags, what requests carry, which log lines and metrics are read.
-    engine: str = "vllm"
+    # The engine it serves, a profile in orchestrator/engines/ (`openai`: a server of your own, nothing assumed):
+    # its endpoints, how engine_args become flags, what requests carry, how answers, log lines and metrics are read.
+    engine: str = DEFAULT_ENGINE
     image: str = MISSING  # tag or id; pinned to its digest at run time
     build: BuildConfig = field(default_factory=BuildConfig)
     command: list[str] = field(default_factory=list)  # before engine_args; [] = image entrypoint only
@@ -95,8 +96,8 @@ class ArmConfig:
     engine_args: dict[str, Any] = field(default_factory=dict)
     env: dict[str, str] = field(default_factory=dict)
     secret_env: list[str] = field(default_factory=list)  # names copied from the host env, never stored
-    # The request's `model` field; null: none sent, for a server pinned to the one model it loaded
-    # (transformers serve's FORCE_MODEL, whose id is its path on that host).
+    # The request's `model` field; null: none sent. An engine whose profile takes no model field (a server
+    # pinned to the one model it loaded) is sent none whatever this says.
     served_model_name: str | None = "reference"
     # The arm's own interpreter (the environment probe and shipped knob listings run with it): python3 in
     # an image; a process arm names its venv's python, not the orchestrator's.
@@ -106,8 +107,10 @@ class ArmConfig:
     # return_token_ids, return_tokens_as_token_ids); a null drops one.
     request_extra: dict[str, Any] = field(default_factory=dict)
     port: int = 8000  # the server's port inside the container
-    health_path: str = "/health"
-    metrics_path: str | None = "/metrics"  # Prometheus text; read during concurrent batches, null: none
+    # The engine profile's paths unless set here (null: the profile's): readiness = HTTP 200 on the health
+    # path; Prometheus text on the metrics path, read during concurrent batches ("": none read).
+    health_path: str | None = None
+    metrics_path: str | None = None
     startup_timeout_s: float = 300.0
     gpus: str | None = None  # null: none; "all"; or device ids "0,1"
     # This many GPUs, picked by the orchestrator among the free ones of the host it places the arm on

@@ -1,5 +1,7 @@
 """Engine profiles: everything the orchestrator knows about one serving engine (profile.py says what),
-one module per engine. The rest of the code asks `profile_for(arm.engine)`.
+one module per engine: its surface (endpoints, port and host flags, whether requests name the model, the
+dialect of its answers, dialect.py, and its capabilities), its flags and the neutral settings they are.
+The rest of the code asks `profile_for(arm.engine)` and names no engine (tests/contract/test_engine_profiles.py).
 
 Adding an engine is one module here with a `PROFILE`, one line in `ENGINES` below, and its arm templates
 in conf/arm/ (`engine: NAME`). May import: nothing of the orchestrator. The standard library only;
@@ -9,7 +11,8 @@ never Docker, subprocess, Hydra or the config.
 from __future__ import annotations
 
 from orchestrator.engines import openai, reference, transformers_serve, vllm
-from orchestrator.engines.profile import EngineProfile
+from orchestrator.engines.dialect import Dialect, ParsedCompletion
+from orchestrator.engines.profile import SETTINGS, Capabilities, Endpoints, EngineProfile
 
 ENGINES: dict[str, EngineProfile] = {profile.name: profile for profile in (
     vllm.PROFILE, reference.PROFILE, transformers_serve.PROFILE, openai.PROFILE)}
@@ -21,4 +24,5 @@ def profile_for(name: str | None) -> EngineProfile:
     return ENGINES[name or DEFAULT_ENGINE]
 
 
-__all__ = ["DEFAULT_ENGINE", "ENGINES", "EngineProfile", "profile_for"]
+__all__ = ["DEFAULT_ENGINE", "ENGINES", "SETTINGS", "Capabilities", "Dialect", "Endpoints", "EngineProfile",
+           "ParsedCompletion", "profile_for"]

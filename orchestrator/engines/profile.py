@@ -1,8 +1,10 @@
-"""What the orchestrator knows about one engine, in one place: how `engine_args` become its flags (and
-which flag names mean the same), how it lists the knobs it knows, which of its flags and env vars name a
-cache, what every request to it carries, the facts its log states, the metric that counts its running
-requests, the flags that bound how many requests it runs at once and how many logprobs it returns, and
-which module or program of a command is the engine's own.
+"""What the orchestrator knows about one engine, in one place: its surface (the HTTP paths it serves, its
+port and host flags, whether requests name the model, the dialect of its answers, what it lets be
+observed), how `engine_args` become its flags (and which flag names mean the same), the neutral names of
+the settings compared across engines and the flag each is, how it lists the knobs it knows, which of its
+flags and env vars name a cache, what every request to it carries, the facts its log states, the metric
+that counts its running requests, the flag that bounds how many logprobs it returns, and which module or
+program of a command is the engine's own.
 
 A profile is data plus the renderings every engine shares; an engine whose flags render otherwise
 overrides `argv`. Nothing here starts, execs or reads a server.
@@ -10,17 +12,71 @@ overrides `argv`. Nothing here starts, execs or reads a server.
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 from typing import Any
 
+from orchestrator.engines.dialect import Dialect, ParsedCompletion
+
+# The settings the guard and the report compare across engines, by neutral name; each profile maps the ones
+# it has to its own flag (`settings`), as a launcher maps neutral resources to each scheduler's options.
+SETTINGS = (
+    "max_batch",  # requests run at once
+    "attention_backend",
+    "continuous_batching",  # the switch, where the engine has one (vLLM always batches continuously)
+    "prefix_cache",
+    "graphs",  # the switch of CUDA graph capture, either polarity (vLLM's enforce-eager turns it off)
+    "compile",  # the compilation switch or config
+    "quantization",
+    "tensor_parallel", "pipeline_parallel", "data_parallel",
+)
+
+
+@dataclass(frozen=True)
+class Endpoints:
+    """The paths the engine serves; None: it serves none (nothing is asked there)."""
+
+    health: str = "/health"  # HTTP 200 once ready (every engine has one: readiness is waited on)
+    completions: str | None = "/v1/completions"
+    chat: str | None = "/v1/chat/completions"
+    models: str | None = "/v1/models"
+    tokenize: str | None = None  # POST {prompt} -> {tokens: [ids]} (protocol.request.prompt_as=token_ids)
+    version: str | None = None  # GET -> JSON naming its version
+    metrics: str | None = None  # Prometheus text, read during concurrent batches
+
+    def overridden(self, health: str | None, metrics: str | None) -> Endpoints:
+        """With the arm's own `health_path` and `metrics_path` where it sets them (None: the profile's; a
+        metrics path of "": none is read)."""
+        return dataclasses.replace(self, health=health or self.health,
+                                   metrics=self.metrics if metrics is None else metrics or None)
+
+
+@dataclass(frozen=True)
+class Capabilities:
+    """What its answers and endpoints let be observed; the report says "not observable" for the rest."""
+
+    logprobs: bool = False  # per-token logprobs and the top-k
+    token_ids: bool = False  # the generated token ids (else cells are signed on their text)
+    tokenize: bool = False  # the server's own token ids of a prompt
+    metrics: bool = False  # running requests, sampled on its metrics endpoint
+    trace: bool = False  # its own per-request trace in each answer: exact co-residency
+
 
 @dataclass(frozen=True)
 class EngineProfile:
     name: str  # what an arm's `engine:` says
     description: str
+    endpoints: Endpoints = Endpoints()
+    port_flag: str | None = "port"  # the flag that sets its port and host (None: it has none)
+    host_flag: str | None = "host"
+    names_model: bool = True  # requests carry `model`; False: the server answers with the one it loaded
+    dialect: Dialect = field(default_factory=Dialect)
+    capabilities: Capabilities = Capabilities()
+    # Neutral setting (SETTINGS) -> the engine's flag; a setting the engine has no flag for is absent.
+    settings: Mapping[str, str] = field(default_factory=dict)
     # Canonical flag name -> other spellings the engine accepts for it ({tensor-parallel-size: [tp]}).
     flag_aliases: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     # The listing shipped in orchestrator/probes/ that prints the flags and env names the engine knows
@@ -35,8 +91,7 @@ class EngineProfile:
     request_extra: Mapping[str, Any] = field(default_factory=dict)
     # Fact name -> regex whose group 1 is the value, matched against the startup log (first match wins).
     log_patterns: Mapping[str, str] = field(default_factory=dict)
-    running_metric: str | None = None  # Prometheus gauge of running requests on its /metrics; None: none
-    capacity_flag: str | None = None  # requests run at once (vLLM's max-num-seqs); None: not bounded by a flag
+    running_metric: str | None = None  # Prometheus gauge of running requests on its metrics endpoint; None: none
     max_logprobs_flag: str | None = None  # the most logprobs a request may ask for
     default_max_logprobs: int | None = None  # when the arm does not set that flag
     # Distributions whose versions are the engine's own (the matrix key's engine part; guard/fingerprint.py).
@@ -95,10 +150,23 @@ class EngineProfile:
                     return engine_args[spelled]
         return None
 
+    def setting(self, engine_args: Mapping[str, Any], neutral: str) -> Any:
+        """A neutral setting's value as the arm's flags set it; None: not set, or no such flag here."""
+        flag = self.settings.get(neutral)
+        return None if flag is None else self.flag_value(engine_args, flag)
+
     def capacity(self, engine_args: Mapping[str, Any]) -> int | None:
         """Requests the engine runs at once, as the arm's flags set it; None: unknown (its default)."""
-        value = self.flag_value(engine_args, self.capacity_flag) if self.capacity_flag else None
+        value = self.setting(engine_args, "max_batch")
         return int(value) if value is not None else None
+
+    def parse(self, body: bytes) -> ParsedCompletion:
+        """A completion body as this engine answers it (its dialect)."""
+        return self.dialect.parse(body)
+
+    def model_field(self, served_model_name: str | None) -> str | None:
+        """The `model` its requests carry: the arm's served name, or none for a server that takes none."""
+        return served_model_name if self.names_model else None
 
     def max_logprobs(self, engine_args: Mapping[str, Any]) -> tuple[int | None, bool]:
         """(the limit, whether it is the engine's default); (None, True): the engine has no such limit."""

@@ -1,16 +1,35 @@
 """The project's reference engine (arms/reference-engine): it accepts vLLM's flags, prints vLLM's startup
-lines and serves vLLM's metrics, plus its own knobs; it lists them itself (`--list-knobs`)."""
+lines and serves vLLM's endpoints and metrics, plus its own knobs; it lists them itself (`--list-knobs`).
+Each answer carries its `engine_trace`: when the request was complete there and the engine steps it ran in."""
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+from typing import Any
 
 from orchestrator.engines import vllm
+from orchestrator.engines.dialect import ParsedCompletion, int64
+
+
+class TracedDialect(vllm.VllmDialect):
+    def trace(self, doc: dict[str, Any], out: ParsedCompletion) -> None:
+        trace = doc.get("engine_trace")
+        if isinstance(trace, dict):
+            with contextlib.suppress(TypeError):  # informative only: a malformed trace is no trace
+                arrival, first, last = (int64(trace.get(k)) for k in ("arrival_ns", "first_step", "last_step"))
+                out.server_arrival_ns, out.server_steps = arrival, (first, last)
+
 
 PROFILE = dataclasses.replace(
     vllm.PROFILE,
     name="reference",
     description="the project's reference engine (arms/reference-engine), vLLM's flags and lines mimicked",
+    endpoints=dataclasses.replace(vllm.ENDPOINTS, chat=None),  # completions only
+    dialect=TracedDialect(),
+    capabilities=dataclasses.replace(vllm.CAPABILITIES, trace=True),
+    # its flags of vLLM's: no pipeline or data parallelism, no compilation config
+    settings={k: v for k, v in vllm.SETTINGS.items() if k not in ("pipeline_parallel", "data_parallel", "compile")},
     knob_probe=None,  # its templates list knobs with the engine's own --list-knobs
     env_prefixes=("VLLM_", "REFENGINE_"),  # it reads vLLM's names for the mechanisms it models
     cache_args={**vllm.CACHE_ARGS, "autotune-cache-dir": "autotune"},

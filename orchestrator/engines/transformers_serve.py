@@ -14,7 +14,7 @@ import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
-from orchestrator.engines.profile import EngineProfile
+from orchestrator.engines.profile import Capabilities, Endpoints, EngineProfile
 
 # engine_args key rendered as the positional FORCE_MODEL, first (the serve command's one argument).
 MODEL_ARG = "model"
@@ -35,6 +35,11 @@ class TransformersServeProfile(EngineProfile):
 PROFILE = TransformersServeProfile(
     name="transformers_serve",
     description="Hugging Face transformers serve (OpenAI-compatible; continuous batching optional)",
+    endpoints=Endpoints(),  # health, completions, chat, models; no tokenize, version or metrics
+    names_model=False,  # FORCE_MODEL: every request pinned to the model it loaded
+    capabilities=Capabilities(),  # logprobs ignored, no token ids, no metrics, no trace
+    settings={"attention_backend": "attn-implementation", "continuous_batching": "continuous-batching",
+              "graphs": "cb-use-cuda-graph", "compile": "compile", "quantization": "quantization"},
     knob_probe="transformers_knobs",  # the serve command's own click parameters
     env_prefixes=(),  # it documents no env names of its own: none is checked
     log_patterns={

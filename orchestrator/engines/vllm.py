@@ -3,7 +3,8 @@ metrics: docs/vllm.md ("vLLM facts the code relies on")."""
 
 from __future__ import annotations
 
-from orchestrator.engines.profile import EngineProfile
+from orchestrator.engines.dialect import Dialect, int64
+from orchestrator.engines.profile import Capabilities, Endpoints, EngineProfile
 
 # vLLM's startup lines; the reference engine prints the same ones (engines/reference.py shares them).
 LOG_PATTERNS: dict[str, str] = {
@@ -24,6 +25,29 @@ LOG_PATTERNS: dict[str, str] = {
     "speculative": r"speculative_config=(None|\w+\([^)]*\))",  # vLLM's engine config line; None: off
 }
 
+
+
+class VllmDialect(Dialect):
+    """With return_tokens_as_token_ids vLLM names tokens "token_id:<id>": the ids where its answer carries no
+    `token_ids` (a vLLM before 0.10.2)."""
+
+    def token_id(self, token: str) -> int | None:
+        if token.startswith("token_id:") and token[9:].lstrip("-").isdigit():
+            try:
+                return int64(token[9:])
+            except TypeError:
+                return None
+        return None
+
+
+ENDPOINTS = Endpoints(tokenize="/tokenize", version="/version", metrics="/metrics")
+CAPABILITIES = Capabilities(logprobs=True, token_ids=True, tokenize=True, metrics=True)
+SETTINGS: dict[str, str] = {
+    "max_batch": "max-num-seqs", "attention_backend": "attention-backend",
+    "prefix_cache": "enable-prefix-caching", "graphs": "enforce-eager", "compile": "compilation-config",
+    "quantization": "quantization", "tensor_parallel": "tensor-parallel-size",
+    "pipeline_parallel": "pipeline-parallel-size", "data_parallel": "data-parallel-size",
+}
 FLAG_ALIASES = {"tensor-parallel-size": ("tp",), "pipeline-parallel-size": ("pp",), "data-parallel-size": ("dp",),
                 "quantization": ("q",)}
 CACHE_ARGS = {"download-dir": "hugging_face"}
@@ -32,6 +56,10 @@ CACHE_ENV = {"VLLM_FLASHINFER_AUTOTUNE_CACHE_DIR": "autotune", "VLLM_CACHE_ROOT"
 PROFILE = EngineProfile(
     name="vllm",
     description="vLLM's OpenAI-compatible server (vllm serve, vllm.entrypoints.openai.api_server)",
+    endpoints=ENDPOINTS,
+    dialect=VllmDialect(),
+    capabilities=CAPABILITIES,
+    settings=SETTINGS,
     flag_aliases=FLAG_ALIASES,
     knob_probe="vllm_knobs",
     env_prefixes=("VLLM_",),
@@ -43,7 +71,6 @@ PROFILE = EngineProfile(
     request_extra={"return_token_ids": True, "return_tokens_as_token_ids": True},
     log_patterns=LOG_PATTERNS,
     running_metric="vllm:num_requests_running",
-    capacity_flag="max-num-seqs",
     max_logprobs_flag="max-logprobs",
     default_max_logprobs=20,
     packages=("vllm",),

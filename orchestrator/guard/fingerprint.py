@@ -56,12 +56,13 @@ def matrix_key(image_id: str | None, fingerprint: dict[str, Any]) -> str:
 
 
 def arm_cell(engine_args: dict[str, Any], gpus: str | None, engine: str | None = None) -> dict[str, Any]:
-    """Quantization and topology as the arm's flags state them, aliases included (None: the engine's default)."""
-    flag = profile_for(engine).flag_value
-    return {"engine": engine, "quantization": flag(engine_args, "quantization"),
-            "topology": {"tensor_parallel": flag(engine_args, "tensor-parallel-size"),
-                         "pipeline_parallel": flag(engine_args, "pipeline-parallel-size"),
-                         "data_parallel": flag(engine_args, "data-parallel-size"), "gpus": gpus}}
+    """Quantization and topology, the neutral settings the engine's profile maps to its flags, as the arm's
+    flags state them, aliases included (None: the engine's default, or no such flag)."""
+    setting = profile_for(engine).setting
+    return {"engine": engine, "quantization": setting(engine_args, "quantization"),
+            "topology": {"tensor_parallel": setting(engine_args, "tensor_parallel"),
+                         "pipeline_parallel": setting(engine_args, "pipeline_parallel"),
+                         "data_parallel": setting(engine_args, "data_parallel"), "gpus": gpus}}
 
 
 def probe_result(result: ExecResult, where: str) -> dict[str, Any]:

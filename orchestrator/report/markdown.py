@@ -179,8 +179,8 @@ def details(report: StudyReport) -> list[str]:
         out += [f"Top-logprob entries per position varied in {len(collapsed)} cell(s) ("
                 + ", ".join(f"{c.label}: {c.top_entries_min}-{c.top_entries_max}" for c in collapsed[:6])
                 + "): the server keys them by decoded string, and tokens that decode alike collapse into one "
-                "entry, so these signatures can hide or invent differences. Ask for token-id keys (vLLM: "
-                "`request_extra: {return_tokens_as_token_ids: true}` on the arm).", ""]
+                "entry, so these signatures can hide or invent differences. Ask for token-id keys where the "
+                "arm's engine offers them (its `request_extra`; each engine's page in docs/ names the field).", ""]
     positional = [c for c in result.cells if c.max_prompt_spread is not None]
     if positional:
         out += ["## Prompt positions (prompt_logprobs)", ""]

@@ -23,7 +23,7 @@ from orchestrator.analysis.stopping import StopRule
 from orchestrator.config import resolve_prompts
 from orchestrator.config.arms import arm_interpreter, build_spec, container_spec, effective_arm, runtime_for
 from orchestrator.config.schema import ArmConfig, Config, PhaseKind, PromptAs, RuntimeKind
-from orchestrator.engines import profile_for
+from orchestrator.engines import Endpoints, profile_for
 from orchestrator.errors import OrchestratorError
 from orchestrator.guard.fingerprint import arm_cell, log_facts, matrix_key, probe_container
 from orchestrator.interrupts import run_async
@@ -187,7 +187,8 @@ class StudyRunner:
         # The environment probe (versions, GPU, env, inside the arm) runs while the engine loads.
         launch.probing = self._probes.submit(probe_container, runtime, handle, arm.secret_env,
                                              arm_interpreter(arm, process))
-        wait_ready(handle.base_url, arm.health_path, arm.startup_timeout_s,
+        paths = profile_for(arm.engine).endpoints.overridden(arm.health_path, arm.metrics_path)
+        wait_ready(handle.base_url, paths.health, arm.startup_timeout_s,
                    exit_code=lambda: runtime.exit_code(handle),
                    log_tail=lambda: [line.text for line in runtime.logs(handle, tail=50)],
                    transport=runtime.http_transport)
@@ -292,7 +293,7 @@ class StudyRunner:
 
     def _arm_fingerprint(self, launch: _Launch, handle: Handle, probe: dict[str, Any]) -> dict[str, Any]:
         arm, runtime = launch.arm, launch.runtime
-        fingerprint = run_async(self._fingerprint(runtime, handle))
+        fingerprint = run_async(self._fingerprint(runtime, handle, profile_for(arm.engine).endpoints))
         fingerprint["log_facts"] = log_facts((line.text for line in runtime.logs(handle)), arm.engine)
         fingerprint["docker_host"] = arm.docker_host or self.config.runtime.docker_host or "local"
         fingerprint["probe"] = probe  # versions, GPU, env, from inside the arm with its own interpreter
@@ -300,11 +301,15 @@ class StudyRunner:
         fingerprint["cell"] = arm_cell(arm.engine_args, arm.gpus, arm.engine)
         return fingerprint
 
-    async def _fingerprint(self, runtime: Runtime, handle: Handle) -> dict[str, Any]:
+    async def _fingerprint(self, runtime: Runtime, handle: Handle, paths: Endpoints) -> dict[str, Any]:
+        """What the server says of itself where its profile has the endpoint (None where it has not)."""
         facts: dict[str, Any] = {}
         client = CompletionClient(handle.base_url, timeout_s=30, transport=runtime.http_transport)
         try:
-            for key, path in (("version", "/version"), ("models", "/v1/models")):
+            for key, path in (("version", paths.version), ("models", paths.models)):
+                if path is None:
+                    facts[key] = None
+                    continue
                 exchange = await client.request("GET", path)
                 try:
                     facts[key] = json.loads(exchange.body) if exchange.status == 200 else None
@@ -323,11 +328,11 @@ class StudyRunner:
                                   transport=runtime.http_transport)
         try:
             sent: Mapping[str, str | list[int]] = prompts
-            if proto.request.prompt_as is PromptAs.token_ids:
-                sent = await protocol.token_ids(client, arm.served_model_name, prompts)
             engine = profile_for(arm.engine)
-            groups = list(protocol.plan(proto, arm.served_model_name, sent, arm.endpoint,
-                                        engine.extra(arm.request_extra)))
+            model = engine.model_field(arm.served_model_name)
+            if proto.request.prompt_as is PromptAs.token_ids:
+                sent = await protocol.token_ids(client, model, prompts, engine)
+            groups = list(protocol.plan(proto, model, sent, arm.endpoint, engine.extra(arm.request_extra), engine))
             if self.resume is not None:
                 groups = protocol.resent(groups, self.resume.groups[name], name, self.resume.attempt)
             self.progress.arm(name, dict(Counter(request.phase for group in groups for request in group)))
@@ -335,7 +340,8 @@ class StudyRunner:
             if stop is not None and self.resume is not None:
                 stop.observe(self.resume.recorded.get(name, []))
             with _writer(self.paths, "responses", name, on_row=self.progress.row) as writer:
-                sender = ProtocolSender(ctx, prompts, writer, arm.metrics_path, arm.health_path,
+                paths = engine.endpoints.overridden(arm.health_path, arm.metrics_path)
+                sender = ProtocolSender(ctx, prompts, writer, paths.metrics, paths.health,
                                         lambda: runtime.exit_code(handle),
                                         lambda text: self.say(f"[{name}] {text}"), engine,
                                         lambda group: self._before_group(name, group), stop,

@@ -20,8 +20,8 @@ from typing import Any
 
 from orchestrator.analysis.stats import repeats_for_bound
 from orchestrator.config.schema import Endpoint, PhaseConfig, PhaseKind, ProtocolConfig
-from orchestrator.engines import profile_for
-from orchestrator.errors import EngineFailure
+from orchestrator.engines import EngineProfile, profile_for
+from orchestrator.errors import ConfigError, EngineFailure
 from orchestrator.run.client import CompletionClient, Exchange, json_bytes
 
 COLD, WARMUP, MEASURED = "cold", "warmup", "measured"
@@ -53,9 +53,6 @@ class Request:
     @property
     def cold(self) -> bool:
         return self.role == COLD
-
-
-PATHS = {Endpoint.completions: "/v1/completions", Endpoint.chat: "/v1/chat/completions"}
 
 
 def request_body(protocol: ProtocolConfig, model: str | None, prompt: str | list[int],
@@ -101,10 +98,12 @@ def cell_requests(phase: PhaseConfig) -> int:
 
 
 def plan(protocol: ProtocolConfig, model: str | None, prompts: Mapping[str, str | list[int]],
-         endpoint: Endpoint | None = None, arm_extra: dict[str, Any] | None = None) -> Iterator[list[Request]]:
+         endpoint: Endpoint | None = None, arm_extra: dict[str, Any] | None = None,
+         engine: EngineProfile | None = None) -> Iterator[list[Request]]:
     """Groups of requests in sending order: a group of one is sent alone, a larger group together. A prompt
-    is text, or the token ids its arm's server made of it (`prompt_as: token_ids`)."""
-    path = PATHS[endpoint or protocol.endpoint]
+    is text, or the token ids its arm's server made of it (`prompt_as: token_ids`). The paths are those of
+    the arm's engine profile (`engine`; None: the default engine's)."""
+    path = request_path(engine or profile_for(None), endpoint or protocol.endpoint)
     bodies = {prompt_id: request_body(protocol, model, text, endpoint, arm_extra)
               for prompt_id, text in prompts.items()}
     if not bodies or not protocol.phases:
@@ -187,18 +186,35 @@ def server_view(rows: list[dict[str, Any]]) -> tuple[int | None, int | None]:
     return spread, together
 
 
-async def token_ids(client: CompletionClient, model: str | None, prompts: Mapping[str, str]) -> dict[str, list[int]]:
-    """Each prompt as the arm's server tokenizes it (POST /tokenize, as vLLM serves it)."""
+def request_path(engine: EngineProfile, endpoint: Endpoint) -> str:
+    """The path the engine serves `endpoint` at; a ConfigError where it serves none."""
+    path = engine.endpoints.chat if endpoint is Endpoint.chat else engine.endpoints.completions
+    if path is None:
+        other = Endpoint.completions if endpoint is Endpoint.chat else Endpoint.chat
+        raise ConfigError(f"engine {engine.name} serves no {endpoint.value} endpoint; set the arm's "
+                          f"endpoint={other.value}, or protocol.endpoint={other.value}")
+    return path
+
+
+async def token_ids(client: CompletionClient, model: str | None, prompts: Mapping[str, str],
+                    engine: EngineProfile | None = None) -> dict[str, list[int]]:
+    """Each prompt as the arm's server tokenizes it (the tokenize endpoint of its engine profile: POST
+    {prompt} -> {tokens}; None: the default engine's)."""
+    engine = engine or profile_for(None)
+    path = engine.endpoints.tokenize
+    if path is None:
+        raise ConfigError(f"prompt_as token_ids: engine {engine.name} serves no tokenize endpoint; set "
+                          "protocol.request.prompt_as=text")
     out = {}
     for prompt_id, text in prompts.items():
         body = {"prompt": text} if model is None else {"model": model, "prompt": text}
-        exchange = await client.request("POST", "/tokenize", body)
+        exchange = await client.request("POST", path, body)
         try:
             tokens = json.loads(exchange.body)["tokens"] if exchange.status == 200 else None
         except (ValueError, KeyError, TypeError):
             tokens = None
         if not isinstance(tokens, list) or not tokens or not all(isinstance(t, int) for t in tokens):
-            raise EngineFailure(f"prompt_as token_ids: the server's /tokenize gave no token ids for prompt "
+            raise EngineFailure(f"prompt_as token_ids: the server's {path} gave no token ids for prompt "
                                 f"{prompt_id} (HTTP {exchange.status}: {exchange.body[:200]!r}); set "
                                 "protocol.request.prompt_as=text for an engine without /tokenize")
         out[prompt_id] = tokens
@@ -216,7 +232,7 @@ def prompt_token_check(body: dict[str, Any], prompt_tokens: int | None) -> str |
 async def send_group(client: CompletionClient, group: list[Request], metrics_path: str | None = "/metrics",
                      warm_path: str = "/health", poll_s: float = 0.005,
                      running_requests: Callable[[str], int | None] | None = None) -> GroupResult:
-    """`running_requests`: the arm's engine profile's reading of its /metrics (default: vLLM's)."""
+    """`running_requests`: the arm's engine profile's reading of its metrics (default: the default engine's)."""
     running_requests = running_requests or profile_for(None).running_requests
     if len(group) == 1:
         return GroupResult([await client.complete(group[0].body, group[0].path)], None, None)

@@ -33,9 +33,11 @@ class RunContext:
     attempt: int = 0  # `run --resume`: 1 for the first re-send, and so on
 
 
-def response_row(ctx: RunContext, request: protocol.Request, exchange: Exchange, prompt: str) -> dict[str, Any]:
-    """One `responses` row: what was sent, exactly what came back, what it parsed to, its signatures."""
-    parsed = parse_completion(exchange.body) if exchange.status is not None else None
+def response_row(ctx: RunContext, request: protocol.Request, exchange: Exchange, prompt: str,
+                 engine: EngineProfile | None = None) -> dict[str, Any]:
+    """One `responses` row: what was sent, exactly what came back, what it parsed to (in the dialect of the
+    arm's engine profile, `engine`), its signatures."""
+    parsed = parse_completion(exchange.body, engine) if exchange.status is not None else None
     mismatch = protocol.prompt_token_check(request.body, parsed.prompt_tokens) if parsed else None
     errors = [e for e in (exchange.error, parsed.error if parsed else None, mismatch) if e]
     top = parsed.top_logprobs if parsed else None
@@ -111,7 +113,7 @@ class ProtocolSender:
                 self._not_sent([group], "interrupted: sent, but the answer was not received before the stop",
                                INTERRUPTED)
                 raise
-            rows = [response_row(self.ctx, request, exchange, self.prompts[request.prompt_id])
+            rows = [response_row(self.ctx, request, exchange, self.prompts[request.prompt_id], self.engine)
                     for request, exchange in zip(group, result.exchanges, strict=True)]
             self.traced = self.traced or any(row["server_first_step"] is not None for row in rows)
             if len(group) > 1:

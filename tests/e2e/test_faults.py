@@ -24,7 +24,7 @@ SMALL = ["~arms.wide_batch", "~prompts.prompts.count", "protocol.phases.sequenti
 PER_PROMPT = 5  # 2 sequential + a batch of 3
 REQUESTS = 1 + PER_PROMPT  # one arm, one prompt: the cold request first
 FAULTY = ["runtime=process", "arm@arms.baseline=reference_process", "arms.baseline.build.context=tests/faults",
-          "arms.baseline.knobs.entrypoint=null", "arms.baseline.knobs.command=null", "arms.baseline.metrics_path=null",
+          "arms.baseline.knobs.entrypoint=null", "arms.baseline.knobs.command=null", "arms.baseline.metrics_path=''",
           *SMALL]
 
 
@@ -72,7 +72,7 @@ def test_a_container_oom_killed_under_its_memory_limit_fails_its_arm(tmp_path: P
         "arms.baseline.build.context=null", "arms.baseline.memory=64m",
         "arms.baseline.command=[python3,/faults/server.py,--host,0.0.0.0,--mode,oom,--hold-mb,512]",
         f"arms.baseline.volumes=[{{host: {ROOT / 'tests' / 'faults'}, container: /faults}}]",
-        "arms.baseline.knobs.command=null", "arms.baseline.metrics_path=null")
+        "arms.baseline.knobs.command=null", "arms.baseline.metrics_path=''")
     assert result.returncode == 4, result.stderr[-2000:]
     arms = pq.read_table(tmp_path / "data" / "arms").to_pylist()
     assert arms[0]["status"] == "failed" and arms[0]["exit_code"] == 137
