@@ -40,7 +40,7 @@ from orchestrator.analysis.stats import (
     proportional,
     stopped_lower_bound,
 )
-from orchestrator.engines import profile_for
+from orchestrator.engines import EngineProfile, profile_for
 from orchestrator.errors import RecordError
 from orchestrator.record.paths import RunPaths
 from orchestrator.record.tables import iter_batches, read_table
@@ -269,9 +269,9 @@ def _positions(cell: Cell, warm: pa.Table, reference: int, ref: _Reference, near
 
 
 def _floats(values: np.ndarray) -> list[float | None]:
+    floats: list[float | None] = values.tolist()
     if np.isnan(values).any():
-        return [None if math.isnan(v) else float(v) for v in values.tolist()]
-    floats: list[float | None] = values.tolist()  # Python floats already: no NaN to replace
+        return [None if math.isnan(v) else v for v in floats]  # type: ignore[arg-type]
     return floats
 
 
@@ -355,15 +355,20 @@ def _pooled(cells: list[Cell]) -> list[PooledBound]:
     return out
 
 
-def capacities(sources: RunPaths | list[RunPaths]) -> dict[str, int | None]:
-    """Each arm's capacity (vLLM's max-num-seqs) as its engine profile reads the config the arms table recorded
-    (None: not set, the engine's default; a record from before `engine:` is vLLM's)."""
-    out: dict[str, int | None] = {}
+def arm_engines(sources: RunPaths | list[RunPaths]) -> dict[str, tuple[EngineProfile, dict[str, Any]]]:
+    """Each arm's engine profile and engine_args, from the config the arms table recorded (a record from
+    before `engine:` is the default engine's)."""
+    out = {}
     for paths, label in _labelled(sources):
         for row in read_table(paths, "arms", columns=["arm", "config_json"]).to_pylist():
             arm = json.loads(row["config_json"] or "{}")
-            out[label + row["arm"]] = profile_for(arm.get("engine")).capacity(arm.get("engine_args") or {})
+            out[label + row["arm"]] = (profile_for(arm.get("engine")), arm.get("engine_args") or {})
     return out
+
+
+def capacities(sources: RunPaths | list[RunPaths]) -> dict[str, int | None]:
+    """Each arm's capacity, its profile's max batch setting as the arm set it (None: not set, its default)."""
+    return {arm: profile.capacity(engine_args) for arm, (profile, engine_args) in arm_engines(sources).items()}
 
 
 def arms_summary(sources: RunPaths | list[RunPaths]) -> list[ArmSummary]:

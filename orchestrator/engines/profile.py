@@ -160,6 +160,13 @@ class EngineProfile:
         value = self.setting(engine_args, "max_batch")
         return int(value) if value is not None else None
 
+    def unobserved(self) -> str:
+        """Why a batch's co-residency went unseen on this engine, for the report's "not observable" lines:
+        what it lacks, or, where it has it, what gave nothing."""
+        can = self.capabilities
+        return ", ".join(("no running-requests count from its metrics" if can.metrics else "no /metrics",
+                          "no trace in its answers" if can.trace else "no trace"))
+
     def parse(self, body: bytes) -> ParsedCompletion:
         """A completion body as this engine answers it (its dialect)."""
         return self.dialect.parse(body)

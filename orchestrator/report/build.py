@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from orchestrator.analysis.attribution import attribute
-from orchestrator.analysis.compare import NEAR_TIE_GAP, arms_summary, compare
+from orchestrator.analysis.compare import NEAR_TIE_GAP, arm_engines, arms_summary, compare
 from orchestrator.analysis.explorer import MAX_BRANCHES
 from orchestrator.analysis.failures import ArmFailure, arm_failures
 from orchestrator.analysis.results import Comparison, WaveTime
@@ -43,15 +43,17 @@ def build(paths: RunPaths, study: str, run_id: str, baseline: str | None,
         if len(records) == 1 else []
     arms = arms_summary(records)
     probes = read_table(paths, "probes").to_pylist()  # recorded in this run dir (orchestrator probe --out RUN_DIR)
+    why = {arm: profile.unobserved() for arm, (profile, _) in arm_engines(records).items()}
     report = StudyReport(study=study, run_id=run_id, baseline=baseline, arms=arms,
                          comparison=comparison, guard=read_guard(paths), sweep=sweep or None, failures=failed,
                          probes=probes, attribution=attribute(comparison, arms, probes),
                          headline=[*missing, *sentences(comparison, [f.arm for f in failed  # interrupted: in missing
-                                                                     if f.status != "interrupted"], near_tie_gap),
+                                                                     if f.status != "interrupted"], near_tie_gap,
+                                             why),
                                    *headline.sample_size(comparison, sample_size)],
                          summary=headline.summary(comparison),
                          gate=gate_verdict(comparison, gate), environment=environment(records, paths, host),
-                         timings_s=timings_s or {}, waves=wave_times(records), incomplete=missing)
+                         timings_s=timings_s or {}, waves=wave_times(records), incomplete=missing, unobserved=why)
     atomic_write_text(paths.report_json, json.dumps(report.to_json(), indent=2, sort_keys=True, allow_nan=False)
                       + "\n")
     atomic_write_text(paths.report_md, markdown(report))

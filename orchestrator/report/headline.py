@@ -6,13 +6,15 @@ and the bound on the divergence rate that this sample supports."""
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from orchestrator.analysis.gate import failures as gate_failures
-from orchestrator.analysis.results import Cell, Comparison, Divergence
+from orchestrator.analysis.results import BatchCheck, Cell, Comparison, Divergence
 from orchestrator.analysis.stats import ALPHA
 from orchestrator.config.noise_floor import copy_name
+from orchestrator.engines import profile_for
 
 GATE_KEYS = ("max_divergence_rate", "expect_pairs", "expect_schedules")
 
@@ -55,14 +57,22 @@ def divergence(cell: Cell, near_tie_gap: float) -> str:
     return text
 
 
-def phase_clause(phase: str, cells: list[Cell], near_tie_gap: float) -> str:
+def unobserved(cells: Sequence[Cell | BatchCheck], why: Mapping[str, str] | None) -> str:
+    """Why co-residency went unseen, as the engine profiles of the cells' arms say (`why`: per arm, the
+    profile's `unobserved()`; an arm not in it, the default engine's, as for a record from before `engine:`)."""
+    why = why or {}
+    return "; ".join(sorted({why.get(c.arm) or profile_for(None).unobserved() for c in cells}))
+
+
+def phase_clause(phase: str, cells: list[Cell], near_tie_gap: float, why: Mapping[str, str] | None = None) -> str:
     """`sequential: 1 distinct in 30 (<= 9.5 % at 95 %)` over the phase's prompts."""
     head = phase
     batched = [c for c in cells if c.batch_size is not None]
     if batched:
         size = min(c.batch_size or 0 for c in batched)
         seen = [c.min_running_observed for c in batched if c.min_running_observed is not None]
-        together = f"co-resident {min(seen)}" if seen else "co-residency not observable (no /metrics, no trace)"
+        together = f"co-resident {min(seen)}" if seen else \
+            f"co-residency not observable ({unobserved(batched, why)})"
         if seen and not all(c.co_resident for c in batched):
             out = sum(c.batches_kept_out or 0 for c in batched)
             total = sum(c.batches or 0 for c in batched)
@@ -166,15 +176,16 @@ def _differ(rows: list[Divergence], what: str) -> str:
     return text + (f", {len(rows) - len(comparable)} not comparable" if len(comparable) < len(rows) else "")
 
 
-def sentences(comparison: Comparison, failed_arms: list[str], near_tie_gap: float) -> list[str]:
-    """One sentence per question, in the order a reader asks them."""
+def sentences(comparison: Comparison, failed_arms: list[str], near_tie_gap: float,
+              why: Mapping[str, str] | None = None) -> list[str]:
+    """One sentence per question, in the order a reader asks them (`why`: see `unobserved`)."""
     out = [f"Measurement FAILED for arm(s) {', '.join(failed_arms)}: their numbers below are incomplete."] \
         if failed_arms else []
     by_arm: dict[str, dict[str, list[Cell]]] = {}
     for cell in comparison.cells:
         by_arm.setdefault(cell.arm, {}).setdefault(cell.phase, []).append(cell)
     for arm, phases in by_arm.items():
-        clauses = [phase_clause(phase, cells, near_tie_gap) for phase, cells in phases.items()]
+        clauses = [phase_clause(phase, cells, near_tie_gap, why) for phase, cells in phases.items()]
         schedules: dict[tuple[str, str], list[Divergence]] = {}
         for s in comparison.schedules:
             if s.arm == arm:

@@ -6,7 +6,7 @@ divergence rate that this sample supports."""
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from orchestrator.analysis.results import BASIS_WORDS, BatchCheck, Cell, Comparison, Divergence, WaveTime
@@ -14,7 +14,7 @@ from orchestrator.analysis.stats import ALPHA
 from orchestrator.report import explorer_md
 from orchestrator.report.environment import markdown_section as environment_section
 from orchestrator.report.guard import markdown_section
-from orchestrator.report.headline import COMPARED_ON, compared_on, stopped_rate
+from orchestrator.report.headline import COMPARED_ON, compared_on, stopped_rate, unobserved
 from orchestrator.report.probes import render_attribution, render_markdown
 
 if TYPE_CHECKING:
@@ -67,7 +67,7 @@ def _table(header: list[str], rows: list[list[Any]]) -> list[str]:
             *("| " + " | ".join(str(v) for v in row) + " |" for row in rows), ""]
 
 
-def headline(comparison: Comparison) -> str:
+def headline(comparison: Comparison, why: Mapping[str, str] | None = None) -> str:
     varying = [c for c in comparison.cells if c.distinct_signatures not in (None, 1)]
     parts = [f"{len(varying)} of {len(comparison.cells)} cells show more than one signature"]
     differ = [s for s in comparison.schedules if s.verdict == "differ"]
@@ -86,11 +86,11 @@ def headline(comparison: Comparison) -> str:
     line = "; ".join(parts) + "."
     measured = [c for c in comparison.cells if c.distinct_signatures is not None]
     if measured and not varying and not differ and not cold:
-        line += " " + no_difference(measured, len(pairs))
+        line += " " + no_difference(measured, len(pairs), why)
     return line
 
 
-def no_difference(cells: list[Cell], pairs_differ: int = 0) -> str:
+def no_difference(cells: list[Cell], pairs_differ: int = 0, why: Mapping[str, str] | None = None) -> str:
     """An honest negative: what was not seen, the bound the sample supports, and the co-residency reached;
     where pairs of arms differ all the same, it says the arms are repeatable and the A/B differs."""
     loosest = max(cells, key=lambda c: c.upper_bound_95 or 0.0)
@@ -105,7 +105,7 @@ def no_difference(cells: list[Cell], pairs_differ: int = 0) -> str:
         seen = [c.min_running_observed for c in concurrent if c.min_running_observed is not None]
         capacities = ", ".join(sorted({str(c.capacity or "unknown") for c in concurrent}))
         together = f"at least {min(seen)} running together" if seen else \
-            "how many ran together is not observable (no /metrics, no trace)"
+            f"how many ran together is not observable ({unobserved(concurrent, why)})"
         observed = [c for c in concurrent if c.co_resident is not None]
         share = f"{len(reached)} of {len(concurrent)}" if observed else "not observable"  # never 0 for unknown
         text += (f" Concurrent cells co-resident: {share} (batches of "
@@ -144,8 +144,8 @@ def title(report: StudyReport) -> list[str]:
 
 def verdict(report: StudyReport) -> list[str]:
     """The answer first: a sentence per question, the overall count, the gate, the single-variable check."""
-    out = ["## Verdict", "", *(f"- {line}" for line in report.headline), "", headline(report.comparison), "",
-           report.gate.sentence(), ""]
+    out = ["## Verdict", "", *(f"- {line}" for line in report.headline), "",
+           headline(report.comparison, report.unobserved), "", report.gate.sentence(), ""]
     if report.guard:
         out += [*markdown_section(report.guard), ""]
     return out
@@ -195,7 +195,7 @@ def details(report: StudyReport) -> list[str]:
         out += _table(["arm", "prompt", "phase", "expectation", "passing", "distinct completions"], [
             [c.arm, c.prompt_id, c.phase, c.quality_note, _pct(c.quality_pass),
              c.distinct_completions] for c in quality])
-    out += _batches_section(result)
+    out += _batches_section(result, report.unobserved)
     if result.cold:
         out += ["## Cold first request vs warm repeats", ""]
         out += _table(["arm", "prompt", "phase", "cold matches warm"], [
@@ -269,7 +269,7 @@ def _failures_section(report: StudyReport) -> list[str]:
 BATCH_ROWS = 40  # the per-batch table beyond this many rows lives in report.json
 
 
-def _batches_section(result: Comparison) -> list[str]:
+def _batches_section(result: Comparison, why: Mapping[str, str]) -> list[str]:
     """Per cell, then per batch: how tightly the batch arrived, how many ran together, what failed."""
     concurrent = [c for c in result.cells if c.batch_size is not None]
     if not concurrent:
@@ -282,24 +282,24 @@ def _batches_section(result: Comparison) -> list[str]:
     out += _table(["arm", "prompt", "phase", "batch size", "capacity", "send spread (ms)", "arrival spread (ms)",
                    "together (lowest)", "co-resident", "kept out", "transport errors"], [
         [c.arm, c.prompt_id, c.phase, c.batch_size, _num(c.capacity, "d"), _num(c.max_send_spread_ms),
-         _num(c.max_arrival_spread_ms), _num(c.min_running_observed, "d"), _co_resident(c),
+         _num(c.max_arrival_spread_ms), _num(c.min_running_observed, "d"), _co_resident(c, why),
          f"{c.batches_kept_out} of {c.batches}", _num(c.transport_errors, "d")] for c in concurrent])
     shown = result.batches[:BATCH_ROWS]
     out += ["Per batch:", ""]
     out += _table(["arm", "prompt", "phase", "batch", "size", "send spread (ms)", "arrival spread (ms)",
                    "together", "from", "co-resident", "errors", "transport errors"], [
         [b.arm, b.prompt_id, b.phase, b.batch_id, b.size, _num(b.send_spread_ms), _num(b.arrival_spread_ms),
-         _num(b.together, "d"), b.together_source or "", _co_resident(b), b.errors,
+         _num(b.together, "d"), b.together_source or "", _co_resident(b, why), b.errors,
          b.transport_errors] for b in shown])
     if len(result.batches) > len(shown):
         out += [f"... {len(result.batches) - len(shown)} more batches in report.json (`batches`).", ""]
     return out
 
 
-def _co_resident(batch: Cell | BatchCheck) -> str:
+def _co_resident(batch: Cell | BatchCheck, why: Mapping[str, str]) -> str:
     co_resident = batch.co_resident
     if co_resident is None:
-        return "not observable (no /metrics, no trace)"
+        return f"not observable ({unobserved([batch], why)})"
     size = batch.batch_size if isinstance(batch, Cell) else batch.size
     state = "yes" if co_resident else "**no**"
     if batch.capacity is not None and size is not None and size > batch.capacity:

@@ -32,6 +32,8 @@ class StudyReport:
     timings_s: dict[str, float] = field(default_factory=dict)  # run.json: where the run's time went
     waves: list[WaveTime] = field(default_factory=list)  # study.parallel_arms: each wave's wall time
     incomplete: list[str] = field(default_factory=list)  # arms `run --resume` would finish (also in the headline)
+    # Per arm, why its co-residency may go unseen, from its engine profile (report.md's "not observable")
+    unobserved: dict[str, str] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         """report.json: the comparison's lists at the top level, the rest only where present."""
