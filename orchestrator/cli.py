@@ -15,6 +15,7 @@
 `orchestrator VERB --help` for a verb's options; --debug shows a traceback. Exit statuses: 0 ok, 1 internal
 error, 2 bad input, 3 gate failed, 4 measurement failed, 130 interrupted (docs/errors.md).
 """
+# Only parsing here: what a verb ends with is printed, and its status picked, by console.py.
 
 from __future__ import annotations
 
@@ -26,7 +27,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, NoReturn
 
-from orchestrator.errors import ExitStatus, OrchestratorError, UsageError, did_you_mean
+from orchestrator.console import Outcome, answer, failed, finish
+from orchestrator.errors import OrchestratorError, UsageError, did_you_mean
 from orchestrator.interrupts import interruptible, noted_after
 
 USAGE = __doc__ or ""
@@ -37,12 +39,10 @@ def main(argv: list[str] | None = None) -> int:
     debug = "--debug" in argv or os.environ.get("ORCHESTRATOR_DEBUG") == "1"
     argv = [arg for arg in argv if arg != "--debug"]
     if not argv or argv[0] in ("-h", "--help", "help"):
-        print(USAGE.strip())
-        return 0
+        return finish(answer(USAGE.strip()))
     verb, rest = argv[0], argv[1:]
     if verb not in VERBS:
-        print(f"error: unknown command '{verb}'.{did_you_mean(verb, VERBS)}", file=sys.stderr)
-        return ExitStatus.BAD_INPUT
+        return finish(failed(UsageError(f"unknown command '{verb}'.{did_you_mean(verb, VERBS)}")))
     with interruptible():
         return _verb(verb, rest, debug)
 
@@ -50,27 +50,19 @@ def main(argv: list[str] | None = None) -> int:
 def _verb(verb: str, rest: list[str], debug: bool) -> int:
     try:
         with noted_after():
-            return VERBS[verb](rest)
-    except OrchestratorError as exc:
-        for problem in getattr(exc, "problems", [str(exc)]):  # every problem of a config at once, one line each
-            print(f"error: {problem}", file=sys.stderr)
-        return exc.exit_status
-    except KeyboardInterrupt as exc:
-        print("interrupted: this run's containers and processes were stopped and removed", file=sys.stderr)
-        for note in getattr(exc, "__notes__", []):  # a run that recorded something: how to finish it
-            print(f"interrupted: {note}", file=sys.stderr)
-        return ExitStatus.INTERRUPTED
+            outcome = VERBS[verb](rest)
     except BrokenPipeError:  # `show RUN | head`: the reader left; entry() ends quietly
         raise
     except Exception as exc:  # a bug: one line, the traceback only when asked for
-        if debug:
+        if debug and not isinstance(exc, OrchestratorError):
             raise
-        print(f"internal error (a bug in the orchestrator): {type(exc).__name__}: {exc}; re-run with --debug "
-              "for the traceback", file=sys.stderr)
-        return ExitStatus.INTERNAL
+        return finish(failed(exc))
+    except KeyboardInterrupt as exc:
+        return finish(failed(exc))
+    return outcome if isinstance(outcome, int) else finish(outcome)  # int: a verb not moved to console yet
 
 
-def _run(argv: list[str]) -> int:
+def _run(argv: list[str]) -> int | Outcome:
     if argv[:1] not in (["--from"], ["--resume"]):
         from orchestrator.sweep.app import run_with_hydra
 
@@ -87,7 +79,7 @@ def _run(argv: list[str]) -> int:
             else run_from(args.run_dir, args.out, args.allow, args.output))
 
 
-def _compare(argv: list[str]) -> int:
+def _compare(argv: list[str]) -> int | Outcome:
     from orchestrator.report.verdict import recompare
 
     parser = _parser("compare", "Re-make a run's report.")
@@ -106,7 +98,7 @@ def _compare(argv: list[str]) -> int:
                      a.expect_schedule, a.branches)
 
 
-def _reproduce(argv: list[str]) -> int:
+def _reproduce(argv: list[str]) -> int | Outcome:
     from orchestrator.reproduce.rerun import reproduce
 
     parser = _parser("reproduce", "Re-run a run dir with its images pinned and compare signatures.")
@@ -116,7 +108,7 @@ def _reproduce(argv: list[str]) -> int:
     return reproduce(args.run_dir, args.out, args.allow, args.by_tag, args.output)
 
 
-def _fingerprint(argv: list[str]) -> int:
+def _fingerprint(argv: list[str]) -> int | Outcome:
     from orchestrator.guard.fingerprint import fingerprint_verb
 
     parser = _parser("fingerprint", "Fingerprint this host, or an image, and its matrix key. No network.", True)
@@ -126,7 +118,7 @@ def _fingerprint(argv: list[str]) -> int:
     return fingerprint_verb(_runtime("process" if a.image is None else "docker", a.docker_host), a.image, a.json)
 
 
-def _probe(argv: list[str]) -> int:
+def _probe(argv: list[str]) -> int | Outcome:
     from orchestrator.config import probe, search
     from orchestrator.run.kernel_probes import probe_config, probe_verb
 
@@ -146,7 +138,7 @@ def _probe(argv: list[str]) -> int:
                       a.local, a.ingest, a.print_spec)
 
 
-def _clean(argv: list[str]) -> int:
+def _clean(argv: list[str]) -> int | Outcome:
     from orchestrator.runtime import KINDS
     from orchestrator.runtime.reaper import clean
 
@@ -156,8 +148,7 @@ def _clean(argv: list[str]) -> int:
                         help="process: kill local server processes a killed run left (docs/runtimes.md)")
     parser.add_argument("--other-hosts", action="store_true", help="also what runs on other hosts started")
     args = parser.parse_args(argv)
-    print(clean(_runtime(args.runtime, args.docker_host), args.run or "", args.other_hosts))
-    return ExitStatus.OK
+    return answer(clean(_runtime(args.runtime, args.docker_host), args.run or "", args.other_hosts))
 
 
 class _Parser(argparse.ArgumentParser):
@@ -189,12 +180,12 @@ def _runtime(kind: str, docker_host: str | None) -> Any:
     return runtime_named(kind, docker_host)
 
 
-def _delegate(module: str, function: str) -> Callable[[list[str]], int]:
+def _delegate(module: str, function: str) -> Callable[[list[str]], int | Outcome]:
     """A verb whose arguments are parsed where they are used (Hydra overrides, or the verb's own parser)."""
-    return lambda argv: int(getattr(importlib.import_module(module), function)(argv))
+    return lambda argv: getattr(importlib.import_module(module), function)(argv)
 
 
-VERBS: dict[str, Callable[[list[str]], int]] = {
+VERBS: dict[str, Callable[[list[str]], int | Outcome]] = {
     "run": _run, "check": _delegate("orchestrator.run.check", "check"),
     "plan": _delegate("orchestrator.run.plan", "plan_verb"), "compare": _compare, "reproduce": _reproduce,
     "clean": _clean, "fingerprint": _fingerprint, "probe": _probe,

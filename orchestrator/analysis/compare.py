@@ -269,9 +269,9 @@ def _positions(cell: Cell, warm: pa.Table, reference: int, ref: _Reference, near
 
 
 def _floats(values: np.ndarray) -> list[float | None]:
-    floats: list[float | None] = values.tolist()
     if np.isnan(values).any():
-        return [None if math.isnan(v) else v for v in floats]  # type: ignore[arg-type]
+        return [None if math.isnan(v) else float(v) for v in values.tolist()]
+    floats: list[float | None] = values.tolist()  # Python floats already: no NaN to replace
     return floats
 
 

@@ -310,8 +310,8 @@ def _details(labelled: list[tuple[RunPaths, str]], wanted: set[str]) -> dict[str
 
 def _wanted_rows(path: Path, ids: list[str]) -> list[dict[str, Any]]:
     """The DETAIL columns of a part's rows whose request id is in `ids` (sorted; none in a record without ids).
-    Only row groups whose request-id statistics admit one of them are read (a pyarrow dataset scan of the parts
-    costs three times this on the benchmark's record)."""
+    Only row groups whose request-id statistics admit one of them are read: cheaper than a pyarrow dataset scan of
+    every part, which cost about twice as much on the benchmark's record (docs/benchmarks.md)."""
     handle = pq.ParquetFile(path)
     footer, present = handle.metadata, handle.schema_arrow.names
     leaf = next((i for i in range(footer.num_columns) if footer.schema.column(i).path == "request_id"), None)

@@ -14,6 +14,7 @@ from typing import Any
 
 from orchestrator.analysis.attribution import Attribution
 from orchestrator.config.catalog import line
+from orchestrator.console import Outcome, answer
 from orchestrator.errors import ConfigError, RecordError
 from orchestrator.record.paths import RunPaths
 from orchestrator.report.probes import attribution_line
@@ -197,29 +198,28 @@ def _report(run_dir: Path) -> dict[str, Any]:
     return report
 
 
-def verb_main(verb: str, argv: list[str]) -> int:
-    """The `ls` and `show` verbs: parse, print, exit 0 (a missing folder or report: RecordError, exit 2)."""
+def verb_main(verb: str, argv: list[str]) -> Outcome:
+    """The `ls` and `show` verbs: the listing, or the run's summary (a missing folder or report: RecordError,
+    exit 2). `show --cell` draws the explorer on the terminal itself (rich: colours, the terminal's width)."""
     if verb == "ls":
         parser = argparse.ArgumentParser(prog="orchestrator ls", description="Every run below DIR: study, "
                                          "started, arms, verdict, path.")
         parser.add_argument("dir", type=Path, nargs="?", default=Path("runs"), help="default: runs")
-        print(render_runs(runs(parser.parse_args(argv).dir)))
-    else:
-        parser = argparse.ArgumentParser(prog="orchestrator show", description="A run's verdict, environment and "
-                                         "the cells that diverged; --cell: where one cell split.")
-        parser.add_argument("run_dir", type=Path)
-        parser.add_argument("--cell", metavar="ARM/PROMPT/PHASE", help="where this cell's completions split")
-        args = parser.parse_args(argv)
-        if args.cell is not None:  # --cell "" names no cell: show_cell says which there are
-            show_cell(args.run_dir, args.cell)
-        else:
-            print(show(args.run_dir))
-    return 0
+        return answer(render_runs(runs(parser.parse_args(argv).dir)))
+    parser = argparse.ArgumentParser(prog="orchestrator show", description="A run's verdict, environment and "
+                                     "the cells that diverged; --cell: where one cell split.")
+    parser.add_argument("run_dir", type=Path)
+    parser.add_argument("--cell", metavar="ARM/PROMPT/PHASE", help="where this cell's completions split")
+    args = parser.parse_args(argv)
+    if args.cell is None:
+        return answer(show(args.run_dir))
+    show_cell(args.run_dir, args.cell)  # --cell "" names no cell: show_cell says which there are
+    return answer()
 
 
-def ls_verb(argv: list[str]) -> int:
+def ls_verb(argv: list[str]) -> Outcome:
     return verb_main("ls", argv)
 
 
-def show_verb(argv: list[str]) -> int:
+def show_verb(argv: list[str]) -> Outcome:
     return verb_main("show", argv)

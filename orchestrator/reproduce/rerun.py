@@ -23,7 +23,8 @@ from orchestrator.analysis.positions import first_difference
 from orchestrator.config.arms import build_spec, runtime_for
 from orchestrator.config.schema import BuildConfig, Config
 from orchestrator.config.validate import validate
-from orchestrator.errors import ConfigError, ExitStatus, ImageError, RecordError, worst
+from orchestrator.console import Outcome, answer
+from orchestrator.errors import ConfigError, ExitStatus, ImageError, RecordError
 from orchestrator.record.paths import RunPaths, atomic_write_text, read_json
 from orchestrator.record.tables import read_table
 from orchestrator.runtime.spec import BuildSpec
@@ -217,7 +218,7 @@ def new_run(output: list[str], out: Path | None, study: str, default: Path) -> R
     return RunPaths(where)
 
 
-def run_from(run_dir: Path, out: Path | None, allow: list[str], output: list[str] | None = None) -> int:
+def run_from(run_dir: Path, out: Path | None, allow: list[str], output: list[str] | None = None) -> Outcome:
     """`orchestrator run --from RUN_DIR`: the recorded study again, by image tag, into a new run dir (`out`,
     or `output`: Hydra's output overrides, any other refused; by default where `run` puts the study)."""
     from orchestrator.run.execute import execute_study
@@ -227,12 +228,12 @@ def run_from(run_dir: Path, out: Path | None, allow: list[str], output: list[str
     how_to_allow = REPRODUCE_ALLOW.replace("reproduce", "run --from")
     typed = load_config(original, allow, how_to_allow)
     new = new_run(output, out, typed.study.name, default_run_dir(typed.study.name))
-    print(f"running the study recorded in {original.root} into {new.root}", file=sys.stderr)
+    print(f"running the study recorded in {original.root} into {new.root}", file=sys.stderr)  # before it starts
     return execute_study(typed, new, allow, how_to_allow, extra_meta={"from": str(original.root)})
 
 
 def reproduce(run_dir: Path, out: Path | None, allow: list[str], by_tag: bool,
-              output: list[str] | None = None) -> int:
+              output: list[str] | None = None) -> Outcome:
     """`orchestrator reproduce`: the re-run, a verdict line per cell, then the overall verdict."""
     from orchestrator.run.execute import execute_study
 
@@ -242,20 +243,18 @@ def reproduce(run_dir: Path, out: Path | None, allow: list[str], by_tag: bool,
     if not by_tag:
         check_images_present(typed, pin_images(typed, original), original)
     new = new_run(output, out, typed.study.name, default_out(original))
-    status = execute_study(typed, new, allow, REPRODUCE_ALLOW, extra_meta={"reproduces": str(original.root)})
+    outcome = execute_study(typed, new, allow, REPRODUCE_ALLOW, extra_meta={"reproduces": str(original.root)})
     cells = verdicts(original, new)
-    for cell in cells:
-        where = f", first differing token {cell['first_differing_token']}" \
-            if cell.get("first_differing_token") is not None else ""
-        print(f"{cell['verdict']:10s} {cell['arm']}/{cell['prompt_id']}/{cell['phase']}: {cell['detail']}{where}")
+    outcome += answer(*(f"{cell['verdict']:10s} {cell['arm']}/{cell['prompt_id']}/{cell['phase']}: {cell['detail']}"
+                        + (f", first differing token {cell['first_differing_token']}"
+                           if cell.get("first_differing_token") is not None else "") for cell in cells))
     if write_verdict(new, original, cells):
-        print(f"verdict: reproduced ({len(cells)} cells)")
-        return status
+        return outcome + answer(f"verdict: reproduced ({len(cells)} cells)")
     differing = sum(c["verdict"] == "differs" for c in cells)
     missing = sum(c["verdict"] == "missing" for c in cells)
     not_run = f"; {missing} not re-run" if missing else ""
     if differing:  # the re-run ran, and answered otherwise
-        print(f"verdict: differs ({differing} of {len(cells)} cells{not_run})")
-        return worst(status, ExitStatus.GATE_FAILED)
-    print(f"verdict: not reproduced: the re-run did not answer ({missing} of {len(cells)} cells not re-run)")
-    return worst(status, ExitStatus.MEASUREMENT_FAILED)
+        return outcome + answer(f"verdict: differs ({differing} of {len(cells)} cells{not_run})",
+                                status=ExitStatus.GATE_FAILED)
+    return outcome + answer(f"verdict: not reproduced: the re-run did not answer ({missing} of {len(cells)} cells "
+                            "not re-run)", status=ExitStatus.MEASUREMENT_FAILED)

@@ -17,7 +17,7 @@ from orchestrator.config.arms import effective_arm
 from orchestrator.config.compose import resolve_prompts
 from orchestrator.config.schema import Config
 from orchestrator.engines import profile_for
-from orchestrator.errors import ExitStatus
+from orchestrator.console import Outcome, note
 from orchestrator.record.paths import RunPaths
 from orchestrator.record.tables import read_table
 from orchestrator.reproduce.rerun import REPRODUCE_ALLOW, load_config
@@ -56,7 +56,7 @@ def resume_plan(typed: Config, paths: RunPaths) -> ResumePlan:
     return ResumePlan(attempt, groups, {arm: rows for arm, rows in recorded_by_arm.items() if arm in groups})
 
 
-def resume(run_dir: Path, allow: list[str]) -> int:
+def resume(run_dir: Path, allow: list[str]) -> Outcome:
     from orchestrator.run.execute import execute_study
 
     paths = RunPaths(run_dir)
@@ -64,8 +64,7 @@ def resume(run_dir: Path, allow: list[str]) -> int:
     typed = load_config(paths, allow, how_to_allow)
     plan = resume_plan(typed, paths)
     if not plan.groups:
-        print(f"{paths.root}: every request of the protocol has a row; nothing to resume", file=sys.stderr)
-        return ExitStatus.OK
+        return note(f"{paths.root}: every request of the protocol has a row; nothing to resume")
     todo = ", ".join(f"{arm}: {len(ids)} group(s)" for arm, ids in plan.groups.items())
-    print(f"resuming {paths.root} (attempt {plan.attempt}): {todo}", file=sys.stderr)
+    print(f"resuming {paths.root} (attempt {plan.attempt}): {todo}", file=sys.stderr)  # before it starts
     return execute_study(typed, paths, allow, how_to_allow, resume=plan)

@@ -3,6 +3,7 @@ stop), the protocol's phases (protocol.py), the httpx client (client.py), respon
 the arms' runtime specs and the `plan` verb (plan.py), kernel probes in an arm's image
 (kernel_probes.py). `execute.execute_study` is what the `run` and `reproduce` verbs call.
 
-May import: report, guard, analysis, record, config, runtime, engines, probes, errors, interrupts.
+May import: report, guard, analysis, record, config, runtime, engines, probes, console, errors,
+interrupts.
 Third-party: httpx, pyarrow, rich, tenacity, OmegaConf.
 """

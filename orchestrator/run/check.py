@@ -13,7 +13,6 @@ from __future__ import annotations
 import os
 import shutil
 import socket
-import sys
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,8 +25,9 @@ from orchestrator.config.compose import compose_collecting, typed_collecting
 from orchestrator.config.schema import Config, RuntimeKind
 from orchestrator.config.security import OWN_CONFIG_ALLOW
 from orchestrator.config.validate import validate
+from orchestrator.console import Outcome, answer, note
 from orchestrator.engines import ENGINES
-from orchestrator.errors import ConfigError, DockerUnavailable, ExitStatus, ImageError
+from orchestrator.errors import ConfigError, DockerUnavailable, ImageError
 from orchestrator.guard import declared as guard_declared
 from orchestrator.guard import knobs as guard_knobs
 from orchestrator.guard.results import KnobCheck
@@ -187,7 +187,7 @@ def run_dir_of(composed: DictConfig, multirun: bool) -> tuple[str, str]:
     return f"hydra.{'sweep' if multirun else 'run'}.dir", _run_dir_text(composed, multirun)
 
 
-def check(argv: list[str]) -> int:
+def check(argv: list[str]) -> Outcome:
     """`orchestrator check [--config-dir DIR] [OVERRIDES]`: every refusal of `run`, the problems at once; 0 or 2."""
     from orchestrator.config.search import MULTIRUN, split_config_dirs
 
@@ -197,13 +197,12 @@ def check(argv: list[str]) -> int:
     checked = refusals(typed, found, "check", run_dir_of(composed, multirun))
     if checked.problems:
         raise ConfigError(checked.problems)
-    for warning in guard_declared.warnings(guard_declared.declared_check(typed)):  # as `run` says them
-        print(f"warning: {warning}", file=sys.stderr)
-    print(f"ok config: study {typed.study.name}, {len(typed.arms)} arm(s), protocol {typed.protocol.name}, "
-          f"{len(typed.prompts.prompts)} prompt(s); guard: declared variables and caches")
-    print(f"ok images, ports, run dir, disk (record about {expected_record_bytes(typed) >> 20} MiB)")
-    print("ok knobs: " + "; ".join(f"{arm}: {k.flags_known} flags, {k.env_known} env names known"
-                                    if k.checked else f"{arm}: not checked ({k.reason})"
-                                    for arm, k in checked.knobs.items()))
-    print("check passed: nothing was started", file=sys.stderr)
-    return ExitStatus.OK
+    warnings = guard_declared.warnings(guard_declared.declared_check(typed))  # as `run` says them
+    return (note(*(f"warning: {warning}" for warning in warnings))
+            + answer(f"ok config: study {typed.study.name}, {len(typed.arms)} arm(s), protocol {typed.protocol.name}, "
+                     f"{len(typed.prompts.prompts)} prompt(s); guard: declared variables and caches",
+                     f"ok images, ports, run dir, disk (record about {expected_record_bytes(typed) >> 20} MiB)",
+                     "ok knobs: " + "; ".join(f"{arm}: {k.flags_known} flags, {k.env_known} env names known"
+                                              if k.checked else f"{arm}: not checked ({k.reason})"
+                                              for arm, k in checked.knobs.items()))
+            + note("check passed: nothing was started"))

@@ -1,5 +1,6 @@
-"""What the `run` verb calls (and `reproduce`, for the re-run): checks, the arms, the reports, the
-summary and the exit status of one study into one run dir."""
+"""What the `run` verb calls (and `reproduce`, for the re-run): checks, the arms, the reports of one study into
+one run dir, and its summary and exit status as an outcome (console.py). A warning that must be seen before the
+arms start is said when it is found."""
 
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ from typing import Any
 from orchestrator.config import resolve_prompts
 from orchestrator.config.schema import Config
 from orchestrator.config.security import OWN_CONFIG_ALLOW
+from orchestrator.console import Outcome, note
 from orchestrator.errors import ConfigError, ExitStatus
 from orchestrator.guard import declared as guard_declared
 from orchestrator.guard import knobs as guard_knobs
@@ -51,7 +53,7 @@ def preflight(typed: Config, allow: list[str] | None = None, how_to_allow: str =
 
 def execute_study(typed: Config, paths: RunPaths, allow: list[str], how_to_allow: str,
                   extra_meta: dict[str, Any] | None = None, timer: StageTimer | None = None,
-                  resume: ResumePlan | None = None, checked: Refusals | None = None) -> int:
+                  resume: ResumePlan | None = None, checked: Refusals | None = None) -> Outcome:
     """Checks, the run, the reports, the summary: shared by `run` (Hydra), `reproduce` and `run --resume`
     (`resume`: into the same run dir, only what it names). `timer` may hold the stages before this one;
     `checked`: what the checks found already (`run` makes them before Hydra makes the run dir)."""
@@ -102,18 +104,17 @@ def execute_study(typed: Config, paths: RunPaths, allow: list[str], how_to_allow
 
     with timer.stage("guard"):
         guard_observed.after_run(typed, paths, guard)
-        print(f"guard: {guard_headline(guard).replace('**', '')}", file=sys.stderr)
+    outcome = note(f"guard: {guard_headline(guard).replace('**', '')}")
     with timer.stage("report"):
         report = build_reports(paths, **{**meta, "timings_s": timer.rounded()})  # all but the report's own
     meta["timings_s"] = timer.rounded()
     atomic_write_text(paths.meta, json.dumps(meta, indent=2) + "\n")
-    print(f"time: {timings_line(meta['timings_s'], report.waves)}", file=sys.stderr)
-    verdict.print_summary(paths, report)
-    status = verdict.status(report, meta["gate"])
-    if runner.failed and status != ExitStatus.MEASUREMENT_FAILED:  # failed, though the record says otherwise
-        print(f"error: arm(s) failed: {', '.join(runner.failed)} (see {paths.report_md})", file=sys.stderr)
-        status = ExitStatus.MEASUREMENT_FAILED
-    return int(status)
+    outcome += note(f"time: {timings_line(meta['timings_s'], report.waves)}")
+    outcome += verdict.cells_summary(paths, report) + verdict.verdict(report, meta["gate"])
+    if runner.failed and outcome.status != ExitStatus.MEASUREMENT_FAILED:  # failed, though the record says otherwise
+        outcome += note(f"error: arm(s) failed: {', '.join(runner.failed)} (see {paths.report_md})",
+                        status=ExitStatus.MEASUREMENT_FAILED)
+    return outcome
 
 
 # What Hydra's run_job writes into a job's dir before the study's code runs (besides the job's log).

@@ -3,11 +3,11 @@ expected engine time (run/estimate.py), without starting anything."""
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 from orchestrator.config.arms import container_spec, effective_arm, runtime_for
 from orchestrator.config.schema import Config, RuntimeKind
+from orchestrator.console import Outcome, answer, note
 from orchestrator.errors import ConfigError, DockerUnavailable, ImageError, OrchestratorError
 from orchestrator.run import placement
 from orchestrator.run.estimate import arm_lines, group_seconds
@@ -95,7 +95,7 @@ def planned_waves(config: Config) -> tuple[list[list[placement.Placement]], list
                    *placement.render_waves(waves)]
 
 
-def plan(argv: list[str]) -> str:
+def plan_verb(argv: list[str]) -> Outcome:
     """The `plan` verb: compose (with the user's config dirs), check the prompts, render."""
     from orchestrator import config
     from orchestrator.config.search import split_config_dirs
@@ -105,9 +105,8 @@ def plan(argv: list[str]) -> str:
     dirs, overrides = split_config_dirs(argv)
     typed = config.to_typed(config.compose(overrides, dirs))
     preflight(typed)  # the checks `run` makes: a plan of a study that would be refused is refused
-    for warning in absent_images(typed):  # on stderr: the plan itself does not depend on this Docker host
-        print(f"warning: {warning}", file=sys.stderr)
-    return render(typed, like)
+    warnings = (f"warning: {w}" for w in absent_images(typed))  # the plan itself does not depend on them
+    return note(*warnings) + answer(render(typed, like).removesuffix("\n"))
 
 
 def _like(argv: list[str]) -> tuple[Path | None, list[str]]:
@@ -123,7 +122,3 @@ def _like(argv: list[str]) -> tuple[Path | None, list[str]]:
             break
     return like, rest
 
-
-def plan_verb(argv: list[str]) -> int:
-    print(plan(argv), end="")
-    return 0

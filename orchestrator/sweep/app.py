@@ -14,6 +14,7 @@ from orchestrator import config
 from orchestrator.config.schema import Config
 from orchestrator.config.search import MULTIRUN, overrides_for, split_config_dirs
 from orchestrator.config.security import OWN_CONFIG_ALLOW
+from orchestrator.console import Outcome, failed, finish
 from orchestrator.errors import ConfigError, OrchestratorError, worst
 from orchestrator.record.paths import RunPaths
 from orchestrator.run.check import Refusals, refusals, run_dir_of, run_dir_problems, study_config
@@ -66,7 +67,7 @@ def jobs(overrides: list[str], dirs: list[Path]) -> list[list[str]]:
     return [list(job) for job in itertools.islice(itertools.product(*axes), MAX_CHECKED_JOBS)]
 
 
-def run_with_hydra(argv: list[str]) -> int:
+def run_with_hydra(argv: list[str]) -> Outcome:
     """Check every job's composed config first (a typo is one clear line and exit 2, before anything
     starts), then hand the command line to Hydra's main, which makes the run dirs and calls `run_study`."""
     dirs, argv = split_config_dirs(argv)
@@ -120,7 +121,7 @@ def run_with_hydra(argv: list[str]) -> int:
 
     @hydra.main(version_base="1.3", config_path=str(config.CONF_DIR), config_name=config.CONFIG_NAME)
     def task(cfg: Any) -> int:
-        code = run_study(cfg)
+        code = finish(run_study(cfg))  # each job's summary as it ends
         status["code"] = worst(status["code"], code)
         return code  # a launcher running jobs elsewhere (submitit) brings it back: sweep/slurm.py
 
@@ -135,10 +136,10 @@ def run_with_hydra(argv: list[str]) -> int:
         task()
     finally:
         sys.argv = saved
-    return worst(status["code"], SweepCompare.status, Outcomes.status)
+    return Outcome(statuses=(status["code"], SweepCompare.status, Outcomes.status))
 
 
-def run_composed(composed: Any, typed: Config, checked: Refusals) -> int:
+def run_composed(composed: Any, typed: Config, checked: Refusals) -> Outcome:
     """What Hydra's main does for a single run (its Hydra.run), on the config composed once: Hydra's main
     would compose it twice more (once to learn the mode, once to run), about 0.2 s each. Run dir, .hydra/,
     logging and callbacks are Hydra's own (run_job)."""
@@ -160,7 +161,8 @@ def run_composed(composed: Any, typed: Config, checked: Refusals) -> int:
                   task_function=lambda cfg: run_study(cfg, typed, checked), config=composed,
                   job_dir_key="hydra.run.dir", job_subdir_key=None)
     callbacks.on_run_end(config=composed, config_name=config.CONFIG_NAME, job_return=ran)
-    return int(ran.return_value)  # re-raises what the task raised
+    outcome: Outcome = ran.return_value  # re-raises what the task raised
+    return outcome
 
 
 def launcher_overrides(composed: Any) -> list[str]:
@@ -172,10 +174,10 @@ def launcher_overrides(composed: Any) -> list[str]:
     return [f"hydra.launcher._target_={PLUGIN_TARGETS[target]}"] if target in PLUGIN_TARGETS else []
 
 
-def run_study(cfg: Any, typed: Config | None = None, checked: Refusals | None = None) -> int:
+def run_study(cfg: Any, typed: Config | None = None, checked: Refusals | None = None) -> Outcome:
     """The Hydra task: one study into Hydra's run dir (`typed`: `cfg` already checked, `checked` what the
-    checks found). Returns the exit
-    status; never raises for what the orchestrator reports itself, so the other jobs of a sweep still run."""
+    checks found). Returns its outcome; never raises for what the orchestrator reports itself, so the other
+    jobs of a sweep still run."""
     from hydra.core.hydra_config import HydraConfig
 
     try:
@@ -187,7 +189,5 @@ def run_study(cfg: Any, typed: Config | None = None, checked: Refusals | None = 
         paths = RunPaths(Path(HydraConfig.get().runtime.output_dir))
         return execute_study(typed, paths, list(typed.runtime.allow), OWN_CONFIG_ALLOW, timer=timer,
                              checked=checked)
-    except OrchestratorError as exc:
-        for problem in getattr(exc, "problems", [str(exc)]):  # one line each, as the command line says them
-            print(f"error: {problem}", file=sys.stderr)
-        return exc.exit_status
+    except OrchestratorError as exc:  # said as the command line says it
+        return failed(exc)
