@@ -62,6 +62,19 @@ def test_a_part_that_holds_only_set_apart_rows_is_read(tmp_path) -> None:  # typ
     assert cell(result, "a", "p")["n"] == 4 and result["cold"][0]["matches_warm"] is True
 
 
+def test_rows_set_apart_between_a_cells_rows_are_left_out_of_it(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    # Parts of 3 rows: a warm-up request of another prompt, then one of this prompt's own, sit between its measured
+    # rows (cells are cut out of each part by slicing around them, not by filtering).
+    measured = {"role": "measured"}
+    rows = [row("a", "p", "seq", [1, 2, 3], **measured), row("a", "q", "seq", [7], role="warmup"),
+            row("a", "p", "seq", [1, 2, 3], **measured), row("a", "p", "seq", [1, 2, 4], **measured),
+            row("a", "p", "seq", [9, 9, 9], role="warmup"), row("a", "p", "seq", [1, 2, 3], **measured)]
+    result = compare(record(tmp_path, rows)).to_json()
+    c = cell(result, "a", "p")
+    assert (c["n"], c["distinct_signatures"], c["divergent"], c["first_divergent_position"]) == (4, 2, 1, 2)
+    assert [x["prompt_id"] for x in result["cells"]] == ["p"]
+
+
 def test_first_divergent_position_and_near_tie(tmp_path) -> None:  # type: ignore[no-untyped-def]
     rows = [row("a", "p", "seq", [1, 2, 3], top2_lp=-0.1001)] * 4 + [row("a", "p", "seq", [1, 2, 9], top2_lp=-0.1001)]
     rows += [row("a", "q", "seq", [1, 2, 3])] * 4 + [row("a", "q", "seq", [1, 5, 3])]
