@@ -1,5 +1,7 @@
-"""An arm config as the runtime sees it: the stand-in applied, its build spec, its container spec, the
-runtime a config names. The runtime never sees a config; this is where one becomes the other.
+"""An arm config as the runtime sees it, resolved once: `resolve_arms` turns each arm of a checked config into
+a `ResolvedArm` (the stand-in applied, the engine that answers, its command, build spec, interpreter and
+runtime), which every stage takes; `container_spec` makes its container or process spec. The runtime never
+sees a config; this is where one becomes the other.
 
 The stand-in: `stand_in=IMAGE` runs every arm on IMAGE (the reference engine accepts vLLM's flags),
 without GPUs, host mounts or host IPC, so a vLLM study's whole path runs where no GPU is.
@@ -10,20 +12,93 @@ from __future__ import annotations
 import dataclasses
 import re
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from orchestrator.config.compose import PROJECT_ROOT
 from orchestrator.config.schema import ArmConfig, BuildConfig, Config, RuntimeConfig, RuntimeKind
-from orchestrator.engines import profile_for
+from orchestrator.engines import STAND_IN_ENGINE, EngineProfile, profile_for
 from orchestrator.runtime import make_runtime
-from orchestrator.runtime.spec import LABEL_NS, BuildSpec, ContainerSpec, Mount, Runtime, missing_mounts
+from orchestrator.runtime.spec import LABEL_NS, BuildSpec, ContainerSpec, Mount, Runtime, cpuset_text, missing_mounts
 
 
-def effective_arm(arm: ArmConfig, stand_in: str | None) -> ArmConfig:
-    if not stand_in:
-        return arm
-    return dataclasses.replace(arm, image=stand_in, build=BuildConfig(), gpus=None, gpu_count=None, volumes=[],
-                               ipc_mode=None, shm_size=None, network_host=False, privileged=False, cap_add=[])
+@dataclass(frozen=True)
+class Placement:
+    """Where an arm of `study.parallel_arms` runs: decided by run/placement.py, carried by its `ResolvedArm`."""
+
+    arm: str
+    host: str  # "local" (the study's Docker host) or the arm's host URL
+    wave: int  # 1, 2, ...: arms of one wave run at the same time
+    gpus: tuple[int, ...] = ()  # indices on that host
+    gpu_uuids: tuple[str, ...] = ()
+    cpus: tuple[int, ...] = ()
+    all_gpus: bool = False
+
+    @property
+    def cpuset(self) -> str | None:
+        return cpuset_text(self.cpus) if self.cpus else None
+
+    @property
+    def gpus_text(self) -> str | None:
+        """The value for the runtime (`--gpus device=...`, CUDA_VISIBLE_DEVICES); None: the arm's own."""
+        return ",".join(map(str, self.gpus)) if self.gpus else None
+
+    def apply(self, spec: ContainerSpec) -> None:
+        """Give the arm's container its own cores, and the GPUs picked for a `gpu_count`."""
+        spec.cpuset = self.cpuset
+        spec.gpus = self.gpus_text or spec.gpus
+
+
+@dataclass(frozen=True)
+class ResolvedArm:
+    """One arm as it will run, made once from a checked config (`resolve_arms`): run, guard, plan, check,
+    probe and reproduce take it, none re-derives it. What is known later is filled in with `dataclasses.replace`:
+    `placement` once run/placement.py placed it, `identity` once the runtime resolved its image."""
+
+    name: str
+    declared: ArmConfig  # as the study wrote it: the record's config_json, the guard's declared leaves
+    arm: ArmConfig  # as it runs: the stand-in's image, without GPUs, host mounts or host IPC
+    stand_in_image: str | None  # stand_in=IMAGE, or None
+    profile: EngineProfile  # the engine that answers: under a stand-in the reference engine, else the arm's
+    # The fields every request carries: the declared engine's, then the arm's, so a stand-in is sent what the
+    # study would send its engine.
+    request_extra: Mapping[str, Any]
+    runtime: RuntimeKind
+    interpreter: str | None  # the Python its probes and knob listing run under; None: not knowable
+    build: BuildSpec
+    identity: str | None = None  # the image id, or a process arm's code identity ("process:..."), once known
+    placement: Placement | None = None  # study.parallel_arms: its host, GPUs, cores and wave (run/placement.py)
+
+    @property
+    def process(self) -> bool:
+        return self.runtime is RuntimeKind.process
+
+    def spec(self, image: str, labels: Mapping[str, str], host_env: Mapping[str, str],
+             scratch_root: Path | None = None) -> ContainerSpec:
+        """Its container or process spec on `image` (`container_spec`), with its placement's cores and GPUs."""
+        spec = container_spec(self.name, self.arm, image, labels, host_env, scratch_root)
+        if self.placement is not None:
+            self.placement.apply(spec)
+        return spec
+
+
+def resolve_arms(config: Config) -> dict[str, ResolvedArm]:
+    """Every arm of a config whose own checks passed (config/validate.py: engine names, ranges), in order."""
+    return {name: _resolve(name, arm, config) for name, arm in config.arms.items()}
+
+
+def _resolve(name: str, declared: ArmConfig, config: Config) -> ResolvedArm:
+    stand_in = config.stand_in or None
+    arm = declared if stand_in is None else dataclasses.replace(
+        declared, image=stand_in, build=BuildConfig(), gpus=None, gpu_count=None, volumes=[], ipc_mode=None,
+        shm_size=None, network_host=False, privileged=False, cap_add=[])
+    own = profile_for(arm.engine)
+    process = config.runtime.kind is RuntimeKind.process
+    return ResolvedArm(name=name, declared=declared, arm=arm, stand_in_image=stand_in,
+                       profile=own if stand_in is None else profile_for(STAND_IN_ENGINE),
+                       request_extra=own.extra(arm.request_extra), runtime=config.runtime.kind,
+                       interpreter=arm_interpreter(arm, process), build=build_spec(arm))
 
 
 def runtime_for(config: RuntimeConfig, docker_host: str | None = None) -> Runtime:
@@ -81,7 +156,8 @@ def _shebang_python(program: str) -> str | None:
 
 def container_spec(arm_name: str, arm: ArmConfig, image: str, labels: Mapping[str, str],
                    host_env: Mapping[str, str], scratch_root: Path | None = None) -> ContainerSpec:
-    """`scratch_root`: the run's scratch folder; each scratch dir is SHARE_OR_ARM/NAME under it."""
+    """`scratch_root`: the run's scratch folder; each scratch dir is SHARE_OR_ARM/NAME under it. The argv after
+    the entrypoint is the arm's engine_args in its declared engine's spelling (a stand-in accepts vLLM's)."""
     scratch = [] if scratch_root is None else [
         Mount(str(scratch_root / (s.share or arm_name) / name), s.container, read_only=False)
         for name, s in arm.scratch.items()]
@@ -105,19 +181,20 @@ def container_spec(arm_name: str, arm: ArmConfig, image: str, labels: Mapping[st
     )
 
 
-def missing_executables(config: Config) -> list[str]:
+def missing_executables(arms: Mapping[str, ResolvedArm]) -> list[str]:
     """Process arms whose interpreter or program (an absolute path) is not there, with how to get it; where
     those are, a read-only mount the arm's argv or env names whose host folder is not (its start would fail)."""
-    if config.runtime.kind is not RuntimeKind.process:
-        return []
     problems = []
-    for name, arm in config.arms.items():
+    for name, resolved in arms.items():
+        if not resolved.process:
+            continue
+        arm = resolved.arm
         how = arm.build.hint or "install the engine there, or point the arm's command at it"
         found = [f"arm '{name}': {path} does not exist: {how}" for path in {arm.command[0] if arm.command else "",
                                                                               arm.python}
                  if path.startswith("/") and not Path(path).exists()]
         if not found:  # then the folders it is given, as its start would find them
             how = arm.build.hint or "create it, or point the volume at the folder"
-            found = [f"{problem}: {how}" for problem in missing_mounts(container_spec(name, arm, arm.image, {}, {}))]
+            found = [f"{problem}: {how}" for problem in missing_mounts(resolved.spec(arm.image, {}, {}))]
         problems += found
     return problems

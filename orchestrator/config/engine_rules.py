@@ -6,23 +6,24 @@ would be generated to compare); `logprobs` and
 
 from __future__ import annotations
 
-from orchestrator.config.arms import effective_arm
+from collections.abc import Mapping
+
+from orchestrator.config.arms import ResolvedArm
 from orchestrator.config.catalog import line
 from orchestrator.config.schema import Config
-from orchestrator.engines import profile_for
 
 
-def problems(config: Config) -> list[str]:
+def problems(config: Config, arms: Mapping[str, ResolvedArm]) -> list[str]:
+    """The protocol's requests against each resolved arm's engine (`arms`: config/arms.py `resolve_arms`)."""
     request = config.protocol.request
     found = []
     if request.max_tokens == 0 and not request.echo:
         found.append(line("engine-rule", "protocol.request.max_tokens", 0, "at least 1 without echo (0 generates "
                           "nothing to compare)", "set max_tokens >= 1, or protocol.request.echo: true "
                           "to score the prompt only"))
-    for name, original in config.arms.items():
-        arm = effective_arm(original, config.stand_in)
-        engine = profile_for(arm.engine)
-        limit, is_default = engine.max_logprobs(arm.engine_args)
+    for name, resolved in arms.items():
+        engine = resolved.profile
+        limit, is_default = engine.max_logprobs(resolved.arm.engine_args)
         for key, asked in (("logprobs", request.logprobs), ("prompt_logprobs", request.prompt_logprobs)):
             if asked is None or limit is None or limit == -1:
                 continue

@@ -1,5 +1,6 @@
 """Every check a typed config gets before anything starts, in one place: ranges, names that must exist,
-cross-field rules, the engines' own rules, files readable as text, dangerous options. All problems of a
+cross-field rules, files readable as text, dangerous options (the engines' own rules read the resolved arms:
+config/engine_rules.py, after this). All problems of a
 config are reported at once, one line each (field, value, what is valid, the fix); exit 2.
 
 `load` is what every verb uses to get a config: compose (project conf + user dirs), type, validate.
@@ -13,7 +14,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from orchestrator.config import engine_rules, security
+from orchestrator.config import security
 from orchestrator.config.catalog import line
 from orchestrator.config.compose import compose, resolve_prompts, to_typed
 from orchestrator.config.schema import Config, Endpoint, PhaseKind, PromptAs, RuntimeKind
@@ -52,7 +53,6 @@ def validate(config: Config, allow: list[str] | None = None,
     problems += _cross_field(config)
     problems += _process_arms(config)
     if not problems:  # the rules below read fields the range checks vouch for
-        problems += engine_rules.problems(config)
         problems += security.problems(config, list(config.runtime.allow) if allow is None else allow, how_to_allow)
         try:
             resolve_prompts(config.prompts, config.config_dirs)

@@ -17,6 +17,7 @@ from orchestrator.engines.profile import SETTINGS, Capabilities, Endpoints, Engi
 ENGINES: dict[str, EngineProfile] = {profile.name: profile for profile in (
     vllm.PROFILE, reference.PROFILE, transformers_serve.PROFILE, openai.PROFILE)}
 DEFAULT_ENGINE = "vllm"  # an arm that names none, and a record from before `engine:` existed
+STAND_IN_ENGINE = "reference"  # what answers under `stand_in=IMAGE` (config/arms.py `resolve_arms`)
 
 
 def profile_for(name: str | None) -> EngineProfile:
@@ -24,5 +25,5 @@ def profile_for(name: str | None) -> EngineProfile:
     return ENGINES[name or DEFAULT_ENGINE]
 
 
-__all__ = ["DEFAULT_ENGINE", "ENGINES", "SETTINGS", "Capabilities", "Dialect", "Endpoints", "EngineProfile",
-           "ParsedCompletion", "profile_for"]
+__all__ = ["DEFAULT_ENGINE", "ENGINES", "SETTINGS", "STAND_IN_ENGINE", "Capabilities", "Dialect", "Endpoints",
+           "EngineProfile", "ParsedCompletion", "profile_for"]

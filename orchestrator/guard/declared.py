@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import difflib
 import json
+from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
-from orchestrator.config.arms import effective_arm
+from orchestrator.config.arms import ResolvedArm, resolve_arms
 from orchestrator.config.catalog import line
 from orchestrator.errors import ConfigError
 from orchestrator.guard import caches, held, overlap
@@ -56,11 +57,13 @@ def validate_variables(config: Config) -> list[str]:
     return problems
 
 
-def declared_check(config: Config) -> DeclaredCheck:
-    """Baseline vs each arm, leaf by leaf. Raises ConfigError for a malformed `study.variables`."""
+def declared_check(config: Config, arms: Mapping[str, ResolvedArm] | None = None) -> DeclaredCheck:
+    """Baseline vs each arm, leaf by leaf, as declared and as resolved (`arms`: config/arms.py `resolve_arms`,
+    made here for a caller that has only the config). Raises ConfigError for a malformed `study.variables`."""
     problems = validate_variables(config)
     if problems:
         raise ConfigError(problems)
+    arms = resolve_arms(config) if arms is None else arms
     study, baseline = config.study, config.baseline_arm
     base = arm_leaves(config.arms[baseline], study.ignore_leaves)
     pairs = []
@@ -75,14 +78,14 @@ def declared_check(config: Config) -> DeclaredCheck:
         extra = [leaf for leaf in diff if not any(matches(leaf, d) for d in declared)]
         every_diff = differences(arm_leaves(config.arms[baseline], []), arm_leaves(arm_config, []))
         unused = [d for d in declared if not any(matches(leaf, d) for leaf in every_diff)]
-        as_run = differences(arm_leaves(effective_arm(config.arms[baseline], config.stand_in), []),
-                             arm_leaves(effective_arm(arm_config, config.stand_in), []))
+        as_run = differences(arm_leaves(arms[baseline].arm, []), arm_leaves(arms[arm].arm, []))
         equal = [d for d in declared if d not in unused and not any(matches(leaf, d) for leaf in as_run)]
         pairs.append(DeclaredPair(arm, list(declared), diff, extra=extra, unused=unused, stand_in_equal=equal,
                                   verdict=CONFOUNDED if extra else SINGLE))
     return DeclaredCheck(checked=bool(study.variables), baseline=baseline, allow_confounded=study.allow_confounded,
                          pairs=pairs, not_in_study=[arm for arm in study.variables if arm not in config.arms],
-                         shared_caches=shared_caches(config), stand_in=config.stand_in)
+                         shared_caches=shared_caches(config),
+                         stand_in=next((resolved.stand_in_image for resolved in arms.values()), None))
 
 
 def refusal(declared: DeclaredCheck) -> list[str]:
@@ -101,12 +104,12 @@ def refusal(declared: DeclaredCheck) -> list[str]:
                     for p in declared.pairs if p.verdict == CONFOUNDED]
 
 
-def problems(config: Config) -> list[str]:
+def problems(config: Config, arms: Mapping[str, ResolvedArm] | None = None) -> list[str]:
     """Every guard problem found before anything starts: malformed variables, a confounded or mis-declared
     A/B, a hidden shared cache, arms that may not start overlapped."""
     if found := validate_variables(config) + held.problems(config):
         return found
-    return refusal(declared_check(config)) + caches.problems(config) + overlap.problems(config)
+    return refusal(declared_check(config, arms)) + caches.problems(config) + overlap.problems(config)
 
 
 def enforce_declared(config: Config) -> DeclaredCheck:

@@ -15,10 +15,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from orchestrator import probes
-from orchestrator.config.arms import arm_interpreter, build_spec, effective_arm
+from orchestrator.config.arms import ResolvedArm, arm_interpreter, resolve_arms
 from orchestrator.config.catalog import line
 from orchestrator.config.compose import user_cache_dir
-from orchestrator.config.schema import RuntimeKind
 from orchestrator.engines import profile_for
 from orchestrator.errors import OrchestratorError
 from orchestrator.guard.results import KnobCheck
@@ -107,23 +106,26 @@ def listing_command(arm: ArmConfig, process: bool) -> tuple[list[str], list[str]
     return list(knobs.command), None if knobs.entrypoint is None else list(knobs.entrypoint)
 
 
-def check_knobs(config: Config, runtime: Runtime, run_id: str) -> dict[str, KnobCheck]:
+def check_knobs(config: Config, runtime: Runtime, run_id: str, arms: Mapping[str, ResolvedArm] | None = None
+                ) -> dict[str, KnobCheck]:
     """Ask each arm's image which knobs its engine knows (a throwaway container, no network; the arm's
-    env set) and compare with what the arm sets. Each image and listing runs once."""
+    env set) and compare with what the arm sets. Each image and listing runs once. `arms`: the resolved arms
+    (config/arms.py `resolve_arms`, made here for a caller that has only the config)."""
     results: dict[str, KnobCheck] = {}
     listings: dict[str, ExecResult] = {}
-    for arm, original in config.arms.items():
-        arm_config = effective_arm(original, config.stand_in)
-        if config.stand_in:
-            results[arm] = KnobCheck(False, reason=f"stand-in {config.stand_in} runs instead of the arm's image")
+    for arm, resolved in (resolve_arms(config) if arms is None else arms).items():
+        arm_config = resolved.arm
+        if resolved.stand_in_image:
+            results[arm] = KnobCheck(False, reason=f"stand-in {resolved.stand_in_image} runs instead of the arm's "
+                                     "image")
             continue
-        listing = listing_command(arm_config, config.runtime.kind is RuntimeKind.process)
+        listing = listing_command(arm_config, resolved.process)
         if isinstance(listing, str):
             results[arm] = KnobCheck(False, reason=listing)
             continue
         command, entrypoint = listing
         try:  # a missing image or a broken listing is the arm's own failure later, not the guard's
-            image = runtime.resolve_image(arm_config.image, build_spec(arm_config))
+            image = runtime.resolve_image(arm_config.image, resolved.build)
             key = json.dumps([image.id, command, entrypoint], sort_keys=True)
             if key not in listings:
                 listings[key] = _cached(key) or runtime.run_oneshot(
@@ -196,11 +198,13 @@ def _listed_from(known: Mapping[str, Any]) -> str | None:
                                                                                else "")
 
 
-def knob_refusal(config: Config, knobs: Mapping[str, KnobCheck]) -> list[str]:
+def knob_refusal(config: Config, knobs: Mapping[str, KnobCheck], arms: Mapping[str, ResolvedArm] | None = None
+                 ) -> list[str]:
     """The problems that stop the run (exit 2): an engine that is not installed where its arm runs and a flag
     value its parser refuses (either way the arm could not start), then unknown names unless
     study.allow_unknown_knobs."""
-    missing = [_not_installed(arm, config, result) for arm, result in knobs.items() if result.engine_missing]
+    resolved = resolve_arms(config) if arms is None else arms
+    missing = [_not_installed(config, resolved[arm], result) for arm, result in knobs.items() if result.engine_missing]
     missing += [problem for result in knobs.values() for problem in result.bad_values]
     problems = [problem for result in knobs.values() for problem in result.unknown]
     if not problems or config.study.allow_unknown_knobs:
@@ -209,9 +213,9 @@ def knob_refusal(config: Config, knobs: Mapping[str, KnobCheck]) -> list[str]:
                         for problem in problems)]  # one line each: the fix on it
 
 
-def _not_installed(arm: str, config: Config, result: KnobCheck) -> str:
-    arm_config, process = config.arms[arm], config.runtime.kind is RuntimeKind.process
-    where = arm_interpreter(arm_config, process) if process else f"image {arm_config.image}"
+def _not_installed(config: Config, resolved: ResolvedArm, result: KnobCheck) -> str:
+    arm, process = resolved.name, resolved.process
+    where = resolved.interpreter if process else f"image {resolved.arm.image}"
     fix = f"arms.{arm}.python (an interpreter that has it)" if process else f"arms.{arm}.image"
     if process and where and "/" not in where and config.runtime.venv_on_path:
         fix += f"; a bare {where} is the orchestrator's venv's (runtime.venv_on_path), =false takes the host's"

@@ -20,7 +20,7 @@ from omegaconf import OmegaConf
 
 from orchestrator import config
 from orchestrator.analysis.positions import first_difference
-from orchestrator.config.arms import build_spec, runtime_for
+from orchestrator.config.arms import resolve_arms, runtime_for
 from orchestrator.config.schema import BuildConfig, Config
 from orchestrator.config.validate import validate
 from orchestrator.console import Outcome, answer
@@ -92,12 +92,11 @@ def pin_images(typed: Config, original: RunPaths) -> dict[str, str]:
 
 
 def check_images_present(typed: Config, pinned: dict[str, str], original: RunPaths) -> None:
-    runtime = runtime_for(typed.runtime)
+    runtime, arms = runtime_for(typed.runtime), resolve_arms(typed)
     refs = {row["arm"]: row["image_ref"] for row in read_table(original, "arms").to_pylist()}
     for name, image_id in pinned.items():
-        arm = typed.arms[name]
         try:
-            runtime.resolve_image(image_id, build_spec(arm) if image_id.startswith("process:") else BuildSpec())
+            runtime.resolve_image(image_id, arms[name].build if image_id.startswith("process:") else BuildSpec())
         except ImageError as exc:
             if image_id.startswith("process:"):  # a local process: what is installed differs
                 raise ImageError(f"arm '{name}': {exc}") from None

@@ -9,14 +9,14 @@ answers a new cold request first, recorded as cold.
 from __future__ import annotations
 
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from orchestrator.analysis.stopping import SIGNATURE_COLUMNS, StopRule
-from orchestrator.config.arms import effective_arm
+from orchestrator.config.arms import ResolvedArm, resolve_arms
 from orchestrator.config.compose import resolve_prompts
 from orchestrator.config.schema import Config
-from orchestrator.engines import profile_for
 from orchestrator.console import Outcome, note
 from orchestrator.record.paths import RunPaths
 from orchestrator.record.tables import read_table
@@ -25,28 +25,29 @@ from orchestrator.run import protocol
 from orchestrator.run.arms import ResumePlan
 
 
-def resume_plan(typed: Config, paths: RunPaths) -> ResumePlan:
-    """Per arm, the group ids to send; arms with nothing to send are left out. With
+def resume_plan(typed: Config, paths: RunPaths, arms: Mapping[str, ResolvedArm] | None = None) -> ResumePlan:
+    """Per arm (`arms`: as config/arms.py resolved them, made here for a caller that has only the config), the
+    group ids to send; arms with nothing to send are left out. With
     protocol.stop_after_divergences, a cell whose recorded rows already hold its divergences sends nothing more
     (its requests were never sent, so they have no row), and the others resume counting from their rows."""
     responses = read_table(paths, "responses", ["arm", "request_id", "error", "attempt", "prompt_id", "phase",
                                                 "role", *SIGNATURE_COLUMNS]).to_pylist()
-    arms = {row["arm"]: row["status"] for row in read_table(paths, "arms", ["arm", "status"]).to_pylist()}
+    status = {row["arm"]: row["status"] for row in read_table(paths, "arms", ["arm", "status"]).to_pylist()}
     rows = {row["request_id"]: row for row in responses if row["request_id"]}
     attempt = max((row["attempt"] or 0 for row in responses), default=0) + 1
     prompts = resolve_prompts(typed.prompts, typed.config_dirs)
     groups: dict[str, set[str]] = {}
     recorded_by_arm: dict[str, list[dict[str, Any]]] = {}
     k = typed.protocol.stop_after_divergences
-    for name, original in typed.arms.items():
-        arm = effective_arm(original, typed.stand_in)
-        completed = arms.get(name) == "completed"
+    for name, resolved in (resolve_arms(typed) if arms is None else arms).items():
+        arm = resolved.arm
+        completed = status.get(name) == "completed"
         stop = None if k is None else StopRule(k)
         if stop is not None:
             recorded_by_arm[name] = [row for row in rows.values() if row["arm"] == name]
             stop.observe(recorded_by_arm[name])
-        extra = profile_for(arm.engine).extra(arm.request_extra)
-        for group in protocol.plan(typed.protocol, arm.served_model_name, prompts, arm.endpoint, extra):
+        for group in protocol.plan(typed.protocol, arm.served_model_name, prompts, arm.endpoint,
+                                   dict(resolved.request_extra)):
             if stop is not None and group[0].role == protocol.MEASURED and stop.stopped(group[0].prompt_id,
                                                                                         group[0].phase):
                 continue

@@ -6,6 +6,7 @@ arm waits until that start has ended, so nothing loads during a batch."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import signal
@@ -21,16 +22,15 @@ from typing import TYPE_CHECKING, Any
 
 from orchestrator.analysis.stopping import StopRule
 from orchestrator.config import resolve_prompts
-from orchestrator.config.arms import arm_interpreter, build_spec, container_spec, effective_arm, runtime_for
+from orchestrator.config.arms import Placement, ResolvedArm, resolve_arms, runtime_for
 from orchestrator.config.schema import ArmConfig, Config, PhaseKind, PromptAs, RuntimeKind
-from orchestrator.engines import Endpoints, profile_for
+from orchestrator.engines import Endpoints
 from orchestrator.errors import OrchestratorError
 from orchestrator.guard.fingerprint import arm_cell, log_facts, matrix_key, probe_container
 from orchestrator.interrupts import run_async
 from orchestrator.record.paths import RunPaths
 from orchestrator.run import hosts, placement, protocol
 from orchestrator.run.client import CompletionClient, wait_ready
-from orchestrator.run.placement import Placement
 from orchestrator.run.prefetch import Prefetch
 from orchestrator.run.progress import Progress
 from orchestrator.run.sending import ProtocolSender, RunContext
@@ -57,21 +57,25 @@ class _Launch:
     """An arm being started: what the rest of its run needs once its engine is ready."""
 
     name: str
-    arm: ArmConfig  # as it runs (stand-in applied)
+    resolved: ResolvedArm  # as it runs (config/arms.py), placed; its identity set once its image is resolved
     row: dict[str, Any]  # its `arms` row, filled as it goes
     runtime: Runtime  # the runtime (and Docker host) it runs on
-    placement: Placement | None = None  # study.parallel_arms: its host, GPUs, cores and wave
     handle: Handle | None = None
-    image_id: str = ""
     image_source: dict[str, Any] = field(default_factory=dict)
     probing: Future[dict[str, Any]] | None = None
+
+    @property
+    def arm(self) -> ArmConfig:
+        return self.resolved.arm
 
 
 class StudyRunner:
     def __init__(self, config: Config, paths: RunPaths, run_id: str, runtime: Runtime,
                  host_env: Mapping[str, str] | None = None, say: Callable[[str], None] | None = None,
-                 resume: ResumePlan | None = None) -> None:
+                 resume: ResumePlan | None = None, arms: Mapping[str, ResolvedArm] | None = None) -> None:
+        """`arms`: each arm as `refusals` resolved it (config/arms.py; made here for a caller with the config)."""
         self.config = config
+        self.arms = dict(resolve_arms(config) if arms is None else arms)
         self.paths = paths.make()
         self.run_id = run_id
         self.runtime = self.default_runtime = runtime
@@ -86,7 +90,7 @@ class StudyRunner:
         self._probes = ThreadPoolExecutor(max_workers=max(1, len(config.arms)), thread_name_prefix="env-probe")
         self._starter = ThreadPoolExecutor(max_workers=1, thread_name_prefix="early-start")
         self._prefetch = Prefetch()  # imports needed once the first engine answers, made while it loads
-        self._upcoming: tuple[str, ArmConfig] | None = None  # the arm that may start early, while one runs
+        self._upcoming: ResolvedArm | None = None  # the arm that may start early, while one runs
         self._early: dict[str, tuple[_Launch, Future[None]]] = {}
         self._interrupted = False  # Ctrl-C while arms ran side by side: their failures are the interruption
 
@@ -94,22 +98,22 @@ class StudyRunner:
         self._prefetch.start()
         prompts = resolve_prompts(self.config.prompts, self.config.config_dirs)
         with self.progress:
-            todo = [(name, arm) for name, arm in self.config.arms.items()
+            todo = [arm for name, arm in self.arms.items()
                     if self.resume is None or name in self.resume.groups]  # the others are complete
             if placement.uses_placement(self.config):
-                self._run_waves(self.placements([name for name, _ in todo]), prompts)
+                self._run_waves(self.placements([arm.name for arm in todo]), prompts)
                 return
-            for (name, arm), upcoming in zip(todo, [*todo[1:], None], strict=True):
+            for arm, upcoming in zip(todo, [*todo[1:], None], strict=True):
                 self.runtime = self._runtime_for(arm)
                 # Early only on the same host: the launch uses this arm's runtime.
                 early = self.config.runtime.overlap_arm_starts and upcoming is not None \
-                    and self._runtime_for(upcoming[1]) is self.runtime
+                    and self._runtime_for(upcoming) is self.runtime
                 self._upcoming = upcoming if early else None
-                self._run_arm(self._new_launch(name, arm, self.runtime), prompts)
+                self._run_arm(self._new_launch(arm, self.runtime), prompts)
 
     def placements(self, arms: list[str]) -> list[list[Placement]]:
         """The waves of `study.parallel_arms` over the inventories of the hosts the arms may run on."""
-        return placement.waves(self.config, lambda host: self._runtime_on(host).inventory(), arms)
+        return placement.waves(self.config, lambda host: self._runtime_on(host).inventory(), arms, self.arms)
 
     def _run_waves(self, waves: list[list[Placement]], prompts: dict[str, str]) -> None:
         """Each wave's arms at once, each in a thread of its own with its own host, client and record parts;
@@ -118,7 +122,7 @@ class StudyRunner:
             together = " at the same time" if len(wave) > 1 else " alone (the next arm needs what it holds)"
             self.say(f"wave {number}/{len(waves)}: {', '.join(p.arm for p in wave)}{together}")
             pool = ThreadPoolExecutor(max_workers=len(wave), thread_name_prefix="arm")
-            launches = [self._new_launch(p.arm, self.config.arms[p.arm], self._runtime_on(p.host), p) for p in wave]
+            launches = [self._new_launch(self.arms[p.arm], self._runtime_on(p.host), p) for p in wave]
             futures = [pool.submit(self._run_arm, launch, prompts) for launch in launches]
             try:
                 wait_all(futures)
@@ -131,9 +135,9 @@ class StudyRunner:
             for future in futures:
                 future.result()  # a bug in one arm's thread is raised here
 
-    def _runtime_for(self, arm: ArmConfig) -> Runtime:
+    def _runtime_for(self, arm: ResolvedArm) -> Runtime:
         """The arm's own Docker host when it names one (many hosts), else the study's runtime."""
-        return self._runtime_on(arm.docker_host)
+        return self._runtime_on(arm.arm.docker_host)
 
     def _runtime_on(self, host: str | None) -> Runtime:
         """A Docker host by URL ("local" or None: the study's runtime)."""
@@ -151,34 +155,32 @@ class StudyRunner:
         for runtime in (self.default_runtime, *self._remote.values()):
             runtime.cleanup(run_labels(self.run_id))
 
-    def _new_launch(self, name: str, arm: ArmConfig, runtime: Runtime, placed: Placement | None = None) -> _Launch:
+    def _new_launch(self, resolved: ResolvedArm, runtime: Runtime, placed: Placement | None = None) -> _Launch:
+        name, arm = resolved.name, resolved.declared  # the record keeps the arm as declared
         row = {"study": self.config.study.name, "run_id": self.run_id, "arm": name,
                "config_json": json.dumps(asdict(arm), default=str, sort_keys=True),
                "image_ref": arm.image, "status": "failed", "attempt": self.resume.attempt if self.resume else 0}
         if placed is not None:
             row.update(placed_host=placed.host, wave=placed.wave, gpu_uuids=list(placed.gpu_uuids),
                        gpu_indices=list(placed.gpus), cpuset=placed.cpuset)
-        return _Launch(name, arm, row, runtime, placed)
+        return _Launch(name, dataclasses.replace(resolved, placement=placed), row, runtime)
 
     def _launch(self, launch: _Launch) -> None:
         """Image, container, environment probe, readiness: the arm's engine up and answering."""
         name, row, runtime = launch.name, launch.row, launch.runtime
-        arm = launch.arm = effective_arm(launch.arm, self.config.stand_in)
+        arm = launch.arm
         row["image_ref"] = arm.image
         with self.timer.stage("image"):  # many hosts (run/hosts.py): shipped to the arm's Docker host, pinned by id
             image, launch.image_source = hosts.resolve_image(runtime, self.default_runtime, arm.image,
-                                                             build_spec(arm))
-        launch.image_id = image.id
+                                                             launch.resolved.build)
+        launch.resolved = dataclasses.replace(launch.resolved, identity=image.id)
         row.update(image_id=image.id, image_repo_digests=list(image.repo_digests))
-        spec = container_spec(name, arm, image.id, self.labels, self.host_env,
-                              scratch_root=self.paths.scratch_root.resolve())
-        if launch.placement is not None:
-            launch.placement.apply(spec)
+        spec = launch.resolved.spec(image.id, self.labels, self.host_env,
+                                    scratch_root=self.paths.scratch_root.resolve())
         for mount in spec.mounts:
             if not mount.read_only and Path(mount.host).is_relative_to(self.paths.scratch_root.resolve()):
                 Path(mount.host).mkdir(parents=True, exist_ok=True)
-        process = self.config.runtime.kind is RuntimeKind.process
-        row.update(docker_run=spec.equivalent_command(process),
+        row.update(docker_run=spec.equivalent_command(launch.resolved.process),
                    env_json=json.dumps(spec.redacted_env(), sort_keys=True))
         self.say(f"[{name}] starting {arm.image} ({image.id[:19]})")
         row["start_ns"] = time.time_ns()
@@ -186,8 +188,8 @@ class StudyRunner:
         row["container_id"] = handle.id
         # The environment probe (versions, GPU, env, inside the arm) runs while the engine loads.
         launch.probing = self._probes.submit(probe_container, runtime, handle, arm.secret_env,
-                                             arm_interpreter(arm, process))
-        paths = profile_for(arm.engine).endpoints.overridden(arm.health_path, arm.metrics_path)
+                                             launch.resolved.interpreter)
+        paths = launch.resolved.profile.endpoints.overridden(arm.health_path, arm.metrics_path)
         wait_ready(handle.base_url, paths.health, arm.startup_timeout_s,
                    exit_code=lambda: runtime.exit_code(handle),
                    log_tail=lambda: [line.text for line in runtime.logs(handle, tail=50)],
@@ -210,7 +212,7 @@ class StudyRunner:
                 fingerprint = self._arm_fingerprint(launch, handle, launch.probing.result())
             fingerprint.update(image_source=launch.image_source, ran_on=hosts.ran_on(runtime))
             row.update(fingerprint_json=json.dumps(fingerprint, sort_keys=True),
-                       matrix_key=matrix_key(launch.image_id, fingerprint))
+                       matrix_key=matrix_key(launch.resolved.identity, fingerprint))
             self._prefetch.wait()
             with self.timer.stage("requests"):
                 sent = run_async(self._send(launch, handle, prompts))
@@ -249,9 +251,9 @@ class StudyRunner:
             return
         if group[0].phase_kind is PhaseKind.concurrent:
             wait_all([future for _, future in self._early.values()])
-        elif not group[0].cold and self._upcoming[0] not in self._early:
-            name, arm = self._upcoming
-            launch = self._new_launch(name, arm, self.runtime)
+        elif not group[0].cold and self._upcoming.name not in self._early:
+            name = self._upcoming.name
+            launch = self._new_launch(self._upcoming, self.runtime)
             launch.row["started_during"] = running
             self.say(f"[{name}] starting early, while {running} runs its sequential phases "
                      "(runtime.overlap_arm_starts)")
@@ -293,12 +295,13 @@ class StudyRunner:
 
     def _arm_fingerprint(self, launch: _Launch, handle: Handle, probe: dict[str, Any]) -> dict[str, Any]:
         arm, runtime = launch.arm, launch.runtime
-        fingerprint = run_async(self._fingerprint(runtime, handle, profile_for(arm.engine).endpoints))
-        fingerprint["log_facts"] = log_facts((line.text for line in runtime.logs(handle)), arm.engine)
+        engine = launch.resolved.profile  # the engine that answers: a stand-in's is the reference engine
+        fingerprint = run_async(self._fingerprint(runtime, handle, engine.endpoints))
+        fingerprint["log_facts"] = log_facts((line.text for line in runtime.logs(handle)), engine.name)
         fingerprint["docker_host"] = arm.docker_host or self.config.runtime.docker_host or "local"
         fingerprint["probe"] = probe  # versions, GPU, env, from inside the arm with its own interpreter
-        fingerprint["image_id"] = launch.image_id
-        fingerprint["cell"] = arm_cell(arm.engine_args, arm.gpus, arm.engine)
+        fingerprint["image_id"] = launch.resolved.identity
+        fingerprint["cell"] = arm_cell(arm.engine_args, arm.gpus, engine.name)
         return fingerprint
 
     async def _fingerprint(self, runtime: Runtime, handle: Handle, paths: Endpoints) -> dict[str, Any]:
@@ -328,11 +331,12 @@ class StudyRunner:
                                   transport=runtime.http_transport)
         try:
             sent: Mapping[str, str | list[int]] = prompts
-            engine = profile_for(arm.engine)
+            engine = launch.resolved.profile
             model = engine.model_field(arm.served_model_name)
             if proto.request.prompt_as is PromptAs.token_ids:
                 sent = await protocol.token_ids(client, model, prompts, engine)
-            groups = list(protocol.plan(proto, model, sent, arm.endpoint, engine.extra(arm.request_extra), engine))
+            groups = list(protocol.plan(proto, model, sent, arm.endpoint, dict(launch.resolved.request_extra),
+                                        engine))
             if self.resume is not None:
                 groups = protocol.resent(groups, self.resume.groups[name], name, self.resume.attempt)
             self.progress.arm(name, dict(Counter(request.phase for group in groups for request in group)))

@@ -19,7 +19,8 @@ from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
 
-from orchestrator.config.arms import build_spec, effective_arm, missing_executables, runtime_for
+from orchestrator.config import engine_rules
+from orchestrator.config.arms import ResolvedArm, missing_executables, resolve_arms, runtime_for
 from orchestrator.config.catalog import line
 from orchestrator.config.compose import compose_collecting, typed_collecting
 from orchestrator.config.schema import Config, RuntimeKind
@@ -104,24 +105,43 @@ def port_problems(typed: Config) -> list[str]:
     return found
 
 
+@dataclass(frozen=True)
+class ConfigCheck:
+    """What `config_check` found: the problems, and each arm resolved (none where an arm names an unknown
+    engine: there is no profile to resolve it with)."""
+
+    problems: list[str]
+    arms: dict[str, ResolvedArm]
+
+
+def config_check(typed: Config, allow: list[str] | None = None, how_to_allow: str = OWN_CONFIG_ALLOW
+                 ) -> ConfigCheck:
+    """Validate, resolve each arm once (config/arms.py), then what reads the resolved arms: the engines' own
+    rules on the protocol's requests, the guard's (a confounded or mis-declared A/B, a hidden shared cache) and
+    a process arm's missing program."""
+    found = validate(typed, allow, how_to_allow)
+    if any(arm.engine not in ENGINES for arm in typed.arms.values()):
+        return ConfigCheck(found, {})
+    arms = resolve_arms(typed)
+    return ConfigCheck(found or [*engine_rules.problems(typed, arms), *guard_declared.problems(typed, arms),
+                                 *missing_executables(arms)], arms)
+
+
 def config_problems(typed: Config, allow: list[str] | None = None, how_to_allow: str = OWN_CONFIG_ALLOW
                     ) -> list[str]:
-    """The config's own problems (config/validate.py), then the guard's (a confounded or mis-declared A/B, a
-    hidden shared cache) and a process arm's missing program, which read fields the first vouch for."""
-    return validate(typed, allow, how_to_allow) or guard_declared.problems(typed) + missing_executables(typed)
+    """The problems of `config_check`."""
+    return config_check(typed, allow, how_to_allow).problems
 
 
-def missing_images(typed: Config, runtime: Runtime) -> list[str]:
+def missing_images(arms: dict[str, ResolvedArm], runtime: Runtime) -> list[str]:
     """Every arm whose image is neither present nor buildable, with how to get it: before any arm starts
     (an arm's own Docker host, in a sweep of many hosts, is checked when the arm runs)."""
     problems = []
-    for name, original in typed.arms.items():
-        arm = effective_arm(original, typed.stand_in)
+    for name, resolved in arms.items():
+        arm, build = resolved.arm, resolved.build
         if arm.docker_host is not None:
             continue
-        build = build_spec(arm)
-        if typed.runtime.kind is RuntimeKind.process and build.interpreter.startswith("/") and \
-                not Path(build.interpreter).exists():
+        if resolved.process and build.interpreter.startswith("/") and not Path(build.interpreter).exists():
             continue  # no interpreter to identify the code with: missing_executables says so, with how to get it
         try:
             runtime.resolve_image(arm.image, build)
@@ -133,12 +153,13 @@ def missing_images(typed: Config, runtime: Runtime) -> list[str]:
 
 @dataclass
 class Refusals:
-    """What `refusals` found: the problems (none: the study may start), the runtime it checked against, and
-    the knobs each arm's engine knows (kept in guard.json)."""
+    """What `refusals` found: the problems (none: the study may start), the runtime it checked against, the
+    knobs each arm's engine knows (kept in guard.json), and the arms as resolved (config/arms.py)."""
 
     problems: list[str]
     runtime: Runtime | None = None
     knobs: dict[str, KnobCheck] = field(default_factory=dict)
+    arms: dict[str, ResolvedArm] = field(default_factory=dict)
 
 
 def refusals(typed: Config, found: list[str], run_id: str, run_dir: tuple[str, str] | None = None,
@@ -149,7 +170,8 @@ def refusals(typed: Config, found: list[str], run_id: str, run_dir: tuple[str, s
     names it, the dir as given) for a run dir still to be made; `run_id` labels the knob listing's containers."""
     timer = timer or StageTimer()
     with timer.stage("checks"):
-        own = config_problems(typed, allow, how_to_allow)
+        checked = config_check(typed, allow, how_to_allow)
+        own, arms = checked.problems, checked.arms
         problems = [*found, *own]
         if run_dir is not None:
             problems += new_run_dir_problems(*run_dir)
@@ -162,16 +184,16 @@ def refusals(typed: Config, found: list[str], run_id: str, run_dir: tuple[str, s
             return Refusals([*problems, str(exc)])
         if not own:  # placement reads the fields the config's checks vouch for (gpus, parallel_arms)
             problems += placement.problems(typed, lambda host: runtime_for(
-                typed.runtime, None if host == placement.LOCAL else host).inventory())
+                typed.runtime, None if host == placement.LOCAL else host).inventory(), arms)
     with timer.stage("images"):
-        images = missing_images(typed, runtime)
+        images = missing_images(arms, runtime)
     problems += images
     knobs: dict[str, KnobCheck] = {}
-    if not images and all(arm.engine in ENGINES for arm in typed.arms.values()):  # what the listing needs
+    if not images and arms:  # each arm resolved: what the listing needs
         with timer.stage("knobs"):
-            knobs = guard_knobs.check_knobs(typed, runtime, run_id)
-        problems += guard_knobs.knob_refusal(typed, knobs)
-    return Refusals(problems, runtime, knobs)
+            knobs = guard_knobs.check_knobs(typed, runtime, run_id, arms)
+        problems += guard_knobs.knob_refusal(typed, knobs, arms)
+    return Refusals(problems, runtime, knobs, arms)
 
 
 def study_config(overrides: list[str], dirs: list[Path]) -> tuple[DictConfig, Config, list[str]]:
@@ -197,7 +219,7 @@ def check(argv: list[str]) -> Outcome:
     checked = refusals(typed, found, "check", run_dir_of(composed, multirun))
     if checked.problems:
         raise ConfigError(checked.problems)
-    warnings = guard_declared.warnings(guard_declared.declared_check(typed))  # as `run` says them
+    warnings = guard_declared.warnings(guard_declared.declared_check(typed, checked.arms))  # as `run` says them
     return (note(*(f"warning: {warning}" for warning in warnings))
             + answer(f"ok config: study {typed.study.name}, {len(typed.arms)} arm(s), protocol {typed.protocol.name}, "
                      f"{len(typed.prompts.prompts)} prompt(s); guard: declared variables and caches",

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from orchestrator.config import resolve_prompts
+from orchestrator.config.arms import ResolvedArm
 from orchestrator.config.schema import Config
 from orchestrator.config.security import OWN_CONFIG_ALLOW
 from orchestrator.console import Outcome, note
@@ -30,7 +31,7 @@ from orchestrator.guard.results import GuardResult, KnobCheck
 from orchestrator.record.paths import RunPaths, atomic_write_bytes, atomic_write_text, read_json
 from orchestrator.run import protocol
 from orchestrator.run.arms import ResumePlan, StudyRunner
-from orchestrator.run.check import Refusals, config_problems, refusals
+from orchestrator.run.check import Refusals, config_check, refusals
 from orchestrator.run.timings import StageTimer
 from orchestrator.runtime.reaper import Reaper
 
@@ -45,10 +46,13 @@ def record_config(paths: RunPaths, typed: Config) -> None:
     atomic_write_text(paths.hydra / "overrides.yaml", "[]\n")
 
 
-def preflight(typed: Config, allow: list[str] | None = None, how_to_allow: str = OWN_CONFIG_ALLOW) -> None:
-    """The config's problems (run/check.py `config_problems`), all at once (exit 2)."""
-    if found := config_problems(typed, allow, how_to_allow):
-        raise ConfigError(found)
+def preflight(typed: Config, allow: list[str] | None = None, how_to_allow: str = OWN_CONFIG_ALLOW
+              ) -> dict[str, ResolvedArm]:
+    """The config's problems (run/check.py `config_check`), all at once (exit 2); else each arm resolved."""
+    checked = config_check(typed, allow, how_to_allow)
+    if checked.problems:
+        raise ConfigError(checked.problems)
+    return checked.arms
 
 
 def execute_study(typed: Config, paths: RunPaths, allow: list[str], how_to_allow: str,
@@ -83,10 +87,10 @@ def execute_study(typed: Config, paths: RunPaths, allow: list[str], how_to_allow
                *(("docker", arm.docker_host) for arm in typed.arms.values() if arm.docker_host),
                *(("docker", host) for host in typed.runtime.hosts if host != "local")}
     reaper = Reaper(run_id, runtimes, str(paths.reaper_log))
-    runner = StudyRunner(typed, paths, run_id, runtime, resume=resume)
+    runner = StudyRunner(typed, paths, run_id, runtime, resume=resume, arms=checked.arms)
     runner.timer = timer
     try:
-        meta, guard = _record_start(typed, paths, run_id, knobs, extra_meta, recorded, resume)
+        meta, guard = _record_start(typed, checked.arms, paths, run_id, knobs, extra_meta, recorded, resume)
         runner.run()
     except KeyboardInterrupt as exc:  # what was received is kept: say how to finish it
         if paths.meta.is_file():
@@ -137,8 +141,8 @@ def mark_interrupted(paths: RunPaths) -> None:
     atomic_write_text(paths.meta, json.dumps(meta, indent=2) + "\n")
 
 
-def _record_start(typed: Config, paths: RunPaths, run_id: str, knobs: dict[str, KnobCheck],
-                  extra_meta: dict[str, Any] | None, meta: dict[str, Any] | None,
+def _record_start(typed: Config, arms: dict[str, ResolvedArm], paths: RunPaths, run_id: str,
+                  knobs: dict[str, KnobCheck], extra_meta: dict[str, Any] | None, meta: dict[str, Any] | None,
                   resume: ResumePlan | None) -> tuple[dict[str, Any], GuardResult]:
     """What a run dir holds once the study is cleared to start: run.json, prompts.json, .hydra (a re-run's),
     guard.json with the declared check and the knobs. Returns run.json's content and the guard so far."""
@@ -157,7 +161,7 @@ def _record_start(typed: Config, paths: RunPaths, run_id: str, knobs: dict[str, 
     write_prompts(paths, resolve_prompts(typed.prompts, typed.config_dirs))
     if not (paths.hydra / "config.yaml").is_file():  # a re-run: Hydra did not record it, so record it here
         record_config(paths, typed)
-    declared = guard_declared.declared_check(typed)  # before anything starts (docs/guard.md)
+    declared = guard_declared.declared_check(typed, arms)  # before anything starts (docs/guard.md)
     guard = GuardResult(declared=declared, knobs=knobs)
     guard_observed.write(paths, guard)
     for line in [*guard_declared.warnings(declared), *guard_knobs.warnings(knobs)]:

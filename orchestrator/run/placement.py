@@ -12,13 +12,13 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
-from orchestrator.config.arms import effective_arm
+from orchestrator.config.arms import Placement, ResolvedArm, resolve_arms
 from orchestrator.config.schema import ArmConfig, Config, RuntimeKind
 from orchestrator.errors import ConfigError
-from orchestrator.runtime.spec import ContainerSpec, Inventory, cpuset_text
+from orchestrator.runtime.spec import Inventory
 
 ALL = "all"
 LOCAL = "local"
@@ -35,31 +35,6 @@ class Needs:
     cpus: int = 0  # 0: no cpuset (the arm may run on any core)
     memory_bytes: int = 0
     host: str | None = None  # the arm names its Docker host (docker_host): only there
-
-
-@dataclass(frozen=True)
-class Placement:
-    arm: str
-    host: str  # "local" (the study's Docker host) or the arm's host URL
-    wave: int  # 1, 2, ...: arms of one wave run at the same time
-    gpus: tuple[int, ...] = ()  # indices on that host
-    gpu_uuids: tuple[str, ...] = ()
-    cpus: tuple[int, ...] = ()
-    all_gpus: bool = False
-
-    @property
-    def cpuset(self) -> str | None:
-        return cpuset_text(self.cpus) if self.cpus else None
-
-    @property
-    def gpus_text(self) -> str | None:
-        """The value for the runtime (`--gpus device=...`, CUDA_VISIBLE_DEVICES); None: the arm's own."""
-        return ",".join(map(str, self.gpus)) if self.gpus else None
-
-    def apply(self, spec: ContainerSpec) -> None:
-        """Give the arm's container its own cores, and the GPUs picked for a `gpu_count`."""
-        spec.cpuset = self.cpuset
-        spec.gpus = self.gpus_text or spec.gpus
 
 
 @dataclass
@@ -188,26 +163,27 @@ def study_hosts(config: Config) -> list[str]:
     return [LOCAL]
 
 
-def study_needs(config: Config, arms: list[str] | None = None) -> list[Needs]:
-    docker = config.runtime.kind is RuntimeKind.docker  # a process arm's docker_host means nothing
-    return [dataclasses.replace(needs, host=needs.host if docker else None)
-            for name, arm in config.arms.items() if arms is None or name in arms
-            for needs in [needs_of(name, effective_arm(arm, config.stand_in))]]
+def study_needs(resolved: Mapping[str, ResolvedArm], arms: list[str] | None = None) -> list[Needs]:
+    """What each resolved arm (of `arms`, default all) asks for, as it runs (a stand-in asks for no GPU)."""
+    return [dataclasses.replace(needs, host=needs.host if r.runtime is RuntimeKind.docker else None)  # else: none
+            for name, r in resolved.items() if arms is None or name in arms for needs in [needs_of(name, r.arm)]]
 
 
-def waves(config: Config, inventory_of: Callable[[str], Inventory], arms: list[str] | None = None
-          ) -> list[list[Placement]]:
-    """The study's waves over the inventories of the hosts its arms may run on (`inventory_of(host)`)."""
-    needs = study_needs(config, arms)
+def waves(config: Config, inventory_of: Callable[[str], Inventory], arms: list[str] | None = None,
+          resolved: Mapping[str, ResolvedArm] | None = None) -> list[list[Placement]]:
+    """The study's waves over the inventories of the hosts its arms may run on (`inventory_of(host)`);
+    `resolved`: the arms as config/arms.py `resolve_arms` made them (made here for a caller with the config)."""
+    needs = study_needs(resolve_arms(config) if resolved is None else resolved, arms)
     return place(needs, _inventories(config, needs, inventory_of), parallel_limit(config))
 
 
-def problems(config: Config, inventory_of: Callable[[str], Inventory]) -> list[str]:
+def problems(config: Config, inventory_of: Callable[[str], Inventory],
+             resolved: Mapping[str, ResolvedArm] | None = None) -> list[str]:
     """One line for each arm that fits on no host even alone: refused before anything starts (run/check.py),
     by `check` as by `run`."""
     if not uses_placement(config):
         return []
-    needs = study_needs(config)
+    needs = study_needs(resolve_arms(config) if resolved is None else resolved)
     hosts = _inventories(config, needs, inventory_of)
     return [problem for need in needs if (problem := _never_fits(need, hosts))]
 

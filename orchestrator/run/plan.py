@@ -3,9 +3,11 @@ expected engine time (run/estimate.py), without starting anything."""
 
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Mapping
 from pathlib import Path
 
-from orchestrator.config.arms import container_spec, effective_arm, runtime_for
+from orchestrator.config.arms import Placement, ResolvedArm, resolve_arms, runtime_for
 from orchestrator.config.schema import Config, RuntimeKind
 from orchestrator.console import Outcome, answer, note
 from orchestrator.errors import ConfigError, DockerUnavailable, ImageError, OrchestratorError
@@ -17,45 +19,45 @@ from orchestrator.runtime.spec import BuildSpec, ContainerSpec, run_labels
 PLAN_RUN_ID = "RUN_ID"
 
 
-def arm_specs(config: Config, run_root: Path, run_id: str, images: dict[str, str] | None = None
-              ) -> dict[str, ContainerSpec]:
+def arm_specs(config: Config, arms: Mapping[str, ResolvedArm], run_root: Path, run_id: str,
+              images: dict[str, str] | None = None) -> dict[str, ContainerSpec]:
     """The container spec of every arm; `images` maps arm -> resolved image id (default: the ref)."""
     labels = run_labels(run_id, study=config.study.name)
     specs = {}
-    for name, original in config.arms.items():
-        arm = effective_arm(original, config.stand_in)
+    for name, resolved in arms.items():
+        arm = resolved.arm
         image = (images or {}).get(name, arm.image)
         # Secrets appear by name only (as `-e NAME`), never with a value.
-        specs[name] = container_spec(name, arm, image, labels, {k: "" for k in arm.secret_env},
-                                     scratch_root=run_root / "scratch")
+        specs[name] = resolved.spec(image, labels, {k: "" for k in arm.secret_env}, scratch_root=run_root / "scratch")
     return specs
 
 
-def render(config: Config, like: Path | None = None) -> str:
-    """`like`: an earlier run of the same study, whose record gives the expected engine time."""
+def render(config: Config, like: Path | None = None, arms: Mapping[str, ResolvedArm] | None = None) -> str:
+    """`like`: an earlier run of the same study, whose record gives the expected engine time; `arms`: as
+    `preflight` resolved them (made here for a caller that has only the config)."""
+    arms = resolve_arms(config) if arms is None else arms
     lines = [f"# study {config.study.name}: {len(config.arms)} arm(s), protocol {config.protocol.name}, "
              f"prompts {config.prompts.name}"]
     derived = "" if config.protocol.request_timeout_s is not None else \
         " (derived from the largest batch and max_tokens; set protocol.request_timeout_s to fix it)"
     lines.append(f"# requests time out after {request_timeout_s(config.protocol):g} s{derived}")
-    if config.stand_in:
-        lines.append(f"# stand-in: every arm runs on {config.stand_in} (no GPUs, no host mounts)")
+    if stand_in := next((resolved.stand_in_image for resolved in arms.values()), None):
+        lines.append(f"# stand-in: every arm runs on {stand_in} (no GPUs, no host mounts)")
     process = config.runtime.kind is RuntimeKind.process
     seconds = None if like is None else group_seconds(like, config.study.name)
-    waves, lines_of_waves = planned_waves(config)
+    waves, lines_of_waves = planned_waves(config, arms)
     lines += lines_of_waves
-    placed = {p.arm: p for wave in waves for p in wave}
-    for name, spec in arm_specs(config, Path("RUN_DIR"), PLAN_RUN_ID).items():
-        arm = config.arms[name]
-        if name in placed:  # the command as the run will give it: with the wave's cores and GPUs
-            placed[name].apply(spec)
+    placed = {p.arm: p for wave in waves for p in wave}  # the command as the run gives it: the wave's cores, GPUs
+    arms = {name: dataclasses.replace(arm, placement=placed.get(name)) for name, arm in arms.items()}
+    for name, spec in arm_specs(config, arms, Path("RUN_DIR"), PLAN_RUN_ID).items():
+        arm = arms[name].declared
         pinned = "a local process" if process else "the image is pinned to its id at run time"
         lines += [f"# arm {name}: {arm.description or arm.image}; {pinned}", *arm_lines(config, name, seconds),
                   spec.equivalent_command(process)]
     return "\n".join(lines) + "\n"
 
 
-def absent_images(config: Config) -> list[str]:
+def absent_images(config: Config, arms: Mapping[str, ResolvedArm]) -> list[str]:
     """A warning per arm whose image is not on the Docker host, in the words `check` and `run` use (the closest
     image it has), found without building anything. A plan is made for other hosts too: it is not refused, and
     no Docker host here means nothing is looked up."""
@@ -66,8 +68,8 @@ def absent_images(config: Config) -> list[str]:
     except DockerUnavailable:
         return []
     found = []
-    for name, original in config.arms.items():
-        arm = effective_arm(original, config.stand_in)
+    for name, resolved in arms.items():
+        arm = resolved.arm
         if arm.docker_host is not None:
             continue
         try:
@@ -79,14 +81,14 @@ def absent_images(config: Config) -> list[str]:
     return found
 
 
-def planned_waves(config: Config) -> tuple[list[list[placement.Placement]], list[str]]:
+def planned_waves(config: Config, arms: Mapping[str, ResolvedArm]) -> tuple[list[list[Placement]], list[str]]:
     """study.parallel_arms (or arms that ask for cores or a GPU count): which arms run at the same time, where,
     from the hosts' inventories; and the plan's lines that say so."""
     if not placement.uses_placement(config):
         return [], []
     try:
         waves = placement.waves(config, lambda host: runtime_for(
-            config.runtime, None if host == placement.LOCAL else host).inventory())
+            config.runtime, None if host == placement.LOCAL else host).inventory(), resolved=arms)
     except OrchestratorError as exc:
         if isinstance(exc, ConfigError):
             raise
@@ -104,9 +106,9 @@ def plan_verb(argv: list[str]) -> Outcome:
     like, argv = _like(argv)
     dirs, overrides = split_config_dirs(argv)
     typed = config.to_typed(config.compose(overrides, dirs))
-    preflight(typed)  # the checks `run` makes: a plan of a study that would be refused is refused
-    warnings = (f"warning: {w}" for w in absent_images(typed))  # the plan itself does not depend on them
-    return note(*warnings) + answer(render(typed, like).removesuffix("\n"))
+    arms = preflight(typed)  # the checks `run` makes: a plan of a study that would be refused is refused
+    warnings = (f"warning: {w}" for w in absent_images(typed, arms))  # the plan itself does not depend on them
+    return note(*warnings) + answer(render(typed, like, arms).removesuffix("\n"))
 
 
 def _like(argv: list[str]) -> tuple[Path | None, list[str]]:
