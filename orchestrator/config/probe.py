@@ -11,11 +11,13 @@ import dataclasses
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from orchestrator.config.locations import CONF_DIR
 from orchestrator.errors import ConfigError, did_you_mean
-from orchestrator.runtime.spec import BuildSpec
+
+if TYPE_CHECKING:  # config/arms.py needs Hydra's schema, absent on a GPU machine: imported by `with_arm` alone
+    from orchestrator.config.arms import ResolvedArm
 
 PRESETS_DIR = CONF_DIR / "probe"
 COMMON_KEYS = ("m", "repeats", "hash_repeats", "seed", "device", "perturb_allocator", "mode")
@@ -23,24 +25,6 @@ SPEC_KEYS = {"gemm": (*COMMON_KEYS, "shapes", "arms", "backend", "layout_toleran
              "ops": (*COMMON_KEYS, "ops")}
 MODES = ("all", "repeats", "m_invariance")
 BACKENDS = ("auto", "scaled_mm", "emulate")
-
-
-@dataclass(frozen=True)
-class ProbeArm:
-    """The arm a probe runs as (`--arm`): in its image (Docker) under its `python`, or as a process under the
-    interpreter its command names; `build` is what identifies a process arm's code, as the run computes it.
-    An arm of the study in the probe's run dir comes as the record has it, with the identity it ran with."""
-
-    name: str
-    image: str  # the ref its config names
-    python: str  # its interpreter inside the image
-    build: BuildSpec  # interpreter (as a process) and source (build.context) of a process arm
-    ran: str | None = None  # the study's arm: the identity the run recorded (image id or code identity)
-
-    @property
-    def process(self) -> bool:
-        """The study ran it as a local process (its code identity says so)."""
-        return bool(self.ran and self.ran.startswith("process:"))
 
 
 @dataclass(frozen=True)
@@ -78,7 +62,8 @@ class ProbeConfig:
     layout_tolerance_ulps: float | None = None
     # probe: ops: entry name -> {op, arms, m, expect_invariant, params} (orchestrator/probes/ops.py)
     ops: dict[str, dict[str, Any]] | None = None
-    of_arm: ProbeArm | None = None  # set by --arm, not a preset key
+    # set by --arm, not a preset key: the arm resolved as its study ran it, `identity` what its record says ran
+    of_arm: ResolvedArm | None = None
 
     def __post_init__(self) -> None:
         problems = []
@@ -181,9 +166,9 @@ def with_arm(config: ProbeConfig, arm: str | RecordedArm, dirs: list[Path]) -> P
     (`_arm_file`), or a study's arm as its record has it."""
     from omegaconf import OmegaConf
 
-    from orchestrator.config.arms import build_spec
+    from orchestrator.config.arms import resolve_arms
     from orchestrator.config.compose import explain, resolve_arm_paths
-    from orchestrator.config.schema import ArmConfig, Config
+    from orchestrator.config.schema import ArmConfig, Config, RuntimeConfig, RuntimeKind
 
     name, ran = (arm, None) if isinstance(arm, str) else (arm.name, arm.image_id)
     node = _arm_file(arm, dirs) if isinstance(arm, str) else json.loads(arm.config_json)
@@ -192,9 +177,12 @@ def with_arm(config: ProbeConfig, arm: str | RecordedArm, dirs: list[Path]) -> P
     except Exception as exc:
         raise explain(exc, dirs) from exc
     assert isinstance(typed, ArmConfig)
-    resolve_arm_paths(Config(arms={name: typed}, config_dirs=[str(d) for d in dirs]))  # the record's: absolute
-    return dataclasses.replace(config, image=typed.image, gpus=typed.gpus,
-                               of_arm=ProbeArm(name, typed.image, typed.python, build_spec(typed), ran))
+    # a local process where the study ran one (its identity is a code identity), else in its image
+    kind = RuntimeKind.process if ran and ran.startswith("process:") else RuntimeKind.docker
+    study = Config(arms={name: typed}, config_dirs=[str(d) for d in dirs], runtime=RuntimeConfig(kind=kind))
+    resolve_arm_paths(study)  # the record's are absolute already
+    resolved = dataclasses.replace(resolve_arms(study)[name], identity=ran)
+    return dataclasses.replace(config, image=typed.image, gpus=typed.gpus, of_arm=resolved)
 
 
 def _arm_file(arm: str, dirs: list[Path]) -> Any:

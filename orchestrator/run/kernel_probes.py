@@ -56,12 +56,12 @@ def where(config: ProbeConfig, runtime: Runtime, local: bool) -> Where:
     and code identity (`runtime.resolve_image` with the arm's build spec, as the run has it), or this Python.
     A study's arm must be what the study ran: the same identity, else the probe would measure other code."""
     arm = config.of_arm
-    if arm and arm.ran and local != arm.process:
-        raise ConfigError(f"arm '{arm.name}' of the study ran in image {arm.image} ({arm.ran[:19]}): probe it "
+    if arm and arm.identity and local != arm.process:
+        raise ConfigError(f"arm '{arm.name}' of the study ran in image {arm.arm.image} ({arm.identity[:19]}): probe it "
                           "there, without --local")
     if local:
         build = arm.build if arm else BuildSpec(interpreter=sys.executable)
-        info = runtime.resolve_image(arm.image if arm else LOCAL, build)
+        info = runtime.resolve_image(arm.arm.image if arm else LOCAL, build)
         at = Where(info.ref, info.id, build.interpreter, config.gpus if arm else "all")
     elif not config.image:
         raise ConfigError("the probe needs an image to run in Docker: set image (or --image/--arm), "
@@ -73,9 +73,9 @@ def where(config: ProbeConfig, runtime: Runtime, local: bool) -> Where:
             hint = (f"; if arm '{arm.name}' runs as a process (runtime=process), add --local to probe it under "
                     "its interpreter") if arm else ""
             raise ImageError(f"{exc}{hint}") from exc
-        at = Where(config.image, info.id, arm.python if arm else "python3", config.gpus)
-    if arm and arm.ran and at.identity != arm.ran:
-        raise ImageError(f"arm '{arm.name}' of the study ran {arm.ran[:27]}, and what would run here is "
+        at = Where(config.image, info.id, arm.arm.python if arm else "python3", config.gpus)
+    if arm and arm.identity and at.identity != arm.identity:
+        raise ImageError(f"arm '{arm.name}' of the study ran {arm.identity[:27]}, and what would run here is "
                          f"{at.identity[:27]}: the probe would measure other code. Probe where the study ran, "
                          "with the same image, or the same interpreter, packages and source")
     return at
