@@ -59,10 +59,10 @@ def _verb(verb: str, rest: list[str], debug: bool) -> int:
         return finish(failed(exc))
     except KeyboardInterrupt as exc:
         return finish(failed(exc))
-    return outcome if isinstance(outcome, int) else finish(outcome)  # int: a verb not moved to console yet
+    return finish(outcome)
 
 
-def _run(argv: list[str]) -> int | Outcome:
+def _run(argv: list[str]) -> Outcome:
     if argv[:1] not in (["--from"], ["--resume"]):
         from orchestrator.sweep.app import run_with_hydra
 
@@ -79,7 +79,7 @@ def _run(argv: list[str]) -> int | Outcome:
             else run_from(args.run_dir, args.out, args.allow, args.output))
 
 
-def _compare(argv: list[str]) -> int | Outcome:
+def _compare(argv: list[str]) -> Outcome:
     from orchestrator.report.verdict import recompare
 
     parser = _parser("compare", "Re-make a run's report.")
@@ -98,7 +98,7 @@ def _compare(argv: list[str]) -> int | Outcome:
                      a.expect_schedule, a.branches)
 
 
-def _reproduce(argv: list[str]) -> int | Outcome:
+def _reproduce(argv: list[str]) -> Outcome:
     from orchestrator.reproduce.rerun import reproduce
 
     parser = _parser("reproduce", "Re-run a run dir with its images pinned and compare signatures.")
@@ -108,7 +108,7 @@ def _reproduce(argv: list[str]) -> int | Outcome:
     return reproduce(args.run_dir, args.out, args.allow, args.by_tag, args.output)
 
 
-def _fingerprint(argv: list[str]) -> int | Outcome:
+def _fingerprint(argv: list[str]) -> Outcome:
     from orchestrator.guard.fingerprint import fingerprint_verb
 
     parser = _parser("fingerprint", "Fingerprint this host, or an image, and its matrix key. No network.", True)
@@ -118,7 +118,7 @@ def _fingerprint(argv: list[str]) -> int | Outcome:
     return fingerprint_verb(_runtime("process" if a.image is None else "docker", a.docker_host), a.image, a.json)
 
 
-def _probe(argv: list[str]) -> int | Outcome:
+def _probe(argv: list[str]) -> Outcome:
     from orchestrator.config import probe, search
     from orchestrator.run.kernel_probes import probe_config, probe_verb
 
@@ -138,7 +138,7 @@ def _probe(argv: list[str]) -> int | Outcome:
                       a.local, a.ingest, a.print_spec)
 
 
-def _clean(argv: list[str]) -> int | Outcome:
+def _clean(argv: list[str]) -> Outcome:
     from orchestrator.runtime import KINDS
     from orchestrator.runtime.reaper import clean
 
@@ -180,12 +180,12 @@ def _runtime(kind: str, docker_host: str | None) -> Any:
     return runtime_named(kind, docker_host)
 
 
-def _delegate(module: str, function: str) -> Callable[[list[str]], int | Outcome]:
+def _delegate(module: str, function: str) -> Callable[[list[str]], Outcome]:
     """A verb whose arguments are parsed where they are used (Hydra overrides, or the verb's own parser)."""
     return lambda argv: getattr(importlib.import_module(module), function)(argv)
 
 
-VERBS: dict[str, Callable[[list[str]], int | Outcome]] = {
+VERBS: dict[str, Callable[[list[str]], Outcome]] = {
     "run": _run, "check": _delegate("orchestrator.run.check", "check"),
     "plan": _delegate("orchestrator.run.plan", "plan_verb"), "compare": _compare, "reproduce": _reproduce,
     "clean": _clean, "fingerprint": _fingerprint, "probe": _probe,

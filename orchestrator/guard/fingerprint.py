@@ -15,7 +15,9 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 from orchestrator import probes
+from orchestrator.console import Outcome, answer
 from orchestrator.engines import ENGINES, profile_for
+from orchestrator.errors import ExitStatus
 from orchestrator.runtime.spec import BuildSpec, ExecResult, run_labels
 
 if TYPE_CHECKING:
@@ -162,8 +164,9 @@ def render(result: dict[str, Any]) -> str:
     return "\n".join(f"{name.ljust(width)}  {value}" for name, value in rows)
 
 
-def fingerprint_verb(runtime: Runtime, image: str | None, as_json: bool) -> int:
-    """`orchestrator fingerprint`: print it; 4 when the environment probe failed."""
+def fingerprint_verb(runtime: Runtime, image: str | None, as_json: bool) -> Outcome:
+    """`orchestrator fingerprint`: the fingerprint; 4 when the environment probe failed."""
     result = fingerprint_target(runtime, image, "fingerprint")
-    print(json.dumps(result, indent=2, sort_keys=True) if as_json else render(result))
-    return 4 if result["fingerprint"].get("probe", {}).get("error") else 0
+    failed = result["fingerprint"].get("probe", {}).get("error")
+    return answer(json.dumps(result, indent=2, sort_keys=True) if as_json else render(result),
+                  status=ExitStatus.MEASUREMENT_FAILED if failed else ExitStatus.OK)

@@ -130,13 +130,13 @@ def run_with_hydra(argv: list[str]) -> Outcome:
 
     saved = sys.argv
     sys.argv = ["orchestrator", *flags, *overrides, *overrides_for(dirs)]
-    SweepCompare.status = 0
+    SweepCompare.outcome = Outcome()
     Outcomes.reset()
     try:
         task()
     finally:
         sys.argv = saved
-    return Outcome(statuses=(status["code"], SweepCompare.status, Outcomes.status))
+    return Outcome(statuses=(status["code"],)) + Outcomes.outcome + SweepCompare.outcome
 
 
 def run_composed(composed: Any, typed: Config, checked: Refusals) -> Outcome:

@@ -11,13 +11,14 @@ sweep.json into the sweep dir (report/sweep.py); `orchestrator compare SWEEP_DIR
 from __future__ import annotations
 
 import shutil
-import sys
 from pathlib import Path
 from typing import Any
 
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf
 
+from orchestrator.console import Outcome, answer, failed, note
+from orchestrator.errors import ExitStatus
 from orchestrator.report.sweep import done_line, summarize
 
 
@@ -59,9 +60,10 @@ def check_slurm_gpus(composed: DictConfig) -> None:
 
 class SweepCompare(Callback):
     """Hydra callback: after a multirun, compare its jobs as arms of one study. Hydra swallows a callback's
-    exceptions (a warning), so a report that could not be made is kept in `status` for the exit status."""
+    exceptions (a warning), so what it ends with, a report that could not be made too, is kept in `outcome`
+    for `run` to end with (console.py)."""
 
-    status = 0
+    outcome = Outcome()
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
         from orchestrator.errors import OrchestratorError
@@ -71,14 +73,13 @@ class SweepCompare(Callback):
         try:
             summary = summarize(sweep_dir, Outcomes.failed)
         except OrchestratorError as exc:
-            print(f"error: the sweep report could not be made: {exc}", file=sys.stderr)
-            SweepCompare.status = exc.exit_status
+            SweepCompare.outcome = failed(exc)
             return
         except Exception as exc:  # a bug: say so, and make the sweep fail rather than pass silently
-            print(f"error: the sweep report failed (a bug): {type(exc).__name__}: {exc}", file=sys.stderr)
-            SweepCompare.status = 1
+            SweepCompare.outcome = note(f"error: the sweep report failed (a bug): {type(exc).__name__}: {exc}",
+                                        status=ExitStatus.INTERNAL)
             return
         if summary:
-            print(done_line(sweep_dir, summary))
+            SweepCompare.outcome = answer(done_line(sweep_dir, summary))
         elif {p.name for p in sweep_dir.iterdir()} <= {"multirun.yaml"}:  # every job refused before it started:
             shutil.rmtree(sweep_dir)  # nothing left, not even Hydra's multirun.yaml (a dir that looks used)

@@ -16,14 +16,14 @@ from __future__ import annotations
 
 import contextlib
 import signal
-import sys
 import time
 from collections.abc import Iterator, Sequence
 from typing import Any, ClassVar
 
 from hydra.core.utils import JobReturn, JobStatus
 
-from orchestrator.errors import ExitStatus, worst
+from orchestrator.console import Outcome, note
+from orchestrator.errors import ExitStatus
 
 # SLURM job state -> the sweep's exit status for a job that left no result
 STATE_STATUS = {"CANCELLED": ExitStatus.INTERRUPTED, "PREEMPTED": ExitStatus.INTERRUPTED}
@@ -32,12 +32,12 @@ STATE_STATUS = {"CANCELLED": ExitStatus.INTERRUPTED, "PREEMPTED": ExitStatus.INT
 class Outcomes:
     """What the launcher learnt, for `run` and the sweep report (the launcher runs in `run`'s process)."""
 
-    status = 0
+    outcome = Outcome()  # every job's status, and a line for each that SLURM ended
     failed: ClassVar[dict[str, str]] = {}  # job number -> what SLURM said
 
     @classmethod
     def reset(cls) -> None:
-        cls.status, cls.failed = 0, {}
+        cls.outcome, cls.failed = Outcome(), {}
 
 
 class Reporting:
@@ -58,11 +58,11 @@ class Reporting:
         results = [_crashed(r) if r.status is JobStatus.FAILED else r for r in results]
         for number, result in enumerate(results, start=initial_job_idx):
             code = result.return_value if isinstance(result.return_value, int) else int(ExitStatus.INTERNAL)
-            Outcomes.status = worst(Outcomes.status, code)
+            Outcomes.outcome += Outcome(statuses=(code,))
             if isinstance(result, _Failed):
                 Outcomes.failed[str(number)] = result.reason
-                print(f"error: sweep job {number} ({' '.join(job_overrides[number - initial_job_idx])}): "
-                      f"{result.reason}", file=sys.stderr)
+                overrides = " ".join(job_overrides[number - initial_job_idx])
+                Outcomes.outcome += note(f"error: sweep job {number} ({overrides}): {result.reason}")
         return results
 
 

@@ -10,6 +10,7 @@ import pytest
 from orchestrator import cli
 from orchestrator.config.probe import load_probe_config
 from orchestrator.config.search import ENV_VAR
+from orchestrator.console import Outcome
 from orchestrator.run import placement
 from orchestrator.run.check import config_problems, study_config
 from orchestrator.runtime.spec import Inventory
@@ -119,9 +120,9 @@ def test_hydra_s_re_run_recipe_takes_out_like_the_other_re_runs(tmp_path: Path, 
     (hydra / "overrides.yaml").write_text("[]\n")
     called: list[tuple[Path, Path | None, list[str]]] = []
 
-    def run_from(run: Path, out: Path | None, allow: list[str], output: list[str]) -> int:
+    def run_from(run: Path, out: Path | None, allow: list[str], output: list[str]) -> Outcome:
         called.append((run, out, output))
-        return 0
+        return Outcome()
 
     monkeypatch.setattr(rerun, "run_from", run_from)
     assert cli.main(["run", "--config-dir", str(hydra), "--config-name", "config", "--out", str(tmp_path / "new")]) == 0

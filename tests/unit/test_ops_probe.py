@@ -92,10 +92,10 @@ def test_the_gate_names_an_op_expected_invariant_that_is_not(cells: list[dict[st
 def test_probe_verb_exits_3_when_an_expected_invariant_op_varies(tmp_path: Path) -> None:
     varying = "ops={v: {op: control_must_vary, width: 256, expect_invariant: true}}"
     config = load_probe_config("ops_cpu_small", ["processes=1", "m=[1, 2]", "repeats=3", varying])
-    assert kernel_probes.probe_verb(config, None, tmp_path / "bad", True, None, False) == ExitStatus.GATE_FAILED
+    assert kernel_probes.probe_verb(config, None, tmp_path / "bad", True, None, False).status == ExitStatus.GATE_FAILED
     config = load_probe_config("ops_cpu_small", ["processes=1", "m=[1, 2]", "repeats=3",
                                                   "ops={n: {op: rmsnorm, hidden: 64, expect_invariant: true}}"])
-    assert kernel_probes.probe_verb(config, None, tmp_path / "good", True, None, False) == ExitStatus.OK
+    assert kernel_probes.probe_verb(config, None, tmp_path / "good", True, None, False).status == ExitStatus.OK
     assert "## Kernel probes (ops)" in (tmp_path / "good" / "probes.md").read_text()
     assert (tmp_path / "good" / "probes-ops-raw-1.jsonl").is_file()
 

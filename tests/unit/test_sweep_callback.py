@@ -4,17 +4,16 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pytest
 from omegaconf import OmegaConf
 
+from orchestrator.console import Outcome
 from orchestrator.sweep.callback import SweepCompare
 
 
-def test_a_failed_sweep_report_sets_a_failing_status(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_failed_sweep_report_sets_a_failing_status(tmp_path: Path) -> None:
     (tmp_path / "0").mkdir()
     (tmp_path / "0" / "run.json").write_text("{not json")  # a job dir the report cannot read
-    SweepCompare.status = 0
     SweepCompare().on_multirun_end(OmegaConf.create({"hydra": {"sweep": {"dir": str(tmp_path)}}}))
-    assert SweepCompare.status == 1
-    assert "the sweep report failed" in capsys.readouterr().err
-    SweepCompare.status = 0
+    assert SweepCompare.outcome.status == 1
+    assert "the sweep report failed" in SweepCompare.outcome.notes[0]
+    SweepCompare.outcome = Outcome()
