@@ -5,7 +5,10 @@ characters from the split (the part from the split on marked `>>` without colour
 
 from __future__ import annotations
 
-from typing import IO, Any
+import io
+import shutil
+import sys
+from typing import TYPE_CHECKING, Any
 
 from orchestrator.analysis.results import Explored
 from orchestrator.report.explorer_md import (
@@ -20,19 +23,33 @@ from orchestrator.report.explorer_md import (
     window,
 )
 
+if TYPE_CHECKING:
+    from rich.console import Console
+
 PLAIN_WIDTH = 120  # not a terminal: wide enough that a row of the token table stays on one line
 MARKS = {"split": "<- split", "flip": "<- other token"}
 
 
-def render(explored: Explored, file: IO[str] | None = None) -> None:
-    from rich import box
+def render(explored: Explored, terminal: bool | None = None) -> str:
+    """The explorer as text for stdout: for a terminal (`terminal`; default: whether stdout is one) in colour at
+    its width, else plain."""
     from rich.console import Console
+
+    buffer = io.StringIO()
+    if sys.stdout.isatty() if terminal is None else terminal:
+        console = Console(file=buffer, highlight=False, soft_wrap=False, force_terminal=True,
+                          width=shutil.get_terminal_size().columns)
+    else:
+        console = Console(file=buffer, highlight=False, width=PLAIN_WIDTH, no_color=True, color_system=None)
+    _draw(explored, console)
+    return buffer.getvalue().removesuffix("\n")
+
+
+def _draw(explored: Explored, console: Console) -> None:
+    from rich import box
     from rich.table import Table
     from rich.text import Text
 
-    console = Console(file=file, highlight=False, soft_wrap=False)
-    if not console.is_terminal:
-        console = Console(file=file, highlight=False, width=PLAIN_WIDTH, no_color=True, color_system=None)
     frame = box.ROUNDED if console.is_terminal else box.ASCII
     console.print(Text(summary(explored), style="bold"))
     if explored.basis == "text":

@@ -156,16 +156,15 @@ def diverged(report: dict[str, Any], run_dir: Path) -> list[str]:
     return [*out, f"`orchestrator show {run_dir} --cell ARM/PROMPT/PHASE`: where one split"]
 
 
-def show_cell(run_dir: Path, label: str) -> None:
-    """Print where one cell's completions split (or an A/B pair's, `ARM_B vs ARM_A/PROMPT/PHASE`)."""
+def show_cell(run_dir: Path, label: str) -> str:
+    """Where one cell's completions split (or an A/B pair's, `ARM_B vs ARM_A/PROMPT/PHASE`), for stdout."""
     from orchestrator.report.explorer_md import from_json
     from orchestrator.report.explorer_text import render
 
     report = _report(run_dir)
     explored = {e["label"]: e for e in [*(report.get("explorer") or []), *(report.get("pair_explorer") or [])]}
     if label in explored:
-        render(from_json(explored[label]))
-        return
+        return render(from_json(explored[label]))
     cells = [f"{c['arm']}/{c['prompt_id']}/{c['phase']}" for c in report.get("cells") or []]
     if label not in cells:
         raise ConfigError(line("unknown-name", "--cell", label, list(explored) or cells))
@@ -200,7 +199,7 @@ def _report(run_dir: Path) -> dict[str, Any]:
 
 def verb_main(verb: str, argv: list[str]) -> Outcome:
     """The `ls` and `show` verbs: the listing, or the run's summary (a missing folder or report: RecordError,
-    exit 2). `show --cell` draws the explorer on the terminal itself (rich: colours, the terminal's width)."""
+    exit 2); `show --cell`: where a cell split (in colour on a terminal)."""
     if verb == "ls":
         parser = argparse.ArgumentParser(prog="orchestrator ls", description="Every run below DIR: study, "
                                          "started, arms, verdict, path.")
@@ -213,8 +212,7 @@ def verb_main(verb: str, argv: list[str]) -> Outcome:
     args = parser.parse_args(argv)
     if args.cell is None:
         return answer(show(args.run_dir))
-    show_cell(args.run_dir, args.cell)  # --cell "" names no cell: show_cell says which there are
-    return answer()
+    return answer(show_cell(args.run_dir, args.cell))  # --cell "" names no cell: show_cell says which there are
 
 
 def ls_verb(argv: list[str]) -> Outcome:

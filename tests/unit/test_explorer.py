@@ -102,12 +102,10 @@ def test_markdown_and_html_mark_the_split_and_list_the_top_k(result: Comparison)
         "http://www.w3.org/2000/svg", "")
 
 
-def test_show_lists_the_divergent_cells_and_prints_one_in_plain_text(result: Comparison, tmp_path: Path,
-                                                                      capsys: pytest.CaptureFixture[str]) -> None:
+def test_show_lists_the_divergent_cells_and_prints_one_in_plain_text(result: Comparison, tmp_path: Path) -> None:
     run = _run_dir(tmp_path, result)
     assert "a/p/conc: 2 signatures in 8, first split at token 2 (near-tie)" in show(run)
-    show_cell(run, "a/p/conc")
-    printed = capsys.readouterr().out
+    printed = show_cell(run, "a/p/conc")
     assert "\x1b[" not in printed  # not a terminal: no escapes
     assert "t9  -0.1  <- split" in printed and "batches #1 (size 4)" in printed
     # plain text: `*` marks what differs (the colours' stand-in), once explained
@@ -151,7 +149,7 @@ ORDERS = {
 
 @pytest.mark.parametrize("order", ORDERS)
 def test_the_split_is_the_first_difference_of_any_kind_and_a_later_flip_is_shown_too(
-        tmp_path: Path, capsys: pytest.CaptureFixture[str], order: str) -> None:
+        tmp_path: Path, order: str) -> None:
     branch_rows, (split, kind, flip), window = ORDERS[order]
     result = compare(record(tmp_path, [*MODAL, *branch_rows]))
     [cell] = result.explorer
@@ -166,8 +164,7 @@ def test_the_split_is_the_first_difference_of_any_kind_and_a_later_flip_is_shown
     listed = "first split at token 0 (same token, other logprobs), first other token at 35 (near-tie)" if flip \
         else "first split at token 30"
     assert f"a/p/conc: 2 signatures in 8, {listed}\n" in show(run)  # `show RUN` says the same as the explorer
-    show_cell(run, "a/p/conc")
-    printed = capsys.readouterr().out
+    printed = show_cell(run, "a/p/conc")
     assert "<- split" in printed
     if flip is None:
         assert branch.near_tie is False and "| … |" not in markdown
@@ -273,7 +270,7 @@ def test_a_branch_that_splits_far_past_the_earliest_split_gets_a_window_of_its_o
 
 
 def test_markdown_html_and_show_print_the_texts_and_say_why_there_is_no_top_k(
-        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+        tmp_path: Path) -> None:
     result = compare(record(tmp_path, slotted(3, {2: C, 3: B})))
     markdown = "\n".join(explorer_md.section(result))
     assert "first split at character 20 (signed on text)" in markdown and explorer_md.TEXT_SIGNED in markdown
@@ -286,8 +283,7 @@ def test_markdown_html_and_show_print_the_texts_and_say_why_there_is_no_top_k(
     assert "no logprob chart" in page and "<svg" not in page and 'class="topk"' not in page and "http" not in page
     run = _run_dir(tmp_path, result)
     assert "t/p/conc: 3 signatures in 12, first split at character 20 (signed on text)" in show(run)
-    show_cell(run, "t/p/conc")
-    printed = capsys.readouterr().out
+    printed = show_cell(run, "t/p/conc")
     assert explorer_md.TEXT_SIGNED in printed and "shared by all up to character 20: Paris is the capital" in printed
     assert ">>. <b>big</b>" in printed and " of France.>>⏎Yes" in printed and "took the same slots" in printed
 
@@ -309,8 +305,7 @@ def test_the_window_keeps_each_split_even_far_from_the_others() -> None:
     assert _window([2, 10, 20, 30, 40], 48) == list(range(0, 39))  # at most WIDEST (40): the mark at 40 left out
 
 
-def test_a_branch_that_ends_early_is_marked_where_it_ended(tmp_path: Path, capsys: pytest.CaptureFixture[str]
-                                                           ) -> None:
+def test_a_branch_that_ends_early_is_marked_where_it_ended(tmp_path: Path) -> None:
     rows = [lp_row(r, LONG[:6], {}) for r in range(5)] + [lp_row(r, LONG[:4], {}) for r in range(5, 8)]
     result = compare(record(tmp_path, rows))
     [cell] = result.explorer
@@ -318,5 +313,4 @@ def test_a_branch_that_ends_early_is_marked_where_it_ended(tmp_path: Path, capsy
     assert (branch.split, branch.split_kind, branch.flip, branch.tokens) == (4, "token", None, LONG_TOKENS[:4])
     assert "| 4 | `t5` -0.1 | ** ◀ split** |" in "\n".join(explorer_md.section(result))
     assert '<td class="split" title="ended">∅</td>' in explorer_html.section(result)
-    show_cell(_run_dir(tmp_path, result), "a/p/conc")
-    assert "t5  -0.1  | <- split" in capsys.readouterr().out
+    assert "t5  -0.1  | <- split" in show_cell(_run_dir(tmp_path, result), "a/p/conc")
