@@ -139,7 +139,7 @@ def check_knobs(config: Config, runtime: Runtime, run_id: str, arms: Mapping[str
         if known is not None:
             _keep(key, out)
         if known is None:
-            results[arm] = _failed_listing(arm, arm_config, out)
+            results[arm] = _failed_listing(resolved, out)
             continue
         found = unknown_knobs(arm, arm_config, known)
         results[arm] = KnobCheck(True, found, flags_known=len(known.get("flags") or ()),
@@ -148,12 +148,12 @@ def check_knobs(config: Config, runtime: Runtime, run_id: str, arms: Mapping[str
     return results
 
 
-def _failed_listing(arm: str, arm_config: ArmConfig, out: ExecResult) -> KnobCheck:
+def _failed_listing(resolved: ResolvedArm, out: ExecResult) -> KnobCheck:
     """A listing that could not import the engine: the arm cannot start either when its command runs the
     engine's own module or program; a script of the user's may not need the engine at all."""
     said = out.output.strip()[-300:]
     found = re.search(r"No module named '([\w.]+)'", said)
-    engine = profile_for(arm_config.engine)
+    arm, arm_config, engine = resolved.name, resolved.arm, resolved.profile
     missing = found.group(1) if found and found.group(1).split(".")[0] in engine.modules else None
     if missing is None or engine.runs_itself(arm_config.command):
         return KnobCheck(False, reason=f"the knob listing failed (exit {out.exit_code}): {said}",
