@@ -98,11 +98,26 @@ class Kind:
         return stat[0] == "Z"  # a zombie is dead; only its parent's wait is missing
 
 
+def test_every_runtime_a_config_can_name_runs_this_contract() -> None:
+    """A new runtime is a class in runtime/ (docs/ARCHITECTURE.md, "Where to change what"): its kind in
+    `make_runtime`, the config's name for it and its conf/runtime/ file agree, and this suite runs over it."""
+    from orchestrator.config.schema import RuntimeKind
+    from orchestrator.runtime import KINDS
+
+    conf = {path.stem for path in (Path(__file__).resolve().parents[2] / "conf" / "runtime").glob("*.yaml")}
+    assert set(KINDS) == {kind.value for kind in RuntimeKind} == conf
+    assert set(KINDS) <= set(UNDER_TEST)
+
+
 def _pid(kind: Kind, handle: Handle) -> int | None:
     return kind.runtime.pid(handle) if isinstance(kind.runtime, ProcessRuntime) else None
 
 
-@pytest.fixture(scope="module", params=[pytest.param("docker", marks=pytest.mark.docker), "process", "fake"])
+UNDER_TEST = ("docker", "process", "fake")  # every runtime kind, and the unit tests' in-process one
+
+
+@pytest.fixture(scope="module", params=[pytest.param(k, marks=pytest.mark.docker) if k == "docker" else k
+                                        for k in UNDER_TEST])
 def kind(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Kind:
     if request.param == "fake":
         from tests.fake_engine import fake_runtime
