@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The reference-engine studies through the orchestrator's local-process runtime on a GPU box with no
-# Docker engine (the lent H200): every arm a local process on the GPU (bf16). Usage:
+# Docker host (the lent H200): every arm a local process on the GPU (bf16). Usage:
 #   bash bench/gpu_process_studies.sh OUT_DIR [STUDY ...]   (default: default fused_finalize batch_invariance)
 # python3 must have torch, hydra-core, pyarrow and httpx.
 set -uo pipefail

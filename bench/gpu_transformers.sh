@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# transformers serve studies on a GPU box with no Docker engine (the lent H200), through the process
+# transformers serve studies on a GPU box with no Docker host (the lent H200), through the process
 # runtime: every arm `transformers serve` as a local process on the GPU, in bf16, serving the random-weight
 # small-llama (0.4 B, hidden 2048, 8 layers) made there by scripts/make-tiny-models.py. Usage:
 #   bash bench/gpu_transformers.sh OUT_DIR [STUDY ...]

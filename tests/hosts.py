@@ -71,4 +71,4 @@ def nothing_left_remote_fixture(hosts: Hosts) -> Iterator[None]:
     left = [c for c in client.containers.list(all=True, filters={"label": LABEL}) if c.id not in before]
     for container in left:
         container.remove(force=True)
-    assert not left, f"containers left on the remote engine: {[c.name for c in left]}"
+    assert not left, f"containers left on the remote Docker host: {[c.name for c in left]}"

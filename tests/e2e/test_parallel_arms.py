@@ -70,6 +70,6 @@ def test_four_arms_over_two_engines_one_core_each_at_once(hosts: Hosts, tmp_path
         fingerprint = json.loads(arm["fingerprint_json"])
         assert fingerprint["probe"]["cpus_usable"] == 1
         assert fingerprint["ran_on"]["docker_host"] == arm["placed_host"]
-    assert len({a["image_id"] for a in arms.values()}) == 1  # shipped to the far engine, pinned by id
+    assert len({a["image_id"] for a in arms.values()}) == 1  # shipped to the far Docker host, pinned by id
     report = (tmp_path / "report.md").read_text()
     assert hosts.ssh_url in report and "wave 1:" in report
