@@ -1,7 +1,7 @@
-"""An arm config as the runtime sees it, resolved once: `resolve_arms` turns each arm of a checked config into
-a `ResolvedArm` (the stand-in applied, the engine that answers, its command, build spec, interpreter and
-runtime), which every stage takes; `container_spec` makes its container or process spec. The runtime never
-sees a config; this is where one becomes the other.
+"""An arm config as the runtime sees it, resolved once: `resolve_arms` turns each arm of a config into a
+`ResolvedArm` (the stand-in applied, the engine that answers, the request fields, interpreter, build spec and
+runtime; later its placement and identity), which every stage takes; `container_spec` makes its container or
+process spec. The runtime never sees a config; this is where one becomes the other.
 
 The stand-in: `stand_in=IMAGE` runs every arm on IMAGE (the reference engine accepts vLLM's flags),
 without GPUs, host mounts or host IPC, so a vLLM study's whole path runs where no GPU is.
@@ -52,7 +52,7 @@ class Placement:
 
 @dataclass(frozen=True)
 class ResolvedArm:
-    """One arm as it will run, made once from a checked config (`resolve_arms`): run, guard, plan, check,
+    """One arm as it will run, made once from the config (`resolve_arms`): run, guard, plan, check,
     probe and reproduce take it, none re-derives it. What is known later is filled in with `dataclasses.replace`:
     `placement` once run/placement.py placed it, `identity` once the runtime resolved its image."""
 
@@ -84,7 +84,7 @@ class ResolvedArm:
 
 
 def resolve_arms(config: Config) -> dict[str, ResolvedArm]:
-    """Every arm of a config whose own checks passed (config/validate.py: engine names, ranges), in order."""
+    """Every arm of a config, in order; each must name a known engine (config/validate.py says so first)."""
     return {name: _resolve(name, arm, config) for name, arm in config.arms.items()}
 
 
