@@ -6,6 +6,7 @@ from __future__ import annotations
 import ast
 import dataclasses
 import json
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -63,15 +64,21 @@ def test_a_stand_in_run_records_the_reference_engine_in_its_cell_and_keeps_the_a
         assert material["packages"] == {"refengine": "0.3", "torch": "2.8"}  # the engine that answered
 
 
+def _modules_where(found: Callable[[ast.AST], bool]) -> set[str]:
+    """Modules of the orchestrator with a node `found` says yes to."""
+    return {path.relative_to(ORCHESTRATOR.parent).as_posix() for path in ORCHESTRATOR.rglob("*.py")
+            if any(found(node) for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))))}
+
+
 def _attribute_reads(name: str) -> set[str]:
-    """Modules of the orchestrator that read `X.<name>`."""
-    found = set()
-    for path in ORCHESTRATOR.rglob("*.py"):
-        tree = ast.parse(path.read_text(encoding="utf-8"))
-        if any(isinstance(node, ast.Attribute) and node.attr == name and isinstance(node.ctx, ast.Load)
-               for node in ast.walk(tree)):
-            found.add(path.relative_to(ORCHESTRATOR.parent).as_posix())
-    return found
+    return _modules_where(lambda node: isinstance(node, ast.Attribute) and node.attr == name
+                          and isinstance(node.ctx, ast.Load))
+
+
+def _calls(name: str) -> set[str]:
+    return _modules_where(lambda node: isinstance(node, ast.Call) and (
+        (isinstance(node.func, ast.Name) and node.func.id == name)
+        or (isinstance(node.func, ast.Attribute) and node.func.attr == name)))
 
 
 def test_no_module_re_derives_an_arm() -> None:
@@ -80,3 +87,7 @@ def test_no_module_re_derives_an_arm() -> None:
     # recorded stand-in's image id into the config before that config is resolved.
     assert _attribute_reads("stand_in") == {"orchestrator/config/arms.py", "orchestrator/guard/results.py",
                                             "orchestrator/reproduce/rerun.py"}
+    # The build spec and the interpreter are the resolution's; the knob listing's command is made from an arm
+    # config by callers that hold one (its tests), so it asks the same function the resolution does.
+    assert _calls("build_spec") == {"orchestrator/config/arms.py"}
+    assert _calls("arm_interpreter") == {"orchestrator/config/arms.py", "orchestrator/guard/knobs.py"}
