@@ -40,7 +40,7 @@ def test_missing_image_is_named(tmp_path: Path) -> None:
     assert not (tmp_path / "run").exists()  # nothing written: no .hydra/, no app.log
 
 
-def test_an_image_typo_names_the_closest_image_the_engine_has_in_run_check_and_plan(tmp_path: Path) -> None:
+def test_an_image_typo_names_the_closest_image_the_docker_host_has_in_run_check_and_plan(tmp_path: Path) -> None:
     typo = ["arms.baseline.image=orchestrator/referense-engine:0.1.0"]
     said = ("arm 'baseline': image 'orchestrator/referense-engine:0.1.0' is not present on this Docker host (the "
             "closest it has: 'orchestrator/reference-engine:0.1.0')")
