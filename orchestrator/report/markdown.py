@@ -269,7 +269,7 @@ def _failures_section(report: StudyReport) -> list[str]:
 BATCH_ROWS = 40  # the per-batch table beyond this many rows lives in report.json
 
 
-def _batches_section(result: Comparison, why: Mapping[str, str]) -> list[str]:
+def _batches_section(result: Comparison, why: Mapping[str, str] | None = None) -> list[str]:
     """Per cell, then per batch: how tightly the batch arrived, how many ran together, what failed."""
     concurrent = [c for c in result.cells if c.batch_size is not None]
     if not concurrent:
@@ -296,7 +296,7 @@ def _batches_section(result: Comparison, why: Mapping[str, str]) -> list[str]:
     return out
 
 
-def _co_resident(batch: Cell | BatchCheck, why: Mapping[str, str]) -> str:
+def _co_resident(batch: Cell | BatchCheck, why: Mapping[str, str] | None) -> str:
     co_resident = batch.co_resident
     if co_resident is None:
         return f"not observable ({unobserved([batch], why)})"

@@ -55,8 +55,9 @@ def test_capabilities_agree_with_the_endpoints(profile: EngineProfile) -> None:
     assert can.metrics == (paths.metrics is not None) == (profile.running_metric is not None)
     assert not (profile.max_logprobs_flag and not can.logprobs)  # a logprobs limit of an engine that returns none
     # the report's "not observable" lines say what the engine lacks, or that what it has gave nothing
-    assert profile.unobserved().split(", ") == ["no running-requests count from its metrics" if can.metrics
-                                                else "no /metrics", "no trace in its answers" if can.trace else "no trace"]
+    lacks = ["no running-requests count from its metrics" if can.metrics else "no /metrics",
+             "no trace in its answers" if can.trace else "no trace"]
+    assert profile.unobserved().split(", ") == lacks
 
 
 @pytest.mark.parametrize("profile", PROFILES)
