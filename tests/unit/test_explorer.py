@@ -297,7 +297,7 @@ def _run_dir(tmp_path: Path, result: Comparison) -> Path:
 
 
 def test_the_window_keeps_each_split_even_far_from_the_others() -> None:
-    from orchestrator.analysis.explorer import _window
+    from orchestrator.analysis.alignment import window as _window
 
     assert _window([2, 30], 48) == [*range(0, 11), *range(26, 39)]  # two stretches, "…" between them
     assert _window([2, 12], 48) == list(range(0, 21))  # overlapping: one stretch
