@@ -151,8 +151,10 @@ def test_a_full_disk_while_the_record_is_written_fails_cleanly(tmp_path: Path) -
     subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(disk)], check=True)
     try:
         state = tmp_path / "state"
-        result = orchestrator("run", f"hydra.run.dir={disk / 'run'}", *faulty("ok", pad_kb=32),
-                              "protocol.phases.sequential.repeats=300",
+        # Few requests, so the disk check before the start passes (its estimate knows no padding), each padded
+        # with 256 KB of random text, so the record outgrows the 1 MiB tmpfs while it is written.
+        result = orchestrator("run", f"hydra.run.dir={disk / 'run'}", *faulty("ok", pad_kb=256),
+                              "protocol.phases.sequential.repeats=16",
                               env={**os.environ, "ORCHESTRATOR_PROCESS_DIR": str(state)})
         assert result.returncode == 4, result.stderr[-2000:]
         assert "No space left on device" in result.stderr and "Traceback" not in result.stderr
