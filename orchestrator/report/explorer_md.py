@@ -46,7 +46,7 @@ def summary(explored: Explored) -> str:
         head = f"{explored.label}: modal completions"
     else:
         shown = len(explored.completions) + explored.more_branches
-        head = f"{explored.label}: {shown} signatures in {explored.n} ({first.requests} took the modal completion)"
+        head = f"{explored.label}: {shown} signatures in {explored.n} ({first.requests} took the modal one)"
     if not splits:
         return head + "; no token or logprob difference found in the stored lists"
     earliest = min(splits, key=lambda c: c.split or 0)
@@ -60,6 +60,9 @@ def summary(explored: Explored) -> str:
         return line
     flips = [f for c in splits if (f := flip_of(c)) is not None]
     if not flips:
+        if explored.more_branches:  # a branch not shown may take another token: claim only what was read
+            return (f"{line}; the same tokens throughout in the {len(others)} branch(es) shown "
+                    f"({explored.more_branches} more not read: compare RUN --branches K)")
         return line + "; the same tokens throughout"
     flip = min(flips, key=lambda f: f.position)
     about = _gap(flip.gap, flip.near_tie)

@@ -91,7 +91,7 @@ def test_branches_past_the_limit_are_counted(tmp_path: Path) -> None:
 
 def test_markdown_and_html_mark_the_split_and_list_the_top_k(result: Comparison) -> None:
     markdown = "\n".join(explorer_md.section(result))
-    assert "### a/p/conc: 2 signatures in 8 (5 took the modal completion); first split at token 2" in markdown
+    assert "### a/p/conc: 2 signatures in 8 (5 took the modal one); first split at token 2" in markdown
     assert "| 2 | `t3` -0.1 | **`t9` -0.1 ◀ split** |" in markdown
     assert "| 1 | **`t3`** | **-0.1** | **`t9`** | **-0.1** |" in markdown and "near-tie" in markdown
     assert "| 2 | `other` | -0.1001 | `other` | -0.1001 |" in markdown  # the same on both sides: not bold
@@ -314,3 +314,16 @@ def test_a_branch_that_ends_early_is_marked_where_it_ended(tmp_path: Path) -> No
     assert "| 4 | `t5` -0.1 | ** ◀ split** |" in "\n".join(explorer_md.section(result))
     assert '<td class="split" title="ended">∅</td>' in explorer_html.section(result)
     assert "t5  -0.1  | <- split" in show_cell(_run_dir(tmp_path, result), "a/p/conc")
+
+
+def test_the_same_tokens_are_claimed_only_of_the_branches_read(result: Comparison) -> None:
+    """A branch past the limit is not read: the line must not say that the cell's tokens never differ."""
+    import dataclasses
+
+    [cell] = [e for e in result.explorer if e.kind == "cell"][:1]
+    branch = dataclasses.replace(cell.completions[1], split=0, split_kind="logprob", flip=None)
+    alone = dataclasses.replace(cell, completions=[cell.completions[0], branch], more_branches=0)
+    assert explorer_md.summary(alone).endswith("; the same tokens throughout")
+    hidden = dataclasses.replace(alone, more_branches=3)
+    assert explorer_md.summary(hidden).endswith(
+        "; the same tokens throughout in the 1 branch(es) shown (3 more not read: compare RUN --branches K)")
