@@ -84,8 +84,15 @@ def recompare(run_dirs: list[Path], out: Path | None, baseline: str | None, as_j
             [job], None, None, as_json, run_gate, max_divergence_rate, expect_pairs, expect_schedules, branches))
             if asked else None)
     source = RunPaths(run_dirs[0])  # no run.json: rebuild says so
-    own = read_json(source.meta).get("gate") if run_gate and source.meta.is_file() else None
-    gate = gate_from_flags(own, max_divergence_rate, expect_pairs, expect_schedules)
+    meta = read_json(source.meta) if source.meta.is_file() else {}
+    gate = gate_from_flags(meta.get("gate") if run_gate else None, max_divergence_rate, expect_pairs,
+                           expect_schedules)
+    if len(run_dirs) == 1 and meta.get("planned_arms"):  # an arm the run does not have is bad input, not a gate
+        arms = list(meta["planned_arms"])
+        unknown = [line("unknown-name", f"--expect-{key.removeprefix('expect_').rstrip('s')}", arm, arms)
+                   for key in ("expect_pairs", "expect_schedules") for arm in gate.get(key, {}) if arm not in arms]
+        if unknown:
+            raise ConfigError(unknown)
     # the reports state the gate this compare applies; asked for none, the run's own, as the run wrote them
     paths, report, _ = rebuild(run_dirs, out, baseline, branches, gate if asked else None)
     shown = answer(paths.report_json.read_text().removesuffix("\n")) if as_json else cells_summary(paths, report)

@@ -335,3 +335,14 @@ def test_a_prompt_file_in_the_encoding_its_config_names_is_read(tmp_path: Path) 
                  "prompts.prompts.capital.encoding=latin-1"]
     typed = config.to_typed(config.compose(overrides, [tmp_path]))
     assert config.resolve_prompts(typed.prompts, typed.config_dirs)["capital"] == "café"
+
+
+def test_a_gate_on_an_arm_the_run_lacks_is_bad_input_and_changes_nothing(recorded_run: Path, tmp_path: Path,
+                                                                         capsys: pytest.CaptureFixture[str]) -> None:
+    run = tmp_path / "run"
+    shutil.copytree(recorded_run, run)
+    before = sorted(p.relative_to(run) for p in run.rglob("*"))
+    assert cli.main(["compare", str(run), "--expect-pair", "wide_btach=differ"]) == 2
+    assert capsys.readouterr().err == ("error: --expect-pair='wide_btach' names nothing that exists. Did you mean "
+                                       "'wide_batch'? Available: baseline, wide_batch\n")
+    assert sorted(p.relative_to(run) for p in run.rglob("*")) == before  # no report made with a gate it cannot apply
