@@ -14,6 +14,7 @@ from orchestrator.config.catalog import line
 from orchestrator.console import Outcome, answer, note
 from orchestrator.errors import ConfigError, ExitStatus, RecordError
 from orchestrator.record.paths import RunPaths, read_json
+from orchestrator.record.tables import read_table
 from orchestrator.report.build import rebuild
 from orchestrator.report.markdown import cells_table
 from orchestrator.report.model import StudyReport
@@ -87,8 +88,8 @@ def recompare(run_dirs: list[Path], out: Path | None, baseline: str | None, as_j
     meta = read_json(source.meta) if source.meta.is_file() else {}
     gate = gate_from_flags(meta.get("gate") if run_gate else None, max_divergence_rate, expect_pairs,
                            expect_schedules)
-    if len(run_dirs) == 1 and meta.get("planned_arms"):  # an arm the run does not have is bad input, not a gate
-        arms = list(meta["planned_arms"])
+    if len(run_dirs) == 1 and source.table("arms").is_dir():  # an arm the run lacks is bad input, not a gate
+        arms = sorted(set(read_table(source, "arms", ["arm"]).column("arm").to_pylist()))
         unknown = [line("unknown-name", f"--expect-{key.removeprefix('expect_').rstrip('s')}", arm, arms)
                    for key in ("expect_pairs", "expect_schedules") for arm in gate.get(key, {}) if arm not in arms]
         if unknown:
