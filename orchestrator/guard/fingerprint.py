@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 from orchestrator import probes
 from orchestrator.console import Outcome, answer
 from orchestrator.engines import ENGINES, profile_for
-from orchestrator.errors import ExitStatus
+from orchestrator.errors import ConfigError, ExitStatus, ImageError
 from orchestrator.runtime.spec import BuildSpec, ExecResult, run_labels
 
 if TYPE_CHECKING:
@@ -133,7 +133,13 @@ def fingerprint_target(runtime: Runtime, image: str | None, run_id: str) -> dict
         fingerprint = {"probe": probe}
         image_id = None
     else:
-        info = runtime.resolve_image(image, BuildSpec())
+        try:
+            info = runtime.resolve_image(image, BuildSpec())
+        except ImageError as exc:  # a name it does not have is bad input here: no arm, nothing to build
+            if exc.absent is None:
+                raise
+            raise ConfigError(f"{exc.absent}: name an image it has (`docker images` lists them), or build or load "
+                              "that one first") from None
         image_id = info.id
         fingerprint = {"probe": probe_image(runtime, info.id, labels), "image_id": info.id,
                        "image_ref": image, "repo_digests": list(info.repo_digests)}

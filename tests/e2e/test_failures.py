@@ -55,6 +55,11 @@ def test_an_image_typo_names_the_closest_image_the_docker_host_has_in_run_check_
     assert "docker run" in planned.stdout
     planned = orchestrator("plan", *ONE_ARM, *typo)
     assert planned.returncode == 0 and f"warning: {said}; `run` tries to build it from " in planned.stderr
+    # `fingerprint --image` has no arm and nothing to build: bad input too, not a failed measurement
+    printed = orchestrator("fingerprint", "--image", "orchestrator/referense-engine:0.1.0")
+    absent = said.removeprefix("arm 'baseline': ")
+    assert printed.returncode == 2 and printed.stderr == f"error: {absent}: name an image it has (`docker images` " \
+        "lists them), or build or load that one first\n", printed.stderr
 
 
 def test_a_refused_sweep_job_leaves_no_dir_and_a_sweep_of_refused_jobs_nothing(tmp_path: Path) -> None:
