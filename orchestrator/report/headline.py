@@ -28,7 +28,8 @@ class GateVerdict:
     def sentence(self) -> str:
         if self.verdict == "not set":
             return "Gate: not set (study gate: max_divergence_rate, expect_pairs, expect_schedules)."
-        stated = ", ".join(f"{k} {v}" for k, v in self.stated.items())
+        stated = ", ".join(f"{k} " + (", ".join(f"{arm}={want}" for arm, want in v.items()) if isinstance(v, dict)
+                                      else str(v)) for k, v in self.stated.items())
         if self.verdict == "passed":
             return f"Gate: passed ({stated})."
         return f"Gate: FAILED ({stated}): " + "; ".join(self.problems) + "."

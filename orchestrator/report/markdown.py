@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from orchestrator.analysis.results import BASIS_WORDS, BatchCheck, Cell, Comparison, Divergence, WaveTime
 from orchestrator.analysis.stats import ALPHA
+from orchestrator.config.noise_floor import copy_name
 from orchestrator.report import explorer_md
 from orchestrator.report.environment import markdown_section as environment_section
 from orchestrator.report.guard import markdown_section
@@ -75,10 +76,12 @@ def headline(comparison: Comparison, why: Mapping[str, str] | None = None) -> st
         parts.append(f"{len(differ)} schedule comparisons differ")
     cold = [c for c in comparison.cold if c.matches_warm is False]
     if cold:
-        parts.append(f"{len(cold)} cold first requests differ from warm")
+        parts.append(f"{len(cold)} of {len(comparison.cold)} cold first requests differ from warm")
     pairs = [p for p in comparison.pairs if p.verdict == "differ"]
     if pairs:
-        parts.append(f"{len(pairs)} of {len(comparison.pairs)} pair comparisons (A/B, A/A) differ")
+        kinds = "/".join(sorted({"A/A" if p.arm_b == copy_name(p.arm_a) else "A/B" for p in comparison.pairs},
+                                reverse=True))
+        parts.append(f"{len(pairs)} of {len(comparison.pairs)} pair comparisons ({kinds}) differ")
     not_co = [b for b in comparison.batches if b.co_resident is False]
     if not_co:
         parts.append(f"{len(not_co)} of {len(comparison.batches)} concurrent batches were not co-resident "
