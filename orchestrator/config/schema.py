@@ -85,7 +85,7 @@ class ArmConfig:
     """One serving configuration = one container."""
 
     description: str = ""
-    # The engine it serves, a profile in orchestrator/engines/ (`openai`: a server of your own, nothing assumed):
+    # The engine it serves, a profile in orchestrator/engines/ (one of them is for a server of your own):
     # its endpoints, how engine_args become flags, what requests carry, how answers, log lines and metrics are read.
     engine: str = DEFAULT_ENGINE
     image: str = MISSING  # tag or id; pinned to its digest at run time

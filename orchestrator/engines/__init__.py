@@ -18,6 +18,7 @@ ENGINES: dict[str, EngineProfile] = {profile.name: profile for profile in (
     vllm.PROFILE, reference.PROFILE, transformers_serve.PROFILE, openai.PROFILE)}
 DEFAULT_ENGINE = "vllm"  # an arm that names none, and a record from before `engine:` existed
 STAND_IN_ENGINE = "reference"  # what answers under `stand_in=IMAGE` (config/arms.py `resolve_arms`)
+OWN_SERVER_ENGINE = openai.PROFILE.name  # the profile a server of the user's own declares (nothing assumed)
 
 
 def profile_for(name: str | None) -> EngineProfile:
@@ -25,5 +26,5 @@ def profile_for(name: str | None) -> EngineProfile:
     return ENGINES[name or DEFAULT_ENGINE]
 
 
-__all__ = ["DEFAULT_ENGINE", "ENGINES", "SETTINGS", "STAND_IN_ENGINE", "Capabilities", "Dialect", "Endpoints",
-           "EngineProfile", "ParsedCompletion", "profile_for"]
+__all__ = ["DEFAULT_ENGINE", "ENGINES", "OWN_SERVER_ENGINE", "SETTINGS", "STAND_IN_ENGINE", "Capabilities",
+           "Dialect", "Endpoints", "EngineProfile", "ParsedCompletion", "profile_for"]

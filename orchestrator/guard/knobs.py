@@ -18,7 +18,7 @@ from orchestrator import probes
 from orchestrator.config.arms import ResolvedArm, arm_interpreter, resolve_arms
 from orchestrator.config.catalog import line
 from orchestrator.config.compose import user_cache_dir
-from orchestrator.engines import profile_for
+from orchestrator.engines import OWN_SERVER_ENGINE, profile_for
 from orchestrator.errors import OrchestratorError
 from orchestrator.guard.results import KnobCheck
 from orchestrator.record.paths import atomic_write_text
@@ -160,12 +160,13 @@ def _failed_listing(resolved: ResolvedArm, out: ExecResult) -> KnobCheck:
                          engine_missing=missing)
     return KnobCheck(False, reason=f"`{shlex.join(arm_config.command)}` runs no module or program of engine "
                      f"{engine.name}, and its listing needs module '{missing}': declare a server of your own with "
-                     f"arms.{arm}.engine=openai (nothing assumed of it; docs/runtimes.md)", own_server=True)
+                     f"arms.{arm}.engine={OWN_SERVER_ENGINE} (nothing assumed of it; docs/runtimes.md)",
+                     own_server=True)
 
 
 def warnings(knobs: dict[str, KnobCheck]) -> list[str]:
     """What `run` says up front of the knob check: an arm that looks like a server of the user's own, which gets
-    its engine profile's request fields (vLLM's `return_token_ids`, ...) until it is declared `engine: openai`."""
+    its engine profile's request fields until it declares the profile for a server of one's own."""
     return [f"arm '{arm}': {check.reason}" for arm, check in knobs.items() if check.own_server]
 
 
