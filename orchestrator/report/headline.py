@@ -27,7 +27,8 @@ class GateVerdict:
 
     def sentence(self) -> str:
         if self.verdict == "not set":
-            return "Gate: not set (study gate: max_divergence_rate, expect_pairs, expect_schedules)."
+            return ("Gate: not set (to have one, set gate.max_divergence_rate, gate.expect_pairs or "
+                    "gate.expect_schedules, or pass compare's gate flags).")
         stated = ", ".join(f"{k} " + (", ".join(f"{arm}={want}" for arm, want in v.items()) if isinstance(v, dict)
                                       else str(v)) for k, v in self.stated.items())
         if self.verdict == "passed":
