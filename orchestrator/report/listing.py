@@ -68,7 +68,8 @@ def summary(paths: RunPaths) -> RunSummary:
 def runs(root: Path) -> list[RunSummary]:
     """Every run dir (a folder with run.json) below `root`, oldest first."""
     if not root.is_dir():
-        raise RecordError(f"{root} is not a folder: pass the folder that holds run directories (default: runs)")
+        raise RecordError(f"{root.absolute()} is not a folder: pass the folder that holds run directories "
+                          "(default: runs, below the working directory)")
     found = [summary(RunPaths(meta.parent)) for meta in root.rglob("run.json")]
     return sorted(found, key=lambda r: (r.started, str(r.path)))
 
