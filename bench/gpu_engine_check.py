@@ -20,7 +20,9 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from orchestrator.analysis.signatures import top_logprobs_signature
-from orchestrator.run.parse import parse_completion
+from orchestrator.engines import profile_for
+
+parse_completion = profile_for(None).parse  # a body in the default engine's dialect
 
 ROOT = Path(__file__).resolve().parent.parent
 SETTINGS = {

@@ -272,15 +272,15 @@ def threads(port: int, n: int) -> int:
 
 def project(port: int, n: int) -> int:
     """orchestrator.run.release.release() as protocol._release calls it; every answer parsed as a run would."""
+    from orchestrator.engines import profile_for
     from orchestrator.run import release  # here: the recording server (this file, --serve) needs none of it
     from orchestrator.run.client import json_bytes
-    from orchestrator.run.parse import parse_completion
 
     async def batch() -> int:
         payloads = [(PATH, json_bytes(json.loads(BODY)))] * n
         exchanges = await asyncio.gather(*await release.release(f"http://127.0.0.1:{port}", "/health", payloads,
                                                                 TIMEOUT_S))
-        return sum(bool(e.error or not e.sent or parse_completion(e.body).error) for e in exchanges)
+        return sum(bool(e.error or not e.sent or profile_for(None).parse(e.body).error) for e in exchanges)
 
     return asyncio.run(batch())
 

@@ -14,11 +14,10 @@ from typing import TYPE_CHECKING, Any
 from orchestrator.analysis import signatures
 from orchestrator.analysis.gaps import top_gaps
 from orchestrator.analysis.stopping import StopRule
-from orchestrator.engines import EngineProfile
+from orchestrator.engines import EngineProfile, profile_for
 from orchestrator.errors import EngineFailure
 from orchestrator.run import protocol
 from orchestrator.run.client import CompletionClient, Exchange
-from orchestrator.run.parse import parse_completion
 
 if TYPE_CHECKING:
     from orchestrator.record.tables import TableWriter
@@ -37,7 +36,7 @@ def response_row(ctx: RunContext, request: protocol.Request, exchange: Exchange,
                  engine: EngineProfile | None = None) -> dict[str, Any]:
     """One `responses` row: what was sent, exactly what came back, what it parsed to (in the dialect of the
     arm's engine profile, `engine`), its signatures."""
-    parsed = parse_completion(exchange.body, engine) if exchange.status is not None else None
+    parsed = (engine or profile_for(None)).parse(exchange.body) if exchange.status is not None else None
     mismatch = protocol.prompt_token_check(request.body, parsed.prompt_tokens) if parsed else None
     errors = [e for e in (exchange.error, parsed.error if parsed else None, mismatch) if e]
     top = parsed.top_logprobs if parsed else None

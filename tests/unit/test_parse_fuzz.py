@@ -10,12 +10,14 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from orchestrator.config.schema import PhaseKind
+from orchestrator.engines import profile_for
 from orchestrator.record.paths import RunPaths
 from orchestrator.record.tables import TableWriter, read_table
 from orchestrator.run.client import Exchange
-from orchestrator.run.parse import parse_completion
 from orchestrator.run.protocol import Request
 from orchestrator.run.sending import RunContext, response_row
+
+parse_completion = profile_for(None).parse  # a body in the default engine's dialect
 
 CHAT = {  # docs/vllm.md, "/v1/chat/completions"
     "id": "chatcmpl-1", "object": "chat.completion", "model": "m",

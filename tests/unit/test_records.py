@@ -9,9 +9,11 @@ import pytest
 
 from orchestrator.analysis import signatures
 from orchestrator.analysis.stats import clopper_pearson, divergence_bound, upper_bound_zero
+from orchestrator.engines import profile_for
 from orchestrator.record.paths import RunPaths
 from orchestrator.record.tables import TableWriter, read_table
-from orchestrator.run.parse import parse_completion
+
+parse_completion = profile_for(None).parse  # a body in the default engine's dialect
 
 VLLM_BODY = {
     "id": "cmpl-1", "object": "text_completion", "model": "m",
