@@ -127,12 +127,6 @@ def config_check(typed: Config, allow: list[str] | None = None, how_to_allow: st
                                  *missing_executables(arms)], arms)
 
 
-def config_problems(typed: Config, allow: list[str] | None = None, how_to_allow: str = OWN_CONFIG_ALLOW
-                    ) -> list[str]:
-    """The problems of `config_check`."""
-    return config_check(typed, allow, how_to_allow).problems
-
-
 def missing_images(arms: dict[str, ResolvedArm], runtime: Runtime) -> list[str]:
     """Every arm whose image is neither present nor buildable, with how to get it: before any arm starts
     (an arm's own Docker host, in a sweep of many hosts, is checked when the arm runs)."""

@@ -12,7 +12,7 @@ from orchestrator.config.probe import load_probe_config
 from orchestrator.config.search import ENV_VAR
 from orchestrator.console import Outcome
 from orchestrator.run import placement
-from orchestrator.run.check import config_problems, study_config
+from orchestrator.run.check import config_check, study_config
 from orchestrator.runtime.spec import Inventory
 
 
@@ -32,7 +32,7 @@ def test_every_command_line_problem_at_once_not_only_the_first() -> None:
     assert "unknown key 'portt' in arms.baseline" in said and "unknown key 'nope' in arms.baseline" in said
     assert "arms.baseline.port: Value 'abc'" in said and "unknown protocol 'smok'" in said
     # what composed without them is still checked: the range below is found beside them
-    assert config_problems(typed) == ["protocol.request.max_tokens=-1: must be >= 0"]
+    assert config_check(typed).problems == ["protocol.request.max_tokens=-1: must be >= 0"]
 
 
 def test_check_lists_command_line_problems_with_the_refusals_after_them(capsys: pytest.CaptureFixture[str]) -> None:
@@ -71,7 +71,7 @@ def test_a_process_arm_cannot_be_given_privileges_or_a_memory_limit() -> None:
                                     "arms.baseline.privileged=true", "arms.baseline.memory=1g",
                                     "+runtime.allow=[privileged]"], [])
     assert found == []
-    assert [p.split(":")[0] for p in config_problems(typed)] == ["arms.baseline.privileged=True",
+    assert [p.split(":")[0] for p in config_check(typed).problems] == ["arms.baseline.privileged=True",
                                                                  "arms.baseline.memory='1g'"]
 
 
