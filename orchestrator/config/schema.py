@@ -21,6 +21,16 @@ from orchestrator.engines import DEFAULT_ENGINE
 class PhaseKind(str, Enum):
     sequential = "sequential"  # one request at a time, each waits for the previous answer
     concurrent = "concurrent"  # `repeats` identical requests released together, `batches` times
+    # traffic at a load point (`load:`): probe requests (the cell's identical prompt) inside background traffic
+    load = "load"
+
+
+class Arrivals(str, Enum):
+    """How a load point's requests arrive under its rate (AIPerf's arrival patterns)."""
+
+    constant = "constant"  # exactly 1/rate apart
+    poisson = "poisson"  # exponential gaps: independent arrivals
+    gamma = "gamma"  # gamma gaps of shape `gamma_shape`: below 1 burstier than Poisson, above 1 smoother
 
 
 class RuntimeKind(str, Enum):
@@ -179,10 +189,45 @@ class RequestConfig:
 
 
 @dataclass
+class LoadWarmupConfig:
+    """Traffic sent before a load point's first window: recorded with role `warmup`, never counted."""
+
+    requests: int = 0  # a count, or
+    duration_s: float | None = None  # a duration (not both)
+    rate_per_s: float | None = None  # null: the load point's
+    concurrency: int | None = None  # null: the load point's
+
+
+@dataclass
+class LoadConfig:
+    """A load point (phase kind `load`, docs/load.md), in AIPerf's terms: a rate with an arrival pattern, a
+    concurrency (a ceiling under a rate, or a closed loop alone), a stop (a count or a duration) and a grace
+    period. Every `probe_every`-th request is a probe: the cell's identical request, round robin over the
+    study's prompts (role `measured`); the others are background traffic (role `background`)."""
+
+    rate_per_s: float | None = None  # offered requests per second; null: a closed loop of `concurrency`
+    arrivals: Arrivals = Arrivals.poisson
+    gamma_shape: float = 1.0  # arrivals=gamma only
+    concurrency: int | None = None  # at most this many in flight; alone: always this many
+    requests: int | None = None  # a window ends after this many requests are sent, or
+    duration_s: float | None = None  # after this long (not both)
+    grace_s: float = 30.0  # after a window's stop, answers are awaited this long; later ones are cut, recorded
+    windows: int = 3  # repeated windows of the load point: the intervals of its cost
+    probe_every: int = 4  # every k-th request is a probe: probes arrive at rate_per_s / k
+    # Background traffic: a prompt set's file under prompts/ (its prompts cycled); null: the study's own prompts
+    background: str | None = None
+    background_max_tokens: list[int] = field(default_factory=lambda: [16, 32, 64])  # cycled per background request
+    stream: bool = True  # streamed answers: time to first token and inter-token latencies
+    seed: int = 0  # of the arrival times and the background's order
+    warmup: LoadWarmupConfig = field(default_factory=LoadWarmupConfig)
+
+
+@dataclass
 class PhaseConfig:
     kind: PhaseKind = PhaseKind.sequential
     repeats: int = 6  # sequential: requests per prompt; concurrent: requests per batch
     batches: int = 1  # concurrent only: how many batches per prompt
+    load: LoadConfig = field(default_factory=LoadConfig)  # kind=load only
 
 
 @dataclass
@@ -238,6 +283,10 @@ class StudyConfig:
     # Arms run side by side where resources allow (run/placement.py, docs/runtimes.md): at most N at once, or
     # auto (as many as fit: disjoint GPUs, cores and memory); the rest in later waves. 1: one after another.
     parallel_arms: Any = 1
+    # Start each arm this many times (docs/load.md): the first start runs the protocol; each later one starts a
+    # fresh engine, waits until it is ready, sends one request per prompt and stops it. The report gives the
+    # start failure rate with a bound, and the spread of time to ready and of signatures across starts.
+    starts: int = 1
 
 
 @dataclass

@@ -63,6 +63,7 @@ class Capabilities:
     tokenize: bool = False  # the server's own token ids of a prompt
     metrics: bool = False  # running requests, sampled on its metrics endpoint
     trace: bool = False  # its own per-request trace in each answer: exact co-residency
+    streaming: bool = False  # answers streamed as server-sent events (time to first token, inter-token latency)
 
 
 @dataclass(frozen=True)

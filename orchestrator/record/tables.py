@@ -22,8 +22,9 @@ from orchestrator.errors import RecordError
 from orchestrator.record.paths import RunPaths, atomic_write_bytes
 
 # 2: request_id, attempt, role (responses), attempt (arms); 3: probes' op columns, placement (arms);
-# 4: probes' image_id. Older parts read with nulls.
-SCHEMA_VERSION = "4"
+# 4: probes' image_id; 5: load points (responses: scheduled_ns .. offered_rate_per_s, start; arms: start,
+# model, memory peaks). Older parts read with nulls.
+SCHEMA_VERSION = "5"
 
 _TOP = pa.struct([("token", pa.string()), ("logprob", pa.float64())])
 _PROMPT_TOP = pa.struct([("token_id", pa.int64()), ("token", pa.string()), ("logprob", pa.float64()),
@@ -59,6 +60,13 @@ RESPONSES = pa.schema([
     ("prompt_logprobs", pa.list_(pa.list_(_PROMPT_TOP))),  # null entry at position 0, as served
     ("sig_text", pa.string()), ("sig_token_ids", pa.string()),
     ("sig_top_logprobs", pa.string()), ("sig_logprob_vector", pa.string()),
+    # Load phases (run/load.py): when the schedule meant it to be sent (its send_ns is when it was: the pacing
+    # error), the answer's first byte, and streamed: its first token chunk and the gaps between token chunks.
+    ("scheduled_ns", pa.int64()), ("first_byte_ns", pa.int64()), ("streamed", pa.bool_()),
+    ("first_token_ns", pa.int64()), ("inter_token_ns", pa.list_(pa.int64())),
+    ("load_point", pa.string()),  # the load point's label ("poisson 8/s, at most 16 at once"); null elsewhere
+    ("offered_rate_per_s", pa.float64()),  # its rate; null: a closed loop
+    ("start", pa.int64()),  # study.starts: which start of the arm (0: the one that runs the protocol)
 ])
 
 LOGS = pa.schema([
@@ -79,6 +87,12 @@ ARMS = pa.schema([
     # one wave ran at the same time), its GPUs by index and UUID, its cores; null when arms ran one by one.
     ("placed_host", pa.string()), ("wave", pa.int64()), ("gpu_indices", pa.list_(pa.int64())),
     ("gpu_uuids", pa.list_(pa.string())), ("cpuset", pa.string()),
+    ("start", pa.int64()),  # study.starts: 0 runs the protocol, 1.. only start, answer and stop
+    # The model served and its revision (a hub revision, or a local folder's content hash): the matrix key's
+    ("model", pa.string()), ("model_revision", pa.string()),
+    # Peaks while the arm ran, sampled: its container's or process tree's memory, its GPUs' memory (bytes);
+    # null where not observable, with why in memory_note
+    ("peak_memory_bytes", pa.int64()), ("peak_gpu_memory_bytes", pa.int64()), ("memory_note", pa.string()),
 ])
 
 # One row per kernel-probe cell (orchestrator/probes/gemm.py; docs/probes.md says what each column means).

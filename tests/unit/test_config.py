@@ -31,7 +31,7 @@ def test_default_study_composes_two_reference_arms() -> None:
     ("protocol.phases.sequential.repeats=abc", "protocol.phases.sequential.repeats: Value 'abc'"),
     ("protocol.target_bound=abc", "could not be converted to Float (on the command line); give a number, e.g. 0.05"),
     ("protocol.request.echo=maybe", "is not a valid bool (type str) (on the command line); give true or false"),
-    ("protocol.phases.sequential.kind=paralel", "expected one of [sequential, concurrent]"),
+    ("protocol.phases.sequential.kind=paralel", "expected one of [sequential, concurrent, load]"),
     ("study.baseline=nope", "study.baseline='nope' names nothing that exists. Available: baseline, wide_batch"),
     ("arms.baseline.gpus=al", "arms.baseline.gpus='al': must be null, 'all' or device ids"),
 ])
