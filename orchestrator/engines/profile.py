@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 from typing import Any
 
+from orchestrator.engines import stream
 from orchestrator.engines.dialect import Dialect, ParsedCompletion
 
 # The settings the guard and the report compare across engines, by neutral name; each profile maps the ones
@@ -169,8 +170,14 @@ class EngineProfile:
                           "no trace in its answers" if can.trace else "no trace"))
 
     def parse(self, body: bytes) -> ParsedCompletion:
-        """A completion body as this engine answers it (its dialect)."""
-        return self.dialect.parse(body)
+        """A completion body as this engine answers it (its dialect); a streamed one (server-sent events) as
+        the unstreamed body it amounts to, with what was wrong with the stream first among the problems."""
+        if not stream.is_sse(body):
+            return self.dialect.parse(body)
+        whole = stream.assemble(body)
+        out = self.dialect.parse(whole.body)
+        out.problems[:0] = whole.problems
+        return out
 
     def model_field(self, served_model_name: str | None) -> str | None:
         """The `model` its requests carry: the arm's served name, or none for a server that takes none."""
