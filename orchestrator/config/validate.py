@@ -91,6 +91,7 @@ def _ranges(config: Config) -> Iterator[tuple[str, Any, str, bool]]:
         yield check(f"protocol.phases.{name}.repeats", phase.repeats, AT_LEAST_ONE)
         yield check(f"protocol.phases.{name}.batches", phase.batches, AT_LEAST_ONE)
     yield check("study.explorer_branches", config.study.explorer_branches, AT_LEAST_ONE)
+    yield check("study.starts", config.study.starts, AT_LEAST_ONE)
     yield check("runtime.stop_timeout_s", config.runtime.stop_timeout_s, NON_NEGATIVE)
     if config.gate.max_divergence_rate is not None:
         yield check("gate.max_divergence_rate", config.gate.max_divergence_rate, RATE)
