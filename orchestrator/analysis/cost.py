@@ -1,0 +1,237 @@
+"""What an arm costs at each load point, from the record alone (docs/load.md, "Reading the cost").
+
+Per arm and `load` phase, over every row of the phase but its warm-up (probes and background, start 0): request
+throughput and output tokens/s per window (completed requests, or their completion tokens, over the window's
+first send to last answer), end-to-end latency, time to first token and inter-token latency (streamed rows
+only: "not observable" otherwise, never 0), errors, send lateness (the pacing error). Per pair of arms (each A/B
+and the baseline's A/A), the ratio B/A of each metric: the geometric mean ratio of the replicates (windows; for
+time to ready and memory, starts) with Welch's t interval on their logs; and the two arms' divergence rates
+compared cell by cell (analysis/rates.py). Only the columns named here are read, so `compare` stays fast.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from orchestrator.analysis import coresidents, starts
+from orchestrator.analysis.cost_results import CostRatio, CostReport, Metric, PhaseCost, RateComparison
+from orchestrator.analysis.rates import compare_rates
+from orchestrator.analysis.results import Cell, Comparison
+from orchestrator.analysis.stats import beta_ppf, pooled_bound
+from orchestrator.record.paths import RunPaths
+from orchestrator.record.tables import iter_batches
+
+COLUMNS = ["arm", "prompt_id", "phase", "phase_kind", "role", "batch_id", "start", "error", "send_ns",
+           "scheduled_ns", "recv_ns", "streamed", "first_token_ns", "inter_token_ns", "completion_tokens",
+           "load_point", "offered_rate_per_s", "server_first_step", "server_last_step", "batch_running_max"]
+NUMBERS = ["batch_id", "start", "send_ns", "scheduled_ns", "recv_ns", "first_token_ns", "completion_tokens",
+           "offered_rate_per_s", "server_first_step", "server_last_step", "batch_running_max"]
+# The metrics a ratio B/A is given for, per load point (per-window values) and per arm (per-start values).
+WINDOW_METRICS = ("request_throughput_per_s", "output_tokens_per_s", "latency_s", "time_to_first_token_s",
+                  "inter_token_latency_s")
+START_METRICS = ("time_to_ready_s", "peak_memory_bytes", "peak_gpu_memory_bytes")
+NOT_STREAMED = "not observable: not streamed (load.stream false, or the engine cannot stream)"
+ONE_REPLICATE = "no interval: one {what} on a side ({setting} of 2 or more gives one)"
+SETTING = {"window": "load.windows", "start": "study.starts"}
+CONFIDENCE = 0.95
+
+
+def load_groups(sources: RunPaths | list[RunPaths]) -> dict[tuple[str, str], dict[str, Any]]:
+    """(arm, phase) -> its load rows but warm-up and later starts, as numpy columns (NaN for null numbers;
+    the streamed rows' inter-token gaps flattened, in seconds)."""
+    tables: dict[tuple[str, str], list[pa.Table]] = {}
+    for paths, label in starts.labelled(sources):
+        for batch in iter_batches(paths, "responses", COLUMNS):
+            keep = pc.and_(pc.equal(batch.column("phase_kind"), "load"), pc.not_equal(batch.column("role"), "warmup"))
+            keep = pc.and_(keep, pc.less_equal(pc.fill_null(batch.column("start"), 0), 0))
+            rows = batch.filter(pc.fill_null(keep, False))
+            if not rows.num_rows:
+                continue
+            for arm, phase in dict.fromkeys(zip(rows.column("arm").to_pylist(), rows.column("phase").to_pylist(),
+                                                strict=True)):
+                mine = pc.and_(pc.equal(rows.column("arm"), arm), pc.equal(rows.column("phase"), phase))
+                tables.setdefault((label + arm, phase), []).append(pa.Table.from_batches([rows.filter(mine)]))
+    return {key: _columns(pa.concat_tables(parts)) for key, parts in tables.items()}
+
+
+def _columns(table: pa.Table) -> dict[str, Any]:
+    out: dict[str, Any] = {c: table.column(c).to_numpy(zero_copy_only=False).astype(np.float64)
+                           if table.column(c).null_count == 0 else
+                           pc.fill_null(table.column(c).cast(pa.float64()), math.nan).to_numpy(zero_copy_only=False)
+                           for c in NUMBERS}
+    for c in ("prompt_id", "role", "load_point"):
+        out[c] = table.column(c).to_pylist()
+    out["ok"] = pc.is_null(table.column("error")).to_numpy(zero_copy_only=False) & ~np.isnan(out["recv_ns"])
+    out["streamed"] = pc.fill_null(table.column("streamed"), False).to_numpy(zero_copy_only=False)
+    out["gaps"] = table.column("inter_token_ns")
+    return out
+
+
+def phase_cost(arm: str, phase: str, rows: dict[str, Any]) -> PhaseCost:
+    ok, streamed = rows["ok"], rows["ok"] & rows["streamed"]
+    send, recv = rows["send_ns"], rows["recv_ns"]
+    latency = (recv - send) / 1e9
+    ttft = (rows["first_token_ns"] - send) / 1e9
+    late = (send - rows["scheduled_ns"]) / 1e9
+    windows = [w for w in np.unique(rows["batch_id"]) if not math.isnan(w)] or [math.nan]
+    per: dict[str, list[float]] = {name: [] for name in WINDOW_METRICS}
+    spans, done, tokens = [], 0, 0.0
+    for window in windows:
+        at = rows["batch_id"] == window if not math.isnan(window) else np.ones(len(send), dtype=bool)
+        finished = at & ok
+        span_s = (np.nanmax(recv[finished]) - np.nanmin(send[at])) / 1e9 if finished.any() else math.nan
+        produced = float(np.nansum(rows["completion_tokens"][finished]))
+        if span_s > 0:
+            spans.append(span_s)
+            done, tokens = done + int(finished.sum()), tokens + produced
+            per["request_throughput_per_s"].append(int(finished.sum()) / span_s)
+            per["output_tokens_per_s"].append(produced / span_s)
+        _window_mean(per["latency_s"], latency[finished])
+        _window_mean(per["time_to_first_token_s"], ttft[at & streamed])
+        _window_mean(per["inter_token_latency_s"], _gaps(rows["gaps"], at & streamed))
+    errors = int((~ok).sum())
+    offered = rows["offered_rate_per_s"][~np.isnan(rows["offered_rate_per_s"])]
+    return PhaseCost(
+        arm=arm, phase=phase, load_point=next((p for p in rows["load_point"] if p), None),
+        offered_rate_per_s=float(offered[0]) if offered.size else None, windows=len(spans), requests=len(send),
+        errors=errors, error_share=errors / len(send) if len(send) else None,
+        request_throughput_per_s=_pooled(per["request_throughput_per_s"], done, spans, "requests/s"),
+        output_tokens_per_s=_pooled(per["output_tokens_per_s"], tokens, spans, "tokens/s"),
+        latency_s=starts.metric(latency[ok], "s"),
+        time_to_first_token_s=_streamed(ttft[streamed], streamed),
+        inter_token_latency_s=_streamed(_gaps(rows["gaps"], streamed), streamed),
+        send_lateness_s=starts.metric(late[~np.isnan(late)], "s", "not recorded: no scheduled send time"),
+        per_window=per)
+
+
+def _window_mean(into: list[float], values: np.ndarray) -> None:
+    values = values[~np.isnan(values)]
+    if values.size:
+        into.append(float(values.mean()))
+
+
+def _gaps(column: pa.ChunkedArray, rows: np.ndarray) -> np.ndarray:
+    chosen = column.take(pa.array(np.flatnonzero(rows)))
+    seconds: np.ndarray = pc.list_flatten(chosen).to_numpy(zero_copy_only=False).astype(np.float64) / 1e9
+    return seconds
+
+
+def _streamed(values: np.ndarray, streamed: np.ndarray) -> Metric:
+    if not streamed.any():
+        return Metric("s", note=NOT_STREAMED)
+    return starts.metric(values[~np.isnan(values)], "s", "streamed, yet no token chunk was timed")
+
+
+def _pooled(per_window: list[float], total: float, spans: list[float], unit: str) -> Metric:
+    """The windows' values' spread, with the pooled rate as avg: all of it over all their time."""
+    spread = starts.metric(per_window, unit, "no window with a completed request")
+    if spans:
+        spread.avg = total / sum(spans)
+    return spread
+
+
+def t_quantile(q: float, df: float) -> float:
+    """Student's t quantile (q > 0.5) from the incomplete beta: P(|T| > t) = I_x(df/2, 1/2), x = df/(df+t^2)."""
+    x = beta_ppf(2 * (1 - q), df / 2, 0.5)
+    return math.sqrt(df * (1 - x) / x)
+
+
+def ratio(a: list[float], b: list[float], what: str = "window") -> tuple[float | None, float | None,
+                                                                        float | None, str]:
+    """(B/A, lower, upper, note): the geometric means' ratio of the replicates, with Welch's t interval on
+    the logs (df by Welch-Satterthwaite); one replicate on a side: the ratio alone, and the note says so."""
+    if not a or not b:
+        return None, None, None, "not measured on both sides"
+    if min(a) <= 0 or min(b) <= 0:
+        return None, None, None, "a value of 0: no ratio"
+    la, lb = np.log(a), np.log(b)
+    estimate = float(math.exp(lb.mean() - la.mean()))
+    if len(a) < 2 or len(b) < 2:
+        return estimate, None, None, ONE_REPLICATE.format(what=what, setting=SETTING[what])
+    va, vb = float(la.var(ddof=1)) / len(a), float(lb.var(ddof=1)) / len(b)
+    if va + vb == 0:
+        return estimate, estimate, estimate, f"every {what} gave the same value"
+    df = (va + vb) ** 2 / (va ** 2 / (len(a) - 1) + vb ** 2 / (len(b) - 1))
+    half = t_quantile(0.5 + CONFIDENCE / 2, df) * math.sqrt(va + vb)
+    return estimate, estimate * math.exp(-half), estimate * math.exp(half), ""
+
+
+def _pairs(comparison: Comparison, arm_pairs: list[tuple[str, str]] | None) -> list[tuple[str, str]]:
+    return arm_pairs if arm_pairs is not None else list(dict.fromkeys((p.arm_a, p.arm_b) for p in comparison.pairs))
+
+
+def ratios(phases: list[PhaseCost], per_start: dict[str, dict[str, list[float]]],
+           pairs: list[tuple[str, str]]) -> list[CostRatio]:
+    by = {(c.arm, c.phase): c for c in phases}
+    out = []
+    for a, b in pairs:
+        for name in START_METRICS:
+            values = per_start.get(a, {}).get(name), per_start.get(b, {}).get(name)
+            if values[0] and values[1]:
+                out.append(CostRatio(a, b, "", name, *_ratio(values[0], values[1], "start")))
+        for (arm, phase), cost in by.items():
+            base = by.get((a, phase))
+            if arm != b or base is None:
+                continue
+            for name in WINDOW_METRICS:
+                out.append(CostRatio(a, b, phase, name, *_ratio(base.per_window[name], cost.per_window[name])))
+    return out
+
+
+def _ratio(a: list[float], b: list[float], what: str = "window") -> tuple[Any, ...]:
+    value, low, high, note = ratio(a, b, what)
+    return value, low, high, len(a), len(b), note
+
+
+def rate_comparisons(cells: list[Cell], pairs: list[tuple[str, str]]) -> list[RateComparison]:
+    """Per pair and cell (prompt, phase), then per phase pooled over its prompts (prompt "*": pooling assumes
+    one rate across them, as the pooled bound does)."""
+    judged = {(c.arm, c.prompt_id, c.phase): c for c in cells if c.divergent is not None and c.n}
+    out = []
+    for a, b in pairs:
+        pooled: dict[str, list[int]] = {}
+        for (arm, prompt, phase), cell in judged.items():
+            base = judged.get((a, prompt, phase))
+            if arm != b or base is None:
+                continue
+            out.append(_rates(a, b, prompt, phase, base.divergent or 0, base.n, cell.divergent or 0, cell.n))
+            totals = pooled.setdefault(phase, [0, 0, 0, 0, 0])
+            for i, v in enumerate((base.divergent or 0, base.n, cell.divergent or 0, cell.n, 1)):
+                totals[i] += v
+        out += [_rates(a, b, "*", phase, *t[:4]) for phase, t in pooled.items() if t[4] > 1]
+    return out
+
+
+def _rates(a: str, b: str, prompt: str, phase: str, k_a: int, n_a: int, k_b: int, n_b: int) -> RateComparison:
+    return RateComparison(a, b, prompt, phase, **asdict(compare_rates(k_a, n_a, k_b, n_b)))
+
+
+def cost(sources: RunPaths | list[RunPaths], comparison: Comparison,
+         arm_pairs: list[tuple[str, str]] | None = None) -> CostReport:
+    """The cost of every arm at every load point, the starts, the ratios and rate comparisons of each pair,
+    and the probes' co-residents."""
+    groups = load_groups(sources)
+    report = CostReport(starts=starts.summarise(sources))
+    for (arm, phase), rows in groups.items():
+        report.phases.append(phase_cost(arm, phase, rows))
+        report.co_residents += coresidents.per_cell(arm, phase, rows["prompt_id"], rows["role"],
+                                                     rows["server_first_step"], rows["server_last_step"],
+                                                     rows["batch_running_max"])
+    pairs = _pairs(comparison, arm_pairs)
+    report.ratios = ratios(report.phases, starts.per_start(sources), pairs)
+    report.rates = rate_comparisons(comparison.cells, pairs)
+    return report
+
+
+def stays_correct(cells: list[Cell], arm: str, phase: str | None = None) -> tuple[int, int, float, float, int]:
+    """An arm's probes (or, without a phase, all its judged cells) pooled: (divergent, n, lower, upper, cells)."""
+    mine = [c for c in cells if c.arm == arm and (phase is None or c.phase == phase) and c.divergent is not None
+            and c.stopped_after is None]
+    rate = pooled_bound([c.divergent or 0 for c in mine], [c.n for c in mine])
+    return rate.divergent, rate.n, rate.lower_bound_95, rate.upper_bound_95, len(mine)

@@ -1,0 +1,129 @@
+"""The cost results (analysis/cost.py, starts.py, coresidents.py, rates.py): typed, serialised under report.json
+`cost` with a schema version of its own."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass
+class Metric:
+    """One cost metric, named as AIPerf's JSON export names its fields; the numbers are None, with `note`
+    saying why ("not observable: ..."), where nothing measured it, never 0."""
+
+    unit: str
+    avg: float | None = None
+    p50: float | None = None
+    p90: float | None = None
+    p99: float | None = None
+    std: float | None = None
+    count: int = 0
+    note: str = ""
+
+
+@dataclass
+class PhaseCost:
+    """What an arm cost at one load point (a `load` phase), over its warm requests, probes and background
+    (analysis/cost.py). Throughput's avg is pooled (requests over the windows' summed spans), its percentiles
+    and std are over the windows; `per_window` holds each metric's value per window, for the ratios."""
+
+    arm: str
+    phase: str
+    load_point: str | None
+    offered_rate_per_s: float | None  # None: a closed loop
+    windows: int
+    requests: int
+    errors: int
+    error_share: float | None
+    request_throughput_per_s: Metric
+    output_tokens_per_s: Metric
+    latency_s: Metric  # end to end: the answer's end less the send
+    time_to_first_token_s: Metric  # streamed requests only
+    inter_token_latency_s: Metric  # streamed requests only: every gap between token chunks
+    send_lateness_s: Metric  # actual send less scheduled send: the pacing error
+    per_window: dict[str, list[float]] = field(default_factory=dict)
+
+
+@dataclass
+class StartsSummary:
+    """`study.starts`: how often an arm started, how long it took, its memory, and its first answers' signatures
+    across starts (analysis/starts.py)."""
+
+    arm: str
+    starts: int
+    ready: int  # starts that answered
+    failure_lower_95: float
+    failure_upper_95: float
+    time_to_ready_s: Metric
+    peak_memory_bytes: Metric
+    peak_gpu_memory_bytes: Metric
+    memory_note: str = ""
+    model: str | None = None
+    model_revision: str | None = None
+    # prompt -> distinct signatures among the first answer of each start (1: every start answered alike)
+    signatures_across_starts: dict[str, int] = field(default_factory=dict)
+
+
+@dataclass
+class CostRatio:
+    """B's cost over A's for one metric at one load point ("" for the arm's own: time to ready, memory), the
+    geometric mean ratio of the replicates (windows, or starts) with Welch's t interval on their logs."""
+
+    arm_a: str
+    arm_b: str
+    phase: str
+    metric: str
+    ratio: float | None
+    lower_95: float | None
+    upper_95: float | None
+    replicates_a: int
+    replicates_b: int
+    note: str = ""  # why no ratio or no interval (one window, a value of 0, nothing measured)
+
+
+@dataclass
+class RateComparison:
+    """Two arms' divergence rates in one (prompt, phase) cell, or pooled over a phase's cells (prompt "*"):
+    B less A with Newcombe's interval, Fisher's exact test, the verdict on B (analysis/rates.py)."""
+
+    arm_a: str
+    arm_b: str
+    prompt_id: str
+    phase: str
+    k_a: int
+    n_a: int
+    k_b: int
+    n_b: int
+    difference: float
+    lower_95: float
+    upper_95: float
+    p_lower: float
+    p_two_sided: float
+    verdict: str  # lower, higher, not shown lower
+    method: str
+
+
+@dataclass
+class CoResidents:
+    """How many other requests of the arm ran alongside each probe of a load cell (analysis/coresidents.py)."""
+
+    arm: str
+    prompt_id: str
+    phase: str
+    probes: int
+    least: int | None
+    median: float | None
+    most: int | None
+    source: str  # "server trace" (steps overlapping), "/metrics" (sampled running count), "not observable"
+
+
+@dataclass
+class CostReport:
+    """report.json `cost`: versioned apart from the rest, so a reader can tell what its fields mean."""
+
+    schema_version: int = 1
+    starts: list[StartsSummary] = field(default_factory=list)
+    phases: list[PhaseCost] = field(default_factory=list)
+    ratios: list[CostRatio] = field(default_factory=list)
+    rates: list[RateComparison] = field(default_factory=list)
+    co_residents: list[CoResidents] = field(default_factory=list)

@@ -1,0 +1,137 @@
+"""`study.starts`: does the arm start. From the arms table (a row per start; `run --resume` adds attempts, and
+the latest attempt per (arm, start) counts): how many starts answered, the failure rate with its bound, the
+time to ready and the memory peaks over starts; from the responses, each start's first answer per prompt and
+how many distinct signatures those first answers have (start 0: its first request of the prompt; starts 1..:
+the one request per prompt they send, role measured with start > 0)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from orchestrator.analysis.cost_results import Metric, StartsSummary
+from orchestrator.analysis.stats import divergence_bound
+from orchestrator.record.paths import RunPaths
+from orchestrator.record.tables import SCHEMAS, iter_batches
+
+ARM_COLUMNS = ["arm", "start", "attempt", "start_ns", "ready_ns", "status", "peak_memory_bytes",
+               "peak_gpu_memory_bytes", "memory_note", "model", "model_revision"]
+SIGNATURES = ("sig_top_logprobs", "sig_token_ids", "sig_text")  # finest first, as analysis/results.py
+ANSWER_COLUMNS = ["arm", "prompt_id", "role", "start", "send_ns", "error", *SIGNATURES]
+NOT_COUNTED = ("interrupted",)  # a start stopped by Ctrl-C neither started nor failed
+
+
+def labelled(sources: RunPaths | list[RunPaths]) -> list[tuple[RunPaths, str]]:
+    """Several run dirs compare as one study: their arms become '<run dir name>/<arm>' (as analysis/compare.py)."""
+    if isinstance(sources, RunPaths):
+        sources = [sources]
+    return [(sources[0], "")] if len(sources) == 1 else [(p, f"{p.root.name}/") for p in sources]
+
+
+def metric(values: list[float] | np.ndarray, unit: str, note: str = "") -> Metric:
+    """{unit, avg, p50, p90, p99, std, count} of the values (numpy's linear percentiles, the population std, as
+    AIPerf's export); no values: every number None and `note` says why."""
+    array = np.asarray(values, dtype=np.float64)
+    if not array.size:
+        return Metric(unit, note=note or "not measured")
+    p50, p90, p99 = (float(v) for v in np.percentile(array, [50, 90, 99]))
+    return Metric(unit, float(array.mean()), p50, p90, p99, float(array.std()), int(array.size), note)
+
+
+def arm_rows(sources: RunPaths | list[RunPaths]) -> list[dict[str, Any]]:
+    """Every start's row, the latest attempt per (arm, start). Read past read_table, which keeps the latest
+    attempt per arm alone and would drop the other starts of a resumed arm."""
+    latest: dict[tuple[str, int], dict[str, Any]] = {}
+    for paths, label in labelled(sources):
+        folder = paths.table("arms")
+        if not any(folder.glob("*.parquet")):
+            continue
+        for row in pq.read_table(folder, schema=SCHEMAS["arms"], columns=ARM_COLUMNS).to_pylist():
+            key = (label + row["arm"], row["start"] or 0)
+            if key not in latest or (row["attempt"] or 0) >= (latest[key]["attempt"] or 0):
+                latest[key] = {**row, "arm": key[0]}
+    return [latest[key] for key in sorted(latest)]
+
+
+def summarise(sources: RunPaths | list[RunPaths]) -> list[StartsSummary]:
+    rows = arm_rows(sources)
+    several = any((r["start"] or 0) > 0 for r in rows)
+    firsts = first_signatures(sources) if several else {}
+    by_arm: dict[str, list[dict[str, Any]]] = {}
+    for row in rows:
+        by_arm.setdefault(row["arm"], []).append(row)
+    out = []
+    for arm, starts in by_arm.items():
+        counted = [r for r in starts if r["status"] not in NOT_COUNTED]
+        ready = [r for r in counted if r["ready_ns"] is not None and r["start_ns"] is not None]
+        low, high = divergence_bound(len(counted) - len(ready), len(counted))
+        notes = sorted({r["memory_note"] for r in starts if r["memory_note"]})
+        why = "; ".join(notes) or "not observable: not sampled"
+        first = starts[0]
+        out.append(StartsSummary(
+            arm=arm, starts=len(counted), ready=len(ready), failure_lower_95=low, failure_upper_95=high,
+            time_to_ready_s=metric([(r["ready_ns"] - r["start_ns"]) / 1e9 for r in ready], "s",
+                                   "" if ready else "no start answered"),
+            peak_memory_bytes=_peak(starts, "peak_memory_bytes", why),
+            peak_gpu_memory_bytes=_peak(starts, "peak_gpu_memory_bytes", why),
+            memory_note="; ".join(notes), model=first["model"], model_revision=first["model_revision"],
+            signatures_across_starts=_distinct(firsts.get(arm, {}))))
+    return out
+
+
+def _peak(starts: list[dict[str, Any]], column: str, why: str) -> Metric:
+    return metric([r[column] for r in starts if r[column] is not None], "bytes", why)
+
+
+def per_start(sources: RunPaths | list[RunPaths]) -> dict[str, dict[str, list[float]]]:
+    """Per arm, each replicate's value over its starts (the ratios' replicates): time to ready, memory peaks."""
+    out: dict[str, dict[str, list[float]]] = {}
+    for r in arm_rows(sources):
+        values = out.setdefault(r["arm"], {"time_to_ready_s": [], "peak_memory_bytes": [],
+                                           "peak_gpu_memory_bytes": []})
+        if r["ready_ns"] is not None and r["start_ns"] is not None:
+            values["time_to_ready_s"].append((r["ready_ns"] - r["start_ns"]) / 1e9)
+        for column in ("peak_memory_bytes", "peak_gpu_memory_bytes"):
+            if r[column] is not None:
+                values[column].append(float(r[column]))
+    return out
+
+
+def first_signatures(sources: RunPaths | list[RunPaths]) -> dict[str, dict[str, dict[int, tuple[Any, ...]]]]:
+    """arm -> prompt -> start -> the signatures (finest first) of that start's first successful answer."""
+    best: dict[tuple[str, str, int], tuple[int, tuple[Any, ...]]] = {}
+    for paths, label in labelled(sources):
+        for batch in iter_batches(paths, "responses", ANSWER_COLUMNS):
+            keep = pc.and_(pc.is_null(batch.column("error")), pc.is_in(batch.column("role"),
+                                                                        value_set=pa.array(["cold", "measured"])))
+            for row in batch.filter(pc.fill_null(keep, False)).to_pylist():
+                start = row["start"] or 0
+                if start > 0 and row["role"] != "measured":
+                    continue
+                key = (label + row["arm"], row["prompt_id"], start)
+                when = row["send_ns"] if row["send_ns"] is not None else 0
+                if key not in best or when < best[key][0]:
+                    best[key] = (when, tuple(row[c] for c in SIGNATURES))
+    out: dict[str, dict[str, dict[int, tuple[Any, ...]]]] = {}
+    for (arm, prompt, start), (_, sigs) in best.items():
+        out.setdefault(arm, {}).setdefault(prompt, {})[start] = sigs
+    return out
+
+
+def _distinct(prompts: dict[str, dict[int, tuple[Any, ...]]]) -> dict[str, int]:
+    """Per prompt answered by more than one start: distinct signatures among the starts' first answers, on the
+    finest basis all of them have."""
+    out = {}
+    for prompt, by_start in prompts.items():
+        if len(by_start) < 2:
+            continue
+        answers = list(by_start.values())
+        basis = next((i for i in range(len(SIGNATURES)) if all(a[i] is not None for a in answers)), None)
+        if basis is not None:
+            out[prompt] = len({a[basis] for a in answers})
+    return out
+
