@@ -48,12 +48,13 @@ from orchestrator.record.tables import iter_batches, read_table
 KEY = ("arm", "prompt_id", "phase")
 COLUMNS = ["arm", "prompt_id", "phase", "phase_kind", "batch_id", "cold", "role", "error", "completion_text",
            "sig_text", "sig_top_logprobs", "sig_token_ids", "token_ids", "tokens", "token_logprobs",
-           "top_gaps", "top_logprobs_entries", "prompt_logprobs", *batches.COLUMNS[3:], *explorer.COLUMNS]
+           "top_gaps", "top_logprobs_entries", "prompt_logprobs", "start", *batches.COLUMNS[3:], *explorer.COLUMNS]
 # The token strings are compared only for equality, and only where a server returned no token ids
 # (positions.token_codes): read dictionary-encoded, and only in row groups where token_ids has a null.
 DICTIONARY = ("tokens",)
 STAND_IN = {"tokens": "token_ids"}
 TEXTS = "completion_text"  # read only when a prompt has an expectation on it (quality)
+FLIP_POSITIONS = 8  # positions listed in a cell's top1_flip_positions; the rest counted
 NEAR_TIE_GAP = 1e-2  # nats: a first divergence whose top1-top2 gap is below this is a near-tie flip
 
 
@@ -112,11 +113,17 @@ def responses(sources: RunPaths | list[RunPaths], texts: bool = True, batch_rows
 
 
 def _measured(batch: pa.RecordBatch) -> pa.Array:
-    """Rows of role `measured`; a record without roles (schema 1) marks only its cold rows."""
+    """Rows of role `measured` of an arm's first start; a record without roles (schema 1) marks only its cold rows.
+    A later start's requests (study.starts, start > 0; a null start is 0) are in no cell: analysis/starts.py."""
     if not batch.column("role").null_count:  # every row has a role: one kernel, not five
-        return pc.equal(batch.column("role"), "measured")
-    return pc.if_else(pc.is_null(batch.column("role")), pc.invert(pc.fill_null(batch.column("cold"), False)),
-                      pc.equal(batch.column("role"), "measured"))
+        measured = pc.equal(batch.column("role"), "measured")
+    else:
+        measured = pc.if_else(pc.is_null(batch.column("role")), pc.invert(pc.fill_null(batch.column("cold"), False)),
+                              pc.equal(batch.column("role"), "measured"))
+    start = batch.column("start")
+    if start.null_count == len(start):  # a record from before study.starts, or one start
+        return measured
+    return pc.and_(measured, pc.invert(pc.fill_null(pc.greater(start, 0), False)))
 
 
 def iter_cells(sources: RunPaths | list[RunPaths], batch_rows: int = 4096, cold: list[pa.Table] | None = None,
@@ -247,6 +254,7 @@ def _positions(cell: Cell, warm: pa.Table, reference: int, ref: _Reference, near
         gen = positions.generated_positions(codes, warm.column("token_logprobs"), reference)
         ref.tokens = gen.reference_tokens
         cell.first_divergent_position = gen.first_divergent
+        _flips(cell, gen.flips)
         cell.max_generated_spread = _max(gen.spread)
         entry.generated_spread = _floats(gen.spread)
         if gen.first_divergent is not None:
@@ -266,6 +274,14 @@ def _positions(cell: Cell, warm: pa.Table, reference: int, ref: _Reference, near
         entry.top1_agreement = _floats(prompt.top1_agreement)
         entry.topk_overlap = _floats(prompt.topk_overlap)
     return entry
+
+
+def _flips(cell: Cell, flips: np.ndarray) -> None:
+    """The cell's top-1 flips: in all, and the first FLIP_POSITIONS positions that have one, with their counts."""
+    at = np.flatnonzero(flips)
+    cell.top1_flips, cell.top1_flip_position_count = int(flips.sum()), len(at)
+    cell.top1_flip_positions = list(zip(at[:FLIP_POSITIONS].tolist(), flips[at[:FLIP_POSITIONS]].tolist(),
+                                        strict=True))
 
 
 def _floats(values: np.ndarray) -> list[float | None]:

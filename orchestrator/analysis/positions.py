@@ -129,6 +129,7 @@ class GeneratedPositions:
     divergent_rows: int  # requests whose token sequence differs from the reference's
     first_divergent: int | None  # earliest generated position where any request differs
     reference_tokens: np.ndarray  # [T] the reference's token codes (for parity across arms)
+    flips: np.ndarray  # [T] requests whose token differs from the reference's there, where both have one
 
 
 def token_codes(token_ids: pa.ChunkedArray | pa.Array, tokens: pa.ChunkedArray | pa.Array) -> np.ndarray:
@@ -176,9 +177,13 @@ def first_difference(a: np.ndarray, b: np.ndarray) -> int | None:
 
 def generated_positions(codes: np.ndarray, token_logprobs: pa.ChunkedArray | pa.Array,
                         reference: int) -> GeneratedPositions:
-    rows_differ = (codes != codes[reference]).any(axis=1)
-    first = int(np.argmax((codes[rows_differ] != codes[reference]).any(axis=0))) if rows_differ.any() else None
+    ref = codes[reference]
+    rows_differ = (codes != ref).any(axis=1)
+    differ = codes[rows_differ]  # the few rows that differ: the rest of the work is on them alone
+    parted = differ != ref
+    first = int(np.argmax(parted.any(axis=0))) if len(differ) else None
+    flips = (parted & (differ >= 0) & (ref >= 0)).sum(axis=0)  # -1: no token there (a shorter answer)
     logprobs = padded_matrix(token_logprobs, np.nan)
     spread = _spread(logprobs) if logprobs.size else np.zeros(0)
-    return GeneratedPositions(spread=spread, divergent_rows=int(rows_differ.sum()), first_divergent=first,
-                              reference_tokens=codes[reference].copy())
+    return GeneratedPositions(spread=spread, divergent_rows=len(differ), first_divergent=first,
+                              reference_tokens=ref.copy(), flips=flips)

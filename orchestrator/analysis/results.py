@@ -53,6 +53,11 @@ class Cell:
     transport_errors: int | None = None  # ReadError, timeouts and the like, over the cell's batches
     # protocol.stop_after_divergences ended this cell at its k-th divergence: lower bound only (analysis/stats.py)
     stopped_after: int | None = None
+    # Top-1 flips, the seed's unit: (request, position) pairs whose generated token (the top-1 at temperature 0)
+    # is another than the reference (modal) request's there, at positions where both have one; None: no tokens
+    top1_flips: int | None = None
+    top1_flip_positions: list[tuple[int, int]] | None = None  # (position, flips there): the first few, ascending
+    top1_flip_position_count: int | None = None  # positions with a flip in all (more than listed: the rest)
 
     @property
     def label(self) -> str:
