@@ -25,8 +25,10 @@ DONE = "[DONE]"
 
 
 def is_sse(body: bytes) -> bool:
-    """Whether a response body is an event stream rather than one JSON document."""
-    return body.lstrip()[:5] == b"data:"
+    """Whether a response body is an event stream rather than one JSON document: it opens with an event's
+    data or a comment."""
+    head = body.lstrip()
+    return head[:5] == b"data:" or head[:1] == b":"
 
 
 class SseReader:
