@@ -22,9 +22,11 @@ from orchestrator.analysis.stats import repeats_for_bound
 from orchestrator.config.schema import Endpoint, PhaseConfig, PhaseKind, ProtocolConfig
 from orchestrator.engines import EngineProfile, profile_for
 from orchestrator.errors import ConfigError, EngineFailure
+from orchestrator.run import load_schedule
 from orchestrator.run.client import CompletionClient, Exchange, json_bytes
 
 COLD, WARMUP, MEASURED = "cold", "warmup", "measured"
+BACKGROUND = "background"  # a load phase's traffic around its probes: never in a cell
 
 
 @dataclass(frozen=True)
@@ -38,14 +40,23 @@ class Request:
     body: dict[str, Any]
     path: str = "/v1/completions"
     role: str = MEASURED
+    # A load phase's (run/load.py): when it is meant to leave, from its window's start (None: a closed loop)
+    offset_s: float | None = None
+    window: load_schedule.LoadWindow | None = None
 
     def request_id(self, arm: str) -> str:
-        """Stable across a resume: which request of the protocol this is, not when it was sent."""
+        """Stable across a resume: which request of the protocol this is, not when it was sent. A load phase's:
+        ARM/PROMPT/PHASE/WINDOW/SEQ for a probe, ARM/background/PHASE/WINDOW/SEQ, ARM/warmup/PHASE/warmup/SEQ."""
+        if self.phase_kind is PhaseKind.load:
+            who = self.prompt_id if self.role == MEASURED else self.role
+            return f"{arm}/{who}/{self.phase}/{WARMUP if self.role == WARMUP else self.batch_id}/{self.repeat}"
         where = self.batch_id if self.role == MEASURED else self.role
         return f"{arm}/{self.prompt_id}/{self.phase}/{where}/{self.repeat}"
 
     def group_id(self, arm: str) -> str:
-        """What is sent together: a concurrent batch, or one sequential request."""
+        """What is sent together: a concurrent batch, a load phase's window, or one sequential request."""
+        if self.phase_kind is PhaseKind.load:
+            return f"{arm}/{self.phase}/{WARMUP if self.role == WARMUP else self.batch_id}"
         if self.phase_kind is PhaseKind.concurrent:
             return f"{arm}/{self.prompt_id}/{self.phase}/{self.batch_id}"
         return self.request_id(arm)
@@ -87,23 +98,44 @@ def cell_phases(protocol: ProtocolConfig) -> dict[str, PhaseConfig]:
     if protocol.target_bound is None:
         return dict(protocol.phases)
     n = repeats_for_bound(protocol.target_bound)
-    return {name: PhaseConfig(phase.kind, n, 1) if phase.kind is PhaseKind.sequential
+    return {name: phase if phase.kind is PhaseKind.load  # a load point's probes are its rate's share
+            else PhaseConfig(phase.kind, n, 1) if phase.kind is PhaseKind.sequential
             else PhaseConfig(phase.kind, phase.repeats, math.ceil(n / phase.repeats))
             for name, phase in protocol.phases.items()}
 
 
-def cell_requests(phase: PhaseConfig) -> int:
-    """The measured requests of one cell (a prompt in this phase)."""
+def cell_requests(phase: PhaseConfig, prompts: int = 1) -> int:
+    """The measured requests of one cell (a prompt in this phase); a load phase's: its probes, those of a
+    closed loop stopped by a duration counted for the requests it starts at once (it sends more)."""
+    if phase.kind is PhaseKind.load:
+        per_window = [sum(s.probe and s.prompt_id == "0" for s in load_schedule.slots(
+            phase.load, [str(i) for i in range(prompts)], ["b"], window)) for window in range(phase.load.windows)]
+        return sum(per_window)
     return phase.repeats * (phase.batches if phase.kind is PhaseKind.concurrent else 1)
+
+
+def window_requests(phase: PhaseConfig, window: int) -> int:
+    """Requests a load window is planned to send (a closed loop stopped by a duration: those it starts at once)."""
+    return len(load_schedule.slots(phase.load, ["p"], ["b"], window, phase.load.concurrency))
+
+
+def load_requests(phase: PhaseConfig) -> int:
+    """A load phase's planned requests: its warm-up and every window."""
+    windows = range(phase.load.windows)
+    warmup = window_requests(phase, load_schedule.WARMUP_WINDOW) if load_schedule.has_warmup(phase.load) else 0
+    return warmup + sum(window_requests(phase, w) for w in windows)
 
 
 def plan(protocol: ProtocolConfig, model: str | None, prompts: Mapping[str, str | list[int]],
          endpoint: Endpoint | None = None, arm_extra: dict[str, Any] | None = None,
-         engine: EngineProfile | None = None) -> Iterator[list[Request]]:
-    """Groups of requests in sending order: a group of one is sent alone, a larger group together. A prompt
-    is text, or the token ids its arm's server made of it (`prompt_as: token_ids`). The paths are those of
-    the arm's engine profile (`engine`; None: the default engine's)."""
-    path = request_path(engine or profile_for(None), endpoint or protocol.endpoint)
+         engine: EngineProfile | None = None,
+         background: Mapping[str, Mapping[str, str]] | None = None) -> Iterator[list[Request]]:
+    """Groups of requests in sending order: a group of one is sent alone, a larger group together, a load
+    phase's window as one group (run/load.py). A prompt is text, or the token ids its arm's server made of it
+    (`prompt_as: token_ids`). The paths are those of the arm's engine profile (`engine`; None: the default
+    engine's). `background`: load phase -> its background prompt set's texts (absent: the study's prompts)."""
+    engine = engine or profile_for(None)
+    path = request_path(engine, endpoint or protocol.endpoint)
     bodies = {prompt_id: request_body(protocol, model, text, endpoint, arm_extra)
               for prompt_id, text in prompts.items()}
     if not bodies or not protocol.phases:
@@ -116,6 +148,23 @@ def plan(protocol: ProtocolConfig, model: str | None, prompts: Mapping[str, str 
         yield [Request(prompt_id, first_phase, sequential, 0, repeat, 1 + repeat, bodies[prompt_id], path, WARMUP)]
     index = 1 + protocol.warmup_requests
     for phase_name, phase in cell_phases(protocol).items():
+        if phase.kind is PhaseKind.load:
+            texts = dict((background or {}).get(phase_name) or {p: t for p, t in prompts.items() if isinstance(t, str)})
+            streamed = phase.load.stream and engine.capabilities.streaming
+            stream = {"stream": True, "stream_options": {"include_usage": True}} if streamed else {}
+            windows = [load_schedule.LoadWindow(
+                phase_name, w, phase.load, {p: {**b, **stream} for p, b in bodies.items()},
+                {p: {**request_body(protocol, model, t, endpoint, arm_extra), **stream} for p, t in texts.items()},
+                texts, path, 0, streamed)
+                for w in ([load_schedule.WARMUP_WINDOW] if load_schedule.has_warmup(phase.load) else [])
+                + list(range(phase.load.windows))]
+            for window in windows:
+                window = dataclasses.replace(window, first_index=index)
+                group = [load_request(window, s.seq, s.offset_s) for s in load_schedule.slots(
+                    phase.load, list(bodies), list(texts), window.index, phase.load.concurrency)]
+                index += len(group)
+                yield group
+            continue
         for prompt_id, body in bodies.items():
             if phase.kind is sequential:
                 for repeat in range(phase.repeats):
@@ -128,6 +177,14 @@ def plan(protocol: ProtocolConfig, model: str | None, prompts: Mapping[str, str 
                     index += phase.repeats
 
 
+def load_request(window: load_schedule.LoadWindow, seq: int, offset_s: float | None) -> Request:
+    """The seq-th request of a load window: a probe (the cell's body, role measured) or background."""
+    at = window.slot(seq, offset_s)
+    role = WARMUP if window.index == load_schedule.WARMUP_WINDOW else MEASURED if at.probe else BACKGROUND
+    return Request(at.prompt_id, window.phase, PhaseKind.load, max(window.index, 0), seq, window.first_index + seq,
+                   window.body(at), window.path, role, offset_s, window)
+
+
 TIMEOUT_FLOOR_S = 300.0  # a cold request may compile or autotune for minutes (GPU vLLM)
 TIMEOUT_PER_TOKEN_S = 0.05  # a request may wait for every token of every request of its batch (a slow CPU)
 
@@ -137,20 +194,24 @@ def request_timeout_s(protocol: ProtocolConfig) -> float:
     slow engine is not cut off by a limit sized for one request."""
     if protocol.request_timeout_s is not None:
         return protocol.request_timeout_s
-    largest = max((p.repeats for p in protocol.phases.values() if p.kind is PhaseKind.concurrent), default=1)
+    largest = max([p.repeats for p in protocol.phases.values() if p.kind is PhaseKind.concurrent]
+                  + [p.load.concurrency or window_requests(p, 0) for p in protocol.phases.values()
+                     if p.kind is PhaseKind.load], default=1)
     return TIMEOUT_FLOOR_S + TIMEOUT_PER_TOKEN_S * max(protocol.request.max_tokens, 1) * largest
 
 
-def sample_size(protocol: ProtocolConfig) -> dict[str, Any]:
+def sample_size(protocol: ProtocolConfig, prompts: int = 1) -> dict[str, Any]:
     """What run.json keeps of the sample size: the rules, and each phase's measured requests per cell."""
     return {"target_bound": protocol.target_bound, "stop_after_divergences": protocol.stop_after_divergences,
-            "cell_requests": {name: cell_requests(phase) for name, phase in cell_phases(protocol).items()}}
+            "cell_requests": {name: cell_requests(phase, prompts) for name, phase in cell_phases(protocol).items()}}
 
 
 def requests_per_arm(protocol: ProtocolConfig, prompts: int) -> int:
     """How many requests `plan` sends an arm: the cold one, the warm-up, every phase's."""
-    per_prompt = sum(cell_requests(p) for p in cell_phases(protocol).values())
-    return (1 + protocol.warmup_requests + per_prompt * prompts) if prompts and protocol.phases else 0
+    phases = cell_phases(protocol).values()
+    per_prompt = sum(cell_requests(p) for p in phases if p.kind is not PhaseKind.load)
+    load = sum(load_requests(p) for p in phases if p.kind is PhaseKind.load)
+    return (1 + protocol.warmup_requests + per_prompt * prompts + load) if prompts and protocol.phases else 0
 
 
 def resent(groups: list[list[Request]], wanted: set[str], arm: str, attempt: int) -> list[list[Request]]:

@@ -29,18 +29,18 @@ from orchestrator.run.client import Exchange
 
 OPEN_TRIES = 3  # opening a connection again is not a retry of a request: nothing of the batch was sent yet
 READ_BYTES = 65536
-_Address = tuple[socket.AddressFamily, socket.SocketKind, int, str, Any]  # as getaddrinfo gives it
+Address = tuple[socket.AddressFamily, socket.SocketKind, int, str, Any]  # as getaddrinfo gives it
 
 
 @dataclass
-class _Connection:
+class Connection:
     sock: socket.socket  # non-blocking, connected, answered once
     h11: h11.Connection
     payload: bytes = b""  # the request, made as soon as the connection is warm
     unsent: bytes = b""  # what the kernel did not take at the release (a body past its send buffer)
 
 
-class _NoAnswer(Exception):
+class NoAnswer(Exception):
     """The connection ended or broke the protocol before a whole answer came."""
 
 
@@ -52,21 +52,21 @@ async def release(base_url: str, warm_path: str, requests: list[tuple[str, bytes
     url = urlsplit(base_url)
     host, port = url.hostname or "127.0.0.1", url.port or 80
     authority = url.netloc
-    addresses = await _resolve(host, port, connect_timeout_s)  # once for the batch, not once per connection
-    opened: list[_Connection | str] = [addresses] * len(requests) if isinstance(addresses, str) else list(
+    addresses = await resolve(host, port, connect_timeout_s)  # once for the batch, not once per connection
+    opened: list[Connection | str] = [addresses] * len(requests) if isinstance(addresses, str) else list(
         await asyncio.gather(*(_open(addresses, authority, warm_path, connect_timeout_s, path, body)
                                for path, body in requests)))
     sent_ns = _send(opened)
-    return [asyncio.create_task(_answer(conn, send_ns, timeout_s) if isinstance(conn, _Connection)
+    return [asyncio.create_task(_answer(conn, send_ns, timeout_s) if isinstance(conn, Connection)
                                 else _unsent(conn, send_ns))
             for conn, send_ns in zip(opened, sent_ns, strict=True)]
 
 
-def _send(opened: list[_Connection | str]) -> list[int]:
+def _send(opened: list[Connection | str]) -> list[int]:
     """Each request's time with the kernel; a connection that broke since its warm-up becomes its error."""
     sent_ns: list[int] = []
     for i, conn in enumerate(opened):  # the release: one send per request, nothing else in this loop
-        if isinstance(conn, _Connection):
+        if isinstance(conn, Connection):
             try:
                 conn.unsent = conn.payload[conn.sock.send(conn.payload):]
             except BlockingIOError:
@@ -78,7 +78,7 @@ def _send(opened: list[_Connection | str]) -> list[int]:
     return sent_ns
 
 
-async def _resolve(host: str, port: int, timeout_s: float) -> Sequence[_Address] | str:
+async def resolve(host: str, port: int, timeout_s: float) -> Sequence[Address] | str:
     """The host's addresses, or why there are none."""
     try:
         async with asyncio.timeout(timeout_s):
@@ -87,9 +87,19 @@ async def _resolve(host: str, port: int, timeout_s: float) -> Sequence[_Address]
         return f"ConnectError: cannot resolve {host}: {type(exc).__name__}: {exc} (not sent)"
 
 
-async def _open(addresses: Sequence[_Address], authority: str, warm_path: str, timeout_s: float, path: str,
-                body: bytes) -> _Connection | str:
-    """A connection the server has accepted and answered once, or why there is none."""
+async def _open(addresses: Sequence[Address], authority: str, warm_path: str, timeout_s: float, path: str,
+                body: bytes) -> Connection | str:
+    """A warm connection with its request made, or why there is none."""
+    conn = await warm_connection(addresses, authority, warm_path, timeout_s)
+    if isinstance(conn, Connection):
+        conn.payload = _request_bytes(conn, authority, path, body)
+    return conn
+
+
+async def warm_connection(addresses: Sequence[Address], authority: str, warm_path: str,
+                          timeout_s: float) -> Connection | str:
+    """A connection the server has accepted and answered once (ready for its next request), or why there is
+    none (run/load.py opens its pool with it too)."""
     loop = asyncio.get_running_loop()
     error = ""
     for family, kind, proto, _, address in list(addresses) * OPEN_TRIES:  # every address, OPEN_TRIES rounds
@@ -99,25 +109,24 @@ async def _open(addresses: Sequence[_Address], authority: str, warm_path: str, t
         try:
             async with asyncio.timeout(timeout_s):
                 await loop.sock_connect(sock, address)
-                conn = _Connection(sock, h11.Connection(h11.CLIENT))
+                conn = Connection(sock, h11.Connection(h11.CLIENT))
                 await loop.sock_sendall(sock, b"".join(_bytes(conn.h11.send(event)) for event in (
                     h11.Request(method="GET", target=warm_path, headers=[("Host", authority)]),
                     h11.EndOfMessage())))
                 status, _ = await _read_answer(conn)
             if conn.h11.our_state is h11.DONE and conn.h11.their_state is h11.DONE:
                 conn.h11.start_next_cycle()
-                conn.payload = _request_bytes(conn, authority, path, body)
                 return conn
             error = f"ConnectError: the server closed the connection after answering {warm_path} (HTTP {status})"
         except TimeoutError:
             error = f"ConnectTimeout: no connection and answer to {warm_path} in {timeout_s:g} s"
-        except (OSError, _NoAnswer, h11.ProtocolError) as exc:
+        except (OSError, NoAnswer, h11.ProtocolError) as exc:
             error = f"ConnectError: {type(exc).__name__}: {exc}".rstrip(": ")
         sock.close()
     return f"{error} (not sent)"
 
 
-def _request_bytes(conn: _Connection, authority: str, path: str, body: bytes) -> bytes:
+def _request_bytes(conn: Connection, authority: str, path: str, body: bytes) -> bytes:
     headers = [("Host", authority), ("Content-Type", "application/json"), ("Content-Length", str(len(body))),
                ("Connection", "close")]
     return b"".join(_bytes(conn.h11.send(event)) for event in (
@@ -128,7 +137,7 @@ def _bytes(data: bytes | None) -> bytes:
     return data or b""
 
 
-async def _read_answer(conn: _Connection) -> tuple[int, bytes]:
+async def _read_answer(conn: Connection) -> tuple[int, bytes]:
     status, chunks = 0, []
     while True:
         event = conn.h11.next_event()
@@ -144,10 +153,10 @@ async def _read_answer(conn: _Connection) -> tuple[int, bytes]:
         elif isinstance(event, h11.EndOfMessage):
             return status, b"".join(chunks)
         elif isinstance(event, h11.ConnectionClosed):
-            raise _NoAnswer("the server closed the connection before a whole answer")
+            raise NoAnswer("the server closed the connection before a whole answer")
 
 
-async def _answer(conn: _Connection, send_ns: int, timeout_s: float) -> Exchange:
+async def _answer(conn: Connection, send_ns: int, timeout_s: float) -> Exchange:
     try:
         async with asyncio.timeout(timeout_s):
             if conn.unsent:
@@ -155,7 +164,7 @@ async def _answer(conn: _Connection, send_ns: int, timeout_s: float) -> Exchange
             status, body = await _read_answer(conn)
     except TimeoutError:
         return Exchange(None, b"", f"ReadTimeout: no answer in {timeout_s:g} s", send_ns, time.time_ns())
-    except (OSError, _NoAnswer) as exc:
+    except (OSError, NoAnswer) as exc:
         return Exchange(None, b"", f"ReadError: {exc}".rstrip(": "), send_ns, time.time_ns())
     except h11.ProtocolError as exc:
         return Exchange(None, b"", f"RemoteProtocolError: {exc}", send_ns, time.time_ns())

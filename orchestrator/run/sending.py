@@ -75,9 +75,9 @@ def response_row(ctx: RunContext, request: protocol.Request, exchange: Exchange,
 INTERRUPTED = "interrupted"
 
 
-def _failed(exchange: Exchange) -> bool:
+def _failed(row: dict[str, Any]) -> bool:
     """No HTTP answer, or a server error: the engine may have died."""
-    return exchange.status is None or exchange.status >= 500
+    return row["http_status"] is None or row["http_status"] >= 500
 
 
 class ProtocolSender:
@@ -102,20 +102,27 @@ class ProtocolSender:
                 self.ended(group)
                 continue  # checked between groups only: a concurrent batch is never cut
             self.before_group(group)
+            # Once answers carry the engine's trace, /metrics is not sampled: the trace is exact, and polling
+            # every few ms would load the very engine whose batch it observes.
+            metrics = None if self.traced or not self.engine.running_metric else self.metrics_path
             try:
-                # Once answers carry the engine's trace, /metrics is not sampled: the trace is exact, and polling
-                # every few ms would load the very engine whose batch it observes.
-                result = await protocol.send_group(
-                    client, group, None if self.traced or not self.engine.running_metric else self.metrics_path,
-                    self.health_path, running_requests=self.engine.running_requests)
+                if group[0].window is not None:  # a load phase's window (run/load_window.py)
+                    from orchestrator.run.load_window import send_window
+
+                    rows = await send_window(client, group, metrics, self.health_path, self.engine,
+                                             lambda r, e: response_row(self.ctx, r, e, self._text(r), self.engine))
+                else:
+                    result = await protocol.send_group(client, group, metrics, self.health_path,
+                                                       running_requests=self.engine.running_requests)
             except BaseException:  # Ctrl-C (a cancelled task) mid-group: its requests were sent; each gets a row
                 self._not_sent([group], "interrupted: sent, but the answer was not received before the stop",
                                INTERRUPTED)
                 raise
-            rows = [response_row(self.ctx, request, exchange, self.prompts[request.prompt_id], self.engine)
-                    for request, exchange in zip(group, result.exchanges, strict=True)]
+            if group[0].window is None:
+                rows = [response_row(self.ctx, request, exchange, self._text(request), self.engine)
+                        for request, exchange in zip(group, result.exchanges, strict=True)]
             self.traced = self.traced or any(row["server_first_step"] is not None for row in rows)
-            if len(group) > 1:
+            if len(group) > 1 and group[0].window is None:
                 arrival_spread, together = protocol.server_view(rows)
                 for row in rows:
                     row.update(batch_send_spread_ns=result.send_spread_ns, batch_running_max=result.running_max,
@@ -127,13 +134,13 @@ class ProtocolSender:
                 answered += row["error"] is None
                 first_error = first_error or row["error"]
             sent += len(group)
-            failing = next((e for e in result.exchanges if _failed(e)), None)
+            failing = next((i for i, row in enumerate(rows) if _failed(row)), None)
             if failing is not None and await self._dead(client):
                 self._not_sent([g for g in groups[position + 1:] if not self._ended(g)],
                                f"not sent: the engine had died (request {sent} of {total})")
-                index = sent - len(group) + result.exchanges.index(failing) + 1
+                index = sent - len(group) + failing + 1
                 raise EngineFailure(f"the engine died at request {index} of {total} "
-                                    f"({group[0].phase}/{group[0].prompt_id}): {failing.error}"
+                                    f"({group[0].phase}/{group[0].prompt_id}): {rows[failing]['error']}"
                                     f"{self._status()}; {total - sent} request(s) not sent")
             if time.monotonic() - last_said >= 10:
                 self.say(f"{sent}/{total} requests")
@@ -143,10 +150,17 @@ class ProtocolSender:
         return sent
 
     def _ended(self, group: list[protocol.Request]) -> bool:
-        """The group's cell was ended by the stop rule: it is not sent, and gets no row."""
+        """The group's cell was ended by the stop rule: it is not sent, and gets no row (a load window holds
+        every cell's probes, and the traffic around them: it is always sent)."""
         first = group[0]
-        return self.stop is not None and first.role == protocol.MEASURED and self.stop.stopped(first.prompt_id,
-                                                                                               first.phase)
+        return self.stop is not None and first.role == protocol.MEASURED and first.window is None and \
+            self.stop.stopped(first.prompt_id, first.phase)
+
+    def _text(self, request: protocol.Request) -> str:
+        """The prompt a request carries: the study's, or a load phase's background prompt."""
+        if request.window is not None and request.body is not request.window.probes.get(request.prompt_id):
+            return request.window.texts[request.prompt_id]
+        return self.prompts[request.prompt_id]
 
     async def _dead(self, client: CompletionClient) -> bool:
         """Exited, or its health endpoint no longer answers 200 (vLLM: 503 once the engine core is gone)."""
@@ -165,5 +179,5 @@ class ProtocolSender:
         for group in groups:
             for request in group:
                 row = response_row(self.ctx, request, Exchange(None, b"", reason, now, now, sent=False),
-                                   self.prompts[request.prompt_id])
+                                   self._text(request))
                 self.writer.append({**row, "role": role or row["role"]})
