@@ -19,6 +19,8 @@ class Metric:
     std: float | None = None
     count: int = 0
     note: str = ""
+    min: float | None = None  # AIPerf exports them too; the report's ranges (time to ready over starts)
+    max: float | None = None
 
 
 @dataclass

@@ -39,7 +39,8 @@ def metric(values: list[float] | np.ndarray, unit: str, note: str = "") -> Metri
     if not array.size:
         return Metric(unit, note=note or "not measured")
     p50, p90, p99 = (float(v) for v in np.percentile(array, [50, 90, 99]))
-    return Metric(unit, float(array.mean()), p50, p90, p99, float(array.std()), int(array.size), note)
+    return Metric(unit, float(array.mean()), p50, p90, p99, float(array.std()), int(array.size), note,
+                  float(array.min()), float(array.max()))
 
 
 def arm_rows(sources: RunPaths | list[RunPaths]) -> list[dict[str, Any]]:

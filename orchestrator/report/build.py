@@ -10,6 +10,7 @@ from typing import Any
 
 from orchestrator.analysis.attribution import attribute
 from orchestrator.analysis.compare import NEAR_TIE_GAP, arm_engines, arms_summary, compare
+from orchestrator.analysis.cost import cost
 from orchestrator.analysis.explorer import MAX_BRANCHES
 from orchestrator.analysis.failures import ArmFailure, arm_failures
 from orchestrator.analysis.results import Comparison, WaveTime
@@ -53,7 +54,8 @@ def build(paths: RunPaths, study: str, run_id: str, baseline: str | None,
                                    *headline.sample_size(comparison, sample_size)],
                          summary=headline.summary(comparison),
                          gate=gate_verdict(comparison, gate), environment=environment(records, paths, host),
-                         timings_s=timings_s or {}, waves=wave_times(records), incomplete=missing, unobserved=why)
+                         timings_s=timings_s or {}, waves=wave_times(records), incomplete=missing, unobserved=why,
+                         cost=cost(records, comparison, arm_pairs))
     atomic_write_text(paths.report_json, json.dumps(report.to_json(), indent=2, sort_keys=True, allow_nan=False)
                       + "\n")
     atomic_write_text(paths.report_md, markdown(report))

@@ -10,9 +10,9 @@ from typing import TYPE_CHECKING
 
 from orchestrator.analysis.results import Comparison, PairCheck
 from orchestrator.config.noise_floor import copy_name
-from orchestrator.report import explorer_html, svg
+from orchestrator.report import cost_md, explorer_html, svg
 from orchestrator.report.environment import markdown_section as environment_section
-from orchestrator.report.markdown import details, title, verdict
+from orchestrator.report.markdown import details, opening, title, verdict
 
 if TYPE_CHECKING:
     from orchestrator.report.model import StudyReport
@@ -195,7 +195,11 @@ def to_html(report: StudyReport) -> str:
         return f'<section id="{name}">\n' + "\n".join(markdown_to_html("\n".join(lines))) + "\n</section>"
 
     figures = pictures(report.comparison)
-    body = [section("title", title(report)), section("verdict", verdict(report)),
+    if report.cost is not None:
+        figures += [svg.frontier(f"{arm}: divergence against offered load, beside throughput",
+                                 [(rate, k / n if n else 0.0, low, high, thr) for rate, k, n, low, high, thr in points])
+                    for arm, points in cost_md.frontier(report.cost, report.comparison.cells).items()]
+    body = [section("title", title(report)), section("opening", opening(report)), section("verdict", verdict(report)),
             section("environment", environment_section(report.environment)),
             '<section id="pictures">\n<h2>Pictures</h2>\n' + "\n".join(figures) + "\n</section>",
             explorer_html.section(report.comparison), section("details", details(report))]

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 from orchestrator.analysis.results import BASIS_WORDS, BatchCheck, Cell, Comparison, Divergence, WaveTime
 from orchestrator.analysis.stats import ALPHA
 from orchestrator.config.noise_floor import copy_name
-from orchestrator.report import explorer_md
+from orchestrator.report import cost_md, explorer_md
 from orchestrator.report.environment import markdown_section as environment_section
 from orchestrator.report.guard import markdown_section
 from orchestrator.report.headline import COMPARED_ON, compared_on, stopped_rate, unobserved
@@ -117,7 +117,7 @@ def no_difference(cells: list[Cell], pairs_differ: int = 0, why: Mapping[str, st
 
 
 def markdown(report: StudyReport) -> str:
-    return "\n".join([*title(report), *verdict(report), *environment_section(report.environment),
+    return "\n".join([*title(report), *opening(report), *verdict(report), *environment_section(report.environment),
                       *_timings(report), *explorer_md.section(report.comparison), *details(report)])
 
 
@@ -143,6 +143,11 @@ def _timings(report: StudyReport) -> list[str]:
 
 def title(report: StudyReport) -> list[str]:
     return [f"# Study `{report.study}`, run `{report.run_id}`", ""]
+
+
+def opening(report: StudyReport) -> list[str]:
+    """Three lines per arm, first: does it start, does it stay correct, what does it cost."""
+    return cost_md.opening(report.cost, report.comparison.cells, [a.arm for a in report.arms])
 
 
 def verdict(report: StudyReport) -> list[str]:
@@ -199,6 +204,7 @@ def details(report: StudyReport) -> list[str]:
             [c.arm, c.prompt_id, c.phase, c.quality_note, _pct(c.quality_pass),
              c.distinct_completions] for c in quality])
     out += _batches_section(result, report.unobserved)
+    out += cost_md.sections(report.cost, result.cells)
     if result.cold:
         out += ["## Cold first request vs warm repeats", ""]
         out += _table(["arm", "prompt", "phase", "cold matches warm"], [

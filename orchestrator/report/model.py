@@ -6,6 +6,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from orchestrator.analysis.attribution import Attribution
+from orchestrator.analysis.cost_results import CostReport
 from orchestrator.analysis.failures import ArmFailure
 from orchestrator.analysis.results import ArmSummary, Comparison, WaveTime
 from orchestrator.guard.results import GuardResult
@@ -34,6 +35,7 @@ class StudyReport:
     incomplete: list[str] = field(default_factory=list)  # arms `run --resume` would finish (also in the headline)
     # Per arm, why its co-residency may go unseen, from its engine profile (report.md's "not observable")
     unobserved: dict[str, str] = field(default_factory=dict)
+    cost: CostReport | None = None  # analysis/cost.py: starts, cost per load point, ratios, rates compared
 
     def to_json(self) -> dict[str, Any]:
         """report.json: the comparison's lists at the top level, the rest only where present."""
@@ -53,4 +55,6 @@ class StudyReport:
             out["attribution"] = [asdict(a) for a in self.attribution]
         if self.sweep:
             out["sweep"] = self.sweep
+        if self.cost is not None:
+            out["cost"] = asdict(self.cost)
         return out

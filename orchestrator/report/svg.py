@@ -180,3 +180,40 @@ def matrix(title: str, columns: list[str], rows: list[tuple[str, list[tuple[str,
                         "</title></rect>")
             body.append(_text(x + tile_w / 2, y + ROW_H - 3, text, "middle", "on-tile"))
     return _svg(top + len(rows) * (ROW_H + 4) + 8, title, body)
+
+
+def frontier(title: str, points: list[tuple[float, float, float, float, float | None]]) -> str:
+    """Two panels against offered load (req/s): left the divergence rate with its 95 % bounds (a bar from lower
+    to upper), right the throughput reached; `points` = (offered, rate, lower, upper, throughput)."""
+    if not points:
+        return ""
+    panel, top, height = (WIDTH - 120) / 2, 34, 170
+    most_x = max(p[0] for p in points) or 1.0
+    most_rate = max(p[3] for p in points) or 1.0
+    most_thr = max((p[4] or 0.0) for p in points) or 1.0
+    body = [_text(0, 14, title, cls="caption")]
+
+    def y_of(value: float, most: float) -> float:
+        return top + height * (1 - value / most)
+
+    for left, caption, top_value in ((50.0, "divergence rate (95 % bounds)", most_rate),
+                                     (100 + panel, "throughput reached (req/s)", most_thr)):
+        body.append(f'<line class="axis" x1="{left}" x2="{left + panel}" y1="{top + height}" y2="{top + height}"/>')
+        body.append(f'<line class="axis" x1="{left}" x2="{left}" y1="{top}" y2="{top + height}"/>')
+        body.append(_text(left + panel / 2, top - 6, caption, "middle"))
+        label = f"{100 * top_value:.3g} %" if left == 50.0 else f"{top_value:.3g}"
+        body.append(_text(left - 4, top + 8, label, "end"))
+        body.append(_text(left - 4, top + height, "0", "end"))
+        body.append(_text(left + panel, top + height + 14, f"offered {most_x:.3g} req/s", "end"))
+    for offered, rate, lower, upper, throughput in points:
+        x = 50 + panel * offered / most_x * 0.95
+        body.append(f'<line class="dot" x1="{x:.1f}" x2="{x:.1f}" y1="{y_of(lower, most_rate):.1f}" '
+                    f'y2="{y_of(upper, most_rate):.1f}"/>')
+        body.append(f'<circle class="dot" cx="{x:.1f}" cy="{y_of(rate, most_rate):.1f}" r="4"><title>offered '
+                    f"{offered:.3g} req/s: divergence rate {100 * rate:.3g} % ({100 * lower:.3g}-{100 * upper:.3g} "
+                    "% at 95 %)</title></circle>")
+        if throughput is not None:
+            tx = 100 + panel + panel * offered / most_x * 0.95
+            body.append(f'<circle class="dot tie" cx="{tx:.1f}" cy="{y_of(throughput, most_thr):.1f}" r="4"><title>'
+                        f"offered {offered:.3g} req/s: {throughput:.3g} req/s reached</title></circle>")
+    return _svg(top + height + 24, title, body)

@@ -1,0 +1,213 @@
+"""The page's opening (three lines per arm: does it start, does it stay correct, what does it cost) and the
+cost sections of report.md (report.html renders the same Markdown): cost per load point, ratios against the
+other arm of each pair, divergence rates compared, the probes' co-residents, divergence against offered load."""
+
+from __future__ import annotations
+
+from orchestrator.analysis.cost import stays_correct
+from orchestrator.analysis.cost_results import CoResidents, CostRatio, CostReport, Metric, PhaseCost, StartsSummary
+from orchestrator.analysis.results import Cell
+from orchestrator.config.noise_floor import copy_name
+
+RATIO_WORDS = {"request_throughput_per_s": "throughput", "output_tokens_per_s": "output tokens/s",
+               "latency_s": "latency", "time_to_first_token_s": "time to first token",
+               "inter_token_latency_s": "inter-token latency", "time_to_ready_s": "time to ready",
+               "peak_memory_bytes": "peak memory", "peak_gpu_memory_bytes": "peak GPU memory"}
+OPENING_RATIOS = ("request_throughput_per_s", "latency_s", "time_to_first_token_s")
+
+
+def pct(value: float | None) -> str:
+    return "n/a" if value is None else f"{100 * value:.2g} %" if value < 0.1 else f"{100 * value:.0f} %"
+
+
+def seconds(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.2g} s" if value < 1 else f"{value:.1f} s"
+
+
+def _num(value: float | None, digits: int = 3) -> str:
+    return "-" if value is None else f"{value:.{digits}g}"
+
+
+def _bytes(value: float | None) -> str:
+    return "-" if value is None else f"{value / 2**30:.2f} GiB"
+
+
+def starts_line(s: StartsSummary | None) -> str:
+    if s is None or not s.starts:
+        return "Starts: not recorded"
+    if s.starts == 1:
+        text = f"Starts: {s.ready} of 1 (one start: `study.starts: N` measures the failure rate)"
+    else:
+        failed = (s.starts - s.ready) / s.starts
+        text = (f"Starts: {s.ready} of {s.starts} (failure rate {pct(failed)}, at most {pct(s.failure_upper_95)} at "
+                "95 %)")
+    ready = s.time_to_ready_s
+    if ready.count == 1:
+        text += f"; time to ready {seconds(ready.avg)}"
+    elif ready.count:
+        text += f"; time to ready {seconds(ready.p50)} ({seconds(ready.min)[:-2]}-{seconds(ready.max)})"
+    alike = [p for p, n in s.signatures_across_starts.items() if n == 1]
+    differ = {p: n for p, n in s.signatures_across_starts.items() if n > 1}
+    if s.signatures_across_starts:
+        text += f"; first answers alike across starts for {len(alike)} of {len(s.signatures_across_starts)} prompts"
+        text += "".join(f" ({p}: {n} signatures)" for p, n in differ.items())
+    return text
+
+
+def _co_residents(found: list[CoResidents]) -> str:
+    seen = [c for c in found if c.least is not None]
+    if not found:
+        return ""
+    if not seen:
+        return ", co-residents not observable (no server trace, no /metrics)"
+    least, most = min(c.least or 0 for c in seen), max(c.most or 0 for c in seen)
+    sources = " and ".join(sorted({c.source for c in seen}))
+    return f", each alongside {least}-{most} other requests ({sources})"
+
+
+def correct_line(cells: list[Cell], arm: str, phases: list[PhaseCost], co: list[CoResidents]) -> str:
+    def bound(k: int, n: int, low: float, high: float) -> str:
+        return f"at most {pct(high)}" if k == 0 else f"rate {pct(low)}-{pct(high)} at 95 %"
+
+    if not phases:
+        k, n, low, high, count = stays_correct(cells, arm)
+        if not n:
+            return "Stays correct: not measured: no successful response"
+        return f"Stays correct: {k} of {n} warm requests diverged over {count} cells ({bound(k, n, low, high)})"
+    parts = []
+    for phase in phases:
+        k, n, low, high, _ = stays_correct(cells, arm, phase.phase)
+        where = phase.load_point or phase.phase
+        mine = [c for c in co if c.arm == arm and c.phase == phase.phase]
+        parts.append(f"{k} of {n} probes diverged ({bound(k, n, low, high)}) at {where}{_co_residents(mine)}")
+    return "Stays correct: " + "; ".join(parts)
+
+
+def _ratio(r: CostRatio) -> str:
+    if r.ratio is None:
+        return f"{RATIO_WORDS[r.metric]} no ratio ({r.note})"
+    interval = f" [{r.lower_95:.2f}, {r.upper_95:.2f}]" if r.lower_95 is not None and r.upper_95 is not None \
+        else " (no interval: one window)"
+    return f"{RATIO_WORDS[r.metric]} ×{r.ratio:.2f}{interval}"
+
+
+def _p(metric: Metric, what: str) -> str:
+    return f"p50 {what} {seconds(metric.p50)}" if metric.count else f"{what} {metric.note}"
+
+
+def costs_line(arm: str, phases: list[PhaseCost], ratios: list[CostRatio]) -> str:
+    if not phases:
+        return "Costs: not measured: no load phase"
+    parts = []
+    for c in phases:
+        text = (f"at {c.load_point or c.phase}: {_num(c.request_throughput_per_s.avg, 2)} req/s, "
+                f"{_num(c.output_tokens_per_s.avg, 3)} tokens/s, {_p(c.latency_s, 'latency')}, "
+                f"{_p(c.time_to_first_token_s, 'time to first token')}, errors {c.errors} of {c.requests}")
+        against = [r for r in ratios if r.arm_b == arm and r.phase == c.phase and r.metric in OPENING_RATIOS
+                   and r.ratio is not None]
+        if against:
+            kind = "the A/A" if arm == copy_name(against[0].arm_a) else against[0].arm_a
+            text += f"; against {kind}: " + ", ".join(_ratio(r) for r in against)
+        parts.append(text)
+    return "Costs " + " | ".join(parts)
+
+
+def opening(cost: CostReport | None, cells: list[Cell], arms: list[str]) -> list[str]:
+    """Three lines per arm, before anything else."""
+    if cost is None:
+        return []
+    starts = {s.arm: s for s in cost.starts}
+    out = ["## Per arm: does it start, does it stay correct, what does it cost", ""]
+    for arm in dict.fromkeys([*arms, *starts]):
+        phases = [c for c in cost.phases if c.arm == arm]
+        out += [f"- **{arm}**", f"  - {starts_line(starts.get(arm))}",
+                f"  - {correct_line(cells, arm, phases, cost.co_residents)}",
+                f"  - {costs_line(arm, phases, cost.ratios)}"]
+    return [*out, ""]
+
+
+def _table(header: list[str], rows: list[list[str]]) -> list[str]:
+    return ["| " + " | ".join(header) + " |", "|" + " --- |" * len(header),
+            *("| " + " | ".join(row) + " |" for row in rows), ""]
+
+
+def _spread(m: Metric) -> str:
+    return m.note or "-" if not m.count else f"{_num(m.p50)} / {_num(m.p90)} / {_num(m.p99)}"
+
+
+def sections(cost: CostReport | None, cells: list[Cell]) -> list[str]:
+    if cost is None or not (cost.phases or cost.rates or any(s.starts > 1 for s in cost.starts)):
+        return []
+    out: list[str] = []
+    if any(s.starts > 1 for s in cost.starts):
+        out += ["## Starts", ""]
+        out += _table(["arm", "starts", "ready", "failure rate at most (95 %)", "time to ready p50 (s)",
+                       "min-max (s)", "peak memory", "peak GPU memory", "model", "revision"], [
+            [s.arm, str(s.starts), str(s.ready), pct(s.failure_upper_95), _num(s.time_to_ready_s.p50),
+             f"{_num(s.time_to_ready_s.min)}-{_num(s.time_to_ready_s.max)}", _bytes(s.peak_memory_bytes.max),
+             _bytes(s.peak_gpu_memory_bytes.max), s.model or "-", s.model_revision or "-"] for s in cost.starts])
+    if cost.phases:
+        out += ["## Cost per load point", "",
+                "Over every request of the phase but its warm-up (probes and background). Throughput: completed "
+                "requests over each window's first send to last answer, pooled over the windows (their range "
+                "beside it). Latencies are p50 / p90 / p99 over requests, in seconds; time to first token and "
+                "inter-token latency only from streamed requests. Send lateness: actual less scheduled send.", ""]
+        out += _table(["arm", "load point", "windows", "requests", "req/s (windows' range)", "tokens/s",
+                       "latency", "time to first token", "inter-token latency", "errors", "send lateness p99"], [
+            [c.arm, c.load_point or c.phase, str(c.windows), str(c.requests),
+             f"{_num(c.request_throughput_per_s.avg)} ({_num(c.request_throughput_per_s.min)}-"
+             f"{_num(c.request_throughput_per_s.max)})", _num(c.output_tokens_per_s.avg), _spread(c.latency_s),
+             _spread(c.time_to_first_token_s), _spread(c.inter_token_latency_s),
+             f"{c.errors} ({pct(c.error_share)})", _num(c.send_lateness_s.p99)] for c in cost.phases])
+    if cost.ratios:
+        out += ["## What B costs against A", "",
+                "The ratio B/A of the geometric means over the replicates (the load point's windows; for time to "
+                "ready and memory, the starts), with a 95 % interval from Welch's t on their logs (docs/load.md). "
+                "The A/A of the baseline (two starts of one config) is the cost's noise floor.", ""]
+        out += _table(["A", "B", "load point", "metric", "B/A", "95 % interval", "replicates A, B", "note"], [
+            [r.arm_a, r.arm_b, r.phase or "(the arm)", RATIO_WORDS[r.metric], _num(r.ratio),
+             f"{r.lower_95:.3g}-{r.upper_95:.3g}" if r.lower_95 is not None and r.upper_95 is not None else "-",
+             f"{r.replicates_a}, {r.replicates_b}", r.note or "-"] for r in cost.ratios])
+    if cost.rates:
+        out += ["## Divergence rates compared", "",
+                "B's divergence rate less A's per cell (prompt `*`: the phase's cells pooled, assuming one rate "
+                "across them), with Newcombe's hybrid score interval (95 %) and Fisher's exact test: lower when the "
+                "interval lies wholly below 0, higher when wholly above, else not shown lower.", ""]
+        out += _table(["A", "B", "prompt", "phase", "A: k of n", "B: k of n", "difference", "95 % interval",
+                       "p (B lower)", "p (two-sided)", "verdict"], [
+            [r.arm_a, r.arm_b, r.prompt_id, r.phase, f"{r.k_a} of {r.n_a}", f"{r.k_b} of {r.n_b}",
+             f"{r.difference:+.3f}", f"{r.lower_95:+.3f} to {r.upper_95:+.3f}", _num(r.p_lower),
+             _num(r.p_two_sided), r.verdict] for r in cost.rates])
+    if cost.co_residents:
+        out += ["## Probes' co-residents under load", "",
+                "Other requests of the arm that ran alongside each probe: from the server's trace (engine steps "
+                "that overlap), else its /metrics sampled while the probe was in flight, else not observable.", ""]
+        out += _table(["arm", "prompt", "phase", "probes", "least", "median", "most", "from"], [
+            [c.arm, c.prompt_id, c.phase, str(c.probes), _num(c.least), _num(c.median), _num(c.most), c.source]
+            for c in cost.co_residents])
+    out += frontier_table(cost, cells)
+    return out
+
+
+def frontier(cost: CostReport, cells: list[Cell]) -> dict[str, list[tuple[float, int, int, float, float,
+                                                                         float | None]]]:
+    """Per arm with two load points or more: (offered rate, divergent, n, lower, upper, throughput) each."""
+    out: dict[str, list[tuple[float, int, int, float, float, float | None]]] = {}
+    for c in cost.phases:
+        if c.offered_rate_per_s is None:
+            continue
+        k, n, low, high, _ = stays_correct(cells, c.arm, c.phase)
+        out.setdefault(c.arm, []).append((c.offered_rate_per_s, k, n, low, high, c.request_throughput_per_s.avg))
+    return {arm: sorted(points) for arm, points in out.items() if len(points) > 1}
+
+
+def frontier_table(cost: CostReport, cells: list[Cell]) -> list[str]:
+    points = frontier(cost, cells)
+    if not points:
+        return []
+    out = ["## Divergence against offered load", "",
+           "Each arm's probes' divergence rate (95 % bounds) at each offered rate, beside the throughput it "
+           "reached: the frontier between repeatability and cost.", ""]
+    return out + _table(["arm", "offered (req/s)", "divergent", "rate (95 %)", "throughput (req/s)"], [
+        [arm, _num(rate), f"{k} of {n}", f"{pct(low)}-{pct(high)}", _num(thr)]
+        for arm, rows in points.items() for rate, k, n, low, high, thr in rows])
