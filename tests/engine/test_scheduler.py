@@ -60,11 +60,12 @@ def test_concurrent_identical_requests_match_sequential_by_default() -> None:
 def test_batch_failure_is_delivered_to_waiters() -> None:
     s = _sched(4, 10)
 
-    def boom(_reqs):
+    def boom(_reqs, _on_token=None):
         raise RuntimeError("kernel exploded")
 
     s.engine.run_batch = boom  # type: ignore[method-assign]
     job = s.submit("r0", greedy(prompt_ids(10)))
+    streamed = s.submit("r1", greedy(prompt_ids(10)), stream=True)
     s.start()
     try:
         try:
@@ -72,6 +73,7 @@ def test_batch_failure_is_delivered_to_waiters() -> None:
             raise AssertionError("expected failure")
         except RuntimeError as exc:
             assert "exploded" in str(exc)
+        assert streamed.tokens is not None and streamed.tokens.get(timeout=10) is None  # its stream ends
     finally:
         s.stop()
     assert s.metrics.running == 0

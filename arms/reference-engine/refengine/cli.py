@@ -49,6 +49,13 @@ class _Ignored(argparse.Action):
         ns.ignored.append(option_string if values is None or values == [] else f"{option_string} {values}")
 
 
+def _non_negative_ms(text: str) -> float:
+    value = float(text)
+    if not value >= 0:  # also refuses nan
+        raise argparse.ArgumentTypeError(f"{text} is not a delay: give milliseconds >= 0")
+    return value
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="refengine", description="Reference engine (vLLM-shaped) with known nondeterminism"
@@ -74,6 +81,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--autotune-cache-dir", default=None, help="env VLLM_FLASHINFER_AUTOTUNE_CACHE_DIR")
     p.add_argument("--autotune-legacy-key", action="store_true", help="omit finalize mode from the cache key")
     p.add_argument("--batch-window-ms", type=float, default=20.0)
+    p.add_argument("--step-delay-ms", type=_non_negative_ms, default=0.0,
+                   help="a planted cost: every engine step (prefill, decode) sleeps this much more; answers unchanged")
     p.add_argument("--log-level", default="INFO")
     p.add_argument("--list-knobs", action="store_true", help="print known flags and env vars as JSON and exit")
     p.set_defaults(ignored=[])
@@ -140,6 +149,7 @@ def config_from_args(ns: argparse.Namespace) -> EngineConfig:
         autotune_cache_dir=cache_dir,
         autotune_legacy_key=ns.autotune_legacy_key,
         batch_window_ms=ns.batch_window_ms,
+        step_delay_ms=ns.step_delay_ms,
     )
 
 

@@ -31,6 +31,7 @@ class EngineConfig:
     autotune_cache_dir: str | None = None
     autotune_legacy_key: bool = False
     batch_window_ms: float = 20.0
+    step_delay_ms: float = 0.0  # a planted cost: every engine step (a prefill, a decode) sleeps this much more
 
     @property
     def served_name(self) -> str:

@@ -1,8 +1,11 @@
-"""Runs one static batch: prefill every sequence, then decode all running sequences together."""
+"""Runs one static batch: prefill every sequence, then decode all running sequences together, telling a
+listener of each token as it is sampled (streamed answers)."""
 
 from __future__ import annotations
 
 import random
+import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import torch
@@ -43,6 +46,10 @@ class GenResult:
     batch_size: int = 1
 
 
+# Called as each token is sampled: (index in the batch, its result so far, whether the sequence is finished).
+OnToken = Callable[[int, GenResult, bool], None]
+
+
 def _position(lp: torch.Tensor, token_id: int, k: int) -> TokenLogprobs:
     value = lp[token_id]
     rank = int((lp > value).sum().item()) + 1
@@ -69,8 +76,13 @@ class Engine:
             topk_tiebreak=self.cfg.topk_tiebreak,
         )
 
+    def _step_delay(self) -> None:
+        """The planted cost (--step-delay-ms): every engine step takes that much longer, nothing else changes."""
+        if self.cfg.step_delay_ms > 0:
+            time.sleep(self.cfg.step_delay_ms / 1000.0)
+
     @torch.inference_mode()
-    def run_batch(self, reqs: list[GenRequest]) -> list[GenResult]:
+    def run_batch(self, reqs: list[GenRequest], on_token: OnToken | None = None) -> list[GenResult]:
         kp = self.kernel_params()
         stacked = not self.cfg.batch_invariant
         model = self.model
@@ -79,6 +91,7 @@ class Engine:
         caches = [model.new_cache(len(r.prompt_ids), r.max_tokens, kp.indexer_budget) for r in reqs]
         prompts = [torch.tensor(r.prompt_ids, dtype=torch.long) for r in reqs]
         hidden = model.forward(caches, prompts, stacked, kp)
+        self._step_delay()
         # Last-position logits take the same path whether or not prompt logprobs are requested.
         last = model.logits([h[-1:] for h in hidden], stacked)
         for i, r in enumerate(reqs):
@@ -101,11 +114,14 @@ class Engine:
                     res.finish_reason = "length"
                 else:
                     nxt.append(i)
+                if on_token is not None:
+                    on_token(i, res, not nxt or nxt[-1] != i)
             active = nxt
             if not active:
                 break
             toks = [torch.tensor([results[i].output_ids[-1]], dtype=torch.long) for i in active]
             hid = model.forward([caches[i] for i in active], toks, stacked, kp)
+            self._step_delay()
             lps = model.logits(hid, stacked)
             step_lp = {i: lp[0] for i, lp in zip(active, lps, strict=True)}
         self.tuner.after_batch()

@@ -36,6 +36,8 @@ class CompletionOptions:
     prompt_logprobs: int | None
     return_token_ids: bool
     as_token_ids: bool
+    stream: bool = False  # answered as server-sent events (refengine/streaming.py)
+    include_usage: bool = False  # stream_options.include_usage: a last event with the usage
 
 
 def _bool(body: dict[str, Any], name: str) -> bool:
@@ -95,8 +97,7 @@ def parse_completion(body: Any, cfg: EngineConfig) -> tuple[GenRequest, Completi
     if "prompt" not in body:
         raise APIError(400, "'prompt' is required", param="prompt")
     ids = prompt_ids(body["prompt"])
-    if _bool(body, "stream"):
-        raise APIError(400, "Streaming is not supported by refengine", param="stream")
+    stream, include_usage = _stream_options(body)
     n = _int(body, "n", 1)
     if n != 1:
         raise APIError(400, "Only n=1 is supported", param="n")
@@ -144,33 +145,50 @@ def parse_completion(body: Any, cfg: EngineConfig) -> tuple[GenRequest, Completi
         prompt_logprobs=prompt_lp,
         return_token_ids=_bool(body, "return_token_ids"),
         as_token_ids=_bool(body, "return_tokens_as_token_ids"),
+        stream=stream,
+        include_usage=include_usage,
     )
     return req, opts
+
+
+def _stream_options(body: dict[str, Any]) -> tuple[bool, bool]:
+    """(stream, include_usage), with vLLM's 400s for stream_options without stream."""
+    stream = _bool(body, "stream")
+    if stream and _bool(body, "echo"):
+        raise APIError(400, "refengine does not stream an echoed prompt: send echo or stream, not both", param="echo")
+    options = body.get("stream_options")
+    if options is None:
+        return stream, False
+    if not isinstance(options, dict):
+        raise APIError(400, "'stream_options' must be an object", param="stream_options")
+    if not stream:
+        raise APIError(400, "Stream options can only be defined when `stream=True`.", param="stream_options")
+    return stream, _bool(options, "include_usage")
 
 
 def new_request_id() -> str:
     return f"cmpl-{uuid.uuid4().hex}"
 
 
-def _lp(v: float) -> float:
+def logprob_value(v: float) -> float:
     return -9999.0 if v == float("-inf") else v
 
 
-def _top_dict(pos: TokenLogprobs, as_ids: bool) -> dict[str, float]:
+def top_dict(pos: TokenLogprobs, as_ids: bool) -> dict[str, float]:
     def key(t: int) -> str:
         return f"token_id:{t}" if as_ids else tokenizer.token_str(t)
 
-    out = {key(pos.token_id): _lp(pos.logprob)}  # chosen token first, then ranks 1..k
+    out = {key(pos.token_id): logprob_value(pos.logprob)}  # chosen token first, then ranks 1..k
     for t, v in pos.top:
-        out.setdefault(key(t), _lp(v))
+        out.setdefault(key(t), logprob_value(v))
     return out
 
 
-def _prompt_entry(pos: TokenLogprobs) -> dict[str, dict[str, Any]]:
-    out = {str(pos.token_id): {"logprob": _lp(pos.logprob), "rank": pos.rank,
+def prompt_entry(pos: TokenLogprobs) -> dict[str, dict[str, Any]]:
+    out = {str(pos.token_id): {"logprob": logprob_value(pos.logprob), "rank": pos.rank,
                                "decoded_token": tokenizer.token_str(pos.token_id)}}
     for rank, (t, v) in enumerate(pos.top, start=1):
-        out.setdefault(str(t), {"logprob": _lp(v), "rank": rank, "decoded_token": tokenizer.token_str(t)})
+        out.setdefault(str(t), {"logprob": logprob_value(v), "rank": rank, "decoded_token": tokenizer.token_str(t)})
     return out
 
 
@@ -189,12 +207,12 @@ def build_response(
             plp = res.prompt_logprobs or [None] * len(req.prompt_ids)
             for t, pos in zip(req.prompt_ids, plp, strict=True):
                 ids.append(t)
-                lps.append(None if pos is None else _lp(pos.logprob))
-                tops.append(None if pos is None else _top_dict(pos, opts.as_token_ids))
+                lps.append(None if pos is None else logprob_value(pos.logprob))
+                tops.append(None if pos is None else top_dict(pos, opts.as_token_ids))
         for pos in res.logprobs:
             ids.append(pos.token_id)
-            lps.append(_lp(pos.logprob))
-            tops.append(_top_dict(pos, opts.as_token_ids))
+            lps.append(logprob_value(pos.logprob))
+            tops.append(top_dict(pos, opts.as_token_ids))
         strs = [f"token_id:{t}" if opts.as_token_ids else tokenizer.token_str(t) for t in ids]
         offsets, off = [], 0
         for s in strs:
@@ -210,7 +228,7 @@ def build_response(
         "prompt_logprobs": None,
     }
     if opts.prompt_logprobs is not None and res.prompt_logprobs is not None:
-        choice["prompt_logprobs"] = [None if p is None else _prompt_entry(p) for p in res.prompt_logprobs]
+        choice["prompt_logprobs"] = [None if p is None else prompt_entry(p) for p in res.prompt_logprobs]
     body: dict[str, Any] = {
         "id": request_id,
         "object": "text_completion",

@@ -2,7 +2,9 @@
 (up to ``max_num_seqs``), then runs that batch to completion. Later arrivals wait for the next batch.
 
 Every request records when it arrived and the engine steps it ran in (a global step counter: a batch's
-prefill is one step, each decode iteration one more), so a client can prove which requests ran together."""
+prefill is one step, each decode iteration one more), so a client can prove which requests ran together.
+A streamed request also gets each of its tokens as it is sampled (`Job.tokens`), and its sequence's end at
+once; an unstreamed one is answered when its whole batch is done."""
 
 from __future__ import annotations
 
@@ -28,6 +30,8 @@ class Job:
     error: BaseException | None = None
     first_step: int = 0
     last_step: int = 0
+    # Streamed: (its result so far, whether finished) as each token is sampled; None once the batch is over.
+    tokens: queue.Queue[tuple[GenResult, bool] | None] | None = None
 
     def trace(self) -> dict[str, int]:
         """Returned with the response (`engine_trace`): the server's view of this request."""
@@ -61,8 +65,8 @@ class Scheduler:
         self._queue.put(None)  # the loop waits on the queue: wake it now, not at its next timeout
         self._thread.join(timeout_s)
 
-    def submit(self, request_id: str, request: GenRequest, arrival_ns: int = 0) -> Job:
-        job = Job(request_id, request, arrival_ns)
+    def submit(self, request_id: str, request: GenRequest, arrival_ns: int = 0, stream: bool = False) -> Job:
+        job = Job(request_id, request, arrival_ns, tokens=queue.Queue() if stream else None)
         self.metrics.enqueue()
         self._queue.put(job)
         return job
@@ -97,23 +101,37 @@ class Scheduler:
 
     def _run(self, batch: list[Job]) -> None:
         self.metrics.start_batch(len(batch))
+        first = self._next_step
+        for j in batch:
+            j.first_step = first
+
+        def on_token(i: int, res: GenResult, finished: bool) -> None:
+            job = batch[i]
+            if finished:
+                job.last_step = first + len(res.output_ids)
+            if job.tokens is not None:
+                job.tokens.put((res, finished))
+
         try:
-            results = self.engine.run_batch([j.request for j in batch])
+            results = self.engine.run_batch([j.request for j in batch], on_token)
         except Exception as exc:  # deliver the failure to every waiting handler
             logger.exception("Batch of %d failed", len(batch))
             for j in batch:
                 self.metrics.fail()
                 j.error = exc
                 j.done.set()
+                if j.tokens is not None:
+                    j.tokens.put(None)
             return
-        first = self._next_step
         self._next_step += 1 + max(len(r.output_ids) for r in results)  # prefill, then one step a token
         for j, res in zip(batch, results, strict=True):
             j.result = res
-            j.first_step, j.last_step = first, first + len(res.output_ids)
+            j.last_step = first + len(res.output_ids)
             self.metrics.finish(res.finish_reason, len(j.request.prompt_ids), len(res.output_ids))
             logger.info(
                 "Finished request %s prompt_tokens=%d completion_tokens=%d batch_size=%d",
                 j.request_id, len(j.request.prompt_ids), len(res.output_ids), res.batch_size,
             )
             j.done.set()
+            if j.tokens is not None:
+                j.tokens.put(None)

@@ -6,13 +6,14 @@ import json
 import logging
 import threading
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import torch
 
-from refengine import __version__, protocol
+from refengine import __version__, protocol, streaming
 from refengine.autotune import Autotuner
 from refengine.config import EngineConfig
 from refengine.engine import Engine
@@ -141,7 +142,10 @@ class Handler(BaseHTTPRequestHandler):
                 return
             req, opts = protocol.parse_completion(body, self.app.cfg)
             rid = protocol.new_request_id()
-            job = self.app.scheduler.submit(rid, req, arrival_ns)
+            job = self.app.scheduler.submit(rid, req, arrival_ns, stream=opts.stream)
+            if opts.stream:
+                self._stream(streaming.events(job, rid, self.app.cfg.served_name, opts, REQUEST_TIMEOUT_S))
+                return
             response = protocol.build_response(rid, self.app.cfg.served_name, req, opts, job.wait(REQUEST_TIMEOUT_S))
             self._json(200, {**response, "engine_trace": job.trace()})
         except protocol.APIError as err:
@@ -149,6 +153,29 @@ class Handler(BaseHTTPRequestHandler):
         except Exception as exc:
             logger.exception("Request failed")
             self._json(500, protocol.APIError(500, str(exc), "InternalServerError").body())
+
+
+    def _stream(self, events: Iterator[bytes]) -> None:
+        """Server-sent events in chunked transfer encoding, each written as it comes: the connection stays
+        open for the client's next request (keep-alive)."""
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Cache-Control", "no-cache")
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+        try:
+            try:
+                for event in events:
+                    self.wfile.write(b"%x\r\n%s\r\n" % (len(event), event))
+            except (ConnectionError, TimeoutError):
+                raise
+            except Exception as exc:  # headers are out: the failure becomes the stream's last event
+                logger.exception("Stream failed")
+                event = b"data: " + json.dumps(protocol.APIError(500, str(exc), "InternalServerError").body()).encode()
+                self.wfile.write(b"%x\r\n%s\n\n\r\n" % (len(event) + 2, event))
+            self.wfile.write(b"0\r\n\r\n")
+        except (ConnectionError, TimeoutError):  # the client left: the engine finishes the sequence anyway
+            self.close_connection = True
 
 
 class Server(ThreadingHTTPServer):
