@@ -15,9 +15,10 @@ from pathlib import Path
 from typing import Any
 
 from orchestrator.config import security
+from orchestrator.config.background import phase_backgrounds
 from orchestrator.config.catalog import line
 from orchestrator.config.compose import compose, resolve_prompts, to_typed
-from orchestrator.config.schema import Config, Endpoint, PhaseKind, PromptAs, RuntimeKind
+from orchestrator.config.schema import Arrivals, Config, Endpoint, LoadConfig, PhaseKind, PromptAs, RuntimeKind
 from orchestrator.engines import ENGINES
 from orchestrator.errors import ConfigError
 from orchestrator.runtime.spec import Mount, map_mounts
@@ -52,10 +53,15 @@ def validate(config: Config, allow: list[str] | None = None,
     problems += _names(config)
     problems += _cross_field(config)
     problems += _process_arms(config)
+    problems += _load_points(config)
     if not problems:  # the rules below read fields the range checks vouch for
         problems += security.problems(config, list(config.runtime.allow) if allow is None else allow, how_to_allow)
         try:
             resolve_prompts(config.prompts, config.config_dirs)
+        except ConfigError as exc:
+            problems += exc.problems
+        try:
+            phase_backgrounds(config)
         except ConfigError as exc:
             problems += exc.problems
     return problems
@@ -209,4 +215,66 @@ def _process_arms(config: Config) -> list[str]:
                                   "process has no filesystem of its own: that path is rewritten to the scratch dir)",
                                   f"name it where the engine reads it (e.g. arms.{name}.env.VLLM_CACHE_ROOT="
                                   f"{scratch.container}), or remove it (~arms.{name}.scratch.{scratch_name})"))
+    return found
+
+
+# The highest rate a load point may ask for: what run/load.py was measured to pace on a 2-core machine against a
+# local server, its achieved rate within 1 % of the schedule (docs/load.md, "Pacing"). Above it the schedule
+# would be a wish, not the traffic sent.
+MAX_RATE_PER_S = 1000.0
+
+
+def _load_points(config: Config) -> list[str]:
+    """A load phase's settings (docs/load.md): one line each, the fix named."""
+    found = []
+    for name, phase in config.protocol.phases.items():
+        if phase.kind is PhaseKind.load:
+            found += _load_point(f"protocol.phases.{name}.load", phase.load)
+    return found
+
+
+def _load_point(at: str, load: LoadConfig) -> list[str]:
+    found = []
+    rate, concurrency = load.rate_per_s, load.concurrency
+    if rate is not None and not (rate > 0):
+        found.append(line("range", f"{at}.rate_per_s", rate, "> 0 (requests per second)",
+                          f"set a positive rate, or null with {at}.concurrency for a closed loop"))
+    elif rate is not None and rate > MAX_RATE_PER_S:
+        found.append(line("range", f"{at}.rate_per_s", rate, f"at most {MAX_RATE_PER_S:g}, the most this machine's "
+                          "load generator was measured to pace (docs/load.md)",
+                          f"lower it, or use a closed loop ({at}.rate_per_s=null, {at}.concurrency=N)"))
+    if concurrency is not None and concurrency < 1:
+        found.append(line("range", f"{at}.concurrency", concurrency, ">= 1", "set it >= 1, or null under a rate"))
+    if rate is None and concurrency is None:
+        found.append(line("cross-field", f"{at}.rate_per_s", None, "a rate, a concurrency, or both",
+                          f"set {at}.rate_per_s (e.g. 8) or {at}.concurrency (a closed loop, e.g. 8)"))
+    if (load.requests is None) == (load.duration_s is None):
+        given = "both requests and duration_s" if load.requests is not None else "neither requests nor duration_s"
+        found.append(line("cross-field", f"{at}.requests", load.requests, f"one stop, a count or a duration ({given} "
+                          "set)", f"keep one: {at}.requests=N or {at}.duration_s=S (the other null)"))
+    if load.requests is not None and load.requests < 1:
+        found.append(line("range", f"{at}.requests", load.requests, ">= 1"))
+    if load.duration_s is not None and not (load.duration_s > 0):
+        found.append(line("range", f"{at}.duration_s", load.duration_s, "> 0 (seconds)"))
+    if load.arrivals is Arrivals.gamma and not (load.gamma_shape > 0):
+        found.append(line("range", f"{at}.gamma_shape", load.gamma_shape, "> 0 with arrivals=gamma (<1 burstier, "
+                          ">1 smoother than Poisson)"))
+    for leaf, value, valid in (("windows", load.windows, AT_LEAST_ONE), ("probe_every", load.probe_every, AT_LEAST_ONE),
+                               ("grace_s", load.grace_s, NON_NEGATIVE)):
+        if not (value == value and valid[1](value)):  # NaN fails too
+            found.append(line("range", f"{at}.{leaf}", value, valid[0]))
+    tokens = list(load.background_max_tokens)
+    if not tokens or any(t < 1 for t in tokens):
+        found.append(line("range", f"{at}.background_max_tokens", tokens, "a non-empty list of max_tokens >= 1",
+                          f"e.g. {at}.background_max_tokens=[16,32,64]"))
+    warm = load.warmup
+    if warm.requests < 0:
+        found.append(line("range", f"{at}.warmup.requests", warm.requests, ">= 0"))
+    if warm.duration_s is not None and (warm.requests or not warm.duration_s > 0):
+        found.append(line("cross-field", f"{at}.warmup.duration_s", warm.duration_s, "> 0, and only with "
+                          "warmup.requests=0 (one stop)", f"keep one: {at}.warmup.requests or {at}.warmup.duration_s"))
+    if warm.rate_per_s is not None and not (0 < warm.rate_per_s <= MAX_RATE_PER_S):
+        found.append(line("range", f"{at}.warmup.rate_per_s", warm.rate_per_s, f"in (0, {MAX_RATE_PER_S:g}]"))
+    if warm.concurrency is not None and warm.concurrency < 1:
+        found.append(line("range", f"{at}.warmup.concurrency", warm.concurrency, ">= 1"))
     return found

@@ -15,6 +15,7 @@ from typing import Any
 
 from orchestrator.analysis.stopping import SIGNATURE_COLUMNS, StopRule
 from orchestrator.config.arms import ResolvedArm, resolve_arms
+from orchestrator.config.background import phase_backgrounds
 from orchestrator.config.compose import resolve_prompts
 from orchestrator.config.schema import Config
 from orchestrator.console import Outcome, note
@@ -47,7 +48,7 @@ def resume_plan(typed: Config, paths: RunPaths, arms: Mapping[str, ResolvedArm] 
             recorded_by_arm[name] = [row for row in rows.values() if row["arm"] == name]
             stop.observe(recorded_by_arm[name])
         for group in protocol.plan(typed.protocol, arm.served_model_name, prompts, arm.endpoint,
-                                   dict(resolved.request_extra)):
+                                   dict(resolved.request_extra), background=phase_backgrounds(typed)):
             if stop is not None and group[0].role == protocol.MEASURED and stop.stopped(group[0].prompt_id,
                                                                                         group[0].phase):
                 continue

@@ -11,10 +11,11 @@ from __future__ import annotations
 from collections import defaultdict
 from pathlib import Path
 
-from orchestrator.config.schema import Config, PhaseKind
+from orchestrator.config.schema import Config, PhaseConfig, PhaseKind
 from orchestrator.errors import RecordError
 from orchestrator.record.paths import RunPaths, read_json
 from orchestrator.run import protocol
+from orchestrator.run.load_schedule import WARMUP_WINDOW, has_warmup, label
 
 UNKNOWN = "unknown (no earlier run: `plan ... --like RUN_DIR`)"
 COLUMNS = ["arm", "prompt_id", "phase", "phase_kind", "batch_id", "role", "error", "send_ns", "recv_ns"]
@@ -50,8 +51,7 @@ def arm_lines(config: Config, arm: str, seconds: dict[tuple[str, str], float] | 
     """The plan's lines for one arm: its requests per cell, and its expected engine time."""
     proto, prompts = config.protocol, len(config.prompts.prompts)
     phases = protocol.cell_phases(proto)
-    cells = ", ".join(f"{name} {p.batches} x {p.repeats} = {protocol.cell_requests(p)}"
-                      if p.kind is PhaseKind.concurrent else f"{name} {p.repeats}" for name, p in phases.items())
+    cells = ", ".join(_cell(name, p, prompts) for name, p in phases.items())
     most = " at most" if proto.stop_after_divergences is not None else ""
     stop = f"; a cell ends once {proto.stop_after_divergences} diverged (protocol.stop_after_divergences)" \
         if proto.stop_after_divergences is not None else ""
@@ -70,3 +70,17 @@ def arm_lines(config: Config, arm: str, seconds: dict[tuple[str, str], float] | 
     means = ", ".join(f"{name} {seconds[(arm, name)]:.3g} s/{'batch' if p.kind is PhaseKind.concurrent else 'request'}"
                       for name, p in phases.items())
     return [*lines, f"# arm {arm} expected engine time:{most} {total:.3g} s (from the earlier run: {means})"]
+
+
+def _cell(name: str, phase: PhaseConfig, prompts: int) -> str:
+    """A phase's requests per cell in words; a load phase's windows and probes."""
+    if phase.kind is PhaseKind.concurrent:
+        return f"{name} {phase.batches} x {phase.repeats} = {protocol.cell_requests(phase)}"
+    if phase.kind is PhaseKind.load:
+        load = phase.load
+        stop = f"{load.requests} requests" if load.requests is not None else f"{load.duration_s:g} s"
+        warm = f", {protocol.window_requests(phase, WARMUP_WINDOW)} warm-up" if has_warmup(load) else ""
+        closed = " and more while it lasts" if load.rate_per_s is None and load.duration_s is not None else ""
+        return (f"{name} {protocol.cell_requests(phase, prompts)} probes ({load.windows} windows of {stop}{closed} at "
+                f"{label(load)}, every {load.probe_every}th a probe{warm}; {protocol.load_requests(phase)} in all)")
+    return f"{name} {phase.repeats}"
