@@ -1,0 +1,267 @@
+"""The load generator's pacing (orchestrator/run/load.py) against AIPerf's, at the same rates and request counts,
+on the same recording server (bench/recording_server.py, its own process). Issue 37's goals: the achieved rate
+within 1 % of the target, p99 send lateness no worse than AIPerf's at 50, 200 and 1000 requests/s, the same
+request count.
+
+    .venv/bin/python bench/load_pacing.py                              # constant 50, 200, 1000/s
+    .venv/bin/python bench/load_pacing.py --arrivals constant,poisson --repeats 2
+
+AIPerf runs from its own venv (`python3 -m venv ~/.cache/orchestrator/aiperf-venv && .../bin/pip install
+aiperf`), with the tokenizer of a local folder (no download). Each tool runs in its own interpreter; the tools
+alternate within a rate. Requests: POST /v1/completions, unstreamed, no concurrency ceiling.
+
+Measures, the same for both tools, from the server's arrivals (`done_ns`: the whole request read):
+- count: completion requests that arrived;
+- achieved rate: (count - 1) / (last arrival - first arrival), the rate of the gaps (n requests at rate r span
+  (n - 1) / r);
+- lateness (server): arrival minus the schedule, aligned so that the least-late request is on time
+  (lateness_i = d_i - min_j d_j, d_i = arrival_i - scheduled offset_i): constant arrivals, offset_i = i / rate.
+  With Poisson arrivals the schedule is each tool's own: ours its scheduled_ns; AIPerf's is not exported, so
+  its credit_issued_ns stands in (AIPerf's pacer issues a credit at the scheduled time; what comes after, the
+  hop to a worker and the send, is counted), so Poisson lateness is not quite like for like.
+And each tool's own record: ours send_ns - scheduled_ns; AIPerf request_start_ns aligned as the server's is
+(constant) or minus credit_issued_ns (Poisson).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import math
+import os
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+AIPERF = Path.home() / ".cache/orchestrator/aiperf-venv/bin/aiperf"
+TOKENIZER = Path.home() / ".cache/orchestrator/models/tiny-llama"
+MODEL = "recording"
+PROMPT = "The capital of France is"
+
+
+@dataclass(frozen=True)
+class Run:
+    """One tool's run at one rate: the server's arrivals, and the tool's own send times and schedule."""
+
+    tool: str  # "ours" | "aiperf"
+    arrivals: str  # "constant" | "poisson"
+    rate_per_s: float
+    requested: int
+    server_ns: list[int]  # the completion requests' arrivals, sorted
+    send_ns: list[int]  # the tool's own record, in schedule order
+    scheduled_ns: list[int] | None  # ours: scheduled_ns; AIPerf: credit_issued_ns; None where unknown
+    error: str | None = None
+
+
+@dataclass(frozen=True)
+class Measures:
+    count: int
+    achieved_per_s: float
+    error_pct: float
+    server_p50_ms: float
+    server_p99_ms: float
+    own_p50_ms: float
+    own_p99_ms: float
+
+
+def achieved_rate(arrivals_ns: list[int]) -> float:
+    """(count - 1) / span: the rate of the gaps."""
+    span_ns = arrivals_ns[-1] - arrivals_ns[0] if len(arrivals_ns) > 1 else 0
+    return (len(arrivals_ns) - 1) / (span_ns / 1e9) if span_ns > 0 else math.nan
+
+
+def lateness_ms(times_ns: list[int], schedule_ns: list[float]) -> list[float]:
+    """Each time minus its schedule, shifted so the least late is 0 (the schedule's start is the tool's)."""
+    deltas = [t - s for t, s in zip(times_ns, schedule_ns, strict=True)]
+    least = min(deltas)
+    return [(d - least) / 1e6 for d in deltas]
+
+
+def percentile(values: list[float], q: float) -> float:
+    """Nearest rank (q in 0..100)."""
+    if not values:
+        return math.nan
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, max(0, math.ceil(q / 100 * len(ordered)) - 1))]
+
+
+def constant_schedule(count: int, rate_per_s: float) -> list[float]:
+    return [i * 1e9 / rate_per_s for i in range(count)]
+
+
+def measure(run: Run) -> Measures:
+    n = len(run.server_ns)
+    achieved = achieved_rate(run.server_ns)
+    if run.arrivals == "constant":
+        server = lateness_ms(run.server_ns, constant_schedule(n, run.rate_per_s))
+        if run.tool == "ours" and run.scheduled_ns is not None:
+            own = [(s - c) / 1e6 for s, c in zip(run.send_ns, run.scheduled_ns, strict=True)]
+        else:
+            own = lateness_ms(sorted(run.send_ns), constant_schedule(len(run.send_ns), run.rate_per_s))
+    else:
+        assert run.scheduled_ns is not None
+        schedule = sorted(run.scheduled_ns)
+        server = lateness_ms(run.server_ns, [float(s) for s in schedule[:n]]) if n <= len(schedule) else []
+        own = [(s - c) / 1e6 for s, c in zip(run.send_ns, run.scheduled_ns, strict=True)]
+    target = run.rate_per_s if run.arrivals == "constant" else achieved_rate(sorted(run.scheduled_ns or [0]))
+    return Measures(n, achieved, 100 * (achieved - target) / target, percentile(server, 50),
+                    percentile(server, 99), percentile(own, 50), percentile(own, 99))
+
+
+# --- the recording server -------------------------------------------------------------------------------------
+
+class Server:
+    def __init__(self) -> None:
+        self.process = subprocess.Popen([sys.executable, str(ROOT / "bench/recording_server.py"), "--port", "0"],
+                                        stdout=subprocess.PIPE, text=True)
+        assert self.process.stdout is not None
+        self.url = self.process.stdout.readline().split()[-1]
+
+    def _call(self, method: str, path: str) -> bytes:
+        request = urllib.request.Request(self.url + path, method=method, data=b"" if method == "POST" else None)
+        with urllib.request.urlopen(request, timeout=30) as answer:
+            return bytes(answer.read())
+
+    def reset(self) -> None:
+        self._call("POST", "/_reset")
+
+    def completions(self) -> list[int]:
+        rows = json.loads(self._call("GET", "/_recorded"))
+        return sorted(done for method, path, _, done in rows if method == "POST" and path == "/v1/completions")
+
+    def close(self) -> None:
+        self.process.terminate()
+        self.process.wait(10)
+
+
+# --- the tools ------------------------------------------------------------------------------------------------
+
+def run_ours(server: Server, arrivals: str, rate_per_s: float, count: int) -> Run:
+    """The load generator in a fresh interpreter (this script's --child mode)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "timed.json"
+        argv = [sys.executable, __file__, "--child", server.url, arrivals, str(rate_per_s), str(count), str(out)]
+        done = subprocess.run(argv, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)}, capture_output=True,
+                              text=True)
+        if done.returncode != 0:
+            return Run("ours", arrivals, rate_per_s, count, server.completions(), [], None,
+                       f"exit {done.returncode}: {done.stderr.strip().splitlines()[-1:]}")
+        timed = json.loads(out.read_text())
+    return Run("ours", arrivals, rate_per_s, count, server.completions(), timed["send_ns"], timed["scheduled_ns"])
+
+
+async def _child(url: str, arrivals: str, rate_per_s: float, count: int, out: Path) -> None:
+    from orchestrator.config.schema import Arrivals
+    from orchestrator.run.load import Prepared, run_window
+    from orchestrator.run.load_schedule import Pace, offsets_s
+
+    offsets = offsets_s(Pace(rate_per_s, None, count, None), Arrivals(arrivals), 1.0, seed=0)
+    assert offsets is not None
+    body = {"model": MODEL, "prompt": PROMPT, "max_tokens": 2, "temperature": 0.0}
+    result = await run_window(url, [Prepared("/v1/completions", body, offset) for offset in offsets], grace_s=30)
+    bad = [t.error for t in result.timed if t.error]
+    if bad:
+        raise SystemExit(f"{len(bad)} requests failed, the first: {bad[0]}")
+    out.write_text(json.dumps({"send_ns": [t.send_ns for t in result.timed],
+                               "scheduled_ns": [t.scheduled_ns for t in result.timed]}))
+
+
+def run_aiperf(server: Server, arrivals: str, rate_per_s: float, count: int, aiperf: Path) -> Run:
+    with tempfile.TemporaryDirectory() as tmp:
+        argv = [str(aiperf), "profile", "--model", MODEL, "--url", server.url, "--endpoint-type", "completions",
+                "--tokenizer", str(TOKENIZER), "--request-rate", f"{rate_per_s:g}", "--arrival-pattern", arrivals,
+                "--request-count", str(count), "--isl", "8", "--osl", "2",
+                "--ui", "none", "--no-server-metrics", "--no-gpu-telemetry", "--artifact-dir", tmp]
+        done = subprocess.run(argv, capture_output=True, text=True)
+        records = Path(tmp) / "profile_export.jsonl"
+        if done.returncode != 0 or not records.exists():
+            tail = (done.stdout + done.stderr).strip().splitlines()[-3:]
+            return Run("aiperf", arrivals, rate_per_s, count, server.completions(), [], None,
+                       f"exit {done.returncode}: {tail}")
+        metas = [json.loads(line)["metadata"] for line in records.read_text().splitlines() if line.strip()]
+    metas = sorted((m for m in metas if m.get("benchmark_phase") == "profiling"), key=lambda m: m["credit_issued_ns"])
+    return Run("aiperf", arrivals, rate_per_s, count, server.completions(), [m["request_start_ns"] for m in metas],
+               [m["credit_issued_ns"] for m in metas])
+
+
+# --- the table ------------------------------------------------------------------------------------------------
+
+def row(run: Run, m: Measures | None, ratio: float | None) -> str:
+    if m is None:
+        return f"| {run.arrivals} | {run.rate_per_s:g} | {run.tool} | failed: {run.error} |"
+    ratio_text = "" if ratio is None else f"{ratio:.2f}"
+    return (f"| {run.arrivals} | {run.rate_per_s:g} | {run.tool} | {m.count}/{run.requested} | "
+            f"{m.achieved_per_s:.2f} | {m.error_pct:+.2f} | {m.server_p50_ms:.3f} | {m.server_p99_ms:.3f} | "
+            f"{m.own_p50_ms:.3f} | {m.own_p99_ms:.3f} | {ratio_text} |")
+
+
+HEADER = ("| arrivals | target /s | tool | count | achieved /s | error % | server p50 ms | server p99 ms | "
+          "own p50 ms | own p99 ms | p99 ours/AIPerf |\n|" + " --- |" * 11)
+
+
+def verdicts(pairs: list[tuple[Run, Measures | None, Run, Measures | None]]) -> list[str]:
+    out = []
+    for ours, mo, theirs, mt in pairs:
+        where = f"{ours.arrivals} {ours.rate_per_s:g}/s"
+        if mo is None or mt is None:
+            out.append(f"{where}: not measured ({ours.error or theirs.error})")
+            continue
+        rate_ok = ours.arrivals != "constant" or abs(mo.error_pct) <= 1.0
+        late_ok = mo.server_p99_ms <= mt.server_p99_ms
+        count_ok = mo.count == ours.requested == mt.count
+        out.append(f"{where}: rate within 1 % {'met' if rate_ok else 'NOT met'} ({mo.error_pct:+.2f} %); "
+                   f"p99 lateness <= AIPerf's {'met' if late_ok else 'NOT met'} ({mo.server_p99_ms:.3f} vs "
+                   f"{mt.server_p99_ms:.3f} ms); same count {'met' if count_ok else 'NOT met'} "
+                   f"({mo.count} vs {mt.count} of {ours.requested})")
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--rates", default="50,200,1000", help="requests/s, comma-separated")
+    parser.add_argument("--arrivals", default="constant", help="constant,poisson")
+    parser.add_argument("--seconds", type=float, default=10.0, help="count = max(500, rate x seconds)")
+    parser.add_argument("--repeats", type=int, default=1)
+    parser.add_argument("--aiperf", type=Path, default=AIPERF)
+    args = parser.parse_args()
+    print(f"load before: {os.getloadavg()[0]:.2f} (1 min), {os.cpu_count()} cores", flush=True)
+    server = Server()
+    pairs = []
+    try:
+        for arrivals in args.arrivals.split(","):
+            for rate in (float(r) for r in args.rates.split(",")):
+                count = max(500, round(rate * args.seconds))
+                for repeat in range(args.repeats):
+                    runs = {}
+                    for tool in (("ours", "aiperf") if repeat % 2 == 0 else ("aiperf", "ours")):
+                        server.reset()
+                        runs[tool] = (run_ours(server, arrivals, rate, count) if tool == "ours"
+                                      else run_aiperf(server, arrivals, rate, count, args.aiperf))
+                        time.sleep(1.0)  # the tool's processes gone before the next
+                    mo, mt = (None if r.error or len(r.server_ns) < 2 else measure(r)
+                              for r in (runs["ours"], runs["aiperf"]))
+                    pairs.append((runs["ours"], mo, runs["aiperf"], mt))
+                    ratio = mo.server_p99_ms / mt.server_p99_ms if mo and mt and mt.server_p99_ms else None
+                    print(row(runs["ours"], mo, ratio) + "\n" + row(runs["aiperf"], mt, None), flush=True)
+    finally:
+        server.close()
+    print("\n" + HEADER)
+    for ours, mo, theirs, mt in pairs:
+        ratio = mo.server_p99_ms / mt.server_p99_ms if mo and mt and mt.server_p99_ms else None
+        print(row(ours, mo, ratio) + "\n" + row(theirs, mt, None))
+    print("\n" + "\n".join(verdicts(pairs)))
+    print(f"load after: {os.getloadavg()[0]:.2f} (1 min)")
+
+
+if __name__ == "__main__":
+    if sys.argv[1:2] == ["--child"]:
+        url, arrivals, rate, count, out = sys.argv[2:7]
+        asyncio.run(_child(url, arrivals, float(rate), int(count), Path(out)))
+    else:
+        main()
