@@ -4,6 +4,7 @@ known by hand), for the cost's and the report's tests while the load generator i
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -40,7 +41,7 @@ def _rows(arm: str, plan: ArmPlan) -> list[dict[str, Any]]:
     base = {"study": "load", "run_id": "r1", "arm": arm, "phase": plan.phase, "phase_kind": plan.kind, "attempt": 0,
             "start": 0, "load_point": f"poisson {plan.rate_per_s:g}/s" if load else None,
             "offered_rate_per_s": plan.rate_per_s if load else None}
-    rows.append({**base, "prompt_id": "bg", "role": "warmup", "batch_id": 0, "request_id": f"{arm}/warm",
+    rows.append({**base, "prompt_id": "bg", "role": "warmup", "batch_id": 0, "request_id": f"{arm}/{plan.phase}/warm",
                  "send_ns": 0, "scheduled_ns": 0, "recv_ns": 50 * S, "completion_tokens": 1})
     probe = step = failed = 0
     for window, latency_s in enumerate(plan.latency_s):
@@ -72,15 +73,19 @@ def _rows(arm: str, plan: ArmPlan) -> list[dict[str, Any]]:
     return rows
 
 
-def write_load_record(root: Path, plans: dict[str, ArmPlan], baseline: str | None = None) -> RunPaths:
+def write_load_record(root: Path, plans: Mapping[str, ArmPlan | list[ArmPlan]], baseline: str | None = None
+                      ) -> RunPaths:
+    """An arm given several plans has several phases (load points); its starts are the first plan's."""
     paths = RunPaths(root)
     paths.root.mkdir(parents=True, exist_ok=True)
+    phases = {arm: plan if isinstance(plan, list) else [plan] for arm, plan in plans.items()}
     with TableWriter(paths, "responses", "r") as writer:
-        for arm, plan in plans.items():
-            for row in _rows(arm, plan):
-                writer.append(row)
+        for arm, each in phases.items():
+            for plan in each:
+                for row in _rows(arm, plan):
+                    writer.append(row)
     with TableWriter(paths, "arms", "arms") as writer:
-        for arm, plan in plans.items():
+        for arm, (plan, *_) in phases.items():
             for start, ready_s in enumerate([*plan.ready_s, *[None] * plan.failed_starts]):
                 writer.append({"study": "load", "run_id": "r1", "arm": arm, "start": start, "attempt": 0,
                                "config_json": "{}", "start_ns": 10 * S,
