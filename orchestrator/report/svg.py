@@ -204,16 +204,17 @@ def frontier(title: str, points: list[tuple[float, float, float, float, float | 
         label = f"{100 * top_value:.3g} %" if left == 50.0 else f"{top_value:.3g}"
         body.append(_text(left - 4, top + 8, label, "end"))
         body.append(_text(left - 4, top + height, "0", "end"))
-        body.append(_text(left + panel, top + height + 14, f"offered {most_x:.3g} req/s", "end"))
+        body.append(_text(left + panel, top + height + 28, "offered load (req/s)", "end"))
     for offered, rate, lower, upper, throughput in points:
         x = 50 + panel * offered / most_x * 0.95
+        body += [_text(at, top + height + 14, f"{offered:.3g}", "middle") for at in (x, x + 50 + panel)]
         body.append(f'<line class="dot" x1="{x:.1f}" x2="{x:.1f}" y1="{y_of(lower, most_rate):.1f}" '
                     f'y2="{y_of(upper, most_rate):.1f}"/>')
         body.append(f'<circle class="dot" cx="{x:.1f}" cy="{y_of(rate, most_rate):.1f}" r="4"><title>offered '
                     f"{offered:.3g} req/s: divergence rate {100 * rate:.3g} % ({100 * lower:.3g}-{100 * upper:.3g} "
                     "% at 95 %)</title></circle>")
         if throughput is not None:
-            tx = 100 + panel + panel * offered / most_x * 0.95
+            tx = x + 50 + panel
             body.append(f'<circle class="dot tie" cx="{tx:.1f}" cy="{y_of(throughput, most_thr):.1f}" r="4"><title>'
                         f"offered {offered:.3g} req/s: {throughput:.3g} req/s reached</title></circle>")
-    return _svg(top + height + 24, title, body)
+    return _svg(top + height + 36, title, body)
