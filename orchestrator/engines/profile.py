@@ -183,6 +183,15 @@ class EngineProfile:
         """The `model` its requests carry: the arm's served name, or none for a server that takes none."""
         return served_model_name if self.names_model else None
 
+    def model(self, engine_args: Mapping[str, Any], command: Sequence[str] = ()) -> str | None:
+        """The model it serves as the arm states it: its `model` (or `model_tag`) engine arg, else the word after
+        `serve` in a command that runs the engine's own program (`vllm serve MODEL`); None: not stated."""
+        value = self.flag_value(engine_args, "model") or self.flag_value(engine_args, "model-tag")
+        words = list(command[1:])
+        if value is None and command and PurePosixPath(command[0]).name in self.programs and "serve" in words:
+            value = next(iter(words[words.index("serve") + 1:]), None)
+        return None if value is None or str(value).startswith("-") else str(value)
+
     def max_logprobs(self, engine_args: Mapping[str, Any]) -> tuple[int | None, bool]:
         """(the limit, whether it is the engine's default); (None, True): the engine has no such limit."""
         if self.max_logprobs_flag is None:

@@ -34,7 +34,8 @@ MATRIX_LIBRARIES = ("flashinfer", "torch", "triton")
 
 def matrix_material(image_id: str | None, fingerprint: dict[str, Any]) -> dict[str, Any]:
     """The fields that define "the same cell" across machines: GPU, compute capability, driver, CUDA,
-    engine and library versions, image id, quantization, topology. Env and log lines are left out."""
+    engine and library versions, image id, quantization, topology, model and revision. Env and log lines are
+    left out."""
     probe = fingerprint.get("probe") or {}
     gpu = probe.get("gpu") or {}
     packages = probe.get("packages") or {}
@@ -48,6 +49,8 @@ def matrix_material(image_id: str | None, fingerprint: dict[str, Any]) -> dict[s
         "gpu_count": gpu.get("count"), "cuda": probe.get("cuda"),
         "packages": {name: packages.get(name) for name in names if packages.get(name)},
         "quantization": cell.get("quantization"), "topology": cell.get("topology"),
+        # only where the model is known: an arm that names none keeps the key it had before
+        **({"model": cell["model"], "model_revision": cell.get("model_revision")} if cell.get("model") else {}),
     }
 
 
@@ -57,14 +60,17 @@ def matrix_key(image_id: str | None, fingerprint: dict[str, Any]) -> str:
     return hashlib.sha256(json.dumps(material, sort_keys=True).encode()).hexdigest()[:12]
 
 
-def arm_cell(engine_args: dict[str, Any], gpus: str | None, engine: str | None = None) -> dict[str, Any]:
+def arm_cell(engine_args: dict[str, Any], gpus: str | None, engine: str | None = None, model: str | None = None,
+             model_revision: str | None = None) -> dict[str, Any]:
     """Quantization and topology, the neutral settings the engine's profile maps to its flags, as the arm's
-    flags state them, aliases included (None: the engine's default, or no such flag)."""
+    flags state them, aliases included (None: the engine's default, or no such flag); the model it serves and
+    its revision (guard/model_revision.py; None: not known)."""
     setting = profile_for(engine).setting
     return {"engine": engine, "quantization": setting(engine_args, "quantization"),
             "topology": {"tensor_parallel": setting(engine_args, "tensor_parallel"),
                          "pipeline_parallel": setting(engine_args, "pipeline_parallel"),
-                         "data_parallel": setting(engine_args, "data_parallel"), "gpus": gpus}}
+                         "data_parallel": setting(engine_args, "data_parallel"), "gpus": gpus},
+            "model": model, "model_revision": model_revision}
 
 
 def probe_result(result: ExecResult, where: str) -> dict[str, Any]:

@@ -1,5 +1,9 @@
 """One study run: every arm in order (start, wait ready, protocol, stop), recorded as it goes.
 
+With `study.starts: N` each arm is started N - 1 more times right after (in its thread, its wave): each a fresh
+engine of the same spec, waited ready, sent one request per prompt, stopped (run/starts.py); a start that fails
+fails the arm (exit 4), and the next start still runs.
+
 With `runtime.overlap_arm_starts` the next arm is started while the current one runs its sequential phases
 (the guard has refused arms that share a device, a cache or a port); before any concurrent batch the current
 arm waits until that start has ended, so nothing loads during a batch."""
@@ -7,9 +11,9 @@ arm waits until that start has ended, so nothing loads during a batch."""
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import os
-import signal
 import sys
 import time
 from collections import Counter
@@ -23,17 +27,21 @@ from typing import TYPE_CHECKING, Any
 from orchestrator.analysis.stopping import StopRule
 from orchestrator.config import resolve_prompts
 from orchestrator.config.arms import Placement, ResolvedArm, resolve_arms, runtime_for
+from orchestrator.config.background import phase_backgrounds
 from orchestrator.config.schema import ArmConfig, Config, PhaseKind, PromptAs, RuntimeKind
-from orchestrator.engines import Endpoints
+from orchestrator.engines import profile_for
 from orchestrator.errors import OrchestratorError
 from orchestrator.guard.fingerprint import arm_cell, log_facts, matrix_key, probe_container
+from orchestrator.guard.model_revision import model_identity
 from orchestrator.interrupts import run_async
 from orchestrator.record.paths import RunPaths
-from orchestrator.run import hosts, placement, protocol
+from orchestrator.run import exits, hosts, placement, protocol, starts
 from orchestrator.run.client import CompletionClient, wait_ready
 from orchestrator.run.prefetch import Prefetch
 from orchestrator.run.progress import Progress
+from orchestrator.run.resources import MemorySampler
 from orchestrator.run.sending import ProtocolSender, RunContext
+from orchestrator.run.server_facts import server_facts
 from orchestrator.run.timings import StageTimer
 from orchestrator.runtime.spec import Handle, Runtime, run_labels
 
@@ -63,6 +71,15 @@ class _Launch:
     handle: Handle | None = None
     image_source: dict[str, Any] = field(default_factory=dict)
     probing: Future[dict[str, Any]] | None = None
+    model: Future[tuple[str | None, str | None]] | None = None  # (model, revision), hashed while it loads
+    sampler: MemorySampler | None = None
+    start: int = 0  # study.starts: 0 runs the protocol
+    starts: int = 1
+
+    @property
+    def label(self) -> str:
+        """How progress names it: '[arm]', or '[arm] start 2/3' for a later start."""
+        return f"[{self.name}]" + (f" start {self.start + 1}/{self.starts}" if self.start else "")
 
     @property
     def arm(self) -> ArmConfig:
@@ -93,15 +110,16 @@ class StudyRunner:
         self._upcoming: ResolvedArm | None = None  # the arm that may start early, while one runs
         self._early: dict[str, tuple[_Launch, Future[None]]] = {}
         self._interrupted = False  # Ctrl-C while arms ran side by side: their failures are the interruption
+        self._prompts: dict[str, str] = {}
 
     def run(self) -> None:
         self._prefetch.start()
-        prompts = resolve_prompts(self.config.prompts, self.config.config_dirs)
+        self._prompts = resolve_prompts(self.config.prompts, self.config.config_dirs)
         with self.progress:
             todo = [arm for name, arm in self.arms.items()
                     if self.resume is None or name in self.resume.groups]  # the others are complete
             if placement.uses_placement(self.config):
-                self._run_waves(self.placements([arm.name for arm in todo]), prompts)
+                self._run_waves(self.placements([arm.name for arm in todo]))
                 return
             for arm, upcoming in zip(todo, [*todo[1:], None], strict=True):
                 self.runtime = self._runtime_for(arm)
@@ -109,13 +127,13 @@ class StudyRunner:
                 early = self.config.runtime.overlap_arm_starts and upcoming is not None \
                     and self._runtime_for(upcoming) is self.runtime
                 self._upcoming = upcoming if early else None
-                self._run_arm(self._new_launch(arm, self.runtime), prompts)
+                self._run_arm(self._new_launch(arm, self.runtime))
 
     def placements(self, arms: list[str]) -> list[list[Placement]]:
         """The waves of `study.parallel_arms` over the inventories of the hosts the arms may run on."""
         return placement.waves(self.config, lambda host: self._runtime_on(host).inventory(), arms, self.arms)
 
-    def _run_waves(self, waves: list[list[Placement]], prompts: dict[str, str]) -> None:
+    def _run_waves(self, waves: list[list[Placement]]) -> None:
         """Each wave's arms at once, each in a thread of its own with its own host, client and record parts;
         the next wave once every arm of this one has stopped."""
         for number, wave in enumerate(waves, 1):
@@ -123,7 +141,7 @@ class StudyRunner:
             self.say(f"wave {number}/{len(waves)}: {', '.join(p.arm for p in wave)}{together}")
             pool = ThreadPoolExecutor(max_workers=len(wave), thread_name_prefix="arm")
             launches = [self._new_launch(self.arms[p.arm], self._runtime_on(p.host), p) for p in wave]
-            futures = [pool.submit(self._run_arm, launch, prompts) for launch in launches]
+            futures = [pool.submit(self._run_arm, launch) for launch in launches]
             try:
                 wait_all(futures)
             except BaseException:  # Ctrl-C: stop every arm of the wave now, then let it through
@@ -155,15 +173,18 @@ class StudyRunner:
         for runtime in (self.default_runtime, *self._remote.values()):
             runtime.cleanup(run_labels(self.run_id))
 
-    def _new_launch(self, resolved: ResolvedArm, runtime: Runtime, placed: Placement | None = None) -> _Launch:
+    def _new_launch(self, resolved: ResolvedArm, runtime: Runtime, placed: Placement | None = None,
+                    start: int = 0) -> _Launch:
         name, arm = resolved.name, resolved.declared  # the record keeps the arm as declared
         row = {"study": self.config.study.name, "run_id": self.run_id, "arm": name,
                "config_json": json.dumps(asdict(arm), default=str, sort_keys=True),
-               "image_ref": arm.image, "status": "failed", "attempt": self.resume.attempt if self.resume else 0}
+               "image_ref": arm.image, "status": "failed", "attempt": self.resume.attempt if self.resume else 0,
+               "start": start}
         if placed is not None:
             row.update(placed_host=placed.host, wave=placed.wave, gpu_uuids=list(placed.gpu_uuids),
                        gpu_indices=list(placed.gpus), cpuset=placed.cpuset)
-        return _Launch(name, dataclasses.replace(resolved, placement=placed), row, runtime)
+        return _Launch(name, dataclasses.replace(resolved, placement=placed), row, runtime, start=start,
+                       starts=self.config.study.starts)
 
     def _launch(self, launch: _Launch) -> None:
         """Image, container, environment probe, readiness: the arm's engine up and answering."""
@@ -182,52 +203,83 @@ class StudyRunner:
                 Path(mount.host).mkdir(parents=True, exist_ok=True)
         row.update(docker_run=spec.equivalent_command(launch.resolved.process),
                    env_json=json.dumps(spec.redacted_env(), sort_keys=True))
-        self.say(f"[{name}] starting {arm.image} ({image.id[:19]})")
+        self.say(f"{launch.label} starting {arm.image} ({image.id[:19]})")
+        # The model's revision (a local folder's hash: cached, but minutes the first time) while it loads.
+        launch.model = self._probes.submit(model_identity, profile_for(arm.engine), arm.engine_args, arm.command,
+                                           spec.mounts, launch.resolved.process)
         row["start_ns"] = time.time_ns()
         handle = launch.handle = runtime.start(spec)
         row["container_id"] = handle.id
-        # The environment probe (versions, GPU, env, inside the arm) runs while the engine loads.
-        launch.probing = self._probes.submit(probe_container, runtime, handle, arm.secret_env,
-                                             launch.resolved.interpreter)
+        launch.sampler = MemorySampler(runtime, handle, spec.gpus).start()
+        if not launch.start:  # the environment probe (versions, GPU, env, inside the arm) runs while it loads
+            launch.probing = self._probes.submit(probe_container, runtime, handle, arm.secret_env,
+                                                 launch.resolved.interpreter)
         paths = launch.resolved.profile.endpoints.overridden(arm.health_path, arm.metrics_path)
         wait_ready(handle.base_url, paths.health, arm.startup_timeout_s,
                    exit_code=lambda: runtime.exit_code(handle),
                    log_tail=lambda: [line.text for line in runtime.logs(handle, tail=50)],
                    transport=runtime.http_transport)
         row["ready_ns"] = time.time_ns()
-        self.timer.add("start_to_ready", (row["ready_ns"] - row["start_ns"]) / 1e9)
-        self.say(f"[{name}] ready at {handle.base_url} in {(row['ready_ns'] - row['start_ns']) / 1e9:.1f} s")
+        seconds = (row["ready_ns"] - row["start_ns"]) / 1e9
+        if launch.start:
+            self.say(f"{launch.label} ready in {seconds:.1f} s")
+            return
+        self.timer.add("start_to_ready", seconds)
+        self.say(f"[{name}] ready at {handle.base_url} in {seconds:.1f} s")
 
-    def _run_arm(self, launch: _Launch, prompts: dict[str, str]) -> None:
+    def _run_arm(self, launch: _Launch) -> None:
+        """Its start that runs the protocol, then its later starts (study.starts)."""
         launch, started = self._early.pop(launch.name, (launch, None))  # an early start's launch, if any
+        self._attempt(launch, lambda: self._protocol(launch, started))
+        for number in range(1, self.config.study.starts):
+            later = self._new_launch(launch.resolved, launch.runtime, launch.resolved.placement, number)
+            self._attempt(later, functools.partial(self._later_start, later))
+
+    def _protocol(self, launch: _Launch, started: Future[None] | None) -> None:
+        name, row, runtime = launch.name, launch.row, launch.runtime
+        if started is None:
+            self._launch(launch)
+        else:
+            started.result()  # an early start's failure is this arm's, recorded in its row
+        handle = launch.handle
+        assert handle is not None and launch.probing is not None and launch.model is not None
+        with self.timer.stage("fingerprint"):
+            fingerprint = self._arm_fingerprint(launch, handle, launch.probing.result())
+        fingerprint.update(image_source=launch.image_source, ran_on=hosts.ran_on(runtime))
+        row.update(fingerprint_json=json.dumps(fingerprint, sort_keys=True),
+                   matrix_key=matrix_key(launch.resolved.identity, fingerprint))
+        self._prefetch.wait()
+        with self.timer.stage("requests"):
+            sent = run_async(self._send(launch, handle))
+        self.say(f"[{name}] {sent} requests done")
+
+    def _later_start(self, launch: _Launch) -> None:
+        """A later start: ready, one request per prompt (run/starts.py), then stopped like the first."""
+        self._launch(launch)
+        assert launch.handle is not None and launch.model is not None
+        launch.model.result()  # in its row, as the first start's
+        sent = run_async(self._send(launch, launch.handle))
+        self.say(f"{launch.label} {sent} requests done")
+
+    def _attempt(self, launch: _Launch, body: Callable[[], None]) -> None:
+        """Run one start of an arm and record it: its `arms` row lands in every exit path; an OrchestratorError
+        fails the arm (said, kept in `failed`), anything else is recorded and let through."""
         name, row, runtime = launch.name, launch.row, launch.runtime
         try:
-            if started is None:
-                self._launch(launch)
-            else:
-                started.result()  # an early start's failure is this arm's, recorded in its row
-            handle = launch.handle
-            assert handle is not None and launch.probing is not None
-            with self.timer.stage("fingerprint"):
-                fingerprint = self._arm_fingerprint(launch, handle, launch.probing.result())
-            fingerprint.update(image_source=launch.image_source, ran_on=hosts.ran_on(runtime))
-            row.update(fingerprint_json=json.dumps(fingerprint, sort_keys=True),
-                       matrix_key=matrix_key(launch.resolved.identity, fingerprint))
-            self._prefetch.wait()
-            with self.timer.stage("requests"):
-                sent = run_async(self._send(launch, handle, prompts))
-            self.say(f"[{name}] {sent} requests done")
+            body()
             row["status"] = "completed"
         except OrchestratorError as exc:
-            killed = "" if launch.handle is None else self._killed(runtime, launch.handle)
+            killed = "" if launch.handle is None else exits.killed(runtime, launch.handle,
+                                                                   self.config.runtime.kind is RuntimeKind.docker)
             head, newline, rest = str(exc).partition("\n")  # the first line is the reason: the signal goes there
             row["error"] = f"{head}{killed}{newline}{rest}"
             if self._interrupted:  # its engine was removed under it (Ctrl-C while arms ran side by side)
                 row["status"] = "interrupted"
-            self.failed.append(name)
+            if name not in self.failed:
+                self.failed.append(name)
             # short here (a traceback's last lines): the whole tail is in report.md, the root cause said at the end
             tail = getattr(exc, "log_tail", [])
-            self.say(f"[{name}] FAILED: {head or type(exc).__name__}{killed}"
+            self.say(f"{launch.label} FAILED: {head or type(exc).__name__}{killed}"
                      + "".join(f"\n    {line}" for line in tail[-TERMINAL_TAIL:])
                      + (f"\n    ({len(tail)} log lines in report.md)" if len(tail) > TERMINAL_TAIL else ""))
         except BaseException as exc:  # Ctrl-C and bugs: record, clean up, then let it through
@@ -241,6 +293,9 @@ class StudyRunner:
                         self._stop(launch, launch.handle)
             finally:
                 row["stop_ns"] = time.time_ns()
+                model = launch.model
+                if model is not None and model.done() and not model.cancelled() and model.exception() is None:
+                    row["model"], row["model_revision"] = model.result()
                 with _writer(self.paths, "arms", name, flush_rows=1) as arms:  # a part of its own, numbered on
                     arms.append(row)  # the arm's row lands in every exit path
 
@@ -262,6 +317,8 @@ class StudyRunner:
     def _stop(self, launch: _Launch, handle: Handle) -> None:
         name, row, runtime = launch.name, launch.row, launch.runtime
         try:
+            if launch.sampler is not None:  # its last reading while the engine still runs
+                row.update(launch.sampler.stop().row())
             row["exit_code"] = runtime.stop(handle, self.config.runtime.stop_timeout_s)
             if (reason := runtime.exit_reason(handle)) and reason not in (row.get("error") or ""):
                 row["error"] = f"{row['error']}; {reason}" if row.get("error") else reason
@@ -273,90 +330,59 @@ class StudyRunner:
         finally:
             runtime.remove(handle)
 
-    def _killed(self, runtime: Runtime, handle: Handle) -> str:
-        """'; killed by signal 9 (SIGKILL), ...' (status 137) for an engine a signal ended (128 + N), with whether
-        the kernel killed it for memory as far as the runtime tells; '' otherwise."""
-        code, deadline = runtime.exit_code(handle), time.monotonic() + EXIT_WAIT_S
-        while code is None and time.monotonic() < deadline:  # an engine seen dead may still be on its way out
-            time.sleep(0.1)
-            code = runtime.exit_code(handle)
-        if code is None or not 128 < code < 128 + signal.NSIG:
-            return ""
-        number = code - 128
-        try:
-            words = f"; killed by signal {number} ({signal.Signals(number).name})"
-        except ValueError:  # a real-time signal has no name
-            words = f"; killed by signal {number}"
-        if reason := runtime.exit_reason(handle):  # Docker: State.OOMKilled, with the limit
-            return f"{words}, {reason}"
-        if self.config.runtime.kind is RuntimeKind.docker:
-            return f"{words}; Docker does not report it OOMKilled (not its memory limit)"
-        return f"{words}; whether the kernel killed it for memory, a process's status does not tell (`dmesg` does)"
-
     def _arm_fingerprint(self, launch: _Launch, handle: Handle, probe: dict[str, Any]) -> dict[str, Any]:
         arm, runtime = launch.arm, launch.runtime
         engine = launch.resolved.profile  # the engine that answers: a stand-in's is the reference engine
-        fingerprint = run_async(self._fingerprint(runtime, handle, engine.endpoints))
+        fingerprint = run_async(server_facts(runtime, handle, engine.endpoints))
         fingerprint["log_facts"] = log_facts((line.text for line in runtime.logs(handle)), engine.name)
         fingerprint["docker_host"] = arm.docker_host or self.config.runtime.docker_host or "local"
         fingerprint["probe"] = probe  # versions, GPU, env, from inside the arm with its own interpreter
         fingerprint["image_id"] = launch.resolved.identity
-        fingerprint["cell"] = arm_cell(arm.engine_args, arm.gpus, engine.name)
+        assert launch.model is not None
+        fingerprint["cell"] = arm_cell(arm.engine_args, arm.gpus, engine.name, *launch.model.result())
         return fingerprint
 
-    async def _fingerprint(self, runtime: Runtime, handle: Handle, paths: Endpoints) -> dict[str, Any]:
-        """What the server says of itself where its profile has the endpoint (None where it has not)."""
-        facts: dict[str, Any] = {}
-        client = CompletionClient(handle.base_url, timeout_s=30, transport=runtime.http_transport)
-        try:
-            for key, path in (("version", paths.version), ("models", paths.models)):
-                if path is None:
-                    facts[key] = None
-                    continue
-                exchange = await client.request("GET", path)
-                try:
-                    facts[key] = json.loads(exchange.body) if exchange.status == 200 else None
-                except ValueError:
-                    facts[key] = None
-        finally:
-            await client.aclose()
-        return facts
+    def _context(self, launch: _Launch) -> RunContext:
+        return RunContext(self.config.study.name, self.run_id, launch.name, self.config.protocol.significant_digits,
+                          self.resume.attempt if self.resume else 0, launch.start)
 
-    async def _send(self, launch: _Launch, handle: Handle, prompts: dict[str, str]) -> int:
+    async def _send(self, launch: _Launch, handle: Handle) -> int:
+        """The protocol (start 0), or a later start's one request per prompt (run/starts.py)."""
         name, arm, runtime = launch.name, launch.arm, launch.runtime
         proto = self.config.protocol
-        ctx = RunContext(self.config.study.name, self.run_id, name, proto.significant_digits,
-                         self.resume.attempt if self.resume else 0)
         client = CompletionClient(handle.base_url, protocol.request_timeout_s(proto),
                                   transport=runtime.http_transport)
         try:
-            sent: Mapping[str, str | list[int]] = prompts
+            sent: Mapping[str, str | list[int]] = self._prompts
             engine = launch.resolved.profile
             model = engine.model_field(arm.served_model_name)
             if proto.request.prompt_as is PromptAs.token_ids:
-                sent = await protocol.token_ids(client, model, prompts, engine)
-            groups = list(protocol.plan(proto, model, sent, arm.endpoint, dict(launch.resolved.request_extra),
-                                        engine))
-            if self.resume is not None:
-                groups = protocol.resent(groups, self.resume.groups[name], name, self.resume.attempt)
-            self.progress.arm(name, dict(Counter(request.phase for group in groups for request in group)))
+                sent = await protocol.token_ids(client, model, self._prompts, engine)
+            extra = dict(launch.resolved.request_extra)
             stop = None if proto.stop_after_divergences is None else StopRule(proto.stop_after_divergences)
+            if launch.start:
+                groups, stop = starts.requests(proto, model, sent, arm.endpoint, extra, engine), None
+            else:
+                groups = list(protocol.plan(proto, model, sent, arm.endpoint, extra, engine,
+                                            phase_backgrounds(self.config)))
+                if self.resume is not None:
+                    groups = protocol.resent(groups, self.resume.groups[name], name, self.resume.attempt)
+                self.progress.arm(name, dict(Counter(request.phase for group in groups for request in group)))
             if stop is not None and self.resume is not None:
                 stop.observe(self.resume.recorded.get(name, []))
-            with _writer(self.paths, "responses", name, on_row=self.progress.row) as writer:
+            with _writer(self.paths, "responses", name, on_row=None if launch.start else self.progress.row) as writer:
                 paths = engine.endpoints.overridden(arm.health_path, arm.metrics_path)
-                sender = ProtocolSender(ctx, prompts, writer, paths.metrics, paths.health,
+                sender = ProtocolSender(self._context(launch), self._prompts, writer, paths.metrics, paths.health,
                                         lambda: runtime.exit_code(handle),
-                                        lambda text: self.say(f"[{name}] {text}"), engine,
-                                        lambda group: self._before_group(name, group), stop,
-                                        lambda group: self.progress.ended(name, group[0].phase, len(group)))
+                                        lambda text: self.say(f"{launch.label} {text}"), engine,
+                                        lambda group: None if launch.start else self._before_group(name, group),
+                                        stop, lambda group: self.progress.ended(name, group[0].phase, len(group)))
                 return await sender.send(client, groups)
         finally:
             await client.aclose()
 
 
 TERMINAL_TAIL = 5  # an arm's last log lines said on failure; report.md has the rest
-EXIT_WAIT_S = 2.0  # how long a failed arm's engine is given to exit, so that a signal that killed it is named
 
 
 def _writer(paths: RunPaths, table: str, part_prefix: str, **options: Any) -> TableWriter:

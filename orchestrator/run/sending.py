@@ -30,6 +30,7 @@ class RunContext:
     arm: str
     significant_digits: int
     attempt: int = 0  # `run --resume`: 1 for the first re-send, and so on
+    start: int = 0  # study.starts: a later start's rows (run/starts.py) are ARM/PROMPT/start/S, in no cell
 
 
 def response_row(ctx: RunContext, request: protocol.Request, exchange: Exchange, prompt: str,
@@ -44,7 +45,8 @@ def response_row(ctx: RunContext, request: protocol.Request, exchange: Exchange,
         "study": ctx.study, "run_id": ctx.run_id, "arm": ctx.arm, "prompt_id": request.prompt_id,
         "phase": request.phase, "phase_kind": request.phase_kind.value, "batch_id": request.batch_id,
         "repeat": request.repeat, "request_index": request.request_index, "cold": request.cold,
-        "request_id": request.request_id(ctx.arm), "attempt": ctx.attempt, "role": request.role,
+        "request_id": f"{ctx.arm}/{request.prompt_id}/start/{ctx.start}" if ctx.start else request.request_id(ctx.arm),
+        "attempt": ctx.attempt, "role": request.role, "start": ctx.start,
         "prompt_sha256": hashlib.sha256(prompt.encode()).hexdigest(), "prompt_chars": len(prompt),
         "prompt_tokens": parsed.prompt_tokens if parsed else None,
         "request_json": json.dumps(request.body, ensure_ascii=False, sort_keys=True),
@@ -91,13 +93,24 @@ class ProtocolSender:
         self.metrics_path, self.health_path = metrics_path, health_path
         self.exit_code, self.say, self.before_group = exit_code, say, before_group
         self.traced = False  # the engine traces its requests (server_* fields): exact co-residency, no sampling
+        # A load phase's probe rows, written once its windows are over, a cell's together: a window interleaves
+        # the cells' probes, and the comparison reads each cell's rows as one run of the record
+        self._held: list[dict[str, Any]] = []
 
     async def send(self, client: CompletionClient, groups: list[list[protocol.Request]]) -> int:
         """Every group in order, but those of a cell the stop rule has ended (no row: not sent); returns how
         many requests were sent."""
+        try:
+            return await self._send(client, groups)
+        finally:
+            self._release()
+
+    async def _send(self, client: CompletionClient, groups: list[list[protocol.Request]]) -> int:
         total, sent, answered, last_said = sum(len(g) for g in groups), 0, 0, time.monotonic()
         first_error: str | None = None
         for position, group in enumerate(groups):
+            if self._held and group[0].phase != self._held[0]["phase"]:
+                self._release()
             if self._ended(group):
                 self.ended(group)
                 continue  # checked between groups only: a concurrent batch is never cut
@@ -130,7 +143,10 @@ class ProtocolSender:
             if self.stop is not None:
                 self.stop.observe(rows)
             for row in rows:
-                self.writer.append(row)
+                if group[0].window is not None and row["role"] == protocol.MEASURED:
+                    self._held.append(row)
+                else:
+                    self.writer.append(row)
                 answered += row["error"] is None
                 first_error = first_error or row["error"]
             sent += len(group)
@@ -148,6 +164,12 @@ class ProtocolSender:
         if total and not answered:
             raise EngineFailure(f"no successful response: all {total} requests failed (first: {first_error})")
         return sent
+
+    def _release(self) -> None:
+        """The held probe rows, cell by cell (in sending order within a cell)."""
+        for row in sorted(self._held, key=lambda r: r["prompt_id"]):
+            self.writer.append(row)
+        self._held = []
 
     def _ended(self, group: list[protocol.Request]) -> bool:
         """The group's cell was ended by the stop rule: it is not sent, and gets no row (a load window holds
@@ -175,6 +197,7 @@ class ProtocolSender:
 
     def _not_sent(self, groups: list[list[protocol.Request]], reason: str, role: str | None = None) -> None:
         """A row per request without an answer; `role`: instead of the request's (INTERRUPTED)."""
+        self._release()  # the probe rows held before these, so a cell's rows stay together
         now = time.time_ns()
         for group in groups:
             for request in group:

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar
 
 from orchestrator.errors import ArmStartError, DockerUnavailable, ImageError, RuntimeFailure
 from orchestrator.runtime.host import local_gpus, with_owner
+from orchestrator.runtime.memory import cgroup_memory, gpu_memory, stats_memory
 from orchestrator.runtime.spec import (
     LABEL_NS,
     BuildSpec,
@@ -21,6 +22,7 @@ from orchestrator.runtime.spec import (
     ImageInfo,
     Inventory,
     LogLine,
+    MemoryReading,
 )
 from orchestrator.runtime.ssh import SshLink
 
@@ -80,6 +82,7 @@ class DockerRuntime:
         # every arm naming it then agree on its id), and the daemon's host name is asked once.
         self._images: dict[str, ImageInfo] = {}
         self._engine_name: str | None = None
+        self._pids: dict[str, int] = {}  # container id -> its first process, as seen here (memory)
         try:
             self.client: docker.DockerClient = (
                 docker.DockerClient(base_url=docker_host, use_ssh_client=False) if docker_host
@@ -320,12 +323,39 @@ class DockerRuntime:
             self._engine_name = str(self.client.info().get("Name", ""))
         return self._engine_name
 
+    def _local(self) -> bool:  # the daemon runs on this machine: its containers' cgroups and GPUs are this host's
+        return self.ssh is None and (self.host in ("local", "") or self.host.startswith("unix://"))
+
+    def memory(self, handle: Handle) -> MemoryReading:
+        """The container's cgroup, read in /sys/fs/cgroup where the daemon is local; else the stats API (about a
+        second a call, usage only: a peak sampled, not kept)."""
+        if self._local():
+            try:
+                if handle.id not in self._pids:
+                    self._pids[handle.id] = int(self._container(handle).attrs["State"]["Pid"])
+                return cgroup_memory(self._pids[handle.id], handle.id)
+            except RuntimeFailure:
+                pass  # another pid namespace (Docker in Docker): the daemon's own account
+        return self._stats_memory(handle)
+
+    @over_link
+    def _stats_memory(self, handle: Handle) -> MemoryReading:
+        try:
+            return stats_memory(self.client.api.stats(handle.id, stream=False))
+        except self._errors.APIError as exc:
+            raise RuntimeFailure(f"the Docker stats API failed: {exc}") from exc
+
+    def gpu_memory(self, gpus: str) -> MemoryReading:
+        if not self._local():
+            raise RuntimeFailure(f"its GPUs are on the Docker host {self.host}: not read from here")
+        return gpu_memory(gpus)
+
     @over_link
     def inventory(self) -> Inventory:
         """The Docker host's cores and memory (`docker info`); GPUs from this host's nvidia-smi when the daemon is
         this machine's, unknown on another (its arms name device ids)."""
         info = self.client.info()
-        remote = self.ssh is not None or (self.host not in ("local", "") and not self.host.startswith("unix://"))
+        remote = not self._local()
         return Inventory(cpus=tuple(range(int(info.get("NCPU") or 1))), gpus=() if remote else local_gpus(),
                          memory_bytes=info.get("MemTotal"), gpus_known=not remote)
 

@@ -24,7 +24,16 @@ from datetime import UTC, datetime
 import httpx
 
 from orchestrator.errors import ImageError, RuntimeFailure
-from orchestrator.runtime.spec import BuildSpec, ContainerSpec, ExecResult, Handle, ImageInfo, Inventory, LogLine
+from orchestrator.runtime.spec import (
+    BuildSpec,
+    ContainerSpec,
+    ExecResult,
+    Handle,
+    ImageInfo,
+    Inventory,
+    LogLine,
+    MemoryReading,
+)
 
 Handler = Callable[[httpx.Request], httpx.Response]
 Commands = Callable[[list[str], Mapping[str, str]], ExecResult]
@@ -39,6 +48,7 @@ class FakeServer:
     commands: Commands | None = None
     exit_code: int | None = None
     stop_code: int = 0  # the status `stop` leaves when it was still running
+    memory_bytes: int | None = None  # what `memory` reads (None: not observable)
 
 
 ImageFactory = Callable[[ContainerSpec], FakeServer]
@@ -65,6 +75,7 @@ class FakeRuntime:
         self._containers: dict[str, _Container] = {}
         self._ids = itertools.count(1)
         self.http_transport = httpx.MockTransport(self._route)
+        self.gpu_memory_bytes: int | None = None  # what `gpu_memory` reads (None: not observable)
 
     # images -----------------------------------------------------------------------------------
     def resolve_image(self, ref: str, build: BuildSpec) -> ImageInfo:
@@ -156,6 +167,17 @@ class FakeRuntime:
 
     def inventory(self) -> Inventory:
         return self._inventory
+
+    def memory(self, handle: Handle) -> MemoryReading:
+        held = self._get(handle).server.memory_bytes
+        if held is None:
+            raise RuntimeFailure("the fake server states no memory")
+        return MemoryReading(held, "fake")
+
+    def gpu_memory(self, gpus: str) -> MemoryReading:
+        if self.gpu_memory_bytes is None:
+            raise RuntimeFailure("the fake runtime states no GPU memory")
+        return MemoryReading(self.gpu_memory_bytes, "fake")
 
     def remove(self, handle: Handle) -> None:
         container = self._containers.get(handle.id)

@@ -53,6 +53,7 @@ from orchestrator.runtime.host import (
     tree_hash,
     with_owner,
 )
+from orchestrator.runtime.memory import gpu_memory, process_tree_memory
 from orchestrator.runtime.spec import (
     LABEL_NS,
     BuildSpec,
@@ -62,6 +63,7 @@ from orchestrator.runtime.spec import (
     ImageInfo,
     Inventory,
     LogLine,
+    MemoryReading,
     map_mounts,
     missing_mounts,
 )
@@ -317,6 +319,12 @@ class ProcessRuntime:
 
     def inventory(self) -> Inventory:
         return local_inventory()
+
+    def memory(self, handle: Handle) -> MemoryReading:
+        return process_tree_memory(self._proc(handle).popen.pid)
+
+    def gpu_memory(self, gpus: str) -> MemoryReading:
+        return gpu_memory(gpus)
 
     def remove(self, handle: Handle) -> None:
         proc = self._procs.get(handle.id)

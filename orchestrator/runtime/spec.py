@@ -214,6 +214,14 @@ class LogLine:
 
 
 @dataclass(frozen=True)
+class MemoryReading:
+    """Memory a server holds, in bytes: at least this much now, or the peak so far where the source keeps one."""
+
+    bytes: int
+    source: str  # how it was read ("cgroup memory.peak", "nvidia-smi memory.used of its GPUs", ...)
+
+
+@dataclass(frozen=True)
 class ExecResult:
     exit_code: int
     output: str
@@ -269,6 +277,15 @@ class Runtime(Protocol):
 
     def inventory(self) -> Inventory:
         """The host's CPU cores, GPUs (index and UUID) and memory, for placing arms side by side."""
+        ...
+
+    def memory(self, handle: Handle) -> MemoryReading:
+        """The memory its container (cgroup) or process tree holds; RuntimeFailure says why it cannot be read."""
+        ...
+
+    def gpu_memory(self, gpus: str) -> MemoryReading:
+        """The memory in use on these GPUs of this runtime's host ('all' or ids, as `ContainerSpec.gpus`);
+        RuntimeFailure says why it cannot be read (no nvidia-smi, a far host)."""
         ...
 
     def cleanup(self, labels: Mapping[str, str], keep: Callable[[Mapping[str, str]], bool] | None = None

@@ -1,0 +1,100 @@
+"""study.starts on the fake runtime: each later start is a fresh engine, waited ready, sent one request per prompt
+and stopped; a start that fails is recorded failed, fails the arm, and the next start still runs."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from orchestrator import config
+from orchestrator.analysis.compare import compare
+from orchestrator.config.schema import Config
+from orchestrator.record.paths import RunPaths
+from orchestrator.record.tables import read_table
+from orchestrator.run.arms import StudyRunner
+from orchestrator.runtime.fake import FakeRuntime, FakeServer
+from orchestrator.runtime.spec import ContainerSpec
+from tests.fake_engine import engine, fake_runtime
+
+MIB = 1 << 20
+
+
+def study(starts: int) -> Config:
+    typed = config.to_typed(config.compose(["protocol=smoke", f"study.starts={starts}"]))
+    for arm in typed.arms.values():
+        arm.image = "fake-engine"
+        arm.build.context = None
+    return typed
+
+
+def with_memory(runtime: FakeRuntime, crash_on: set[int] = frozenset()) -> list[str]:  # type: ignore[assignment]
+    """The fake engine holding 100 MiB more at each start; the starts numbered in `crash_on` (over the run,
+    from 0) exit at once. Returns what was started, in order."""
+    started: list[str] = []
+    serve = engine()
+
+    def factory(spec: ContainerSpec) -> FakeServer:
+        started.append(spec.name)
+        if len(started) - 1 in crash_on:
+            return FakeServer(handler=serve(spec).handler, log=["boom: no model"], exit_code=3)
+        server = serve(spec)
+        server.memory_bytes = 100 * MIB * len(started)
+        return server
+
+    runtime.images["fake-engine"] = factory
+    return started
+
+
+def run(typed: Config, runtime: FakeRuntime, tmp_path: Path) -> tuple[StudyRunner, RunPaths, list[str]]:
+    paths, said = RunPaths(tmp_path / "run"), []
+    runner = StudyRunner(typed, paths, "run-starts", runtime, say=said.append)
+    runner.run()
+    runner.cleanup()
+    return runner, paths, said
+
+
+def test_three_starts_give_three_arms_rows_and_one_answer_per_prompt_from_each_later_start(tmp_path: Path) -> None:
+    typed, runtime = study(3), fake_runtime()
+    started = with_memory(runtime)
+    runner, paths, said = run(typed, runtime, tmp_path)
+    assert runner.failed == []
+    assert len(started) == 3 * len(typed.arms)  # a fresh engine each start
+    rows = read_table(paths, "arms").to_pylist()
+    for arm in typed.arms:
+        mine = sorted((r for r in rows if r["arm"] == arm), key=lambda r: r["start"])
+        assert [r["start"] for r in mine] == [0, 1, 2]
+        assert all(r["status"] == "completed" and r["ready_ns"] >= r["start_ns"] for r in mine)
+        assert all(r["peak_memory_bytes"] and r["peak_memory_bytes"] % (100 * MIB) == 0 for r in mine)
+        assert all("memory: fake" in r["memory_note"] and "no GPUs" in r["memory_note"] for r in mine)
+        assert mine[0]["fingerprint_json"] and mine[1]["fingerprint_json"] is None  # probed once
+    assert any(line.endswith(" s") and "start 2/3 ready in" in line for line in said)
+    responses = read_table(paths, "responses").to_pylist()
+    prompts = list(typed.prompts.prompts)
+    later = [r for r in responses if r["start"]]
+    assert sorted((r["arm"], r["prompt_id"], r["start"]) for r in later) == sorted(
+        (arm, p, s) for arm in typed.arms for p in prompts for s in (1, 2))
+    assert all(r["role"] == "measured" and r["error"] is None for r in later)
+    assert {r["request_id"] for r in later} == {f"{a}/{p}/start/{s}" for a in typed.arms for p in prompts
+                                                 for s in (1, 2)}
+    assert {r["start"] for r in responses if not r["request_id"].count("/start/")} == {0}
+    # the cells are the first start's alone: the same as a run of one start
+    one, _, _ = run(study(1), fake_runtime(), tmp_path / "one")
+    assert [(c.arm, c.prompt_id, c.phase, c.n) for c in compare([paths], "baseline").cells] == \
+        [(c.arm, c.prompt_id, c.phase, c.n) for c in compare([RunPaths(tmp_path / "one" / "run")], "baseline").cells]
+
+
+def test_a_start_that_fails_is_recorded_fails_the_arm_and_the_next_start_still_runs(tmp_path: Path) -> None:
+    typed, runtime = study(3), fake_runtime()
+    typed.arms = {name: arm for name, arm in list(typed.arms.items())[:1]}
+    typed.study.baseline = None
+    for arm in typed.arms.values():
+        arm.startup_timeout_s = 5
+    with_memory(runtime, crash_on={1})
+    runner, paths, said = run(typed, runtime, tmp_path)
+    name = next(iter(typed.arms))
+    assert runner.failed == [name]  # exit 4 (run/execute.py), said once however many starts fail
+    rows = sorted(read_table(paths, "arms").to_pylist(), key=lambda r: r["start"])
+    assert [(r["start"], r["status"]) for r in rows] == [(0, "completed"), (1, "failed"), (2, "completed")]
+    assert "exited with status 3" in rows[1]["error"] and rows[1]["ready_ns"] is None
+    assert any(f"[{name}] start 2/3 FAILED" in line for line in said)
+    later = [r for r in read_table(paths, "responses").to_pylist() if r["start"]]
+    assert {r["start"] for r in later} == {2}
