@@ -133,6 +133,8 @@ def after_run(config: Config, paths: RunPaths, guard: GuardResult) -> GuardResul
     except Exception:  # no arms table at all: every pair is unknown
         rows = []
     for row in rows:
+        if row.get("start"):  # a later start (study.starts) is not probed
+            continue
         text = row.get("fingerprint_json")
         fingerprints[row["arm"]] = json.loads(text) if text else None
     guard.observed = observed_check(config, fingerprints)

@@ -96,7 +96,8 @@ def incomplete(paths: RunPaths, expected_per_arm: int | None, planned_arms: list
     if not expected_per_arm:
         return []
     rows = read_table(paths, "responses", ["arm", "request_id", "error"]).to_pylist()  # latest attempts
-    status = {r["arm"]: r["status"] for r in read_table(paths, "arms", ["arm", "status"]).to_pylist()}
+    status = {r["arm"]: r["status"] for r in read_table(paths, "arms", ["arm", "status", "start"]).to_pylist()
+              if not r["start"]}  # the start that ran the protocol (study.starts)
     found = []
     for arm in dict.fromkeys([*(planned_arms or []), *status, *(str(r["arm"]) for r in rows)]):
         mine = [r for r in rows if r["arm"] == arm and not _restart_cold(r["request_id"])]

@@ -16,7 +16,7 @@ from orchestrator.record.paths import RunPaths
 from orchestrator.record.tables import read_table
 
 COLUMNS = ["arm", "status", "image_ref", "image_id", "image_repo_digests", "docker_run", "fingerprint_json",
-           "config_json", "matrix_key", "started_during", "placed_host", "wave", "gpu_uuids", "cpuset"]
+           "config_json", "matrix_key", "started_during", "placed_host", "wave", "gpu_uuids", "cpuset", "start"]
 
 
 @dataclass
@@ -107,7 +107,8 @@ def side_by_side(arms: list[ArmEnvironment]) -> str | None:
 def environment(records: list[RunPaths], out: RunPaths, host: str | None) -> Environment:
     labelled = [(r, "") for r in records] if len(records) == 1 else [(r, f"{r.root.name}/") for r in records]
     arms = [arm_environment(row, label) for paths, label in labelled
-            for row in read_table(paths, "arms", columns=COLUMNS).to_pylist()]
+            for row in read_table(paths, "arms", columns=COLUMNS).to_pylist()
+            if not row["start"]]  # the start that ran the protocol; analysis/starts.py has the others
     commands = {}
     for paths, _ in labelled:
         where = "" if len(records) == 1 else f" ({paths.root.name})"

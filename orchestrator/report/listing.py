@@ -119,7 +119,8 @@ def show_interrupted(paths: RunPaths, meta: dict[str, Any]) -> str:
     """A run stopped by Ctrl-C or SIGTERM before its report: per arm, its status and the answers recorded."""
     from orchestrator.record.tables import read_table
 
-    status = {r["arm"]: r["status"] for r in read_table(paths, "arms", ["arm", "status"]).to_pylist()}
+    status = {r["arm"]: r["status"] for r in read_table(paths, "arms", ["arm", "status", "start"]).to_pylist()
+              if not r["start"]}  # the start that ran the protocol (study.starts)
     rows = read_table(paths, "responses", ["arm", "role", "error"]).to_pylist()
     expected = meta.get("expected_requests_per_arm")
     out = [f"study {meta.get('study')}, run {meta.get('run_id')} ({paths.root}): INTERRUPTED at "

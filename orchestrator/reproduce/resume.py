@@ -33,7 +33,8 @@ def resume_plan(typed: Config, paths: RunPaths, arms: Mapping[str, ResolvedArm] 
     (its requests were never sent, so they have no row), and the others resume counting from their rows."""
     responses = read_table(paths, "responses", ["arm", "request_id", "error", "attempt", "prompt_id", "phase",
                                                 "role", *SIGNATURE_COLUMNS]).to_pylist()
-    status = {row["arm"]: row["status"] for row in read_table(paths, "arms", ["arm", "status"]).to_pylist()}
+    status = {row["arm"]: row["status"] for row in read_table(paths, "arms", ["arm", "status", "start"]).to_pylist()
+              if not row["start"]}  # the start that ran the protocol (study.starts)
     rows = {row["request_id"]: row for row in responses if row["request_id"]}
     attempt = max((row["attempt"] or 0 for row in responses), default=0) + 1
     prompts = resolve_prompts(typed.prompts, typed.config_dirs)
