@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import json
 import math
 import os
@@ -35,7 +36,6 @@ import sys
 import tempfile
 import time
 import urllib.request
-from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -45,7 +45,7 @@ MODEL = "recording"
 PROMPT = "The capital of France is"
 
 
-@dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True)
 class Run:
     """One tool's run at one rate: the server's arrivals, and the tool's own send times and schedule."""
 
@@ -56,10 +56,11 @@ class Run:
     server_ns: list[int]  # the completion requests' arrivals, sorted
     send_ns: list[int]  # the tool's own record, in schedule order
     scheduled_ns: list[int] | None  # ours: scheduled_ns; AIPerf: credit_issued_ns; None where unknown
+    connections: int = 0  # opened to the server
     error: str | None = None
 
 
-@dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True)
 class Measures:
     count: int
     achieved_per_s: float
@@ -133,7 +134,11 @@ class Server:
 
     def completions(self) -> list[int]:
         rows = json.loads(self._call("GET", "/_recorded"))
-        return sorted(done for method, path, _, done in rows if method == "POST" and path == "/v1/completions")
+        return sorted(row[3] for row in rows if row[0] == "POST" and row[1] == "/v1/completions")
+
+    def connections(self) -> int:
+        """Connections that brought any request since the last reset (warm-ups and probes too)."""
+        return len({row[4] for row in json.loads(self._call("GET", "/_recorded"))})
 
     def close(self) -> None:
         self.process.terminate()
@@ -150,10 +155,11 @@ def run_ours(server: Server, arrivals: str, rate_per_s: float, count: int) -> Ru
         done = subprocess.run(argv, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)}, capture_output=True,
                               text=True)
         if done.returncode != 0:
-            return Run("ours", arrivals, rate_per_s, count, server.completions(), [], None,
+            return Run("ours", arrivals, rate_per_s, count, server.completions(), [], None, server.connections(),
                        f"exit {done.returncode}: {done.stderr.strip().splitlines()[-1:]}")
         timed = json.loads(out.read_text())
-    return Run("ours", arrivals, rate_per_s, count, server.completions(), timed["send_ns"], timed["scheduled_ns"])
+    return Run("ours", arrivals, rate_per_s, count, server.completions(), timed["send_ns"], timed["scheduled_ns"],
+               server.connections())
 
 
 async def _child(url: str, arrivals: str, rate_per_s: float, count: int, out: Path) -> None:
@@ -182,12 +188,12 @@ def run_aiperf(server: Server, arrivals: str, rate_per_s: float, count: int, aip
         records = Path(tmp) / "profile_export.jsonl"
         if done.returncode != 0 or not records.exists():
             tail = (done.stdout + done.stderr).strip().splitlines()[-3:]
-            return Run("aiperf", arrivals, rate_per_s, count, server.completions(), [], None,
+            return Run("aiperf", arrivals, rate_per_s, count, server.completions(), [], None, server.connections(),
                        f"exit {done.returncode}: {tail}")
         metas = [json.loads(line)["metadata"] for line in records.read_text().splitlines() if line.strip()]
     metas = sorted((m for m in metas if m.get("benchmark_phase") == "profiling"), key=lambda m: m["credit_issued_ns"])
     return Run("aiperf", arrivals, rate_per_s, count, server.completions(), [m["request_start_ns"] for m in metas],
-               [m["credit_issued_ns"] for m in metas])
+               [m["credit_issued_ns"] for m in metas], server.connections())
 
 
 # --- the table ------------------------------------------------------------------------------------------------
@@ -198,11 +204,11 @@ def row(run: Run, m: Measures | None, ratio: float | None) -> str:
     ratio_text = "" if ratio is None else f"{ratio:.2f}"
     return (f"| {run.arrivals} | {run.rate_per_s:g} | {run.tool} | {m.count}/{run.requested} | "
             f"{m.achieved_per_s:.2f} | {m.error_pct:+.2f} | {m.server_p50_ms:.3f} | {m.server_p99_ms:.3f} | "
-            f"{m.own_p50_ms:.3f} | {m.own_p99_ms:.3f} | {ratio_text} |")
+            f"{m.own_p50_ms:.3f} | {m.own_p99_ms:.3f} | {run.connections} | {ratio_text} |")
 
 
 HEADER = ("| arrivals | target /s | tool | count | achieved /s | error % | server p50 ms | server p99 ms | "
-          "own p50 ms | own p99 ms | p99 ours/AIPerf |\n|" + " --- |" * 11)
+          "own p50 ms | own p99 ms | connections | p99 ours/AIPerf |\n|" + " --- |" * 12)
 
 
 def verdicts(pairs: list[tuple[Run, Measures | None, Run, Measures | None]]) -> list[str]:
@@ -229,6 +235,7 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=10.0, help="count = max(500, rate x seconds)")
     parser.add_argument("--repeats", type=int, default=1)
     parser.add_argument("--aiperf", type=Path, default=AIPERF)
+    parser.add_argument("--dump", type=Path, help="write every run's raw times here (JSON), to look into")
     args = parser.parse_args()
     print(f"load before: {os.getloadavg()[0]:.2f} (1 min), {os.cpu_count()} cores", flush=True)
     server = Server()
@@ -251,6 +258,8 @@ def main() -> None:
                     print(row(runs["ours"], mo, ratio) + "\n" + row(runs["aiperf"], mt, None), flush=True)
     finally:
         server.close()
+    if args.dump:
+        args.dump.write_text(json.dumps([dataclasses.asdict(r) for pair in pairs for r in (pair[0], pair[2])]))
     print("\n" + HEADER)
     for ours, mo, theirs, mt in pairs:
         ratio = mo.server_p99_ms / mt.server_p99_ms if mo and mt and mt.server_p99_ms else None

@@ -7,8 +7,8 @@ process so it does not share the client's event loop:
 
     .venv/bin/python bench/recording_server.py --port 0      # prints "listening on http://127.0.0.1:PORT"
 
-Control routes, never recorded: GET /_recorded (the records as JSON: [[method, path, first_ns, done_ns], ...])
-and POST /_reset (forget them).
+Control routes, never recorded: GET /_recorded (the records as JSON: [[method, path, first_ns, done_ns,
+connection], ...]) and POST /_reset (forget them).
 """
 
 from __future__ import annotations
@@ -31,11 +31,13 @@ class Arrival:
     path: str
     first_ns: int  # the first byte of the request line read
     done_ns: int  # the whole request (headers and body) read
+    connection: int  # which connection brought it: 0, 1, ... in the order they were accepted
 
 
 @dataclass
 class Recording:
     arrivals: list[Arrival] = field(default_factory=list)
+    connections: int = 0  # accepted so far
 
     def completions(self) -> list[Arrival]:
         """The completion requests, in order of arrival (what a pacing benchmark counts)."""
@@ -51,10 +53,12 @@ class _Connection(asyncio.Protocol):
         self.buffer = bytearray()
         self.first_ns: int | None = None  # of the request being read
         self.transport: asyncio.Transport | None = None
+        self.serial = -1
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         assert isinstance(transport, asyncio.Transport)
         self.transport = transport
+        self.serial, self.recording.connections = self.recording.connections, self.recording.connections + 1
 
     def data_received(self, data: bytes) -> None:
         now = time.time_ns()
@@ -91,14 +95,14 @@ class _Connection(asyncio.Protocol):
         assert self.transport is not None
         close = headers.get("connection", "").lower() == "close"
         if path == "/_recorded":
-            rows = [[a.method, a.path, a.first_ns, a.done_ns] for a in self.recording.arrivals]
+            rows = [[a.method, a.path, a.first_ns, a.done_ns, a.connection] for a in self.recording.arrivals]
             self._send(200, "application/json", json.dumps(rows).encode(), close)
             return
         if path == "/_reset":
             self.recording.arrivals.clear()
             self._send(200, "application/json", b"{}", close)
             return
-        self.recording.arrivals.append(Arrival(method, path, first_ns, done_ns))
+        self.recording.arrivals.append(Arrival(method, path, first_ns, done_ns, self.serial))
         if method == "GET" and path == "/health":
             self._send(200, "application/json", b"{}", close)
         elif method == "GET" and path == "/v1/models":

@@ -40,6 +40,7 @@ def test_it_records_every_request_it_reads_in_order_and_answers_each() -> None:
     assert times == sorted(times) and before <= times[0] and times[-1] <= after
     assert [a.path for a in recording.completions()] == ["/v1/completions", "/v1/chat/completions", "/v1/completions"]
     assert [row[1] for row in json.loads(answers[-1].content)] == [a.path for a in recording.arrivals]
+    assert {a.connection for a in recording.arrivals} == {0}  # kept alive: one connection brought them all
 
     completion = answers[2].json()["choices"][0]
     assert completion["text"] == " a b" and len(completion["logprobs"]["top_logprobs"]) == 2
