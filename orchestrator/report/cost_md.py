@@ -4,16 +4,20 @@ other arm of each pair, divergence rates compared, the probes' co-residents, div
 
 from __future__ import annotations
 
+from typing import Any
+
 from orchestrator.analysis.cost import stays_correct
 from orchestrator.analysis.cost_results import CoResidents, CostRatio, CostReport, Metric, PhaseCost, StartsSummary
 from orchestrator.analysis.results import Cell
 from orchestrator.config.noise_floor import copy_name
+from orchestrator.report import svg
 
 RATIO_WORDS = {"request_throughput_per_s": "throughput", "output_tokens_per_s": "output tokens/s",
                "latency_s": "latency", "time_to_first_token_s": "time to first token",
                "inter_token_latency_s": "inter-token latency", "time_to_ready_s": "time to ready",
                "peak_memory_bytes": "peak memory", "peak_gpu_memory_bytes": "peak GPU memory"}
 OPENING_RATIOS = ("request_throughput_per_s", "latency_s", "time_to_first_token_s")
+LOAD_KEYS = ("rate_per_s", "concurrency", "arrivals", "gamma_shape")  # a sweep over these draws one frontier
 
 
 def pct(value: float | None) -> str:
@@ -135,7 +139,7 @@ def _spread(m: Metric) -> str:
     return m.note or "-" if not m.count else f"{_num(m.p50)} / {_num(m.p90)} / {_num(m.p99)}"
 
 
-def sections(cost: CostReport | None, cells: list[Cell]) -> list[str]:
+def sections(cost: CostReport | None, cells: list[Cell], sweep: dict[str, Any] | None = None) -> list[str]:
     if cost is None or not (cost.phases or cost.rates or any(s.starts > 1 for s in cost.starts)):
         return []
     out: list[str] = []
@@ -185,24 +189,40 @@ def sections(cost: CostReport | None, cells: list[Cell]) -> list[str]:
         out += _table(["arm", "prompt", "phase", "probes", "least", "median", "most", "from"], [
             [c.arm, c.prompt_id, c.phase, str(c.probes), _num(c.least), _num(c.median), _num(c.most), c.source]
             for c in cost.co_residents])
-    out += frontier_table(cost, cells)
+    out += frontier_table(cost, cells, series(sweep))
     return out
 
 
-def frontier(cost: CostReport, cells: list[Cell]) -> dict[str, list[tuple[float, int, int, float, float,
-                                                                         float | None]]]:
-    """Per arm with two load points or more: (offered rate, divergent, n, lower, upper, throughput) each."""
+def series(sweep: dict[str, Any] | None) -> dict[str, str]:
+    """A sweep over load points: each job is an arm ('N/arm') with one load phase; the jobs that differ only in
+    a load key (a rate, a concurrency) are one series, named by the arm and the other swept keys' values."""
+    if not sweep:
+        return {}
+    swept = [k for k in sweep.get("swept_keys", []) if not any(word in k for word in LOAD_KEYS)]
+    out = {}
+    for job in sweep.get("jobs", {}).values():
+        if job.get("arm"):
+            others = ", ".join(f"{k}={job['overrides'].get(k, '')}" for k in swept)
+            out[job["arm"]] = job["arm"].split("/", 1)[-1] + (f" ({others})" if others else "")
+    return out
+
+
+def frontier(cost: CostReport, cells: list[Cell], named: dict[str, str] | None = None
+             ) -> dict[str, list[tuple[float, int, int, float, float, float | None]]]:
+    """Per arm (or sweep series, `named`: arm -> series) with two load points or more: (offered rate, divergent,
+    n, lower, upper, throughput) each."""
     out: dict[str, list[tuple[float, int, int, float, float, float | None]]] = {}
     for c in cost.phases:
         if c.offered_rate_per_s is None:
             continue
         k, n, low, high, _ = stays_correct(cells, c.arm, c.phase)
-        out.setdefault(c.arm, []).append((c.offered_rate_per_s, k, n, low, high, c.request_throughput_per_s.avg))
+        out.setdefault((named or {}).get(c.arm, c.arm), []).append(
+            (c.offered_rate_per_s, k, n, low, high, c.request_throughput_per_s.avg))
     return {arm: sorted(points) for arm, points in out.items() if len(points) > 1}
 
 
-def frontier_table(cost: CostReport, cells: list[Cell]) -> list[str]:
-    points = frontier(cost, cells)
+def frontier_table(cost: CostReport, cells: list[Cell], named: dict[str, str] | None = None) -> list[str]:
+    points = frontier(cost, cells, named)
     if not points:
         return []
     out = ["## Divergence against offered load", "",
@@ -211,3 +231,12 @@ def frontier_table(cost: CostReport, cells: list[Cell]) -> list[str]:
     return out + _table(["arm", "offered (req/s)", "divergent", "rate (95 %)", "throughput (req/s)"], [
         [arm, _num(rate), f"{k} of {n}", f"{pct(low)}-{pct(high)}", _num(thr)]
         for arm, rows in points.items() for rate, k, n, low, high, thr in rows])
+
+
+def charts(cost: CostReport | None, cells: list[Cell], sweep: dict[str, Any] | None = None) -> list[str]:
+    """report.html's pictures of the frontier: one per arm (or sweep series) with two load points or more."""
+    if cost is None:
+        return []
+    return [svg.frontier(f"{arm}: divergence against offered load, beside throughput",
+                         [(rate, k / n if n else 0.0, low, high, thr) for rate, k, n, low, high, thr in points])
+            for arm, points in frontier(cost, cells, series(sweep)).items()]

@@ -194,11 +194,7 @@ def to_html(report: StudyReport) -> str:
     def section(name: str, lines: list[str]) -> str:
         return f'<section id="{name}">\n' + "\n".join(markdown_to_html("\n".join(lines))) + "\n</section>"
 
-    figures = pictures(report.comparison)
-    if report.cost is not None:
-        figures += [svg.frontier(f"{arm}: divergence against offered load, beside throughput",
-                                 [(rate, k / n if n else 0.0, low, high, thr) for rate, k, n, low, high, thr in points])
-                    for arm, points in cost_md.frontier(report.cost, report.comparison.cells).items()]
+    figures = [*pictures(report.comparison), *cost_md.charts(report.cost, report.comparison.cells, report.sweep)]
     body = [section("title", title(report)), section("opening", opening(report)), section("verdict", verdict(report)),
             section("environment", environment_section(report.environment)),
             '<section id="pictures">\n<h2>Pictures</h2>\n' + "\n".join(figures) + "\n</section>",

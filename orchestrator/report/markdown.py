@@ -204,7 +204,7 @@ def details(report: StudyReport) -> list[str]:
             [c.arm, c.prompt_id, c.phase, c.quality_note, _pct(c.quality_pass),
              c.distinct_completions] for c in quality])
     out += _batches_section(result, report.unobserved)
-    out += cost_md.sections(report.cost, result.cells)
+    out += cost_md.sections(report.cost, result.cells, report.sweep)
     if result.cold:
         out += ["## Cold first request vs warm repeats", ""]
         out += _table(["arm", "prompt", "phase", "cold matches warm"], [

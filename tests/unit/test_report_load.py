@@ -86,3 +86,19 @@ def test_divergence_against_offered_load_as_a_table_and_a_chart(tmp_path: Path) 
     page = paths.report_html.read_text()
     assert "base: divergence against offered load, beside throughput" in page
     assert page.index('id="opening"') < page.index('id="verdict"')
+
+
+def test_a_sweep_over_load_points_draws_one_frontier_per_series(tmp_path: Path) -> None:
+    """Jobs that differ only in the rate are one series; another swept key (max batch) makes two."""
+    key, other = "protocol.phases.load_8.load.rate_per_s", "arms.base.engine_args.max-num-seqs"
+    jobs, sources = {}, []
+    for job, (rate, seqs) in enumerate([(4, 1), (16, 1), (4, 8), (16, 8)]):
+        sources.append(write_load_record(tmp_path / "sweep" / str(job), {"base": ArmPlan(
+            [0.1, 0.1], rate_per_s=rate, divergent_probes=int(seqs == 8 and rate == 16))}))
+        jobs[str(job)] = {"arm": f"{job}/base", "overrides": {key: str(rate), other: str(seqs)}}
+    sweep = {"swept_keys": [key, other], "jobs": jobs, "single_variable_pairs": []}
+    out = RunPaths(tmp_path / "sweep")
+    build(out, study="load (sweep)", run_id="sweep", baseline=None, sources=sources, arm_pairs=[], sweep=sweep)
+    table = out.report_md.read_text().split("## Divergence against offered load")[1]
+    assert f"| base ({other}=1) | 4 | 0 of 4 |" in table and f"| base ({other}=8) | 16 | 1 of 4 |" in table
+    assert out.report_html.read_text().count("divergence against offered load, beside throughput</title>") == 2
