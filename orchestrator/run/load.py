@@ -191,10 +191,11 @@ class _Window:
                 self._left(requests, position, target)
                 return
             await self.clock.until(target)
-            if self.gate is not None:
-                waited = self.clock.now()
+            if self.gate is not None and self.gate.locked():
                 await self.gate.acquire()
-                shift += self.clock.now() - waited
+                shift += self.clock.now() - target  # the rest keep their gaps from this send
+            elif self.gate is not None:
+                await self.gate.acquire()
                 if self._over(self.clock.now()):
                     self.gate.release()
                     self._left(requests, position, target)

@@ -1,0 +1,130 @@
+"""The load generator (run/load.py) against a local HTTP/1.1 server on 127.0.0.1: real sockets, real timing."""
+
+from __future__ import annotations
+
+import asyncio
+
+import httpx
+
+from orchestrator.run import load
+from orchestrator.run.client import CompletionClient
+from tests.unit.load_server import LoadServer
+
+PATH = "/v1/completions"
+
+
+def _requests(offsets: list[float | None], stream: bool = False) -> list[load.Prepared]:
+    body = {"prompt": "x", "max_tokens": 4, **({"stream": True} if stream else {})}
+    return [load.Prepared(PATH, body, offset, stream) for offset in offsets]
+
+
+def test_every_request_is_sent_at_its_time_and_answered_once() -> None:
+    offsets = [i * 0.01 for i in range(40)]
+    with LoadServer() as server:
+        result = asyncio.run(load.run_window(server.url, _requests(offsets)))
+        assert len(server.arrivals_ns) == 40
+    assert len(result.timed) == 40 and all(t.error is None and t.status == 200 for t in result.timed)
+    for t, offset in zip(result.timed, offsets, strict=True):
+        assert t.scheduled_ns == result.start_ns + round(offset * 1e9)
+        assert t.send_ns >= t.scheduled_ns  # never early
+        assert t.first_byte_ns is not None and t.send_ns <= t.first_byte_ns <= t.recv_ns
+        assert t.streamed is False and t.first_token_ns is None and t.inter_token_ns is None
+
+
+def test_streamed_answers_give_token_times() -> None:
+    with LoadServer(tokens=4) as server:
+        result = asyncio.run(load.run_window(server.url, _requests([0.0, 0.01], stream=True)))
+    for t in result.timed:
+        assert t.streamed and len(t.token_ns) == 4
+        assert t.first_token_ns is not None and t.first_byte_ns is not None and t.first_token_ns >= t.first_byte_ns
+        assert t.inter_token_ns is not None and len(t.inter_token_ns) == 3 and all(g > 0 for g in t.inter_token_ns)
+        assert b"data:" in t.body
+
+
+def test_a_closed_loop_never_exceeds_its_concurrency() -> None:
+    with LoadServer(delay_s=0.02) as server:
+        result = asyncio.run(load.run_window(server.url, _requests([None] * 24), concurrency=3))
+        assert server.most_running == 3  # always 3 in flight, never more
+    assert len(result.timed) == 24 and all(t.error is None for t in result.timed)
+
+
+def test_a_closed_loop_with_a_duration_makes_requests_while_it_lasts() -> None:
+    made: list[int] = []
+
+    def more(seq: int) -> load.Prepared:
+        made.append(seq)
+        return _requests([None])[0]
+
+    with LoadServer(delay_s=0.01) as server:
+        result = asyncio.run(load.run_window(server.url, _requests([None] * 2), concurrency=2, duration_s=0.3,
+                                             more=more))
+        assert len(server.arrivals_ns) == len(result.timed)
+    assert made == list(range(2, len(result.timed)))  # asked in order, from past the planned ones
+    assert len(result.timed) > 10 and all(t.error is None for t in result.timed)
+
+
+def test_a_slot_waited_for_shifts_the_schedule_without_catching_up() -> None:
+    # one slot, answers of 100 ms, requests every 10 ms: each waits for the previous answer, and the next is
+    # scheduled 10 ms after that wait, not sent at once to catch up
+    with LoadServer(delay_s=0.1) as server:
+        result = asyncio.run(load.run_window(server.url, _requests([i * 0.01 for i in range(4)]), concurrency=1))
+    sends = [t.send_ns for t in result.timed]
+    scheduled = [t.scheduled_ns or 0 for t in result.timed]
+    assert all(b - a >= 100_000_000 for a, b in zip(sends, sends[1:], strict=False))
+    for i in range(2, 4):  # scheduled 10 ms after the previous request's slot came, never before it
+        assert scheduled[i] - sends[i - 1] >= 9_000_000
+
+
+def test_answers_past_the_grace_period_are_cut_and_recorded() -> None:
+    with LoadServer(delay_s=1.0) as server:
+        result = asyncio.run(load.run_window(server.url, _requests([0.0, 0.0]), grace_s=0.2))
+    assert len(result.timed) == 2
+    for t in result.timed:
+        assert t.sent and t.status is None and t.error is not None and "grace_s=0.2" in t.error
+
+
+def test_a_duration_that_ends_while_requests_wait_for_a_slot_leaves_them_unsent_with_a_row() -> None:
+    with LoadServer(delay_s=0.3) as server:
+        result = asyncio.run(load.run_window(server.url, _requests([i * 0.01 for i in range(10)]), concurrency=1,
+                                             duration_s=0.2))
+        answered = len(server.arrivals_ns)
+    assert len(result.timed) == 10
+    unsent = [t for t in result.timed if not t.sent]
+    assert answered == 10 - len(unsent) and unsent
+    assert all("duration_s=0.2" in (t.error or "") for t in unsent)
+
+
+def test_running_requests_are_sampled_during_the_window() -> None:
+    async def window(url: str) -> load.WindowResult:
+        client = httpx.AsyncClient(base_url=url)
+
+        async def sample() -> int | None:
+            return int((await client.get("/metrics")).text.split()[1])
+        try:
+            return await load.run_window(url, _requests([None] * 8), concurrency=4, sample=sample)
+        finally:
+            await client.aclose()
+
+    with LoadServer(delay_s=0.25) as server:
+        result = asyncio.run(window(server.url))
+    assert result.running and max(n for _, n in result.running) == 4
+    assert result.running_max(result.start_ns, result.stop_ns + 10**9) == 4
+
+
+def test_a_transport_standing_in_for_the_network_is_used_unstreamed() -> None:
+    seen: list[bytes] = []
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        seen.append(request.content)
+        return httpx.Response(200, json={"choices": [{"text": "hi"}]})
+
+    async def window() -> load.WindowResult:
+        client = CompletionClient("http://engine", 10, transport=httpx.MockTransport(answer))
+        try:
+            return await load.run_window(client, _requests([0.0, 0.01, 0.02], stream=True))
+        finally:
+            await client.aclose()
+
+    result = asyncio.run(window())
+    assert len(seen) == 3 and [t.status for t in result.timed] == [200] * 3
+    assert all(not t.streamed and t.first_token_ns is None for t in result.timed)
