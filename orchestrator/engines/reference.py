@@ -1,6 +1,7 @@
 """The project's reference engine (arms/reference-engine): it accepts vLLM's flags, prints vLLM's startup
 lines and serves vLLM's endpoints and metrics, plus its own knobs; it lists them itself (`--list-knobs`).
-Each answer carries its `engine_trace`: when the request was complete there and the engine steps it ran in."""
+Each answer carries its `engine_trace`: when the request was complete there and the engine steps it ran in
+(a streamed answer on its last event); it streams /v1/completions one event per token as sampled."""
 
 from __future__ import annotations
 
@@ -27,7 +28,7 @@ PROFILE = dataclasses.replace(
     description="the project's reference engine (arms/reference-engine), vLLM's flags and lines mimicked",
     endpoints=dataclasses.replace(vllm.ENDPOINTS, chat=None),  # completions only
     dialect=TracedDialect(),
-    capabilities=dataclasses.replace(vllm.CAPABILITIES, trace=True),
+    capabilities=dataclasses.replace(vllm.CAPABILITIES, trace=True),  # and it streams, as vLLM does
     # its flags of vLLM's: no pipeline or data parallelism, no compilation config
     settings={k: v for k, v in vllm.SETTINGS.items() if k not in ("pipeline_parallel", "data_parallel", "compile")},
     knob_probe=None,  # its templates list knobs with the engine's own --list-knobs

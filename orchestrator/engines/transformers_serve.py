@@ -5,7 +5,8 @@ and /v1/chat/completions; no /metrics (co-residency and capacity are not observa
 top_logprobs (ignored, with a log line), no token ids (cells are signed on their text). The model is a
 positional argument (FORCE_MODEL): preloaded, every request pinned to it under its path as the id, so its
 arms send no `model` field (served_model_name: null). Its version comes from the environment probe and
-the knob listing: its log states none.
+the knob listing: its log states none. Both /v1/completions and /v1/chat/completions stream (server-sent
+events of text deltas, a usage event under stream_options.include_usage, no `data: [DONE]`: engines/stream.py).
 """
 
 from __future__ import annotations
@@ -37,7 +38,8 @@ PROFILE = TransformersServeProfile(
     description="Hugging Face transformers serve (OpenAI-compatible; continuous batching optional)",
     endpoints=Endpoints(),  # health, completions, chat, models; no tokenize, version or metrics
     names_model=False,  # FORCE_MODEL: every request pinned to the model it loaded
-    capabilities=Capabilities(),  # logprobs ignored, no token ids, no metrics, no trace
+    # Logprobs ignored, no token ids, no metrics, no trace; both endpoints stream (text deltas, no [DONE]).
+    capabilities=Capabilities(streaming=True),
     settings={"attention_backend": "attn-implementation", "continuous_batching": "continuous-batching",
               "graphs": "cb-use-cuda-graph", "compile": "compile", "quantization": "quantization"},
     knob_probe="transformers_knobs",  # the serve command's own click parameters

@@ -41,7 +41,7 @@ class VllmDialect(Dialect):
 
 
 ENDPOINTS = Endpoints(tokenize="/tokenize", version="/version", metrics="/metrics")
-CAPABILITIES = Capabilities(logprobs=True, token_ids=True, tokenize=True, metrics=True)
+CAPABILITIES = Capabilities(logprobs=True, token_ids=True, tokenize=True, metrics=True, streaming=True)
 SETTINGS: dict[str, str] = {
     "max_batch": "max-num-seqs", "attention_backend": "attention-backend",
     "prefix_cache": "enable-prefix-caching", "graphs": "enforce-eager", "compile": "compilation-config",

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ast
 import asyncio
+import dataclasses
 import json
 import re
 from pathlib import Path
@@ -167,3 +168,23 @@ def test_the_name_check_sees_an_engine_named_in_code(tmp_path: Path) -> None:
     assert named_engines(module) == {"vllm", "reference", "refengine"}
     module.write_text('"""Nothing here."""\nENGINE = "a reference run"  # vllm in a comment\n')
     assert named_engines(module) == set()
+
+
+@pytest.mark.parametrize("profile", PROFILES)
+def test_a_recorded_stream_parses_as_the_same_request_unstreamed(profile: EngineProfile) -> None:
+    """Streams recorded from the real servers (`"stream": true`, stream_options.include_usage; vLLM and
+    transformers serve on both endpoints), beside the same greedy request unstreamed (`*-unstreamed.json`; the
+    reference engine's is its recorded completion): they parse alike, but for the server's arrival time."""
+    if profile.name == "openai":  # the user's own server: the OpenAI layout, tests/unit/test_stream.py
+        return
+    responses = HERE / "responses"
+    kinds = [kind for kind in ("stream", "chat-stream") if (responses / f"{profile.name}.{kind}.sse").exists()]
+    assert bool(kinds) == profile.capabilities.streaming, f"{profile.name}: record its stream in {responses}"
+    for kind in kinds:
+        plain_path = responses / f"{profile.name}.{kind}-unstreamed.json"
+        plain = plain_path.read_bytes() if plain_path.exists() else json.dumps(recorded(profile, "completion")).encode()
+        streamed = dataclasses.asdict(profile.parse((responses / f"{profile.name}.{kind}.sse").read_bytes()))
+        unstreamed = dataclasses.asdict(profile.parse(plain))
+        assert not streamed["problems"] and streamed["completion_text"] and streamed["finish_reason"]
+        assert streamed.pop("server_arrival_ns") == unstreamed.pop("server_arrival_ns") or profile.capabilities.trace
+        assert streamed == unstreamed, kind
