@@ -27,6 +27,8 @@ from tests.recorded import noisy_study_run
 GOLDEN = ROOT / "tests" / "golden" / "report" / "fake-noisy.json"
 # timing of the batch's sends and of its arrivals at the server
 VOLATILE = {"max_send_spread_ms", "send_spread_ms", "max_arrival_spread_ms", "arrival_spread_ms"}
+# the arms' start times and memory peaks (report.json cost): a cost is asserted in tests/unit/test_cost.py
+VOLATILE |= {"time_to_ready_s", "peak_memory_bytes", "peak_gpu_memory_bytes", "memory_note", "ratios"}
 
 
 def fake_run(root: Path, gate: dict[str, Any] | None = None) -> RunPaths:
