@@ -16,7 +16,7 @@ def test_check_passes_the_default_study_and_lists_what_it_checked() -> None:
     result = orchestrator("check")
     assert result.returncode == 0, result.stderr
     assert "ok config: study default, 2 arm(s)" in result.stdout
-    assert "ok knobs: baseline: 43 flags" in result.stdout
+    assert "ok knobs: baseline: 44 flags" in result.stdout
 
 
 def test_check_finds_an_unknown_flag_through_the_engine_s_own_listing() -> None:
