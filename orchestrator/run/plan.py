@@ -41,6 +41,10 @@ def render(config: Config, like: Path | None = None, arms: Mapping[str, Resolved
     derived = "" if config.protocol.request_timeout_s is not None else \
         " (derived from the largest batch and max_tokens; set protocol.request_timeout_s to fix it)"
     lines.append(f"# requests time out after {request_timeout_s(config.protocol):g} s{derived}")
+    if config.study.starts > 1:
+        n = config.study.starts
+        lines.append(f"# study.starts={n}: each arm is started {n} times; the first runs the protocol, each later "
+                     "start is a fresh engine sent one request per prompt, then stopped")
     if stand_in := next((resolved.stand_in_image for resolved in arms.values()), None):
         lines.append(f"# stand-in: every arm runs on {stand_in} (no GPUs, no host mounts)")
     process = config.runtime.kind is RuntimeKind.process

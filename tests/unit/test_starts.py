@@ -11,6 +11,7 @@ from orchestrator.config.schema import Config
 from orchestrator.record.paths import RunPaths
 from orchestrator.record.tables import read_table
 from orchestrator.run.arms import StudyRunner
+from orchestrator.run.plan import render
 from orchestrator.runtime.fake import FakeRuntime, FakeServer
 from orchestrator.runtime.spec import ContainerSpec
 from tests.fake_engine import engine, fake_runtime
@@ -26,7 +27,7 @@ def study(starts: int) -> Config:
     return typed
 
 
-def with_memory(runtime: FakeRuntime, crash_on: set[int] = frozenset()) -> list[str]:  # type: ignore[assignment]
+def with_memory(runtime: FakeRuntime, crash_on: frozenset[int] = frozenset()) -> list[str]:
     """The fake engine holding 100 MiB more at each start; the starts numbered in `crash_on` (over the run,
     from 0) exit at once. Returns what was started, in order."""
     started: list[str] = []
@@ -45,7 +46,7 @@ def with_memory(runtime: FakeRuntime, crash_on: set[int] = frozenset()) -> list[
 
 
 def run(typed: Config, runtime: FakeRuntime, tmp_path: Path) -> tuple[StudyRunner, RunPaths, list[str]]:
-    paths, said = RunPaths(tmp_path / "run"), []
+    paths, said = RunPaths(tmp_path / "run"), list[str]()
     runner = StudyRunner(typed, paths, "run-starts", runtime, say=said.append)
     runner.run()
     runner.cleanup()
@@ -77,9 +78,9 @@ def test_three_starts_give_three_arms_rows_and_one_answer_per_prompt_from_each_l
                                                  for s in (1, 2)}
     assert {r["start"] for r in responses if not r["request_id"].count("/start/")} == {0}
     # the cells are the first start's alone: the same as a run of one start
-    one, _, _ = run(study(1), fake_runtime(), tmp_path / "one")
+    _, one, _ = run(study(1), fake_runtime(), tmp_path / "one")
     assert [(c.arm, c.prompt_id, c.phase, c.n) for c in compare([paths], "baseline").cells] == \
-        [(c.arm, c.prompt_id, c.phase, c.n) for c in compare([RunPaths(tmp_path / "one" / "run")], "baseline").cells]
+        [(c.arm, c.prompt_id, c.phase, c.n) for c in compare([one], "baseline").cells]
 
 
 def test_a_start_that_fails_is_recorded_fails_the_arm_and_the_next_start_still_runs(tmp_path: Path) -> None:
@@ -88,7 +89,7 @@ def test_a_start_that_fails_is_recorded_fails_the_arm_and_the_next_start_still_r
     typed.study.baseline = None
     for arm in typed.arms.values():
         arm.startup_timeout_s = 5
-    with_memory(runtime, crash_on={1})
+    with_memory(runtime, crash_on=frozenset({1}))
     runner, paths, said = run(typed, runtime, tmp_path)
     name = next(iter(typed.arms))
     assert runner.failed == [name]  # exit 4 (run/execute.py), said once however many starts fail
@@ -98,3 +99,8 @@ def test_a_start_that_fails_is_recorded_fails_the_arm_and_the_next_start_still_r
     assert any(f"[{name}] start 2/3 FAILED" in line for line in said)
     later = [r for r in read_table(paths, "responses").to_pylist() if r["start"]]
     assert {r["start"] for r in later} == {2}
+
+
+def test_plan_says_how_many_times_each_arm_starts() -> None:
+    assert "# study.starts=3: each arm is started 3 times" in render(study(3))
+    assert "study.starts" not in render(study(1))
