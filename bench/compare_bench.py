@@ -336,7 +336,11 @@ def _child(impl: str, root: Path, out: Path) -> None:
         cells = [{k: getattr(c, k) for k in ("arm", "prompt_id", "phase", *CHECKED)} for c in result.cells]
     elif impl == "read":  # the floor: what compare() reads of the record, read as it reads it, nothing else
         cells = []
-        for _ in module.responses(RunPaths(root), texts=False):  # texts: only with expectations, as in compare()
+        try:  # the stream moved to analysis/cells.py; an older checkout (--before) has it in compare.py
+            from orchestrator.analysis.cells import responses
+        except ImportError:
+            responses = module.responses
+        for _ in responses(RunPaths(root), texts=False):  # texts: only with expectations, as in compare()
             pass
     else:
         cells = plain_compare(root)

@@ -36,8 +36,11 @@ class Detail:
 
 
 
-def read_details(labelled: list[tuple[RunPaths, str]], wanted: set[str]) -> dict[str, Detail]:
-    """The tokens and top-k lists of the wanted requests (ids as the comparison labels them), latest attempts."""
+def read_details(labelled: list[tuple[RunPaths, str]], wanted: set[str],
+                 footers: dict[Path, pq.FileMetaData] | None = None) -> dict[str, Detail]:
+    """The tokens and top-k lists of the wanted requests (ids as the comparison labels them), latest attempts;
+    `footers`: the parts' footers as the comparison's pass read them (record/tables.py iter_batches)."""
+    footers = footers or {}
     out: dict[str, Detail] = {}
     attempts: dict[str, int] = {}
     for paths, label in labelled:
@@ -46,7 +49,7 @@ def read_details(labelled: list[tuple[RunPaths, str]], wanted: set[str]) -> dict
         if not ids:
             continue
         try:
-            rows = [row for path in files for row in _wanted_rows(path, ids)]
+            rows = [row for path in files for row in _wanted_rows(path, footers.get(path), ids)]
         except (OSError, pa.ArrowInvalid) as exc:
             raise RecordError(f"cannot read the responses of {paths.root} ({exc}): the run dir is damaged; copy it "
                               "again from its source") from exc
@@ -62,12 +65,12 @@ def read_details(labelled: list[tuple[RunPaths, str]], wanted: set[str]) -> dict
     return out
 
 
-def _wanted_rows(path: Path, ids: list[str]) -> list[dict[str, Any]]:
+def _wanted_rows(path: Path, footer: pq.FileMetaData | None, ids: list[str]) -> list[dict[str, Any]]:
     """The DETAIL columns of a part's rows whose request id is in `ids` (sorted; none in a record without ids).
-    Only row groups whose request-id statistics admit one of them are read: cheaper than a pyarrow dataset scan of
-    every part, which cost about twice as much on the benchmark's record (docs/benchmarks.md)."""
-    handle = pq.ParquetFile(path)
-    footer, present = handle.metadata, handle.schema_arrow.names
+    Only row groups whose request-id statistics admit one of them are read, and a part without one is not opened:
+    cheaper than a pyarrow dataset scan of every part, which cost about twice as much on the benchmark's record
+    (docs/benchmarks.md). `footer`: the part's, where the caller read it already."""
+    footer = pq.read_metadata(path) if footer is None else footer
     leaf = next((i for i in range(footer.num_columns) if footer.schema.column(i).path == "request_id"), None)
     groups = []
     for group in range(footer.num_row_groups if leaf is not None else 0):
@@ -81,6 +84,8 @@ def _wanted_rows(path: Path, ids: list[str]) -> list[dict[str, Any]]:
         groups.append(group)
     if not groups:
         return []
+    handle = pq.ParquetFile(path, metadata=footer)
+    present = handle.schema_arrow.names
     read = handle.read_row_groups(groups, columns=[c for c in DETAIL if c in present])
     read = read.filter(pc.is_in(read.column("request_id"), value_set=pa.array(ids, pa.string())))
     rows: list[dict[str, Any]] = pa.table(

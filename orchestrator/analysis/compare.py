@@ -3,23 +3,25 @@
 Cells are (arm, prompt_id, phase) over `measured` requests; an arm's `cold` first request is compared with
 the requests of its cell apart, and `warmup` requests are in no cell (docs/conventions.md). Schedules
 compare phases within an arm and prompt; pairs compare every arm with the baseline per prompt and phase.
-The responses are streamed file by file: the writer lands each cell's measured rows contiguously, so memory
-holds one cell at a time.
+The responses are streamed file by file and cut into cells (analysis/cells.py), so memory holds one cell at a
+time.
 """
 
 from __future__ import annotations
 
 import json
 import math
-from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.parquet as pq
 
 from orchestrator.analysis import batches, explorer, positions, quality
+from orchestrator.analysis.cells import Key, iter_cells, labelled
 from orchestrator.analysis.results import (
     BASIS_WORDS,
     SIGNATURE_BASES,
@@ -41,19 +43,9 @@ from orchestrator.analysis.stats import (
     stopped_lower_bound,
 )
 from orchestrator.engines import EngineProfile, profile_for
-from orchestrator.errors import RecordError
 from orchestrator.record.paths import RunPaths
-from orchestrator.record.tables import iter_batches, read_table
+from orchestrator.record.tables import read_table
 
-KEY = ("arm", "prompt_id", "phase")
-COLUMNS = ["arm", "prompt_id", "phase", "phase_kind", "batch_id", "cold", "role", "error", "completion_text",
-           "sig_text", "sig_top_logprobs", "sig_token_ids", "token_ids", "tokens", "token_logprobs",
-           "top_gaps", "top_logprobs_entries", "prompt_logprobs", "start", *batches.COLUMNS[3:], *explorer.COLUMNS]
-# The token strings are compared only for equality, and only where a server returned no token ids
-# (positions.token_codes): read dictionary-encoded, and only in row groups where token_ids has a null.
-DICTIONARY = ("tokens",)
-STAND_IN = {"tokens": "token_ids"}
-TEXTS = "completion_text"  # read only when a prompt has an expectation on it (quality)
 FLIP_POSITIONS = 8  # positions listed in a cell's top1_flip_positions; the rest counted
 NEAR_TIE_GAP = 1e-2  # nats: a first divergence whose top1-top2 gap is below this is a near-tie flip
 
@@ -84,93 +76,9 @@ class _Accumulator:
     """What the cell-by-cell pass collects; `refs` feed the schedules and pairs once every cell is read."""
 
     result: Comparison = field(default_factory=Comparison)
-    refs: dict[tuple[str, str, str], _Reference] = field(default_factory=dict)
+    refs: dict[Key, _Reference] = field(default_factory=dict)
     capacities: dict[str, int | None] = field(default_factory=dict)  # arm -> requests it runs at once
     explore: explorer.Explorer = field(default_factory=explorer.Explorer)
-
-
-def _labelled(sources: RunPaths | list[RunPaths]) -> list[tuple[RunPaths, str]]:
-    """Several run dirs compare as one study: their arms become '<run dir name>/<arm>'."""
-    if isinstance(sources, RunPaths):
-        return [(sources, "")]
-    if len(sources) == 1:
-        return [(sources[0], "")]
-    return [(p, f"{p.root.name}/") for p in sources]
-
-
-def responses(sources: RunPaths | list[RunPaths], texts: bool = True, batch_rows: int = 4096
-              ) -> Iterator[pa.RecordBatch]:
-    """The responses as the comparison reads them (COLUMNS; the completion texts as nulls unless `texts`)."""
-    columns = [c for c in COLUMNS if texts or c != TEXTS]
-    for paths, label in _labelled(sources):
-        for batch in iter_batches(paths, "responses", columns, batch_rows, DICTIONARY, STAND_IN):
-            if not texts:
-                batch = batch.append_column(TEXTS, pa.nulls(batch.num_rows, pa.string()))
-            if label:
-                arms = pc.binary_join_element_wise(label, batch.column("arm"), "")
-                batch = batch.set_column(batch.schema.get_field_index("arm"), "arm", arms)
-            yield batch
-
-
-def _measured(batch: pa.RecordBatch) -> pa.Array:
-    """Rows of role `measured` of an arm's first start; a record without roles (schema 1) marks only its cold rows.
-    A later start's requests (study.starts, start > 0; a null start is 0) are in no cell: analysis/starts.py."""
-    if not batch.column("role").null_count:  # every row has a role: one kernel, not five
-        measured = pc.equal(batch.column("role"), "measured")
-    else:
-        measured = pc.if_else(pc.is_null(batch.column("role")), pc.invert(pc.fill_null(batch.column("cold"), False)),
-                              pc.equal(batch.column("role"), "measured"))
-    start = batch.column("start")
-    if start.null_count == len(start):  # a record from before study.starts, or one start
-        return measured
-    return pc.and_(measured, pc.invert(pc.fill_null(pc.greater(start, 0), False)))
-
-
-def iter_cells(sources: RunPaths | list[RunPaths], batch_rows: int = 4096, cold: list[pa.Table] | None = None,
-               texts: bool = True               ) -> Iterator[tuple[tuple[str, str, str], pa.Table]]:
-    """Each cell's measured rows; the cold rows go to `cold`, warm-up rows nowhere."""
-    current: tuple[str, str, str] | None = None
-    buffer: list[pa.Table] = []
-    done: set[tuple[str, str, str]] = set()
-    for batch in responses(sources, texts, batch_rows):
-        measured = _measured(batch).to_numpy(zero_copy_only=False)
-        if cold is not None and not measured.all():
-            at = np.flatnonzero(pc.fill_null(batch.column("cold"), False).to_numpy(zero_copy_only=False))
-            cold.append(pa.Table.from_batches([batch.take(at)]))
-        bounds = _runs(batch, measured)  # measured rows are sliced out, not filtered: a filter copies the lists
-        keys = list(zip(*(batch.column(k).take(bounds[:-1]).to_pylist() for k in KEY), strict=True))
-        for key, start, stop in zip(keys, bounds[:-1].tolist(), bounds[1:].tolist(), strict=True):
-            if not measured[start]:
-                continue
-            if key != current:
-                if current is not None:
-                    yield current, pa.concat_tables(buffer)
-                    done.add(current)
-                if key in done:
-                    raise RecordError(f"rows of cell {key} are not contiguous in the responses record; "
-                                      "was the folder merged by hand?")
-                current, buffer = key, []
-            buffer.append(pa.Table.from_batches([batch.slice(start, stop - start)]))
-    if current is not None:
-        yield current, pa.concat_tables(buffer)
-
-
-def _runs(batch: pa.RecordBatch, measured: np.ndarray) -> np.ndarray:
-    """The rows where each run of one key, measured or not, starts, then the batch's length. Found by arrow
-    compute so that only the keys of each run's first row become Python objects, not every row's."""
-    rows = batch.num_rows
-    if not rows:
-        return np.zeros(1, dtype=np.int64)
-    changed = measured[1:] != measured[:-1]
-    for name in KEY:
-        column = batch.column(name)
-        a, b = column.slice(1), column.slice(0, rows - 1)
-        if not column.null_count:  # the usual case: one kernel, not five
-            changed |= pc.not_equal(a, b).to_numpy(zero_copy_only=False)
-            continue
-        same = pc.or_(pc.fill_null(pc.equal(a, b), False), pc.and_(pc.is_null(a), pc.is_null(b)))
-        changed |= ~same.to_numpy(zero_copy_only=False)
-    return np.concatenate([[0], np.nonzero(changed)[0] + 1, [rows]])
 
 
 def compare(sources: RunPaths | list[RunPaths], baseline: str | None = None,
@@ -180,8 +88,8 @@ def compare(sources: RunPaths | list[RunPaths], baseline: str | None = None,
     """`arm_pairs`: compare these (a, b) arms instead of every arm against the baseline (sweeps); `branches`:
     the explorer's branches per cell; `stop_after_divergences`: the rule the run stopped cells by."""
     acc = _Accumulator(capacities=capacities(sources), explore=explorer.Explorer(branches, near_tie_gap))
-    cold = list[pa.Table]()
-    for key, table in iter_cells(sources, cold=cold, texts=bool(expectations)):
+    cold, footers = list[pa.Table](), dict[Path, pq.FileMetaData]()
+    for key, table in iter_cells(sources, cold=cold, texts=bool(expectations), footers=footers):
         _analyse(key, table, acc, (expectations or {}).get(key[1]), near_tie_gap, stop_after_divergences)
     result = acc.result
     result.cold = [_cold_check(row, acc.refs.get((row["arm"], row["prompt_id"], row["phase"])))
@@ -192,16 +100,17 @@ def compare(sources: RunPaths | list[RunPaths], baseline: str | None = None,
     result.schedules = _schedules(acc.refs)
     result.pairs = _pairs(acc.refs, pairs)
     result.pooled = _pooled(result.cells)
-    result.explorer, result.pair_explorer, result.explorer_left_out = acc.explore.finish(_labelled(sources),
-                                                                                          result.pairs)
+    result.explorer, result.pair_explorer, result.explorer_left_out = acc.explore.finish(labelled(sources),
+                                                                                          result.pairs, footers)
     return result
 
 
-def _analyse(key: tuple[str, str, str], table: pa.Table, acc: _Accumulator, expectation: Any,
+def _analyse(key: Key, table: pa.Table, acc: _Accumulator, expectation: Any,
              near_tie_gap: float, stop_after: int | None = None) -> None:
     arm, prompt_id, phase = key
     ref = _Reference(signatures={}, tokens=None, forced=None, ok=False)
-    ok = pc.is_null(table.column("error")).to_numpy(zero_copy_only=False)
+    ok = pc.is_null(errors).to_numpy(zero_copy_only=False) if (errors := table.column("error")).null_count < \
+        len(errors) else np.ones(table.num_rows, bool)  # no error: no kernel
     cell = Cell(arm=arm, prompt_id=prompt_id, phase=phase, n=0, errors=int((~ok).sum()), distinct_completions=0,
                 distinct_signatures=None, divergent=None, upper_bound_95=None, lower_bound_95=None)
     found, keep = batches.check(cell, acc.capacities.get(arm), table.select(batches.COLUMNS))
@@ -230,8 +139,9 @@ def _analyse(key: tuple[str, str, str], table: pa.Table, acc: _Accumulator, expe
     ref.ok, ref.basis = warm.num_rows > 0, cell.signature_basis
     if warm.num_rows:
         ref.texts = {c["values"]: c["counts"] for c in pc.value_counts(warm.column("sig_text")).to_pylist()}
-        entries = pc.min_max(pc.list_flatten(warm.column("top_logprobs_entries")))
-        cell.top_entries_min, cell.top_entries_max = entries["min"].as_py(), entries["max"].as_py()
+        if (counted := warm.column("top_logprobs_entries")).null_count < len(counted):  # else: none, no kernel
+            entries = pc.min_max(pc.list_flatten(counted))
+            cell.top_entries_min, cell.top_entries_max = entries["min"].as_py(), entries["max"].as_py()
         cell.distinct_completions = sum(text is not None for text in ref.texts)
         acc.result.positions.append(_positions(cell, warm, reference, ref, near_tie_gap))
         cell.quality_pass, cell.quality_note = quality.pass_share(warm.column("completion_text"), expectation)
@@ -328,7 +238,7 @@ def _where(a: _Reference, b: _Reference) -> dict[str, Any]:
     return {**verdict, "first_divergent_position": first, "max_prompt_logprob_diff": gap}
 
 
-def _schedules(refs: dict[tuple[str, str, str], _Reference]) -> list[ScheduleCheck]:
+def _schedules(refs: dict[Key, _Reference]) -> list[ScheduleCheck]:
     """Within an arm and prompt, each phase against every later one (e.g. sequential vs concurrent)."""
     phases: dict[tuple[str, str], list[str]] = {}
     for arm, prompt_id, phase in refs:
@@ -343,7 +253,7 @@ def _schedules(refs: dict[tuple[str, str, str], _Reference]) -> list[ScheduleChe
     return checks
 
 
-def _pairs(refs: dict[tuple[str, str, str], _Reference], arm_pairs: list[tuple[str, str]]) -> list[PairCheck]:
+def _pairs(refs: dict[Key, _Reference], arm_pairs: list[tuple[str, str]]) -> list[PairCheck]:
     pairs = []
     missing = _Reference({}, None, None, ok=False)
     for arm_a, arm_b in arm_pairs:
@@ -375,7 +285,7 @@ def arm_engines(sources: RunPaths | list[RunPaths]) -> dict[str, tuple[EnginePro
     """Each arm's engine profile and engine_args, from the config the arms table recorded (a record from
     before `engine:` is the default engine's)."""
     out = {}
-    for paths, label in _labelled(sources):
+    for paths, label in labelled(sources):
         for row in read_table(paths, "arms", columns=["arm", "config_json"]).to_pylist():
             arm = json.loads(row["config_json"] or "{}")
             out[label + row["arm"]] = (profile_for(arm.get("engine")), arm.get("engine_args") or {})
@@ -389,7 +299,7 @@ def capacities(sources: RunPaths | list[RunPaths]) -> dict[str, int | None]:
 
 def arms_summary(sources: RunPaths | list[RunPaths]) -> list[ArmSummary]:
     rows = []
-    for paths, label in _labelled(sources):
+    for paths, label in labelled(sources):
         for arm in read_table(paths, "arms", columns=["arm", "status", "image_ref", "image_id", "error"]).to_pylist():
             rows.append(ArmSummary(**{**arm, "arm": label + arm["arm"]}))
     return rows

@@ -15,10 +15,12 @@ instead (analysis/text_split.py).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.parquet as pq
 
 from orchestrator.analysis import text_split
 from orchestrator.analysis.alignment import Detail, align, read_details
@@ -77,7 +79,7 @@ class _Pending:
     groups: list[_Group]  # the modal first
     more_branches: int
     more_requests: int
-    all_batches: list[int]
+    all_batches: np.ndarray  # the cell's batch ids, ascending (a list only for the cells shown)
 
 
 class Explorer:
@@ -114,10 +116,15 @@ class Explorer:
             self.modal[key] = (group, kind, warm.num_rows)
             return
         rows_batch = warm.column("batch_id").to_numpy()
-        row_sizes = batch_sizes[np.searchsorted(batch_ids, rows_batch)]
-        span = int(row_sizes.max()) + 1
-        for pair in _distinct(codes * span + row_sizes)[0].tolist():  # each (signature, batch size) seen
-            per_sig_sizes.setdefault(names[pair // span], set()).add(pair % span)
+        ascending = bool((rows_batch[1:] >= rows_batch[:-1]).all())  # as written: a subset needs no sort either
+        if kind == "concurrent":
+            row_sizes = batch_sizes[np.searchsorted(batch_ids, rows_batch)]
+            span = int(row_sizes.max()) + 1
+            for pair in _distinct(codes * span + row_sizes)[0].tolist():  # each (signature, batch size) seen
+                per_sig_sizes.setdefault(names[pair // span], set()).add(pair % span)
+        else:  # every request a batch of one
+            for name in names:
+                per_sig_sizes.setdefault(name, set()).add(1)
         for name, count in zip(names, counts.tolist(), strict=True):
             per_sig_seen.setdefault(name, {})[phase] = count
         # the modal first, then by count, ties in order of first appearance (as Counter.most_common)
@@ -125,14 +132,18 @@ class Explorer:
         shown, hidden = order[:1 + self.branches], order[1 + self.branches:]
         members = [np.flatnonzero(codes == code) for code in shown]
         heads = np.concatenate([rows[:MAX_IDS] for rows in members])
-        listed = iter(_ids(key, rows_batch[heads].tolist(), warm.column("repeat").take(heads).to_pylist()))
+        repeats = warm.column("repeat")
+        listed = iter(_ids(key, rows_batch[heads].tolist(), repeats.to_numpy()[heads].tolist()
+                           if not repeats.null_count else repeats.take(heads).to_pylist()))
         co = _co_residents(rows_batch, warm.column("server_first_step"), warm.column("server_last_step")) \
             if kind == "concurrent" else None
         groups = []
         for code, rows in zip(shown, members, strict=True):
-            own = _distinct(rows_batch[rows])[0]
+            own = _distinct(rows_batch[rows], ascending)[0]
             ids = [next(listed) for _ in range(min(len(rows), MAX_IDS))]
-            group = _Group(names[code], ids[0], len(rows), ids, (own, batch_sizes[np.searchsorted(batch_ids, own)]))
+            sizes = batch_sizes[np.searchsorted(batch_ids, own)] if kind == "concurrent" else \
+                np.ones(len(own), np.int64)
+            group = _Group(names[code], ids[0], len(rows), ids, (own, sizes))
             if kind == "concurrent":
                 mine = warm.take(rows)
                 group.slots = _slots_by_batch(rows_batch[rows], mine.column("repeat"))
@@ -142,11 +153,12 @@ class Explorer:
             groups.append(group)
         self.modal[key] = (groups[0], kind, len(codes))
         self.pending.append(_Pending(key, len(codes), kind, groups, len(hidden), int(counts[hidden].sum()),
-                                     batch_ids.tolist()))
+                                     batch_ids))
 
-    def finish(self, labelled: list[tuple[RunPaths, str]], pairs: list[PairCheck]
-               ) -> tuple[list[Explored], list[Explored], int]:
-        """The explored cells, the explored pairs (those that differ), and how many were left out."""
+    def finish(self, labelled: list[tuple[RunPaths, str]], pairs: list[PairCheck],
+               footers: dict[Path, pq.FileMetaData] | None = None) -> tuple[list[Explored], list[Explored], int]:
+        """The explored cells, the explored pairs (those that differ), and how many were left out; `footers`: the
+        parts' footers as the comparison's pass read them (alignment.read_details)."""
         differ = [p for p in pairs if p.verdict == "differ" and (p.arm_a, p.prompt_id, p.phase) in self.modal
                   and (p.arm_b, p.prompt_id, p.phase) in self.modal]
         cells = self.pending[:MAX_EXPLORED - min(len(differ), MAX_EXPLORED // 4)]  # a quarter kept for pairs
@@ -155,7 +167,7 @@ class Explorer:
         wanted = {g.representative for p in cells for g in p.groups}
         wanted |= {self.modal[(arm, p.prompt_id, p.phase)][0].representative
                    for p in shown_pairs for arm in (p.arm_a, p.arm_b)}
-        details = read_details(labelled, wanted)
+        details = read_details(labelled, wanted, footers)
         explored = [self._cell(p, details) for p in cells]
         explored_pairs = [self._pair(p, details) for p in shown_pairs]
         return ([e for e in explored if e is not None], [e for e in explored_pairs if e is not None], left_out)
@@ -171,9 +183,10 @@ class Explorer:
         explored = Explored("cell", f"{arm}/{prompt_id}/{phase}", arm, prompt_id, phase, pending.n, 0,
                             completions, pending.more_branches, pending.more_requests)
         self._align(explored, [d for d in found if d is not None], pending.key in self.on_text)
-        explored.notes = _notes(completions, pending.all_batches, pending.phase_kind)
+        all_batches = pending.all_batches.tolist()
+        explored.notes = _notes(completions, all_batches, pending.phase_kind)
         if pending.phase_kind == "concurrent":
-            explored.notes += _same_slots(names, pending.groups, pending.all_batches)
+            explored.notes += _same_slots(names, pending.groups, all_batches)
         return explored
 
     def _pair(self, pair: PairCheck, details: dict[str, Detail]) -> Explored | None:
@@ -217,14 +230,16 @@ def _ids(key: tuple[str, str, str], batch_ids: list[int], repeats: list[int]) ->
 def _batch_sizes(kind: str, batch_ids: pa.ChunkedArray) -> tuple[np.ndarray, np.ndarray]:
     """The batch ids sent (ascending; a null id reads as 0) and the requests sent in each; a sequential request is
     a batch of one."""
-    ids, counts = _distinct((pc.fill_null(batch_ids, 0) if batch_ids.null_count else batch_ids).to_numpy())
+    values = (pc.fill_null(batch_ids, 0) if batch_ids.null_count else batch_ids).to_numpy()
+    ids, counts = _distinct(values, bool((values[1:] >= values[:-1]).all()))
     return ids, counts if kind == "concurrent" else np.ones(len(ids), np.int64)
 
 
-def _distinct(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def _distinct(values: np.ndarray, ascending: bool = False) -> tuple[np.ndarray, np.ndarray]:
     """The distinct values, ascending, and how often each comes: np.unique's answer at a fraction of its cost
-    per call on a cell's thousand rows (the stable sort, timsort, is the fast one on ids mostly in order)."""
-    ordered = np.sort(values, kind="stable")
+    per call on a cell's thousand rows (the stable sort, timsort, is the fast one on ids mostly in order);
+    `ascending`: the values are in order already."""
+    ordered = values if ascending else np.sort(values, kind="stable")
     edges = np.ones(len(ordered) + 1, dtype=bool)  # where a run of one value starts, and the end
     np.not_equal(ordered[1:], ordered[:-1], out=edges[1:-1])
     at = np.flatnonzero(edges)

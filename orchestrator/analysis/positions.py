@@ -115,6 +115,15 @@ def _spread(matrix: np.ndarray) -> np.ndarray:
     return spread
 
 
+def _other_rows(matrix: np.ndarray, reference: int) -> np.ndarray:
+    """The reference row and the rows that differ from it: the spread of these is the spread of all, the others
+    being copies of it (a NaN differs from itself, so a row with one is kept), at a fraction of the cost."""
+    keep = (matrix != matrix[reference]).any(axis=1)
+    keep[reference] = True
+    rows: np.ndarray = matrix[keep]
+    return rows
+
+
 def _nan_reduce(func: object, matrix: np.ndarray) -> np.ndarray:
     out = np.full(matrix.shape[1], np.nan)
     valid = ~np.all(np.isnan(matrix), axis=0)
@@ -184,6 +193,6 @@ def generated_positions(codes: np.ndarray, token_logprobs: pa.ChunkedArray | pa.
     first = int(np.argmax(parted.any(axis=0))) if len(differ) else None
     flips = (parted & (differ >= 0) & (ref >= 0)).sum(axis=0)  # -1: no token there (a shorter answer)
     logprobs = padded_matrix(token_logprobs, np.nan)
-    spread = _spread(logprobs) if logprobs.size else np.zeros(0)
+    spread = _spread(_other_rows(logprobs, reference)) if logprobs.size else np.zeros(0)
     return GeneratedPositions(spread=spread, divergent_rows=len(differ), first_divergent=first,
                               reference_tokens=ref.copy(), flips=flips)

@@ -219,17 +219,20 @@ def _is_latest(keys: list[str | None], attempts: list[int | None], latest: dict[
 
 
 def iter_batches(paths: RunPaths, table: str, columns: list[str], batch_rows: int = 4096,
-                 dictionary: tuple[str, ...] = (), stand_in: dict[str, str] | None = None
-                 ) -> Iterator[pa.RecordBatch]:
+                 dictionary: tuple[str, ...] = (), stand_in: dict[str, str] | None = None,
+                 footers: dict[Path, pq.FileMetaData] | None = None) -> Iterator[pa.RecordBatch]:
     """Stream a table in file order (the order it was written), reading only `columns`; rows a later attempt
     superseded (`run --resume`) are left out. String columns named in `dictionary` come dictionary-encoded
     (strings, or their list values): Parquet stores them so, and decoding only the indices is several times
     cheaper than building every string. `stand_in` maps a column to the one it stands in for (tokens ->
-    token_ids): it is read only in row groups where that one has a null row, and comes as nulls elsewhere."""
+    token_ids): it is read only in row groups where that one has a null row, and comes as nulls elsewhere.
+    `footers` receives each part's footer (read and checked once), for a later read of the same parts (the
+    explorer's representatives) to choose its parts and row groups by, without reading them again."""
     schema, stand_in = SCHEMAS[table], stand_in or {}
     key = LATEST_KEY.get(table)
     parts = sorted(p for p in paths.table(table).glob("*.parquet") if not p.name.startswith("."))
-    footers = {path: _footer(path) for path in parts}  # read once: the resent check and the read share it
+    footers = {} if footers is None else footers  # read once: the resent check, the read and the caller share them
+    footers.update({path: _footer(path) for path in parts})
     for path, footer in footers.items():
         _check_version(path, footer)
     latest = _resent(footers, key) if key else None

@@ -1,0 +1,116 @@
+"""The responses record cut into cells, streamed: a cell is (arm, prompt_id, phase) over the `measured` requests of
+an arm's first start; an arm's `cold` first request is handed on apart, `warmup` and `background` requests and a
+later start's are in no cell (docs/conventions.md). The writer lands each cell's measured rows contiguously, so
+memory holds one cell at a time."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from orchestrator.analysis import batches, explorer
+from orchestrator.errors import RecordError
+from orchestrator.record.paths import RunPaths
+from orchestrator.record.tables import iter_batches
+
+KEY = ("arm", "prompt_id", "phase")
+Key = tuple[str, str, str]  # a cell: arm, prompt_id, phase
+COLUMNS = ["arm", "prompt_id", "phase", "phase_kind", "batch_id", "cold", "role", "error", "completion_text",
+           "sig_text", "sig_top_logprobs", "sig_token_ids", "token_ids", "tokens", "token_logprobs",
+           "top_gaps", "top_logprobs_entries", "prompt_logprobs", "start", *batches.COLUMNS[3:], *explorer.COLUMNS]
+# The token strings are compared only for equality, and only where a server returned no token ids
+# (positions.token_codes): read dictionary-encoded, and only in row groups where token_ids has a null.
+DICTIONARY = ("tokens",)
+STAND_IN = {"tokens": "token_ids"}
+TEXTS = "completion_text"  # read only when a prompt has an expectation on it (quality)
+
+
+def labelled(sources: RunPaths | list[RunPaths]) -> list[tuple[RunPaths, str]]:
+    """Several run dirs compare as one study: their arms become '<run dir name>/<arm>'."""
+    if isinstance(sources, RunPaths):
+        return [(sources, "")]
+    if len(sources) == 1:
+        return [(sources[0], "")]
+    return [(p, f"{p.root.name}/") for p in sources]
+
+
+def responses(sources: RunPaths | list[RunPaths], texts: bool = True, batch_rows: int = 4096,
+              footers: dict[Path, pq.FileMetaData] | None = None) -> Iterator[pa.RecordBatch]:
+    """The responses as the comparison reads them (COLUMNS; the completion texts as nulls unless `texts`);
+    `footers` receives the parts' footers (record/tables.py iter_batches)."""
+    columns = [c for c in COLUMNS if texts or c != TEXTS]
+    for paths, label in labelled(sources):
+        for batch in iter_batches(paths, "responses", columns, batch_rows, DICTIONARY, STAND_IN, footers):
+            if not texts:
+                batch = batch.append_column(TEXTS, pa.nulls(batch.num_rows, pa.string()))
+            if label:
+                arms = pc.binary_join_element_wise(label, batch.column("arm"), "")
+                batch = batch.set_column(batch.schema.get_field_index("arm"), "arm", arms)
+            yield batch
+
+
+def _measured(batch: pa.RecordBatch) -> pa.Array:
+    """Rows of role `measured` of an arm's first start; a record without roles (schema 1) marks only its cold rows.
+    A later start's requests (study.starts, start > 0; a null start is 0) are in no cell: analysis/starts.py."""
+    if not batch.column("role").null_count:  # every row has a role: one kernel, not five
+        measured = pc.equal(batch.column("role"), "measured")
+    else:
+        measured = pc.if_else(pc.is_null(batch.column("role")), pc.invert(pc.fill_null(batch.column("cold"), False)),
+                              pc.equal(batch.column("role"), "measured"))
+    start = batch.column("start")
+    if start.null_count == len(start):  # a record from before study.starts, or one start
+        return measured
+    return pc.and_(measured, pc.invert(pc.fill_null(pc.greater(start, 0), False)))
+
+
+def iter_cells(sources: RunPaths | list[RunPaths], batch_rows: int = 4096, cold: list[pa.Table] | None = None,
+               texts: bool = True, footers: dict[Path, pq.FileMetaData] | None = None
+               ) -> Iterator[tuple[Key, pa.Table]]:
+    """Each cell's measured rows; the cold rows go to `cold`, warm-up rows nowhere; `footers` as `responses`."""
+    current: Key | None = None
+    buffer: list[pa.Table] = []
+    done: set[Key] = set()
+    for batch in responses(sources, texts, batch_rows, footers):
+        measured = _measured(batch).to_numpy(zero_copy_only=False)
+        if cold is not None and not measured.all():
+            at = np.flatnonzero(pc.fill_null(batch.column("cold"), False).to_numpy(zero_copy_only=False))
+            cold.append(pa.Table.from_batches([batch.take(at)]))
+        bounds = _runs(batch, measured)  # measured rows are sliced out, not filtered: a filter copies the lists
+        keys = list(zip(*(batch.column(k).take(bounds[:-1]).to_pylist() for k in KEY), strict=True))
+        for key, start, stop in zip(keys, bounds[:-1].tolist(), bounds[1:].tolist(), strict=True):
+            if not measured[start]:
+                continue
+            if key != current:
+                if current is not None:
+                    yield current, pa.concat_tables(buffer)
+                    done.add(current)
+                if key in done:
+                    raise RecordError(f"rows of cell {key} are not contiguous in the responses record; "
+                                      "was the folder merged by hand?")
+                current, buffer = key, []
+            buffer.append(pa.Table.from_batches([batch.slice(start, stop - start)]))
+    if current is not None:
+        yield current, pa.concat_tables(buffer)
+
+
+def _runs(batch: pa.RecordBatch, measured: np.ndarray) -> np.ndarray:
+    """The rows where each run of one key, measured or not, starts, then the batch's length. Found by arrow
+    compute so that only the keys of each run's first row become Python objects, not every row's."""
+    rows = batch.num_rows
+    if not rows:
+        return np.zeros(1, dtype=np.int64)
+    changed = measured[1:] != measured[:-1]
+    for name in KEY:
+        column = batch.column(name)
+        a, b = column.slice(1), column.slice(0, rows - 1)
+        if not column.null_count:  # the usual case: one kernel, not five
+            changed |= pc.not_equal(a, b).to_numpy(zero_copy_only=False)
+            continue
+        same = pc.or_(pc.fill_null(pc.equal(a, b), False), pc.and_(pc.is_null(a), pc.is_null(b)))
+        changed |= ~same.to_numpy(zero_copy_only=False)
+    return np.concatenate([[0], np.nonzero(changed)[0] + 1, [rows]])
