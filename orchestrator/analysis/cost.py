@@ -47,6 +47,8 @@ def load_groups(sources: RunPaths | list[RunPaths]) -> dict[tuple[str, str], dic
     the streamed rows' inter-token gaps flattened, in seconds)."""
     tables: dict[tuple[str, str], list[pa.Table]] = {}
     for paths, label in starts.labelled(sources):
+        if not _has_load(paths):  # most records: one column read, not twenty
+            continue
         for batch in iter_batches(paths, "responses", COLUMNS):
             keep = pc.and_(pc.equal(batch.column("phase_kind"), "load"), pc.not_equal(batch.column("role"), "warmup"))
             keep = pc.and_(keep, pc.less_equal(pc.fill_null(batch.column("start"), 0), 0))
@@ -58,6 +60,11 @@ def load_groups(sources: RunPaths | list[RunPaths]) -> dict[tuple[str, str], dic
                 mine = pc.and_(pc.equal(rows.column("arm"), arm), pc.equal(rows.column("phase"), phase))
                 tables.setdefault((label + arm, phase), []).append(pa.Table.from_batches([rows.filter(mine)]))
     return {key: _columns(pa.concat_tables(parts)) for key, parts in tables.items()}
+
+
+def _has_load(paths: RunPaths) -> bool:
+    return any(pc.any(pc.equal(batch.column("phase_kind"), "load")).as_py()
+               for batch in iter_batches(paths, "responses", ["phase_kind"]))
 
 
 def _columns(table: pa.Table) -> dict[str, Any]:

@@ -57,3 +57,14 @@ def test_no_divergence_on_either_side_is_not_shown_lower() -> None:
     assert result.verdict == NOT_SHOWN and result.difference == 0
     assert result.p_lower == 1.0 and result.p_two_sided == 1.0
     assert math.isclose(-result.lower_95, result.upper_95)
+
+
+def test_fisher_at_large_n_agrees_with_integer_weights() -> None:
+    k_a, n_a, k_b, n_b = 30, 5000, 10, 5000
+    total = k_a + k_b
+    weights = {x: math.comb(n_b, x) * math.comb(n_a, total - x) for x in range(total + 1)}
+    whole = sum(weights.values())
+    lower = sum(w for x, w in weights.items() if x <= k_b) / whole
+    two_sided = sum(w for w in weights.values() if w <= weights[k_b]) / whole
+    assert fisher(k_a, n_a, k_b, n_b) == pytest.approx((lower, two_sided), rel=1e-9)
+    assert compare_rates(k_a, n_a, k_b, n_b).verdict == LOWER
