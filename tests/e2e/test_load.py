@@ -1,0 +1,69 @@
+"""A load point end to end (study load_point): the reference engine in Docker, real pacing, real rows."""
+
+from __future__ import annotations
+
+import json
+import statistics
+from collections import Counter
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+
+from tests.conftest import orchestrator
+
+pytestmark = pytest.mark.docker
+
+WINDOW = 24  # conf/protocol/load.yaml: 3 windows of 24, every 4th a probe, a warm-up of 4
+
+
+@pytest.fixture(scope="module")
+def load_run(tmp_path_factory: pytest.TempPathFactory, docker_client) -> Path:  # type: ignore[no-untyped-def]
+    run_dir = tmp_path_factory.mktemp("load") / "run"
+    result = orchestrator("run", "study=load_point", f"hydra.run.dir={run_dir}")
+    assert result.returncode == 0, result.stderr[-3000:]
+    return run_dir
+
+
+def test_every_request_of_the_load_point_has_one_row_with_its_role(load_run: Path) -> None:
+    rows = pq.read_table(load_run / "data" / "responses").to_pylist()
+    meta = json.loads((load_run / "run.json").read_text())
+    for arm in ("baseline", "wide_batch"):
+        mine = [r for r in rows if r["arm"] == arm]
+        assert len(mine) == meta["expected_requests_per_arm"] == 1 + 4 + 3 * WINDOW
+        assert Counter(r["role"] for r in mine) == {"cold": 1, "warmup": 4, "measured": 3 * WINDOW // 4,
+                                                    "background": 3 * WINDOW * 3 // 4}
+        assert len({r["request_id"] for r in mine}) == len(mine)
+        load = [r for r in mine if r["phase_kind"] == "load" and r["role"] != "warmup"]
+        assert Counter(r["batch_id"] for r in load) == {0: WINDOW, 1: WINDOW, 2: WINDOW}
+        assert all(r["error"] is None and r["http_status"] == 200 for r in mine)
+        assert {r["load_point"] for r in load} == {"poisson 8/s, at most 16 at once"}
+        assert {r["offered_rate_per_s"] for r in load} == {8.0}
+        for r in load:  # the record holds the pacing error and the answer's times
+            assert r["scheduled_ns"] <= r["send_ns"] <= r["first_byte_ns"] <= r["recv_ns"]
+            if r["streamed"]:
+                assert r["first_token_ns"] is not None and r["first_token_ns"] >= r["first_byte_ns"]
+                assert len(r["inter_token_ns"]) == max(r["completion_tokens"] - 1, 0)
+            else:
+                assert r["first_token_ns"] is None  # not observable, never 0
+
+
+def test_sends_keep_to_the_schedule(load_run: Path) -> None:
+    rows = pq.read_table(load_run / "data" / "responses").to_pylist()
+    load = [r for r in rows if r["phase_kind"] == "load" and r["role"] in ("measured", "background")]
+    lateness_ms = [(r["send_ns"] - r["scheduled_ns"]) / 1e6 for r in load]
+    assert statistics.median(lateness_ms) < 5, sorted(lateness_ms)[-10:]
+    for arm in ("baseline", "wide_batch"):
+        for window in range(3):
+            mine = sorted((r for r in load if r["arm"] == arm and r["batch_id"] == window), key=lambda r: r["repeat"])
+            sent = (mine[-1]["send_ns"] - mine[0]["send_ns"]) / 1e9
+            meant = (mine[-1]["scheduled_ns"] - mine[0]["scheduled_ns"]) / 1e9
+            assert sent == pytest.approx(meant, rel=0.05)  # the achieved rate is the schedule's
+
+
+def test_probes_form_the_cells_and_the_background_none(load_run: Path) -> None:
+    report = json.loads((load_run / "report.json").read_text())
+    cells = [c for c in report["cells"] if c["phase"] == "load"]
+    assert {(c["arm"], c["prompt_id"]) for c in cells} == {(a, p) for a in ("baseline", "wide_batch")
+                                                            for p in ("capital", "count")}
+    assert all(c["n"] == 9 for c in cells), cells
