@@ -7,7 +7,15 @@ from __future__ import annotations
 from typing import Any
 
 from orchestrator.analysis.cost import stays_correct
-from orchestrator.analysis.cost_results import CoResidents, CostRatio, CostReport, Metric, PhaseCost, StartsSummary
+from orchestrator.analysis.cost_results import (
+    CoResidents,
+    CostRatio,
+    CostReport,
+    Metric,
+    PhaseCost,
+    RateComparison,
+    StartsSummary,
+)
 from orchestrator.analysis.results import Cell
 from orchestrator.config.noise_floor import copy_name
 from orchestrator.report import svg
@@ -69,7 +77,20 @@ def _co_residents(found: list[CoResidents]) -> str:
     return f", each alongside {least}-{most} other requests ({sources})"
 
 
-def correct_line(cells: list[Cell], arm: str, phases: list[PhaseCost], co: list[CoResidents]) -> str:
+def _against(rates: list[RateComparison], arm: str, phase: str) -> str:
+    """The arm's divergence rate against the other arm of its pair at this phase: pooled over the prompts where
+    there are several, else the one cell."""
+    mine = [r for r in rates if r.arm_b == arm and r.phase == phase]
+    rate = next((r for r in mine if r.prompt_id == "*"), mine[0] if len(mine) == 1 else None)
+    if rate is None:
+        return ""
+    kind = "the A/A" if arm == copy_name(rate.arm_a) else rate.arm_a
+    return (f"; against {kind}: {rate.verdict} ({rate.difference:+.3f}, {rate.lower_95:+.3f} to "
+            f"{rate.upper_95:+.3f}, Fisher p = {rate.p_two_sided:.2g})")
+
+
+def correct_line(cells: list[Cell], arm: str, phases: list[PhaseCost], co: list[CoResidents],
+                 rates: list[RateComparison] | None = None) -> str:
     def bound(k: int, n: int, low: float, high: float) -> str:
         return f"at most {pct(high)}" if k == 0 else f"rate {pct(low)}-{pct(high)} at 95 %"
 
@@ -83,7 +104,8 @@ def correct_line(cells: list[Cell], arm: str, phases: list[PhaseCost], co: list[
         k, n, low, high, _ = stays_correct(cells, arm, phase.phase)
         where = phase.load_point or phase.phase
         mine = [c for c in co if c.arm == arm and c.phase == phase.phase]
-        parts.append(f"{k} of {n} probes diverged ({bound(k, n, low, high)}) at {where}{_co_residents(mine)}")
+        parts.append(f"{k} of {n} probes diverged ({bound(k, n, low, high)}) at {where}{_co_residents(mine)}"
+                     + _against(rates or [], arm, phase.phase))
     return "Stays correct: " + "; ".join(parts)
 
 
@@ -125,7 +147,7 @@ def opening(cost: CostReport | None, cells: list[Cell], arms: list[str]) -> list
     for arm in dict.fromkeys([*arms, *starts]):
         phases = [c for c in cost.phases if c.arm == arm]
         out += [f"- **{arm}**", f"  - {starts_line(starts.get(arm))}",
-                f"  - {correct_line(cells, arm, phases, cost.co_residents)}",
+                f"  - {correct_line(cells, arm, phases, cost.co_residents, cost.rates)}",
                 f"  - {costs_line(arm, phases, cost.ratios)}"]
     return [*out, ""]
 

@@ -40,6 +40,7 @@ def test_the_page_opens_with_starts_correctness_and_cost_per_arm(tmp_path: Path)
     assert lines[5] == "- Starts: 1 of 1 (one start: `study.starts: N` measures the failure rate); time to ready 5.0 s"
     assert lines[6].startswith("- Stays correct: 2 of 6 probes diverged (rate 4.3 %-78 % at 95 %) at poisson 8/s, "
                                "co-residents not observable")
+    assert lines[6].endswith("; against base: not shown lower (+0.333, -0.123 to +0.700, Fisher p = 0.45)")
     assert "; against base: throughput ×0.91 [" in lines[7] and "latency ×2.00 [1.59, 2.51]" in lines[7]
     assert paths.report_md.read_text().index("## Per arm") < paths.report_md.read_text().index("## Verdict")
 
