@@ -12,7 +12,7 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf, open_dict
 
-from orchestrator.config import noise_floor, schema
+from orchestrator.config import noise_floor, prompt_length, schema
 from orchestrator.config.catalog import line
 from orchestrator.config.locations import CONF_DIR as CONF_DIR  # re-exported: their home is locations.py
 from orchestrator.config.locations import PROJECT_ROOT as PROJECT_ROOT
@@ -313,6 +313,8 @@ def resolve_prompts(prompt_set: schema.PromptSetConfig, config_dirs: list[str] |
                 problems.append(f"prompt '{prompt_id}': cannot repeat an empty text")
                 continue
             text = (text * (prompt.repeat_to_chars // len(text) + 1))[: prompt.repeat_to_chars]
+        if prompt.length_tokens and text:  # run/prompt_length.py sends the first length_tokens of it
+            text = prompt_length.source_text(text, prompt.length_tokens)
         texts[prompt_id] = text
     if problems:
         raise ConfigError(problems)

@@ -164,6 +164,8 @@ class PromptConfig:
     file: str | None = None  # relative to conf/prompts/, or absolute
     encoding: str = "utf-8"  # of `file` (any name Python's codecs know, e.g. latin-1, utf-16)
     repeat_to_chars: int | None = None  # repeat the text to this length (budget studies)
+    # exactly this many tokens under each arm's tokenizer: the text's first N, sent as ids (run/prompt_length.py)
+    length_tokens: int | None = None
     expect: ExpectConfig = field(default_factory=ExpectConfig)
 
 

@@ -105,6 +105,8 @@ def _ranges(config: Config) -> Iterator[tuple[str, Any, str, bool]]:
         yield check(f"prompts.prompts.{prompt_id}.expect.min_share", prompt.expect.min_share, RATE)
         if prompt.repeat_to_chars is not None:
             yield check(f"prompts.prompts.{prompt_id}.repeat_to_chars", prompt.repeat_to_chars, AT_LEAST_ONE)
+        if prompt.length_tokens is not None:
+            yield check(f"prompts.prompts.{prompt_id}.length_tokens", prompt.length_tokens, AT_LEAST_ONE)
 
 
 def _names(config: Config) -> list[str]:

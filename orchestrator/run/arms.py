@@ -35,7 +35,7 @@ from orchestrator.guard.fingerprint import arm_cell, log_facts, matrix_key, prob
 from orchestrator.guard.model_revision import model_identity
 from orchestrator.interrupts import run_async
 from orchestrator.record.paths import RunPaths
-from orchestrator.run import exits, hosts, placement, protocol, starts
+from orchestrator.run import exits, hosts, placement, prompt_length, protocol, starts
 from orchestrator.run.client import CompletionClient, wait_ready
 from orchestrator.run.prefetch import Prefetch
 from orchestrator.run.progress import Progress
@@ -358,6 +358,8 @@ class StudyRunner:
             model = engine.model_field(arm.served_model_name)
             if proto.request.prompt_as is PromptAs.token_ids:
                 sent = await protocol.token_ids(client, model, self._prompts, engine)
+            if wanted := prompt_length.lengths(self.config.prompts):  # exactly N tokens (docs/onset.md)
+                sent = await prompt_length.exact(client, model, sent, wanted, engine, name)
             extra = dict(launch.resolved.request_extra)
             stop = None if proto.stop_after_divergences is None else StopRule(proto.stop_after_divergences)
             if launch.start:

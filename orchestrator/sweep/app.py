@@ -110,6 +110,10 @@ def run_with_hydra(argv: list[str]) -> Outcome:
             from orchestrator.sweep.callback import check_parallel_gpus
 
             check_parallel_gpus(last, jobs(overrides, dirs))
+            from orchestrator.sweep import onset_run
+
+            if onset_run.is_onset(last):  # axis, target and `per` checked before any job (docs/onset.md)
+                onset_run.check(last, overrides, len(jobs(overrides, dirs)), dirs)
             overrides += launcher_overrides(last)
     PRECHECK_S["seconds"] = time.perf_counter() - started
     import hydra
@@ -125,18 +129,20 @@ def run_with_hydra(argv: list[str]) -> Outcome:
         status["code"] = worst(status["code"], code)
         return code  # a launcher running jobs elsewhere (submitit) brings it back: sweep/slurm.py
 
+    from orchestrator.sweep import onset_run
     from orchestrator.sweep.callback import SweepCompare
     from orchestrator.sweep.slurm import Outcomes
 
     saved = sys.argv
     sys.argv = ["orchestrator", *flags, *overrides, *overrides_for(dirs)]
     SweepCompare.outcome = Outcome()
+    onset_run.Answer.outcome = Outcome()
     Outcomes.reset()
     try:
         task()
     finally:
         sys.argv = saved
-    return Outcome(statuses=(status["code"],)) + Outcomes.outcome + SweepCompare.outcome
+    return Outcome(statuses=(status["code"],)) + Outcomes.outcome + SweepCompare.outcome + onset_run.Answer.outcome
 
 
 def run_composed(composed: Any, typed: Config, checked: Refusals) -> Outcome:

@@ -67,8 +67,11 @@ class SweepCompare(Callback):
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
         from orchestrator.errors import OrchestratorError
+        from orchestrator.sweep.onset_run import is_onset
         from orchestrator.sweep.slurm import Outcomes
 
+        if is_onset(config):  # the onset sweeper wrote its own report (sweep/onset_run.py)
+            return
         sweep_dir = Path(config.hydra.sweep.dir)
         try:
             summary = summarize(sweep_dir, Outcomes.failed)

@@ -1,0 +1,153 @@
+"""An onset search's report.md and report.html (docs/onset.md): per configuration the answer, the rate
+against the axis with its bounds per point, the posterior over the onset, every job's run dir linked, and
+where each first divergence lies against a declared budget. Made from onset.json's content alone."""
+
+from __future__ import annotations
+
+import html
+import math
+from pathlib import Path
+from typing import Any
+
+from orchestrator.analysis.stats import divergence_bound
+from orchestrator.report.html import STYLE, markdown_to_html
+
+W, H, PAD = 960, 240, 50
+
+
+def write_reports(sweep_dir: Path, state: dict[str, Any]) -> None:
+    md = markdown(state)
+    (sweep_dir / "report.md").write_text(md)
+    charts = [chart for c in state["configurations"] for chart in charts_of(state, c)]
+    page = (f"<!doctype html><html lang='en'><head><meta charset='utf-8'><title>onset: "
+            f"{html.escape(state['settings']['axis']['key'])}</title><style>{STYLE}</style></head><body>\n"
+            + "\n".join(markdown_to_html(md)) + "\n<h2>Pictures</h2>\n" + "\n".join(charts) + "\n</body></html>\n")
+    (sweep_dir / "report.html").write_text(page)
+
+
+def markdown(state: dict[str, Any]) -> str:
+    s = state["settings"]
+    axis, target = s["axis"], s["target"]
+    cells = "/".join(target.get(k) or "*" for k in ("arm", "prompt", "phase"))
+    out = [f"# Onset of {target['outcome']} along {axis['key']}", "",
+           f"Axis {axis['key']} in [{_num(axis['low'])}, {_num(axis['high'])}] ({axis['type']}, {axis['scale']}, "
+           f"{len(state['grid'])} grid points); target cells {cells}; width wanted "
+           f"{_num(s['width']) if s['width'] is not None else 'one grid step'} at {s['confidence']:.0%}; "
+           f"budget {s['max_jobs']} jobs" + (f", {s['max_requests']} requests" if s["max_requests"] else "")
+           + " per configuration.", ""]
+    results = [(c, c.get("result") or {}) for c in state["configurations"]]
+    if len(results) > 1:  # "is the threshold shared by every configuration?"
+        out += ["## Side by side", "", "| configuration | answer | interval | jobs | requests |",
+                "|---|---|---|---|---|"]
+        out += [f"| {' '.join(c['per']) or '(as given)'} | {r.get('outcome', '-')} | {_interval(r)} | "
+                f"{len(c['jobs'])} | {sum(j['requests'] for j in c['jobs'])} |" for c, r in results]
+        out.append("")
+    for c, r in results:
+        out += section(state, c, r)
+    return "\n".join(out) + "\n"
+
+
+def section(state: dict[str, Any], c: dict[str, Any], r: dict[str, Any]) -> list[str]:
+    budget = state["settings"].get("budget_tokens")
+    out = [f"## {' '.join(c['per']) or 'Onset'}", "", f"**{r.get('line', 'no answer yet')}**", ""]
+    if r.get("stop"):
+        out += [f"Stopped: {r['stop']}.", ""]
+    if isl := r.get("islands"):
+        shape = " -> ".join("-" if x is None else f"{x:.2f}" for x in isl["rates"])
+        out += [f"Two change points against one: Bayes factor {isl['bayes_factor']:.3g}; rates along the axis "
+                f"{shape}{' (an island)' if isl['island'] else ''}.", ""]
+    out += ["| job | value | k / n | rate (95 %) | prompt tokens | first divergence (absolute) | status | run dir |",
+            "|---|---|---|---|---|---|---|---|"]
+    for j in sorted(c["jobs"], key=lambda j: (j["value"], j["job"])):
+        rate = "-" if not j["n"] else f"{j['k'] / j['n']:.2f} ({_bounds(j['k'], j['n'])})"
+        counted = "-" if j["k"] is None else f"{j['k']} / {j['n']}"
+        out.append(f"| {j['job']} | {_num(j['value'])} | {counted} | "
+                   f"{rate} | {j['prompt_tokens'] if j['prompt_tokens'] is not None else '-'} | "
+                   f"{placed(j, budget)} | {j['status']} | [{j['dir']}]({j['dir']}/report.md) |")
+    post = r.get("posterior") or []
+    if post:
+        out += ["", "Posterior over the onset (the first grid point above it), most probable places:", ""]
+        grid = state["grid"]
+        top = sorted(range(len(post)), key=lambda i: -post[i])[:5]
+        out += [f"- {_place(grid, i)}: {post[i]:.3f}" for i in sorted(top) if post[i] > 0.001]
+    return [*out, ""]
+
+
+def placed(job: dict[str, Any], budget: int | None) -> str:
+    """The first divergence at its absolute position (prompt tokens + generated index), against the budget:
+    whether the prompt crossed it or generation did."""
+    first, prompt = job.get("first_divergent_position"), job.get("prompt_tokens")
+    if first is None:
+        return "-"
+    if prompt is None:
+        return f"generated {first}"
+    absolute = prompt + first
+    if budget is None:
+        return f"{absolute} ({prompt} + {first})"
+    where = ("the prompt crossed the budget" if prompt > budget else "generation crossed the budget"
+             if absolute > budget else "within the budget")
+    return f"{absolute} ({prompt} + {first}; {where} {budget})"
+
+
+def _place(grid: list[float], i: int) -> str:
+    if i == 0:
+        return f"below {_num(grid[0])} (diverges throughout)"
+    if i == len(grid):
+        return f"above {_num(grid[-1])} (no onset in range)"
+    return f"after {_num(grid[i - 1])}, at {_num(grid[i])}"
+
+
+def _interval(r: dict[str, Any]) -> str:
+    iv = r.get("interval")
+    if not iv:
+        return "-"
+    a, b = iv
+    return f"[{'-' if a is None else _num(a)}, {'-' if b is None else _num(b)}] ({r['mass']:.0%})"
+
+
+def _bounds(k: int, n: int) -> str:
+    lower, upper = divergence_bound(k, n)
+    return f"{lower:.2f}-{upper:.2f}"
+
+
+def _num(x: float | None) -> str:
+    return "-" if x is None else (str(int(x)) if float(x).is_integer() else f"{x:.6g}")
+
+
+def charts_of(state: dict[str, Any], c: dict[str, Any]) -> list[str]:
+    """Rate against the axis (each point with its 95 % bounds) and the posterior over the onset, on one
+    x scale (log where the axis is)."""
+    grid, axis = state["grid"], state["settings"]["axis"]
+    log = axis["scale"] == "log"
+    lo, hi = (math.log(grid[0]), math.log(grid[-1])) if log else (grid[0], grid[-1])
+
+    def x(v: float) -> float:
+        return PAD + (W - 2 * PAD) * (((math.log(v) if log else v) - lo) / ((hi - lo) or 1))
+
+    def y(p: float) -> float:
+        return H - PAD + (2 * PAD - H) * p
+
+    name = " ".join(c["per"]) or axis["key"]
+    marks = [f'<line x1="{PAD}" y1="{y(0)}" x2="{W - PAD}" y2="{y(0)}" stroke="currentColor"/>',
+             f'<text x="{PAD}" y="{H - 15}">{_num(grid[0])}</text>',
+             f'<text x="{W - PAD}" y="{H - 15}" text-anchor="end">{_num(grid[-1])}</text>',
+             f'<text x="{W / 2}" y="{H - 15}" text-anchor="middle">{html.escape(axis["key"])}</text>']
+    for j in c["jobs"]:
+        if not j["n"]:
+            continue
+        lower, upper = divergence_bound(j["k"], j["n"])
+        px = x(j["value"])
+        marks.append(f'<line x1="{px:.1f}" y1="{y(lower):.1f}" x2="{px:.1f}" y2="{y(upper):.1f}" '
+                     f'stroke="currentColor" opacity="0.5"/><circle cx="{px:.1f}" cy="{y(j["k"] / j["n"]):.1f}" '
+                     f'r="4"><title>{_num(j["value"])}: {j["k"]}/{j["n"]} ({lower:.2f}-{upper:.2f})</title></circle>')
+    post = (c.get("result") or {}).get("posterior") or []
+    inner = post[1:len(grid)]  # tau in 1..m-1: between grid points i-1 and i, drawn at point i
+    if inner and max(inner) > 0:
+        top = max(inner)
+        path = " ".join(f"{x(grid[i + 1]):.1f},{y(0.9 * p / top):.1f}" for i, p in enumerate(inner))
+        marks.append(f'<polyline points="{path}" fill="none" stroke="var(--accent, #c33)">'
+                     f'<title>posterior over the onset (scaled to its peak, {top:.3f})</title></polyline>')
+    label = f"rate against {axis['key']} with 95 % bounds, and the onset's posterior: {name}"
+    return [f'<figure><svg viewBox="0 0 {W} {H}" width="{W}" height="{H}" role="img" '
+            f'aria-label="{html.escape(label)}" xmlns="http://www.w3.org/2000/svg"><title>{html.escape(label)}'
+            f"</title>{''.join(marks)}</svg><figcaption>{html.escape(label)}</figcaption></figure>"]

@@ -1,0 +1,209 @@
+"""The onset search (hydra/sweeper=onset, docs/onset.md): rounds of jobs along one axis, each job's target
+cells read as k divergent of n, the change-point posterior (analysis/onset.py) after each round, the next
+points where they most reduce its entropy, until the interval is narrow enough, the answer is another
+("no onset in range", "not monotone"), or the budget is spent. One search per configuration of `per`."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from orchestrator.analysis import onset as model
+from orchestrator.sweep.onset_config import OnsetSettings, TargetConf, value_text
+from orchestrator.sweep.onset_state import Configuration, Job, OnsetState
+
+# A launch: (overrides of each job, the first job's number) -> (exit status, run dir) of each job, in order
+Launch = Callable[[list[list[str]], int], list[tuple[int, Path]]]
+
+
+@dataclass
+class Reading:
+    """What one job's run dir says of the target cells."""
+
+    k: int | None
+    n: int | None
+    requests: int
+    prompt_tokens: int | None
+    first_divergent_position: int | None
+    note: str = ""
+
+
+def read_job(run_dir: Path, target: TargetConf, max_tokens: int | None) -> Reading:
+    """The target cells of RUN/report.json pooled: divergent requests of n, or top-1 flips of the (request,
+    position) pairs compared, taken as (n - 1) * max_tokens."""
+    path = run_dir / "report.json"
+    if not path.is_file():
+        return Reading(None, None, 0, None, None, f"no report.json in {run_dir}")
+    report = json.loads(path.read_text())
+    cells = report.get("cells", [])
+    requests = sum(int(c.get("n") or 0) + int(c.get("errors") or 0) for c in cells) + len(report.get("cold") or [])
+    chosen = [c for c in cells if all(want is None or c.get(key) == want for key, want in
+                                      (("arm", target.arm), ("prompt_id", target.prompt), ("phase", target.phase)))]
+    counted = [c for c in chosen if c.get("n") and c.get(target.outcome if target.outcome == "divergent"
+                                                            else "top1_flips") is not None]
+    if not counted:
+        return Reading(None, None, requests, None, None, "no target cell with an answer")
+    if target.outcome == "divergent":
+        k, n = sum(int(c["divergent"]) for c in counted), sum(int(c["n"]) for c in counted)
+    else:
+        trials = sum((int(c["n"]) - 1) * (max_tokens or 1) for c in counted)
+        k, n = min(sum(int(c["top1_flips"]) for c in counted), trials), trials
+    firsts = [c["first_divergent_position"] for c in counted if c.get("first_divergent_position") is not None]
+    return Reading(k, n, requests, _prompt_tokens(run_dir, chosen), min(firsts, default=None))
+
+
+def _prompt_tokens(run_dir: Path, cells: list[dict[str, Any]]) -> int | None:
+    """The server's usage.prompt_tokens of the target cells' requests, their most common value."""
+    data = run_dir / "data" / "responses"
+    if not data.is_dir():
+        return None
+    import pyarrow.dataset as ds
+
+    table = ds.dataset(data, format="parquet").to_table(columns=["arm", "prompt_id", "prompt_tokens"])
+    keys = {(c["arm"], c["prompt_id"]) for c in cells}
+    seen = Counter(t for a, p, t in zip(*(table.column(n).to_pylist() for n in ("arm", "prompt_id", "prompt_tokens")),
+                                        strict=True) if (a, p) in keys and t is not None)
+    return seen.most_common(1)[0][0] if seen else None
+
+
+@dataclass
+class Result:
+    outcome: str  # onset | no onset in range | not monotone | undecided
+    line: str  # the answer in one line
+    interval: tuple[float | None, float | None] | None  # onset after the first, at or before the second
+    mass: float | None
+    width: float | None
+    width_met: bool
+    below: dict[str, Any] | None  # pooled rate of the points below the interval: k, n, lower, upper
+    above: dict[str, Any] | None
+    islands: dict[str, Any] | None
+    posterior: list[float]
+    stop: str = ""  # why the search ended: width, decided, budget (jobs), budget (requests); "" while it runs
+
+
+def summarize(s: OnsetSettings, grid: list[float], jobs: list[Job]) -> Result:
+    m, priors, c = len(grid), priors_of(s), s.confidence
+    obs = observations(jobs)
+    post = model.posterior(m, obs, priors)
+    k_all, n_all = model.counts(m, obs)
+    isl = model.islands(m, obs)
+    islands = None if isl is None else {
+        "bayes_factor": isl.bayes_factor, "rates": list(isl.rates), "island": isl.island,
+        "segments": [[_at(grid, a), _at(grid, b)] for a, b in isl.segments]}
+    pct = f"{c:.0%}".replace("%", " %")
+    base = dict(interval=None, mass=None, width=None, width_met=False, below=None, above=None, islands=islands,
+                posterior=post.tolist())
+    if not obs:
+        return Result("undecided", "no job answered yet", **base)
+    if isl is not None and isl.island and isl.bayes_factor >= s.bayes_factor_islands:
+        shape = " -> ".join("-" if r is None else f"{r:.2f}" for r in isl.rates)
+        return Result("not monotone", f"not monotone: several change points suspected (rates {shape} along the "
+                      f"axis; Bayes factor two change points / one = {isl.bayes_factor:.3g})", **base)
+    every = asdict(model.pooled_rate(k_all, n_all, c))
+    lo_text, hi_text = value_text(s.axis, grid[0]), value_text(s.axis, grid[-1])
+    if post[m] >= c:
+        return Result("no onset in range", f"no onset in [{lo_text}, {hi_text}] at {pct}: divergence at most "
+                      f"{every['upper']:.3g} over {every['n']} requests at {int((n_all > 0).sum())} points",
+                      **{**base, "below": every, "mass": float(post[m])})
+    if post[0] >= c:
+        return Result("no onset in range", f"no onset in [{lo_text}, {hi_text}] at {pct}: it diverges throughout "
+                      f"(rate at least {every['lower']:.3g}); the onset is below {lo_text}",
+                      **{**base, "above": every, "mass": float(post[0])})
+    ci = model.credible_interval(post, c)
+    a = grid[ci.lo - 1] if ci.lo >= 1 else None
+    b = grid[ci.hi] if ci.hi < m else None
+    below = asdict(model.pooled_rate(k_all[:ci.lo], n_all[:ci.lo], c))
+    above = asdict(model.pooled_rate(k_all[ci.hi:], n_all[ci.hi:], c))
+    width = None if a is None or b is None else b - a
+    wanted = s.width if s.width is not None else min(np.diff(grid))
+    fields = {**base, "interval": (a, b), "mass": ci.mass, "width": width, "below": below, "above": above,
+              "width_met": width is not None and width <= wanted + 1e-12}
+    ends = (f"{'below ' + lo_text if a is None else value_text(s.axis, a)}, "
+            f"{'above ' + hi_text if b is None else value_text(s.axis, b)}")
+    rates = f"rate below {_rate(below)}, above {_rate(above)}"
+    if a is None or b is None:
+        return Result("undecided", f"onset in [{ends}] at {pct}, reaching past the range: {rates}",
+                      **fields)
+    return Result("onset", f"onset in [{ends}] at {pct} (after {value_text(s.axis, a)}, by "
+                  f"{value_text(s.axis, b)}): {rates}", **fields)
+
+
+def _rate(r: dict[str, Any]) -> str:
+    if not r["n"]:
+        return "- (no requests)"
+    return f"{r['k']}/{r['n']} ({r['lower']:.2f}-{r['upper']:.2f})"
+
+
+def _at(grid: list[float], index: int) -> float | None:
+    return grid[index] if 0 <= index < len(grid) else None
+
+
+def priors_of(s: OnsetSettings) -> model.Priors:
+    return model.Priors((s.prior_below[0], s.prior_below[1]), (s.prior_above[0], s.prior_above[1]))
+
+
+def observations(jobs: list[Job]) -> list[model.Observation]:
+    return [model.Observation(j.index, j.k, j.n) for j in jobs if j.k is not None and j.n]
+
+
+def stop_reason(s: OnsetSettings, c: Configuration, result: Result) -> str:
+    if result.outcome in ("no onset in range", "not monotone"):
+        return "decided"
+    if result.outcome == "onset" and result.width_met:
+        return "width"
+    if len(c.jobs) >= s.max_jobs:
+        return "budget (jobs)"
+    if s.max_requests is not None and sum(j.requests for j in c.jobs) >= s.max_requests:
+        return "budget (requests)"
+    return ""
+
+
+def next_points(s: OnsetSettings, grid: list[float], c: Configuration) -> list[int]:
+    count = min(s.round_size, s.max_jobs - len(c.jobs))
+    obs = observations(c.jobs)
+    if not obs:
+        tried = {j.index for j in c.jobs}
+        return [i for i in model.spread_points(len(grid), count + len(tried)) if i not in tried][:count]
+    n = int(np.median([o.n for o in obs]))
+    return model.choose_points(len(grid), obs, priors_of(s), n, count)
+
+
+def search(s: OnsetSettings, state: OnsetState, sweep_dir: Path, launch: Launch,
+           after_round: Callable[[OnsetState], None], max_tokens: int | None) -> OnsetState:
+    """Rounds until every configuration is done; each round launches the next points of every configuration
+    not done in one batch (a parallel launcher runs them together)."""
+    grid = state.grid
+    for c in state.configurations:
+        _settle(s, grid, c)
+    after_round(state)
+    while open_ := [c for c in state.configurations if not c.done]:
+        planned = [(c, i) for c in open_ for i in next_points(s, grid, c)]
+        for c in {id(c): c for c in open_}.values():
+            if not any(p is c for p, _ in planned):  # a grid of a few points, every one tried and failed
+                c.done, c.result = True, {**(c.result or {}), "stop": "no point left to try"}
+        if not planned:
+            break
+        batch = [[*state.arguments, *c.per, f"{s.axis.key}={value_text(s.axis, grid[i])}"] for c, i in planned]
+        first = state.next_job
+        for number, ((c, index), (status, run_dir)) in enumerate(zip(planned, launch(batch, first), strict=True)):
+            reading = read_job(run_dir, s.target, max_tokens)
+            where = run_dir.relative_to(sweep_dir) if run_dir.is_relative_to(sweep_dir) else run_dir
+            c.jobs.append(Job(first + number, grid[index], index, str(where), status, reading.k, reading.n,
+                              reading.requests, reading.prompt_tokens, reading.first_divergent_position,
+                              reading.note))
+        for c in open_:
+            _settle(s, grid, c)
+        after_round(state)
+    return state
+
+
+def _settle(s: OnsetSettings, grid: list[float], c: Configuration) -> None:
+    result = summarize(s, grid, c.jobs)
+    result.stop = stop_reason(s, c, result)
+    c.result, c.done = asdict(result), bool(result.stop)

@@ -1,0 +1,111 @@
+"""The onset sweeper's two ends: the check `run -m` makes before any job starts (a bad axis, target or
+`per` is one line, exit 2), and the search as the plugin runs it: onset.json and the report after each
+round, and the answer `run` ends with (docs/onset.md)."""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from omegaconf import DictConfig, OmegaConf
+
+from orchestrator.console import Outcome, answer, failed
+from orchestrator.errors import ConfigError, OrchestratorError
+from orchestrator.sweep.onset_config import (
+    SWEEPER_TARGET,
+    axis_value_problem,
+    grid,
+    per_overrides,
+    problems,
+    settings,
+    target_problems,
+    value_text,
+)
+from orchestrator.sweep.onset_state import OnsetState, resumed, write
+
+if TYPE_CHECKING:
+    from orchestrator.sweep.onset import Launch
+
+
+class Answer:
+    """What the search ended with, for `run` to say after Hydra returns (app.py)."""
+
+    outcome = Outcome()
+
+
+def is_onset(composed: DictConfig) -> bool:
+    return str(OmegaConf.select(composed, "hydra.sweeper._target_", default="")) == SWEEPER_TARGET
+
+
+def check(composed: DictConfig, overrides: list[str], jobs: int, dirs: list[Path]) -> None:
+    """Before any job: the settings, then each configuration composed at both ends of the axis, the axis's
+    value a number there and the target cells in the study. Raises ConfigError (exit 2)."""
+    from orchestrator import config
+
+    s = settings(composed.hydra.sweeper)
+    found = problems(s)
+    if jobs > 1:
+        found.append("the onset sweeper takes no swept overrides (a,b or range()): give each configuration as "
+                     "an entry of hydra.sweeper.per, e.g. hydra.sweeper.per='[\"a=1\",\"a=2\"]'")
+    if found:
+        raise ConfigError(found)
+    key = s.axis.key.lstrip("+~")
+    if any(o.split("=", 1)[0].lstrip("+~") == key for o in overrides):
+        raise ConfigError(f"{key} is both the axis and an override on the command line: drop the override")
+    base = OmegaConf.select(composed, key, default=None)
+    if problem := axis_value_problem(key, base):
+        raise ConfigError(problem)
+    for per in per_overrides(s):
+        for end in (s.axis.low, s.axis.high):
+            assert end is not None
+            at_end = config.compose([*overrides, *per, f"{s.axis.key}={value_text(s.axis, end)}"], dirs)
+            if problem := axis_value_problem(key, OmegaConf.select(at_end, key, default=None)):
+                raise ConfigError(problem)
+            typed = config.to_typed(at_end)
+        phases = list(typed.protocol.phases)
+        if bad := target_problems(s.target, list(typed.arms), list(typed.prompts.prompts), phases):
+            raise ConfigError(bad)
+    task = [o for o in overrides if not o.startswith(("hydra.", "hydra/", "+hydra", "~hydra"))]
+    resumed(Path(composed.hydra.sweep.dir), s, task, grid(s.axis))  # another search's onset.json: refused
+
+
+def run_search(node: dict[str, Any], arguments: list[str], config: DictConfig, launch: Launch) -> OnsetState | None:
+    """The search, as the plugin's `sweep` runs it; what it ends with is kept in Answer (Hydra would turn an
+    exception into a traceback and exit 1)."""
+    from orchestrator.sweep.onset import search
+
+    try:
+        s = settings(node)
+        if found := problems(s):
+            raise ConfigError(found)
+        sweep_dir = Path(config.hydra.sweep.dir)
+        sweep_dir.mkdir(parents=True, exist_ok=True)
+        OmegaConf.save(config, sweep_dir / "multirun.yaml")  # as Hydra's basic sweeper keeps the sweep's config
+        state = resumed(sweep_dir, s, arguments, grid(s.axis))
+        max_tokens = OmegaConf.select(config, "protocol.request.max_tokens", default=None)
+        state = search(s, state, sweep_dir, launch, lambda st: _write(sweep_dir, st), max_tokens)
+    except OrchestratorError as exc:
+        Answer.outcome = failed(exc)
+        return None
+    Answer.outcome = answer(*_lines(state, sweep_dir))
+    return state
+
+
+def _write(sweep_dir: Path, state: OnsetState) -> None:
+    from orchestrator.report.onset import write_reports
+
+    write(sweep_dir, state)
+    write_reports(sweep_dir, asdict(state))
+
+
+def _lines(state: OnsetState, sweep_dir: Path) -> list[str]:
+    out = []
+    for c in state.configurations:
+        result = c.result or {}
+        label = f"[{' '.join(c.per)}] " if c.per else ""
+        stop = f"; stopped: {result['stop']}" if result.get("stop") not in (None, "", "width", "decided") else ""
+        out.append(f"{label}{result.get('line', 'no answer')} ({len(c.jobs)} jobs, "
+                   f"{sum(j.requests for j in c.jobs)} requests{stop})")
+    out.append(f"Report: {sweep_dir / 'report.md'}  onset.json: {sweep_dir / 'onset.json'}")
+    return out

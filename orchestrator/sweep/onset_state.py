@@ -1,0 +1,97 @@
+"""onset.json: an onset search's settings and every job so far, versioned, rewritten after each round so that
+an interrupted search keeps its history; the same hydra.sweep.dir resumes it (docs/onset.md)."""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from orchestrator.errors import ConfigError
+from orchestrator.sweep.onset_config import OnsetSettings
+
+VERSION = 1
+FILE = "onset.json"
+# What a resumed search must share with the recorded one: the same question, asked of the same grid
+SAME_SEARCH = ("axis", "target", "per", "prior_below", "prior_above")
+
+
+@dataclass
+class Job:
+    job: int  # Hydra's job number: its run dir is the sweep dir's subdir of that name
+    value: float  # the axis value it ran at
+    index: int  # its grid index
+    dir: str  # run dir, relative to the sweep dir where it is inside it
+    status: int  # the job's exit status
+    k: int | None = None  # target outcome count (None: the job gave no usable cell)
+    n: int | None = None
+    requests: int = 0  # requests the job sent (every cell's n and errors, and cold requests)
+    prompt_tokens: int | None = None  # the target cells' usage.prompt_tokens (their most common value)
+    first_divergent_position: int | None = None  # generated index of the earliest first divergence
+    note: str = ""
+
+
+@dataclass
+class Configuration:
+    per: list[str]  # this configuration's own overrides
+    jobs: list[Job] = field(default_factory=list)
+    result: dict[str, Any] | None = None  # the latest summary (sweep/onset.py Result)
+    done: bool = False
+
+
+@dataclass
+class OnsetState:
+    settings: dict[str, Any]
+    arguments: list[str]  # the command line's overrides every job shares
+    grid: list[float]
+    configurations: list[Configuration]
+    version: int = VERSION
+
+    @property
+    def next_job(self) -> int:
+        return 1 + max((j.job for c in self.configurations for j in c.jobs), default=-1)
+
+
+def write(sweep_dir: Path, state: OnsetState) -> Path:
+    path = sweep_dir / FILE
+    tmp = path.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps(asdict(state), indent=1, sort_keys=True) + "\n")
+    os.replace(tmp, path)  # never half a file, even when interrupted mid-write
+    return path
+
+
+def read(sweep_dir: Path) -> OnsetState | None:
+    path = sweep_dir / FILE
+    if not path.is_file():
+        return None
+    try:
+        raw = json.loads(path.read_text())
+        if raw.get("version") != VERSION:
+            raise ConfigError(f"{path} is onset.json version {raw.get('version')}, this orchestrator reads "
+                              f"version {VERSION}: give the search another hydra.sweep.dir")
+        configurations = [Configuration(c["per"], [Job(**j) for j in c["jobs"]], c.get("result"), c["done"])
+                          for c in raw["configurations"]]
+        return OnsetState(raw["settings"], raw["arguments"], raw["grid"], configurations, raw["version"])
+    except (ValueError, KeyError, TypeError) as exc:
+        raise ConfigError(f"{path} is not a readable onset.json ({type(exc).__name__}: {exc}): move it away or "
+                          "give the search another hydra.sweep.dir") from exc
+
+
+def resumed(sweep_dir: Path, settings: OnsetSettings, arguments: list[str], grid: list[float]) -> OnsetState:
+    """The recorded search in `sweep_dir`, to continue (budgets and width may change), or a new one."""
+    now = asdict(settings)
+    state = read(sweep_dir)
+    if state is None:
+        return OnsetState(now, arguments, grid, [Configuration(p.split()) for p in settings.per or [""]])
+    differ = [k for k in SAME_SEARCH if state.settings.get(k) != now[k]]
+    if state.arguments != arguments:
+        differ.append("the command line's overrides")
+    if differ:
+        raise ConfigError(f"{sweep_dir / FILE} records another search ({', '.join(differ)} differ): resume it with "
+                          "the same settings, or give this one another hydra.sweep.dir")
+    state.settings = now
+    for c in state.configurations:
+        c.done = False  # a larger budget or a narrower width may take it further
+    return state
