@@ -107,15 +107,16 @@ def summarize(s: OnsetSettings, grid: list[float], jobs: list[Job]) -> Result:
                       f"axis; Bayes factor two change points / one = {isl.bayes_factor:.3g})", **base)
     every = asdict(model.pooled_rate(k_all, n_all, c))
     lo_text, hi_text = value_text(s.axis, grid[0]), value_text(s.axis, grid[-1])
-    if post[m] >= c:
+    # tau = m and tau = 0 both say "one rate throughout": no change in range, told apart by that rate
+    if post[m] + post[0] >= c and post[m] >= post[0]:
         return Result("no onset in range", f"no onset in [{lo_text}, {hi_text}] at {pct}: divergence at most "
                       f"{every['upper']:.3g} over {every['n']} requests at {int((n_all > 0).sum())} points",
-                      **{**base, "below": every, "mass": float(post[m])})
-    if post[0] >= c:
+                      **{**base, "below": every, "mass": float(post[m] + post[0])})
+    if post[m] + post[0] >= c:
         return Result("no onset in range", f"no onset in [{lo_text}, {hi_text}] at {pct}: it diverges throughout "
-                      f"(rate at least {every['lower']:.3g}); the onset is below {lo_text}",
-                      **{**base, "above": every, "mass": float(post[0])})
-    ci = model.credible_interval(post, c)
+                      f"(rate at least {every['lower']:.3g}); any onset is below {lo_text}",
+                      **{**base, "above": every, "mass": float(post[m] + post[0])})
+    ci = snapped(model.credible_interval(post, c), n_all, post)
     a = grid[ci.lo - 1] if ci.lo >= 1 else None
     b = grid[ci.hi] if ci.hi < m else None
     below = asdict(model.pooled_rate(k_all[:ci.lo], n_all[:ci.lo], c))
@@ -132,6 +133,17 @@ def summarize(s: OnsetSettings, grid: list[float], jobs: list[Job]) -> Result:
                       **fields)
     return Result("onset", f"onset in [{ends}] at {pct} (after {value_text(s.axis, a)}, by "
                   f"{value_text(s.axis, b)}): {rates}", **fields)
+
+
+def snapped(ci: model.Interval, n: np.ndarray, post: np.ndarray) -> model.Interval:
+    """The interval widened to the measured points around it: between two measured points the posterior is
+    flat, so a shortest interval would cut that stretch at an arbitrary place. Its ends are then a point
+    measured below the onset and one measured above it."""
+    seen = np.flatnonzero(n)
+    below, above = seen[seen < ci.lo], seen[seen >= ci.hi]
+    lo = int(below[-1]) + 1 if len(below) else 0
+    hi = int(above[0]) if len(above) else len(n)
+    return model.Interval(lo, hi, float(post[lo:hi + 1].sum()))
 
 
 def _rate(r: dict[str, Any]) -> str:
