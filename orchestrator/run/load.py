@@ -11,12 +11,11 @@ lasts). With a rate and a concurrency it sleeps, then waits for a slot (AIPerf's
 waited for shifts the rest of the schedule by that wait, never caught up. `result.timed[i]` is the i-th
 request's Timed (every request has one, also those cut by the grace period or left unsent by the duration).
 
-Pacing: sleep until about 1 ms before the target (the event loop's timers are ms-grained), then yield in a loop
-until it (perf_counter_ns); recorded times are wall-clock ns from one monotonic-to-wall offset taken per
-window. Requests go out on keep-alive HTTP/1.1 connections (h11, warmed as run/release.py warms a batch's),
-their bytes made before the window, handed to the kernel with one `socket.send`; the pool opens a spare
-connection in the background whenever the last idle one is taken, up to the concurrency. A CompletionClient
-with a transport (tests) sends through httpx instead, unstreamed.
+Pacing: sleep until about 1 ms before the target (the loop's timers are ms-grained), then yield until it
+(perf_counter_ns); times are wall-clock ns through one monotonic-to-wall offset per window. Keep-alive HTTP/1.1
+connections (h11, warmed as run/release.py warms a batch's), bytes made before the window, one `socket.send`
+each; a spare connection is opened whenever the last idle one is taken, up to the concurrency. A client with
+a transport (tests) sends through httpx, unstreamed. docs/load.md has the measured limits.
 """
 
 from __future__ import annotations
@@ -38,6 +37,7 @@ SPIN_NS = 1_000_000  # the last stretch before a send is yielded through, not sl
 LEAD_NS = 20_000_000  # the window starts this long after its connections are warm
 SAMPLE_S = 0.1  # running requests on the metrics endpoint, sampled this often during a window
 PREOPEN = 8  # connections opened before a window without a concurrency ceiling
+IDLE_NS = 2_000_000_000  # a connection idle longer is closed, not reused
 
 
 @dataclass(frozen=True)
@@ -103,11 +103,9 @@ async def run_window(base_url: str | CompletionClient, requests: Sequence[Prepar
                      sample: Callable[[], Awaitable[int | None]] | None = None) -> WindowResult:
     """Send a window; `base_url` may be a CompletionClient (its transport, if any, is used). `sample`: the
     server's running requests now (None: it has no such count), read every SAMPLE_S while the window runs."""
-    client = base_url if isinstance(base_url, CompletionClient) else None
-    url = client.base_url if client else str(base_url)
-    clock = _Clock()
-    sender: _Sender = _Pool(url, warm_path, timeout_s, clock) if client is None or client.direct \
-        else _Httpx(client, clock)
+    clock, client = _Clock(), base_url if isinstance(base_url, CompletionClient) else None
+    sender: _Sender = _Httpx(client, clock) if client is not None and not client.direct else \
+        _Pool(client.base_url if client else str(base_url), warm_path, timeout_s, clock)
     window = _Window(sender, clock, concurrency, duration_s, more)
     sampler = asyncio.create_task(_sample(sample, clock)) if sample else None
     try:
@@ -120,10 +118,9 @@ async def run_window(base_url: str | CompletionClient, requests: Sequence[Prepar
                 task.cancel()
             await asyncio.gather(*pending, return_exceptions=True)
     finally:
-        for task in window.tasks:
+        pending_all: list[asyncio.Task[Any]] = [*window.tasks, *([sampler] if sampler else [])]
+        for task in pending_all:
             task.cancel()  # a no-op on those done; the rest when the window itself is cancelled (Ctrl-C)
-        if sampler is not None:
-            sampler.cancel()
         sender.close()
     now = clock.now()
     timed = [t.result() if not t.cancelled() else Timed(None, b"", sender.cut, None, now, None, now)
@@ -145,16 +142,16 @@ async def _sample(sample: Callable[[], Awaitable[int | None]], clock: _Clock) ->
 
 
 class _Sender:
-    cut = "cut"
+    cut = "cut"  # the error of an answer cut by the grace period
 
-    async def prepare(self, requests: Sequence[Prepared], concurrency: int | None) -> None:
-        """Everything that can be made before the window: bytes, connections."""
+    async def prepare(self, requests: Sequence[Prepared], concurrency: int | None) -> None:  # bytes, connections
+        pass
 
     def start(self, request: Prepared, scheduled_ns: int | None) -> asyncio.Task[Timed]:
         raise NotImplementedError
 
-    def close(self) -> None:
-        """Connections left open are closed."""
+    def close(self) -> None:  # connections left open are closed
+        pass
 
 
 class _Window:
@@ -262,6 +259,7 @@ class _Pool(_Sender):
         self.addresses: Sequence[release.Address] | str = ""
         self.payloads: dict[int, tuple[bytes, list[Any]]] = {}  # id(request) -> its bytes, their h11 events
         self.all: list[release.Connection] = []
+        self.used: dict[int, int] = {}  # id(connection) -> when it was warmed or its last answer ended
 
     async def prepare(self, requests: Sequence[Prepared], concurrency: int | None) -> None:
         self.ceiling = concurrency
@@ -292,17 +290,27 @@ class _Pool(_Sender):
             self.opened -= 1
             return
         self.all.append(conn)
+        self.used[id(conn)] = self.clock.now()
         self.idle.append(conn)
 
     def start(self, request: Prepared, scheduled_ns: int | None) -> asyncio.Task[Timed]:
         payload, events = self._payload(request)
-        if not self.idle:
+        conn = self._fresh()
+        if conn is None:
             return asyncio.create_task(self._opening(request, payload, events, scheduled_ns))
-        conn = self.idle.pop()
         unsent, send_ns, error = self._send(conn, payload)
         if not self.idle:
             asyncio.get_running_loop().create_task(self._open())  # a spare for the next request
         return asyncio.create_task(self._read(conn, request, events, unsent, scheduled_ns, send_ns, error))
+
+    def _fresh(self) -> release.Connection | None:
+        """An idle connection used lately: an older one may have been closed by its server (uvicorn: 5 s idle)."""
+        while self.idle:
+            conn = self.idle.pop()
+            if self.clock.now() - self.used[id(conn)] <= IDLE_NS:
+                return conn
+            self._drop(conn)
+        return None
 
     async def _opening(self, request: Prepared, payload: bytes, events: list[Any], scheduled_ns: int | None) -> Timed:
         """No idle connection: one opened on the spot (its send is as late as that takes)."""
@@ -311,7 +319,7 @@ class _Pool(_Sender):
             now = self.clock.now()
             reason = self.addresses if isinstance(self.addresses, str) else "ConnectError: no connection (not sent)"
             return Timed(None, b"", reason, scheduled_ns, now, None, now, False, request.streamed)
-        conn = self.idle.pop()
+        conn = self.idle.pop()  # just opened
         unsent, send_ns, error = self._send(conn, payload)
         return await self._read(conn, request, events, unsent, scheduled_ns, send_ns, error)
 
@@ -377,6 +385,7 @@ class _Pool(_Sender):
     def _reuse(self, conn: release.Connection) -> None:
         if conn.h11.our_state is h11.DONE and conn.h11.their_state is h11.DONE:
             conn.h11.start_next_cycle()
+            self.used[id(conn)] = self.clock.now()
             self.idle.append(conn)
         else:
             self._drop(conn)
