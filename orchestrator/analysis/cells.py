@@ -57,8 +57,11 @@ def responses(sources: RunPaths | list[RunPaths], texts: bool = True, batch_rows
 def _measured(batch: pa.RecordBatch) -> pa.Array:
     """Rows of role `measured` of an arm's first start; a record without roles (schema 1) marks only its cold rows.
     A later start's requests (study.starts, start > 0; a null start is 0) are in no cell: analysis/starts.py."""
-    if not batch.column("role").null_count:  # every row has a role: one kernel, not five
-        measured = pc.equal(batch.column("role"), "measured")
+    roles = batch.column("role")
+    if not roles.null_count:  # every row has a role: one kernel, not five
+        measured = pc.equal(roles, "measured")
+    elif roles.null_count == len(roles):  # schema 1: no row has one
+        measured = pc.invert(pc.fill_null(batch.column("cold"), False))
     else:
         measured = pc.if_else(pc.is_null(batch.column("role")), pc.invert(pc.fill_null(batch.column("cold"), False)),
                               pc.equal(batch.column("role"), "measured"))

@@ -202,6 +202,8 @@ def _floats(values: np.ndarray) -> list[float | None]:
 
 
 def _max(values: np.ndarray) -> float | None:
+    if values.size and not np.isnan(values).any():  # the usual case: no masked copies
+        return float(values.max())
     return None if values.size == 0 or np.all(np.isnan(values)) else float(np.nanmax(values))
 
 

@@ -116,7 +116,7 @@ class Explorer:
             self.modal[key] = (group, kind, warm.num_rows)
             return
         rows_batch = warm.column("batch_id").to_numpy()
-        ascending = bool((rows_batch[1:] >= rows_batch[:-1]).all())  # as written: a subset needs no sort either
+        ascending, unique = _order(rows_batch)  # as written: a subset needs no sort (nor a count) either
         if kind == "concurrent":
             row_sizes = batch_sizes[np.searchsorted(batch_ids, rows_batch)]
             span = int(row_sizes.max()) + 1
@@ -139,7 +139,7 @@ class Explorer:
             if kind == "concurrent" else None
         groups = []
         for code, rows in zip(shown, members, strict=True):
-            own = _distinct(rows_batch[rows], ascending)[0]
+            own = rows_batch[rows] if unique else _distinct(rows_batch[rows], ascending)[0]
             ids = [next(listed) for _ in range(min(len(rows), MAX_IDS))]
             sizes = batch_sizes[np.searchsorted(batch_ids, own)] if kind == "concurrent" else \
                 np.ones(len(own), np.int64)
@@ -231,8 +231,17 @@ def _batch_sizes(kind: str, batch_ids: pa.ChunkedArray) -> tuple[np.ndarray, np.
     """The batch ids sent (ascending; a null id reads as 0) and the requests sent in each; a sequential request is
     a batch of one."""
     values = (pc.fill_null(batch_ids, 0) if batch_ids.null_count else batch_ids).to_numpy()
-    ids, counts = _distinct(values, bool((values[1:] >= values[:-1]).all()))
+    ascending, unique = _order(values)
+    if unique:  # a batch of one each, as sequential requests are sent
+        return values, np.ones(len(values), np.int64)
+    ids, counts = _distinct(values, ascending)
     return ids, counts if kind == "concurrent" else np.ones(len(ids), np.int64)
+
+
+def _order(values: np.ndarray) -> tuple[bool, bool]:
+    """Whether the values are ascending, and strictly so (each one once)."""
+    step = np.diff(values)
+    return bool((step >= 0).all()), bool((step > 0).all())
 
 
 def _distinct(values: np.ndarray, ascending: bool = False) -> tuple[np.ndarray, np.ndarray]:
