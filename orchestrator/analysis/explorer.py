@@ -101,7 +101,9 @@ class Explorer:
         if signed.column == "sig_text":
             self.on_text.add(key)
         kind = str(warm.column("phase_kind")[0].as_py() or "")
-        batch_ids, batch_sizes = _batch_sizes(kind, sent.column("batch_id"))
+        column = sent.column("batch_id")
+        sent_ids = None if column.null_count else as_array(column).to_numpy(zero_copy_only=False)
+        batch_ids, batch_sizes = _batch_sizes(kind, column, sent_ids)
         per_sig_sizes = self.sizes.setdefault((arm, prompt_id), {})
         per_sig_seen = self.seen.setdefault((arm, prompt_id), {})
         names, codes, counts, modal = signed.names, signed.codes, signed.counts, signed.modal
@@ -115,8 +117,10 @@ class Explorer:
                 group.together = _together(warm)
             self.modal[key] = (group, kind, warm.num_rows)
             return
-        rows_batch = warm.column("batch_id").to_numpy()
-        ascending, unique = _order(rows_batch)  # as written: a subset needs no sort (nor a count) either
+        rows_batch = sent_ids if warm is sent and sent_ids is not None else \
+            as_array(warm.column("batch_id")).to_numpy(zero_copy_only=False)
+        # as written: a subset needs no sort (nor a count) either; known already where every row sent is warm
+        ascending, unique = (True, True) if batch_ids is rows_batch else _order(rows_batch)
         if kind == "concurrent":
             row_sizes = batch_sizes[np.searchsorted(batch_ids, rows_batch)]
             span = int(row_sizes.max()) + 1
@@ -227,10 +231,13 @@ def _ids(key: tuple[str, str, str], batch_ids: list[int], repeats: list[int]) ->
     return [f"{key[0]}/{key[1]}/{key[2]}/{b}/{r}" for b, r in zip(batch_ids, repeats, strict=True)]
 
 
-def _batch_sizes(kind: str, batch_ids: pa.ChunkedArray) -> tuple[np.ndarray, np.ndarray]:
+def _batch_sizes(kind: str, batch_ids: pa.ChunkedArray, values: np.ndarray | None = None
+                 ) -> tuple[np.ndarray, np.ndarray]:
     """The batch ids sent (ascending; a null id reads as 0) and the requests sent in each; a sequential request is
-    a batch of one."""
-    values = (pc.fill_null(batch_ids, 0) if batch_ids.null_count else batch_ids).to_numpy()
+    a batch of one. `values`: the ids as numpy where none is null; returned as they are where they ascend, each
+    once."""
+    if values is None:
+        values = as_array(pc.fill_null(batch_ids, 0)).to_numpy(zero_copy_only=False)
     ascending, unique = _order(values)
     if unique:  # a batch of one each, as sequential requests are sent
         return values, np.ones(len(values), np.int64)
