@@ -1,10 +1,10 @@
 """Ctrl-C and SIGTERM for a verb: the first one stops it through the clean-up path (a KeyboardInterrupt);
 more while it cleans up, and once it is done, are noted, not obeyed (the reaper removes what a kill -9
-leaves). SIGINT is taken also when a shell started the process in the background with it ignored."""
+leaves). SIGINT is taken also when a shell started the process in the background with it ignored. asyncio is
+imported where it is used: every verb imports this module, and `run` needs asyncio only once an engine answers."""
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import os
 import signal
@@ -42,6 +42,8 @@ def run_async(main: Coroutine[Any, Any, T]) -> T:
     """asyncio.run, where an interrupt cancels the main task (the event loop's own way out, as asyncio.run does
     for a default SIGINT) and is then raised as KeyboardInterrupt. Raised inside the loop at an arbitrary point,
     it can land in a library's cancel scope (httpx's anyio) and surface as that library's RuntimeError."""
+    import asyncio
+
     interrupted = False
 
     async def guarded() -> T:

@@ -50,8 +50,9 @@ def compose_collecting(overrides: list[str], dirs: list[Path] | None = None) -> 
     """The config composed from the overrides that compose, and one line for each that does not (it does
     not parse, names nothing, or has a wrong type): every command-line problem at once, not only the first
     one Hydra meets. A problem of a config file raises at once (no override to leave out)."""
-    problems = [problem for text in overrides if (problem := _unparsable(text))]
-    kept = [text for text in overrides if not _unparsable(text)]
+    parsed = [(text, _unparsable(text)) for text in overrides]  # each parsed once (a parser is made per call)
+    problems = [problem for _, problem in parsed if problem]
+    kept = [text for text, problem in parsed if not problem]
     while True:
         try:
             return _compose([*kept, *overrides_for(dirs or [])], dirs or []), problems

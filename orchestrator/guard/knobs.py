@@ -113,6 +113,7 @@ def check_knobs(config: Config, runtime: Runtime, run_id: str, arms: Mapping[str
     (config/arms.py `resolve_arms`, made here for a caller that has only the config)."""
     results: dict[str, KnobCheck] = {}
     listings: dict[str, ExecResult] = {}
+    fresh: dict[str, bool] = {}  # listing key -> made by a container in this call, not read from the cache
     for arm, resolved in (resolve_arms(config) if arms is None else arms).items():
         arm_config = resolved.arm
         if resolved.stand_in_image:
@@ -128,15 +129,17 @@ def check_knobs(config: Config, runtime: Runtime, run_id: str, arms: Mapping[str
             image = runtime.resolve_image(arm_config.image, resolved.build)
             key = json.dumps([image.id, command, entrypoint], sort_keys=True)
             if key not in listings:
-                listings[key] = _cached(key) or runtime.run_oneshot(
+                cached = _cached(key)
+                listings[key] = cached or runtime.run_oneshot(
                     image.id, command, run_labels(run_id, arm=arm, purpose="knobs"), entrypoint,
                     arm_config.knobs.timeout_s, env=arm_config.env)
+                fresh[key] = cached is None
         except OrchestratorError as exc:
             results[arm] = KnobCheck(False, reason=f"the knob listing could not run: {exc}")
             continue
         out = listings[key]
         known = _listing(out)
-        if known is not None:
+        if known is not None and fresh.pop(key, False):  # kept once, when it was made (a cached one is there)
             _keep(key, out)
         if known is None:
             results[arm] = _failed_listing(resolved, out)

@@ -10,6 +10,7 @@ interpreter, and a release of a concurrent batch must not wait for one."""
 from __future__ import annotations
 
 import importlib
+import sys
 import threading
 
 MODULES = ("httpx", "orchestrator.run.release", "orchestrator.record.tables", "pyarrow.compute",
@@ -33,6 +34,7 @@ class Prefetch:
 
 def _load() -> None:
     try:
+        _import_httpx()
         for name in MODULES:
             importlib.import_module(name)
     except ImportError:
@@ -40,3 +42,17 @@ def _load() -> None:
     import pyarrow
 
     pyarrow.array([0])  # pyarrow's pandas shim: its import, once
+
+
+def _import_httpx() -> None:
+    """httpx without its command-line client, which its import also imports (click, rich, pygments: about 0.1 s
+    of CPU while the first engine starts, in a run that never calls it): its `httpx.main` is then a stub that
+    says so."""
+    if "httpx" in sys.modules:
+        return
+    sys.modules["httpx._main"] = None  # type: ignore[assignment]  # httpx's `from ._main import main` fails
+    try:
+        import httpx  # noqa: F401
+    finally:
+        if sys.modules.get("httpx._main", 0) is None:
+            del sys.modules["httpx._main"]

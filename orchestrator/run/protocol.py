@@ -10,13 +10,12 @@ autotuning), sent alone and kept apart from every cell; then `protocol.warmup_re
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 import json
 import math
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from orchestrator.analysis.stats import repeats_for_bound
 from orchestrator.config.schema import Endpoint, PhaseConfig, PhaseKind, ProtocolConfig
@@ -24,6 +23,9 @@ from orchestrator.engines import EngineProfile, profile_for
 from orchestrator.errors import ConfigError, EngineFailure
 from orchestrator.run import load_schedule
 from orchestrator.run.client import CompletionClient, Exchange, json_bytes
+
+if TYPE_CHECKING:
+    import asyncio
 
 COLD, WARMUP, MEASURED = "cold", "warmup", "measured"
 BACKGROUND = "background"  # a load phase's traffic around its probes: never in a cell
@@ -294,6 +296,8 @@ async def send_group(client: CompletionClient, group: list[Request], metrics_pat
                      warm_path: str = "/health", poll_s: float = 0.005,
                      running_requests: Callable[[str], int | None] | None = None) -> GroupResult:
     """`running_requests`: the arm's engine profile's reading of its metrics (default: the default engine's)."""
+    import asyncio  # here: `run` imports this module for its checks, before anything starts
+
     running_requests = running_requests or profile_for(None).running_requests
     if len(group) == 1:
         return GroupResult([await client.complete(group[0].body, group[0].path)], None, None)
@@ -314,6 +318,8 @@ async def send_group(client: CompletionClient, group: list[Request], metrics_pat
 
 async def _release(client: CompletionClient, group: list[Request], warm_path: str) -> list[asyncio.Task[Exchange]]:
     """Every request of the group on its way; one task per request yields its Exchange."""
+    import asyncio
+
     if client.direct:
         # h11 only here: `run` imports this module before anything starts (its checks), and the release
         # module while the first engine starts (run/prefetch.py), never during a batch

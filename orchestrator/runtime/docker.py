@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import difflib
+import os
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -11,6 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar
 
 from orchestrator.errors import ArmStartError, DockerUnavailable, ImageError, RuntimeFailure
+from orchestrator.runtime.docker_sdk import docker_sdk, link_errors
 from orchestrator.runtime.host import local_gpus, with_owner
 from orchestrator.runtime.memory import cgroup_memory, gpu_memory, stats_memory
 from orchestrator.runtime.spec import (
@@ -35,19 +37,6 @@ P = ParamSpec("P")
 T = TypeVar("T")
 
 
-def _link_errors() -> tuple[type[BaseException], ...]:
-    """What the SDK raises when the Docker host cannot be reached: dockerd gone, or the ssh link dropped."""
-    import requests
-
-    # builtin ConnectionError: broken pipes and resets; not every OSError (a build context's files are not the link)
-    errors: tuple[type[BaseException], ...] = (requests.exceptions.ConnectionError, ConnectionError, EOFError)
-    with contextlib.suppress(ImportError):
-        import paramiko
-
-        errors += (paramiko.SSHException,)
-    return errors
-
-
 def over_link(method: Callable[Concatenate[DockerRuntime, P], T]) -> Callable[Concatenate[DockerRuntime, P], T]:
     """A Docker host that cannot be reached is a RuntimeFailure (the arm fails, exit 4), not a bug."""
     def wrapper(self: DockerRuntime, /, *args: P.args, **kwargs: P.kwargs) -> T:
@@ -55,7 +44,7 @@ def over_link(method: Callable[Concatenate[DockerRuntime, P], T]) -> Callable[Co
             with self._one_call:
                 return method(self, *args, **kwargs)
         except Exception as exc:
-            if isinstance(exc, self._errors.DockerException | RuntimeFailure) or not isinstance(exc, _link_errors()):
+            if isinstance(exc, self._errors.DockerException | RuntimeFailure) or not isinstance(exc, link_errors()):
                 raise
             hint = (" (the ssh link dropped? its watchdog removes the run's containers there)" if self.ssh else "")
             raise RuntimeFailure(f"the Docker host at {self.host} cannot be reached{hint}: "
@@ -67,10 +56,8 @@ class DockerRuntime:
     http_transport: httpx.MockTransport | None = None  # servers are reached over the real loopback network
 
     def __init__(self, docker_host: str | None = None) -> None:
-        import docker
-        import docker.errors
-
-        self._errors = docker.errors
+        sdk = docker_sdk((docker_host or os.environ.get("DOCKER_HOST") or "").startswith("ssh://"))
+        self._errors = sdk.errors
         self.host = docker_host or "local"
         # ssh://: the SDK's paramiko transport; ports through ssh tunnels, and a far-side watchdog.
         self.ssh = SshLink(docker_host) if docker_host and docker_host.startswith("ssh://") else None
@@ -85,8 +72,8 @@ class DockerRuntime:
         self._pids: dict[str, int] = {}  # container id -> its first process, as seen here (memory)
         try:
             self.client: docker.DockerClient = (
-                docker.DockerClient(base_url=docker_host, use_ssh_client=False) if docker_host
-                else docker.from_env())
+                sdk.DockerClient(base_url=docker_host, use_ssh_client=False) if docker_host
+                else sdk.from_env())
             self.client.ping()
         except Exception as exc:
             where = docker_host or "DOCKER_HOST or /var/run/docker.sock"
@@ -278,17 +265,17 @@ class DockerRuntime:
         """SIGTERM, then SIGKILL after `timeout_s`: `docker stop`, without waiting for the daemon's own teardown
         (about half a second per arm), which `remove` does after the logs are read."""
         import requests  # the Docker SDK's transport
+
+        api = self.client.api  # by id: no inspect first
         try:
-            container = self.client.containers.get(handle.id)
-            if container.status in ("running", "restarting", "created"):
-                with contextlib.suppress(self._errors.APIError):  # it exited meanwhile
-                    container.kill(signal="SIGTERM")
-                try:
-                    return int(container.wait(timeout=timeout_s)["StatusCode"])
-                except requests.exceptions.RequestException:  # the transport's timeout: the grace is over
-                    with contextlib.suppress(self._errors.APIError):
-                        container.kill()
-            return int(container.wait(timeout=30)["StatusCode"])
+            with contextlib.suppress(self._errors.APIError):  # not running (it exited), or gone: wait says which
+                api.kill(handle.id, signal="SIGTERM")
+            try:
+                return int(api.wait(handle.id, timeout=timeout_s)["StatusCode"])
+            except requests.exceptions.RequestException:  # the transport's timeout: the grace is over
+                with contextlib.suppress(self._errors.APIError):
+                    api.kill(handle.id)
+            return int(api.wait(handle.id, timeout=30)["StatusCode"])
         except self._errors.NotFound:
             return None
 
