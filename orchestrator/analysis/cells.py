@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 import pyarrow as pa
@@ -71,15 +72,25 @@ def _measured(batch: pa.RecordBatch) -> pa.Array:
     return pc.and_(measured, pc.invert(pc.fill_null(pc.greater(start, 0), False)))
 
 
+class Cut(NamedTuple):
+    """A cell's measured rows, and whether one of them is of a concurrent phase (found once per record batch, not
+    once per cell: analysis/batches.py has batches to check only then)."""
+
+    key: Key
+    rows: pa.Table
+    concurrent: bool
+
+
 def iter_cells(sources: RunPaths | list[RunPaths], batch_rows: int = 4096, cold: list[pa.Table] | None = None,
-               texts: bool = True, footers: dict[Path, pq.FileMetaData] | None = None
-               ) -> Iterator[tuple[Key, pa.Table]]:
+               texts: bool = True, footers: dict[Path, pq.FileMetaData] | None = None) -> Iterator[Cut]:
     """Each cell's measured rows; the cold rows go to `cold`, warm-up rows nowhere; `footers` as `responses`."""
     current: Key | None = None
     buffer: list[pa.Table] = []
     done: set[Key] = set()
+    concurrent = False
     for batch in responses(sources, texts, batch_rows, footers):
         measured = _measured(batch).to_numpy(zero_copy_only=False)
+        kinds = pc.fill_null(pc.equal(batch.column("phase_kind"), "concurrent"), False).to_numpy(zero_copy_only=False)
         if cold is not None and not measured.all():
             at = np.flatnonzero(pc.fill_null(batch.column("cold"), False).to_numpy(zero_copy_only=False))
             cold.append(pa.Table.from_batches([batch.take(at)]))
@@ -90,15 +101,16 @@ def iter_cells(sources: RunPaths | list[RunPaths], batch_rows: int = 4096, cold:
                 continue
             if key != current:
                 if current is not None:
-                    yield current, pa.concat_tables(buffer)
+                    yield Cut(current, pa.concat_tables(buffer), concurrent)
                     done.add(current)
                 if key in done:
                     raise RecordError(f"rows of cell {key} are not contiguous in the responses record; "
                                       "was the folder merged by hand?")
-                current, buffer = key, []
+                current, buffer, concurrent = key, [], False
             buffer.append(pa.Table.from_batches([batch.slice(start, stop - start)]))
+            concurrent = concurrent or bool(kinds[start:stop].any())
     if current is not None:
-        yield current, pa.concat_tables(buffer)
+        yield Cut(current, pa.concat_tables(buffer), concurrent)
 
 
 def _runs(batch: pa.RecordBatch, measured: np.ndarray) -> np.ndarray:

@@ -21,7 +21,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from orchestrator.analysis import batches, explorer, positions, quality
-from orchestrator.analysis.cells import Key, iter_cells, labelled
+from orchestrator.analysis.cells import Cut, Key, iter_cells, labelled
 from orchestrator.analysis.results import (
     BASIS_WORDS,
     SIGNATURE_BASES,
@@ -89,8 +89,8 @@ def compare(sources: RunPaths | list[RunPaths], baseline: str | None = None,
     the explorer's branches per cell; `stop_after_divergences`: the rule the run stopped cells by."""
     acc = _Accumulator(capacities=capacities(sources), explore=explorer.Explorer(branches, near_tie_gap))
     cold, footers = list[pa.Table](), dict[Path, pq.FileMetaData]()
-    for key, table in iter_cells(sources, cold=cold, texts=bool(expectations), footers=footers):
-        _analyse(key, table, acc, (expectations or {}).get(key[1]), near_tie_gap, stop_after_divergences)
+    for cut in iter_cells(sources, cold=cold, texts=bool(expectations), footers=footers):
+        _analyse(cut, acc, (expectations or {}).get(cut.key[1]), near_tie_gap, stop_after_divergences)
     result = acc.result
     result.cold = [_cold_check(row, acc.refs.get((row["arm"], row["prompt_id"], row["phase"])))
                    for table in cold for row in table.to_pylist()]
@@ -105,15 +105,16 @@ def compare(sources: RunPaths | list[RunPaths], baseline: str | None = None,
     return result
 
 
-def _analyse(key: Key, table: pa.Table, acc: _Accumulator, expectation: Any,
-             near_tie_gap: float, stop_after: int | None = None) -> None:
-    arm, prompt_id, phase = key
+def _analyse(cut: Cut, acc: _Accumulator, expectation: Any, near_tie_gap: float, stop_after: int | None = None
+             ) -> None:
+    (arm, prompt_id, phase), key, table = cut.key, cut.key, cut.rows
     ref = _Reference(signatures={}, tokens=None, forced=None, ok=False)
     ok = pc.is_null(errors).to_numpy(zero_copy_only=False) if (errors := table.column("error")).null_count < \
         len(errors) else np.ones(table.num_rows, bool)  # no error: no kernel
     cell = Cell(arm=arm, prompt_id=prompt_id, phase=phase, n=0, errors=int((~ok).sum()), distinct_completions=0,
                 distinct_signatures=None, divergent=None, upper_bound_95=None, lower_bound_95=None)
-    found, keep = batches.check(cell, acc.capacities.get(arm), table.select(batches.COLUMNS))
+    found, keep = batches.check(cell, acc.capacities.get(arm), table.select(batches.COLUMNS)) if cut.concurrent \
+        else ([], np.ones(table.num_rows, bool))  # what check finds without a concurrent row, without its kernels
     acc.result.batches.extend(found)
     warm = table.take(np.nonzero(ok & keep)[0]) if not (ok & keep).all() else table
     cell.n = warm.num_rows
