@@ -56,8 +56,8 @@ def test_an_ssh_host_imported_first_gets_the_sdks_ssh_transport() -> None:
 
 def test_the_prefetch_imports_httpx_without_its_command_line_client() -> None:
     out = _fresh("import sys\nfrom orchestrator.run.prefetch import _import_httpx\n_import_httpx()\n"
-                 "import httpx\nprint(sorted(m for m in ('click', 'rich', 'pygments', 'httpx._main') if m in sys.modules),"
-                 " callable(httpx.main), httpx.Client.__name__)")
+                 "import httpx\nprint(sorted(m for m in ('click', 'rich', 'pygments', 'httpx._main')"
+                 " if m in sys.modules), callable(httpx.main), httpx.Client.__name__)")
     assert out == "[] True Client"
 
 
@@ -65,3 +65,30 @@ def test_the_checks_import_no_asyncio_and_no_paramiko() -> None:
     out = _fresh("import sys\nimport orchestrator.cli, orchestrator.run.check, orchestrator.sweep.app\n"
                  "print(sorted(m for m in ('asyncio', 'paramiko', 'httpx') if m in sys.modules))")
     assert out == "[]"
+
+
+def test_the_command_lines_prefetch_keeps_pandas_out_and_pyarrow_still_reaches_it_later() -> None:
+    out = _fresh("import sys\nfrom orchestrator.run import prefetch\nprefetch.no_pandas_objects()\nprefetch._load()\n"
+                 "print('pandas' in sys.modules)\nimport pyarrow\n"
+                 "print(type(pyarrow.table({'a': [1]}).to_pandas()).__name__)")
+    assert out.splitlines() == ["False", "DataFrame"]
+    assert _fresh("import sys\nfrom orchestrator.run import prefetch\nprefetch._load()\n"
+                  "print('pandas' in sys.modules)") == "True"  # a library user's process: pyarrow as it is
+
+
+def test_pandas_is_absent_only_for_the_thread_that_asked() -> None:
+    import threading
+
+    from orchestrator.run.prefetch import _NoPandas
+
+    finder, seen = _NoPandas(), []
+    thread = threading.Thread(target=lambda: seen.append(finder.find_spec("pandas", None)))
+    thread.start()
+    thread.join()
+    assert seen == [None] and finder.find_spec("numpy", None) is None
+    try:
+        finder.find_spec("pandas.core", None)
+    except ModuleNotFoundError as exc:
+        assert exc.name == "pandas.core"
+    else:
+        raise AssertionError("pandas was found in the thread that made the finder")
