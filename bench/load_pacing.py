@@ -28,6 +28,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import dataclasses
+import gc
 import json
 import math
 import os
@@ -101,7 +102,7 @@ def measure(run: Run) -> Measures:
     achieved = achieved_rate(run.server_ns)
     if run.arrivals == "constant":
         server = lateness_ms(run.server_ns, constant_schedule(n, run.rate_per_s))
-        if run.tool == "ours" and run.scheduled_ns is not None:
+        if run.tool != "aiperf" and run.scheduled_ns is not None:
             own = [(s - c) / 1e6 for s, c in zip(run.send_ns, run.scheduled_ns, strict=True)]
         else:
             own = lateness_ms(sorted(run.send_ns), constant_schedule(len(run.send_ns), run.rate_per_s))
@@ -147,22 +148,24 @@ class Server:
 
 # --- the tools ------------------------------------------------------------------------------------------------
 
-def run_ours(server: Server, arrivals: str, rate_per_s: float, count: int) -> Run:
+def run_ours(server: Server, arrivals: str, rate_per_s: float, count: int, gc_off: bool = False) -> Run:
     """The load generator in a fresh interpreter (this script's --child mode)."""
+    tool = "ours-gc-off" if gc_off else "ours"
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "timed.json"
-        argv = [sys.executable, __file__, "--child", server.url, arrivals, str(rate_per_s), str(count), str(out)]
+        argv = [sys.executable, __file__, "--child", server.url, arrivals, str(rate_per_s), str(count), str(out),
+                "gc-off" if gc_off else "gc-on"]
         done = subprocess.run(argv, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)}, capture_output=True,
                               text=True)
         if done.returncode != 0:
-            return Run("ours", arrivals, rate_per_s, count, server.completions(), [], None, server.connections(),
+            return Run(tool, arrivals, rate_per_s, count, server.completions(), [], None, server.connections(),
                        f"exit {done.returncode}: {done.stderr.strip().splitlines()[-1:]}")
         timed = json.loads(out.read_text())
-    return Run("ours", arrivals, rate_per_s, count, server.completions(), timed["send_ns"], timed["scheduled_ns"],
+    return Run(tool, arrivals, rate_per_s, count, server.completions(), timed["send_ns"], timed["scheduled_ns"],
                server.connections())
 
 
-async def _child(url: str, arrivals: str, rate_per_s: float, count: int, out: Path) -> None:
+async def _child(url: str, arrivals: str, rate_per_s: float, count: int, out: Path, gc_off: bool) -> None:
     from orchestrator.config.schema import Arrivals
     from orchestrator.run.load import Prepared, run_window
     from orchestrator.run.load_schedule import Pace, offsets_s
@@ -170,6 +173,10 @@ async def _child(url: str, arrivals: str, rate_per_s: float, count: int, out: Pa
     offsets = offsets_s(Pace(rate_per_s, None, count, None), Arrivals(arrivals), 1.0, seed=0)
     assert offsets is not None
     body = {"model": MODEL, "prompt": PROMPT, "max_tokens": 2, "temperature": 0.0}
+    if gc_off:  # as AIPerf's services run: what is alive now is never scanned again, and nothing is collected
+        gc.collect()
+        gc.freeze()
+        gc.disable()
     result = await run_window(url, [Prepared("/v1/completions", body, offset) for offset in offsets], grace_s=30)
     bad = [t.error for t in result.timed if t.error]
     if bad:
@@ -198,6 +205,18 @@ def run_aiperf(server: Server, arrivals: str, rate_per_s: float, count: int, aip
 
 # --- the table ------------------------------------------------------------------------------------------------
 
+@dataclasses.dataclass(frozen=True)
+class Round:
+    """Every tool once at one rate, alternated: tool -> its run and measures (None: it failed)."""
+
+    runs: dict[str, tuple[Run, Measures | None]]
+
+    def ratio(self, tool: str) -> float | None:
+        """The tool's server p99 lateness over AIPerf's."""
+        mine, theirs = self.runs[tool][1], self.runs["aiperf"][1]
+        return mine.server_p99_ms / theirs.server_p99_ms if mine and theirs and theirs.server_p99_ms else None
+
+
 def row(run: Run, m: Measures | None, ratio: float | None) -> str:
     if m is None:
         return f"| {run.arrivals} | {run.rate_per_s:g} | {run.tool} | failed: {run.error} |"
@@ -208,24 +227,26 @@ def row(run: Run, m: Measures | None, ratio: float | None) -> str:
 
 
 HEADER = ("| arrivals | target /s | tool | count | achieved /s | error % | server p50 ms | server p99 ms | "
-          "own p50 ms | own p99 ms | connections | p99 ours/AIPerf |\n|" + " --- |" * 12)
+          "own p50 ms | own p99 ms | connections | p99 / AIPerf's |\n|" + " --- |" * 12)
 
 
-def verdicts(pairs: list[tuple[Run, Measures | None, Run, Measures | None]]) -> list[str]:
-    out = []
-    for ours, mo, theirs, mt in pairs:
-        where = f"{ours.arrivals} {ours.rate_per_s:g}/s"
-        if mo is None or mt is None:
-            out.append(f"{where}: not measured ({ours.error or theirs.error})")
-            continue
-        rate_ok = ours.arrivals != "constant" or abs(mo.error_pct) <= 1.0
-        late_ok = mo.server_p99_ms <= mt.server_p99_ms
-        count_ok = mo.count == ours.requested == mt.count
-        out.append(f"{where}: rate within 1 % {'met' if rate_ok else 'NOT met'} ({mo.error_pct:+.2f} %); "
-                   f"p99 lateness <= AIPerf's {'met' if late_ok else 'NOT met'} ({mo.server_p99_ms:.3f} vs "
-                   f"{mt.server_p99_ms:.3f} ms); same count {'met' if count_ok else 'NOT met'} "
-                   f"({mo.count} vs {mt.count} of {ours.requested})")
-    return out
+def rows(round_: Round) -> str:
+    return "\n".join(row(run, m, None if tool == "aiperf" else round_.ratio(tool))
+                     for tool, (run, m) in round_.runs.items())
+
+
+def verdict(round_: Round, tool: str) -> str:
+    (ours, mo), (theirs, mt) = round_.runs[tool], round_.runs["aiperf"]
+    where = f"{tool}, {ours.arrivals} {ours.rate_per_s:g}/s"
+    if mo is None or mt is None:
+        return f"{where}: not measured ({ours.error or theirs.error})"
+    rate_ok = abs(mo.error_pct) <= 1.0  # Poisson: against the rate of its own drawn schedule
+    late_ok = mo.server_p99_ms <= mt.server_p99_ms
+    count_ok = mo.count == ours.requested == mt.count
+    return (f"{where}: rate within 1 % {'met' if rate_ok else 'NOT met'} ({mo.error_pct:+.2f} %); "
+            f"p99 lateness <= AIPerf's {'met' if late_ok else 'NOT met'} ({mo.server_p99_ms:.3f} vs "
+            f"{mt.server_p99_ms:.3f} ms); same count {'met' if count_ok else 'NOT met'} "
+            f"({mo.count} vs {mt.count} of {ours.requested})")
 
 
 def main() -> None:
@@ -235,42 +256,40 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=10.0, help="count = max(500, rate x seconds)")
     parser.add_argument("--repeats", type=int, default=1)
     parser.add_argument("--aiperf", type=Path, default=AIPERF)
+    parser.add_argument("--gc-off", action="store_true",
+                        help="also run ours with the garbage collector frozen and off during the window")
     parser.add_argument("--dump", type=Path, help="write every run's raw times here (JSON), to look into")
     args = parser.parse_args()
     print(f"load before: {os.getloadavg()[0]:.2f} (1 min), {os.cpu_count()} cores", flush=True)
+    tools = ["ours", "aiperf", *(["ours-gc-off"] if args.gc_off else [])]
     server = Server()
-    pairs = []
+    rounds = []
     try:
         for arrivals in args.arrivals.split(","):
             for rate in (float(r) for r in args.rates.split(",")):
                 count = max(500, round(rate * args.seconds))
                 for repeat in range(args.repeats):
                     runs = {}
-                    for tool in (("ours", "aiperf") if repeat % 2 == 0 else ("aiperf", "ours")):
+                    for tool in tools if repeat % 2 == 0 else tools[::-1]:
                         server.reset()
-                        runs[tool] = (run_ours(server, arrivals, rate, count) if tool == "ours"
-                                      else run_aiperf(server, arrivals, rate, count, args.aiperf))
+                        run = (run_aiperf(server, arrivals, rate, count, args.aiperf) if tool == "aiperf"
+                               else run_ours(server, arrivals, rate, count, gc_off=tool == "ours-gc-off"))
+                        runs[tool] = (run, None if run.error or len(run.server_ns) < 2 else measure(run))
                         time.sleep(1.0)  # the tool's processes gone before the next
-                    mo, mt = (None if r.error or len(r.server_ns) < 2 else measure(r)
-                              for r in (runs["ours"], runs["aiperf"]))
-                    pairs.append((runs["ours"], mo, runs["aiperf"], mt))
-                    ratio = mo.server_p99_ms / mt.server_p99_ms if mo and mt and mt.server_p99_ms else None
-                    print(row(runs["ours"], mo, ratio) + "\n" + row(runs["aiperf"], mt, None), flush=True)
+                    rounds.append(Round({tool: runs[tool] for tool in tools}))
+                    print(rows(rounds[-1]), flush=True)
     finally:
         server.close()
     if args.dump:
-        args.dump.write_text(json.dumps([dataclasses.asdict(r) for pair in pairs for r in (pair[0], pair[2])]))
-    print("\n" + HEADER)
-    for ours, mo, theirs, mt in pairs:
-        ratio = mo.server_p99_ms / mt.server_p99_ms if mo and mt and mt.server_p99_ms else None
-        print(row(ours, mo, ratio) + "\n" + row(theirs, mt, None))
-    print("\n" + "\n".join(verdicts(pairs)))
+        args.dump.write_text(json.dumps([dataclasses.asdict(run) for r in rounds for run, _ in r.runs.values()]))
+    print("\n" + HEADER + "\n" + "\n".join(rows(r) for r in rounds) + "\n")
+    print("\n".join(verdict(r, tool) for r in rounds for tool in tools if tool != "aiperf"))
     print(f"load after: {os.getloadavg()[0]:.2f} (1 min)")
 
 
 if __name__ == "__main__":
     if sys.argv[1:2] == ["--child"]:
-        url, arrivals, rate, count, out = sys.argv[2:7]
-        asyncio.run(_child(url, arrivals, float(rate), int(count), Path(out)))
+        url, arrivals, rate, count, out, gc_off = sys.argv[2:8]
+        asyncio.run(_child(url, arrivals, float(rate), int(count), Path(out), gc_off == "gc-off"))
     else:
         main()
