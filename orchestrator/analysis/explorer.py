@@ -129,10 +129,11 @@ class Explorer:
         else:  # every request a batch of one
             for name in names:
                 per_sig_sizes.setdefault(name, set()).add(1)
-        for name, count in zip(names, counts.tolist(), strict=True):
+        tally = counts.tolist()
+        for name, count in zip(names, tally, strict=True):
             per_sig_seen.setdefault(name, {})[phase] = count
         # the modal first, then by count, ties in order of first appearance (as Counter.most_common)
-        order = [modal, *(c for c in np.argsort(-counts, kind="stable").tolist() if c != modal)]
+        order = [modal, *(c for c in sorted(range(len(tally)), key=lambda c: -tally[c]) if c != modal)]
         shown, hidden = order[:1 + self.branches], order[1 + self.branches:]
         members = [np.flatnonzero(codes == code) for code in shown]
         heads = np.concatenate([rows[:MAX_IDS] for rows in members])
@@ -156,7 +157,7 @@ class Explorer:
                 group.co_residents = set(co[rows][co[rows] >= 0].tolist())
             groups.append(group)
         self.modal[key] = (groups[0], kind, len(codes))
-        self.pending.append(_Pending(key, len(codes), kind, groups, len(hidden), int(counts[hidden].sum()),
+        self.pending.append(_Pending(key, len(codes), kind, groups, len(hidden), sum(tally[c] for c in hidden),
                                      batch_ids))
 
     def finish(self, labelled: list[tuple[RunPaths, str]], pairs: list[PairCheck],
