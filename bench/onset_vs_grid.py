@@ -1,8 +1,8 @@
 """The onset finder against a grid of the same resolution, in the same run (docs/benchmarks.md): the reference
 engine's random top-k tie-break with the indexer budget at BUDGET, exact prompt lengths LOW..HIGH. The grid
-runs one job every WIDTH tokens (Hydra's basic sweeper); the finder stops at an interval WIDTH wide. Both use one arm and
-the probe protocol (6 requests a job). Prints
-both answers and the ratio of requests (goal: at most 1/4 with the same answer).
+runs one job every WIDTH tokens (Hydra's basic sweeper); the finder stops at an interval WIDTH wide. Both use
+one arm and the probe protocol (6 requests a job). Prints both answers and the ratio of requests (goal: at
+most 1/4 with the same answer).
 
     .venv/bin/python bench/onset_vs_grid.py [--budget 256] [--low 64] [--high 512] [--width 16]
 """
