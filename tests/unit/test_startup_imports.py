@@ -92,3 +92,12 @@ def test_pandas_is_absent_only_for_the_thread_that_asked() -> None:
         assert exc.name == "pandas.core"
     else:
         raise AssertionError("pandas was found in the thread that made the finder")
+
+
+def test_a_runtime_for_an_ssh_host_reaches_it_through_paramiko() -> None:
+    """The ssh transport is there when the first runtime is a local one's and a far host's comes after."""
+    out = _fresh("from orchestrator.errors import DockerUnavailable\nfrom orchestrator.runtime import docker_sdk\n"
+                 "from orchestrator.runtime.docker import DockerRuntime\ndocker_sdk.docker_sdk(False)\n"
+                 "try:\n    DockerRuntime('ssh://nobody@127.0.0.1:1')\n"
+                 "except DockerUnavailable as exc:\n    print(exc)")
+    assert "Unable to connect to port 1 on 127.0.0.1" in out and "paramiko" not in out  # not 'Install paramiko'
