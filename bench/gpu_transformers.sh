@@ -22,6 +22,7 @@ declare -A arms=(
   [transformers_repeatability]="cb"
   [transformers_attention]="sdpa eager"
   [transformers_continuous_batching]="plain cb"
+  [transformers_load]="plain cb eager"
 )
 declare -A protocol=(
   # continuous batching: batches of 8 and 64 run together
@@ -30,6 +31,8 @@ declare -A protocol=(
   # without continuous batching the server answers one request at a time: fewer, shorter requests
   [transformers_attention]="protocol.phases.sequential.repeats=16 protocol.request.max_tokens=32"
   [transformers_continuous_batching]="protocol.phases.sequential.repeats=16 protocol.request.max_tokens=32"
+  # three load points, as conf/protocol/transformers_load.yaml has them
+  [transformers_load]=""
 )
 for study in $studies; do
   echo "=== $study"
