@@ -14,6 +14,7 @@ instead (analysis/text_split.py).
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -51,9 +52,9 @@ class Signatures:
         names = encoded.dictionary.to_pylist()
         return cls(column, names, codes, np.bincount(codes, minlength=len(names)))
 
-    @property
+    @functools.cached_property
     def modal(self) -> int:
-        """The index of the most common signature (the first seen of a tie)."""
+        """The index of the most common signature (the first seen of a tie); found once."""
         return int(np.argmax(self.counts))
 
 
