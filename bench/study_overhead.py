@@ -58,8 +58,10 @@ async def requests(url):
 
 client = docker.from_env()
 kept, timings = {}, {"start_to_ready": 0.0, "requests": 0.0, "stop": 0.0}
+edges_ns = {"first_start": 0, "last_stopped": 0}  # wall clock, beside the orchestrator's start_ns and stop_ns
 for arm, seqs in ARMS.items():
     started = time.perf_counter()
+    edges_ns["first_start"] = edges_ns["first_start"] or time.time_ns()
     flags = ["--served-model-name", "reference", "--seed", "0", "--max-num-seqs", str(seqs), "--max-model-len", "8192"]
     container = client.containers.run(sys.argv[1], flags, init=True, detach=True,
                                       ports={"8000/tcp": ("127.0.0.1", None)})
@@ -82,18 +84,23 @@ for arm, seqs in ARMS.items():
         stopping = time.perf_counter()
         container.remove(force=True)
         timings["stop"] += time.perf_counter() - stopping
-json.dump({"answers": kept, "timings_s": timings}, open(sys.argv[2], "w"))
+        edges_ns["last_stopped"] = time.time_ns()
+json.dump({"answers": kept, "timings_s": timings, "edges_ns": edges_ns}, open(sys.argv[2], "w"))
 '''
 
 
-def timed(argv: list[str], cpu_s: list[float] | None = None) -> float:
-    """Wall seconds of the command; its CPU seconds (user + system) appended to `cpu_s`."""
-    start, used = time.perf_counter(), _children_cpu_s()
+def timed(argv: list[str], cpu_s: list[float] | None = None, ends_ns: list[tuple[int, int]] | None = None
+          ) -> float:
+    """Wall seconds of the command; its CPU seconds (user + system) appended to `cpu_s`, its launch and exit
+    (wall clock, ns) to `ends_ns`."""
+    start, used, launched_ns = time.perf_counter(), _children_cpu_s(), time.time_ns()
     done = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True)
     if done.returncode != 0:
         raise SystemExit(f"failed: {' '.join(argv)}\n{done.stderr[-2000:]}")
     if cpu_s is not None:
         cpu_s.append(_children_cpu_s() - used)
+    if ends_ns is not None:
+        ends_ns.append((launched_ns, time.time_ns()))
     return time.perf_counter() - start
 
 
@@ -147,6 +154,9 @@ def main() -> int:
     ratios, ours, theirs, stages, by_hand = [], [], [], [], []
     # CPU seconds of each process (not its engine's): on a shared machine they move far less than wall time
     cpu: dict[str, list[float]] = {"ours": [], "baseline": []}
+    # Launch to the first container asked for, and the last arm stopped to exit: what each adds around the arms
+    ends: dict[str, list[tuple[int, int]]] = {"ours": [], "baseline": []}
+    edges: dict[str, list[tuple[float, float]]] = {"ours": [], "baseline": []}
     with tempfile.TemporaryDirectory(prefix="overhead-") as tmp:
         script = Path(tmp) / "baseline.py"
         script.write_text(BASELINE)
@@ -156,12 +166,16 @@ def main() -> int:
             runs = [("ours", [sys.executable, "-m", "orchestrator", "run", f"hydra.run.dir={run_dir}", *more]),
                     ("baseline", [sys.executable, str(script), IMAGE, str(Path(tmp) / f"answers-{pair}.json"),
                                   json.dumps(seqs)])]
-            seconds = {name: timed(argv, cpu[name]) for name, argv in (runs if first_ours else runs[::-1])}
+            seconds = {name: timed(argv, cpu[name], ends[name]) for name, argv in (runs if first_ours else runs[::-1])}
             ours.append(seconds["ours"])
             theirs.append(seconds["baseline"])
             ratios.append(seconds["ours"] / seconds["baseline"])
             stages.append(json.loads((run_dir / "run.json").read_text())["timings_s"])
-            by_hand.append(json.loads((Path(tmp) / f"answers-{pair}.json").read_text())["timings_s"])
+            answers = json.loads((Path(tmp) / f"answers-{pair}.json").read_text())
+            by_hand.append(answers["timings_s"])
+            edges["ours"].append(_edges_s(ends["ours"][-1], *_arm_edges_ns(run_dir)))
+            edges["baseline"].append(_edges_s(ends["baseline"][-1], answers["edges_ns"]["first_start"],
+                                              answers["edges_ns"]["last_stopped"]))
             print(f"pair {pair + 1}: orchestrator {seconds['ours']:.2f} s, hand-written {seconds['baseline']:.2f} s, "
                   f"ratio {ratios[-1]:.3f}; CPU {cpu['ours'][-1]:.2f} s against {cpu['baseline'][-1]:.2f} s",
                   flush=True)
@@ -182,8 +196,25 @@ def main() -> int:
         f"{name} {statistics.median(s.get(name, 0.0) for s in stages):.2f}" for name in names))
     print("hand-written stages (median s): " + ", ".join(
         f"{name} {statistics.median(s[name] for s in by_hand):.2f}" for name in by_hand[0]))
+    print("launch to the first container, last arm stopped to exit (median s): " + ", ".join(
+        f"{name} {statistics.median(first for first, _ in edges[key]):.3f} and "
+        f"{statistics.median(last for _, last in edges[key]):.3f}"
+        for name, key in (("orchestrator", "ours"), ("hand-written", "baseline"))))
     print(f"load average at the end: {_load()}")
     return 0
+
+
+def _arm_edges_ns(run_dir: Path) -> tuple[int, int]:
+    """When the run's first arm was asked to start, and when its last arm was stopped (its `arms` rows)."""
+    import pyarrow.parquet as pq
+
+    rows = pq.read_table(run_dir / "data" / "arms", columns=["start_ns", "stop_ns"]).to_pylist()
+    return min(row["start_ns"] for row in rows), max(row["stop_ns"] for row in rows)
+
+
+def _edges_s(ends_ns: tuple[int, int], first_start_ns: int, last_stopped_ns: int) -> tuple[float, float]:
+    launched_ns, exited_ns = ends_ns
+    return (first_start_ns - launched_ns) / 1e9, (exited_ns - last_stopped_ns) / 1e9
 
 
 def _load() -> str:
