@@ -14,13 +14,15 @@ Measures, the same for both tools, from the server's arrivals (`done_ns`: the wh
 - count: completion requests that arrived;
 - achieved rate: (count - 1) / (last arrival - first arrival), the rate of the gaps (n requests at rate r span
   (n - 1) / r);
-- lateness (server): arrival minus the schedule, aligned so that the least-late request is on time
-  (lateness_i = d_i - min_j d_j, d_i = arrival_i - scheduled offset_i): constant arrivals, offset_i = i / rate.
-  With Poisson arrivals the schedule is each tool's own: ours its scheduled_ns; AIPerf's is not exported, so
-  its credit_issued_ns stands in (AIPerf's pacer issues a credit at the scheduled time; what comes after, the
-  hop to a worker and the send, is counted), so Poisson lateness is not quite like for like.
-And each tool's own record: ours send_ns - scheduled_ns; AIPerf request_start_ns aligned as the server's is
-(constant) or minus credit_issued_ns (Poisson).
+- lateness (server): the i-th arrival minus the i-th scheduled time, aligned so that the least-late request is
+  on time (lateness_i = d_i - min_j d_j, d_i = arrival_i - schedule_i): constant arrivals, schedule_i = i / rate;
+  Poisson, each tool's own drawn schedule: ours its scheduled_ns, AIPerf's redrawn from its seed
+  (`--random-seed 0`) with its own random generator in its venv, the same expovariate draws its pacer makes;
+- with Poisson arrivals the rate's error is against the drawn schedule's own rate (500 draws miss the nominal
+  rate by several %).
+And each tool's own record: ours send_ns - scheduled_ns; AIPerf's request_start_ns aligned against its
+schedule as the server's arrivals are (it exports no scheduled time; credit_issued_ns is when its pacer let the
+request go, which is late itself when the pacer lags).
 """
 
 from __future__ import annotations
@@ -44,6 +46,7 @@ AIPERF = Path.home() / ".cache/orchestrator/aiperf-venv/bin/aiperf"
 TOKENIZER = Path.home() / ".cache/orchestrator/models/tiny-llama"
 MODEL = "recording"
 PROMPT = "The capital of France is"
+AIPERF_SEED = 0  # --random-seed: its Poisson draws are redrawn from it
 
 
 @dataclasses.dataclass(frozen=True)
@@ -56,7 +59,7 @@ class Run:
     requested: int
     server_ns: list[int]  # the completion requests' arrivals, sorted
     send_ns: list[int]  # the tool's own record, in schedule order
-    scheduled_ns: list[int] | None  # ours: scheduled_ns; AIPerf: credit_issued_ns; None where unknown
+    schedule_ns: list[float]  # when each was meant to leave, in order: ours wall-clock; AIPerf's from its start
     connections: int = 0  # opened to the server
     error: str | None = None
 
@@ -99,19 +102,14 @@ def constant_schedule(count: int, rate_per_s: float) -> list[float]:
 
 def measure(run: Run) -> Measures:
     n = len(run.server_ns)
-    achieved = achieved_rate(run.server_ns)
-    if run.arrivals == "constant":
-        server = lateness_ms(run.server_ns, constant_schedule(n, run.rate_per_s))
-        if run.tool != "aiperf" and run.scheduled_ns is not None:
-            own = [(s - c) / 1e6 for s, c in zip(run.send_ns, run.scheduled_ns, strict=True)]
-        else:
-            own = lateness_ms(sorted(run.send_ns), constant_schedule(len(run.send_ns), run.rate_per_s))
+    schedule = run.schedule_ns[:n]
+    server = lateness_ms(run.server_ns, schedule) if n == len(schedule) else []
+    if run.tool == "aiperf":  # no scheduled time of its own: its sends aligned as the arrivals are
+        own = lateness_ms(sorted(run.send_ns), run.schedule_ns[:len(run.send_ns)])
     else:
-        assert run.scheduled_ns is not None
-        schedule = sorted(run.scheduled_ns)
-        server = lateness_ms(run.server_ns, [float(s) for s in schedule[:n]]) if n <= len(schedule) else []
-        own = [(s - c) / 1e6 for s, c in zip(run.send_ns, run.scheduled_ns, strict=True)]
-    target = run.rate_per_s if run.arrivals == "constant" else achieved_rate(sorted(run.scheduled_ns or [0]))
+        own = [(s - c) / 1e6 for s, c in zip(run.send_ns, run.schedule_ns, strict=True)]
+    achieved = achieved_rate(run.server_ns)
+    target = run.rate_per_s if run.arrivals == "constant" else achieved_rate([round(t) for t in schedule])
     return Measures(n, achieved, 100 * (achieved - target) / target, percentile(server, 50),
                     percentile(server, 99), percentile(own, 50), percentile(own, 99))
 
@@ -158,11 +156,11 @@ def run_ours(server: Server, arrivals: str, rate_per_s: float, count: int, gc_of
         done = subprocess.run(argv, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)}, capture_output=True,
                               text=True)
         if done.returncode != 0:
-            return Run(tool, arrivals, rate_per_s, count, server.completions(), [], None, server.connections(),
+            return Run(tool, arrivals, rate_per_s, count, server.completions(), [], [], server.connections(),
                        f"exit {done.returncode}: {done.stderr.strip().splitlines()[-1:]}")
         timed = json.loads(out.read_text())
-    return Run(tool, arrivals, rate_per_s, count, server.completions(), timed["send_ns"], timed["scheduled_ns"],
-               server.connections())
+    return Run(tool, arrivals, rate_per_s, count, server.completions(), timed["send_ns"],
+               [float(t) for t in timed["scheduled_ns"]], server.connections())
 
 
 async def _child(url: str, arrivals: str, rate_per_s: float, count: int, out: Path, gc_off: bool) -> None:
@@ -189,18 +187,34 @@ def run_aiperf(server: Server, arrivals: str, rate_per_s: float, count: int, aip
     with tempfile.TemporaryDirectory() as tmp:
         argv = [str(aiperf), "profile", "--model", MODEL, "--url", server.url, "--endpoint-type", "completions",
                 "--tokenizer", str(TOKENIZER), "--request-rate", f"{rate_per_s:g}", "--arrival-pattern", arrivals,
-                "--request-count", str(count), "--isl", "8", "--osl", "2",
+                "--request-count", str(count), "--random-seed", str(AIPERF_SEED), "--isl", "8", "--osl", "2",
                 "--ui", "none", "--no-server-metrics", "--no-gpu-telemetry", "--artifact-dir", tmp]
         done = subprocess.run(argv, capture_output=True, text=True)
         records = Path(tmp) / "profile_export.jsonl"
         if done.returncode != 0 or not records.exists():
             tail = (done.stdout + done.stderr).strip().splitlines()[-3:]
-            return Run("aiperf", arrivals, rate_per_s, count, server.completions(), [], None, server.connections(),
+            return Run("aiperf", arrivals, rate_per_s, count, server.completions(), [], [], server.connections(),
                        f"exit {done.returncode}: {tail}")
         metas = [json.loads(line)["metadata"] for line in records.read_text().splitlines() if line.strip()]
-    metas = sorted((m for m in metas if m.get("benchmark_phase") == "profiling"), key=lambda m: m["credit_issued_ns"])
-    return Run("aiperf", arrivals, rate_per_s, count, server.completions(), [m["request_start_ns"] for m in metas],
-               [m["credit_issued_ns"] for m in metas], server.connections())
+    sends = sorted(m["request_start_ns"] for m in metas if m.get("benchmark_phase") == "profiling")
+    schedule = (constant_schedule(count, rate_per_s) if arrivals == "constant"
+                else aiperf_poisson_schedule(aiperf, rate_per_s, count))
+    return Run("aiperf", arrivals, rate_per_s, count, server.completions(), sends, schedule, server.connections())
+
+
+def aiperf_poisson_schedule(aiperf: Path, rate_per_s: float, count: int) -> list[float]:
+    """AIPerf's Poisson send times (ns from its start), redrawn as its pacer draws them (timing/strategies/
+    request_rate.py: the first at one interval, then one interval more each) from its seeded generator."""
+    draw = ("import json, sys; from aiperf.common import random_generator as rng; rng.init(int(sys.argv[1])); "
+            "g = rng.derive('timing.request.poisson_interval'); "
+            "print(json.dumps([g.expovariate(float(sys.argv[2])) for _ in range(int(sys.argv[3]))]))")
+    done = subprocess.run([str(aiperf.parent / "python"), "-c", draw, str(AIPERF_SEED), str(rate_per_s), str(count)],
+                          capture_output=True, text=True, check=True)
+    out, now = [], 0.0
+    for gap_s in json.loads(done.stdout):
+        now += gap_s * 1e9
+        out.append(now)
+    return out
 
 
 # --- the table ------------------------------------------------------------------------------------------------
