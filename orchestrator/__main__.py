@@ -16,10 +16,11 @@ def entry() -> int:
     run. Everything the run wrote is closed by then (atomic writes), its executors are shut down, and
     logging and the standard streams are flushed here. Any other verb ends as usual: a sweep's launcher
     (joblib's worker processes) is shut down by the interpreter's exit hooks, which os._exit would skip."""
-    from orchestrator.run.prefetch import no_pandas_objects
-
-    no_pandas_objects()  # this process hands pyarrow no pandas object: its record is written from Python rows
     argv, code = sys.argv[1:], None
+    if argv[:1] == ["run"]:
+        from orchestrator.run.prefetch import no_pandas_objects
+
+        no_pandas_objects()  # this process hands pyarrow no pandas object: its record is written from Python rows
     try:
         code = main(argv)
         sys.stdout.flush()  # here, not at exit: a reader that left (`| head`) is seen while it can be handled
