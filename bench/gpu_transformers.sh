@@ -31,8 +31,8 @@ declare -A protocol=(
   # without continuous batching the server answers one request at a time: fewer, shorter requests
   [transformers_attention]="protocol.phases.sequential.repeats=16 protocol.request.max_tokens=32"
   [transformers_continuous_batching]="protocol.phases.sequential.repeats=16 protocol.request.max_tokens=32"
-  # three load points, as conf/protocol/transformers_load.yaml has them
-  [transformers_load]=""
+  # three load points, as conf/protocol/transformers_load.yaml has them; no A/A (one device call's time)
+  [transformers_load]="study.noise_floor=false"
 )
 for study in $studies; do
   echo "=== $study"

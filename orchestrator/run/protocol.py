@@ -144,16 +144,20 @@ def plan(protocol: ProtocolConfig, model: str | None, prompts: Mapping[str, str 
         return
     first_phase, order = next(iter(protocol.phases)), list(bodies)
     sequential = PhaseKind.sequential
-    yield [Request(order[0], first_phase, sequential, 0, 0, 0, bodies[order[0]], path, COLD)]
+    # Sent as the first phase sends its cells' requests (streamed, for a load phase that streams): an engine's
+    # streamed text may differ from its unstreamed one (a held-back partial character), which is no cold effect.
+    first = _stream_fields(protocol.phases[first_phase], engine)
+    yield [Request(order[0], first_phase, sequential, 0, 0, 0, {**bodies[order[0]], **first}, path, COLD)]
     for repeat in range(protocol.warmup_requests):  # round-robin over the prompts
         prompt_id = order[repeat % len(order)]
-        yield [Request(prompt_id, first_phase, sequential, 0, repeat, 1 + repeat, bodies[prompt_id], path, WARMUP)]
+        yield [Request(prompt_id, first_phase, sequential, 0, repeat, 1 + repeat, {**bodies[prompt_id], **first}, path,
+                       WARMUP)]
     index = 1 + protocol.warmup_requests
     for phase_name, phase in cell_phases(protocol).items():
         if phase.kind is PhaseKind.load:
             texts = dict((background or {}).get(phase_name) or {p: t for p, t in prompts.items() if isinstance(t, str)})
-            streamed = phase.load.stream and engine.capabilities.streaming
-            stream = {"stream": True, "stream_options": {"include_usage": True}} if streamed else {}
+            stream = _stream_fields(phase, engine)
+            streamed = bool(stream)
             windows = [load_schedule.LoadWindow(
                 phase_name, w, phase.load, {p: {**b, **stream} for p, b in bodies.items()},
                 {p: {**request_body(protocol, model, t, endpoint, arm_extra), **stream} for p, t in texts.items()},
@@ -177,6 +181,14 @@ def plan(protocol: ProtocolConfig, model: str | None, prompts: Mapping[str, str 
                     yield [Request(prompt_id, phase_name, phase.kind, batch, r, index + r, body, path)
                            for r in range(phase.repeats)]
                     index += phase.repeats
+
+
+def _stream_fields(phase: PhaseConfig, engine: EngineProfile) -> dict[str, Any]:
+    """What a request of the phase adds to ask for a streamed answer: a load phase that streams, on an engine
+    that can."""
+    if phase.kind is PhaseKind.load and phase.load.stream and engine.capabilities.streaming:
+        return {"stream": True, "stream_options": {"include_usage": True}}
+    return {}
 
 
 def load_request(window: load_schedule.LoadWindow, seq: int, offset_s: float | None) -> Request:
