@@ -3,7 +3,8 @@
 # runtime: every arm `transformers serve` as a local process on the GPU, in bf16, serving the random-weight
 # small-llama (0.4 B, hidden 2048, 8 layers) made there by scripts/make-tiny-models.py. Usage:
 #   bash bench/gpu_transformers.sh OUT_DIR [STUDY ...]
-#   (default: transformers_repeatability transformers_attention; ORCHESTRATOR_VERB=plan shows the commands)
+#   (default: transformers_repeatability transformers_attention; ORCHESTRATOR_VERB=plan shows the commands;
+#   ARMS="plain eager" swaps only those arms, EXTRA="..." adds overrides, e.g. "~arms.cb ~study.variables.cb")
 # python3 must have torch (CUDA), transformers with its serving extras, hydra-core, pyarrow and httpx; the
 # serving extras and hydra travel as wheels on PYTHONPATH (docs/gpu-validation.md), which the arms inherit.
 set -uo pipefail
@@ -23,6 +24,7 @@ declare -A arms=(
   [transformers_attention]="sdpa eager"
   [transformers_continuous_batching]="plain cb"
   [transformers_load]="plain cb eager"
+  [onset_transformers_batch]="a"
 )
 declare -A protocol=(
   # continuous batching: batches of 8 and 64 run together
@@ -37,13 +39,13 @@ declare -A protocol=(
 for study in $studies; do
   echo "=== $study"
   overrides=()
-  for arm in ${arms[$study]}; do
+  for arm in ${ARMS:-${arms[$study]}}; do
     overrides+=("arm@arms.$arm=transformers_serve_process" "arms.$arm.python=python3" "arms.$arm.command=$serve"
       "arms.$arm.gpus=all" "arms.$arm.engine_args.model=/models/small-llama" "arms.$arm.engine_args.device=cuda" "arms.$arm.engine_args.dtype=bfloat16"
       "+arms.$arm.env.PYTHONPATH=${PYTHONPATH:-}")
   done
   # the study's own choices (eager, continuous batching) come from its preset, after the template swap
   # shellcheck disable=SC2086  # the protocol overrides are words
-  python3 -m orchestrator "${ORCHESTRATOR_VERB:-run}" "study=$study" runtime=process "hydra.run.dir=$out/$study" "${overrides[@]}" \
-    ${protocol[$study]} 2>&1 | grep -v '^\[20' | grep -v '^\[.*\] [0-9]*/[0-9]* requests'
+  python3 -m orchestrator "${ORCHESTRATOR_VERB:-run}" "study=$study" runtime=process "hydra.run.dir=$out/$study" \
+    "hydra.sweep.dir=$out/$study" "${overrides[@]}" ${protocol[$study]:-} ${EXTRA:-} 2>&1 | grep -v '^\[20' | grep -v '^\[.*\] [0-9]*/[0-9]* requests'
 done
