@@ -35,6 +35,7 @@ class OnsetSweeperConf:
     bayes_factor_islands: float = 20.0
     prior_below: list[float] = field(default_factory=lambda: [1.0, 4.0])
     prior_above: list[float] = field(default_factory=lambda: [1.0, 1.0])
+    expect: str | None = None
 
 
 ConfigStore.instance().store(group="hydra/sweeper", name="onset", node=OnsetSweeperConf, provider="orchestrator")

@@ -20,10 +20,12 @@ import numpy as np
 from orchestrator.analysis.stats import clopper_pearson
 
 # Prior mass of "no change in range" (tau = m) and of "changed before the range" (tau = 0), each; the rest is
-# uniform over the m - 1 places between grid points. Uniform over all m + 1 would give "no onset" 1/(m+1).
+# spread over the m - 1 places between grid points by the width each covers (Priors.places; equal by default).
+# Uniform over all m + 1 would give "no onset" 1/(m+1).
 PRIOR_OUTSIDE = 0.25
 MAX_FANTASIES = 32  # outcome combinations of a round's earlier picks that the next pick is averaged over
 FANTASY_MASS = 0.999  # ... the most likely ones, until this much of their probability is covered
+OUTCOME_BINS = 6  # a pick's outcomes k of n are lumped into this many quantile bins for those combinations
 
 
 @dataclass(frozen=True)
@@ -39,6 +41,9 @@ class Observation:
 class Priors:
     below: tuple[float, float] = (1.0, 4.0)  # Beta(a, b) of the rate below the onset: mostly repeatable
     above: tuple[float, float] = (1.0, 1.0)  # of the rate at and above it: anything
+    # the width of each place tau = 1..m-1 (between grid points tau - 1 and tau) in the axis's measure, e.g.
+    # log x on a log axis: the onset's prior is uniform in that measure; None: every place alike
+    places: tuple[float, ...] | None = None
 
 
 def lgamma(x: np.ndarray) -> np.ndarray:
@@ -81,12 +86,24 @@ def counts(m: int, observations: Sequence[Observation]) -> tuple[np.ndarray, np.
     return k, n
 
 
-def tau_prior(m: int) -> np.ndarray:
-    prior = np.full(m + 1, (1.0 - 2 * PRIOR_OUTSIDE) / max(m - 1, 1))
-    prior[0] = prior[m] = PRIOR_OUTSIDE
+def tau_prior(m: int, places: Sequence[float] | None = None) -> np.ndarray:
+    """P(tau) for tau in 0..m: PRIOR_OUTSIDE at each end, the rest by the width of each place."""
+    prior = np.full(m + 1, PRIOR_OUTSIDE)
     if m == 1:
         prior[:] = 0.5
+    elif m > 1:
+        prior[1:m] = (1.0 - 2 * PRIOR_OUTSIDE) * place_weights(m, places) / (m - 1)
     return prior
+
+
+def place_weights(m: int, places: Sequence[float] | None) -> np.ndarray:
+    """The places' relative widths, scaled to mean 1 (all ones without `places`)."""
+    if places is None:
+        return np.ones(m - 1)
+    w = np.asarray(places, dtype=float)
+    assert len(w) == m - 1 and (w > 0).all(), "one positive width per place between grid points"
+    out: np.ndarray = w * (m - 1) / w.sum()
+    return out
 
 
 def _sides(m: int, observations: Sequence[Observation]) -> tuple[np.ndarray, ...]:
@@ -100,7 +117,8 @@ def _sides(m: int, observations: Sequence[Observation]) -> tuple[np.ndarray, ...
 def log_posterior(m: int, observations: Sequence[Observation], priors: Priors) -> np.ndarray:
     """Unnormalised log posterior over tau in 0..m."""
     kb, nb, ka, na = _sides(m, observations)
-    out: np.ndarray = np.log(tau_prior(m)) + log_marginal(kb, nb, priors.below) + log_marginal(ka, na, priors.above)
+    out: np.ndarray = (np.log(tau_prior(m, priors.places)) + log_marginal(kb, nb, priors.below)
+                       + log_marginal(ka, na, priors.above))
     return out
 
 
@@ -185,9 +203,9 @@ def choose_points(m: int, observations: Sequence[Observation], priors: Priors, n
         gain[picks] = -np.inf
         pick = int(np.argmax(gain))
         picks.append(pick)
-        grown = [(w * float(p), [*obs, Observation(pick, k, n)])
+        grown = [(w * p, [*obs, Observation(pick, k, n)])
                  for w, obs in fantasies
-                 for k, p in enumerate(predictive_outcomes(m, obs, priors, pick, n)) if p > 0]
+                 for k, p in outcome_bins(predictive_outcomes(m, obs, priors, pick, n))]
         grown.sort(key=lambda item: -item[0])
         kept: list[tuple[float, list[Observation]]] = []
         mass, total = 0.0, sum(w for w, _ in grown)
@@ -200,13 +218,37 @@ def choose_points(m: int, observations: Sequence[Observation], priors: Priors, n
     return picks
 
 
-def spread_points(m: int, count: int) -> list[int]:
-    """A first round without data: evenly spaced grid indices, the ends included from two points on (what
-    the information gain picks under a flat prior, without assuming a job's n)."""
+def outcome_bins(p: np.ndarray) -> list[tuple[int, float]]:
+    """The outcomes k = 0..n with probabilities p, lumped into OUTCOME_BINS quantile bins, each as (its mean
+    k, its probability): a pick whose outcome spreads over many k (a rate near 1/2 at large n) then stays one
+    likely fantasy rather than many unlikely ones that the MAX_FANTASIES cut would drop."""
+    mid = np.cumsum(p) - p / 2
+    bins = np.minimum((mid / p.sum() * OUTCOME_BINS).astype(int), OUTCOME_BINS - 1)
+    out = []
+    for b in np.unique(bins[p > 0]):
+        inside = (bins == b) & (p > 0)
+        mass = float(p[inside].sum())
+        out.append((int(round(float((np.flatnonzero(inside) * p[inside]).sum()) / mass)), mass))
+    return out
+
+
+def spread_points(m: int, count: int, positions: Sequence[float] | None = None) -> list[int]:
+    """A first round without data: grid indices evenly spaced in `positions` (the grid in the axis's measure,
+    e.g. log x; None: the indices themselves), the ends included from two points on (what the information
+    gain picks under the prior, without assuming a job's n)."""
     count = min(count, m)
-    if count <= 1:
-        return [(m - 1) // 2] if count else []
-    return sorted({round(i * (m - 1) / (count - 1)) for i in range(count)})
+    if count < 1:
+        return []
+    if count == 1:
+        return [(m - 1) // 2 if positions is None else _nearest(positions, (positions[0] + positions[-1]) / 2)]
+    if positions is None:
+        return sorted({round(i * (m - 1) / (count - 1)) for i in range(count)})
+    step = (positions[-1] - positions[0]) / (count - 1)
+    return sorted({_nearest(positions, positions[0] + i * step) for i in range(count)})
+
+
+def _nearest(positions: Sequence[float], target: float) -> int:
+    return int(np.argmin(np.abs(np.asarray(positions, dtype=float) - target)))
 
 
 @dataclass(frozen=True)
@@ -264,19 +306,23 @@ class Islands:
     island: bool  # the middle segment's rate is above both sides or below both (not a staircase)
 
 
-def islands(m: int, observations: Sequence[Observation]) -> Islands | None:
+def islands(m: int, observations: Sequence[Observation], places: Sequence[float] | None = None) -> Islands | None:
     """Evidence for "not monotone": a two-change model (rates a, b, c on three segments) against the
-    one-change model, both with uniform priors on their change places over the grid. The likelihood only
-    depends on how many observed points fall on each side, so both sums run over the observed points."""
+    one-change model, both with priors on their change places by the places' widths (as tau_prior; each end
+    weighs as an average place). The likelihood only depends on how many observed points fall on each side,
+    so both sums run over the observed points."""
     k_all, n_all = counts(m, observations)
     seen = np.flatnonzero(n_all)
     if len(seen) < 3:
         return None
     k, n = k_all[seen], n_all[seen]
     u = len(seen)
-    # tau values with exactly s observed points below them: between observed points s-1 and s
-    edges = np.concatenate([[-1], seen, [m]])
-    width = (edges[1:] - edges[:-1]).astype(float)  # s = 0..u
+    # tau values with exactly s observed points below them: between observed points s-1 and s; their prior
+    # weight (sum) and sum of squared weights (for two changes in one gap, tau1 <= tau2)
+    edges = np.concatenate([[-1], seen, [m]]) + 1
+    w = np.concatenate([[1.0], place_weights(m, places) if m > 1 else [], [1.0]])
+    cw, cq = np.concatenate([[0.0], np.cumsum(w)]), np.concatenate([[0.0], np.cumsum(w * w)])
+    width, square = cw[edges[1:]] - cw[edges[:-1]], cq[edges[1:]] - cq[edges[:-1]]  # s = 0..u
     kc, nc = np.concatenate([[0.0], np.cumsum(k)]), np.concatenate([[0.0], np.cumsum(n)])
     flat = (1.0, 1.0)
 
@@ -284,13 +330,13 @@ def islands(m: int, observations: Sequence[Observation]) -> Islands | None:
         return float(log_marginal(np.array([kc[b] - kc[a]]), np.array([nc[b] - nc[a]]), flat)[0])
 
     one = [math.log(width[s]) + seg(0, s) + seg(s, u) for s in range(u + 1)]
-    log_one = _logsumexp(one) - math.log(m + 1)
+    log_one = _logsumexp(one) - math.log(cw[-1])
     two: dict[tuple[int, int], float] = {}
     for s1 in range(u + 1):
         for s2 in range(s1, u + 1):
-            pairs = width[s1] * width[s2] if s1 < s2 else width[s1] * (width[s1] + 1) / 2
+            pairs = width[s1] * width[s2] if s1 < s2 else (width[s1] ** 2 + square[s1]) / 2
             two[(s1, s2)] = math.log(pairs) + seg(0, s1) + seg(s1, s2) + seg(s2, u)
-    log_two = _logsumexp(list(two.values())) - math.log((m + 1) * (m + 2) / 2)
+    log_two = _logsumexp(list(two.values())) - math.log((cw[-1] ** 2 + cq[-1]) / 2)
     s1, s2 = max(two, key=lambda key: two[key])
     parts = ((0, s1), (s1, s2), (s2, u))
     rates = tuple(None if nc[b] == nc[a] else float((kc[b] - kc[a]) / (nc[b] - nc[a])) for a, b in parts)

@@ -32,7 +32,7 @@ def markdown(state: dict[str, Any]) -> str:
     out = [f"# Onset of {target['outcome']} along {axis['key']}", "",
            f"Axis {axis['key']} in [{_num(axis['low'])}, {_num(axis['high'])}] ({axis['type']}, {axis['scale']}, "
            f"{len(state['grid'])} grid points); target cells {cells}; width wanted "
-           f"{_num(s['width']) if s['width'] is not None else 'one grid step'} at {s['confidence']:.0%}; "
+           f"{_wanted(s['width'], axis['scale'])} at {s['confidence']:.0%}; "
            f"budget {s['max_jobs']} jobs" + (f", {s['max_requests']} requests" if s["max_requests"] else "")
            + " per configuration.", ""]
     results = [(c, c.get("result") or {}) for c in state["configurations"]]
@@ -45,6 +45,12 @@ def markdown(state: dict[str, Any]) -> str:
     for c, r in results:
         out += section(state, c, r)
     return "\n".join(out) + "\n"
+
+
+def _wanted(width: float | None, scale: str) -> str:
+    if width is None:
+        return "one grid step"
+    return f"a factor {_num(width)}" if scale == "log" else _num(width)
 
 
 def section(state: dict[str, Any], c: dict[str, Any], r: dict[str, Any]) -> list[str]:

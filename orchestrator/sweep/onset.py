@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from orchestrator.analysis import onset as model
-from orchestrator.sweep.onset_config import OnsetSettings, TargetConf, value_text
+from orchestrator.sweep.onset_config import OnsetSettings, TargetConf, positions, value_text, width_of
 from orchestrator.sweep.onset_state import Configuration, Job, OnsetState
 
 # A launch: (overrides of each job, the first job's number) -> (exit status, run dir) of each job, in order
@@ -78,7 +78,7 @@ class Result:
     line: str  # the answer in one line
     interval: tuple[float | None, float | None] | None  # onset after the first, at or before the second
     mass: float | None
-    width: float | None
+    width: float | None  # b - a; b / a on a log axis
     width_met: bool
     below: dict[str, Any] | None  # pooled rate of the points below the interval: k, n, lower, upper
     above: dict[str, Any] | None
@@ -88,11 +88,11 @@ class Result:
 
 
 def summarize(s: OnsetSettings, grid: list[float], jobs: list[Job]) -> Result:
-    m, priors, c = len(grid), priors_of(s), s.confidence
+    m, priors, c = len(grid), priors_of(s, grid), s.confidence
     obs = observations(jobs)
     post = model.posterior(m, obs, priors)
     k_all, n_all = model.counts(m, obs)
-    isl = model.islands(m, obs)
+    isl = model.islands(m, obs, priors.places)
     islands = None if isl is None else {
         "bayes_factor": isl.bayes_factor, "rates": list(isl.rates), "island": isl.island,
         "segments": [[_at(grid, a), _at(grid, b)] for a, b in isl.segments]}
@@ -121,10 +121,10 @@ def summarize(s: OnsetSettings, grid: list[float], jobs: list[Job]) -> Result:
     b = grid[ci.hi] if ci.hi < m else None
     below = asdict(model.pooled_rate(k_all[:ci.lo], n_all[:ci.lo], c))
     above = asdict(model.pooled_rate(k_all[ci.hi:], n_all[ci.hi:], c))
-    width = None if a is None or b is None else b - a
-    wanted = s.width if s.width is not None else min(np.diff(grid))
+    width = None if a is None or b is None else width_of(s.axis, a, b)
+    met = width is not None and (ci.hi == ci.lo if s.width is None else width <= s.width + 1e-12)
     fields = {**base, "interval": (a, b), "mass": ci.mass, "width": width, "below": below, "above": above,
-              "width_met": width is not None and width <= wanted + 1e-12}
+              "width_met": met}
     ends = (f"{'below ' + lo_text if a is None else value_text(s.axis, a)}, "
             f"{'above ' + hi_text if b is None else value_text(s.axis, b)}")
     rates = f"rate below {_rate(below)}, above {_rate(above)}"
@@ -156,8 +156,11 @@ def _at(grid: list[float], index: int) -> float | None:
     return grid[index] if 0 <= index < len(grid) else None
 
 
-def priors_of(s: OnsetSettings) -> model.Priors:
-    return model.Priors((s.prior_below[0], s.prior_below[1]), (s.prior_above[0], s.prior_above[1]))
+def priors_of(s: OnsetSettings, grid: list[float]) -> model.Priors:
+    """The rates' Beta priors; the onset's place uniform in the axis's measure (log x on a log axis)."""
+    measure = positions(s.axis, grid)
+    places = None if measure is None else tuple(float(w) for w in np.diff(measure))
+    return model.Priors((s.prior_below[0], s.prior_below[1]), (s.prior_above[0], s.prior_above[1]), places)
 
 
 def observations(jobs: list[Job]) -> list[model.Observation]:
@@ -181,9 +184,10 @@ def next_points(s: OnsetSettings, grid: list[float], c: Configuration) -> list[i
     obs = observations(c.jobs)
     if not obs:
         tried = {j.index for j in c.jobs}
-        return [i for i in model.spread_points(len(grid), count + len(tried)) if i not in tried][:count]
+        spread = model.spread_points(len(grid), count + len(tried), positions(s.axis, grid))
+        return [i for i in spread if i not in tried][:count]
     n = int(np.median([o.n for o in obs]))
-    return model.choose_points(len(grid), obs, priors_of(s), n, count)
+    return model.choose_points(len(grid), obs, priors_of(s, grid), n, count)
 
 
 def search(s: OnsetSettings, state: OnsetState, sweep_dir: Path, launch: Launch,

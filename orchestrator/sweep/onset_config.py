@@ -12,6 +12,8 @@ from orchestrator.errors import ConfigError
 SWEEPER_TARGET = "hydra_plugins.orchestrator_onset.onset_sweeper.OnsetSweeper"
 MAX_GRID = 4096  # grid points of an axis without `points`: every integer up to this many, else this many
 OUTCOMES = ("divergent", "top1_flips")
+# hydra.sweeper.expect: the answer a search must give, else exit 3 (sweep/onset.py Result.outcome)
+EXPECT = {"onset": "onset", "none": "no onset in range", "not_monotone": "not monotone"}
 
 
 @dataclass
@@ -38,7 +40,9 @@ class TargetConf:
 class OnsetSettings:
     axis: AxisConf = field(default_factory=AxisConf)
     target: TargetConf = field(default_factory=TargetConf)
-    width: float | None = None  # wanted width of the credible interval, axis units; null: one grid step
+    # wanted width of the credible interval: axis units (b - a) on a linear axis, a ratio (b / a) on a log one;
+    # null: one grid step (the interval's ends neighbours in the grid)
+    width: float | None = None
     confidence: float = 0.95
     max_jobs: int = 24  # per configuration of `per`
     max_requests: int | None = None  # per configuration: requests sent, all jobs together
@@ -48,6 +52,7 @@ class OnsetSettings:
     bayes_factor_islands: float = 20.0  # two change points over one: above this, "not monotone"
     prior_below: list[float] = field(default_factory=lambda: [1.0, 4.0])  # Beta(a, b) below the onset
     prior_above: list[float] = field(default_factory=lambda: [1.0, 1.0])  # at and above it
+    expect: str | None = None  # onset | none | not_monotone: any other answer exits 3; null: no expectation
 
 
 def settings(node: Any) -> OnsetSettings:
@@ -83,6 +88,17 @@ def grid(axis: AxisConf) -> list[float]:
     return values
 
 
+def positions(axis: AxisConf, points: list[float]) -> list[float] | None:
+    """The grid in the axis's measure, where the onset's prior is uniform and the first round evenly spread:
+    log x on a log axis; None on a linear one (its grid is evenly spaced: the indices serve)."""
+    return [math.log(x) for x in points] if axis.scale == "log" else None
+
+
+def width_of(axis: AxisConf, a: float, b: float) -> float:
+    """An interval's width as `width` reads it: b - a, or b / a on a log axis."""
+    return b / a if axis.scale == "log" else b - a
+
+
 def value_text(axis: AxisConf, value: float) -> str:
     return str(int(value)) if axis.type == "int" else f"{value:.6g}"
 
@@ -107,6 +123,12 @@ def problems(s: OnsetSettings) -> list[str]:
         out.append(f"hydra.sweeper.axis.type={a.type}: use int or float")
     if a.points is not None and a.points < 2:
         out.append(f"hydra.sweeper.axis.points={a.points}: a grid needs at least 2 points")
+    if s.width is not None and s.width <= (1 if a.scale == "log" else 0):
+        out.append(f"hydra.sweeper.width={s.width} on a log axis: there it is a ratio (the interval's ends within "
+                   "that factor), use a number > 1, e.g. 1.25" if a.scale == "log" else
+                   f"hydra.sweeper.width={s.width}: use a positive width in axis units (or null: one grid step)")
+    if s.expect is not None and s.expect not in EXPECT:
+        out.append(f"hydra.sweeper.expect={s.expect}: use {', '.join(EXPECT)} (or null: no expectation)")
     if s.target.outcome not in OUTCOMES:
         out.append(f"hydra.sweeper.target.outcome={s.target.outcome}: use one of {', '.join(OUTCOMES)}")
     if not 0.5 <= s.confidence < 1:

@@ -10,9 +10,10 @@ from typing import TYPE_CHECKING, Any
 
 from omegaconf import DictConfig, OmegaConf
 
-from orchestrator.console import Outcome, answer, failed
-from orchestrator.errors import ConfigError, OrchestratorError
+from orchestrator.console import Outcome, answer, failed, note
+from orchestrator.errors import ConfigError, ExitStatus, OrchestratorError
 from orchestrator.sweep.onset_config import (
+    EXPECT,
     SWEEPER_TARGET,
     axis_value_problem,
     grid,
@@ -88,8 +89,18 @@ def run_search(node: dict[str, Any], arguments: list[str], config: DictConfig, l
     except OrchestratorError as exc:
         Answer.outcome = failed(exc)
         return None
-    Answer.outcome = answer(*_lines(state, sweep_dir))
+    Answer.outcome = answer(*_lines(state, sweep_dir)) + expectation(state, s.expect)
     return state
+
+
+def expectation(state: OnsetState, expect: str | None) -> Outcome:
+    """hydra.sweeper.expect against every configuration's answer: a differing one is a failed gate (exit 3)."""
+    if expect is None:
+        return Outcome()
+    wrong = [f"expected {EXPECT[expect]} (hydra.sweeper.expect={expect}), found "
+             f"{(c.result or {}).get('outcome', 'no answer')}" + (f" for [{' '.join(c.per)}]" if c.per else "")
+             for c in state.configurations if (c.result or {}).get("outcome") != EXPECT[expect]]
+    return note(*wrong, status=ExitStatus.GATE_FAILED) if wrong else Outcome()
 
 
 def _write(sweep_dir: Path, state: OnsetState) -> None:

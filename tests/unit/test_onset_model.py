@@ -114,3 +114,51 @@ def test_first_round_spreads_over_the_grid() -> None:
     assert o.spread_points(101, 1) == [50]
     assert o.spread_points(101, 3) == [0, 50, 100]
     assert o.spread_points(2, 5) == [0, 1]
+
+
+def _log_axis_priors(m_low: int = 1, m_high: int = 64) -> tuple[list[float], o.Priors]:
+    grid = [float(x) for x in range(m_low, m_high + 1)]
+    return grid, o.Priors(places=tuple(np.diff(np.log(grid))))
+
+
+def test_a_log_axis_prior_is_uniform_in_log_x() -> None:
+    grid, priors = _log_axis_priors()
+    prior = o.tau_prior(len(grid), priors.places)
+    assert prior.sum() == pytest.approx(1.0) and prior[0] == prior[-1] == o.PRIOR_OUTSIDE
+    # the onset in (1, 8] is as likely as in (8, 64]: tau 1..7 against tau 8..63
+    assert prior[1:8].sum() == pytest.approx(prior[8:64].sum())
+    assert np.allclose(o.tau_prior(10, [2.0] * 9), o.tau_prior(10))  # equal widths: the flat prior
+
+
+def test_after_both_ends_a_log_axis_picks_near_its_log_midpoint() -> None:
+    """Seen on an H100 (repeats 1-64, log): 1 gave 0/58 divergent, 64 gave 74/128; a linear prior picked 33."""
+    grid, priors = _log_axis_priors()
+    obs = [o.Observation(0, 0, 58), o.Observation(63, 74, 128)]
+    picks = [grid[i] for i in o.choose_points(64, obs, priors, 93, 3)]
+    assert 5 <= picks[0] <= 12
+    assert min(picks) < 8 < max(picks)  # the round covers both halves the first pick leaves (bisection's batch)
+    flat = [grid[i] for i in o.choose_points(64, obs, o.Priors(), 93, 3)]
+    assert 28 <= flat[0] <= 37 and min(flat) < 33 < max(flat)  # the linear axis as before: the middle first
+
+
+def test_first_round_on_a_log_axis_spreads_in_log() -> None:
+    grid, _ = _log_axis_priors()
+    assert [grid[i] for i in o.spread_points(64, 3, list(np.log(grid)))] == [1, 8, 64]
+    assert [grid[i] for i in o.spread_points(64, 1, list(np.log(grid)))] == [8]
+
+
+def test_islands_weigh_change_places_by_width() -> None:
+    obs = [o.Observation(i, 0, 6) for i in (0, 5)] + [o.Observation(i, 6, 6) for i in (20, 25)] + \
+        [o.Observation(i, 0, 6) for i in (35, 45)]
+    flat, equal = o.islands(50, obs), o.islands(50, obs, [3.0] * 49)
+    assert flat is not None and equal is not None and equal.bayes_factor == pytest.approx(flat.bayes_factor)
+    grid, priors = _log_axis_priors(1, 50)
+    logged = o.islands(50, obs, priors.places)
+    assert logged is not None and logged.bayes_factor != pytest.approx(flat.bayes_factor)
+
+
+def test_outcome_bins_keep_the_probability_and_the_mean() -> None:
+    p = np.array([0.5, 0.0, 0.1, 0.1, 0.1, 0.2])
+    bins = o.outcome_bins(p)
+    assert sum(w for _, w in bins) == pytest.approx(1.0) and len(bins) <= o.OUTCOME_BINS
+    assert sum(k * w for k, w in bins) == pytest.approx(float((np.arange(6) * p).sum()), abs=0.5)

@@ -16,7 +16,7 @@ from orchestrator.run.client import CompletionClient
 from orchestrator.run.prompt_length import exact
 from orchestrator.sweep.onset import read_job, search
 from orchestrator.sweep.onset_config import AxisConf, OnsetSettings, TargetConf, grid, problems
-from orchestrator.sweep.onset_run import check
+from orchestrator.sweep.onset_run import check, expectation
 from orchestrator.sweep.onset_state import read, resumed, write
 
 
@@ -132,6 +132,36 @@ def test_read_job_pools_the_target_cells_only(tmp_path: Path) -> None:
 ])
 def test_bad_axis_settings_are_named(axis: AxisConf, says: str) -> None:
     assert any(says in p for p in problems(settings(axis=axis)))
+
+
+@pytest.mark.parametrize(("scale", "width", "says"), [
+    ("log", 0.8, "there it is a ratio"), ("log", 1.0, "use a number > 1"), ("linear", 0.0, "positive width"),
+    ("log", 1.25, None), ("linear", 0.5, None),
+])
+def test_width_is_a_ratio_on_a_log_axis(scale: str, width: float, says: str | None) -> None:
+    found = problems(settings(axis=AxisConf(key="k", low=1, high=64, scale=scale), width=width))
+    assert (found == []) if says is None else (len(found) == 1 and says in found[0])
+
+
+def test_a_log_axis_is_searched_in_log_and_its_width_is_a_ratio(tmp_path: Path) -> None:
+    s = settings(axis=AxisConf(key="protocol.phases.concurrent.repeats", low=1, high=64, scale="log"),
+                 width=1.25, round_size=3)
+    result, fake = run(tmp_path, s, lambda v: 5 if v > 10 else 0)
+    a, b = result["interval"]
+    assert result["outcome"] == "onset" and result["stop"] == "width"
+    assert a <= 10 < b and result["width"] == pytest.approx(b / a) and b / a <= 1.25
+    assert fake.values[:3] == [1, 8, 64] and 5 <= fake.values[3] <= 24  # spread in log, then near 1-64's middle
+
+
+def test_an_expected_answer_passes_and_another_is_a_failed_gate(tmp_path: Path) -> None:
+    s = settings()
+    search(s, state := resumed(tmp_path, s, [], grid(s.axis)), tmp_path, Fake(tmp_path, lambda v: 0),
+           lambda st: None, 4)
+    assert expectation(state, None).status == 0 and expectation(state, "none").status == 0
+    wrong = expectation(state, "onset")
+    assert wrong.status == 3 and wrong.notes == [
+        "expected onset (hydra.sweeper.expect=onset), found no onset in range"]
+    assert any("hydra.sweeper.expect=maybe" in p for p in problems(settings(expect="maybe")))
 
 
 def test_grid_of_a_log_axis_is_ascending_and_unique() -> None:
