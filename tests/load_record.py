@@ -29,6 +29,8 @@ class ArmPlan:
     ready_s: list[float] = field(default_factory=lambda: [4.1])  # time to ready of each start
     failed_starts: int = 0
     peak_memory_bytes: int | None = 2 * 2**30
+    peak_gpu_memory_bytes: int | None = None  # None: the arm has no GPU
+    tokens: bool = False  # probes carry token ids (a divergent probe's third token flips): top-1 flips counted
     rate_per_s: float = 8.0
     phase: str = "load_8"
     errors: int = 0  # background requests that failed, in window 0
@@ -68,9 +70,18 @@ def _rows(arm: str, plan: ArmPlan) -> list[dict[str, Any]]:
             if is_probe:
                 sig = "other" if probe < plan.divergent_probes else "modal"
                 row |= {"sig_text": sig, "sig_token_ids": sig, "sig_top_logprobs": sig, "completion_text": sig}
+                if plan.tokens:
+                    row |= {"token_ids": [1, 2, 9 if sig == "other" else 3, 4], "token_logprobs": [-0.1] * 4}
                 probe += 1
             rows.append(row)
     return rows
+
+
+def _memory_note(plan: ArmPlan) -> str:
+    """As run/resources.py writes it: 'memory: ..., every 0.5 s; GPU memory: ...'."""
+    memory = "cgroup" if plan.peak_memory_bytes else "not observable (no cgroup)"
+    gpu = "nvidia-smi" if plan.peak_gpu_memory_bytes else "none, the arm has no GPUs"
+    return f"memory: {memory}, every 0.5 s; GPU memory: {gpu}"
 
 
 def write_load_record(root: Path, plans: Mapping[str, ArmPlan | list[ArmPlan]], baseline: str | None = None
@@ -92,8 +103,9 @@ def write_load_record(root: Path, plans: Mapping[str, ArmPlan | list[ArmPlan]], 
                                "ready_ns": None if ready_s is None else 10 * S + int(ready_s * S),
                                "status": "completed" if ready_s is not None else "failed",
                                "peak_memory_bytes": plan.peak_memory_bytes, "model": "tiny",
-                               "model_revision": "abc123",
-                               "memory_note": None if plan.peak_memory_bytes else "not observable: no cgroup"})
-    meta = {"study": "load", "run_id": "r1", "baseline": baseline or next(iter(plans)), "host": "test-host"}
+                               "peak_gpu_memory_bytes": plan.peak_gpu_memory_bytes, "model_revision": "abc123",
+                               "memory_note": _memory_note(plan)})
+    meta = {"study": "load", "run_id": "r1", "baseline": baseline or next(iter(plans)), "host": "test-host",
+            "planned_arms": list(plans)}
     paths.meta.write_text(json.dumps(meta))
     return paths

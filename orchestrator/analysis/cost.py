@@ -220,9 +220,10 @@ def _rates(a: str, b: str, prompt: str, phase: str, k_a: int, n_a: int, k_b: int
 
 
 def cost(sources: RunPaths | list[RunPaths], comparison: Comparison,
-         arm_pairs: list[tuple[str, str]] | None = None) -> CostReport:
+         arm_pairs: list[tuple[str, str]] | None = None, order: list[str] | None = None) -> CostReport:
     """The cost of every arm at every load point, the starts, the ratios and rate comparisons of each pair,
-    and the probes' co-residents."""
+    and the probes' co-residents; each list in the study's `order` of arms (the baseline, then as planned),
+    arms it does not name after, as the record has them."""
     groups = load_groups(sources)
     report = CostReport(starts=starts.summarise(sources))
     for (arm, phase), rows in groups.items():
@@ -233,6 +234,22 @@ def cost(sources: RunPaths | list[RunPaths], comparison: Comparison,
     pairs = _pairs(comparison, arm_pairs)
     report.ratios = ratios(report.phases, starts.per_start(sources), pairs)
     report.rates = rate_comparisons(comparison.cells, pairs)
+    return in_order(report, order or [])
+
+
+def in_order(report: CostReport, order: list[str]) -> CostReport:
+    """Every list sorted by its arm's place in `order` (ratios and rates by B's, then A's); stable, so each
+    arm's load points keep the record's order."""
+    rank = {arm: i for i, arm in enumerate(dict.fromkeys(order))}
+
+    def at(arm: str) -> int:
+        return rank.get(arm, len(rank))
+
+    report.starts.sort(key=lambda s: at(s.arm))
+    report.phases.sort(key=lambda c: at(c.arm))
+    report.co_residents.sort(key=lambda c: at(c.arm))
+    report.ratios.sort(key=lambda r: (at(r.arm_b), at(r.arm_a)))
+    report.rates.sort(key=lambda r: (at(r.arm_b), at(r.arm_a)))
     return report
 
 

@@ -55,7 +55,8 @@ def build(paths: RunPaths, study: str, run_id: str, baseline: str | None,
                          summary=headline.summary(comparison),
                          gate=gate_verdict(comparison, gate), environment=environment(records, paths, host),
                          timings_s=timings_s or {}, waves=wave_times(records), incomplete=missing, unobserved=why,
-                         cost=cost(records, comparison, arm_pairs))
+                         cost=cost(records, comparison, arm_pairs, [*([baseline] if baseline else []),
+                                                                    *(planned_arms or [])]))
     atomic_write_text(paths.report_json, json.dumps(report.to_json(), indent=2, sort_keys=True, allow_nan=False)
                       + "\n")
     atomic_write_text(paths.report_md, markdown(report))

@@ -40,8 +40,13 @@ def _num(value: float | None, digits: int = 3) -> str:
     return "-" if value is None else f"{value:.{digits}g}"
 
 
-def _bytes(value: float | None) -> str:
-    return "-" if value is None else f"{value / 2**30:.2f} GiB"
+def size(value: float | None) -> str:
+    return "-" if value is None else f"{value / 2**20:.0f} MiB" if value < 2**30 else f"{value / 2**30:.1f} GiB"
+
+
+def compact(value: float) -> str:
+    """A ratio or bound for a line a person reads: two decimals, but 2e+05 and <0.01 at the extremes."""
+    return f"{value:.0e}" if value >= 1000 else "<0.01" if value < 0.01 else f"{value:.2f}"
 
 
 def starts_line(s: StartsSummary | None) -> str:
@@ -89,66 +94,120 @@ def _against(rates: list[RateComparison], arm: str, phase: str) -> str:
             f"{rate.upper_95:+.3f}, Fisher p = {rate.p_two_sided:.2g})")
 
 
-def correct_line(cells: list[Cell], arm: str, phases: list[PhaseCost], co: list[CoResidents],
-                 rates: list[RateComparison] | None = None) -> str:
+def flips(cells: list[Cell]) -> str:
+    """The cells' top-1 flips in all: '12 at 5 positions'; '' where none flipped or none had tokens."""
+    counted = [c for c in cells if c.top1_flips]
+    if not counted:
+        return ""
+    positions = sum(c.top1_flip_position_count or 0 for c in counted)
+    total, where = sum(c.top1_flips or 0 for c in counted), f" over {len(counted)} cells" if len(counted) > 1 else ""
+    return (f"{total} top-1 flip{'s' if total > 1 else ''} at {positions} position{'s' if positions > 1 else ''}"
+            f"{where}")
+
+
+def correct_lines(cells: list[Cell], arm: str, phases: list[PhaseCost], co: list[CoResidents],
+                  rates: list[RateComparison] | None = None) -> list[str]:
     def bound(k: int, n: int, low: float, high: float) -> str:
         return f"at most {pct(high)}" if k == 0 else f"rate {pct(low)}-{pct(high)} at 95 %"
 
     if not phases:
         k, n, low, high, count = stays_correct(cells, arm)
         if not n:
-            return "Stays correct: not measured: no successful response"
-        return f"Stays correct: {k} of {n} warm requests diverged over {count} cells ({bound(k, n, low, high)})"
-    parts = []
+            return ["Stays correct: not measured: no successful response"]
+        flipped = flips([c for c in cells if c.arm == arm])
+        return [f"Stays correct: {k} of {n} warm requests diverged over {count} cells ({bound(k, n, low, high)})"
+                + (f"; {flipped}" if flipped else "")]
+    parts, divergent, probes = [], 0, 0
     for phase in phases:
         k, n, low, high, _ = stays_correct(cells, arm, phase.phase)
+        divergent, probes = divergent + k, probes + n
         where = phase.load_point or phase.phase
         mine = [c for c in co if c.arm == arm and c.phase == phase.phase]
-        parts.append(f"{k} of {n} probes diverged ({bound(k, n, low, high)}) at {where}{_co_residents(mine)}"
-                     + _against(rates or [], arm, phase.phase))
-    return "Stays correct: " + "; ".join(parts)
+        flipped = flips([c for c in cells if c.arm == arm and c.phase == phase.phase])
+        text = f"{k} of {n} probes diverged ({bound(k, n, low, high)})" + (f", {flipped}" if flipped else "")
+        parts.append((where, text, _co_residents(mine), _against(rates or [], arm, phase.phase)))
+    if len(parts) == 1:
+        where, text, co_text, against = parts[0]
+        return [f"Stays correct: {text} at {where}{co_text}{against}"]
+    alike = {co_text for _, _, co_text, _ in parts}
+    shared = alike.pop() if len(alike) == 1 else ""  # said once, on the line over the load points
+    return [f"Stays correct: {divergent} of {probes} probes diverged over {len(parts)} load points{shared}:",
+            *(f"  - at {where}: {text}{'' if shared else co_text}{against}" for where, text, co_text, against in parts)]
 
 
 def _ratio(r: CostRatio) -> str:
     if r.ratio is None:
         return f"{RATIO_WORDS[r.metric]} no ratio ({r.note})"
-    interval = f" [{r.lower_95:.2f}, {r.upper_95:.2f}]" if r.lower_95 is not None and r.upper_95 is not None \
-        else " (no interval: one window)"
-    return f"{RATIO_WORDS[r.metric]} ×{r.ratio:.2f}{interval}"
+    interval = f" [{compact(r.lower_95)}, {compact(r.upper_95)}]" if r.lower_95 is not None \
+        and r.upper_95 is not None else " (no interval: one window)"
+    return f"{RATIO_WORDS[r.metric]} ×{compact(r.ratio)}{interval}"
 
 
 def _p(metric: Metric, what: str) -> str:
     return f"p50 {what} {seconds(metric.p50)}" if metric.count else f"{what} {metric.note}"
 
 
-def costs_line(arm: str, phases: list[PhaseCost], ratios: list[CostRatio]) -> str:
+def _why(note: str, what: str) -> str:
+    """Why `what` ("memory", "GPU memory") has no peak, from the arm's memory_note (run/resources.py writes
+    'memory: ..., every 0.5 s; GPU memory: ...')."""
+    for part in note.split("; "):
+        if part.startswith(f"{what}: "):
+            return part.removeprefix(f"{what}: ").split(", every ")[0]
+    return "not observable: not sampled"
+
+
+def memory(s: StartsSummary | None) -> str:
+    """'peak memory 1.2 GiB, GPU 3.4 GiB' (the highest over starts), or why either is missing."""
+    if s is None:
+        return "memory not recorded"
+    ram = f"peak memory {size(s.peak_memory_bytes.max)}" if s.peak_memory_bytes.count else \
+        f"memory {_why(s.memory_note, 'memory')}"
+    gpu = _why(s.memory_note, "GPU memory")
+    gpu = f"GPU {size(s.peak_gpu_memory_bytes.max)}" if s.peak_gpu_memory_bytes.count else \
+        "no GPU" if gpu.startswith("none") else f"GPU memory {gpu}"
+    return f"{ram}, {gpu}"
+
+
+def peaks(s: StartsSummary | None) -> list[str]:
+    """The table's two memory cells: the peak, or why there is none."""
+    if s is None:
+        return ["not recorded", "not recorded"]
+    return [size(m.max) if m.count else _why(s.memory_note, what)
+            for m, what in ((s.peak_memory_bytes, "memory"), (s.peak_gpu_memory_bytes, "GPU memory"))]
+
+
+def costs_lines(arm: str, phases: list[PhaseCost], ratios: list[CostRatio], start: StartsSummary | None = None
+                ) -> list[str]:
+    """One load point: a line, the arm's memory in it; several: the memory, then a sub-bullet per load point."""
     if not phases:
-        return "Costs: not measured: no load phase"
+        return [f"Costs: not measured: no load phase; {memory(start)}"]
     parts = []
     for c in phases:
-        text = (f"at {c.load_point or c.phase}: {_num(c.request_throughput_per_s.avg, 2)} req/s, "
-                f"{_num(c.output_tokens_per_s.avg, 3)} tokens/s, {_p(c.latency_s, 'latency')}, "
-                f"{_p(c.time_to_first_token_s, 'time to first token')}, errors {c.errors} of {c.requests}")
-        against = [r for r in ratios if r.arm_b == arm and r.phase == c.phase and r.metric in OPENING_RATIOS
-                   and r.ratio is not None]
-        if against:
-            kind = "the A/A" if arm == copy_name(against[0].arm_a) else against[0].arm_a
-            text += f"; against {kind}: " + ", ".join(_ratio(r) for r in against)
-        parts.append(text)
-    return "Costs " + " | ".join(parts)
+        numbers = (f"at {c.load_point or c.phase}: {_num(c.request_throughput_per_s.avg, 2)} req/s, "
+                   f"{_num(c.output_tokens_per_s.avg, 3)} tokens/s, {_p(c.latency_s, 'latency')}, "
+                   f"{_p(c.time_to_first_token_s, 'time to first token')}, errors {c.errors} of {c.requests}")
+        mine = [r for r in ratios if r.arm_b == arm and r.phase == c.phase and r.metric in OPENING_RATIOS
+                and r.ratio is not None]
+        kind = "" if not mine else "the A/A" if arm == copy_name(mine[0].arm_a) else mine[0].arm_a
+        parts.append((numbers, f"; against {kind}: " + ", ".join(_ratio(r) for r in mine) if mine else ""))
+    if len(parts) == 1:
+        numbers, against = parts[0]
+        return [f"Costs {numbers}; {memory(start)}{against}"]
+    return [f"Costs: {memory(start)}; per load point:", *(f"  - {numbers}{against}" for numbers, against in parts)]
 
 
 def opening(cost: CostReport | None, cells: list[Cell], arms: list[str]) -> list[str]:
-    """Three lines per arm, before anything else."""
+    """Three lines per arm, before anything else, in the study's order (cost's); a line over several load points
+    has a sub-bullet for each."""
     if cost is None:
         return []
     starts = {s.arm: s for s in cost.starts}
     out = ["## Per arm: does it start, does it stay correct, what does it cost", ""]
-    for arm in dict.fromkeys([*arms, *starts]):
+    for arm in dict.fromkeys([*starts, *arms]):
         phases = [c for c in cost.phases if c.arm == arm]
-        out += [f"- **{arm}**", f"  - {starts_line(starts.get(arm))}",
-                f"  - {correct_line(cells, arm, phases, cost.co_residents, cost.rates)}",
-                f"  - {costs_line(arm, phases, cost.ratios)}"]
+        lines = [starts_line(starts.get(arm)), *correct_lines(cells, arm, phases, cost.co_residents, cost.rates),
+                 *costs_lines(arm, phases, cost.ratios, starts.get(arm))]
+        out += [f"- **{arm}**", *(f"  {line}" if line.startswith("  - ") else f"  - {line}" for line in lines)]
     return [*out, ""]
 
 
@@ -170,21 +229,25 @@ def sections(cost: CostReport | None, cells: list[Cell], sweep: dict[str, Any] |
         out += _table(["arm", "starts", "ready", "failure rate at most (95 %)", "time to ready p50 (s)",
                        "min-max (s)", "peak memory", "peak GPU memory", "model", "revision"], [
             [s.arm, str(s.starts), str(s.ready), pct(s.failure_upper_95), _num(s.time_to_ready_s.p50),
-             f"{_num(s.time_to_ready_s.min)}-{_num(s.time_to_ready_s.max)}", _bytes(s.peak_memory_bytes.max),
-             _bytes(s.peak_gpu_memory_bytes.max), s.model or "-", s.model_revision or "-"] for s in cost.starts])
+             f"{_num(s.time_to_ready_s.min)}-{_num(s.time_to_ready_s.max)}", size(s.peak_memory_bytes.max),
+             size(s.peak_gpu_memory_bytes.max), s.model or "-", s.model_revision or "-"] for s in cost.starts])
     if cost.phases:
         out += ["## Cost per load point", "",
                 "Over every request of the phase but its warm-up (probes and background). Throughput: completed "
                 "requests over each window's first send to last answer, pooled over the windows (their range "
                 "beside it). Latencies are p50 / p90 / p99 over requests, in seconds; time to first token and "
-                "inter-token latency only from streamed requests. Send lateness: actual less scheduled send.", ""]
+                "inter-token latency only from streamed requests. Send lateness: actual less scheduled send. "
+                "Memory: the arm's peaks over its whole run (every load point; the highest over starts).", ""]
+        starts = {s.arm: s for s in cost.starts}
         out += _table(["arm", "load point", "windows", "requests", "req/s (windows' range)", "tokens/s",
-                       "latency", "time to first token", "inter-token latency", "errors", "send lateness p99"], [
+                       "latency", "time to first token", "inter-token latency", "errors", "send lateness p99",
+                       "peak memory", "peak GPU memory"], [
             [c.arm, c.load_point or c.phase, str(c.windows), str(c.requests),
              f"{_num(c.request_throughput_per_s.avg)} ({_num(c.request_throughput_per_s.min)}-"
              f"{_num(c.request_throughput_per_s.max)})", _num(c.output_tokens_per_s.avg), _spread(c.latency_s),
              _spread(c.time_to_first_token_s), _spread(c.inter_token_latency_s),
-             f"{c.errors} ({pct(c.error_share)})", _num(c.send_lateness_s.p99)] for c in cost.phases])
+             f"{c.errors} ({pct(c.error_share)})", _num(c.send_lateness_s.p99), *peaks(starts.get(c.arm))]
+            for c in cost.phases])
     if cost.ratios:
         out += ["## What B costs against A", "",
                 "The ratio B/A of the geometric means over the replicates (the load point's windows; for time to "

@@ -46,6 +46,7 @@ svg.chart .dot.tie{fill:var(--differ)} svg.chart .p0{fill:var(--p0)} svg.chart .
 svg.chart .p2{fill:var(--p2)} svg.chart .p3{fill:var(--p3)} svg.chart .tile.ok{fill:var(--ok)}
 svg.chart .tile.differ{fill:var(--differ)} svg.chart .tile.unknown{fill:var(--unknown)}
 svg.chart text.on-tile{fill:#fff}
+p.item{margin:0.3em 0} p.item.l1{margin-left:1.5em} p.item.l2{margin-left:3em} p.item.l3{margin-left:4.5em}
 """
 
 # Click a header, or focus it (Tab) and press Enter or Space: sort its table by that column (numbers as
@@ -174,8 +175,9 @@ def markdown_to_html(text: str) -> list[str]:
         if line.startswith("#"):
             level = len(line) - len(line.lstrip("#"))
             body.append(f"<h{level}>{_inline(line.lstrip('# '))}</h{level}>")
-        elif line.startswith(("- ", "  - ")):
-            body.append(f"<p class='item'>&bull; {_inline(line.strip()[2:])}</p>")
+        elif line.lstrip(" ").startswith("- "):  # a list item; two spaces more per nested level
+            level = (len(line) - len(line.lstrip(" "))) // 2
+            body.append(f"<p class='item{f' l{level}' if level else ''}'>&bull; {_inline(line.strip()[2:])}</p>")
         elif line.strip():
             body.append(f"<p>{_inline(line)}</p>")
     if in_table:

@@ -51,16 +51,30 @@ def _num(value: float | None, fmt: str = ".3g") -> str:
 
 
 def cells_table(comparison: Comparison) -> str:
-    lines = ["| arm | prompt | phase | n | distinct completions | distinct signatures | rate | first divergence |",
-             "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+    lines = ["| arm | prompt | phase | n | distinct completions | distinct signatures | rate | first divergence | "
+             "top-1 flips |", "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     for c in comparison.cells:
         sigs = "n/a" if c.distinct_signatures is None else f"{c.distinct_signatures} in {c.n}"
         if c.distinct_signatures is not None and c.signature_basis != "top_logprobs":
             sigs += f" ({c.signature_basis.replace('_', ' ')})"
         errors = f" (+{c.errors} errors)" if c.errors else ""
         lines.append(f"| {c.arm} | {c.prompt_id} | {c.phase} | {c.n}{errors} | "
-                     f"{c.distinct_completions} in {c.n} | {sigs} | {rate(c)} | {_where(c)} |")
+                     f"{c.distinct_completions} in {c.n} | {sigs} | {rate(c)} | {_where(c)} | {top1_flips(c)} |")
     return "\n".join(lines)
+
+
+def top1_flips(cell: Cell) -> str:
+    """'12 at 5 positions (first: 3, 4, 9)'; '-' where the engine returned no tokens to compare."""
+    if cell.top1_flips is None:
+        return "-"
+    if not cell.top1_flips:
+        return "0"
+    count = cell.top1_flip_position_count or 0
+    listed = [str(position) for position, _ in (cell.top1_flip_positions or [])[:3]]
+    more = ", ..." if count > len(listed) else ""
+    if count == 1:
+        return f"{cell.top1_flips} at position {listed[0]}"
+    return f"{cell.top1_flips} at {count} positions (first: {', '.join(listed)}{more})"
 
 
 def _table(header: list[str], rows: list[list[Any]]) -> list[str]:
@@ -181,7 +195,9 @@ def details(report: StudyReport) -> list[str]:
     out += ["## Repeatability per cell (warm requests)", "",
             f"{signature_sentence(result.cells)} Bounds are 95%: one-sided when nothing diverged, Clopper-Pearson "
             "otherwise. A first divergence whose top1-top2 gap is tiny is a near-tie flip, not by itself a kernel "
-            "defect.", "", cells_table(result), ""]
+            "defect. Top-1 flips: (request, position) pairs whose token is another than the modal request's there "
+            "(the seed's unit), with the first positions that have one; - where the engine returned no tokens.",
+            "", cells_table(result), ""]
     collapsed = [c for c in result.cells if c.top_entries_min is not None and c.top_entries_min != c.top_entries_max]
     if collapsed:
         out += [f"Top-logprob entries per position varied in {len(collapsed)} cell(s) ("

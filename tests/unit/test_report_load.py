@@ -36,7 +36,7 @@ def test_the_page_opens_with_starts_correctness_and_cost_per_arm(tmp_path: Path)
         "- Stays correct: 0 of 6 probes diverged (at most 39 %) at poisson 8/s, each alongside 2-4 other requests "
         "(server trace)",
         "- Costs at poisson 8/s: 8.2 req/s, 82.1 tokens/s, p50 latency 0.1 s, p50 time to first token 0.02 s, "
-        "errors 0 of 24"]
+        "errors 0 of 24; peak memory 2.0 GiB, no GPU"]
     assert lines[5] == "- Starts: 1 of 1 (one start: `study.starts: N` measures the failure rate); time to ready 5.0 s"
     assert lines[6].startswith("- Stays correct: 2 of 6 probes diverged (rate 4.3 %-78 % at 95 %) at poisson 8/s, "
                                "co-residents not observable")
@@ -59,7 +59,7 @@ def test_an_arm_with_no_load_phase_says_its_cost_was_not_measured(tmp_path: Path
     paths = _report(tmp_path / "run", {"seq": ArmPlan([0.1], kind="sequential", phase="sequential")})
     lines = _opening(paths)
     assert lines[2] == "- Stays correct: 0 of 2 warm requests diverged over 1 cells (at most 78 %)"
-    assert lines[3] == "- Costs: not measured: no load phase"
+    assert lines[3] == "- Costs: not measured: no load phase; peak memory 2.0 GiB, no GPU"
     assert "## Cost per load point" not in paths.report_md.read_text()
 
 
@@ -83,7 +83,11 @@ def test_divergence_against_offered_load_as_a_table_and_a_chart(tmp_path: Path) 
     text = paths.report_md.read_text()
     table = text.split("## Divergence against offered load")[1]
     assert "| base | 4 | 0 of 4 |" in table and "| base | 16 | 2 of 4 |" in table
-    assert "at poisson 4/s" in _opening(paths)[2] and "; 2 of 4 probes diverged" in _opening(paths)[2]
+    assert _opening(paths)[2:5] == [
+        "- Stays correct: 2 of 8 probes diverged over 2 load points, co-residents not observable (no server trace, "
+        "no /metrics):",
+        "- at poisson 4/s: 0 of 4 probes diverged (at most 53 %)",
+        "- at poisson 16/s: 2 of 4 probes diverged (rate 6.8 %-93 % at 95 %)"]
     page = paths.report_html.read_text()
     assert "base: divergence against offered load, beside throughput" in page
     assert page.index('id="opening"') < page.index('id="verdict"')
@@ -103,3 +107,55 @@ def test_a_sweep_over_load_points_draws_one_frontier_per_series(tmp_path: Path) 
     table = out.report_md.read_text().split("## Divergence against offered load")[1]
     assert f"| base ({other}=1) | 4 | 0 of 4 |" in table and f"| base ({other}=8) | 16 | 1 of 4 |" in table
     assert out.report_html.read_text().count("divergence against offered load, beside throughput</title>") == 2
+
+
+def test_several_load_points_make_a_sub_bullet_each_with_the_memory_on_the_costs_line(tmp_path: Path) -> None:
+    """A line per load point under a short one (markdown's nested list; report.html indents them alike), the
+    arm's memory peaks on the Costs line and in the cost table, the baseline first though it sorts last."""
+    paths = _report(tmp_path / "run", {
+        "zbase": [ArmPlan([0.1, 0.1], rate_per_s=4, phase="load_4", peak_gpu_memory_bytes=3 * 2**30),
+                  ArmPlan([0.2, 0.2], rate_per_s=16, phase="load_16", peak_gpu_memory_bytes=3 * 2**30)],
+        "alt": [ArmPlan([0.1, 0.1], rate_per_s=4, phase="load_4", peak_memory_bytes=None),
+                ArmPlan([0.2, 0.2], rate_per_s=16, phase="load_16", peak_memory_bytes=None)]})
+    text = paths.report_md.read_text()
+    assert text.index("- **zbase**") < text.index("- **alt**")
+    assert "\n  - Costs: peak memory 2.0 GiB, GPU 3.0 GiB; per load point:\n    - at poisson 4/s: 8.2 req/s" in text
+    assert "\n  - Costs: memory not observable (no cgroup), no GPU; per load point:\n    - at poisson 4/s: " in text
+    alt = text.split("- **alt**")[1].split("## Verdict")[0]
+    assert alt.count("\n    - at poisson") == 4 and "; against zbase: throughput ×" in alt
+    table = text.split("## Cost per load point")[1].split("\n## ")[0]
+    rows = [line for line in table.splitlines() if line.startswith("| ") and "---" not in line][1:]
+    assert [row.split(" | ")[0] for row in rows] == ["| zbase", "| zbase", "| alt", "| alt"]
+    assert rows[0].endswith("| 2.0 GiB | 3.0 GiB |") and rows[2].endswith("| not observable (no cgroup) | none, "
+                                                                           "the arm has no GPUs |")
+    ratios = text.split("## What B costs against A")[1].split("\n## ")[0]
+    assert "| zbase | alt |" in ratios
+    page = paths.report_html.read_text()
+    assert "<p class='item l2'>&bull; at poisson 16/s: " in page and "<p class='item l1'>&bull; Costs: " in page
+
+
+def test_top1_flips_in_the_cell_table_and_the_stays_correct_line(tmp_path: Path) -> None:
+    paths = _report(tmp_path / "run", {"base": ArmPlan([0.1, 0.1], tokens=True),
+                                       "flaky": ArmPlan([0.1, 0.1], tokens=True, divergent_probes=1),
+                                       "text": ArmPlan([0.1, 0.1])})
+    lines = _opening(paths)
+    assert lines[6].startswith("- Stays correct: 1 of 4 probes diverged (rate 0.63 %-81 % at 95 %), 1 top-1 flip at "
+                               "1 position at poisson 8/s")
+    assert "top-1" not in lines[2]  # none flipped: nothing said
+    table = paths.report_md.read_text().split("## Repeatability per cell")[1].split("\n## ")[0]
+    row = {line.split(" | ")[0]: line for line in table.splitlines() if line.startswith("| ")}
+    assert row["| base"].endswith("| 0 |") and row["| flaky"].endswith("| 1 at position 2 |")
+    assert row["| text"].endswith("| - |")  # no tokens returned: nothing to flip
+
+
+def test_a_huge_ratio_interval_stays_readable() -> None:
+    from orchestrator.analysis.cost_results import CostRatio
+    from orchestrator.report.cost_md import compact, costs_lines
+
+    assert [compact(v) for v in (196170.37, 1000.0, 999.4, 1.26, 0.01, 0.004, 0.0)] == [
+        "2e+05", "1e+03", "999.40", "1.26", "0.01", "<0.01", "<0.01"]
+    from orchestrator.analysis.cost_results import Metric, PhaseCost
+    m = Metric("s", 1.0, 1.0, count=1)
+    phase = PhaseCost("b", "load", "poisson 8/s", 8.0, 3, 24, 0, 0.0, m, m, m, m, m, m)
+    line = costs_lines("b", [phase], [CostRatio("a", "b", "load", "latency_s", 3.0, 0.0, 196170.37, 3, 3)])[0]
+    assert line.endswith("; against a: latency ×3.00 [<0.01, 2e+05]")
