@@ -228,7 +228,7 @@ def outcome_bins(p: np.ndarray) -> list[tuple[int, float]]:
     for b in np.unique(bins[p > 0]):
         inside = (bins == b) & (p > 0)
         mass = float(p[inside].sum())
-        out.append((int(round(float((np.flatnonzero(inside) * p[inside]).sum()) / mass)), mass))
+        out.append((round(float((np.flatnonzero(inside) * p[inside]).sum()) / mass), mass))
     return out
 
 

@@ -1,6 +1,7 @@
 """The onset sweeper on the reference engine: its random top-k tie-break diverges once the prompt exceeds
 the indexer budget. With the budget at 256 and exact prompt lengths 64-512, the search must bracket 256
-between two measured points 16 tokens apart at most, in a few jobs, and say so on one line (exit 0)."""
+between two measured points 16 tokens apart at most, in a few jobs, and say so on one line (exit 0, as
+expected); a search that expects another answer exits 3."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ pytestmark = [pytest.mark.docker, pytest.mark.usefixtures("docker_client", "no_l
 def test_onset_brackets_a_small_indexer_budget(tmp_path: Path) -> None:
     result = orchestrator("run", "study=onset_indexer_budget", "arms.random_topk.engine_args.indexer-budget=256",
                           "hydra.sweeper.axis.low=64", "hydra.sweeper.axis.high=512", "hydra.sweeper.width=16",
-                          "hydra.sweeper.budget_tokens=256", "hydra.sweeper.max_jobs=10",
+                          "hydra.sweeper.budget_tokens=256", "hydra.sweeper.max_jobs=10", "hydra.sweeper.expect=onset",
                           "protocol.phases.sequential.repeats=4", f"hydra.sweep.dir={tmp_path}")
     assert result.returncode == 0, result.stderr[-3000:]
     state = json.loads((tmp_path / "onset.json").read_text())
@@ -35,3 +36,13 @@ def test_a_target_cell_the_study_lacks_is_refused_before_any_job(tmp_path: Path)
                           f"hydra.sweep.dir={tmp_path / 'sweep'}")
     assert result.returncode == 2 and "no such arm" in result.stderr and len(result.stderr.splitlines()) == 1
     assert not (tmp_path / "sweep").exists()
+
+
+def test_an_answer_other_than_the_expected_one_exits_3(tmp_path: Path) -> None:
+    result = orchestrator("run", "study=onset_indexer_budget", "arms.random_topk.engine_args.indexer-budget=256",
+                          "hydra.sweeper.axis.low=64", "hydra.sweeper.axis.high=512", "hydra.sweeper.max_jobs=2",
+                          "hydra.sweeper.expect=none", "protocol.phases.sequential.repeats=4",
+                          f"hydra.sweep.dir={tmp_path}")
+    assert result.returncode == 3, result.stderr[-3000:]
+    assert "expected no onset in range (hydra.sweeper.expect=none), found " in result.stderr
+    assert len(json.loads((tmp_path / "onset.json").read_text())["configurations"][0]["jobs"]) == 2

@@ -152,7 +152,7 @@ def test_islands_weigh_change_places_by_width() -> None:
         [o.Observation(i, 0, 6) for i in (35, 45)]
     flat, equal = o.islands(50, obs), o.islands(50, obs, [3.0] * 49)
     assert flat is not None and equal is not None and equal.bayes_factor == pytest.approx(flat.bayes_factor)
-    grid, priors = _log_axis_priors(1, 50)
+    _, priors = _log_axis_priors(1, 50)
     logged = o.islands(50, obs, priors.places)
     assert logged is not None and logged.bayes_factor != pytest.approx(flat.bayes_factor)
 
