@@ -1,6 +1,7 @@
 """report.html of a study with load points in a real browser (Debian's chromium through playwright, as
-tests/e2e/test_report_browser.py): the page opens with the three lines per arm, the divergence-against-load
-chart draws, nothing is fetched, nothing logs an error. The record is tests/load_record.py's synthetic one."""
+tests/e2e/test_report_browser.py): the page opens with the three lines per arm (a load point each a sub-bullet,
+drawn indented), the divergence-against-load chart draws, nothing is fetched, nothing logs an error. The record
+is tests/load_record.py's synthetic one."""
 
 from __future__ import annotations
 
@@ -53,8 +54,14 @@ def test_the_load_report_opens_with_each_arms_three_lines_and_its_frontier(run_d
     page, errors, requests = open_report(browser, run_dir, scheme)
     opening = page.inner_text("#opening")
     assert "Starts: 3 of 3 (failure rate 0 %, at most 63 % at 95 %); time to ready 4.1 s (3.9-4.4 s)" in opening
-    assert "Stays correct: 0 of 6 probes diverged (at most 39 %) at poisson 8/s" in opening
+    assert "at poisson 8/s: 0 of 6 probes diverged (at most 39 %)" in opening
     assert "time to first token not observable: not streamed" in opening
+    assert "Costs: peak memory 2.0 GiB, no GPU; per load point:" in opening
+    # a sub-bullet per load point, drawn further in than the line it belongs to
+    head, point = page.locator("#opening p.item.l1", has_text="Costs: peak memory"), page.locator(
+        "#opening p.item.l2", has_text="at poisson 32/s: ").last
+    assert point.bounding_box()["x"] > head.bounding_box()["x"] + 10
+    assert page.locator("#details th", has_text="top-1 flips").count() == 1
     top = page.evaluate("[...document.querySelectorAll('section')].map(s => s.id)")
     assert top[:3] == ["title", "opening", "verdict"]
     chart = page.locator("svg.chart[aria-label='base: divergence against offered load, beside throughput']")
