@@ -11,65 +11,31 @@ lasts). With a rate and a concurrency it sleeps, then waits for a slot (AIPerf's
 waited for shifts the rest of the schedule by that wait, never caught up. `result.timed[i]` is the i-th
 request's Timed (every request has one, also those cut by the grace period or left unsent by the duration).
 
-Pacing: sleep until about 1 ms before the target (the loop's timers are ms-grained), then yield until it
-(perf_counter_ns); times are wall-clock ns through one monotonic-to-wall offset per window. Keep-alive HTTP/1.1
+Pacing: run/load_clock.py waits until each send's time on a timerfd (no spinning); a request already late
+yields to the loop once first, so a late burst still reads answers between its sends. Keep-alive HTTP/1.1
 connections (h11, warmed as run/release.py warms a batch's), bytes made before the window, one `socket.send`
-each; a spare connection is opened whenever the last idle one is taken, up to the concurrency. A client with
-a transport (tests) sends through httpx, unstreamed. docs/load.md has the measured limits.
+each; a spare connection is opened whenever the last idle one is taken, up to the concurrency, and a request
+with none idle takes the first connection freed or opened, in turn. The garbage collector is frozen and off
+during a window (a full collection is a pause of tens of ms). A client with a transport (tests) sends through
+httpx, unstreamed. docs/load.md has the measured limits.
 """
 
 from __future__ import annotations
 
 import asyncio
-import time
+import gc
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
-from urllib.parse import urlsplit
 
-import h11
+from orchestrator.run.client import CompletionClient
+from orchestrator.run.load_clock import Clock
+from orchestrator.run.load_pool import Pool, Sender
+from orchestrator.run.load_pool import Prepared as Prepared
+from orchestrator.run.load_pool import Timed as Timed
 
-from orchestrator.engines.stream import SseReader
-from orchestrator.run import release
-from orchestrator.run.client import CompletionClient, json_bytes
-
-SPIN_NS = 1_000_000  # the last stretch before a send is yielded through, not slept
 LEAD_NS = 20_000_000  # the window starts this long after its connections are warm
 SAMPLE_S = 0.1  # running requests on the metrics endpoint, sampled this often during a window
-PREOPEN = 8  # connections opened before a window without a concurrency ceiling
-IDLE_NS = 2_000_000_000  # a connection idle longer is closed, not reused
-
-
-@dataclass(frozen=True)
-class Prepared:
-    path: str
-    body: dict[str, Any]
-    offset_s: float | None = None  # None: a closed loop
-    streamed: bool = False  # answered as server-sent events: token times read as they come
-
-
-@dataclass
-class Timed:
-    """One request as it went: its answer's bytes and every time (wall clock, ns)."""
-
-    status: int | None = None
-    body: bytes = b""
-    error: str | None = None
-    scheduled_ns: int | None = None
-    send_ns: int = 0
-    first_byte_ns: int | None = None
-    recv_ns: int = 0
-    sent: bool = True
-    streamed: bool = False
-    token_ns: list[int] = field(default_factory=list)  # when each token-bearing event was complete
-
-    @property
-    def first_token_ns(self) -> int | None:
-        return self.token_ns[0] if self.streamed and self.token_ns else None
-
-    @property
-    def inter_token_ns(self) -> list[int] | None:
-        return [b - a for a, b in zip(self.token_ns, self.token_ns[1:], strict=False)] if self.streamed else None
 
 
 @dataclass
@@ -85,29 +51,20 @@ class WindowResult:
         return max(seen) if seen else None
 
 
-class _Clock:
-    def __init__(self) -> None:
-        self.offset_ns = time.time_ns() - time.perf_counter_ns()  # taken once: wall times stay monotonic
-
-    def now(self) -> int:
-        return time.perf_counter_ns() + self.offset_ns
-
-    async def until(self, target_ns: int) -> None:
-        while (left := target_ns - self.now()) > 0:
-            await asyncio.sleep((left - SPIN_NS) / 1e9 if left > 2 * SPIN_NS else 0)
-
-
 async def run_window(base_url: str | CompletionClient, requests: Sequence[Prepared], *, concurrency: int | None = None,
                      duration_s: float | None = None, grace_s: float = 30.0, timeout_s: float = 300.0,
                      warm_path: str = "/health", more: Callable[[int], Prepared] | None = None,
                      sample: Callable[[], Awaitable[int | None]] | None = None) -> WindowResult:
     """Send a window; `base_url` may be a CompletionClient (its transport, if any, is used). `sample`: the
     server's running requests now (None: it has no such count), read every SAMPLE_S while the window runs."""
-    clock, client = _Clock(), base_url if isinstance(base_url, CompletionClient) else None
-    sender: _Sender = _Httpx(client, clock) if client is not None and not client.direct else \
-        _Pool(client.base_url if client else str(base_url), warm_path, timeout_s, clock)
+    clock, client = Clock(), base_url if isinstance(base_url, CompletionClient) else None
+    sender: Sender = _Httpx(client, clock) if client is not None and not client.direct else \
+        Pool(client.base_url if client else str(base_url), warm_path, timeout_s, clock)
     window = _Window(sender, clock, concurrency, duration_s, more)
     sampler = asyncio.create_task(_sample(sample, clock)) if sample else None
+    collecting = gc.isenabled()
+    gc.freeze()  # what is alive now is never scanned, and nothing is collected until the window is over
+    gc.disable()
     try:
         await sender.prepare(requests, concurrency)
         await window.send(requests)
@@ -122,6 +79,10 @@ async def run_window(base_url: str | CompletionClient, requests: Sequence[Prepar
         for task in pending_all:
             task.cancel()  # a no-op on those done; the rest when the window itself is cancelled (Ctrl-C)
         sender.close()
+        clock.close()
+        gc.unfreeze()
+        if collecting:
+            gc.enable()
     now = clock.now()
     timed = [t.result() if not t.cancelled() else Timed(None, b"", sender.cut, None, now, None, now)
              for t in window.tasks]
@@ -129,7 +90,7 @@ async def run_window(base_url: str | CompletionClient, requests: Sequence[Prepar
     return WindowResult(window.unsent_merged(timed), running, window.start_ns, window.stop_ns)
 
 
-async def _sample(sample: Callable[[], Awaitable[int | None]], clock: _Clock) -> list[tuple[int, int]]:
+async def _sample(sample: Callable[[], Awaitable[int | None]], clock: Clock) -> list[tuple[int, int]]:
     """Samples until cancelled (returned then), or until the server shows no count (then none are taken)."""
     seen: list[tuple[int, int]] = []
     try:
@@ -141,23 +102,10 @@ async def _sample(sample: Callable[[], Awaitable[int | None]], clock: _Clock) ->
     return seen
 
 
-class _Sender:
-    cut = "cut"  # the error of an answer cut by the grace period
-
-    async def prepare(self, requests: Sequence[Prepared], concurrency: int | None) -> None:  # bytes, connections
-        pass
-
-    def start(self, request: Prepared, scheduled_ns: int | None) -> asyncio.Task[Timed]:
-        raise NotImplementedError
-
-    def close(self) -> None:  # connections left open are closed
-        pass
-
-
 class _Window:
     """The schedule of one window: when each request is started, and which are never sent."""
 
-    def __init__(self, sender: _Sender, clock: _Clock, concurrency: int | None, duration_s: float | None,
+    def __init__(self, sender: Sender, clock: Clock, concurrency: int | None, duration_s: float | None,
                  more: Callable[[int], Prepared] | None) -> None:
         self.sender, self.clock, self.more = sender, clock, more
         self.gate = asyncio.Semaphore(concurrency) if concurrency else None
@@ -227,10 +175,10 @@ class _Window:
         return [*timed, *(self.unsent[i] for i in sorted(self.unsent))]
 
 
-class _Httpx(_Sender):
+class _Httpx(Sender):
     """Through the client's httpx (a transport standing in for the network): unstreamed."""
 
-    def __init__(self, client: CompletionClient, clock: _Clock) -> None:
+    def __init__(self, client: CompletionClient, clock: Clock) -> None:
         self.client, self.clock = client, clock
 
     def start(self, request: Prepared, scheduled_ns: int | None) -> asyncio.Task[Timed]:
@@ -244,156 +192,3 @@ class _Httpx(_Sender):
                          self.clock.now() if exchange.status is not None else None, self.clock.now(),
                          exchange.sent)
         return asyncio.create_task(one())
-
-
-class _Pool(_Sender):
-    """Keep-alive connections, reused as answers end; requests' bytes made before the window."""
-
-    def __init__(self, base_url: str, warm_path: str, timeout_s: float, clock: _Clock) -> None:
-        url = urlsplit(base_url)
-        self.host, self.port, self.authority = url.hostname or "127.0.0.1", url.port or 80, url.netloc
-        self.warm_path, self.timeout_s, self.clock = warm_path, timeout_s, clock
-        self.idle: list[release.Connection] = []
-        self.opened = 0
-        self.ceiling: int | None = None
-        self.addresses: Sequence[release.Address] | str = ""
-        self.payloads: dict[int, tuple[bytes, list[Any]]] = {}  # id(request) -> its bytes, their h11 events
-        self.all: list[release.Connection] = []
-        self.used: dict[int, int] = {}  # id(connection) -> when it was warmed or its last answer ended
-
-    async def prepare(self, requests: Sequence[Prepared], concurrency: int | None) -> None:
-        self.ceiling = concurrency
-        self.addresses = await release.resolve(self.host, self.port, 10.0)
-        for request in requests:
-            self._payload(request)
-        want = min(concurrency or PREOPEN, max(len(requests), 1))
-        await asyncio.gather(*(self._open() for _ in range(want)))
-
-    def _payload(self, request: Prepared) -> tuple[bytes, list[Any]]:
-        key = id(request)
-        if key not in self.payloads:
-            body = json_bytes(request.body)
-            headers = [("Host", self.authority), ("Content-Type", "application/json"),
-                       ("Content-Length", str(len(body)))]
-            events = [h11.Request(method="POST", target=request.path, headers=headers), h11.Data(data=body),
-                      h11.EndOfMessage()]
-            scratch = h11.Connection(h11.CLIENT)
-            self.payloads[key] = b"".join(scratch.send(e) or b"" for e in events), events
-        return self.payloads[key]
-
-    async def _open(self) -> None:
-        if isinstance(self.addresses, str) or (self.ceiling is not None and self.opened >= self.ceiling):
-            return
-        self.opened += 1
-        conn = await release.warm_connection(self.addresses, self.authority, self.warm_path, 10.0)
-        if isinstance(conn, str):
-            self.opened -= 1
-            return
-        self.all.append(conn)
-        self.used[id(conn)] = self.clock.now()
-        self.idle.append(conn)
-
-    def start(self, request: Prepared, scheduled_ns: int | None) -> asyncio.Task[Timed]:
-        payload, events = self._payload(request)
-        conn = self._fresh()
-        if conn is None:
-            return asyncio.create_task(self._opening(request, payload, events, scheduled_ns))
-        unsent, send_ns, error = self._send(conn, payload)
-        if not self.idle:
-            asyncio.get_running_loop().create_task(self._open())  # a spare for the next request
-        return asyncio.create_task(self._read(conn, request, events, unsent, scheduled_ns, send_ns, error))
-
-    def _fresh(self) -> release.Connection | None:
-        """An idle connection used lately: an older one may have been closed by its server (uvicorn: 5 s idle)."""
-        while self.idle:
-            conn = self.idle.pop()
-            if self.clock.now() - self.used[id(conn)] <= IDLE_NS:
-                return conn
-            self._drop(conn)
-        return None
-
-    async def _opening(self, request: Prepared, payload: bytes, events: list[Any], scheduled_ns: int | None) -> Timed:
-        """No idle connection: one opened on the spot (its send is as late as that takes)."""
-        await self._open()
-        if not self.idle:
-            now = self.clock.now()
-            reason = self.addresses if isinstance(self.addresses, str) else "ConnectError: no connection (not sent)"
-            return Timed(None, b"", reason, scheduled_ns, now, None, now, False, request.streamed)
-        conn = self.idle.pop()  # just opened
-        unsent, send_ns, error = self._send(conn, payload)
-        return await self._read(conn, request, events, unsent, scheduled_ns, send_ns, error)
-
-    def _send(self, conn: release.Connection, payload: bytes) -> tuple[bytes, int, str | None]:
-        try:
-            unsent = payload[conn.sock.send(payload):]
-        except BlockingIOError:
-            unsent = payload
-        except OSError as exc:
-            return payload, self.clock.now(), f"WriteError: {type(exc).__name__}: {exc} (not sent)"
-        return unsent, self.clock.now(), None
-
-    async def _read(self, conn: release.Connection, request: Prepared, events: list[Any], unsent: bytes,
-                    scheduled_ns: int | None, send_ns: int, error: str | None) -> Timed:
-        timed = Timed(None, b"", error, scheduled_ns, send_ns, None, send_ns, error is None, request.streamed)
-        if error is not None:
-            self._drop(conn)
-            return timed
-        for event in events:  # h11's side of the exchange, its bytes already sent (made on a scratch connection)
-            conn.h11.send(event)
-        reader, chunks, loop = SseReader() if request.streamed else None, [], asyncio.get_running_loop()
-        try:
-            async with asyncio.timeout(self.timeout_s):
-                if unsent:
-                    await loop.sock_sendall(conn.sock, unsent)
-                while True:
-                    event = conn.h11.next_event()
-                    if event is h11.NEED_DATA:
-                        data = await loop.sock_recv(conn.sock, release.READ_BYTES)
-                        if timed.first_byte_ns is None and data:
-                            timed.first_byte_ns = self.clock.now()
-                        if not data and conn.h11.their_state is h11.SEND_RESPONSE:
-                            raise h11.RemoteProtocolError("Server disconnected without sending a response.")
-                        conn.h11.receive_data(data)
-                    elif isinstance(event, h11.Response):
-                        timed.status = event.status_code
-                    elif isinstance(event, h11.Data):
-                        chunks.append(bytes(event.data))
-                        if reader is not None and (tokens := reader.feed(chunks[-1])):
-                            timed.token_ns += [self.clock.now()] * tokens
-                    elif isinstance(event, h11.EndOfMessage):
-                        break
-                    elif isinstance(event, h11.ConnectionClosed):
-                        raise release.NoAnswer("the server closed the connection before a whole answer")
-        except asyncio.CancelledError:
-            timed.error = self.cut
-        except TimeoutError:
-            timed.error = f"ReadTimeout: no answer in {self.timeout_s:g} s"
-        except (OSError, release.NoAnswer) as exc:
-            timed.error = f"ReadError: {exc}".rstrip(": ")
-        except h11.ProtocolError as exc:
-            timed.error = f"RemoteProtocolError: {exc}"
-        timed.recv_ns, timed.body = self.clock.now(), b"".join(chunks)
-        if timed.error is None:
-            if timed.status is not None and not 200 <= timed.status < 300:
-                timed.error = f"HTTP {timed.status}"
-            self._reuse(conn)
-        else:
-            timed.status = None if timed.error == self.cut or timed.status is None else timed.status
-            self._drop(conn)
-        return timed
-
-    def _reuse(self, conn: release.Connection) -> None:
-        if conn.h11.our_state is h11.DONE and conn.h11.their_state is h11.DONE:
-            conn.h11.start_next_cycle()
-            self.used[id(conn)] = self.clock.now()
-            self.idle.append(conn)
-        else:
-            self._drop(conn)
-
-    def _drop(self, conn: release.Connection) -> None:
-        conn.sock.close()
-        self.opened -= 1
-
-    def close(self) -> None:
-        for conn in self.all:
-            conn.sock.close()
