@@ -127,11 +127,17 @@ def _other_rows(matrix: np.ndarray, reference: int) -> np.ndarray:
 def _rows_differ(matrix: np.ndarray, row: np.ndarray) -> np.ndarray:
     """Per row of the matrix: whether any value differs from `row`'s (a NaN differs from itself)."""
     differ = matrix != row
-    if differ.shape[1] % 8 == 0 and differ.flags.c_contiguous:  # 8 bools read as one word: any() over an eighth
-        words: np.ndarray = differ.view(np.uint64).any(axis=1)
-        return words
-    rows: np.ndarray = differ.any(axis=1)
-    return rows
+    if differ.shape[1] % 8 or not 0 < differ.shape[1] <= 256 or not differ.flags.c_contiguous:
+        rows: np.ndarray = differ.any(axis=1)
+        return rows
+    # 8 bools read as one word, the words of a row OR-ed a column at a time: whole-column ops, where
+    # any(axis=1) reduces each short row apart (about three times slower at 64 positions)
+    words = differ.view(np.uint64)
+    seen = words[:, 0].copy()
+    for column in range(1, words.shape[1]):
+        seen |= words[:, column]
+    found: np.ndarray = seen != 0
+    return found
 
 
 def _nan_reduce(func: object, matrix: np.ndarray) -> np.ndarray:
