@@ -2,7 +2,7 @@
 in Docker and as local processes. On this build a temperature-0 request is repeatable, so the studies
 must say "no difference observed" with their bound and co-residency (a true negative); with
 VLLM_BATCH_INVARIANT=1 the engine dies at its first request, and the run must fail with the root cause.
-Four server starts in all (the budget CI allows); docs/vllm.md says how to run the other presets."""
+Six server starts in all (the budget CI allows); docs/vllm.md says how to run the other presets."""
 
 from __future__ import annotations
 
