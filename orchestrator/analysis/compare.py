@@ -139,7 +139,8 @@ def _analyse(cut: Cut, acc: _Accumulator, expectation: Any, near_tie_gap: float,
         acc.explore.observe(key, warm, table, signed)
     ref.ok, ref.basis = warm.num_rows > 0, cell.signature_basis
     if warm.num_rows:
-        ref.texts = {c["values"]: c["counts"] for c in pc.value_counts(warm.column("sig_text")).to_pylist()}
+        texts = pc.value_counts(warm.column("sig_text"))  # its two fields as lists: no dict per value
+        ref.texts = dict(zip(texts.field(0).to_pylist(), texts.field(1).to_pylist(), strict=True))
         if (counted := warm.column("top_logprobs_entries")).null_count < len(counted):  # else: none, no kernel
             entries = pc.min_max(pc.list_flatten(counted))
             cell.top_entries_min, cell.top_entries_max = entries["min"].as_py(), entries["max"].as_py()

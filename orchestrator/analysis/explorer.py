@@ -14,7 +14,6 @@ instead (analysis/text_split.py).
 
 from __future__ import annotations
 
-import functools
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -44,18 +43,15 @@ class Signatures:
     names: list[str | None]  # the distinct ones, in order of first appearance (a null is one too)
     codes: np.ndarray  # per row: its index in `names`
     counts: np.ndarray  # per name: how many rows carry it
+    modal: int  # the index of the most common one (the first seen of a tie)
 
     @classmethod
     def of(cls, column: str, values: pa.ChunkedArray) -> Signatures:
         encoded = pc.dictionary_encode(as_array(values), null_encoding="encode")
         codes = encoded.indices.to_numpy(zero_copy_only=False).astype(np.int64)
         names = encoded.dictionary.to_pylist()
-        return cls(column, names, codes, np.bincount(codes, minlength=len(names)))
-
-    @functools.cached_property
-    def modal(self) -> int:
-        """The index of the most common signature (the first seen of a tie); found once."""
-        return int(np.argmax(self.counts))
+        counts = np.bincount(codes, minlength=len(names))
+        return cls(column, names, codes, counts, int(np.argmax(counts)))
 
 
 @dataclass
@@ -139,14 +135,15 @@ class Explorer:
         members = [np.flatnonzero(codes == code) for code in shown]
         heads = np.concatenate([rows[:MAX_IDS] for rows in members])
         repeats = warm.column("repeat")
-        listed = iter(_ids(key, rows_batch[heads].tolist(), repeats.to_numpy()[heads].tolist()
-                           if not repeats.null_count else repeats.take(heads).to_pylist()))
+        listed = _ids(key, rows_batch[heads].tolist(), repeats.to_numpy()[heads].tolist()
+                      if not repeats.null_count else repeats.take(heads).to_pylist())
         co = _co_residents(rows_batch, warm.column("server_first_step"), warm.column("server_last_step")) \
             if kind == "concurrent" else None
-        groups = []
+        groups, at = [], 0
         for code, rows in zip(shown, members, strict=True):
             own = rows_batch[rows] if unique else _distinct(rows_batch[rows], ascending)[0]
-            ids = [next(listed) for _ in range(min(len(rows), MAX_IDS))]
+            listing = min(len(rows), MAX_IDS)
+            ids, at = listed[at:at + listing], at + listing
             sizes = batch_sizes[np.searchsorted(batch_ids, own)] if kind == "concurrent" else \
                 np.ones(len(own), np.int64)
             group = _Group(names[code], ids[0], len(rows), ids, (own, sizes))
@@ -250,7 +247,9 @@ def _batch_sizes(kind: str, batch_ids: pa.ChunkedArray, values: np.ndarray | Non
 def _order(values: np.ndarray) -> tuple[bool, bool]:
     """Whether the values are ascending, and strictly so (each one once)."""
     step = np.diff(values)
-    return bool((step >= 0).all()), bool((step > 0).all())
+    if (step > 0).all():  # the usual case (requests as sent): one test, not two
+        return True, True
+    return bool((step >= 0).all()), False
 
 
 def _distinct(values: np.ndarray, ascending: bool = False) -> tuple[np.ndarray, np.ndarray]:

@@ -26,8 +26,9 @@ def as_array(column: pa.ChunkedArray | pa.Array) -> pa.Array:
 def _flatten(lists: pa.Array) -> tuple[pa.Array, np.ndarray]:
     """Values and per-row lengths (null lists have length 0)."""
     if not lists.null_count:  # the offsets say it all: two numpy calls instead of three kernels
-        offsets = lists.offsets.to_numpy().astype(np.int64)
-        return lists.values.slice(offsets[0], offsets[-1] - offsets[0]), np.diff(offsets)
+        offsets = lists.offsets.to_numpy()
+        lengths: np.ndarray = (offsets[1:] - offsets[:-1]).astype(np.int64)  # np.diff's checks cost more here
+        return lists.values.slice(int(offsets[0]), int(offsets[-1] - offsets[0])), lengths
     lengths = pc.fill_null(pc.list_value_length(lists), 0).to_numpy(zero_copy_only=False).astype(np.int64)
     return pc.list_flatten(lists), lengths
 
@@ -47,7 +48,7 @@ def padded_matrix(column: pa.ChunkedArray | pa.Array, fill: float, dtype: type[n
     if values.null_count:
         values = pc.fill_null(values.cast(pa.float64()), np.nan)
     flat: np.ndarray = values.to_numpy(zero_copy_only=False).astype(dtype, copy=False)
-    if len(lengths) and int(lengths.min()) == width:  # every row as long as the longest: a reshape, no scatter
+    if len(lengths) and len(flat) == width * len(lengths):  # none shorter than the longest: a reshape, no scatter
         return flat.reshape(len(lengths), width)
     out: np.ndarray = np.full((len(lengths), width), fill, dtype=dtype)
     rows, cols = _index(lengths)
@@ -125,19 +126,22 @@ def _other_rows(matrix: np.ndarray, reference: int) -> np.ndarray:
 
 
 def _rows_differ(matrix: np.ndarray, row: np.ndarray) -> np.ndarray:
-    """Per row of the matrix: whether any value differs from `row`'s (a NaN differs from itself)."""
-    differ = matrix != row
-    if differ.shape[1] % 8 or not 0 < differ.shape[1] <= 256 or not differ.flags.c_contiguous:
-        rows: np.ndarray = differ.any(axis=1)
-        return rows
-    # 8 bools read as one word, the words of a row OR-ed a column at a time: whole-column ops, where
-    # any(axis=1) reduces each short row apart (about three times slower at 64 positions)
-    words = differ.view(np.uint64)
-    seen = words[:, 0].copy()
-    for column in range(1, words.shape[1]):
-        seen |= words[:, column]
-    found: np.ndarray = seen != 0
-    return found
+    """Per row of the matrix: whether any value differs from `row`'s (a NaN differs from itself). Each row is
+    compared with `row` as one run of bytes (arrow's fixed-size binary equality: a memcmp a row, no matrix of
+    bools). For floats, bits apart are values apart but for 0.0 and -0.0, so where `row` holds a zero the rows
+    apart are compared again by value; where it holds a NaN, a row the same bit for bit still differs, so those
+    go the plain way."""
+    if not matrix.size or not matrix.flags.c_contiguous or (matrix.dtype.kind == "f" and np.isnan(row).any()):
+        plain: np.ndarray = (matrix != row).any(axis=1)
+        return plain
+    kind = pa.binary(row.nbytes)
+    rows = pa.Array.from_buffers(kind, len(matrix), [None, pa.py_buffer(matrix)])
+    differ: np.ndarray = pc.not_equal(rows, pa.scalar(row.tobytes(), kind)).to_numpy(zero_copy_only=False,
+                                                                                    writable=True)
+    if matrix.dtype.kind == "f" and (row == 0).any():
+        apart = np.flatnonzero(differ)
+        differ[apart] = (matrix[apart] != row).any(axis=1)
+    return differ
 
 
 def _nan_reduce(func: object, matrix: np.ndarray) -> np.ndarray:
