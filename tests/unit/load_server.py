@@ -48,7 +48,7 @@ class LoadServer:
                 head = await reader.readuntil(b"\r\n\r\n")
                 lines = head.decode().split("\r\n")
                 method, path = lines[0].split(" ")[:2]
-                length = next((int(l.split(":")[1]) for l in lines if l.lower().startswith("content-length")), 0)
+                length = next((int(h.split(":")[1]) for h in lines if h.lower().startswith("content-length")), 0)
                 body = await reader.readexactly(length) if length else b""
                 if method == "GET":
                     text = f"running {self.running}\n" if path == "/metrics" else "ok"
@@ -75,7 +75,8 @@ class LoadServer:
             return
         writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n")
         for i, token in enumerate(text):
-            event = {"choices": [{"index": 0, "text": token, "finish_reason": "length" if i == len(text) - 1 else None}]}
+            finish = "length" if i == len(text) - 1 else None
+            event = {"choices": [{"index": 0, "text": token, "finish_reason": finish}]}
             _chunk(writer, f"data: {json.dumps(event)}\n\n".encode())
             await writer.drain()
             await asyncio.sleep(0.002)
