@@ -51,7 +51,7 @@ class Signatures:
         codes = encoded.indices.to_numpy(zero_copy_only=False).astype(np.int64)
         names = encoded.dictionary.to_pylist()
         counts = np.bincount(codes, minlength=len(names))
-        return cls(column, names, codes, counts, int(np.argmax(counts)))
+        return cls(column, names, codes, counts, int(np.argmax(counts)) if len(counts) else 0)
 
 
 @dataclass

@@ -174,8 +174,10 @@ def _disjoint_tail(columns: list[int], row: int) -> float:
     singles = columns.count(1)
     subsets = np.zeros(row + 1, dtype=object)  # subsets of the signatures seen more than once, by requests held
     subsets[0] = 1
+    reach = 0  # the most requests the subsets so far hold: past it every count is 0, not worth adding
     for c in (c for c in columns if c > 1 and c <= row):
-        subsets[c:] = subsets[c:] + subsets[:-c]
+        reach = min(row, reach + c)
+        subsets[c:reach + 1] = subsets[c:reach + 1] + subsets[:reach + 1 - c]
     ways = sum(int(subsets[total]) * math.comb(singles, row - total)
                for total in range(max(0, row - singles), row + 1))
     return min(1.0, ways / _comb(sum(columns), row))
