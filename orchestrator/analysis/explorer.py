@@ -246,7 +246,7 @@ def _batch_sizes(kind: str, batch_ids: pa.ChunkedArray, values: np.ndarray | Non
 
 def _order(values: np.ndarray) -> tuple[bool, bool]:
     """Whether the values are ascending, and strictly so (each one once)."""
-    step = np.diff(values)
+    step = values[1:] - values[:-1]  # np.diff's, without its checks (a cell's thousand ids: most of its cost)
     if (step > 0).all():  # the usual case (requests as sent): one test, not two
         return True, True
     return bool((step >= 0).all()), False
