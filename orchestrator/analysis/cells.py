@@ -85,7 +85,7 @@ def iter_cells(sources: RunPaths | list[RunPaths], batch_rows: int = 4096, cold:
                texts: bool = True, footers: dict[Path, pq.FileMetaData] | None = None) -> Iterator[Cut]:
     """Each cell's measured rows; the cold rows go to `cold`, warm-up rows nowhere; `footers` as `responses`."""
     current: Key | None = None
-    buffer: list[pa.Table] = []
+    buffer: list[pa.RecordBatch] = []  # the cell's slices of record batches: one table made of them at its end
     done: set[Key] = set()
     concurrent = False
     for batch in responses(sources, texts, batch_rows, footers):
@@ -101,16 +101,16 @@ def iter_cells(sources: RunPaths | list[RunPaths], batch_rows: int = 4096, cold:
                 continue
             if key != current:
                 if current is not None:
-                    yield Cut(current, pa.concat_tables(buffer), concurrent)
+                    yield Cut(current, pa.Table.from_batches(buffer), concurrent)
                     done.add(current)
                 if key in done:
                     raise RecordError(f"rows of cell {key} are not contiguous in the responses record; "
                                       "was the folder merged by hand?")
                 current, buffer, concurrent = key, [], False
-            buffer.append(pa.Table.from_batches([batch.slice(start, stop - start)]))
+            buffer.append(batch.slice(start, stop - start))
             concurrent = concurrent or bool(kinds[start:stop].any())
     if current is not None:
-        yield Cut(current, pa.concat_tables(buffer), concurrent)
+        yield Cut(current, pa.Table.from_batches(buffer), concurrent)
 
 
 def _runs(batch: pa.RecordBatch, measured: np.ndarray) -> np.ndarray:
