@@ -90,12 +90,13 @@ def iter_cells(sources: RunPaths | list[RunPaths], batch_rows: int = 4096, cold:
     concurrent = False
     for batch in responses(sources, texts, batch_rows, footers):
         measured = _measured(batch).to_numpy(zero_copy_only=False)
-        kinds = pc.fill_null(pc.equal(batch.column("phase_kind"), "concurrent"), False).to_numpy(zero_copy_only=False)
+        kinds = pc.equal(batch.column("phase_kind"), "concurrent")
+        kinds = (pc.fill_null(kinds, False) if kinds.null_count else kinds).to_numpy(zero_copy_only=False)
         if cold is not None and not measured.all():
             at = np.flatnonzero(pc.fill_null(batch.column("cold"), False).to_numpy(zero_copy_only=False))
             cold.append(pa.Table.from_batches([batch.take(at)]))
         bounds = _runs(batch, measured)  # measured rows are sliced out, not filtered: a filter copies the lists
-        keys = list(zip(*(batch.column(k).take(bounds[:-1]).to_pylist() for k in KEY), strict=True))
+        keys = _keys(batch, bounds[:-1])
         for key, start, stop in zip(keys, bounds[:-1].tolist(), bounds[1:].tolist(), strict=True):
             if not measured[start]:
                 continue
@@ -111,6 +112,15 @@ def iter_cells(sources: RunPaths | list[RunPaths], batch_rows: int = 4096, cold:
             concurrent = concurrent or bool(kinds[start:stop].any())
     if current is not None:
         yield Cut(current, pa.Table.from_batches(buffer), concurrent)
+
+
+def _keys(batch: pa.RecordBatch, starts: np.ndarray) -> list[Key]:
+    """The cell key of each run's first row: read one by one where runs are few (cells of measured requests),
+    taken as columns where they are many (a load phase's probes among background requests)."""
+    if len(starts) > 16:
+        return list(zip(*(batch.column(k).take(starts).to_pylist() for k in KEY), strict=True))
+    columns = [batch.column(k) for k in KEY]
+    return [(columns[0][i].as_py(), columns[1][i].as_py(), columns[2][i].as_py()) for i in starts.tolist()]
 
 
 def _runs(batch: pa.RecordBatch, measured: np.ndarray) -> np.ndarray:
