@@ -28,6 +28,11 @@ def chromium_path() -> str | None:
 
 @pytest.fixture(scope="module")
 def browser(run_dir: Path) -> Iterator[Any]:  # after the run: playwright runs an event loop of its own
+    yield from launched_browser()
+
+
+def launched_browser() -> Iterator[Any]:
+    """Chromium through playwright for a module's tests; skipped where absent, failed under CI=true."""
     executable = chromium_path()
     try:
         from playwright.sync_api import sync_playwright

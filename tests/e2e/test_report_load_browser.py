@@ -5,7 +5,6 @@ is tests/load_record.py's synthetic one."""
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -14,7 +13,7 @@ import pytest
 
 from orchestrator.record.paths import read_json
 from orchestrator.report.build import build
-from tests.e2e.test_report_browser import chromium_path, open_report
+from tests.e2e.test_report_browser import launched_browser, open_report
 from tests.load_record import ArmPlan, write_load_record
 
 pytestmark = pytest.mark.browser
@@ -32,20 +31,7 @@ def run_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def browser(run_dir: Path) -> Iterator[Any]:
-    executable = chromium_path()
-    try:
-        from playwright.sync_api import sync_playwright
-    except ImportError:
-        executable = None
-    if executable is None:
-        message = "needs chromium and the playwright package: `make test` installs both (scripts/ensure-chromium.sh)"
-        if os.environ.get("CI") == "true":
-            pytest.fail(f"CI=true requires a browser: {message}")
-        pytest.skip(message)
-    with sync_playwright() as playwright:
-        launched = playwright.chromium.launch(executable_path=executable, args=["--no-sandbox"])
-        yield launched
-        launched.close()
+    yield from launched_browser()
 
 
 @pytest.mark.parametrize("scheme", ["light", "dark"])
