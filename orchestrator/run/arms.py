@@ -359,7 +359,9 @@ class StudyRunner:
             if proto.request.prompt_as is PromptAs.token_ids:
                 sent = await protocol.token_ids(client, model, self._prompts, engine)
             if wanted := prompt_length.lengths(self.config.prompts):  # exactly N tokens (docs/onset.md)
-                sent = await prompt_length.exact(client, model, sent, wanted, engine, name)
+                files = prompt_length.ArmTokenizer(runtime, handle, launch.resolved.interpreter,
+                                                   engine.model(arm.engine_args, arm.command))
+                sent = await prompt_length.exact(client, model, sent, wanted, engine, name, files)
             extra = dict(launch.resolved.request_extra)
             stop = None if proto.stop_after_divergences is None else StopRule(proto.stop_after_divergences)
             if launch.start:
