@@ -163,8 +163,18 @@ def priors_of(s: OnsetSettings, grid: list[float]) -> model.Priors:
     return model.Priors((s.prior_below[0], s.prior_below[1]), (s.prior_above[0], s.prior_above[1]), places)
 
 
+# A job's exit statuses whose counts are evidence: it ran (0), or ran and a gate failed (3). A failed measurement
+# (an engine that died, 4) may have counted only the requests before it died: none of its counts is used.
+MEASURED_STATUSES = (0, 3)
+
+
 def observations(jobs: list[Job]) -> list[model.Observation]:
-    return [model.Observation(j.index, j.k, j.n) for j in jobs if j.k is not None and j.n]
+    return [model.Observation(j.index, j.k, j.n) for j in jobs
+            if j.k is not None and j.n and j.status in MEASURED_STATUSES]
+
+
+def failed_jobs(jobs: list[Job]) -> list[Job]:
+    return [j for j in jobs if j.status not in MEASURED_STATUSES]
 
 
 def stop_reason(s: OnsetSettings, c: Configuration, result: Result) -> str:
@@ -221,5 +231,9 @@ def search(s: OnsetSettings, state: OnsetState, sweep_dir: Path, launch: Launch,
 
 def _settle(s: OnsetSettings, grid: list[float], c: Configuration) -> None:
     result = summarize(s, grid, c.jobs)
+    if failed := failed_jobs(c.jobs):
+        result.line += (f"; {len(failed)} job(s) failed and are not counted (job "
+                        + ", ".join(f"{j.job} at {value_text(s.axis, j.value)}: status {j.status}" for j in failed)
+                        + ")")
     result.stop = stop_reason(s, c, result)
     c.result, c.done = asdict(result), bool(result.stop)

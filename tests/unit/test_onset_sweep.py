@@ -31,8 +31,8 @@ def settings(**kw: object) -> OnsetSettings:
 class Fake:
     """Jobs whose divergent count is a function of the axis value; each writes a report.json as a run would."""
 
-    def __init__(self, sweep_dir: Path, rate: object) -> None:
-        self.dir, self.rate, self.values = sweep_dir, rate, []  # type: ignore[var-annotated]
+    def __init__(self, sweep_dir: Path, rate: object, fails: object = lambda value: False) -> None:
+        self.dir, self.rate, self.values, self.fails = sweep_dir, rate, [], fails  # type: ignore[var-annotated]
 
     def __call__(self, batch: list[list[str]], first: int) -> list[tuple[int, Path]]:
         out = []
@@ -46,7 +46,7 @@ class Fake:
                     "first_divergent_position": 0 if k else None, "top1_flips": k}
             other = {**cell, "prompt_id": "q", "divergent": 6}  # not a target cell: never counted
             (run / "report.json").write_text(json.dumps({"cells": [cell, other], "cold": [{}]}))
-            out.append((0, run))
+            out.append((4 if self.fails(value) else 0, run))  # type: ignore[operator]
         return out
 
 
@@ -82,6 +82,17 @@ def test_budget_of_jobs_and_of_requests_stop_the_search(tmp_path: Path) -> None:
     (tmp_path / "requests").mkdir()
     result, fake = run(tmp_path / "requests", settings(max_requests=20), step)
     assert result["stop"] == "budget (requests)" and len(fake.values) == 2  # 13 requests a job: 2 cells + cold
+
+
+def test_a_failed_jobs_counts_are_not_evidence(tmp_path: Path) -> None:
+    """An engine that died mid-job (status 4) left a cell of the requests before it died, all alike: its 0 of n
+    must not read as "no divergence there". Seen with continuous batching on a CPU at a batch of 64."""
+    fake = Fake(tmp_path, lambda v: 0, fails=lambda v: v > 256)  # it dies above 256, before any divergence
+    state = search(settings(max_jobs=4), resumed(tmp_path, settings(max_jobs=4), [], grid(settings().axis)), tmp_path,
+                   fake, lambda st: write(tmp_path, st), 4)
+    result = state.configurations[0].result
+    assert result is not None and result["outcome"] != "no onset in range", (result["line"], fake.values)
+    assert "job(s) failed and are not counted" in result["line"] and ": status 4" in result["line"]
 
 
 def test_no_onset_in_range_says_its_bound(tmp_path: Path) -> None:
