@@ -32,14 +32,14 @@ def labelled(sources: RunPaths | list[RunPaths]) -> list[tuple[RunPaths, str]]:
     return [(sources[0], "")] if len(sources) == 1 else [(p, f"{p.root.name}/") for p in sources]
 
 
-def metric(values: list[float] | np.ndarray, unit: str, note: str = "") -> Metric:
+def metric(values: list[float] | np.ndarray, unit: str, why_none: str = "") -> Metric:
     """{unit, avg, p50, p90, p99, std, count} of the values (numpy's linear percentiles, the population std, as
-    AIPerf's export); no values: every number None and `note` says why."""
+    AIPerf's export); no values: every number None and `why_none` says why (a measured metric has no note)."""
     array = np.asarray(values, dtype=np.float64)
     if not array.size:
-        return Metric(unit, note=note or "not measured")
+        return Metric(unit, note=why_none or "not measured")
     p50, p90, p99 = (float(v) for v in np.percentile(array, [50, 90, 99]))
-    return Metric(unit, float(array.mean()), p50, p90, p99, float(array.std()), int(array.size), note,
+    return Metric(unit, float(array.mean()), p50, p90, p99, float(array.std()), int(array.size), "",
                   float(array.min()), float(array.max()))
 
 
