@@ -252,7 +252,9 @@ def sections(cost: CostReport | None, cells: list[Cell], sweep: dict[str, Any] |
         out += ["## What B costs against A", "",
                 "The ratio B/A of the geometric means over the replicates (the load point's windows; for time to "
                 "ready and memory, the starts), with a 95 % interval from Welch's t on their logs (docs/load.md). "
-                "The A/A of the baseline (two starts of one config) is the cost's noise floor.", ""]
+                + ("The A/A of the baseline (two starts of one config) is the cost's noise floor."
+                   if any(r.arm_b == copy_name(r.arm_a) for r in cost.ratios) else
+                   "No A/A gives this study a cost noise floor (`study.noise_floor: true` adds one)."), ""]
         out += _table(["A", "B", "load point", "metric", "B/A", "95 % interval", "replicates A, B", "note"], [
             [r.arm_a, r.arm_b, r.phase or "(the arm)", RATIO_WORDS[r.metric], _num(r.ratio),
              f"{r.lower_95:.3g}-{r.upper_95:.3g}" if r.lower_95 is not None and r.upper_95 is not None else "-",
