@@ -46,3 +46,23 @@ def test_an_answer_other_than_the_expected_one_exits_3(tmp_path: Path) -> None:
     assert result.returncode == 3, result.stderr[-3000:]
     assert "expected no onset in range (hydra.sweeper.expect=none), found " in result.stderr
     assert len(json.loads((tmp_path / "onset.json").read_text())["configurations"][0]["jobs"]) == 2
+
+
+def test_one_onset_per_configuration_side_by_side_in_rounds(tmp_path: Path) -> None:
+    """`per`: budgets 384 and 256, one onset each, in rounds of 2 jobs (one launch each, as a parallel launcher
+    gets them): the report answers "is the threshold shared?" with both intervals."""
+    result = orchestrator("run", "study=onset_indexer_budget", "hydra.sweeper.round_size=2",
+                          "hydra.sweeper.axis.low=64", "hydra.sweeper.axis.high=512",
+                          "hydra.sweeper.width=64", "hydra.sweeper.max_jobs=6", "protocol.phases.sequential.repeats=4",
+                          "hydra.sweeper.per=['arms.random_topk.engine_args.indexer-budget=384',"
+                          "'arms.random_topk.engine_args.indexer-budget=256']", f"hydra.sweep.dir={tmp_path}")
+    assert result.returncode == 0, result.stderr[-3000:]
+    configs = json.loads((tmp_path / "onset.json").read_text())["configurations"]
+    assert [c["per"] for c in configs] == [["arms.random_topk.engine_args.indexer-budget=384"],
+                                           ["arms.random_topk.engine_args.indexer-budget=256"]]
+    for config, budget in zip(configs, (384, 256), strict=True):
+        a, b = config["result"]["interval"]
+        assert a is not None and b is not None and a <= budget < b, config["result"]["line"]
+        assert len(config["jobs"]) <= 6
+    report = (tmp_path / "report.md").read_text()
+    assert "indexer-budget=384" in report and "indexer-budget=256" in report
