@@ -7,7 +7,6 @@ checks that the server counts N before the protocol, and a mismatch refuses the 
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import json
 import zlib
@@ -75,6 +74,8 @@ async def _from_files(client: CompletionClient, model: str | None, sent: Mapping
         raise ConfigError(f"{where}, but {missing} is not known: set it, or drop length_tokens for this arm")
     payload = base64.b64encode(zlib.compress(json.dumps({"model": files.model, "prompts": texts}).encode()))
     argv = [files.python, "-c", probes.source("tokenize_prompt"), payload.decode()]
+    import asyncio  # here: the checks import this module, and asyncio costs their start (test_startup_imports)
+
     result = await asyncio.to_thread(files.runtime.exec, files.handle, argv)
     answer = result.last_json_object() if result.exit_code == 0 else None
     if answer is None or "error" in answer:

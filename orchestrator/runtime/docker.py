@@ -315,15 +315,17 @@ class DockerRuntime:
 
     def memory(self, handle: Handle) -> MemoryReading:
         """The container's cgroup, read in /sys/fs/cgroup where the daemon is local; else the stats API (about a
-        second a call, usage only: a peak sampled, not kept)."""
-        if self._local():
-            try:
-                if handle.id not in self._pids:
-                    self._pids[handle.id] = int(self._container(handle).attrs["State"]["Pid"])
-                return cgroup_memory(self._pids[handle.id], handle.id)
-            except RuntimeFailure:
-                pass  # another pid namespace (Docker in Docker): the daemon's own account
-        return self._stats_memory(handle)
+        second a call, usage only: a peak sampled, not kept). Not on a remote host: a stats call every half second
+        per arm held a channel of its link each, and the link's other calls (a start, a log read) were refused."""
+        if not self._local():
+            raise RuntimeFailure(f"not sampled on the remote Docker host {self.host} (each reading is a stats call "
+                                 "over its link, which the arms' own calls need)")
+        try:
+            if handle.id not in self._pids:
+                self._pids[handle.id] = int(self._container(handle).attrs["State"]["Pid"])
+            return cgroup_memory(self._pids[handle.id], handle.id)
+        except RuntimeFailure:
+            return self._stats_memory(handle)  # another pid namespace (Docker in Docker): the daemon's own account
 
     @over_link
     def _stats_memory(self, handle: Handle) -> MemoryReading:
