@@ -7,9 +7,7 @@ import contextlib
 import json
 import logging
 import os
-import signal
 import sys
-import threading
 from typing import Any
 
 from refengine.config import MOE_BACKENDS, EngineConfig
@@ -164,14 +162,14 @@ def non_default_args(parser: argparse.ArgumentParser, ns: argparse.Namespace) ->
     return out
 
 
-def setup_logging(level: str = "INFO") -> None:
+def setup_logging(level: str = "INFO", name: str = "refengine") -> None:
     with contextlib.suppress(AttributeError, ValueError):
         sys.stdout.reconfigure(line_buffering=True)  # type: ignore[union-attr]
     handler = logging.StreamHandler(sys.stdout)
     handler.setFormatter(
         logging.Formatter("%(levelname)s %(asctime)s [%(filename)s:%(lineno)d] %(message)s", "%m-%d %H:%M:%S")
     )
-    root = logging.getLogger("refengine")
+    root = logging.getLogger(name)
     root.handlers[:] = [handler]
     root.setLevel(level.upper())
     root.propagate = False
@@ -193,23 +191,7 @@ def main(argv: list[str] | None = None) -> int:
         logger.warning("Ignoring unknown flag(s): %s", " ".join(unknown))
     cfg = config_from_args(ns)
 
-    from refengine.server import build_app, make_server, serve_in_thread  # heavy: imports torch
+    from refengine.server import build_app, serve_until_signal  # heavy: imports torch
 
-    app = build_app(cfg)
-    server = make_server(app, ns.host, ns.port)
-    stop = threading.Event()
-
-    def _on_signal(signum: int, _frame: Any) -> None:
-        logger.info("Received signal %d, shutting down", signum)
-        stop.set()
-
-    signal.signal(signal.SIGTERM, _on_signal)
-    signal.signal(signal.SIGINT, _on_signal)
-    logger.info("Starting vLLM-compatible server on http://%s:%d", ns.host, server.server_address[1])
-    serve_in_thread(server)
-    stop.wait()  # a signal interrupts the wait: the handler runs at once, not at a polling tick
-    server.shutdown()
-    server.server_close()
-    app.scheduler.stop()
-    logger.info("Shutdown complete")
+    serve_until_signal(build_app(cfg), ns.host, ns.port, "vLLM-compatible")
     return 0

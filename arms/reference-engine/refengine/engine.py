@@ -25,6 +25,8 @@ class GenRequest:
     logprobs: int | None = None  # top-k for sampled positions (None = no logprobs)
     prompt_logprobs: int | None = None  # top-k for prompt positions (None = none)
     ignore_eos: bool = False
+    digest: bool = False  # flagged: an engine that records activations (arms/transformers-hooked) digests its rows
+    request_id: str = ""  # the answer's id, set when submitted
 
 
 @dataclass

@@ -8,9 +8,9 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
-from refengine import tokenizer
 from refengine.config import EngineConfig
 from refengine.engine import GenRequest, GenResult, TokenLogprobs
+from refengine.tokenizer import BYTES, Tokenizer
 
 
 class APIError(Exception):
@@ -58,14 +58,14 @@ def _int(body: dict[str, Any], name: str, default: int | None) -> int | None:
     return v
 
 
-def prompt_ids(prompt: Any) -> list[int]:
+def prompt_ids(prompt: Any, tok: Tokenizer = BYTES) -> list[int]:
     if isinstance(prompt, list) and len(prompt) == 1 and isinstance(prompt[0], (str, list)):
         prompt = prompt[0]  # a batch of one prompt
     if isinstance(prompt, str):
-        ids = tokenizer.encode(prompt)
+        ids = tok.encode(prompt)
     elif isinstance(prompt, list) and all(isinstance(t, int) and not isinstance(t, bool) for t in prompt):
-        if any(t < 0 or t >= tokenizer.VOCAB_SIZE for t in prompt):
-            raise APIError(400, f"Token id out of range [0, {tokenizer.VOCAB_SIZE})", param="prompt")
+        if any(t < 0 or t >= tok.vocab_size for t in prompt):
+            raise APIError(400, f"Token id out of range [0, {tok.vocab_size})", param="prompt")
         ids = list(prompt)
     else:
         raise APIError(400, "'prompt' must be a string, a list of token ids, or a list of one of those", param="prompt")
@@ -74,11 +74,11 @@ def prompt_ids(prompt: Any) -> list[int]:
     return ids
 
 
-def _check_logprobs(value: int | None, cap: int, what: str, param: str) -> int | None:
+def _check_logprobs(value: int | None, cap: int, what: str, param: str, vocab_size: int) -> int | None:
     if value is None:
         return None
     if value == -1:
-        value = tokenizer.VOCAB_SIZE
+        value = vocab_size
     elif value < 0:
         raise APIError(400, f"{param} must be a non-negative integer or -1", param=param)
     if cap != -1 and value > cap:
@@ -88,7 +88,7 @@ def _check_logprobs(value: int | None, cap: int, what: str, param: str) -> int |
     return value
 
 
-def parse_completion(body: Any, cfg: EngineConfig) -> tuple[GenRequest, CompletionOptions]:
+def parse_completion(body: Any, cfg: EngineConfig, tok: Tokenizer = BYTES) -> tuple[GenRequest, CompletionOptions]:
     if not isinstance(body, dict):
         raise APIError(400, "Request body must be a JSON object")
     model = body.get("model")
@@ -96,7 +96,7 @@ def parse_completion(body: Any, cfg: EngineConfig) -> tuple[GenRequest, Completi
         raise APIError(404, f"The model `{model}` does not exist.", type_="NotFoundError", param="model")
     if "prompt" not in body:
         raise APIError(400, "'prompt' is required", param="prompt")
-    ids = prompt_ids(body["prompt"])
+    ids = prompt_ids(body["prompt"], tok)
     stream, include_usage = _stream_options(body)
     n = _int(body, "n", 1)
     if n != 1:
@@ -115,9 +115,9 @@ def parse_completion(body: Any, cfg: EngineConfig) -> tuple[GenRequest, Completi
     seed = _int(body, "seed", None)
     if seed == -1:
         seed = None
-    logprobs = _check_logprobs(_int(body, "logprobs", None), cfg.max_logprobs, "sample", "logprobs")
+    logprobs = _check_logprobs(_int(body, "logprobs", None), cfg.max_logprobs, "sample", "logprobs", tok.vocab_size)
     prompt_lp = _check_logprobs(
-        _int(body, "prompt_logprobs", None), cfg.max_logprobs, "prompt", "prompt_logprobs"
+        _int(body, "prompt_logprobs", None), cfg.max_logprobs, "prompt", "prompt_logprobs", tok.vocab_size
     )
     echo = _bool(body, "echo")
     if len(ids) > cfg.max_model_len or len(ids) + max_tokens > cfg.max_model_len:
@@ -138,6 +138,7 @@ def parse_completion(body: Any, cfg: EngineConfig) -> tuple[GenRequest, Completi
         logprobs=logprobs,
         prompt_logprobs=engine_prompt_lp,
         ignore_eos=_bool(body, "ignore_eos"),
+        digest=_bool(body, "digest"),
     )
     opts = CompletionOptions(
         echo=echo,
@@ -174,9 +175,9 @@ def logprob_value(v: float) -> float:
     return -9999.0 if v == float("-inf") else v
 
 
-def top_dict(pos: TokenLogprobs, as_ids: bool) -> dict[str, float]:
+def top_dict(pos: TokenLogprobs, as_ids: bool, tok: Tokenizer = BYTES) -> dict[str, float]:
     def key(t: int) -> str:
-        return f"token_id:{t}" if as_ids else tokenizer.token_str(t)
+        return f"token_id:{t}" if as_ids else tok.token_str(t)
 
     out = {key(pos.token_id): logprob_value(pos.logprob)}  # chosen token first, then ranks 1..k
     for t, v in pos.top:
@@ -184,20 +185,20 @@ def top_dict(pos: TokenLogprobs, as_ids: bool) -> dict[str, float]:
     return out
 
 
-def prompt_entry(pos: TokenLogprobs) -> dict[str, dict[str, Any]]:
+def prompt_entry(pos: TokenLogprobs, tok: Tokenizer = BYTES) -> dict[str, dict[str, Any]]:
     out = {str(pos.token_id): {"logprob": logprob_value(pos.logprob), "rank": pos.rank,
-                               "decoded_token": tokenizer.token_str(pos.token_id)}}
+                               "decoded_token": tok.token_str(pos.token_id)}}
     for rank, (t, v) in enumerate(pos.top, start=1):
-        out.setdefault(str(t), {"logprob": logprob_value(v), "rank": rank, "decoded_token": tokenizer.token_str(t)})
+        out.setdefault(str(t), {"logprob": logprob_value(v), "rank": rank, "decoded_token": tok.token_str(t)})
     return out
 
 
 def build_response(
-    request_id: str, served: str, req: GenRequest, opts: CompletionOptions, res: GenResult
+    request_id: str, served: str, req: GenRequest, opts: CompletionOptions, res: GenResult, tok: Tokenizer = BYTES
 ) -> dict[str, Any]:
-    text = tokenizer.decode(res.output_ids)
+    text = tok.decode(res.output_ids)
     if opts.echo:
-        text = tokenizer.decode(req.prompt_ids) + text
+        text = tok.decode(req.prompt_ids) + text
     logprobs: dict[str, Any] | None = None
     if opts.logprobs is not None:
         ids: list[int] = []
@@ -208,12 +209,12 @@ def build_response(
             for t, pos in zip(req.prompt_ids, plp, strict=True):
                 ids.append(t)
                 lps.append(None if pos is None else logprob_value(pos.logprob))
-                tops.append(None if pos is None else top_dict(pos, opts.as_token_ids))
+                tops.append(None if pos is None else top_dict(pos, opts.as_token_ids, tok))
         for pos in res.logprobs:
             ids.append(pos.token_id)
             lps.append(logprob_value(pos.logprob))
-            tops.append(top_dict(pos, opts.as_token_ids))
-        strs = [f"token_id:{t}" if opts.as_token_ids else tokenizer.token_str(t) for t in ids]
+            tops.append(top_dict(pos, opts.as_token_ids, tok))
+        strs = [f"token_id:{t}" if opts.as_token_ids else tok.token_str(t) for t in ids]
         offsets, off = [], 0
         for s in strs:
             offsets.append(off)
@@ -228,7 +229,7 @@ def build_response(
         "prompt_logprobs": None,
     }
     if opts.prompt_logprobs is not None and res.prompt_logprobs is not None:
-        choice["prompt_logprobs"] = [None if p is None else prompt_entry(p) for p in res.prompt_logprobs]
+        choice["prompt_logprobs"] = [None if p is None else prompt_entry(p, tok) for p in res.prompt_logprobs]
     body: dict[str, Any] = {
         "id": request_id,
         "object": "text_completion",

@@ -13,8 +13,9 @@ import queue
 import threading
 import time
 from dataclasses import dataclass, field
+from typing import Protocol
 
-from refengine.engine import Engine, GenRequest, GenResult
+from refengine.engine import GenRequest, GenResult, OnToken
 from refengine.metrics import Metrics
 
 logger = logging.getLogger(__name__)
@@ -46,8 +47,14 @@ class Job:
         return self.result
 
 
+class BatchRunner(Protocol):
+    """What the scheduler runs a batch on: this engine's `Engine`, or another built on this server."""
+
+    def run_batch(self, reqs: list[GenRequest], on_token: OnToken | None = None) -> list[GenResult]: ...
+
+
 class Scheduler:
-    def __init__(self, engine: Engine, metrics: Metrics, max_num_seqs: int, batch_window_ms: float) -> None:
+    def __init__(self, engine: BatchRunner, metrics: Metrics, max_num_seqs: int, batch_window_ms: float) -> None:
         self.engine = engine
         self.metrics = metrics
         self.max_num_seqs = max_num_seqs
@@ -66,6 +73,7 @@ class Scheduler:
         self._thread.join(timeout_s)
 
     def submit(self, request_id: str, request: GenRequest, arrival_ns: int = 0, stream: bool = False) -> Job:
+        request.request_id = request_id
         job = Job(request_id, request, arrival_ns, tokens=queue.Queue() if stream else None)
         self.metrics.enqueue()
         self._queue.put(job)

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import json
 import logging
+import signal
 import threading
 import time
-from collections.abc import Iterator
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -19,7 +20,8 @@ from refengine.config import EngineConfig
 from refengine.engine import Engine
 from refengine.metrics import Metrics
 from refengine.model import TinyMoE
-from refengine.scheduler import Scheduler
+from refengine.scheduler import BatchRunner, Scheduler
+from refengine.tokenizer import BYTES, Tokenizer
 
 logger = logging.getLogger(__name__)
 
@@ -44,15 +46,20 @@ def resolve_device(cfg: EngineConfig) -> tuple[torch.device, torch.dtype, str]:
     return device, dtype, desc
 
 
+# A GET route of an engine built on this server: the path's rest after the route's prefix -> (status, JSON body).
+Route = Callable[[str], tuple[int, Any]]
+
+
 @dataclass
 class App:
     cfg: EngineConfig
-    engine: Engine
+    engine: BatchRunner
     scheduler: Scheduler
     metrics: Metrics
-    tuner: Autotuner
-    device_desc: str
-    dtype: torch.dtype
+    tokenizer: Tokenizer = BYTES
+    owner: str = "refengine"  # /v1/models' owned_by
+    version: str = __version__
+    routes: Mapping[str, Route] = field(default_factory=dict)  # GET path prefix -> its handler
 
 
 def build_app(cfg: EngineConfig, log_startup: bool = True) -> App:
@@ -83,7 +90,7 @@ def build_app(cfg: EngineConfig, log_startup: bool = True) -> App:
     metrics = Metrics(cfg.served_name)
     scheduler = Scheduler(engine, metrics, cfg.max_num_seqs, cfg.batch_window_ms)
     scheduler.start()
-    return App(cfg, engine, scheduler, metrics, tuner, desc, dtype)
+    return App(cfg, engine, scheduler, metrics)
 
 
 class Handler(BaseHTTPRequestHandler):
@@ -113,12 +120,14 @@ class Handler(BaseHTTPRequestHandler):
             self._send(200, b"")
         elif path == "/v1/models":
             self._json(200, {"object": "list", "data": [{
-                "id": cfg.served_name, "object": "model", "owned_by": "refengine",
+                "id": cfg.served_name, "object": "model", "owned_by": self.app.owner,
                 "root": cfg.model, "parent": None, "max_model_len": cfg.max_model_len}]})
         elif path == "/version":
-            self._json(200, {"version": __version__})
+            self._json(200, {"version": self.app.version})
         elif path == "/metrics":
             self._send(200, self.app.metrics.render().encode(), "text/plain; version=0.0.4")
+        elif route := next((p for p in self.app.routes if path.startswith(p)), None):
+            self._json(*self.app.routes[route](path.removeprefix(route)))
         else:
             self._json(404, protocol.APIError(404, f"Not found: {path}", "NotFoundError").body())
 
@@ -136,17 +145,19 @@ class Handler(BaseHTTPRequestHandler):
             except ValueError as exc:
                 raise protocol.APIError(400, f"Invalid JSON body: {exc}") from exc
             if path == "/tokenize":  # as vLLM answers it
-                ids = protocol.prompt_ids(body.get("prompt") if isinstance(body, dict) else None)
+                ids = protocol.prompt_ids(body.get("prompt") if isinstance(body, dict) else None, self.app.tokenizer)
                 self._json(200, {"count": len(ids), "max_model_len": self.app.cfg.max_model_len, "tokens": ids,
                                  "token_strs": None})
                 return
-            req, opts = protocol.parse_completion(body, self.app.cfg)
+            tok = self.app.tokenizer
+            req, opts = protocol.parse_completion(body, self.app.cfg, tok)
             rid = protocol.new_request_id()
             job = self.app.scheduler.submit(rid, req, arrival_ns, stream=opts.stream)
             if opts.stream:
-                self._stream(streaming.events(job, rid, self.app.cfg.served_name, opts, REQUEST_TIMEOUT_S))
+                self._stream(streaming.events(job, rid, self.app.cfg.served_name, opts, REQUEST_TIMEOUT_S, tok))
                 return
-            response = protocol.build_response(rid, self.app.cfg.served_name, req, opts, job.wait(REQUEST_TIMEOUT_S))
+            response = protocol.build_response(rid, self.app.cfg.served_name, req, opts, job.wait(REQUEST_TIMEOUT_S),
+                                               tok)
             self._json(200, {**response, "engine_trace": job.trace()})
         except protocol.APIError as err:
             self._json(err.status, err.body())
@@ -192,3 +203,24 @@ def serve_in_thread(server: ThreadingHTTPServer) -> threading.Thread:
     t = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True)
     t.start()
     return t
+
+
+def serve_until_signal(app: App, host: str, port: int, banner: str) -> None:
+    """Serve until SIGTERM or SIGINT, then stop the server and the scheduler. `banner` names what serves (the
+    line the orchestrator's readiness and log facts look for)."""
+    server = make_server(app, host, port)
+    stop = threading.Event()
+
+    def _on_signal(signum: int, _frame: Any) -> None:
+        logger.info("Received signal %d, shutting down", signum)
+        stop.set()
+
+    signal.signal(signal.SIGTERM, _on_signal)
+    signal.signal(signal.SIGINT, _on_signal)
+    logger.info("Starting %s server on http://%s:%d", banner, host, server.server_address[1])
+    serve_in_thread(server)
+    stop.wait()  # a signal interrupts the wait: the handler runs at once, not at a polling tick
+    server.shutdown()
+    server.server_close()
+    app.scheduler.stop()
+    logger.info("Shutdown complete")

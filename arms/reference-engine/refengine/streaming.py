@@ -6,15 +6,15 @@ then `data: [DONE]`. Concatenated, the events give the unstreamed answer's text,
 
 from __future__ import annotations
 
-import codecs
 import json
 import time
 from collections.abc import Iterator
 from typing import Any
 
-from refengine import protocol, tokenizer
+from refengine import protocol
 from refengine.engine import GenRequest, GenResult
 from refengine.scheduler import Job
+from refengine.tokenizer import Tokenizer
 
 
 def _event(obj: Any) -> bytes:
@@ -25,12 +25,13 @@ DONE = b"data: [DONE]\n\n"
 
 
 class _Chunks:
-    """Builds one request's events; the text is decoded incrementally (a UTF-8 character may span tokens)."""
+    """Builds one request's events; the text is decoded incrementally (a character may span tokens)."""
 
-    def __init__(self, rid: str, served: str, req: GenRequest, opts: protocol.CompletionOptions) -> None:
-        self.rid, self.served, self.req, self.opts = rid, served, req, opts
+    def __init__(self, rid: str, served: str, req: GenRequest, opts: protocol.CompletionOptions,
+                 tok: Tokenizer) -> None:
+        self.rid, self.served, self.req, self.opts, self.tok = rid, served, req, opts, tok
         self.created = int(time.time())
-        self.decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        self.text = tok.text_stream()
         self.offset = 0  # text_offset of the next token, as the unstreamed answer counts it
         self.sent = 0  # tokens sent
 
@@ -41,13 +42,13 @@ class _Chunks:
     def token(self, res: GenResult, k: int, last: bool) -> dict[str, Any]:
         """The event of the k-th generated token."""
         tok = res.output_ids[k]
-        text = self.decoder.decode(bytes([tok]) if tok < 256 else b"", final=last)
+        text = self.text(tok, last)
         logprobs = None
         if self.opts.logprobs is not None:
             pos = res.logprobs[k]
-            name = f"token_id:{tok}" if self.opts.as_token_ids else tokenizer.token_str(tok)
+            name = f"token_id:{tok}" if self.opts.as_token_ids else self.tok.token_str(tok)
             logprobs = {"tokens": [name], "token_logprobs": [protocol.logprob_value(pos.logprob)],
-                        "top_logprobs": [protocol.top_dict(pos, self.opts.as_token_ids)],
+                        "top_logprobs": [protocol.top_dict(pos, self.opts.as_token_ids, self.tok)],
                         "text_offset": [self.offset]}
             self.offset += len(name)
         choice: dict[str, Any] = {"index": 0, "text": text, "logprobs": logprobs, "finish_reason": None,
@@ -65,7 +66,8 @@ class _Chunks:
         choice = chunk["choices"][0]
         choice["finish_reason"] = res.finish_reason
         if self.opts.prompt_logprobs is not None and res.prompt_logprobs is not None:
-            choice["prompt_logprobs"] = [None if p is None else protocol.prompt_entry(p) for p in res.prompt_logprobs]
+            choice["prompt_logprobs"] = [None if p is None else protocol.prompt_entry(p, self.tok)
+                                         for p in res.prompt_logprobs]
         chunk["engine_trace"] = job.trace()
         return chunk
 
@@ -76,10 +78,11 @@ class _Chunks:
                                          "total_tokens": prompt + completion}}
 
 
-def events(job: Job, rid: str, served: str, opts: protocol.CompletionOptions, timeout_s: float) -> Iterator[bytes]:
+def events(job: Job, rid: str, served: str, opts: protocol.CompletionOptions, timeout_s: float,
+           tok: Tokenizer) -> Iterator[bytes]:
     """The request's events, each as soon as the engine has its token (the job must be submitted streamed)."""
     assert job.tokens is not None
-    chunks = _Chunks(rid, served, job.request, opts)
+    chunks = _Chunks(rid, served, job.request, opts, tok)
     res: GenResult | None = None
     while True:
         item = job.tokens.get(timeout=timeout_s)
