@@ -1,0 +1,73 @@
+"""Wiring: the model and tokenizer from a local folder, the planted switch, the engine, the reference engine's
+scheduler and server state, and the digests route."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from refengine.metrics import Metrics
+from refengine.scheduler import Scheduler
+from refengine.server import App, resolve_device
+
+from hookedengine import __version__
+from hookedengine.cli import log_startup
+from hookedengine.config import HookedConfig
+from hookedengine.digests import DigestStore
+from hookedengine.engine import HookedEngine
+from hookedengine.tokenizer import HFTokenizer
+
+
+def plant_batch_variant(model: torch.nn.Module, name: str, window: Callable[[], int]) -> None:
+    """Make one Linear batch-variant, nothing else: its reduction over K is split into as many chunks as the
+    window has requests, summed in order (alone: one chunk, the module's own kernel)."""
+    try:
+        module = model.get_submodule(name)
+    except AttributeError:
+        leaves = [n for n, m in model.named_modules() if isinstance(m, torch.nn.Linear)]
+        raise ValueError(f"--plant-batch-variant {name}: no such module; Linear modules: {', '.join(leaves[:8])} "
+                         f"... ({len(leaves)} in all)") from None
+    if not isinstance(module, torch.nn.Linear):
+        raise ValueError(f"--plant-batch-variant {name}: a {type(module).__name__}, not a Linear; name a Linear")
+    linear = module
+    own = linear.forward
+
+    def forward(x: torch.Tensor) -> torch.Tensor:
+        chunks = min(max(1, window()), linear.in_features)
+        if chunks == 1:
+            return own(x)
+        bounds = [linear.in_features * c // chunks for c in range(chunks + 1)]
+        out = sum(F.linear(x[..., a:b], linear.weight[:, a:b]) for a, b in zip(bounds, bounds[1:], strict=False))
+        assert isinstance(out, torch.Tensor)
+        return out if linear.bias is None else out + linear.bias
+
+    linear.forward = forward  # type: ignore[method-assign]
+
+
+def build_app(cfg: HookedConfig) -> App:
+    import transformers
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    device, dtype, desc = resolve_device(cfg)
+    tok = AutoTokenizer.from_pretrained(cfg.model)
+    model = AutoModelForCausalLM.from_pretrained(cfg.model, dtype=dtype,
+                                                 attn_implementation=cfg.attn_implementation).to(device).eval()
+    if not cfg.max_model_len:
+        cfg = dataclasses.replace(cfg, max_model_len=int(getattr(model.config, "max_position_embeddings", 2048)))
+    facts: dict[str, Any] = {"torch": torch.__version__, "transformers": transformers.__version__, "device": desc,
+                             "dtype": str(dtype).removeprefix("torch.")}
+    log_startup(cfg, facts)
+    tokenizer = HFTokenizer(tok)
+    pad_id = tok.pad_token_id if tok.pad_token_id is not None else (tokenizer.eos_id or 0)
+    store = DigestStore()
+    engine = HookedEngine(cfg, model, tokenizer.eos_id, pad_id, device, store)
+    if cfg.plant_batch_variant:
+        plant_batch_variant(model, cfg.plant_batch_variant, lambda: engine.window)
+    metrics = Metrics(cfg.served_name)
+    scheduler = Scheduler(engine, metrics, cfg.max_num_seqs, cfg.batch_window_ms)
+    scheduler.start()
+    return App(cfg, engine, scheduler, metrics, tokenizer=tokenizer, owner="hookedengine", version=__version__,
+               routes={"/v1/digests/": store.route(cfg.digest_head)})

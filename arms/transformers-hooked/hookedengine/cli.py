@@ -1,0 +1,94 @@
+"""Command line: the model, its device and dtype, the batch window, the hooks; then the reference engine's server
+(refengine.server) on this engine, with GET /v1/digests/{id}."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import sys
+from typing import Any
+
+from refengine.cli import setup_logging
+
+from hookedengine import __version__
+from hookedengine.config import HookedConfig
+
+logger = logging.getLogger("hookedengine.cli")
+
+KNOWN_ENV = ("HF_HUB_OFFLINE",)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="hookedengine", description="A Transformers model served with activation digests")
+    p.add_argument("model_tag", nargs="?", default=None, help="the model's folder (as `--model`)")
+    p.add_argument("--model", default=None)
+    p.add_argument("--served-model-name", default=None)
+    p.add_argument("--host", default="127.0.0.1")
+    p.add_argument("--port", type=int, default=8000)
+    p.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto")
+    p.add_argument("--dtype", choices=("auto", "float32", "bfloat16"), default="auto",
+                   help="auto: bfloat16 on CUDA, float32 on CPU")
+    p.add_argument("--attn-implementation", choices=("eager", "sdpa"), default="eager")
+    p.add_argument("--max-num-seqs", type=int, default=16)
+    p.add_argument("--batch-window-ms", type=float, default=20.0)
+    p.add_argument("--max-model-len", type=int, default=None, help="default: the model's max_position_embeddings")
+    p.add_argument("--max-logprobs", type=int, default=20)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--batch-invariant", action=argparse.BooleanOptionalAction, default=False,
+                   help="each request of a window runs alone, its rows computed as if alone (default off)")
+    p.add_argument("--plant-batch-variant", default=None, metavar="MODULE",
+                   help="test switch: that Linear's reduction split into as many chunks as the window has requests")
+    p.add_argument("--digest-head", type=int, default=8, help="first values kept per digest")
+    p.add_argument("--log-level", default="INFO")
+    p.add_argument("--list-knobs", action="store_true", help="print known flags and env vars as JSON and exit")
+    return p
+
+
+def known_flags(parser: argparse.ArgumentParser) -> list[str]:
+    return sorted({s for a in parser._actions for s in a.option_strings})
+
+
+def config_from_args(ns: argparse.Namespace) -> HookedConfig:
+    return HookedConfig(
+        model=ns.model or ns.model_tag, served_model_name=ns.served_model_name, max_model_len=ns.max_model_len or 0,
+        max_num_seqs=ns.max_num_seqs, max_logprobs=ns.max_logprobs, seed=ns.seed, device=ns.device, dtype=ns.dtype,
+        batch_invariant=ns.batch_invariant, batch_window_ms=ns.batch_window_ms,
+        attn_implementation=ns.attn_implementation, plant_batch_variant=ns.plant_batch_variant,
+        digest_head=ns.digest_head,
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    ns = parser.parse_args(sys.argv[1:] if argv is None else argv)
+    if ns.list_knobs:
+        print(json.dumps({"flags": known_flags(parser), "env": list(KNOWN_ENV)}))
+        return 0
+    if not (ns.model or ns.model_tag):
+        parser.error("give the model's folder: --model PATH")
+    for name in ("refengine", "hookedengine"):
+        setup_logging(ns.log_level, name)
+    cfg = config_from_args(ns)
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")  # a local folder; nothing is fetched
+
+    from hookedengine.app import build_app  # heavy: torch and transformers
+    from refengine.server import serve_until_signal
+
+    try:
+        app = build_app(cfg)
+    except ValueError as exc:
+        logger.error("%s", exc)
+        return 2
+    serve_until_signal(app, ns.host, ns.port, "hooked Transformers")
+    return 0
+
+
+def log_startup(cfg: HookedConfig, facts: dict[str, Any]) -> None:
+    logger.info("hookedengine version %s, torch %s, transformers %s, device %s, dtype %s", __version__,
+                facts["torch"], facts["transformers"], facts["device"], facts["dtype"])
+    logger.info("Model %s, max model len %d", cfg.model, cfg.max_model_len)
+    logger.info("Batch invariant: %s", "on" if cfg.batch_invariant else "off")
+    logger.info("Attention implementation: %s", cfg.attn_implementation)
+    logger.info("Planted batch-variant module: %s", cfg.plant_batch_variant or "none")

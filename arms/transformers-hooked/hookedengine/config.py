@@ -1,0 +1,15 @@
+"""The hooked engine's settings: the reference engine's server settings, plus the model's and the hooks'."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from refengine.config import EngineConfig
+
+
+@dataclass
+class HookedConfig(EngineConfig):
+    attn_implementation: str = "eager"  # eager | sdpa: Transformers' attention implementations
+    plant_batch_variant: str | None = None  # a test switch: this Linear's reduction split by the window's size
+    digest_head: int = 8  # first values kept per digest
+    batch_invariant: bool = False  # on: each request of a window runs alone (its rows as if alone)

@@ -1,0 +1,164 @@
+"""Digests of a flagged request's own rows at every leaf module call: forward hooks, attached only while a batch
+holds a flagged request, digest the target's rows of each module's first tensor argument and of its output
+as the module returns (before a later in-place kernel can overwrite them): an exact byte hash, float64 sum,
+abs-max and norm, and the first values. Each request's digests are kept (a bounded store) for
+GET /v1/digests/{id}; the wire format is docs/locate.md's."""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+from collections import OrderedDict
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+STORE_REQUESTS = 512  # requests whose digests are kept; the oldest go first
+
+
+@dataclass
+class Target:
+    """A flagged request in the current step: its row in the batch and its left padding (prefill only)."""
+
+    row: int
+    pad: int
+    context_tokens: int
+
+
+@dataclass
+class StepLayout:
+    """How a forward laid the batch out: `batch` rows of `seq_len` positions each."""
+
+    step: int
+    batch: int
+    seq_len: int
+    window_ids: list[str]  # the requests the scheduler took together (run as one batch, or each alone)
+    targets: dict[str, Target]
+
+
+@dataclass
+class RequestDigests:
+    steps: list[dict[str, Any]] = field(default_factory=list)
+    calls: list[list[Any]] = field(default_factory=list)
+
+
+def _rows(t: torch.Tensor, layout: StepLayout, tgt: Target) -> tuple[torch.Tensor, int, int, int]:
+    """(the target's rows, start, stop, total) in the tensor's leading dimension, flattened over the dims that
+    hold tokens: [B, L, ...] and [B*L, ...] hold per-request rows; anything else is shared and digested whole."""
+    b, n = layout.batch, layout.seq_len
+    if t.dim() >= 2 and t.shape[0] == b and t.shape[1] == n:
+        return t[tgt.row, tgt.pad:], tgt.row * n + tgt.pad, (tgt.row + 1) * n, b * n
+    if t.dim() >= 1 and t.shape[0] == b * n:
+        return t[tgt.row * n + tgt.pad:(tgt.row + 1) * n], tgt.row * n + tgt.pad, (tgt.row + 1) * n, b * n
+    total = int(t.shape[0]) if t.dim() else 1
+    return t, 0, total, total
+
+
+def _first_tensor(value: Any) -> torch.Tensor | None:
+    if isinstance(value, torch.Tensor):
+        return value
+    if isinstance(value, (tuple, list)):
+        return next((v for v in value if isinstance(v, torch.Tensor)), None)
+    return None
+
+
+def _digest(rows: torch.Tensor, head: int) -> tuple[str, float, float, float, list[float]]:
+    """(blake2b-128 hex of the bytes, sum, abs-max, norm, first values); one copy to the host."""
+    host = rows.detach().contiguous().cpu()
+    raw = host.reshape(-1).view(torch.uint8).numpy().tobytes()
+    wide = host.double().reshape(-1)
+    if wide.numel() == 0:
+        return hashlib.blake2b(raw, digest_size=16).hexdigest(), 0.0, 0.0, 0.0, []
+    return (hashlib.blake2b(raw, digest_size=16).hexdigest(), float(wide.sum()), float(wide.abs().max()),
+            float(wide.norm()), wide[:head].tolist())
+
+
+class DigestStore:
+    """Finished requests' digests, for the server's GET route (thread-safe: the scheduler writes, handlers read)."""
+
+    def __init__(self, capacity: int = STORE_REQUESTS) -> None:
+        self.capacity = capacity
+        self._items: OrderedDict[str, RequestDigests] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def put(self, request_id: str, digests: RequestDigests) -> None:
+        with self._lock:
+            self._items[request_id] = digests
+            while len(self._items) > self.capacity:
+                self._items.popitem(last=False)
+
+    def route(self, head_values: int) -> Any:
+        """GET /v1/digests/{id} -> (status, body)."""
+        def get(rest: str) -> tuple[int, Any]:
+            request_id = rest.strip("/")
+            with self._lock:
+                found = self._items.get(request_id)
+            if found is None:
+                return 404, {"error": {"message": f"No digests for request {request_id!r}: send it with "
+                                                  "\"digest\": true (or it was evicted)", "type": "NotFoundError",
+                                       "param": None, "code": 404}}
+            return 200, {"request_id": request_id, "head_values": head_values, "steps": found.steps,
+                         "calls": found.calls}
+        return get
+
+
+class Recorder:
+    """Hooks on every leaf module of a model, recording the current step's targets while attached."""
+
+    def __init__(self, model: torch.nn.Module, head_values: int) -> None:
+        self.leaves = [(name, m) for name, m in model.named_modules() if name and not any(True for _ in m.children())]
+        self.head_values = head_values
+        self.layout: StepLayout | None = None
+        self.call = 0
+        self.open: dict[str, RequestDigests] = {}
+
+    @contextmanager
+    def attached(self, request_ids: list[str]) -> Iterator[None]:
+        """Hooks on for one batch whose flagged requests are `request_ids`; removed after, also on error."""
+        self.open = {rid: RequestDigests() for rid in request_ids}
+        handles = [m.register_forward_hook(self._hook(name, type(m).__name__), with_kwargs=True)
+                   for name, m in self.leaves]
+        try:
+            yield
+        finally:
+            for h in handles:
+                h.remove()
+            self.layout = None
+
+    def begin_step(self, layout: StepLayout) -> None:
+        self.layout, self.call = layout, 0
+        for rid, tgt in layout.targets.items():
+            if rid in self.open:
+                self.open[rid].steps.append({"step": layout.step, "batch_size": len(layout.window_ids),
+                                             "batch_request_ids": layout.window_ids,
+                                             "context_tokens": tgt.context_tokens})
+
+    def finish(self, request_id: str) -> RequestDigests | None:
+        """A target whose sequence ended: its digests, no longer recorded."""
+        return self.open.pop(request_id, None)
+
+    def _hook(self, name: str, kind: str) -> Any:
+        def hook(module: torch.nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any], output: Any) -> None:
+            layout = self.layout
+            if layout is None:
+                return
+            call, self.call = self.call, self.call + 1
+            x = _first_tensor(args) if args else _first_tensor(list(kwargs.values()))
+            y = _first_tensor(output)
+            for rid, tgt in layout.targets.items():
+                digests = self.open.get(rid)
+                if digests is None or y is None:
+                    continue
+                out_rows, start, stop, total = _rows(y, layout, tgt)
+                out = _digest(out_rows, self.head_values)
+                inp: tuple[Any, ...] = (None, None, None)
+                if x is not None:
+                    in_hash, in_sum, in_absmax, _, _ = _digest(_rows(x, layout, tgt)[0], 0)
+                    inp = (in_hash, in_sum, in_absmax)
+                digests.calls.append([layout.step, call, name, kind, start, stop, total,
+                                      list(x.shape) if x is not None else None, list(y.shape), *inp, *out])
+
+        return hook
