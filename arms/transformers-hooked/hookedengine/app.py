@@ -4,6 +4,7 @@ scheduler and server state, and the digests route."""
 from __future__ import annotations
 
 import dataclasses
+import itertools
 from collections.abc import Callable
 from typing import Any
 
@@ -40,7 +41,7 @@ def plant_batch_variant(model: torch.nn.Module, name: str, window: Callable[[], 
         if chunks == 1:
             return own(x)
         bounds = [linear.in_features * c // chunks for c in range(chunks + 1)]
-        out = sum(F.linear(x[..., a:b], linear.weight[:, a:b]) for a, b in zip(bounds, bounds[1:], strict=False))
+        out = sum(F.linear(x[..., a:b], linear.weight[:, a:b]) for a, b in itertools.pairwise(bounds))
         assert isinstance(out, torch.Tensor)
         return out if linear.bias is None else out + linear.bias
 

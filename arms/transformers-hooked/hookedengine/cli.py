@@ -73,8 +73,9 @@ def main(argv: list[str] | None = None) -> int:
     cfg = config_from_args(ns)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")  # a local folder; nothing is fetched
 
-    from hookedengine.app import build_app  # heavy: torch and transformers
     from refengine.server import serve_until_signal
+
+    from hookedengine.app import build_app  # heavy: torch and transformers
 
     try:
         app = build_app(cfg)

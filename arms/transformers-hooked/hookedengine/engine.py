@@ -59,7 +59,8 @@ class HookedEngine:
         logits = self._forward(ids, mask, pos, cache)
         for j, r in enumerate(rs):
             if r.prompt_logprobs is not None:
-                results[group[j]].prompt_logprobs = self._prompt_logprobs(r, logits[j, pads[j]:].float().log_softmax(-1))
+                lp = logits[j, pads[j]:].float().log_softmax(-1)
+                results[group[j]].prompt_logprobs = self._prompt_logprobs(r, lp)
         gens = [generator(r) for r in rs]
         active = [j for j, r in enumerate(rs) if r.max_tokens > 0]
         for j, r in enumerate(rs):
