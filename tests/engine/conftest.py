@@ -1,4 +1,5 @@
-"""The reference engine's tests import `refengine` from arms/reference-engine (it is not installed)."""
+"""The reference engine's tests import `refengine` from arms/reference-engine, and the hooked engine's import
+`hookedengine` from arms/transformers-hooked (neither is installed)."""
 
 from __future__ import annotations
 
@@ -6,3 +7,4 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "arms" / "reference-engine"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "arms" / "transformers-hooked"))

@@ -1,0 +1,91 @@
+"""The hooked engine's digests without Transformers: row layouts, the hooks on a toy model, the store, the planted
+batch-variant Linear. Against a real Transformers model, through `orchestrator run` and `locate`:
+tests/e2e/test_locate.py."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from hookedengine.app import plant_batch_variant
+from hookedengine.digests import DigestStore, Recorder, RequestDigests, StepLayout, Target, _digest, _rows
+
+
+def test_rows_of_a_batched_a_flattened_and_a_shared_tensor() -> None:
+    layout = StepLayout(0, batch=2, seq_len=3, window_ids=["a", "b"], targets={})
+    tgt = Target(row=1, pad=1, context_tokens=2)
+    batched = torch.arange(2 * 3 * 4.0).reshape(2, 3, 4)
+    rows, start, stop, total = _rows(batched, layout, tgt)
+    assert (start, stop, total) == (4, 6, 6) and torch.equal(rows, batched[1, 1:])
+    flat = batched.reshape(6, 4)
+    rows, start, stop, total = _rows(flat, layout, tgt)
+    assert (start, stop, total) == (4, 6, 6) and torch.equal(rows, batched[1, 1:])
+    shared = torch.ones(5, 4)
+    rows, start, stop, total = _rows(shared, layout, tgt)
+    assert (start, stop, total) == (0, 5, 5) and rows is shared
+
+
+def test_a_target_rows_digest_is_its_own_whatever_else_is_in_the_batch() -> None:
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.ReLU(), torch.nn.Linear(8, 2))
+    x = torch.randn(2, 3, 4)
+    rec = Recorder(model, head_values=3)
+    with rec.attached(["t"]):
+        rec.begin_step(StepLayout(0, 2, 3, ["o", "t"], {"t": Target(1, 0, 3)}))
+        model(x)
+        got = rec.finish("t")
+    assert got is not None and [c[2] for c in got.calls] == ["0", "1", "2"]
+    assert got.steps == [{"step": 0, "batch_size": 2, "batch_request_ids": ["o", "t"], "context_tokens": 3}]
+    first = got.calls[0]
+    assert first[4:7] == [3, 6, 6] and first[7] == [2, 3, 4] and first[8] == [2, 3, 8]
+    assert first[9] == _digest(x[1], 0)[0]  # the input's own rows
+    assert first[12] == _digest(model[0](x)[1], 3)[0] and len(first[16]) == 3
+    other = x.clone()
+    other[0] += 1  # another request's rows change; the target's digests do not (row-wise ops)
+    rec2 = Recorder(model, head_values=3)
+    with rec2.attached(["t"]):
+        rec2.begin_step(StepLayout(0, 2, 3, ["o", "t"], {"t": Target(1, 0, 3)}))
+        model(other)
+        again = rec2.finish("t")
+    assert again is not None
+    assert [c[12] for c in again.calls] == [c[12] for c in got.calls]
+
+
+def test_hooks_come_off_after_the_batch() -> None:
+    model = torch.nn.Sequential(torch.nn.Linear(2, 2))
+    rec = Recorder(model, head_values=1)
+    with rec.attached(["t"]):
+        pass
+    assert not model[0]._forward_hooks
+
+
+def test_the_store_answers_404_for_unknown_ids_and_evicts_the_oldest() -> None:
+    store = DigestStore(capacity=2)
+    get = store.route(8)
+    status, body = get("nope")
+    assert status == 404 and "digest" in body["error"]["message"]
+    for rid in ("a", "b", "c"):
+        store.put(rid, RequestDigests(steps=[{"step": 0}], calls=[]))
+    assert get("a")[0] == 404
+    status, body = get("c")
+    assert status == 200 and body["request_id"] == "c" and body["head_values"] == 8
+
+
+def test_the_planted_linear_splits_its_reduction_by_the_window_and_only_then() -> None:
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(256, 64), torch.nn.Linear(64, 8))
+    x = torch.randn(5, 256)
+    alone = model[0](x)
+    window = [1]
+    plant_batch_variant(model, "0", lambda: window[0])
+    assert torch.equal(model[0](x), alone)  # a window of one: the module's own kernel
+    window[0] = 4
+    split = model[0](x)
+    assert torch.allclose(split, alone, atol=1e-5) and not torch.equal(split, alone)
+
+
+def test_planting_names_a_linear() -> None:
+    model = torch.nn.Sequential(torch.nn.Linear(2, 2), torch.nn.ReLU())
+    with pytest.raises(ValueError, match="not a Linear"):
+        plant_batch_variant(model, "1", lambda: 1)
+    with pytest.raises(ValueError, match="no such module"):
+        plant_batch_variant(model, "nope", lambda: 1)
