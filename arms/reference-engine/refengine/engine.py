@@ -52,7 +52,8 @@ class GenResult:
 OnToken = Callable[[int, GenResult, bool], None]
 
 
-def _position(lp: torch.Tensor, token_id: int, k: int) -> TokenLogprobs:
+def position_logprobs(lp: torch.Tensor, token_id: int, k: int) -> TokenLogprobs:
+    """A position's logprobs: the chosen token's, its rank, and the top-k of `lp` (log-softmaxed logits)."""
     value = lp[token_id]
     rank = int((lp > value).sum().item()) + 1
     top: list[tuple[int, float]] = []
@@ -60,6 +61,21 @@ def _position(lp: torch.Tensor, token_id: int, k: int) -> TokenLogprobs:
         vals, ids = lp.topk(min(k, lp.shape[0]))
         top = list(zip(ids.tolist(), vals.tolist(), strict=True))
     return TokenLogprobs(token_id=token_id, logprob=float(value.item()), rank=rank, top=top)
+
+
+def generator(r: GenRequest) -> torch.Generator | None:
+    """A request's own random stream (its seed, else a fresh one); None: greedy."""
+    if r.temperature < 1e-5:
+        return None
+    seed = r.seed if r.seed is not None else random.SystemRandom().getrandbits(62)
+    return torch.Generator().manual_seed(seed)
+
+
+def sample(lp: torch.Tensor, r: GenRequest, gen: torch.Generator | None) -> int:
+    if gen is None:  # greedy
+        return int(lp.argmax().item())
+    probs = torch.softmax(lp.float().cpu() / r.temperature, dim=-1)
+    return int(torch.multinomial(probs, 1, generator=gen).item())
 
 
 class Engine:
@@ -89,7 +105,7 @@ class Engine:
         stacked = not self.cfg.batch_invariant
         model = self.model
         results = [GenResult(batch_size=len(reqs)) for _ in reqs]
-        gens = [self._generator(r) for r in reqs]
+        gens = [generator(r) for r in reqs]
         caches = [model.new_cache(len(r.prompt_ids), r.max_tokens, kp.indexer_budget) for r in reqs]
         prompts = [torch.tensor(r.prompt_ids, dtype=torch.long) for r in reqs]
         hidden = model.forward(caches, prompts, stacked, kp)
@@ -104,12 +120,12 @@ class Engine:
         while active:
             nxt = []
             for i in active:
-                tok = self._sample(step_lp[i], reqs[i], gens[i])
+                tok = sample(step_lp[i], reqs[i], gens[i])
                 res = results[i]
                 res.output_ids.append(tok)
                 k = reqs[i].logprobs
                 if k is not None:
-                    res.logprobs.append(_position(step_lp[i], tok, k))
+                    res.logprobs.append(position_logprobs(step_lp[i], tok, k))
                 if tok == EOS_ID and not reqs[i].ignore_eos:
                     res.finish_reason = "stop"
                 elif len(res.output_ids) >= reqs[i].max_tokens:
@@ -135,19 +151,6 @@ class Engine:
         if hidden.shape[0] > 1:
             lp = self.model.logits([hidden[:-1]], stacked=False)[0]
             for pos in range(1, len(r.prompt_ids)):
-                out.append(_position(lp[pos - 1], r.prompt_ids[pos], k))
+                out.append(position_logprobs(lp[pos - 1], r.prompt_ids[pos], k))
         return out
 
-    @staticmethod
-    def _generator(r: GenRequest) -> torch.Generator | None:
-        if r.temperature < 1e-5:
-            return None
-        seed = r.seed if r.seed is not None else random.SystemRandom().getrandbits(62)
-        return torch.Generator().manual_seed(seed)
-
-    @staticmethod
-    def _sample(lp: torch.Tensor, r: GenRequest, gen: torch.Generator | None) -> int:
-        if gen is None:  # greedy
-            return int(lp.argmax().item())
-        probs = torch.softmax(lp.float().cpu() / r.temperature, dim=-1)
-        return int(torch.multinomial(probs, 1, generator=gen).item())
