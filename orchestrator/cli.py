@@ -11,6 +11,7 @@
     orchestrator fingerprint [--image IMG]     this host's (or an image's) fingerprint and matrix key
     orchestrator probe [--preset NAME]         GEMM or ops kernel probes in an arm's image or as a process
     orchestrator ls [DIR] | show RUN_DIR       the runs below DIR (default runs) | a run's verdict, environment
+    orchestrator locate RUN_DIR --cell CELL    the first module where a cell's two requests split (digests)
 
 `orchestrator VERB --help` for a verb's options; --debug shows a traceback. Exit statuses: 0 ok, 1 internal
 error, 2 bad input, 3 gate failed, 4 measurement failed, 130 interrupted (docs/errors.md).
@@ -190,4 +191,5 @@ VERBS: dict[str, Callable[[list[str]], Outcome]] = {
     "plan": _delegate("orchestrator.run.plan", "plan_verb"), "compare": _compare, "reproduce": _reproduce,
     "clean": _clean, "fingerprint": _fingerprint, "probe": _probe,
     "ls": _delegate("orchestrator.report.listing", "ls_verb"),
-    "show": _delegate("orchestrator.report.listing", "show_verb")}
+    "show": _delegate("orchestrator.report.listing", "show_verb"),
+    "locate": _delegate("orchestrator.run.locate_verb", "locate_verb")}

@@ -20,7 +20,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from orchestrator.analysis import batches, explorer, positions, quality
+from orchestrator.analysis import batches, explorer, locate, positions, quality
 from orchestrator.analysis.cells import Cut, Key, iter_cells, labelled
 from orchestrator.analysis.results import (
     BASIS_WORDS,
@@ -102,6 +102,7 @@ def compare(sources: RunPaths | list[RunPaths], baseline: str | None = None,
     result.pooled = _pooled(result.cells)
     result.explorer, result.pair_explorer, result.explorer_left_out = acc.explore.finish(labelled(sources),
                                                                                           result.pairs, footers)
+    locate.attach(result.explorer, labelled(sources))  # where inside the model, where the run has digests
     return result
 
 

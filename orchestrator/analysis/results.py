@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from orchestrator.analysis.locate_results import Located
+
 # A cell's signature: the finest one every warm response has (engines differ in what they return), finest
 # first: the basis name -> the responses column holding its hash.
 SIGNATURE_BASES = {"top_logprobs": "sig_top_logprobs", "token_ids": "sig_token_ids", "text": "sig_text"}
@@ -246,6 +248,7 @@ class Explored:
     prefix: str = ""  # signed on text: the end of the prefix all completions share, before `window_start`
     window_positions: list[int] = field(default_factory=list)  # the token positions of `Completion.tokens`,
     # ascending from `window_start`; where they skip some (a split far from another), the views show "…"
+    inside: Located | None = None  # where inside the model it split, from the run's digests (analysis/locate.py)
 
 
 @dataclass

@@ -21,6 +21,7 @@ from orchestrator.report.explorer_md import (
     who,
     window,
 )
+from orchestrator.report.locate import SECTION, inside_lines
 
 STYLE = """
 details.explore{border:1px solid var(--line);border-radius:6px;margin:0.4em 0;padding:0.2em 0.8em;
@@ -195,6 +196,10 @@ def explored_html(explored: Explored, index: int) -> str:
                      "not shown (<code>study.explorer_branches</code>, <code>compare --branches</code>).</p>")
     if explored.notes:
         parts.append('<ul class="notes">' + "".join(f"<li>{escape(n)}</li>" for n in explored.notes) + "</ul>")
+    if explored.inside is not None:
+        lines = inside_lines(explored.inside)
+        parts.append(f"<p><strong>{SECTION}</strong>: {escape(lines[0])}</p>"
+                     f'<pre class="inside">{escape(chr(10).join(lines[1:]))}</pre>')
     return "\n".join([*parts, "</details>"])
 
 

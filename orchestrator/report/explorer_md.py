@@ -9,7 +9,9 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
+from orchestrator.analysis.locate_results import Located
 from orchestrator.analysis.results import Comparison, Completion, Explored, Flip, TopEntry
+from orchestrator.report.locate import SECTION, inside_lines
 
 VISIBLE = {" ": "␣", "\n": "⏎", "\t": "⇥", "\r": "␍"}
 TEXT_SIGNED = "signed on text: the server returned no tokens or logprobs, so no top-k at the split"
@@ -245,7 +247,11 @@ def _more_and_notes(explored: Explored) -> list[str]:
         out += [f"{explored.more_branches} more branch(es), {explored.more_branch_requests} request(s), not shown "
                 "(`study.explorer_branches`, `compare --branches`).", ""]
     out += [f"- {note}" for note in explored.notes]
-    return [*out, ""] if explored.notes else out
+    out = [*out, ""] if explored.notes else out
+    if explored.inside is not None:
+        lines = inside_lines(explored.inside)
+        out += [f"**{SECTION}**: {lines[0]}", "", "```text", *lines[1:], "```", ""]
+    return out
 
 
 def section(result: Comparison) -> list[str]:
@@ -279,7 +285,8 @@ def from_json(data: dict[str, Any]) -> Explored:
                    for c in data["completions"]]
     positions = data.get("window_positions") or list(range(
         data["window_start"], data["window_start"] + max((len(c.tokens) for c in completions), default=0)))
-    return Explored(**{**data, "completions": completions, "window_positions": positions})
+    inside = Located.from_json(data["inside"]) if data.get("inside") else None
+    return Explored(**{**data, "completions": completions, "window_positions": positions, "inside": inside})
 
 
 def _entries(entries: list[dict[str, Any]]) -> list[TopEntry]:

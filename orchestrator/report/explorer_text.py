@@ -22,6 +22,7 @@ from orchestrator.report.explorer_md import (
     who,
     window,
 )
+from orchestrator.report.locate import SECTION, inside_lines
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -149,3 +150,8 @@ def _more_and_notes(explored: Explored, console: Any) -> None:
                       "shown (`compare --branches K` re-makes the report with more)")
     for note in explored.notes:
         console.print(Text(f"- {note}", style="bold"))
+    if explored.inside is not None:
+        lines = inside_lines(explored.inside)
+        console.print(Text.assemble(("\n" + SECTION + ": ", "bold"), (lines[0], "bold")), soft_wrap=True)
+        for line in lines[1:]:  # unwrapped: the probe's command line is copied as it is
+            console.print(line, markup=False, highlight=False, soft_wrap=True)

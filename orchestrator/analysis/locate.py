@@ -1,0 +1,164 @@
+"""`orchestrator locate RUN --cell ARM/PROMPT/PHASE`: which module of the served model first computed something
+different for the same request, from the digests a hooked engine recorded (the `digests` table).
+
+The pair: the cell's two branches as the explorer has them (representatives of its two most common signatures,
+each the first request of its branch with digests); where the cell has one signature (or `against` names a
+phase), a request of the cell (the one with digests that ran in the largest batch) against one of the same arm
+and prompt in a sequential phase (`against`, else the first sequential phase). Their digests are walked in call
+order (analysis/locate_walk.py) to the first difference; there the margin at the first flipped token and the op
+probe at the module's shapes (analysis/locate_probe.py). The explorer's cells get the same result
+(`attach`, `Explored.inside`).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any, NoReturn
+
+from orchestrator.analysis import locate_read
+from orchestrator.analysis.locate_probe import probe_ask
+from orchestrator.analysis.locate_results import Located, Margin, Side, TopTwo
+from orchestrator.analysis.locate_walk import by_step, walk
+from orchestrator.analysis.results import SIGNATURE_BASES, Explored
+from orchestrator.engines import ENGINES
+from orchestrator.errors import ConfigError, RecordError
+from orchestrator.record.paths import RunPaths
+
+
+def locate(paths: RunPaths, label: str, against: str | None = None) -> Located:
+    """One cell's pair, walked; bad input (no such cell, no digests) is one RecordError or ConfigError line."""
+    arm, prompt_id, phase = _split(label)
+    return _located(paths, label, _pair(paths, arm, prompt_id, phase, against, locate_read.digested(paths)))
+
+
+def attach(explored: list[Explored], sources: list[tuple[RunPaths, str]]) -> None:
+    """Each explored cell of a run with digests gets its `inside` (a cell whose pair lacks digests: none)."""
+    if len(sources) != 1 or not locate_read.has_digests(sources[0][0]):
+        return
+    paths = sources[0][0]
+    have = locate_read.digested(paths)
+    for cell in explored:
+        try:
+            pair = _pair(paths, cell.arm, cell.prompt_id, cell.phase, None, have)
+        except (RecordError, ConfigError):
+            continue  # this cell's requests were not flagged: the section is left out
+        cell.inside = _located(paths, cell.label, pair)
+
+
+def _split(label: str) -> tuple[str, str, str]:
+    parts = label.split("/")
+    if len(parts) != 3 or not all(parts):
+        raise ConfigError(f"--cell {label!r}: give ARM/PROMPT/PHASE (`orchestrator show RUN` lists the cells)")
+    return parts[0], parts[1], parts[2]
+
+
+_Pair = tuple[str, Side, Side, dict[str, int]]  # words, the two sides, request id -> attempt
+
+
+def _pair(paths: RunPaths, arm: str, prompt_id: str, phase: str, against: str | None,
+          have: dict[tuple[str, int], int]) -> _Pair:
+    label = f"{arm}/{prompt_id}/{phase}"
+    rows = locate_read.answers(paths, arm, prompt_id)
+    cell = [r for r in rows if r["phase"] == phase]
+    if not cell:
+        phases = sorted({r["phase"] for r in rows})
+        raise ConfigError(f"--cell {label}: no such cell with answers in {paths.root}" + (
+            f" (phases of {arm}/{prompt_id}: {', '.join(phases)})" if phases else "; `orchestrator show RUN` lists "
+            "the cells"))
+    basis = next((c for c in SIGNATURE_BASES.values() if all(r[c] is not None for r in cell)), None)
+    counts = Counter(r[basis] if basis else None for r in cell)
+    if against is None and len(counts) > 1:
+        (first, n_first), (second, n_second) = counts.most_common(2)
+        sides = [_side(_first(cell, basis, sig, have), basis, n) for sig, n in ((first, n_first), (second, n_second))]
+        if all(sides):
+            a, b = sides[0], sides[1]
+            assert a is not None and b is not None
+            return (f"the cell's two most common branches ({n_first} and {n_second} of {len(cell)} requests)", a, b,
+                    {a.request_id: _attempt(cell, a.request_id), b.request_id: _attempt(cell, b.request_id)})
+        _no_digests(paths, label)
+    mine = [r for r in cell if _key(r) in have]
+    if not mine:
+        _no_digests(paths, label)
+    chosen = max(mine, key=lambda r: have[_key(r)])  # the first of the largest prefill batch
+    other_phase = against or next((r["phase"] for r in rows if r["phase_kind"] == "sequential"
+                                   and r["phase"] != phase), None)
+    if other_phase is None:
+        raise ConfigError(f"cell {label} has one signature and {arm}/{prompt_id} ran in no other sequential phase to "
+                          "compare it against: pass --against PHASE, or add a sequential phase to the protocol")
+    theirs = [r for r in rows if r["phase"] == other_phase and r is not chosen]
+    if not theirs:
+        raise ConfigError(f"--against {other_phase}: {arm}/{prompt_id} has no answers in phase {other_phase} "
+                          f"(phases: {', '.join(sorted({r['phase'] for r in rows}))})")
+    other = next((r for r in theirs if _key(r) in have), None)
+    if other is None:
+        _no_digests(paths, f"{arm}/{prompt_id}/{other_phase}")
+    a, b = _side(chosen, basis, counts[chosen[basis] if basis else None]), _side(other, basis, 1)
+    assert a is not None and b is not None
+    why = "one signature" if len(counts) == 1 else "--against"
+    words = (f"a request of the cell (batch of {have[_key(chosen)]} in its prefill) against one of phase "
+             f"{other_phase} ({other['phase_kind']}); {why}")
+    return words, a, b, {a.request_id: _attempt(rows, a.request_id), b.request_id: _attempt(rows, b.request_id)}
+
+
+def _key(row: dict[str, Any]) -> tuple[str, int]:
+    return row["request_id"], row["attempt"] or 0
+
+
+def _attempt(rows: list[dict[str, Any]], request_id: str) -> int:
+    return next(r["attempt"] or 0 for r in rows if r["request_id"] == request_id)
+
+
+def _first(cell: list[dict[str, Any]], basis: str | None, signature: str | None,
+           have: dict[tuple[str, int], int]) -> dict[str, Any] | None:
+    return next((r for r in cell if (r[basis] if basis else None) == signature and _key(r) in have), None)
+
+
+def _side(row: dict[str, Any] | None, basis: str | None, requests: int) -> Side | None:
+    if row is None:
+        return None
+    return Side(row["request_id"], row["phase"], row["phase_kind"] or "", row[basis] if basis else None, requests)
+
+
+def _no_digests(paths: RunPaths, label: str) -> NoReturn:
+    engines = ", ".join(f"`engine: {name}`" for name, p in ENGINES.items() if p.capabilities.digests) or \
+        "an engine whose profile has capabilities.digests"
+    raise RecordError(f"{paths.root} has no digests for cell {label}: run it again with "
+                      f"protocol.request.digests=true on an arm with {engines}")
+
+
+def _located(paths: RunPaths, label: str, pair: _Pair) -> Located:
+    words, a, b, attempts = pair
+    rows = locate_read.digest_rows(paths, attempts)
+    steps = {side.request_id: by_step(rows[side.request_id]) for side in (a, b)}
+    for side in (a, b):
+        mine = rows[side.request_id]
+        side.engine_request_id = mine[0]["engine_request_id"] if mine else None
+        side.steps, side.calls = len(steps[side.request_id]), len(mine)
+    found = walk(steps[a.request_id], steps[b.request_id])
+    located = Located(label, words, a, b, found.steps_compared, found.calls_compared, found.realigned_steps,
+                      found.one_sided_calls, found.one_sided_steps, found.difference)
+    located.margin = margin(locate_read.tokens(paths, attempts), a.request_id, b.request_id)
+    if found.difference is not None:
+        device = locate_read.device_and_dtype(paths, label.split("/")[0])
+        located.probe = probe_ask(found.difference, steps[a.request_id][found.difference.step],
+                                  label.split("/")[0], str(paths.root), device)
+    return located
+
+
+def margin(answers: dict[str, dict[str, Any]], a: str, b: str) -> Margin | None:
+    """At the first position where the two answers' token ids differ (None: they never do)."""
+    if a not in answers or b not in answers:
+        return None
+    ids_a, ids_b = answers[a]["token_ids"] or [], answers[b]["token_ids"] or []
+    position = next((i for i, (p, q) in enumerate(zip(ids_a, ids_b, strict=False)) if p != q), None)
+    if position is None:
+        return None
+    return Margin(position, *(_top_two(answers[r], position) for r in (a, b)))
+
+
+def _top_two(answer: dict[str, Any], position: int) -> TopTwo:
+    tops, gaps = answer["top_logprobs"] or [], answer["top_gaps"] or []
+    entries = tops[position] if position < len(tops) and tops[position] else []
+    top = [(str(e["token"]), float(e["logprob"])) for e in entries[:2]]
+    gap = gaps[position] if position < len(gaps) else None
+    return TopTwo(int(answer["token_ids"][position]), top, gap)

@@ -1,0 +1,92 @@
+"""What `locate` reads of a run's record: the measured answers of one arm and prompt (without their lists), which
+requests have digests, the digest rows and answers of the two requests compared (filtered reads: a run's digests
+run to megabytes per request), and the device and dtype the arm's engine said it ran with."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.dataset as ds
+
+from orchestrator.analysis.results import SIGNATURE_BASES
+from orchestrator.errors import RecordError
+from orchestrator.record.paths import RunPaths
+from orchestrator.record.tables import SCHEMAS, read_table
+
+ANSWER = ["request_id", "attempt", "arm", "prompt_id", "phase", "phase_kind", "role", "start", "error",
+          *SIGNATURE_BASES.values()]
+DIGEST = ["request_id", "attempt", "engine_request_id", "step", "call", "module", "module_type", "rows_total",
+          "in_shape", "out_shape", "in_hash", "out_hash", "out_sum", "out_absmax", "out_norm", "out_head",
+          "batch_size", "context_tokens"]
+# The engine's startup line names both ("..., device cpu, dtype float32"); the probe takes fp32 or bf16
+STARTED = re.compile(r"device (\w+)\S*, dtype (\w+)")
+PROBE_DTYPES = {"float32": "fp32", "bfloat16": "bf16", "float16": "fp16"}
+
+
+def parts(paths: RunPaths, table: str) -> list[str]:
+    return sorted(str(p) for p in paths.table(table).glob("*.parquet") if not p.name.startswith("."))
+
+
+def has_digests(paths: RunPaths) -> bool:
+    return bool(parts(paths, "digests"))
+
+
+def answers(paths: RunPaths, arm: str, prompt_id: str) -> list[dict[str, Any]]:
+    """The measured answers of the arm's first start to the prompt, latest attempts, without an error."""
+    table = read_table(paths, "responses", ANSWER)
+    keep = pc.and_(pc.equal(table.column("arm"), arm), pc.equal(table.column("prompt_id"), prompt_id))
+    rows = table.filter(keep).to_pylist()
+    return [r for r in rows if r["role"] in ("measured", None) and not r["start"] and r["error"] is None]
+
+
+def digested(paths: RunPaths) -> dict[tuple[str, int], int]:
+    """(request id, attempt) -> its batch size in the prefill, for every request with digests."""
+    table = _read(paths, "digests", ["request_id", "attempt", "batch_size"], ds.field("step") == 0)
+    out: dict[tuple[str, int], int] = {}
+    for rid, attempt, size in zip(*(table.column(c).to_pylist() for c in table.column_names), strict=True):
+        key = (rid, attempt or 0)
+        out[key] = max(out.get(key, 0), size or 0)
+    return out
+
+
+def digest_rows(paths: RunPaths, wanted: dict[str, int]) -> dict[str, list[dict[str, Any]]]:
+    """Request id -> its digest rows of attempt `wanted[id]`."""
+    table = _read(paths, "digests", DIGEST, ds.field("request_id").isin(list(wanted)))
+    out: dict[str, list[dict[str, Any]]] = {rid: [] for rid in wanted}
+    for row in table.to_pylist():
+        if (row["attempt"] or 0) == wanted[row["request_id"]]:
+            out[row["request_id"]].append(row)
+    return out
+
+
+def tokens(paths: RunPaths, wanted: dict[str, int]) -> dict[str, dict[str, Any]]:
+    """Request id -> its token ids, top-k lists and top1 - top2 gaps (attempt `wanted[id]`)."""
+    columns = ["request_id", "attempt", "token_ids", "top_logprobs", "top_gaps"]
+    table = _read(paths, "responses", columns, ds.field("request_id").isin(list(wanted)))
+    return {r["request_id"]: r for r in table.to_pylist() if (r["attempt"] or 0) == wanted[r["request_id"]]}
+
+
+def device_and_dtype(paths: RunPaths, arm: str) -> tuple[str, str] | None:
+    """The device kind ("cpu", "cuda") and the probe's dtype name the arm's engine logged at start."""
+    logs = _read(paths, "logs", ["arm", "text"], ds.field("arm") == arm)
+    for text in logs.column("text").to_pylist():
+        found = STARTED.search(text or "")
+        if found and found.group(2) in PROBE_DTYPES:
+            return found.group(1), PROBE_DTYPES[found.group(2)]
+    return None
+
+
+def _read(paths: RunPaths, table: str, columns: list[str], where: ds.Expression) -> pa.Table:
+    """The rows `where` holds, of the table's parts (older parts lack newer columns: nulls)."""
+    files = parts(paths, table)
+    if not files:
+        return pa.table({c: pa.array([], pa.null()) for c in columns})
+    schema = SCHEMAS.get(table)
+    try:
+        return ds.dataset(files, schema=schema, format="parquet").to_table(columns=columns, filter=where)
+    except (OSError, pa.ArrowInvalid) as exc:
+        raise RecordError(f"cannot read {table} in {paths.table(table)} ({exc}): the run dir is damaged; copy it "
+                          "again from its source") from exc
