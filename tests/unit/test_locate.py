@@ -152,8 +152,8 @@ def test_a_cell_without_digests_is_one_line_naming_the_switch_and_exit_2(tmp_pat
                                                                           capsys: pytest.CaptureFixture[str]) -> None:
     answers = [_answer("conc", "concurrent", 0, 0, "A"), _answer("conc", "concurrent", 1, 0, "B")]
     paths = _run(tmp_path, answers, _digests("hooked/p/conc/0/0", 2))  # one branch only
-    with pytest.raises(RecordError, match="has no digests for cell hooked/p/conc: run it again with "
-                                          r"protocol.request.digests=true on an arm with `engine: transformers_hooked`"):
+    with pytest.raises(RecordError, match="has no digests for cell hooked/p/conc: run it again with protocol."
+                                          r"request.digests=true on an arm with `engine: transformers_hooked`"):
         locate(paths, "hooked/p/conc")
     assert main(["locate", str(paths.root), "--cell", "hooked/p/conc"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
