@@ -1,7 +1,9 @@
-"""Digests of a flagged request's own rows at every leaf module call: forward hooks, attached only while a batch
-holds a flagged request, digest the target's rows of each module's first tensor argument and of its output
-as the module returns (before a later in-place kernel can overwrite them): an exact byte hash, float64 sum,
-abs-max and norm, and the first values. Each request's digests are kept (a bounded store) for
+"""Digests of a flagged request's own rows at every module call: forward hooks, attached only while a batch holds
+a flagged request, digest the target's rows of each module's first tensor argument and of its output as the
+module returns (before a later in-place kernel can overwrite them): an exact byte hash, float64 sum, abs-max
+and norm, and the first values. Every module, not only the leaves: attention and fused MoE experts compute in
+the parent module itself (a function, 3-D weights), so their own call is where their split shows; calls come
+in the order modules return (a parent after its children). Each request's digests are kept (a bounded store) for
 GET /v1/digests/{id}; the wire format is docs/locate.md's."""
 
 from __future__ import annotations
@@ -106,10 +108,11 @@ class DigestStore:
 
 
 class Recorder:
-    """Hooks on every leaf module of a model, recording the current step's targets while attached."""
+    """Hooks on every module of a model but the model itself, recording the current step's targets while
+    attached."""
 
     def __init__(self, model: torch.nn.Module, head_values: int) -> None:
-        self.leaves = [(name, m) for name, m in model.named_modules() if name and not any(True for _ in m.children())]
+        self.modules = [(name, m) for name, m in model.named_modules() if name]
         self.head_values = head_values
         self.layout: StepLayout | None = None
         self.call = 0
@@ -120,7 +123,7 @@ class Recorder:
         """Hooks on for one batch whose flagged requests are `request_ids`; removed after, also on error."""
         self.open = {rid: RequestDigests() for rid in request_ids}
         handles = [m.register_forward_hook(self._hook(name, type(m).__name__), with_kwargs=True)
-                   for name, m in self.leaves]
+                   for name, m in self.modules]
         try:
             yield
         finally:
