@@ -14,8 +14,8 @@ from orchestrator.probes.harness import Call, OpKind, Unsupported, dtype_of
 
 SDPA_BACKENDS = {"sdpa_math": "MATH", "sdpa_efficient": "EFFICIENT_ATTENTION", "sdpa_flash": "FLASH_ATTENTION",
                  "sdpa_cudnn": "CUDNN_ATTENTION"}
-DECODE_ARMS = ("sdpa_default", *SDPA_BACKENDS, "flash_attn", "flashinfer")
-PREFILL_ARMS = ("sdpa_default", *SDPA_BACKENDS, "flash_attn")
+DECODE_ARMS = ("sdpa_default", *SDPA_BACKENDS, "eager", "flash_attn", "flashinfer")
+PREFILL_ARMS = ("sdpa_default", *SDPA_BACKENDS, "eager", "flash_attn")
 
 
 def _prepare(params: dict[str, Any], m_max: int, gen: torch.Generator, device: torch.device,
@@ -44,6 +44,23 @@ def _sdpa(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, arm: str, causal: b
     def call() -> torch.Tensor:
         with sdpa_kernel(backend):
             return F.scaled_dot_product_attention(q, k, v, is_causal=causal)
+    return call
+
+
+def _eager(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool) -> Call:
+    """Attention as a model's eager code computes it (what `locate` names between v_proj and o_proj): q k^T
+    scaled, the causal mask added, softmax in fp32 cast back, times v."""
+    if k.shape[1] != q.shape[1]:
+        k, v = (t.repeat_interleave(q.shape[1] // t.shape[1], dim=1) for t in (k, v))
+    scale = q.shape[-1] ** -0.5
+    mask = torch.full((q.shape[2], k.shape[2]), float("-inf"), device=q.device).triu(1).to(q.dtype) if causal \
+        else None
+
+    def call() -> torch.Tensor:
+        scores = torch.matmul(q, k.transpose(2, 3)) * scale
+        if mask is not None:
+            scores = scores + mask
+        return torch.matmul(torch.softmax(scores, dim=-1, dtype=torch.float32).to(q.dtype), v)
     return call
 
 
@@ -94,6 +111,8 @@ def _bind(inputs: dict[str, torch.Tensor], arm: str, m: int, causal: bool) -> Ca
         return _flash_attn(q, k, v, causal)
     if arm == "flashinfer":
         return _flashinfer(q, k, v)
+    if arm == "eager":
+        return _eager(q, k, v, causal)
     return _sdpa(q, k, v, arm, causal)
 
 

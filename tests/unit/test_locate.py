@@ -206,3 +206,18 @@ def test_the_probe_verdict_says_from_which_m_row_0_changed() -> None:
     steady = verdict([{**r, "row0_bits_equal_m1": True} for r in rows])
     assert steady.m_variant is False and "row 0 bitwise identical at M = 1, 9, 36" in steady.said
     assert verdict([{"process": 1, "unsupported": "no CUDA"}]).m_variant is None
+
+
+@pytest.mark.parametrize("split", [(0, "model.layers.0.self_attn.q_proj", "out"),
+                                   (1, "model.layers.0.self_attn.o_proj", "in"),
+                                   (0, "model.layers.0.input_layernorm", "out")])
+def test_the_probe_command_is_one_the_probe_presets_take(tmp_path: Path, split: tuple[int, str, str]) -> None:
+    from orchestrator.config.probe import load_probe_config
+    from orchestrator.probes.ops import entry_problems
+
+    ask = locate(_branches(tmp_path, split), "hooked/p/conc").probe
+    assert ask is not None
+    config = load_probe_config(ask.preset, ask.sets)
+    spec = config.spec()
+    assert spec["m"] == ask.m and spec["device"] == "cpu"
+    assert [p for name, entry in (spec.get("ops") or {}).items() for p in entry_problems(name, entry)] == []
