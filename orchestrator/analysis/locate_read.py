@@ -5,16 +5,18 @@ run to megabytes per request), and the device and dtype the arm's engine said it
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.dataset as ds
 
 from orchestrator.analysis.results import SIGNATURE_BASES
 from orchestrator.errors import RecordError
 from orchestrator.record.paths import RunPaths
 from orchestrator.record.tables import SCHEMAS, read_table
+
+if TYPE_CHECKING:  # pyarrow.dataset imports pandas: only where a run has digests to read
+    import pyarrow.dataset as ds
 
 ANSWER = ["request_id", "attempt", "arm", "prompt_id", "phase", "phase_kind", "role", "start", "error",
           *SIGNATURE_BASES.values()]
@@ -44,6 +46,8 @@ def answers(paths: RunPaths, arm: str, prompt_id: str) -> list[dict[str, Any]]:
 
 def digested(paths: RunPaths) -> dict[tuple[str, int], int]:
     """(request id, attempt) -> its batch size in the prefill, for every request with digests."""
+    import pyarrow.dataset as ds
+
     table = _read(paths, "digests", ["request_id", "attempt", "batch_size"], ds.field("step") == 0)
     out: dict[tuple[str, int], int] = {}
     for rid, attempt, size in zip(*(table.column(c).to_pylist() for c in table.column_names), strict=True):
@@ -54,6 +58,8 @@ def digested(paths: RunPaths) -> dict[tuple[str, int], int]:
 
 def digest_rows(paths: RunPaths, wanted: dict[str, int]) -> dict[str, list[dict[str, Any]]]:
     """Request id -> its digest rows of attempt `wanted[id]`."""
+    import pyarrow.dataset as ds
+
     table = _read(paths, "digests", DIGEST, ds.field("request_id").isin(list(wanted)))
     out: dict[str, list[dict[str, Any]]] = {rid: [] for rid in wanted}
     for row in table.to_pylist():
@@ -64,6 +70,8 @@ def digest_rows(paths: RunPaths, wanted: dict[str, int]) -> dict[str, list[dict[
 
 def tokens(paths: RunPaths, wanted: dict[str, int]) -> dict[str, dict[str, Any]]:
     """Request id -> its token ids, top-k lists and top1 - top2 gaps (attempt `wanted[id]`)."""
+    import pyarrow.dataset as ds
+
     columns = ["request_id", "attempt", "token_ids", "top_logprobs", "top_gaps"]
     table = _read(paths, "responses", columns, ds.field("request_id").isin(list(wanted)))
     return {r["request_id"]: r for r in table.to_pylist() if (r["attempt"] or 0) == wanted[r["request_id"]]}
@@ -71,6 +79,8 @@ def tokens(paths: RunPaths, wanted: dict[str, int]) -> dict[str, dict[str, Any]]
 
 def device_and_dtype(paths: RunPaths, arm: str) -> tuple[str, str] | None:
     """The device kind ("cpu", "cuda") and the probe's dtype name the arm's engine logged at start."""
+    import pyarrow.dataset as ds
+
     logs = _read(paths, "logs", ["arm", "text"], ds.field("arm") == arm)
     for text in logs.column("text").to_pylist():
         found = STARTED.search(text or "")
@@ -81,6 +91,8 @@ def device_and_dtype(paths: RunPaths, arm: str) -> tuple[str, str] | None:
 
 def _read(paths: RunPaths, table: str, columns: list[str], where: ds.Expression) -> pa.Table:
     """The rows `where` holds, of the table's parts (older parts lack newer columns: nulls)."""
+    import pyarrow.dataset as ds
+
     files = parts(paths, table)
     if not files:
         return pa.table({c: pa.array([], pa.null()) for c in columns})

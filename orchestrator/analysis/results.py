@@ -268,4 +268,7 @@ class Comparison:
         """As report.json holds it (a position series keeps only the series it has)."""
         out = asdict(self)
         out["positions"] = [{k: v for k, v in p.items() if v is not None} for p in out["positions"]]
+        for explored in [*out["explorer"], *out["pair_explorer"]]:
+            if explored["inside"] is None:  # only a run with digests has it (analysis/locate.py)
+                del explored["inside"]
         return out
