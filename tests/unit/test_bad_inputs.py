@@ -56,6 +56,9 @@ CASES: list[tuple[str, dict[str, str | bytes], list[str], int, str]] = [
     ("logprobs below -1", {}, ["plan", "protocol.request.logprobs=-2"], 2, "logprobs=-2: must be null, -1"),
     ("logprobs above the engine's", {}, ["plan", "protocol.request.logprobs=21"], 2, "above its --max-logprobs 20"),
     ("prompt_logprobs -1", {}, ["plan", "protocol.request.prompt_logprobs=-1"], 2, "prompt_logprobs=-1 asks"),
+    ("digests of an engine without them", {}, ["plan", "protocol.request.digests=true"], 2,
+     "arm 'baseline' runs engine reference, which records no activation digests: make it an arm of "
+     "`engine: transformers_hooked`"),
     ("temperature", {}, ["plan", "protocol.request.temperature=3"], 2, "temperature=3.0: must be in [0, 2]"),
     ("negative start timeout", {}, ["plan", "arms.baseline.startup_timeout_s=-1"], 2, "startup_timeout_s=-1.0"),
     ("zero request timeout", {}, ["plan", "protocol.request_timeout_s=0"], 2, "request_timeout_s=0.0: must be > 0"),

@@ -1,0 +1,46 @@
+"""The project's hooked engine on Hugging Face Transformers (arms/transformers-hooked, `python -m hookedengine`):
+a local model served through Transformers' own modules, behind the reference engine's HTTP server, scheduler,
+protocol and streaming. Its answers are the reference engine's (vLLM-shaped completions with logprobs, top-k,
+token ids and `engine_trace`; /tokenize, /metrics), so its dialect is the reference engine's. Completions only.
+A request flagged `"digest": true` gets forward hooks on every leaf module: its own rows' digests per
+(step, module call), fetched once the arm's requests are done (run/digests.py, docs/locate.md). It lists its
+knobs itself (`--list-knobs`), as the reference engine does."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from orchestrator.engines import reference, vllm
+from orchestrator.engines.profile import EngineProfile
+
+# Its startup lines: "hookedengine version V, torch T, transformers X, device D, dtype P", "Model M, max model
+# len N", "Batch invariant: on|off", "Attention implementation: eager", "Planted batch-variant module: NAME|none".
+LOG_PATTERNS: dict[str, str] = {
+    "engine_version": r"hookedengine version ([0-9][^,\s]*)",
+    "device": r"hookedengine version .*, device (\w+)",
+    "dtype": r"hookedengine version .*, dtype (\w+)",
+    "max_model_len": r"Model \S+, max model len (\d+)",
+    "batch_invariant": r"Batch invariant: (on|off)",
+    "attention_backend": r"Attention implementation: (\S+)",
+    "planted_module": r"Planted batch-variant module: (\S+)",
+}
+
+PROFILE = EngineProfile(
+    name="transformers_hooked",
+    description="the project's hooked Transformers engine (arms/transformers-hooked): per-module digests",
+    endpoints=dataclasses.replace(vllm.ENDPOINTS, chat=None, digests="/v1/digests/{request_id}"),
+    dialect=reference.TracedDialect(),
+    capabilities=dataclasses.replace(vllm.CAPABILITIES, trace=True, digests=True),
+    settings={"max_batch": "max-num-seqs", "attention_backend": "attn-implementation"},
+    knob_probe=None,  # its templates list knobs with the engine's own --list-knobs
+    env_prefixes=(),  # it reads no env names of its own: none is checked
+    # Token ids in every answer, top-logprob keys as token ids (the reference engine's protocol, vLLM's fields)
+    request_extra=vllm.PROFILE.request_extra,
+    log_patterns=LOG_PATTERNS,
+    running_metric=vllm.PROFILE.running_metric,  # the reference engine's /metrics, vLLM's names
+    max_logprobs_flag="max-logprobs",
+    default_max_logprobs=20,
+    packages=("transformers", "hookedengine"),  # torch is under every engine (guard/fingerprint.py)
+    modules=("hookedengine",),
+    programs=(),
+)

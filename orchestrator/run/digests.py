@@ -1,0 +1,176 @@
+"""The activation digests of an arm's flagged requests (`protocol.request.digests`, docs/locate.md): once its
+requests are done and before it is stopped, each flagged request that got an answer is fetched from the engine
+(its profile's digests path, the answer's own id) and lands in the `digests` table, one row per (step, module
+call), a request at a time: memory holds one request's digests, never the arm's. A fetch that fails is one
+warning line and the arm's `digests_note`, never a failed arm: the completions are recorded already."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from orchestrator.engines import EngineProfile
+from orchestrator.engines.stream import assembled, is_sse
+from orchestrator.record.paths import RunPaths
+from orchestrator.run.client import CompletionClient
+from orchestrator.run.protocol import DIGEST_FIELD
+from orchestrator.run.sending import RunContext
+
+if TYPE_CHECKING:
+    from orchestrator.record.tables import TableWriter
+
+# A flagged body as `response_row` records it (json.dumps, sort_keys): a cheap test before parsing it
+_MARK = json.dumps({DIGEST_FIELD: True})[1:-1]
+# The fields of one call as the engine lists them, in order (docs/locate.md, "The hooked engine")
+CALL_FIELDS = ("step", "call", "module", "module_type", "rows_start", "rows_stop", "rows_total", "in_shape",
+               "out_shape", "in_hash", "in_sum", "in_absmax", "out_hash", "out_sum", "out_absmax", "out_norm",
+               "out_head")
+_INTS = ("step", "call", "rows_start", "rows_stop", "rows_total")
+_FLOATS = ("in_sum", "in_absmax", "out_sum", "out_absmax", "out_norm")
+
+
+@dataclass(frozen=True)
+class Flagged:
+    request_id: str  # the orchestrator's, as in responses
+    attempt: int
+    engine_request_id: str | None  # the answer's "id"; None: the answer named none
+
+
+class DigestFetch:
+    """Told of every `responses` row (`noting`), it keeps the flagged requests that got an answer; `fetch` then
+    asks the engine for each one's digests and writes them."""
+
+    def __init__(self, ctx: RunContext, engine: EngineProfile, paths: RunPaths) -> None:
+        self.ctx, self.path, self.paths = ctx, engine.endpoints.digests, paths
+        self.flagged: list[Flagged] = []
+
+    def noting(self, then: Callable[[dict[str, Any]], None] | None) -> Callable[[dict[str, Any]], None]:
+        """The responses writer's `on_row`: note the row, then tell `then` (progress) of it."""
+        def on_row(row: dict[str, Any]) -> None:
+            self.note(row)
+            if then is not None:
+                then(row)
+        return on_row
+
+    def note(self, row: dict[str, Any]) -> None:
+        if row["http_status"] == 200 and flagged(row["request_json"]):
+            self.flagged.append(Flagged(row["request_id"], row["attempt"], engine_request_id(row["response_body"])))
+
+    async def fetch(self, client: CompletionClient, say: Callable[[str], None]) -> str | None:
+        """Every noted request's digests into the record; the note of those that could not be had (None: all
+        were), said once as a warning."""
+        if not self.flagged:
+            return None
+        from orchestrator.record.tables import TableWriter  # pyarrow: loaded by now (run/prefetch.py)
+
+        failed: list[str] = []
+        with TableWriter(self.paths, "digests", self.ctx.arm, flush_rows=4096, flush_s=3600) as writer:
+            for request in self.flagged:
+                if (why := await self._one(client, request, writer)) is not None:
+                    failed.append(f"{request.request_id}: {why}")
+        if not failed:
+            return None
+        note = (f"digests of {len(failed)} of {len(self.flagged)} flagged requests not recorded (first: "
+                f"{failed[0]}); locate has none for them")
+        say(f"warning: {note}")
+        return note
+
+    async def _one(self, client: CompletionClient, request: Flagged, writer: TableWriter) -> str | None:
+        """One request's digests written; why not, where they were not."""
+        if self.path is None:
+            return "its engine serves no digests"
+        if request.engine_request_id is None:
+            return "its answer names no id to fetch them by"
+        exchange = await client.request("GET", self.path.replace("{request_id}", request.engine_request_id))
+        if exchange.status != 200:
+            return f"{exchange.error or 'no answer'}: {exchange.body[:200]!r}"
+        base = {"study": self.ctx.study, "run_id": self.ctx.run_id, "arm": self.ctx.arm,
+                "request_id": request.request_id, "attempt": request.attempt,
+                "engine_request_id": request.engine_request_id}
+        try:
+            rows = list(digest_rows(json.loads(exchange.body), base))
+        except (ValueError, TypeError, KeyError) as exc:  # the whole request or none: no partial digests
+            return f"its digests are malformed ({type(exc).__name__}: {exc})"
+        for row in rows:
+            writer.append(row)
+        return None
+
+
+def flagged(request_json: str | None) -> bool:
+    """Whether a recorded request body asked for its digests."""
+    if not request_json or _MARK not in request_json:
+        return False
+    body = json.loads(request_json)
+    return isinstance(body, dict) and body.get(DIGEST_FIELD) is True
+
+
+def engine_request_id(body: bytes) -> str | None:
+    """The answer's "id" (a streamed answer's, from its events), as the engine names the request."""
+    try:
+        doc = json.loads(assembled(body) if is_sse(body) else body)
+    except ValueError:
+        return None
+    value = doc.get("id") if isinstance(doc, dict) else None
+    return value if isinstance(value, str) and value else None
+
+
+def digest_rows(doc: Any, base: dict[str, Any]) -> Iterator[dict[str, Any]]:
+    """The engine's answer ({request_id, head_values, steps, calls}) as `digests` rows: each call with its
+    step's batch (size, requests, context tokens). Raises ValueError/TypeError/KeyError where it is malformed."""
+    if not isinstance(doc, dict) or not isinstance(doc.get("calls"), list):
+        raise ValueError("no list of calls")
+    steps = {_int(s["step"]): s for s in doc.get("steps") or []}
+    for entry in doc["calls"]:
+        if not isinstance(entry, list) or len(entry) != len(CALL_FIELDS):
+            raise ValueError(f"a call of {len(entry) if isinstance(entry, list) else type(entry).__name__} "
+                             f"fields, not {len(CALL_FIELDS)}")
+        call = dict(zip(CALL_FIELDS, entry, strict=True))
+        step = steps.get(_int(call["step"])) or {}
+        ids = step.get("batch_request_ids")
+        yield {**base, **{k: _int(call[k]) for k in _INTS}, **{k: _float(call[k]) for k in _FLOATS},
+               "module": _str(call["module"]), "module_type": _str(call["module_type"]),
+               "in_shape": _ints(call["in_shape"]), "out_shape": _ints(call["out_shape"]),
+               "in_hash": _str(call["in_hash"]), "out_hash": _str(call["out_hash"]),
+               "out_head": _head(call["out_head"]),
+               "batch_size": _int(step.get("batch_size")), "context_tokens": _int(step.get("context_tokens")),
+               "batch_request_ids": None if ids is None else [_str(i) for i in ids]}
+
+
+def _int(value: Any) -> int | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{value!r} is not an integer")
+    return value
+
+
+def _float(value: Any) -> float | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise TypeError(f"{value!r} is not a number")
+    return float(value)
+
+
+def _str(value: Any) -> str | None:
+    if value is not None and not isinstance(value, str):
+        raise TypeError(f"{value!r} is not a string")
+    return value
+
+
+def _ints(value: Any) -> list[int | None] | None:
+    if value is None:
+        return None
+    if not isinstance(value, list):
+        raise TypeError(f"{value!r} is not a shape")
+    return [_int(v) for v in value]
+
+
+def _head(value: Any) -> list[float | None] | None:
+    if value is None:
+        return None
+    if not isinstance(value, list):
+        raise TypeError(f"{value!r} is not a list of values")
+    return [_float(v) for v in value]
