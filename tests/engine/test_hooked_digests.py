@@ -28,34 +28,39 @@ def test_a_target_rows_digest_is_its_own_whatever_else_is_in_the_batch() -> None
     torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.ReLU(), torch.nn.Linear(8, 2))
     x = torch.randn(2, 3, 4)
-    rec = Recorder(model, head_values=3)
+    store = DigestStore()
+    rec = Recorder(model, head_values=3, store=store)
     with rec.attached(["t"]):
         rec.begin_step(StepLayout(0, 2, 3, ["o", "t"], {"t": Target(1, 0, 3)}))
         model(x)
-        got = rec.finish("t")
+        rec.finish("t")
+    got = store.get("t")
     assert got is not None and [c[2] for c in got.calls] == ["0", "1", "2"]
     assert got.steps == [{"step": 0, "batch_size": 2, "batch_request_ids": ["o", "t"], "context_tokens": 3}]
     first = got.calls[0]
     assert first[4:7] == [3, 6, 6] and first[7] == [2, 3, 4] and first[8] == [2, 3, 8]
     assert first[9] == _digest(x[1], 0)[0]  # the input's own rows
     assert first[12] == _digest(model[0](x)[1], 3)[0] and len(first[16]) == 3
+    assert got.calls[1][9] == first[12]  # the next module's input is this one's output: the same digest
     other = x.clone()
     other[0] += 1  # another request's rows change; the target's digests do not (row-wise ops)
-    rec2 = Recorder(model, head_values=3)
-    with rec2.attached(["t"]):
-        rec2.begin_step(StepLayout(0, 2, 3, ["o", "t"], {"t": Target(1, 0, 3)}))
+    with rec.attached(["t2"]):
+        rec.begin_step(StepLayout(0, 2, 3, ["o", "t2"], {"t2": Target(1, 0, 3)}))
         model(other)
-        again = rec2.finish("t")
+        rec.finish("t2")
+    again = store.get("t2")
     assert again is not None
     assert [c[12] for c in again.calls] == [c[12] for c in got.calls]
 
 
-def test_hooks_come_off_after_the_batch() -> None:
+def test_hooks_come_off_after_the_batch_and_an_unfinished_request_has_no_digests() -> None:
     model = torch.nn.Sequential(torch.nn.Linear(2, 2))
-    rec = Recorder(model, head_values=1)
+    store = DigestStore()
+    rec = Recorder(model, head_values=1, store=store)
     with rec.attached(["t"]):
         pass
     assert not model[0]._forward_hooks
+    assert store.get("t", wait_s=5) is None  # not left pending: a GET is answered 404 at once
 
 
 def test_the_store_answers_404_for_unknown_ids_and_evicts_the_oldest() -> None:
@@ -63,6 +68,7 @@ def test_the_store_answers_404_for_unknown_ids_and_evicts_the_oldest() -> None:
     get = store.route(8)
     status, body = get("nope")
     assert status == 404 and "digest" in body["error"]["message"]
+    store.expect(["a", "b", "c"])
     for rid in ("a", "b", "c"):
         store.put(rid, RequestDigests(steps=[{"step": 0}], calls=[]))
     assert get("a")[0] == 404

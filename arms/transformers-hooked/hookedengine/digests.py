@@ -9,9 +9,11 @@ GET /v1/digests/{id}; the wire format is docs/locate.md's."""
 from __future__ import annotations
 
 import hashlib
+import queue
 import threading
+import time
 from collections import OrderedDict
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
@@ -19,6 +21,7 @@ from typing import Any
 import torch
 
 STORE_REQUESTS = 512  # requests whose digests are kept; the oldest go first
+PENDING_WAIT_S = 60.0  # how long a GET waits for a finished request's digests still being computed
 
 
 @dataclass
@@ -68,7 +71,7 @@ def _first_tensor(value: Any) -> torch.Tensor | None:
 
 
 def _digest(rows: torch.Tensor, head: int) -> tuple[str, float, float, float, list[float]]:
-    """(blake2b-128 hex of the bytes, sum, abs-max, norm, first values); one copy to the host."""
+    """(blake2b-128 hex of the bytes, sum, abs-max, norm, first values)."""
     host = rows.detach().contiguous().cpu()
     raw = host.reshape(-1).view(torch.uint8).numpy().tobytes()
     wide = host.double().reshape(-1)
@@ -79,25 +82,41 @@ def _digest(rows: torch.Tensor, head: int) -> tuple[str, float, float, float, li
 
 
 class DigestStore:
-    """Finished requests' digests, for the server's GET route (thread-safe: the scheduler writes, handlers read)."""
+    """Finished requests' digests, for the server's GET route (thread-safe: the digest worker writes, handlers
+    read). A request whose digests are still being computed is `pending`: a GET waits for it."""
 
     def __init__(self, capacity: int = STORE_REQUESTS) -> None:
         self.capacity = capacity
         self._items: OrderedDict[str, RequestDigests] = OrderedDict()
-        self._lock = threading.Lock()
+        self._pending: set[str] = set()
+        self._changed = threading.Condition()
 
-    def put(self, request_id: str, digests: RequestDigests) -> None:
-        with self._lock:
-            self._items[request_id] = digests
-            while len(self._items) > self.capacity:
-                self._items.popitem(last=False)
+    def expect(self, request_ids: list[str]) -> None:
+        with self._changed:
+            self._pending.update(request_ids)
 
-    def route(self, head_values: int) -> Any:
+    def put(self, request_id: str, digests: RequestDigests | None) -> None:
+        """Its digests (None: it has none after all: the batch failed)."""
+        with self._changed:
+            self._pending.discard(request_id)
+            if digests is not None:
+                self._items[request_id] = digests
+                while len(self._items) > self.capacity:
+                    self._items.popitem(last=False)
+            self._changed.notify_all()
+
+    def get(self, request_id: str, wait_s: float = PENDING_WAIT_S) -> RequestDigests | None:
+        deadline = time.monotonic() + wait_s
+        with self._changed:
+            while request_id in self._pending and (left := deadline - time.monotonic()) > 0:
+                self._changed.wait(left)
+            return self._items.get(request_id)
+
+    def route(self, head_values: int) -> Callable[[str], tuple[int, Any]]:
         """GET /v1/digests/{id} -> (status, body)."""
         def get(rest: str) -> tuple[int, Any]:
             request_id = rest.strip("/")
-            with self._lock:
-                found = self._items.get(request_id)
+            found = self.get(request_id)
             if found is None:
                 return 404, {"error": {"message": f"No digests for request {request_id!r}: send it with "
                                                   "\"digest\": true (or it was evicted)", "type": "NotFoundError",
@@ -107,21 +126,41 @@ class DigestStore:
         return get
 
 
+class _Call:
+    """One module call of one target, its rows copied as the module returned; digested later by the worker."""
+
+    __slots__ = ("digests", "meta", "out", "x", "x_from", "y")
+
+    def __init__(self, digests: RequestDigests, meta: list[Any], x: torch.Tensor | None, x_from: _Call | None,
+                 y: torch.Tensor) -> None:
+        self.digests, self.meta, self.x, self.x_from, self.y = digests, meta, x, x_from, y
+        self.out: tuple[str, float, float, float, list[float]] | None = None
+
+
 class Recorder:
     """Hooks on every module of a model but the model itself, recording the current step's targets while
-    attached."""
+    attached. A hook only copies the target's rows (a device copy: the forward is not held up by a transfer or
+    a hash); a worker thread digests them in call order and hands each finished request to the store."""
 
-    def __init__(self, model: torch.nn.Module, head_values: int) -> None:
+    def __init__(self, model: torch.nn.Module, head_values: int, store: DigestStore) -> None:
         self.modules = [(name, m) for name, m in model.named_modules() if name]
         self.head_values = head_values
+        self.store = store
         self.layout: StepLayout | None = None
         self.call = 0
         self.open: dict[str, RequestDigests] = {}
+        # The step's outputs by tensor identity: a module whose input is an earlier call's unchanged output
+        # (most are) reuses that call's digest instead of copying the rows again.
+        self._outputs: dict[int, tuple[torch.Tensor, int, dict[str, _Call]]] = {}
+        self._work: queue.Queue[_Call | tuple[str, RequestDigests | None]] = queue.Queue()
+        threading.Thread(target=self._worker, name="hookedengine-digests", daemon=True).start()
 
     @contextmanager
     def attached(self, request_ids: list[str]) -> Iterator[None]:
-        """Hooks on for one batch whose flagged requests are `request_ids`; removed after, also on error."""
+        """Hooks on for one batch whose flagged requests are `request_ids`; removed after, also on error (a
+        request not finished by then gets no digests)."""
         self.open = {rid: RequestDigests() for rid in request_ids}
+        self.store.expect(request_ids)
         handles = [m.register_forward_hook(self._hook(name, type(m).__name__), with_kwargs=True)
                    for name, m in self.modules]
         try:
@@ -130,18 +169,25 @@ class Recorder:
             for h in handles:
                 h.remove()
             self.layout = None
+            self._outputs.clear()
+            for rid in list(self.open):
+                self.open.pop(rid)
+                self._work.put((rid, None))
 
     def begin_step(self, layout: StepLayout) -> None:
         self.layout, self.call = layout, 0
+        self._outputs.clear()
         for rid, tgt in layout.targets.items():
             if rid in self.open:
                 self.open[rid].steps.append({"step": layout.step, "batch_size": len(layout.window_ids),
                                              "batch_request_ids": layout.window_ids,
                                              "context_tokens": tgt.context_tokens})
 
-    def finish(self, request_id: str) -> RequestDigests | None:
-        """A target whose sequence ended: its digests, no longer recorded."""
-        return self.open.pop(request_id, None)
+    def finish(self, request_id: str) -> None:
+        """A target whose sequence ended: no longer recorded; its digests go to the store once computed."""
+        digests = self.open.pop(request_id, None)
+        if digests is not None:
+            self._work.put((request_id, digests))
 
     def _hook(self, name: str, kind: str) -> Any:
         def hook(module: torch.nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any], output: Any) -> None:
@@ -151,17 +197,39 @@ class Recorder:
             call, self.call = self.call, self.call + 1
             x = _first_tensor(args) if args else _first_tensor(list(kwargs.values()))
             y = _first_tensor(output)
+            if y is None:
+                return
+            earlier = self._outputs.get(id(x)) if x is not None else None
+            if earlier is not None and (earlier[0] is not x or earlier[1] != x._version):  # type: ignore[union-attr]
+                earlier = None  # another tensor at a reused id, or changed in place since
+            made: dict[str, _Call] = {}
             for rid, tgt in layout.targets.items():
                 digests = self.open.get(rid)
-                if digests is None or y is None:
+                if digests is None:
                     continue
                 out_rows, start, stop, total = _rows(y, layout, tgt)
-                out = _digest(out_rows, self.head_values)
-                inp: tuple[Any, ...] = (None, None, None)
-                if x is not None:
-                    in_hash, in_sum, in_absmax, _, _ = _digest(_rows(x, layout, tgt)[0], 0)
-                    inp = (in_hash, in_sum, in_absmax)
-                digests.calls.append([layout.step, call, name, kind, start, stop, total,
-                                      list(x.shape) if x is not None else None, list(y.shape), *inp, *out])
+                x_from = earlier[2].get(rid) if earlier is not None else None
+                x_rows = None if x is None or x_from is not None else _rows(x, layout, tgt)[0].detach().clone()
+                meta = [layout.step, call, name, kind, start, stop, total,
+                        list(x.shape) if x is not None else None, list(y.shape)]
+                made[rid] = item = _Call(digests, meta, x_rows, x_from, out_rows.detach().clone())
+                self._work.put(item)
+            self._outputs[id(y)] = (y, y._version, made)
 
         return hook
+
+    def _worker(self) -> None:
+        while True:
+            item = self._work.get()
+            if isinstance(item, tuple):
+                self.store.put(*item)
+                continue
+            item.out = _digest(item.y, self.head_values)
+            if item.x_from is not None and item.x_from.out is not None:
+                inp: tuple[Any, ...] = item.x_from.out[:3]
+            elif item.x is not None:
+                inp = _digest(item.x, 0)[:3]
+            else:
+                inp = (None, None, None)
+            item.digests.calls.append([*item.meta, *inp, *item.out])
+            item.x = item.y = None  # type: ignore[assignment]  # the copies go as soon as digested

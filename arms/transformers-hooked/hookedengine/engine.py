@@ -19,10 +19,10 @@ class HookedEngine:
                  store: DigestStore) -> None:
         self.cfg, self.model, self.eos_id, self.pad_id, self.device = cfg, model, eos_id, pad_id, device
         self.store = store
-        self.recorder = Recorder(model, cfg.digest_head)
+        self.recorder = Recorder(model, cfg.digest_head, store)
         self.window = 1  # requests in the current window: what a planted batch-variant module splits by
 
-    @torch.inference_mode()
+    @torch.no_grad()  # not inference_mode: the hooks tell an unchanged tensor by its version counter
     def run_batch(self, reqs: list[GenRequest], on_token: OnToken | None = None) -> list[GenResult]:
         results = [GenResult(batch_size=len(reqs)) for _ in reqs]
         self.window = len(reqs)
@@ -100,11 +100,9 @@ class HookedEngine:
             last = self._forward(nxt, mask, pos, cache)[:, -1].float().log_softmax(-1)
 
     def _finished(self, r: GenRequest, res: GenResult, index: int, on_token: OnToken | None) -> None:
-        """A sequence's end: its digests go to the store before its last token is told (a streamed client may
-        ask for them as soon as it has that token)."""
-        digests = self.recorder.finish(r.request_id) if r.digest else None
-        if digests is not None:
-            self.store.put(r.request_id, digests)
+        """A sequence's end: its digests are no longer recorded (the store's GET waits until they are computed)."""
+        if r.digest:
+            self.recorder.finish(r.request_id)
         if on_token is not None:
             on_token(index, res, True)
 

@@ -1,0 +1,173 @@
+"""What the hooked engine's digests cost (issue 39): the throughput of requests that are not flagged, with one
+request in every FLAG_EVERY flagged, against the same engine and load with none flagged, alternated round by
+round in one process; and the size of a flagged request's digests as the record stores them (Parquet, zstd) for
+64 tokens of an 8-layer model.
+
+    .venv/bin/python bench/hooked_cost.py                 # 3 rounds, 8 clients, 64 tokens
+    .venv/bin/python bench/hooked_cost.py --rounds 5 --flag-every 4
+
+The engine runs as a process in the transformers-serve venv (`make transformers-serve`), on an 8-layer copy of
+tiny-llama's config (hidden 256, random weights from a fixed seed) made in a temporary folder; the clients are
+threads here, each with its own keep-alive connection. The engine's CPU and this process share the machine's
+cores: run it on a quiet machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import http.client
+import io
+import json
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from orchestrator.record.tables import DIGESTS
+from orchestrator.run.digests import digest_rows
+
+ROOT = Path(__file__).resolve().parent.parent
+CACHE = Path(os.environ.get("ORCHESTRATOR_CACHE_DIR") or Path.home() / ".cache" / "orchestrator")
+PYTHON = CACHE / "transformers-serve-5.25.0" / "venv" / "bin" / "python"
+TINY = CACHE / "models" / "tiny-llama"
+PROMPTS = ["The capital of France is", "Count from one to ten: one, two,", "hello world the model is",
+           "what is the answer to the question"]
+
+MAKE_MODEL = r'''
+import sys, shutil, torch
+from pathlib import Path
+from transformers import AutoConfig, AutoModelForCausalLM
+src, out = Path(sys.argv[1]), Path(sys.argv[2])
+cfg = AutoConfig.from_pretrained(src)
+cfg.num_hidden_layers = 8
+torch.manual_seed(0)
+AutoModelForCausalLM.from_config(cfg).save_pretrained(out)
+for f in src.iterdir():
+    if f.name.startswith(("tokenizer", "special_tokens")):
+        shutil.copy(f, out / f.name)
+'''
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def start_engine(model: Path, port: int) -> subprocess.Popen[bytes]:
+    env = {**os.environ, "PYTHONPATH": f"{ROOT}/arms/transformers-hooked:{ROOT}/arms/reference-engine",
+           "HF_HUB_OFFLINE": "1"}
+    proc = subprocess.Popen([str(PYTHON), "-m", "hookedengine", "--model", str(model), "--port", str(port),
+                             "--device", "cpu", "--max-num-seqs", "16", "--log-level", "WARNING"], env=env)
+    for _ in range(600):
+        try:
+            conn = http.client.HTTPConnection("127.0.0.1", port, timeout=1)
+            conn.request("GET", "/health")
+            if conn.getresponse().status == 200:
+                return proc
+        except OSError:
+            time.sleep(0.1)
+    proc.kill()
+    raise SystemExit("the hooked engine did not start")
+
+
+def post(conn: http.client.HTTPConnection, body: dict[str, object]) -> dict[str, object]:
+    conn.request("POST", "/v1/completions", json.dumps(body), {"Content-Type": "application/json"})
+    return json.loads(conn.getresponse().read())  # type: ignore[no-any-return]
+
+
+def load_round(port: int, clients: int, requests: int, tokens: int, flag_every: int) -> tuple[float, int]:
+    """(tokens a second of the requests that were not flagged, how many were flagged): `clients` threads send
+    `requests` requests in all, every `flag_every`-th flagged (0: none)."""
+    counter = iter(range(requests))
+    lock = threading.Lock()
+    done_tokens: list[int] = []
+    flagged = [0]
+
+    def client() -> None:
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=600)
+        while True:
+            with lock:
+                i = next(counter, None)
+            if i is None:
+                return
+            flag = bool(flag_every) and i % flag_every == 0
+            answer = post(conn, {"prompt": PROMPTS[i % len(PROMPTS)], "max_tokens": tokens, "temperature": 0,
+                                 "ignore_eos": True, "logprobs": 5, "digest": flag})
+            with lock:
+                if flag:
+                    flagged[0] += 1
+                else:
+                    done_tokens.append(answer["usage"]["completion_tokens"])  # type: ignore[index]
+
+    threads = [threading.Thread(target=client) for _ in range(clients)]
+    start = time.perf_counter()
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return sum(done_tokens) / (time.perf_counter() - start), flagged[0]
+
+
+def digest_size(port: int, tokens: int) -> tuple[int, int, int]:
+    """(Parquet bytes, rows, JSON bytes) of one flagged request's digests, alone, `tokens` tokens."""
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=600)
+    answer = post(conn, {"prompt": PROMPTS[0], "max_tokens": tokens, "temperature": 0, "ignore_eos": True,
+                         "logprobs": 5, "digest": True})
+    conn.request("GET", f"/v1/digests/{answer['id']}")
+    raw = conn.getresponse().read()
+    base = {"study": "bench", "run_id": "bench", "arm": "hooked", "request_id": "r0", "attempt": 0}
+    rows = list(digest_rows(json.loads(raw), base))
+    sink = io.BytesIO()
+    pq.write_table(pa.Table.from_pylist(rows, schema=DIGESTS), sink, compression="zstd")
+    return len(sink.getvalue()), len(rows), len(raw)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--clients", type=int, default=8)
+    ap.add_argument("--requests", type=int, default=48)
+    ap.add_argument("--tokens", type=int, default=64)
+    ap.add_argument("--flag-every", type=int, default=8)
+    args = ap.parse_args()
+    if not PYTHON.exists() or not TINY.exists():
+        print(f"needs {PYTHON} and {TINY}: run `make transformers-serve` first", file=sys.stderr)
+        return 2
+    with tempfile.TemporaryDirectory() as tmp:
+        model = Path(tmp) / "llama-8-layers"
+        subprocess.run([str(PYTHON), "-c", MAKE_MODEL, str(TINY), str(model)], check=True, capture_output=True)
+        port = free_port()
+        proc = start_engine(model, port)
+        try:
+            load_round(port, args.clients, args.clients, 8, 0)  # warm-up
+            plain, hooked = [], []
+            for r in range(args.rounds):
+                a, _ = load_round(port, args.clients, args.requests, args.tokens, 0)
+                b, n = load_round(port, args.clients, args.requests, args.tokens, args.flag_every)
+                plain.append(a)
+                hooked.append(b)
+                print(f"round {r + 1}: none flagged {a:.1f} tok/s, 1 in {args.flag_every} flagged ({n}): "
+                      f"the others {b:.1f} tok/s, ratio {b / a:.3f}", flush=True)
+            size, rows, raw = digest_size(port, args.tokens)
+        finally:
+            proc.terminate()
+            proc.wait(30)
+    ratio = statistics.median(h / p for h, p in zip(hooked, plain, strict=True))
+    print(f"throughput of requests not flagged, against none flagged (median of {args.rounds} rounds): {ratio:.3f} "
+          f"(goal: at least 0.95)")
+    print(f"one flagged request, {args.tokens} tokens, 8 layers: {rows} digest rows, {size / 1e6:.3f} MB in Parquet "
+          f"(zstd; goal: under 1 MB), {raw / 1e6:.2f} MB as the engine's JSON")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
