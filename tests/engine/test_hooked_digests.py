@@ -12,7 +12,7 @@ from hookedengine.digests import DigestStore, Recorder, RequestDigests, StepLayo
 
 def test_rows_of_a_batched_a_flattened_and_a_shared_tensor() -> None:
     layout = StepLayout(0, batch=2, seq_len=3, window_ids=["a", "b"], targets={})
-    tgt = Target(row=1, pad=1, context_tokens=2)
+    tgt = Target(row=1, start=1, stop=3, context_tokens=2)
     batched = torch.arange(2 * 3 * 4.0).reshape(2, 3, 4)
     rows, start, stop, total = _rows(batched, layout, tgt)
     assert (start, stop, total) == (4, 6, 6) and torch.equal(rows, batched[1, 1:])
@@ -31,7 +31,7 @@ def test_a_target_rows_digest_is_its_own_whatever_else_is_in_the_batch() -> None
     store = DigestStore()
     rec = Recorder(model, head_values=3, store=store)
     with rec.attached(["t"]):
-        rec.begin_step(StepLayout(0, 2, 3, ["o", "t"], {"t": Target(1, 0, 3)}))
+        rec.begin_step(StepLayout(0, 2, 3, ["o", "t"], {"t": Target(1, 0, 3, 3)}))
         model(x)
         rec.finish("t")
     got = store.get("t")
@@ -45,7 +45,7 @@ def test_a_target_rows_digest_is_its_own_whatever_else_is_in_the_batch() -> None
     other = x.clone()
     other[0] += 1  # another request's rows change; the target's digests do not (row-wise ops)
     with rec.attached(["t2"]):
-        rec.begin_step(StepLayout(0, 2, 3, ["o", "t2"], {"t2": Target(1, 0, 3)}))
+        rec.begin_step(StepLayout(0, 2, 3, ["o", "t2"], {"t2": Target(1, 0, 3, 3)}))
         model(other)
         rec.finish("t2")
     again = store.get("t2")

@@ -26,10 +26,12 @@ PENDING_WAIT_S = 60.0  # how long a GET waits for a finished request's digests s
 
 @dataclass
 class Target:
-    """A flagged request in the current step: its row in the batch and its left padding (prefill only)."""
+    """A flagged request in the current step: its row of the batch and its positions there, [start, stop) (a
+    padded batch: from its left padding to the end; a packed one, all requests in one row: its span)."""
 
     row: int
-    pad: int
+    start: int
+    stop: int
     context_tokens: int
 
 
@@ -54,10 +56,11 @@ def _rows(t: torch.Tensor, layout: StepLayout, tgt: Target) -> tuple[torch.Tenso
     """(the target's rows, start, stop, total) in the tensor's leading dimension, flattened over the dims that
     hold tokens: [B, L, ...] and [B*L, ...] hold per-request rows; anything else is shared and digested whole."""
     b, n = layout.batch, layout.seq_len
+    start, stop = tgt.row * n + tgt.start, tgt.row * n + tgt.stop
     if t.dim() >= 2 and t.shape[0] == b and t.shape[1] == n:
-        return t[tgt.row, tgt.pad:], tgt.row * n + tgt.pad, (tgt.row + 1) * n, b * n
+        return t[tgt.row, tgt.start:tgt.stop], start, stop, b * n
     if t.dim() >= 1 and t.shape[0] == b * n:
-        return t[tgt.row * n + tgt.pad:(tgt.row + 1) * n], tgt.row * n + tgt.pad, (tgt.row + 1) * n, b * n
+        return t[start:stop], start, stop, b * n
     total = int(t.shape[0]) if t.dim() else 1
     return t, 0, total, total
 
@@ -194,11 +197,11 @@ class Recorder:
             layout = self.layout
             if layout is None:
                 return
+            y = _first_tensor(output)
+            if y is None:  # the model's own output object: nothing per row
+                return
             call, self.call = self.call, self.call + 1
             x = _first_tensor(args) if args else _first_tensor(list(kwargs.values()))
-            y = _first_tensor(output)
-            if y is None:
-                return
             earlier = self._outputs.get(id(x)) if x is not None else None
             if earlier is not None and (earlier[0] is not x or earlier[1] != x._version):  # type: ignore[union-attr]
                 earlier = None  # another tensor at a reused id, or changed in place since

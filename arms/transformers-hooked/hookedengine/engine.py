@@ -53,7 +53,7 @@ class HookedEngine:
             ids[j, pads[j]:] = torch.tensor(r.prompt_ids, dtype=torch.long)
             mask[j, pads[j]:] = 1
         pos = (mask.cumsum(-1) - 1).clamp(min=0)
-        targets = {r.request_id: Target(j, pads[j], lens[j]) for j, r in enumerate(rs) if r.digest}
+        targets = {r.request_id: Target(j, pads[j], width, lens[j]) for j, r in enumerate(rs) if r.digest}
         self.recorder.begin_step(StepLayout(0, len(rs), width, window_ids, targets))
         cache = DynamicCache()
         logits = self._forward(ids, mask, pos, cache)
@@ -94,7 +94,7 @@ class HookedEngine:
                 nxt[j, 0] = results[group[j]].output_ids[-1]
             mask = torch.cat([mask, torch.ones((len(rs), 1), dtype=torch.long)], dim=1)
             pos = pos[:, -1:] + 1
-            targets = {rs[j].request_id: Target(j, 0, lens[j] + len(results[group[j]].output_ids))
+            targets = {rs[j].request_id: Target(j, 0, 1, lens[j] + len(results[group[j]].output_ids))
                        for j in active if rs[j].digest}
             self.recorder.begin_step(StepLayout(step, len(rs), 1, window_ids, targets))
             last = self._forward(nxt, mask, pos, cache)[:, -1].float().log_softmax(-1)
