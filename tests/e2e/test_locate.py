@@ -1,0 +1,75 @@
+"""Where inside the model, with ground truth: the hooked Transformers engine (arms/transformers-hooked) as local
+processes on tiny-llama (fp32, CPU), through `orchestrator run study=locate_tiny` and `orchestrator locate`.
+- Batch invariance on: a concurrent request's digests equal a sequential one's at every module call.
+- On, with one Linear planted batch-variant (its reduction split by the window's size): `locate` names that module,
+  its input identical and its output different, and no other.
+- Off (one padded batch): `locate` names the first module whose kernel varies with the batch's rows on this CPU, a
+  Linear whose input is identical, and the op probe at its shapes (`--probe`, in the arm's interpreter) finds the
+  same GEMM M-variant here.
+CI time: three engine starts and four `locate` calls (about 40 s here)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+
+from tests.conftest import CACHE, orchestrator, require_engine_build
+
+VENV_PYTHON = CACHE / "transformers-serve-5.25.0" / "venv" / "bin" / "python"
+PLANTED = "model.layers.0.mlp.down_proj"
+
+pytestmark = pytest.mark.transformers
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    require_engine_build(VENV_PYTHON, "transformers-serve", "transformers serve")
+    out = tmp_path_factory.mktemp("locate") / "run"
+    result = orchestrator("run", "study=locate_tiny", f"hydra.run.dir={out}", timeout_s=600)
+    assert result.returncode == 0, result.stderr[-3000:]
+    return out
+
+
+def _locate(run: Path, cell: str, *extra: str) -> list[str]:
+    result = orchestrator("locate", str(run), "--cell", cell, *extra, timeout_s=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    return result.stdout.splitlines()
+
+
+def test_every_flagged_request_has_digests_of_every_step(run: Path) -> None:
+    responses = pq.read_table(run / "data" / "responses", columns=["request_id", "role", "completion_tokens",
+                                                                   "request_json"]).to_pylist()
+    measured = [r for r in responses if r["role"] == "measured"]
+    assert measured and all(json.loads(r["request_json"]).get("digest") is True for r in measured)
+    assert not any(json.loads(r["request_json"]).get("digest") for r in responses if r["role"] != "measured")
+    digests = pq.read_table(run / "data" / "digests", columns=["request_id", "step", "module"]).to_pylist()
+    steps: dict[str, set[int]] = {}
+    for row in digests:
+        steps.setdefault(row["request_id"], set()).add(row["step"])
+    for r in measured:  # a prefill and one step per further token
+        assert steps.get(r["request_id"]) == set(range(r["completion_tokens"])), r["request_id"]
+    modules = {row["module"] for row in digests}
+    assert {"model.embed_tokens", PLANTED, "model.layers.1.self_attn", "lm_head"} <= modules
+
+
+def test_batch_invariant_digests_are_identical_everywhere(run: Path) -> None:
+    for prompt in ("capital", "count"):
+        first = _locate(run, f"invariant/{prompt}/concurrent")[0]
+        assert first.startswith("identical digests:"), first
+
+
+def test_the_planted_module_is_named_and_no_other(run: Path) -> None:
+    for prompt in ("capital", "count"):
+        lines = _locate(run, f"planted/{prompt}/concurrent")
+        assert lines[0].startswith("first split: step 0 (prefill), " + PLANTED + " (Linear): input identical, "
+                                   "output differs; batch 4 vs 1"), lines[0]
+
+
+def test_without_invariance_the_first_m_variant_gemm_is_named_and_the_probe_agrees(run: Path) -> None:
+    lines = _locate(run, "variant/capital/concurrent", "--probe")
+    first = lines[0]
+    assert "(Linear): input identical, output differs; batch 4 vs 1" in first, first
+    assert "M-variant" in "\n".join(lines), "\n".join(lines)  # the same GEMM, probed at its shapes, varies with M
