@@ -41,6 +41,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--plant-batch-variant", default=None, metavar="MODULE",
                    help="test switch: that Linear's reduction split into as many chunks as the window has requests")
     p.add_argument("--digest-head", type=int, default=8, help="first values kept per digest")
+    p.add_argument("--digests", action=argparse.BooleanOptionalAction, default=True,
+                   help="digest flagged requests (default on; off: no hooks ever, flagged requests served as others)")
     p.add_argument("--log-level", default="INFO")
     p.add_argument("--list-knobs", action="store_true", help="print known flags and env vars as JSON and exit")
     return p
@@ -56,7 +58,7 @@ def config_from_args(ns: argparse.Namespace) -> HookedConfig:
         max_num_seqs=ns.max_num_seqs, max_logprobs=ns.max_logprobs, seed=ns.seed, device=ns.device, dtype=ns.dtype,
         batch_invariant=ns.batch_invariant, batch_window_ms=ns.batch_window_ms,
         attn_implementation=ns.attn_implementation, plant_batch_variant=ns.plant_batch_variant,
-        digest_head=ns.digest_head,
+        digest_head=ns.digest_head, digests=ns.digests,
     )
 
 
@@ -93,3 +95,4 @@ def log_startup(cfg: HookedConfig, facts: dict[str, Any]) -> None:
     logger.info("Batch invariant: %s", "on" if cfg.batch_invariant else "off")
     logger.info("Attention implementation: %s", cfg.attn_implementation)
     logger.info("Planted batch-variant module: %s", cfg.plant_batch_variant or "none")
+    logger.info("Digests of flagged requests: %s", "on" if cfg.digests else "off")

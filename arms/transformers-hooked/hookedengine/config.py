@@ -12,4 +12,5 @@ class HookedConfig(EngineConfig):
     attn_implementation: str = "eager"  # eager | sdpa: Transformers' attention implementations
     plant_batch_variant: str | None = None  # a test switch: this Linear's reduction split by the window's size
     digest_head: int = 8  # first values kept per digest
+    digests: bool = True  # off: flagged requests are served as any other, with no digests (no hooks ever)
     batch_invariant: bool = False  # on: each request of a window runs alone (its rows as if alone)

@@ -69,6 +69,8 @@ def _first_tensor(value: Any) -> torch.Tensor | None:
     if isinstance(value, torch.Tensor):
         return value
     if isinstance(value, (tuple, list)):
+        if value and isinstance(value[0], torch.Tensor):  # the common case, without a generator
+            return value[0]
         return next((v for v in value if isinstance(v, torch.Tensor)), None)
     return None
 
@@ -121,9 +123,9 @@ class DigestStore:
             request_id = rest.strip("/")
             found = self.get(request_id)
             if found is None:
-                return 404, {"error": {"message": f"No digests for request {request_id!r}: send it with "
-                                                  "\"digest\": true (or it was evicted)", "type": "NotFoundError",
-                                       "param": None, "code": 404}}
+                message = (f"No digests for request {request_id!r}: send it with \"digest\": true to an engine "
+                           "with digests on (or it was evicted)")
+                return 404, {"error": {"message": message, "type": "NotFoundError", "param": None, "code": 404}}
             return 200, {"request_id": request_id, "head_values": head_values, "steps": found.steps,
                          "calls": found.calls}
         return get

@@ -26,7 +26,7 @@ class HookedEngine:
     def run_batch(self, reqs: list[GenRequest], on_token: OnToken | None = None) -> list[GenResult]:
         results = [GenResult(batch_size=len(reqs)) for _ in reqs]
         self.window = len(reqs)
-        flagged = [r.request_id for r in reqs if r.digest]
+        flagged = [r.request_id for r in reqs if self._digested(r)]
         groups = [[i] for i in range(len(reqs))] if self.cfg.batch_invariant else [list(range(len(reqs)))]
         with self.recorder.attached(flagged) if flagged else contextlib.nullcontext():
             for group in groups:
@@ -53,7 +53,8 @@ class HookedEngine:
             ids[j, pads[j]:] = torch.tensor(r.prompt_ids, dtype=torch.long)
             mask[j, pads[j]:] = 1
         pos = (mask.cumsum(-1) - 1).clamp(min=0)
-        targets = {r.request_id: Target(j, pads[j], width, lens[j]) for j, r in enumerate(rs) if r.digest}
+        targets = {r.request_id: Target(j, pads[j], width, lens[j]) for j, r in enumerate(rs)
+                   if self._digested(r)}
         self.recorder.begin_step(StepLayout(0, len(rs), width, window_ids, targets))
         cache = DynamicCache()
         logits = self._forward(ids, mask, pos, cache)
@@ -95,13 +96,16 @@ class HookedEngine:
             mask = torch.cat([mask, torch.ones((len(rs), 1), dtype=torch.long)], dim=1)
             pos = pos[:, -1:] + 1
             targets = {rs[j].request_id: Target(j, 0, 1, lens[j] + len(results[group[j]].output_ids))
-                       for j in active if rs[j].digest}
+                       for j in active if self._digested(rs[j])}
             self.recorder.begin_step(StepLayout(step, len(rs), 1, window_ids, targets))
             last = self._forward(nxt, mask, pos, cache)[:, -1].float().log_softmax(-1)
 
+    def _digested(self, r: GenRequest) -> bool:
+        return r.digest and self.cfg.digests
+
     def _finished(self, r: GenRequest, res: GenResult, index: int, on_token: OnToken | None) -> None:
         """A sequence's end: its digests are no longer recorded (the store's GET waits until they are computed)."""
-        if r.digest:
+        if self._digested(r):
             self.recorder.finish(r.request_id)
         if on_token is not None:
             on_token(index, res, True)
