@@ -112,8 +112,16 @@ class StudyRunner:
         self._interrupted = False  # Ctrl-C while arms ran side by side: their failures are the interruption
         self._prompts: dict[str, str] = {}
 
+    def start_first(self) -> None:
+        """A new run's first arm started now, in a thread (as an early start, which `run` takes up): its engine
+        loads while the caller writes the record's first files. Not for arms placed in waves."""
+        first = next(iter(self.arms.values()), None)
+        if first is None or self.resume is not None or placement.uses_placement(self.config):
+            return
+        launch = self._new_launch(first, self._runtime_for(first))
+        self._early[first.name] = (launch, self._starter.submit(self._launch, launch))
+
     def run(self) -> None:
-        self._prefetch.start()
         self._prompts = resolve_prompts(self.config.prompts, self.config.config_dirs)
         with self.progress:
             todo = [arm for name, arm in self.arms.items()
@@ -209,6 +217,7 @@ class StudyRunner:
                                            spec.mounts, launch.resolved.process)
         row["start_ns"] = time.time_ns()
         handle = launch.handle = runtime.start(spec)
+        self._prefetch.start()  # once the first container started: the imports would slow the daemon's start
         row["container_id"] = handle.id
         launch.sampler = MemorySampler(runtime, handle, spec.gpus).start()
         if not launch.start:  # the environment probe (versions, GPU, env, inside the arm) runs while it loads

@@ -14,6 +14,7 @@ import secrets
 import shutil
 import socket
 import sys
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -27,7 +28,7 @@ from orchestrator.errors import ConfigError, ExitStatus
 from orchestrator.guard import declared as guard_declared
 from orchestrator.guard import knobs as guard_knobs
 from orchestrator.guard import observed as guard_observed
-from orchestrator.guard.results import GuardResult, KnobCheck
+from orchestrator.guard.results import DeclaredCheck, GuardResult, KnobCheck
 from orchestrator.record.paths import RunPaths, atomic_write_bytes, atomic_write_text, read_json
 from orchestrator.run import protocol
 from orchestrator.run.arms import ResumePlan, StudyRunner
@@ -55,62 +56,111 @@ def preflight(typed: Config, allow: list[str] | None = None, how_to_allow: str =
     return checked.arms
 
 
-def execute_study(typed: Config, paths: RunPaths, allow: list[str], how_to_allow: str,
-                  extra_meta: dict[str, Any] | None = None, timer: StageTimer | None = None,
-                  resume: ResumePlan | None = None, checked: Refusals | None = None) -> Outcome:
-    """Checks, the run, the reports, the summary: shared by `run` (Hydra), `reproduce` and `run --resume`
-    (`resume`: into the same run dir, only what it names). `timer` may hold the stages before this one;
-    `checked`: what the checks found already (`run` makes them before Hydra makes the run dir)."""
-    logging.getLogger("httpx").setLevel(logging.WARNING)  # one line per request drowns the progress
-    timer = timer or StageTimer()
-    recorded = read_json(paths.meta) if resume is not None else None
-    if recorded is not None and resume is not None:  # one attempt more: its containers get a run id of their own
-        run_id = f"{recorded['run_id']}-r{resume.attempt}"
-    else:
-        run_id = f"{re.sub(r'[^A-Za-z0-9_.-]', '-', paths.root.name)}-{secrets.token_hex(3)}"
-    try:  # every refusal, as `check` makes them (run/check.py); writes nothing
-        checked = checked or refusals(typed, [], run_id, allow=allow, how_to_allow=how_to_allow, timer=timer)
-        if checked.problems:
-            raise ConfigError(checked.problems)
-    except BaseException:  # refused, or stopped while checking: a sweep job's dir Hydra made for it goes too
-        if hydras_only(paths.root):
-            shutil.rmtree(paths.root, ignore_errors=True)
-        raise
+@dataclass
+class Begun:
+    """A run cleared to start (`begin`): the reaper up, the runner made, the guard's declared check said."""
+
+    run_id: str
+    reaper: Reaper
+    runner: StudyRunner
+    declared: DeclaredCheck
+    knobs: dict[str, KnobCheck]
+    _closed: bool = False
+
+    def close(self) -> None:
+        """Remove whatever of the run is left, then let the reaper go (once; `execute_study` does it, and `run`
+        again where Hydra failed before the study's code ran)."""
+        if not self._closed:
+            self._closed = True
+            try:
+                self.runner.cleanup()  # belt and braces: nothing of this run survives, on any host it used
+            finally:
+                self.reaper.release()
+
+
+def begin(typed: Config, paths: RunPaths, run_id: str, checked: Refusals, timer: StageTimer,
+          resume: ResumePlan | None = None) -> Begun:
+    """What comes once the checks cleared the run, before its first file: the guard's warnings said, the run
+    dir made, the reaper started (before any container: a kill -9 from here on leaves nothing), the runner
+    made. `run` then asks the first arm's start (`StudyRunner.start_first`) and records while it loads."""
     assert checked.runtime is not None
-    runtime, knobs = checked.runtime, checked.knobs
+    declared = guard_declared.declared_check(typed, checked.arms)  # before anything starts (docs/guard.md)
+    for line in [*guard_declared.warnings(declared), *guard_knobs.warnings(checked.knobs)]:
+        print(f"warning: {line}", file=sys.stderr)
     paths.root.mkdir(parents=True, exist_ok=True)
-    if typed.private_files:  # Hydra made the run dir already: close it, then keep what comes private
+    if typed.private_files:  # Hydra may have made the run dir already: close it, then keep what comes private
         os.umask(0o077)
         paths.root.chmod(0o700)
     # Outlives us: removes this run's containers and processes if we die without cleaning up (kill -9).
     runtimes = {(typed.runtime.kind.value, typed.runtime.docker_host),
-               *(("docker", arm.docker_host) for arm in typed.arms.values() if arm.docker_host),
-               *(("docker", host) for host in typed.runtime.hosts if host != "local")}
+                *(("docker", arm.docker_host) for arm in typed.arms.values() if arm.docker_host),
+                *(("docker", host) for host in typed.runtime.hosts if host != "local")}
     reaper = Reaper(run_id, runtimes, str(paths.reaper_log))
-    runner = StudyRunner(typed, paths, run_id, runtime, resume=resume, arms=checked.arms)
-    runner.timer = timer
     try:
-        meta, guard = _record_start(typed, checked.arms, paths, run_id, knobs, extra_meta, recorded, resume)
-        runner.run()
-    except KeyboardInterrupt as exc:  # what was received is kept: say how to finish it
-        if paths.meta.is_file():
-            mark_interrupted(paths)
-            exc.add_note(f"what it received is kept; `orchestrator run --resume {paths.root}` sends the rest")
-        raise
-    finally:
-        runner.cleanup()  # belt and braces: nothing of this run survives, on any host it used
+        runner = StudyRunner(typed, paths, run_id, checked.runtime, resume=resume, arms=checked.arms)
+    except BaseException:
         reaper.release()
-    # The report's modules were imported while the first engine loaded (run/prefetch.py), not at start-up.
-    from orchestrator.report import verdict
-    from orchestrator.report.build import build as build_reports
-    from orchestrator.report.guard import headline as guard_headline
-    from orchestrator.report.markdown import timings_line
+        raise
+    runner.timer = timer
+    return Begun(run_id, reaper, runner, declared, checked.knobs)
 
-    with timer.stage("guard"):
-        guard_observed.after_run(typed, paths, guard)
-    outcome = note(f"guard: {guard_headline(guard).replace('**', '')}")
-    with timer.stage("report"):
-        report = build_reports(paths, **{**meta, "timings_s": timer.rounded()})  # all but the report's own
+
+def new_run_id(paths: RunPaths) -> str:
+    """A new run's id: its dir's name and a random tail (its containers' names and labels)."""
+    return f"{re.sub(r'[^A-Za-z0-9_.-]', '-', paths.root.name)}-{secrets.token_hex(3)}"
+
+
+def execute_study(typed: Config, paths: RunPaths, allow: list[str], how_to_allow: str,
+                  extra_meta: dict[str, Any] | None = None, timer: StageTimer | None = None,
+                  resume: ResumePlan | None = None, checked: Refusals | None = None,
+                  begun: Begun | None = None) -> Outcome:
+    """Checks, the run, the reports, the summary: shared by `run` (Hydra), `reproduce` and `run --resume`
+    (`resume`: into the same run dir, only what it names). `timer` may hold the stages before this one;
+    `checked`: what the checks found already (`run` makes them before Hydra makes the run dir); `begun`: the
+    run begun already, its first arm maybe starting (`run`, before Hydra records the run dir)."""
+    logging.getLogger("httpx").setLevel(logging.WARNING)  # one line per request drowns the progress
+    timer = timer or StageTimer()
+    recorded = read_json(paths.meta) if resume is not None else None
+    if begun is None:
+        if recorded is not None and resume is not None:  # one attempt more: its containers get a run id of their own
+            run_id = f"{recorded['run_id']}-r{resume.attempt}"
+        else:
+            run_id = new_run_id(paths)
+        try:  # every refusal, as `check` makes them (run/check.py); writes nothing
+            checked = checked or refusals(typed, [], run_id, allow=allow, how_to_allow=how_to_allow, timer=timer)
+            if checked.problems:
+                raise ConfigError(checked.problems)
+        except BaseException:  # refused, or stopped while checking: a sweep job's dir Hydra made for it goes too
+            if hydras_only(paths.root):
+                shutil.rmtree(paths.root, ignore_errors=True)
+            raise
+        begun = begin(typed, paths, run_id, checked, timer, resume)
+    runner = begun.runner
+    try:
+        try:
+            meta = _record_start(typed, paths, begun.run_id, extra_meta, recorded, resume)
+            guard = GuardResult(declared=begun.declared, knobs=begun.knobs)
+            guard_observed.write(paths, guard)
+            runner.run()
+        except KeyboardInterrupt as exc:  # what was received is kept: say how to finish it
+            if paths.meta.is_file():
+                mark_interrupted(paths)
+                exc.add_note(f"what it received is kept; `orchestrator run --resume {paths.root}` sends the rest")
+            raise
+        # The report's modules were imported while the first engine loaded (run/prefetch.py), not at start-up.
+        from orchestrator.report import verdict
+        from orchestrator.report.build import build as build_reports
+        from orchestrator.report.guard import headline as guard_headline
+        from orchestrator.report.markdown import timings_line
+
+        # The last arm's container is removed meanwhile (runtime/docker.py `remove`); `close` waits for it.
+        with timer.stage("guard"):
+            guard_observed.after_run(typed, paths, guard)
+        outcome = note(f"guard: {guard_headline(guard).replace('**', '')}")
+        with timer.stage("report"):
+            report = build_reports(paths, **{**meta, "timings_s": timer.rounded()})  # all but the report's own
+    finally:
+        begun.close()
     meta["timings_s"] = timer.rounded()
     atomic_write_text(paths.meta, json.dumps(meta, indent=2) + "\n")
     outcome += note(f"time: {timings_line(meta['timings_s'], report.waves)}")
@@ -141,11 +191,10 @@ def mark_interrupted(paths: RunPaths) -> None:
     atomic_write_text(paths.meta, json.dumps(meta, indent=2) + "\n")
 
 
-def _record_start(typed: Config, arms: dict[str, ResolvedArm], paths: RunPaths, run_id: str,
-                  knobs: dict[str, KnobCheck], extra_meta: dict[str, Any] | None, meta: dict[str, Any] | None,
-                  resume: ResumePlan | None) -> tuple[dict[str, Any], GuardResult]:
-    """What a run dir holds once the study is cleared to start: run.json, prompts.json, .hydra (a re-run's),
-    guard.json with the declared check and the knobs. Returns run.json's content and the guard so far."""
+def _record_start(typed: Config, paths: RunPaths, run_id: str, extra_meta: dict[str, Any] | None,
+                  meta: dict[str, Any] | None, resume: ResumePlan | None) -> dict[str, Any]:
+    """What a run dir holds once the study is cleared to start: run.json, prompts.json, .hydra (a re-run's).
+    Returns run.json's content."""
     if resume is not None and meta is not None:
         meta["resumed"] = [*meta.get("resumed", []), resume.attempt]
         meta.pop("interrupted", None)  # being finished now; marked again if stopped again
@@ -162,12 +211,7 @@ def _record_start(typed: Config, arms: dict[str, ResolvedArm], paths: RunPaths, 
     write_prompts(paths, resolve_prompts(typed.prompts, typed.config_dirs))
     if not (paths.hydra / "config.yaml").is_file():  # a re-run: Hydra did not record it, so record it here
         record_config(paths, typed)
-    declared = guard_declared.declared_check(typed, arms)  # before anything starts (docs/guard.md)
-    guard = GuardResult(declared=declared, knobs=knobs)
-    guard_observed.write(paths, guard)
-    for line in [*guard_declared.warnings(declared), *guard_knobs.warnings(knobs)]:
-        print(f"warning: {line}", file=sys.stderr)
-    return meta, guard
+    return meta
 
 
 def keep_config_dirs(paths: RunPaths, dirs: list[str]) -> list[dict[str, Any]]:

@@ -70,6 +70,8 @@ class DockerRuntime:
         self._images: dict[str, ImageInfo] = {}
         self._engine_name: str | None = None
         self._pids: dict[str, int] = {}  # container id -> its first process, as seen here (memory)
+        self._removals: dict[str, threading.Thread] = {}  # container name -> its removal, asked (remove)
+        self._removals_lock = threading.Lock()
         try:
             self.client: docker.DockerClient = (
                 sdk.DockerClient(base_url=docker_host, use_ssh_client=False) if docker_host
@@ -126,7 +128,7 @@ class DockerRuntime:
     # containers -------------------------------------------------------------------------------
     @over_link
     def start(self, spec: ContainerSpec) -> Handle:
-
+        self._removed(spec.name)  # the container of its earlier start (study.starts) holds the name until gone
         kwargs: dict[str, Any] = dict(
             image=spec.image, command=spec.command or None, name=spec.name, labels=with_owner(spec.labels),
             environment={**spec.env, **spec.secret_env}, detach=True, init=True,
@@ -164,7 +166,7 @@ class DockerRuntime:
             return Handle(id=container.id, name=spec.name, base_url=self._reach(container, spec))
         except BaseException:
             self.stop(handle, 0)
-            self.remove(handle)
+            self._remove(handle)
             raise
 
     def _reach(self, container: Any, spec: ContainerSpec) -> str:
@@ -279,16 +281,42 @@ class DockerRuntime:
         except self._errors.NotFound:
             return None
 
-    @over_link
     def remove(self, handle: Handle) -> None:
+        """Asked, not waited for, where the daemon is this machine's: its teardown (die to destroy, about 0.12 s)
+        overlaps what comes next (the next arm's start, the report). `cleanup` waits for it, then removes by
+        label whatever a failed removal left."""
+        if not self._local():
+            self._remove(handle)
+            return
+        removing = threading.Thread(target=self._remove_or_leave, args=(handle,), name="remove", daemon=True)
+        with self._removals_lock:
+            self._removals[handle.name] = removing
+        removing.start()
+
+    @over_link
+    def _remove(self, handle: Handle) -> None:
         if self.ssh:
             self.ssh.close_tunnel(handle.id)
         with contextlib.suppress(self._errors.NotFound):
             self.client.api.remove_container(handle.id, force=True)  # by id: no inspect first
 
+    def _remove_or_leave(self, handle: Handle) -> None:
+        with contextlib.suppress(Exception):  # said by `cleanup`, which removes it again by its labels
+            self._remove(handle)
+
+    def _removed(self, name: str | None = None) -> None:
+        """Wait for the removals asked so far, or that of the container named `name` (a later start of an arm
+        reuses its name); a failed one is left to `cleanup`'s listing."""
+        with self._removals_lock:
+            names = list(self._removals) if name is None else [name] if name in self._removals else []
+            removals = [self._removals.pop(n) for n in names]
+        for removing in removals:
+            removing.join()
+
     @over_link
     def cleanup(self, labels: Mapping[str, str], keep: Callable[[Mapping[str, str]], bool] | None = None
                 ) -> list[str]:
+        self._removed()
         filters = {"label": [f"{k}={v}" if v else k for k, v in labels.items()]}
         removed = []
         for container in self.client.containers.list(all=True, filters=filters):
