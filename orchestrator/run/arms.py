@@ -112,15 +112,6 @@ class StudyRunner:
         self._interrupted = False  # Ctrl-C while arms ran side by side: their failures are the interruption
         self._prompts: dict[str, str] = {}
 
-    def start_first(self) -> None:
-        """A new run's first arm started now, in a thread (as an early start, which `run` takes up): its engine
-        loads while the caller writes the record's first files. Not for arms placed in waves."""
-        first = next(iter(self.arms.values()), None)
-        if first is None or self.resume is not None or placement.uses_placement(self.config):
-            return
-        launch = self._new_launch(first, self._runtime_for(first))
-        self._early[first.name] = (launch, self._starter.submit(self._launch, launch))
-
     def run(self) -> None:
         self._prompts = resolve_prompts(self.config.prompts, self.config.config_dirs)
         with self.progress:

@@ -31,8 +31,9 @@ from orchestrator.guard import observed as guard_observed
 from orchestrator.guard.results import DeclaredCheck, GuardResult, KnobCheck
 from orchestrator.record.paths import RunPaths, atomic_write_bytes, atomic_write_text, read_json
 from orchestrator.run import protocol
-from orchestrator.run.arms import ResumePlan, StudyRunner
+from orchestrator.run.arms import ResumePlan
 from orchestrator.run.check import Refusals, config_check, refusals
+from orchestrator.run.first_start import FirstStartRunner
 from orchestrator.run.timings import StageTimer
 from orchestrator.runtime.reaper import Reaper
 
@@ -62,7 +63,7 @@ class Begun:
 
     run_id: str
     reaper: Reaper
-    runner: StudyRunner
+    runner: FirstStartRunner
     declared: DeclaredCheck
     knobs: dict[str, KnobCheck]
     _closed: bool = False
@@ -82,7 +83,7 @@ def begin(typed: Config, paths: RunPaths, run_id: str, checked: Refusals, timer:
           resume: ResumePlan | None = None) -> Begun:
     """What comes once the checks cleared the run, before its first file: the guard's warnings said, the run
     dir made, the reaper started (before any container: a kill -9 from here on leaves nothing), the runner
-    made. `run` then asks the first arm's start (`StudyRunner.start_first`) and records while it loads."""
+    made. `run` then asks the first arm's start (run/first_start.py) and records while it loads."""
     assert checked.runtime is not None
     declared = guard_declared.declared_check(typed, checked.arms)  # before anything starts (docs/guard.md)
     for line in [*guard_declared.warnings(declared), *guard_knobs.warnings(checked.knobs)]:
@@ -97,7 +98,7 @@ def begin(typed: Config, paths: RunPaths, run_id: str, checked: Refusals, timer:
                 *(("docker", host) for host in typed.runtime.hosts if host != "local")}
     reaper = Reaper(run_id, runtimes, str(paths.reaper_log))
     try:
-        runner = StudyRunner(typed, paths, run_id, checked.runtime, resume=resume, arms=checked.arms)
+        runner = FirstStartRunner(typed, paths, run_id, checked.runtime, resume=resume, arms=checked.arms)
     except BaseException:
         reaper.release()
         raise

@@ -15,6 +15,7 @@ from orchestrator.errors import ArmStartError, DockerUnavailable, ImageError, Ru
 from orchestrator.runtime.docker_sdk import docker_sdk, link_errors
 from orchestrator.runtime.host import local_gpus, with_owner
 from orchestrator.runtime.memory import cgroup_memory, gpu_memory, stats_memory
+from orchestrator.runtime.removals import Removals
 from orchestrator.runtime.spec import (
     LABEL_NS,
     BuildSpec,
@@ -70,8 +71,7 @@ class DockerRuntime:
         self._images: dict[str, ImageInfo] = {}
         self._engine_name: str | None = None
         self._pids: dict[str, int] = {}  # container id -> its first process, as seen here (memory)
-        self._removals: dict[str, threading.Thread] = {}  # container name -> its removal, asked (remove)
-        self._removals_lock = threading.Lock()
+        self._removals = Removals()  # asked, not waited for (remove)
         try:
             self.client: docker.DockerClient = (
                 sdk.DockerClient(base_url=docker_host, use_ssh_client=False) if docker_host
@@ -128,7 +128,7 @@ class DockerRuntime:
     # containers -------------------------------------------------------------------------------
     @over_link
     def start(self, spec: ContainerSpec) -> Handle:
-        self._removed(spec.name)  # the container of its earlier start (study.starts) holds the name until gone
+        self._removals.wait(spec.name)  # the container of its earlier start (study.starts) holds the name
         kwargs: dict[str, Any] = dict(
             image=spec.image, command=spec.command or None, name=spec.name, labels=with_owner(spec.labels),
             environment={**spec.env, **spec.secret_env}, detach=True, init=True,
@@ -282,16 +282,11 @@ class DockerRuntime:
             return None
 
     def remove(self, handle: Handle) -> None:
-        """Asked, not waited for, where the daemon is this machine's: its teardown (die to destroy, about 0.12 s)
-        overlaps what comes next (the next arm's start, the report). `cleanup` waits for it, then removes by
-        label whatever a failed removal left."""
-        if not self._local():
+        """Asked, not waited for, where the daemon is this machine's (removals.py); `cleanup` waits for it."""
+        if self._local():
+            self._removals.ask(handle.name, lambda: self._remove(handle))
+        else:
             self._remove(handle)
-            return
-        removing = threading.Thread(target=self._remove_or_leave, args=(handle,), name="remove", daemon=True)
-        with self._removals_lock:
-            self._removals[handle.name] = removing
-        removing.start()
 
     @over_link
     def _remove(self, handle: Handle) -> None:
@@ -300,23 +295,10 @@ class DockerRuntime:
         with contextlib.suppress(self._errors.NotFound):
             self.client.api.remove_container(handle.id, force=True)  # by id: no inspect first
 
-    def _remove_or_leave(self, handle: Handle) -> None:
-        with contextlib.suppress(Exception):  # said by `cleanup`, which removes it again by its labels
-            self._remove(handle)
-
-    def _removed(self, name: str | None = None) -> None:
-        """Wait for the removals asked so far, or that of the container named `name` (a later start of an arm
-        reuses its name); a failed one is left to `cleanup`'s listing."""
-        with self._removals_lock:
-            names = list(self._removals) if name is None else [name] if name in self._removals else []
-            removals = [self._removals.pop(n) for n in names]
-        for removing in removals:
-            removing.join()
-
     @over_link
     def cleanup(self, labels: Mapping[str, str], keep: Callable[[Mapping[str, str]], bool] | None = None
                 ) -> list[str]:
-        self._removed()
+        self._removals.wait()
         filters = {"label": [f"{k}={v}" if v else k for k, v in labels.items()]}
         removed = []
         for container in self.client.containers.list(all=True, filters=filters):

@@ -1,5 +1,5 @@
-"""`run` starts the first arm before Hydra records the run dir (StudyRunner.start_first); `run` takes that start
-up as the arm's own: each arm started once, every request one row. Fake runtime."""
+"""`run` starts the first arm before Hydra records the run dir (run/first_start.py); `StudyRunner.run` takes that
+start up as the arm's own: each arm started once, every request one row. Fake runtime."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import Path
 
 from orchestrator.record.paths import RunPaths
 from orchestrator.record.tables import read_table
-from orchestrator.run.arms import StudyRunner
+from orchestrator.run.first_start import FirstStartRunner
 from tests.fake_engine import fake_runtime
 from tests.unit.test_run_fake import study
 
@@ -16,7 +16,7 @@ from tests.unit.test_run_fake import study
 def test_the_first_arm_started_early_is_started_once_and_every_request_has_one_row(tmp_path: Path) -> None:
     typed, runtime = study(None), fake_runtime()
     paths = RunPaths(tmp_path / "run")
-    runner = StudyRunner(typed, paths, "run-fake", runtime, say=lambda _: None)
+    runner = FirstStartRunner(typed, paths, "run-fake", runtime, say=lambda _: None)
     runner.start_first()
     runner.run()
     runner.cleanup()
