@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Hugging Face `transformers serve` for studies on a second real engine: a cached venv (doubles as the
-# process runtime's interpreter), the tiny random models, and the image orchestrator/transformers-serve.
+# process runtime's interpreter), the tiny random models, the image orchestrator/transformers-serve, and on it
+# the hooked engine's image orchestrator/transformers-hooked.
 # Everything lives in the cache dir, outside the source tree. Idempotent: skips what is up to date.
 # Usage: build-transformers-serve.sh PYTHON [--no-image]   (PYTHON: a Python 3.11, the base of the venv)
 set -euo pipefail
@@ -24,3 +25,5 @@ engine_venv "$python" "$venv" "$recipe" 'import transformers; print(transformers
 HF_HUB_OFFLINE=1 "$venv/bin/python" "$root/scripts/make-tiny-models.py" --out "$cache_dir/models" >&2
 [ "$build_image" = 1 ] || exit 0
 engine_image "$root/arms/transformers-serve/Dockerfile" "$dir" "$image" "$base" "$recipe"
+# the hooked Transformers engine (arms/transformers-hooked) on this image: seconds, rebuilt when its code changes
+bash "$root/scripts/build-transformers-hooked.sh" "$image"

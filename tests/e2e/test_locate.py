@@ -6,7 +6,8 @@ processes on tiny-llama (fp32, CPU), through `orchestrator run study=locate_tiny
 - Off (one padded batch): `locate` names the first module whose kernel varies with the batch's rows on this CPU, a
   Linear whose input is identical, and the op probe at its shapes (`--probe`, in the arm's interpreter) finds the
   same GEMM M-variant here.
-CI time: three engine starts and four `locate` calls (about 40 s here)."""
+In its image (Docker), the planted module is named the same way.
+CI time: four engine starts and five `locate` calls (about 50 s here)."""
 
 from __future__ import annotations
 
@@ -73,3 +74,17 @@ def test_without_invariance_the_first_m_variant_gemm_is_named_and_the_probe_agre
     first = lines[0]
     assert "(Linear): input identical, output differs; batch 4 vs 1" in first, first
     assert "M-variant" in "\n".join(lines), "\n".join(lines)  # the same GEMM, probed at its shapes, varies with M
+
+
+@pytest.mark.docker
+@pytest.mark.usefixtures("docker_client", "no_leftover_containers")
+def test_the_hooked_engine_in_its_image_names_the_planted_module(tmp_path: Path) -> None:
+    require_engine_build(VENV_PYTHON, "transformers-serve", "transformers serve")
+    one_arm = ["study=locate_tiny", "runtime=docker", "arm@arms.planted=transformers_hooked", "~arms.invariant",
+               "~arms.variant", "~study.variables.planted", "~study.variables.variant",
+               "study.baseline=planted"]
+    result = orchestrator("run", *one_arm, f"hydra.run.dir={tmp_path}", timeout_s=600)
+    assert result.returncode == 0, result.stderr[-3000:]
+    image = pq.read_table(tmp_path / "data" / "arms", columns=["image_ref"]).column("image_ref").to_pylist()
+    assert image == ["orchestrator/transformers-hooked:0.1.0"], image
+    assert _locate(tmp_path, "planted/count/concurrent")[0].startswith(f"first split: step 0 (prefill), {PLANTED}")
