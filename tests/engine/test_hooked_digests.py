@@ -53,6 +53,32 @@ def test_a_target_rows_digest_is_its_own_whatever_else_is_in_the_batch() -> None
     assert [c[12] for c in again.calls] == [c[12] for c in got.calls]
 
 
+def test_a_packed_forward_gives_each_target_its_span_and_its_own_step() -> None:
+    """Continuous batching: one row [1, T] of requests at different steps (a prefill beside a decode), and a
+    request that joins the running batch (Recorder.add)."""
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(4, 4))
+    store = DigestStore()
+    rec = Recorder(model, head_values=2, store=store)
+    alone = torch.randn(1, 3, 4)
+    with rec.attached(["a"]):
+        rec.begin_step(StepLayout(0, 1, 3, ["a"], {"a": Target(0, 0, 3, 3, step=0)}))
+        model(alone)
+        rec.add(["b"])
+        packed = torch.cat([torch.randn(1, 1, 4), alone], dim=1)  # a's decode row, then b's prompt
+        rec.begin_step(StepLayout(7, 1, 4, ["a", "b"], {"a": Target(0, 0, 1, 4, step=1),
+                                                        "b": Target(0, 1, 4, 3, step=0)}))
+        model(packed)
+        rec.finish("a")
+        rec.finish("b")
+    a, b = store.get("a"), store.get("b")
+    assert a is not None and b is not None
+    assert [s["step"] for s in a.steps] == [0, 1] and [c[0] for c in a.calls] == [0, 1]
+    assert b.steps == [{"step": 0, "batch_size": 2, "batch_request_ids": ["a", "b"], "context_tokens": 3}]
+    assert b.calls[0][:7] == [0, 0, "0", "Linear", 1, 4, 4]
+    assert b.calls[0][9] == a.calls[0][9]  # the same prompt rows, packed after another request's: the same input
+
+
 def test_hooks_come_off_after_the_batch_and_an_unfinished_request_has_no_digests() -> None:
     model = torch.nn.Sequential(torch.nn.Linear(2, 2))
     store = DigestStore()

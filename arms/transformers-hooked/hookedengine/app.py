@@ -64,11 +64,17 @@ def build_app(cfg: HookedConfig) -> App:
     tokenizer = HFTokenizer(tok)
     pad_id = tok.pad_token_id if tok.pad_token_id is not None else (tokenizer.eos_id or 0)
     store = DigestStore()
-    engine = HookedEngine(cfg, model, tokenizer.eos_id, pad_id, device, store)
+    metrics = Metrics(cfg.served_name)
+    engine: Any
+    if cfg.continuous_batching:  # Transformers' own scheduler: the server's submit() goes to it
+        from hookedengine.continuous import ContinuousRunner
+
+        engine = scheduler = ContinuousRunner(cfg, model, tokenizer.eos_id, metrics, store)
+    else:
+        engine = HookedEngine(cfg, model, tokenizer.eos_id, pad_id, device, store)
+        scheduler = Scheduler(engine, metrics, cfg.max_num_seqs, cfg.batch_window_ms)
     if cfg.plant_batch_variant:
         plant_batch_variant(model, cfg.plant_batch_variant, lambda: engine.window)
-    metrics = Metrics(cfg.served_name)
-    scheduler = Scheduler(engine, metrics, cfg.max_num_seqs, cfg.batch_window_ms)
     scheduler.start()
     return App(cfg, engine, scheduler, metrics, tokenizer=tokenizer, owner="hookedengine", version=__version__,
                routes={"/v1/digests/": store.route(cfg.digest_head)})

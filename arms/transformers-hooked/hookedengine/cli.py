@@ -40,6 +40,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="each request of a window runs alone, its rows computed as if alone (default off)")
     p.add_argument("--plant-batch-variant", default=None, metavar="MODULE",
                    help="test switch: that Linear's reduction split into as many chunks as the window has requests")
+    p.add_argument("--continuous-batching", action=argparse.BooleanOptionalAction, default=False,
+                   help="Transformers' continuous batching (paged KV cache, packed forwards) instead of a static batch "
+                        "window; with --batch-invariant: one request per forward")
     p.add_argument("--digest-head", type=int, default=8, help="first values kept per digest")
     p.add_argument("--digests", action=argparse.BooleanOptionalAction, default=True,
                    help="digest flagged requests (default on; off: no hooks ever, flagged requests served as others)")
@@ -58,7 +61,7 @@ def config_from_args(ns: argparse.Namespace) -> HookedConfig:
         max_num_seqs=ns.max_num_seqs, max_logprobs=ns.max_logprobs, seed=ns.seed, device=ns.device, dtype=ns.dtype,
         batch_invariant=ns.batch_invariant, batch_window_ms=ns.batch_window_ms,
         attn_implementation=ns.attn_implementation, plant_batch_variant=ns.plant_batch_variant,
-        digest_head=ns.digest_head, digests=ns.digests,
+        digest_head=ns.digest_head, digests=ns.digests, continuous_batching=ns.continuous_batching,
     )
 
 
@@ -93,6 +96,7 @@ def log_startup(cfg: HookedConfig, facts: dict[str, Any]) -> None:
                 facts["torch"], facts["transformers"], facts["device"], facts["dtype"])
     logger.info("Model %s, max model len %d", cfg.model, cfg.max_model_len)
     logger.info("Batch invariant: %s", "on" if cfg.batch_invariant else "off")
+    logger.info("Continuous batching: %s", "on" if cfg.continuous_batching else "off")
     logger.info("Attention implementation: %s", cfg.attn_implementation)
     logger.info("Planted batch-variant module: %s", cfg.plant_batch_variant or "none")
     logger.info("Digests of flagged requests: %s", "on" if cfg.digests else "off")

@@ -33,13 +33,14 @@ class Target:
     start: int
     stop: int
     context_tokens: int
+    step: int | None = None  # its own step where a forward's requests are at different steps (continuous batching)
 
 
 @dataclass
 class StepLayout:
     """How a forward laid the batch out: `batch` rows of `seq_len` positions each."""
 
-    step: int
+    step: int  # a target's step unless the target gives its own
     batch: int
     seq_len: int
     window_ids: list[str]  # the requests the scheduler took together (run as one batch, or each alone)
@@ -63,6 +64,10 @@ def _rows(t: torch.Tensor, layout: StepLayout, tgt: Target) -> tuple[torch.Tenso
         return t[start:stop], start, stop, b * n
     total = int(t.shape[0]) if t.dim() else 1
     return t, 0, total, total
+
+
+def _step(layout: StepLayout, tgt: Target) -> int:
+    return layout.step if tgt.step is None else tgt.step
 
 
 def _first_tensor(value: Any) -> torch.Tensor | None:
@@ -179,12 +184,18 @@ class Recorder:
                 self.open.pop(rid)
                 self._work.put((rid, None))
 
+    def add(self, request_ids: list[str]) -> None:
+        """More flagged requests while attached: continuous batching's requests join a running batch."""
+        for rid in request_ids:
+            self.open.setdefault(rid, RequestDigests())
+        self.store.expect(request_ids)
+
     def begin_step(self, layout: StepLayout) -> None:
         self.layout, self.call = layout, 0
         self._outputs.clear()
         for rid, tgt in layout.targets.items():
             if rid in self.open:
-                self.open[rid].steps.append({"step": layout.step, "batch_size": len(layout.window_ids),
+                self.open[rid].steps.append({"step": _step(layout, tgt), "batch_size": len(layout.window_ids),
                                              "batch_request_ids": layout.window_ids,
                                              "context_tokens": tgt.context_tokens})
 
@@ -215,7 +226,7 @@ class Recorder:
                 out_rows, start, stop, total = _rows(y, layout, tgt)
                 x_from = earlier[2].get(rid) if earlier is not None else None
                 x_rows = None if x is None or x_from is not None else _rows(x, layout, tgt)[0].detach().clone()
-                meta = [layout.step, call, name, kind, start, stop, total,
+                meta = [_step(layout, tgt), call, name, kind, start, stop, total,
                         list(x.shape) if x is not None else None, list(y.shape)]
                 made[rid] = item = _Call(digests, meta, x_rows, x_from, out_rows.detach().clone())
                 self._work.put(item)

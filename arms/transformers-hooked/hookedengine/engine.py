@@ -61,7 +61,7 @@ class HookedEngine:
         for j, r in enumerate(rs):
             if r.prompt_logprobs is not None:
                 lp = logits[j, pads[j]:].float().log_softmax(-1)
-                results[group[j]].prompt_logprobs = self._prompt_logprobs(r, lp)
+                results[group[j]].prompt_logprobs = prompt_logprobs(r, lp)
         gens = [generator(r) for r in rs]
         active = [j for j, r in enumerate(rs) if r.max_tokens > 0]
         for j, r in enumerate(rs):
@@ -110,6 +110,8 @@ class HookedEngine:
         if on_token is not None:
             on_token(index, res, True)
 
-    def _prompt_logprobs(self, r: GenRequest, lp: torch.Tensor) -> list[TokenLogprobs | None]:
-        k = r.prompt_logprobs or 0
-        return [None, *(position_logprobs(lp[pos - 1], r.prompt_ids[pos], k) for pos in range(1, len(r.prompt_ids)))]
+
+def prompt_logprobs(r: GenRequest, lp: torch.Tensor) -> list[TokenLogprobs | None]:
+    """The prompt's logprobs from its rows' log-softmaxed logits (none for the first token)."""
+    k = r.prompt_logprobs or 0
+    return [None, *(position_logprobs(lp[pos - 1], r.prompt_ids[pos], k) for pos in range(1, len(r.prompt_ids)))]
