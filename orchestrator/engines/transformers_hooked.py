@@ -31,7 +31,8 @@ PROFILE = EngineProfile(
     endpoints=dataclasses.replace(vllm.ENDPOINTS, chat=None, digests="/v1/digests/{request_id}"),
     dialect=reference.TracedDialect(),
     capabilities=dataclasses.replace(vllm.CAPABILITIES, trace=True, digests=True),
-    settings={"max_batch": "max-num-seqs", "attention_backend": "attn-implementation"},
+    settings={"max_batch": "max-num-seqs", "attention_backend": "attn-implementation",
+              "continuous_batching": "continuous-batching"},
     knob_probe=None,  # its templates list knobs with the engine's own --list-knobs
     env_prefixes=(),  # it reads no env names of its own: none is checked
     # Token ids in every answer, top-logprob keys as token ids (the reference engine's protocol, vLLM's fields)
