@@ -58,7 +58,7 @@ def _engine(*flags: str) -> Iterator[httpx.Client]:
 
 @pytest.fixture(scope="module")
 def cb() -> Iterator[httpx.Client]:
-    yield from _engine("--continuous-batching")
+    yield from _engine("--continuous-batching", "--max-model-len", "64")  # a forward holds at most 64 tokens
 
 
 @pytest.fixture(scope="module")
@@ -121,3 +121,18 @@ def test_streamed_and_seeded_answers_are_the_unstreamed_ones(cb: httpx.Client) -
     seeded = [_complete(cb, temperature=1.0, seed=7, digest=False)["choices"][0]["token_ids"] for _ in range(2)]
     assert seeded[0] == seeded[1]
     assert cb.get(f"/v1/digests/{plain['id']}").status_code == 404  # not flagged: no digests
+
+
+def test_a_prompt_is_never_split_over_forwards(cb: httpx.Client) -> None:
+    """Four 30-token prompts at once, 64 tokens a forward: Transformers' scheduler would split the third over two
+    forwards (chunked prefill); here it waits for the next forward, and each prefill is one step of its own."""
+    prompts = [" ".join(f"w{i}{j}" for j in range(14)) for i in range(4)]
+    lens = [int(cb.post("/tokenize", json={"prompt": p}).json()["count"]) for p in prompts]
+    assert sum(lens) > 64 and max(lens) + 4 <= 64, lens
+    with cf.ThreadPoolExecutor(len(prompts)) as ex:
+        answers = list(ex.map(lambda p: _complete(cb, prompt=p, max_tokens=4), prompts))
+    for ans, n in zip(answers, lens, strict=True):
+        d = _digests(cb, ans["id"])
+        assert [x["step"] for x in d["steps"]] == list(range(4))
+        embed = [c for c in d["calls"] if c[0] == 0 and c[2] == "model.embed_tokens"]
+        assert len(embed) == 1 and embed[0][5] - embed[0][4] == n  # the whole prompt in one forward
