@@ -72,7 +72,7 @@ class ContinuousRunner:
         from transformers.generation.configuration_utils import ContinuousBatchingConfig
         from transformers.generation.continuous_batching.scheduler import SCHEDULER_MAPPING
 
-        self.cfg, self.model, self.eos_id, self.metrics = cfg, model, eos_id, metrics
+        self.cfg, self.eos_id, self.metrics = cfg, eos_id, metrics
         self.recorder = Recorder(model, cfg.digest_head, store)
         self.window = 1  # requests in the current forward: what a planted batch-variant module splits by
         self._live: dict[str, _Live] = {}
@@ -121,8 +121,8 @@ class ContinuousRunner:
 
         bp._generation_step, bp.update_batch = step, update
         model.register_forward_hook(self._logits_hook)
-        logger.info("Continuous batching: attention %s, at most %d requests and %d tokens a forward, %d cache blocks "
-                    "of %d tokens", model.config._attn_implementation, resolved.max_requests_per_batch,
+        logger.info("Continuous batching runs attention %s, at most %d requests and %d tokens a forward, %d cache "
+                    "blocks of %d tokens", model.config._attn_implementation, resolved.max_requests_per_batch,
                     bp.max_batch_tokens, bp.cache.num_blocks, PAGE_SIZE)
         self._outputs = threading.Thread(target=self._deliver, name="hookedengine-cb-outputs", daemon=True)
 
