@@ -94,8 +94,8 @@ def begin(typed: Config, paths: RunPaths, run_id: str, checked: Refusals, timer:
         paths.root.chmod(0o700)
     # Outlives us: removes this run's containers and processes if we die without cleaning up (kill -9).
     runtimes = {(typed.runtime.kind.value, typed.runtime.docker_host),
-                *(("docker", arm.docker_host) for arm in typed.arms.values() if arm.docker_host),
-                *(("docker", host) for host in typed.runtime.hosts if host != "local")}
+               *(("docker", arm.docker_host) for arm in typed.arms.values() if arm.docker_host),
+               *(("docker", host) for host in typed.runtime.hosts if host != "local")}
     reaper = Reaper(run_id, runtimes, str(paths.reaper_log))
     try:
         runner = FirstStartRunner(typed, paths, run_id, checked.runtime, resume=resume, arms=checked.arms)
@@ -138,30 +138,28 @@ def execute_study(typed: Config, paths: RunPaths, allow: list[str], how_to_allow
         begun = begin(typed, paths, run_id, checked, timer, resume)
     runner = begun.runner
     try:
-        try:
-            meta = _record_start(typed, paths, begun.run_id, extra_meta, recorded, resume)
-            guard = GuardResult(declared=begun.declared, knobs=begun.knobs)
-            guard_observed.write(paths, guard)
-            runner.run()
-        except KeyboardInterrupt as exc:  # what was received is kept: say how to finish it
-            if paths.meta.is_file():
-                mark_interrupted(paths)
-                exc.add_note(f"what it received is kept; `orchestrator run --resume {paths.root}` sends the rest")
-            raise
-        # The report's modules were imported while the first engine loaded (run/prefetch.py), not at start-up.
-        from orchestrator.report import verdict
-        from orchestrator.report.build import build as build_reports
-        from orchestrator.report.guard import headline as guard_headline
-        from orchestrator.report.markdown import timings_line
-
-        # The last arm's container is removed meanwhile (runtime/docker.py `remove`); `close` waits for it.
-        with timer.stage("guard"):
-            guard_observed.after_run(typed, paths, guard)
-        outcome = note(f"guard: {guard_headline(guard).replace('**', '')}")
-        with timer.stage("report"):
-            report = build_reports(paths, **{**meta, "timings_s": timer.rounded()})  # all but the report's own
+        meta = _record_start(typed, paths, begun.run_id, extra_meta, recorded, resume)
+        guard = GuardResult(declared=begun.declared, knobs=begun.knobs)
+        guard_observed.write(paths, guard)
+        runner.run()
+    except KeyboardInterrupt as exc:  # what was received is kept: say how to finish it
+        if paths.meta.is_file():
+            mark_interrupted(paths)
+            exc.add_note(f"what it received is kept; `orchestrator run --resume {paths.root}` sends the rest")
+        raise
     finally:
         begun.close()
+    # The report's modules were imported while the first engine loaded (run/prefetch.py), not at start-up.
+    from orchestrator.report import verdict
+    from orchestrator.report.build import build as build_reports
+    from orchestrator.report.guard import headline as guard_headline
+    from orchestrator.report.markdown import timings_line
+
+    with timer.stage("guard"):
+        guard_observed.after_run(typed, paths, guard)
+    outcome = note(f"guard: {guard_headline(guard).replace('**', '')}")
+    with timer.stage("report"):
+        report = build_reports(paths, **{**meta, "timings_s": timer.rounded()})  # all but the report's own
     meta["timings_s"] = timer.rounded()
     atomic_write_text(paths.meta, json.dumps(meta, indent=2) + "\n")
     outcome += note(f"time: {timings_line(meta['timings_s'], report.waves)}")

@@ -15,7 +15,6 @@ from orchestrator.errors import ArmStartError, DockerUnavailable, ImageError, Ru
 from orchestrator.runtime.docker_sdk import docker_sdk, link_errors
 from orchestrator.runtime.host import local_gpus, with_owner
 from orchestrator.runtime.memory import cgroup_memory, gpu_memory, stats_memory
-from orchestrator.runtime.removals import Removals
 from orchestrator.runtime.spec import (
     LABEL_NS,
     BuildSpec,
@@ -71,7 +70,6 @@ class DockerRuntime:
         self._images: dict[str, ImageInfo] = {}
         self._engine_name: str | None = None
         self._pids: dict[str, int] = {}  # container id -> its first process, as seen here (memory)
-        self._removals = Removals()  # asked, not waited for (remove)
         try:
             self.client: docker.DockerClient = (
                 sdk.DockerClient(base_url=docker_host, use_ssh_client=False) if docker_host
@@ -128,7 +126,7 @@ class DockerRuntime:
     # containers -------------------------------------------------------------------------------
     @over_link
     def start(self, spec: ContainerSpec) -> Handle:
-        self._removals.wait(spec.name)  # the container of its earlier start (study.starts) holds the name
+
         kwargs: dict[str, Any] = dict(
             image=spec.image, command=spec.command or None, name=spec.name, labels=with_owner(spec.labels),
             environment={**spec.env, **spec.secret_env}, detach=True, init=True,
@@ -166,7 +164,7 @@ class DockerRuntime:
             return Handle(id=container.id, name=spec.name, base_url=self._reach(container, spec))
         except BaseException:
             self.stop(handle, 0)
-            self._remove(handle)
+            self.remove(handle)
             raise
 
     def _reach(self, container: Any, spec: ContainerSpec) -> str:
@@ -281,15 +279,8 @@ class DockerRuntime:
         except self._errors.NotFound:
             return None
 
-    def remove(self, handle: Handle) -> None:
-        """Asked, not waited for, where the daemon is this machine's (removals.py); `cleanup` waits for it."""
-        if self._local():
-            self._removals.ask(handle.name, lambda: self._remove(handle))
-        else:
-            self._remove(handle)
-
     @over_link
-    def _remove(self, handle: Handle) -> None:
+    def remove(self, handle: Handle) -> None:
         if self.ssh:
             self.ssh.close_tunnel(handle.id)
         with contextlib.suppress(self._errors.NotFound):
@@ -298,7 +289,6 @@ class DockerRuntime:
     @over_link
     def cleanup(self, labels: Mapping[str, str], keep: Callable[[Mapping[str, str]], bool] | None = None
                 ) -> list[str]:
-        self._removals.wait()
         filters = {"label": [f"{k}={v}" if v else k for k, v in labels.items()]}
         removed = []
         for container in self.client.containers.list(all=True, filters=filters):

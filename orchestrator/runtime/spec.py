@@ -273,10 +273,7 @@ class Runtime(Protocol):
         """Stop (if running) and return the exit code; the container stays for `logs` until remove."""
         ...
 
-    def remove(self, handle: Handle) -> None:
-        """Remove it (twice is fine). Docker on this machine removes it in the background: the next start of
-        the same name and `cleanup` wait for that."""
-        ...
+    def remove(self, handle: Handle) -> None: ...
 
     def inventory(self) -> Inventory:
         """The host's CPU cores, GPUs (index and UUID) and memory, for placing arms side by side."""
