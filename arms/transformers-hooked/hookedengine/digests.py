@@ -162,7 +162,10 @@ class Recorder:
         # The step's outputs by tensor identity: a module whose input is an earlier call's unchanged output
         # (most are) reuses that call's digest instead of copying the rows again.
         self._outputs: dict[int, tuple[torch.Tensor, int, dict[str, _Call]]] = {}
-        self._work: queue.Queue[_Call | tuple[str, RequestDigests | None]] = queue.Queue()
+        # A step's calls go to the worker at once, when the step is over: one hand-over a step, not one a call
+        # (each wakes the worker, which then takes the interpreter's lock from the forward).
+        self._step_calls: list[_Call] = []
+        self._work: queue.Queue[list[_Call] | tuple[str, RequestDigests | None]] = queue.Queue()
         threading.Thread(target=self._worker, name="hookedengine-digests", daemon=True).start()
 
     @contextmanager
@@ -178,8 +181,8 @@ class Recorder:
         finally:
             for h in handles:
                 h.remove()
+            self._end_step()
             self.layout = None
-            self._outputs.clear()
             for rid in list(self.open):
                 self.open.pop(rid)
                 self._work.put((rid, None))
@@ -190,9 +193,15 @@ class Recorder:
             self.open.setdefault(rid, RequestDigests())
         self.store.expect(request_ids)
 
-    def begin_step(self, layout: StepLayout) -> None:
-        self.layout, self.call = layout, 0
+    def _end_step(self) -> None:
+        if self._step_calls:
+            self._work.put(self._step_calls)
+            self._step_calls = []
         self._outputs.clear()
+
+    def begin_step(self, layout: StepLayout) -> None:
+        self._end_step()
+        self.layout, self.call = layout, 0
         for rid, tgt in layout.targets.items():
             if rid in self.open:
                 self.open[rid].steps.append({"step": _step(layout, tgt), "batch_size": len(layout.window_ids),
@@ -203,6 +212,7 @@ class Recorder:
         """A target whose sequence ended: no longer recorded; its digests go to the store once computed."""
         digests = self.open.pop(request_id, None)
         if digests is not None:
+            self._end_step()  # its last step's calls first
             self._work.put((request_id, digests))
 
     def _hook(self, name: str, kind: str) -> Any:
@@ -229,23 +239,27 @@ class Recorder:
                 meta = [_step(layout, tgt), call, name, kind, start, stop, total,
                         list(x.shape) if x is not None else None, list(y.shape)]
                 made[rid] = item = _Call(digests, meta, x_rows, x_from, out_rows.detach().clone())
-                self._work.put(item)
+                self._step_calls.append(item)
             self._outputs[id(y)] = (y, y._version, made)
 
         return hook
 
     def _worker(self) -> None:
         while True:
-            item = self._work.get()
-            if isinstance(item, tuple):
-                self.store.put(*item)
-                continue
-            item.out = _digest(item.y, self.head_values)
-            if item.x_from is not None and item.x_from.out is not None:
-                inp: tuple[Any, ...] = item.x_from.out[:3]
-            elif item.x is not None:
-                inp = _digest(item.x, 0)[:3]
+            work = self._work.get()
+            if isinstance(work, tuple):
+                self.store.put(*work)
             else:
-                inp = (None, None, None)
-            item.digests.calls.append([*item.meta, *inp, *item.out])
-            item.x = item.y = None  # type: ignore[assignment]  # the copies go as soon as digested
+                for item in work:
+                    self._digest_call(item)
+
+    def _digest_call(self, item: _Call) -> None:
+        item.out = _digest(item.y, self.head_values)
+        if item.x_from is not None and item.x_from.out is not None:
+            inp: tuple[Any, ...] = item.x_from.out[:3]
+        elif item.x is not None:
+            inp = _digest(item.x, 0)[:3]
+        else:
+            inp = (None, None, None)
+        item.digests.calls.append([*item.meta, *inp, *item.out])
+        item.x = item.y = None  # type: ignore[assignment]  # the copies go as soon as digested

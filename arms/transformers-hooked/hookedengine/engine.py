@@ -65,8 +65,8 @@ class HookedEngine:
         gens = [generator(r) for r in rs]
         active = [j for j, r in enumerate(rs) if r.max_tokens > 0]
         for j, r in enumerate(rs):
-            if r.max_tokens <= 0:
-                self._finished(r, results[group[j]], group[j], on_token)
+            if r.max_tokens <= 0:  # no token to tell: its stream ends with the batch
+                self._finished(r, results[group[j]], group[j], None)
         step, last = 0, logits[:, -1].float().log_softmax(-1)
         while active:
             still = []
