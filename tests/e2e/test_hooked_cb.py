@@ -136,3 +136,15 @@ def test_a_prompt_is_never_split_over_forwards(cb: httpx.Client) -> None:
         assert [x["step"] for x in d["steps"]] == list(range(4))
         embed = [c for c in d["calls"] if c[0] == 0 and c[2] == "model.embed_tokens"]
         assert len(embed) == 1 and embed[0][5] - embed[0][4] == n  # the whole prompt in one forward
+
+
+@pytest.mark.parametrize("path", ["static", "cb"])
+def test_max_tokens_0_is_answered_streamed_and_not(path: str, request: pytest.FixtureRequest) -> None:
+    client: httpx.Client = request.getfixturevalue(path)
+    body = {**BODY, "max_tokens": 0}
+    answer = client.post("/v1/completions", json=body).json()
+    assert answer["choices"][0]["text"] == "" and answer["usage"]["completion_tokens"] == 0
+    streamed = client.post("/v1/completions", json={**body, "stream": True}).text
+    events = [line.removeprefix("data: ") for line in streamed.splitlines() if line.startswith("data: ")]
+    assert events[-1] == "[DONE]" and "error" not in streamed, streamed
+    assert json.loads(events[-2])["choices"][0]["finish_reason"] == "length"
