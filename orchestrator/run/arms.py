@@ -113,6 +113,7 @@ class StudyRunner:
         self._prompts: dict[str, str] = {}
 
     def run(self) -> None:
+        self._prefetch.start()
         self._prompts = resolve_prompts(self.config.prompts, self.config.config_dirs)
         with self.progress:
             todo = [arm for name, arm in self.arms.items()
@@ -208,7 +209,6 @@ class StudyRunner:
                                            spec.mounts, launch.resolved.process)
         row["start_ns"] = time.time_ns()
         handle = launch.handle = runtime.start(spec)
-        self._prefetch.start()  # once the first container started: the imports would slow the daemon's start
         row["container_id"] = handle.id
         launch.sampler = MemorySampler(runtime, handle, spec.gpus).start()
         if not launch.start:  # the environment probe (versions, GPU, env, inside the arm) runs while it loads

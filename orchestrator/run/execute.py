@@ -14,7 +14,6 @@ import secrets
 import shutil
 import socket
 import sys
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -28,12 +27,11 @@ from orchestrator.errors import ConfigError, ExitStatus
 from orchestrator.guard import declared as guard_declared
 from orchestrator.guard import knobs as guard_knobs
 from orchestrator.guard import observed as guard_observed
-from orchestrator.guard.results import DeclaredCheck, GuardResult, KnobCheck
+from orchestrator.guard.results import GuardResult, KnobCheck
 from orchestrator.record.paths import RunPaths, atomic_write_bytes, atomic_write_text, read_json
 from orchestrator.run import protocol
-from orchestrator.run.arms import ResumePlan
+from orchestrator.run.arms import ResumePlan, StudyRunner
 from orchestrator.run.check import Refusals, config_check, refusals
-from orchestrator.run.first_start import FirstStartRunner
 from orchestrator.run.timings import StageTimer
 from orchestrator.runtime.reaper import Reaper
 
@@ -57,39 +55,31 @@ def preflight(typed: Config, allow: list[str] | None = None, how_to_allow: str =
     return checked.arms
 
 
-@dataclass
-class Begun:
-    """A run cleared to start (`begin`): the reaper up, the runner made, the guard's declared check said."""
-
-    run_id: str
-    reaper: Reaper
-    runner: FirstStartRunner
-    declared: DeclaredCheck
-    knobs: dict[str, KnobCheck]
-    _closed: bool = False
-
-    def close(self) -> None:
-        """Remove whatever of the run is left, then let the reaper go (once; `execute_study` does it, and `run`
-        again where Hydra failed before the study's code ran)."""
-        if not self._closed:
-            self._closed = True
-            try:
-                self.runner.cleanup()  # belt and braces: nothing of this run survives, on any host it used
-            finally:
-                self.reaper.release()
-
-
-def begin(typed: Config, paths: RunPaths, run_id: str, checked: Refusals, timer: StageTimer,
-          resume: ResumePlan | None = None) -> Begun:
-    """What comes once the checks cleared the run, before its first file: the guard's warnings said, the run
-    dir made, the reaper started (before any container: a kill -9 from here on leaves nothing), the runner
-    made. `run` then asks the first arm's start (run/first_start.py) and records while it loads."""
+def execute_study(typed: Config, paths: RunPaths, allow: list[str], how_to_allow: str,
+                  extra_meta: dict[str, Any] | None = None, timer: StageTimer | None = None,
+                  resume: ResumePlan | None = None, checked: Refusals | None = None) -> Outcome:
+    """Checks, the run, the reports, the summary: shared by `run` (Hydra), `reproduce` and `run --resume`
+    (`resume`: into the same run dir, only what it names). `timer` may hold the stages before this one;
+    `checked`: what the checks found already (`run` makes them before Hydra makes the run dir)."""
+    logging.getLogger("httpx").setLevel(logging.WARNING)  # one line per request drowns the progress
+    timer = timer or StageTimer()
+    recorded = read_json(paths.meta) if resume is not None else None
+    if recorded is not None and resume is not None:  # one attempt more: its containers get a run id of their own
+        run_id = f"{recorded['run_id']}-r{resume.attempt}"
+    else:
+        run_id = f"{re.sub(r'[^A-Za-z0-9_.-]', '-', paths.root.name)}-{secrets.token_hex(3)}"
+    try:  # every refusal, as `check` makes them (run/check.py); writes nothing
+        checked = checked or refusals(typed, [], run_id, allow=allow, how_to_allow=how_to_allow, timer=timer)
+        if checked.problems:
+            raise ConfigError(checked.problems)
+    except BaseException:  # refused, or stopped while checking: a sweep job's dir Hydra made for it goes too
+        if hydras_only(paths.root):
+            shutil.rmtree(paths.root, ignore_errors=True)
+        raise
     assert checked.runtime is not None
-    declared = guard_declared.declared_check(typed, checked.arms)  # before anything starts (docs/guard.md)
-    for line in [*guard_declared.warnings(declared), *guard_knobs.warnings(checked.knobs)]:
-        print(f"warning: {line}", file=sys.stderr)
+    runtime, knobs = checked.runtime, checked.knobs
     paths.root.mkdir(parents=True, exist_ok=True)
-    if typed.private_files:  # Hydra may have made the run dir already: close it, then keep what comes private
+    if typed.private_files:  # Hydra made the run dir already: close it, then keep what comes private
         os.umask(0o077)
         paths.root.chmod(0o700)
     # Outlives us: removes this run's containers and processes if we die without cleaning up (kill -9).
@@ -97,50 +87,10 @@ def begin(typed: Config, paths: RunPaths, run_id: str, checked: Refusals, timer:
                *(("docker", arm.docker_host) for arm in typed.arms.values() if arm.docker_host),
                *(("docker", host) for host in typed.runtime.hosts if host != "local")}
     reaper = Reaper(run_id, runtimes, str(paths.reaper_log))
-    try:
-        runner = FirstStartRunner(typed, paths, run_id, checked.runtime, resume=resume, arms=checked.arms)
-    except BaseException:
-        reaper.release()
-        raise
+    runner = StudyRunner(typed, paths, run_id, runtime, resume=resume, arms=checked.arms)
     runner.timer = timer
-    return Begun(run_id, reaper, runner, declared, checked.knobs)
-
-
-def new_run_id(paths: RunPaths) -> str:
-    """A new run's id: its dir's name and a random tail (its containers' names and labels)."""
-    return f"{re.sub(r'[^A-Za-z0-9_.-]', '-', paths.root.name)}-{secrets.token_hex(3)}"
-
-
-def execute_study(typed: Config, paths: RunPaths, allow: list[str], how_to_allow: str,
-                  extra_meta: dict[str, Any] | None = None, timer: StageTimer | None = None,
-                  resume: ResumePlan | None = None, checked: Refusals | None = None,
-                  begun: Begun | None = None) -> Outcome:
-    """Checks, the run, the reports, the summary: shared by `run` (Hydra), `reproduce` and `run --resume`
-    (`resume`: into the same run dir, only what it names). `timer` may hold the stages before this one;
-    `checked`: what the checks found already (`run` makes them before Hydra makes the run dir); `begun`: the
-    run begun already, its first arm maybe starting (`run`, before Hydra records the run dir)."""
-    logging.getLogger("httpx").setLevel(logging.WARNING)  # one line per request drowns the progress
-    timer = timer or StageTimer()
-    recorded = read_json(paths.meta) if resume is not None else None
-    if begun is None:
-        if recorded is not None and resume is not None:  # one attempt more: its containers get a run id of their own
-            run_id = f"{recorded['run_id']}-r{resume.attempt}"
-        else:
-            run_id = new_run_id(paths)
-        try:  # every refusal, as `check` makes them (run/check.py); writes nothing
-            checked = checked or refusals(typed, [], run_id, allow=allow, how_to_allow=how_to_allow, timer=timer)
-            if checked.problems:
-                raise ConfigError(checked.problems)
-        except BaseException:  # refused, or stopped while checking: a sweep job's dir Hydra made for it goes too
-            if hydras_only(paths.root):
-                shutil.rmtree(paths.root, ignore_errors=True)
-            raise
-        begun = begin(typed, paths, run_id, checked, timer, resume)
-    runner = begun.runner
     try:
-        meta = _record_start(typed, paths, begun.run_id, extra_meta, recorded, resume)
-        guard = GuardResult(declared=begun.declared, knobs=begun.knobs)
-        guard_observed.write(paths, guard)
+        meta, guard = _record_start(typed, checked.arms, paths, run_id, knobs, extra_meta, recorded, resume)
         runner.run()
     except KeyboardInterrupt as exc:  # what was received is kept: say how to finish it
         if paths.meta.is_file():
@@ -148,7 +98,8 @@ def execute_study(typed: Config, paths: RunPaths, allow: list[str], how_to_allow
             exc.add_note(f"what it received is kept; `orchestrator run --resume {paths.root}` sends the rest")
         raise
     finally:
-        begun.close()
+        runner.cleanup()  # belt and braces: nothing of this run survives, on any host it used
+        reaper.release()
     # The report's modules were imported while the first engine loaded (run/prefetch.py), not at start-up.
     from orchestrator.report import verdict
     from orchestrator.report.build import build as build_reports
@@ -190,10 +141,11 @@ def mark_interrupted(paths: RunPaths) -> None:
     atomic_write_text(paths.meta, json.dumps(meta, indent=2) + "\n")
 
 
-def _record_start(typed: Config, paths: RunPaths, run_id: str, extra_meta: dict[str, Any] | None,
-                  meta: dict[str, Any] | None, resume: ResumePlan | None) -> dict[str, Any]:
-    """What a run dir holds once the study is cleared to start: run.json, prompts.json, .hydra (a re-run's).
-    Returns run.json's content."""
+def _record_start(typed: Config, arms: dict[str, ResolvedArm], paths: RunPaths, run_id: str,
+                  knobs: dict[str, KnobCheck], extra_meta: dict[str, Any] | None, meta: dict[str, Any] | None,
+                  resume: ResumePlan | None) -> tuple[dict[str, Any], GuardResult]:
+    """What a run dir holds once the study is cleared to start: run.json, prompts.json, .hydra (a re-run's),
+    guard.json with the declared check and the knobs. Returns run.json's content and the guard so far."""
     if resume is not None and meta is not None:
         meta["resumed"] = [*meta.get("resumed", []), resume.attempt]
         meta.pop("interrupted", None)  # being finished now; marked again if stopped again
@@ -210,7 +162,12 @@ def _record_start(typed: Config, paths: RunPaths, run_id: str, extra_meta: dict[
     write_prompts(paths, resolve_prompts(typed.prompts, typed.config_dirs))
     if not (paths.hydra / "config.yaml").is_file():  # a re-run: Hydra did not record it, so record it here
         record_config(paths, typed)
-    return meta
+    declared = guard_declared.declared_check(typed, arms)  # before anything starts (docs/guard.md)
+    guard = GuardResult(declared=declared, knobs=knobs)
+    guard_observed.write(paths, guard)
+    for line in [*guard_declared.warnings(declared), *guard_knobs.warnings(knobs)]:
+        print(f"warning: {line}", file=sys.stderr)
+    return meta, guard
 
 
 def keep_config_dirs(paths: RunPaths, dirs: list[str]) -> list[dict[str, Any]]:

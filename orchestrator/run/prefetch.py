@@ -1,11 +1,11 @@
-"""Imports a study needs only once its first engine is started (httpx for the readiness probe, h11 for the batches) or
-answers (pyarrow and the record's Parquet writer, the comparison, the report), made in a thread from just after that
-engine's container started (before, they slowed the daemon's start of it on 2 cores), while the engine loads: about
-0.8 s a run that would otherwise come on top of the engine's time. pyarrow imports pandas, when it is installed, at
-its first conversion of Python objects (its pandas shim, to recognise pandas objects); that is done here too, not
-between two batches. The command line's process hands pyarrow no pandas object (`no_pandas_objects`): there the shim
-is told pandas is absent (about 0.2 s of CPU less while the first engine starts); a later use of pandas through
-pyarrow (`to_pandas`) imports it then.
+"""Imports a study needs only once its first engine is started (httpx for the readiness probe, h11 for the
+batches) or answers (pyarrow and the record's Parquet writer, the comparison, the report), made in a thread
+from just before that engine's start, while the main thread only waits on it: about 0.8 s a run that would
+otherwise come on top of the engine's time. pyarrow imports pandas, when it is installed, at its
+first conversion of Python objects (its pandas shim, to recognise pandas objects); that is done here too, not
+between two batches. The command line's process hands pyarrow no pandas object (`no_pandas_objects`): there the
+shim is told pandas is absent (about 0.2 s of CPU less while the first engine starts); a later use of pandas
+through pyarrow (`to_pandas`) imports it then.
 
 The thread must be done before the first request of the protocol is sent (`wait`): an import holds the
 interpreter, and a release of a concurrent batch must not wait for one."""

@@ -5,7 +5,6 @@ runs even when one fails, and the exit status is the worst job's (docs/conventio
 from __future__ import annotations
 
 import itertools
-import os
 import sys
 import time
 from pathlib import Path
@@ -19,7 +18,7 @@ from orchestrator.console import Outcome, failed, finish
 from orchestrator.errors import ConfigError, OrchestratorError, worst
 from orchestrator.record.paths import RunPaths
 from orchestrator.run.check import Refusals, refusals, run_dir_of, run_dir_problems, study_config
-from orchestrator.run.execute import Begun, begin, execute_study, new_run_id, preflight
+from orchestrator.run.execute import execute_study, preflight
 from orchestrator.run.timings import StageTimer
 
 # Hydra's own flags, and those of them that take a value: not overrides (--out: a recorded run's new run dir).
@@ -149,43 +148,25 @@ def run_with_hydra(argv: list[str]) -> Outcome:
 def run_composed(composed: Any, typed: Config, checked: Refusals) -> Outcome:
     """What Hydra's main does for a single run (its Hydra.run), on the config composed once: Hydra's main
     would compose it twice more (once to learn the mode, once to run), about 0.2 s each. Run dir, .hydra/,
-    logging and callbacks are Hydra's own (run_job). The first arm's container is started first (`begin`), so
-    its engine loads while Hydra records the run dir and the study writes its first files."""
+    logging and callbacks are Hydra's own (run_job)."""
     from hydra._internal.callbacks import Callbacks
     from hydra._internal.config_loader_impl import ConfigLoaderImpl
     from hydra._internal.utils import create_config_search_path
-    from hydra.core.hydra_config import HydraConfig
     from hydra.core.utils import configure_log, run_job
     from hydra.types import HydraContext, RunMode
-    from omegaconf import OmegaConf, open_dict
+    from omegaconf import open_dict
 
     with open_dict(composed.hydra):  # as Hydra's main records a run
         composed.hydra.mode = RunMode.RUN
         composed.hydra.overrides.hydra.append("hydra.mode=RUN")
-    before, hydra = HydraConfig.instance().cfg, HydraConfig.instance()
-    hydra.set_config(composed)  # the run dir as run_job makes it (${now:} is filled in once, then cached)
-    paths = RunPaths(Path(os.path.abspath(OmegaConf.select(composed, "hydra.run.dir"))))
-    hydra.cfg = before
-    timer = StageTimer()
-    timer.add("compose_and_check", PRECHECK_S["seconds"])
-    timer.add("compose_job", 0.0)  # composed and typed once, in the checks
-    try:
-        begun = begin(typed, paths, new_run_id(paths), checked, timer)
-    except OrchestratorError as exc:  # said as the command line says it
-        return failed(exc)
-    try:
-        if not composed.hydra.job.chdir:  # a chdir while the start resolves its paths: it starts in the run
-            begun.runner.start_first()
-        configure_log(composed.hydra.hydra_logging, composed.hydra.verbose)
-        callbacks = Callbacks(composed)
-        callbacks.on_run_start(config=composed, config_name=config.CONFIG_NAME)
-        loader = ConfigLoaderImpl(config_search_path=create_config_search_path(str(config.CONF_DIR)))
-        ran = run_job(hydra_context=HydraContext(config_loader=loader, callbacks=callbacks),
-                      task_function=lambda cfg: study(typed, paths, timer, checked, begun), config=composed,
-                      job_dir_key="hydra.run.dir", job_subdir_key=None)
-        callbacks.on_run_end(config=composed, config_name=config.CONFIG_NAME, job_return=ran)
-    finally:
-        begun.close()  # the study closed it; Hydra failing before the study ran did not
+    configure_log(composed.hydra.hydra_logging, composed.hydra.verbose)
+    callbacks = Callbacks(composed)
+    callbacks.on_run_start(config=composed, config_name=config.CONFIG_NAME)
+    loader = ConfigLoaderImpl(config_search_path=create_config_search_path(str(config.CONF_DIR)))
+    ran = run_job(hydra_context=HydraContext(config_loader=loader, callbacks=callbacks),
+                  task_function=lambda cfg: run_study(cfg, typed, checked), config=composed,
+                  job_dir_key="hydra.run.dir", job_subdir_key=None)
+    callbacks.on_run_end(config=composed, config_name=config.CONFIG_NAME, job_return=ran)
     outcome: Outcome = ran.return_value  # re-raises what the task raised
     return outcome
 
@@ -199,27 +180,20 @@ def launcher_overrides(composed: Any) -> list[str]:
     return [f"hydra.launcher._target_={PLUGIN_TARGETS[target]}"] if target in PLUGIN_TARGETS else []
 
 
-def run_study(cfg: Any) -> Outcome:
-    """The Hydra task of a sweep's job: one study into Hydra's run dir. Returns its outcome; never raises for
-    what the orchestrator reports itself, so the other jobs of a sweep still run."""
+def run_study(cfg: Any, typed: Config | None = None, checked: Refusals | None = None) -> Outcome:
+    """The Hydra task: one study into Hydra's run dir (`typed`: `cfg` already checked, `checked` what the
+    checks found). Returns its outcome; never raises for what the orchestrator reports itself, so the other
+    jobs of a sweep still run."""
     from hydra.core.hydra_config import HydraConfig
 
-    timer = StageTimer()
-    timer.add("compose_and_check", PRECHECK_S["seconds"])  # once for a sweep: its first job carries it
-    PRECHECK_S["seconds"] = 0.0
     try:
+        timer = StageTimer()
+        timer.add("compose_and_check", PRECHECK_S["seconds"])  # once for a sweep: its first job carries it
+        PRECHECK_S["seconds"] = 0.0
         with timer.stage("compose_job"):
-            typed = config.to_typed(cfg)
-    except OrchestratorError as exc:  # said as the command line says it
-        return failed(exc)
-    return study(typed, RunPaths(Path(HydraConfig.get().runtime.output_dir)), timer)
-
-
-def study(typed: Config, paths: RunPaths, timer: StageTimer, checked: Refusals | None = None,
-          begun: Begun | None = None) -> Outcome:
-    """One study (`checked`: what the checks found; `begun`: the run begun, its first arm starting)."""
-    try:
+            typed = typed or config.to_typed(cfg)
+        paths = RunPaths(Path(HydraConfig.get().runtime.output_dir))
         return execute_study(typed, paths, list(typed.runtime.allow), OWN_CONFIG_ALLOW, timer=timer,
-                             checked=checked, begun=begun)
+                             checked=checked)
     except OrchestratorError as exc:  # said as the command line says it
         return failed(exc)

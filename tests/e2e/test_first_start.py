@@ -1,6 +1,5 @@
-"""The first arm's container is started right after the checks, while Hydra records the run dir (sweep/app.py
-`run_composed`): the reaper exists before it, so a kill -9 or a Ctrl-C the moment it is created still leaves
-nothing, and a refused run still writes nothing. Real Docker, real processes."""
+"""The reaper is started before a run's first container (run/execute.py), so a kill -9 or a Ctrl-C the moment
+the daemon has created that container still leaves nothing. Real Docker, real processes."""
 
 from __future__ import annotations
 
