@@ -8,6 +8,7 @@ import json
 import logging
 import os
 import sys
+from pathlib import Path
 from typing import Any
 
 from refengine.cli import setup_logging
@@ -77,11 +78,20 @@ def main(argv: list[str] | None = None) -> int:
         setup_logging(ns.log_level, name)
     cfg = config_from_args(ns)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")  # a local folder; nothing is fetched
+    if not (Path(cfg.model) / "config.json").is_file():
+        logger.error("--model %s: no model folder there (no config.json): give a local folder a Transformers "
+                     "model was saved to (scripts/make-tiny-models.py makes tiny ones)", cfg.model)
+        return 2
 
+    import torch
     from refengine.server import serve_until_signal
 
     from hookedengine.app import build_app  # heavy: torch and transformers
 
+    if cfg.device == "cuda" and not torch.cuda.is_available():
+        logger.error("--device cuda: torch %s here sees no CUDA device (a CPU build, or no GPU visible): use "
+                     "--device cpu, or run where a GPU is", torch.__version__)
+        return 2
     try:
         app = build_app(cfg)
     except ValueError as exc:
