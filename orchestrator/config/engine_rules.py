@@ -2,7 +2,8 @@
 line instead of answered by dozens of HTTP 400s: `max_tokens` 0 only with `echo` (a protocol rule: nothing
 would be generated to compare); `logprobs` and
 `prompt_logprobs` at most the limit the arm's engine profile names (vLLM's `--max-logprobs`, default 20);
--1 (the whole vocabulary) only with a limit of -1; `digests` only to engines that record them."""
+-1 (the whole vocabulary) only with a limit of -1; `digests` only to engines that record them, and not to an
+arm that turns them off (`--no-digests`)."""
 
 from __future__ import annotations
 
@@ -28,9 +29,14 @@ def problems(config: Config, arms: Mapping[str, ResolvedArm]) -> list[str]:
     for name, resolved in arms.items():
         engine = resolved.profile
         if request.digests and not engine.capabilities.digests:
+            template = f"{DIGESTS_ENGINE}_process" if resolved.process else DIGESTS_ENGINE  # the arm's runtime's
             found.append(f"protocol.request.digests is on, but arm '{name}' runs engine {engine.name}, which records "
                          f"no activation digests: make it an arm of `engine: {DIGESTS_ENGINE}` (template "
-                         f"conf/arm/{DIGESTS_ENGINE}_process.yaml), or set protocol.request.digests: false")
+                         f"conf/arm/{template}.yaml), or set protocol.request.digests: false")
+        elif request.digests and (off := _digests_off(resolved)):
+            found.append(f"protocol.request.digests is on, but arm '{name}' runs with {off}, which records no "
+                         f"digests: drop {off} (arms.{name}.engine_args.{engine.digests_flag}: true), or set "
+                         "protocol.request.digests: false")
         limit, is_default = engine.max_logprobs(resolved.arm.engine_args)
         for key, asked in (("logprobs", request.logprobs), ("prompt_logprobs", request.prompt_logprobs)):
             if asked is None or limit is None or limit == -1:
@@ -43,3 +49,13 @@ def problems(config: Config, arms: Mapping[str, ResolvedArm]) -> list[str]:
                              f"--{flag} {limit}{default}: lower it, or set "
                              f"arms.{name}.engine_args.{flag}: {asked}")
     return found
+
+
+def _digests_off(resolved: ResolvedArm) -> str | None:
+    """The flag by which an arm whose engine records digests turns them off ('--no-digests'); None: it does not."""
+    flag = resolved.profile.digests_flag
+    if flag is None:
+        return None
+    off = f"--no-{flag}"
+    arm = resolved.arm
+    return off if off in (*resolved.profile.flag_names(arm.engine_args), *arm.command) else None

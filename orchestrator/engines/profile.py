@@ -99,6 +99,10 @@ class EngineProfile:
     running_metric: str | None = None  # Prometheus gauge of running requests on its metrics endpoint; None: none
     max_logprobs_flag: str | None = None  # the most logprobs a request may ask for
     default_max_logprobs: int | None = None  # when the arm does not set that flag
+    # capabilities.digests: the flag whose false value turns the recording off (`--no-digests`), and how many
+    # flagged requests' digests it keeps (the oldest go first): fetched after each phase (run/digests.py)
+    digests_flag: str | None = None
+    digest_capacity: int | None = None
     # Distributions whose versions are the engine's own (the matrix key's engine part; guard/fingerprint.py).
     packages: tuple[str, ...] = ()
     # What the engine's own command runs: its top-level modules (`python -m vllm.entrypoints...`) and programs

@@ -3,7 +3,7 @@ a local model served through Transformers' own modules, behind the reference eng
 protocol and streaming. Its answers are the reference engine's (vLLM-shaped completions with logprobs, top-k,
 token ids and `engine_trace`; /tokenize, /metrics), so its dialect is the reference engine's. Completions only.
 A request flagged `"digest": true` gets forward hooks on every leaf module: its own rows' digests per
-(step, module call), fetched once the arm's requests are done (run/digests.py, docs/locate.md). It lists its
+(step, module call), fetched after each phase (run/digests.py, docs/locate.md). It lists its
 knobs itself (`--list-knobs`), as the reference engine does."""
 
 from __future__ import annotations
@@ -41,6 +41,8 @@ PROFILE = EngineProfile(
     running_metric=vllm.PROFILE.running_metric,  # the reference engine's /metrics, vLLM's names
     max_logprobs_flag="max-logprobs",
     default_max_logprobs=20,
+    digests_flag="digests",
+    digest_capacity=512,  # hookedengine/digests.py STORE_REQUESTS
     packages=("transformers", "hookedengine"),  # torch is under every engine (guard/fingerprint.py)
     modules=("hookedengine",),
     programs=(),

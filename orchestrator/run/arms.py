@@ -349,8 +349,7 @@ class StudyRunner:
     async def _send(self, launch: _Launch, handle: Handle) -> int:
         """The protocol (start 0), or a later start's one request per prompt (run/starts.py)."""
         name, arm, runtime, proto = launch.name, launch.arm, launch.runtime, self.config.protocol
-        client = CompletionClient(handle.base_url, protocol.request_timeout_s(proto),
-                                  transport=runtime.http_transport)
+        client = CompletionClient(handle.base_url, protocol.request_timeout_s(proto), transport=runtime.http_transport)
         try:
             sent: Mapping[str, str | list[int]] = self._prompts
             engine = launch.resolved.profile
@@ -373,7 +372,7 @@ class StudyRunner:
                 self.progress.arm(name, dict(Counter(request.phase for group in groups for request in group)))
             if stop is not None and self.resume is not None:
                 stop.observe(self.resume.recorded.get(name, []))
-            fetch = digests.DigestFetch(self._context(launch), engine, self.paths)  # flagged requests' digests
+            fetch = digests.DigestFetch(self._context(launch), engine, self.paths)  # after each phase, and the last
             with _writer(self.paths, "responses", name,
                          on_row=fetch.noting(None if launch.start else self.progress.row)) as writer:
                 paths = engine.endpoints.overridden(arm.health_path, arm.metrics_path)
@@ -381,7 +380,8 @@ class StudyRunner:
                                         lambda: runtime.exit_code(handle),
                                         lambda text: self.say(f"{launch.label} {text}"), engine,
                                         lambda group: None if launch.start else self._before_group(name, group),
-                                        stop, lambda group: self.progress.ended(name, group[0].phase, len(group)))
+                                        stop, lambda group: self.progress.ended(name, group[0].phase, len(group)),
+                                        phase_over=fetch.fetch)
                 done = await sender.send(client, groups)
             launch.row["digests_note"] = await fetch.fetch(client, lambda text: self.say(f"{launch.label} {text}"))
             return done

@@ -32,7 +32,7 @@ from orchestrator.errors import ConfigError, DockerUnavailable, ImageError
 from orchestrator.guard import declared as guard_declared
 from orchestrator.guard import knobs as guard_knobs
 from orchestrator.guard.results import KnobCheck
-from orchestrator.run import placement, protocol
+from orchestrator.run import digests, placement, protocol
 from orchestrator.run.timings import StageTimer
 from orchestrator.runtime.spec import Runtime
 
@@ -117,14 +117,14 @@ class ConfigCheck:
 def config_check(typed: Config, allow: list[str] | None = None, how_to_allow: str = OWN_CONFIG_ALLOW
                  ) -> ConfigCheck:
     """Validate, resolve each arm once (config/arms.py), then what reads the resolved arms: the engines' own
-    rules on the protocol's requests, the guard's (a confounded or mis-declared A/B, a hidden shared cache) and
-    a process arm's missing program."""
+    rules on the protocol's requests (and the digests each phase flags), the guard's (a confounded or
+    mis-declared A/B, a hidden shared cache) and a process arm's missing program."""
     found = validate(typed, allow, how_to_allow)
     if any(arm.engine not in ENGINES for arm in typed.arms.values()):
         return ConfigCheck(found, {})
     arms = resolve_arms(typed)
-    return ConfigCheck(found or [*engine_rules.problems(typed, arms), *guard_declared.problems(typed, arms),
-                                 *missing_executables(arms)], arms)
+    return ConfigCheck(found or [*engine_rules.problems(typed, arms), *digests.capacity_problems(typed, arms),
+                                 *guard_declared.problems(typed, arms), *missing_executables(arms)], arms)
 
 
 def missing_images(arms: dict[str, ResolvedArm], runtime: Runtime) -> list[str]:

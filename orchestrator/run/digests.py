@@ -1,19 +1,25 @@
-"""The activation digests of an arm's flagged requests (`protocol.request.digests`, docs/locate.md): once its
-requests are done and before it is stopped, each flagged request that got an answer is fetched from the engine
-(its profile's digests path, the answer's own id) and lands in the `digests` table, one row per (step, module
-call), a request at a time: memory holds one request's digests, never the arm's. A fetch that fails is one
-warning line and the arm's `digests_note`, never a failed arm: the completions are recorded already."""
+"""The activation digests of an arm's flagged requests (`protocol.request.digests`, docs/locate.md): after each
+phase, before the next one starts (the engine keeps only its profile's `digest_capacity` latest), and once its
+requests are done, before it is stopped, each flagged request that got an answer is fetched from the engine (its
+profile's digests path, the answer's own id) and lands in the `digests` table, one row per (step, module call), a
+request at a time: memory holds one request's digests, never the arm's. A fetch that fails is one warning line
+and the arm's `digests_note`, never a failed arm: the completions are recorded already. `check` refuses a phase
+that flags more requests than the engine keeps (`capacity_problems`)."""
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator
+from collections import Counter
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from orchestrator.config.arms import ResolvedArm
+from orchestrator.config.schema import Config
 from orchestrator.engines import EngineProfile
 from orchestrator.engines.stream import assembled, is_sse
 from orchestrator.record.paths import RunPaths
+from orchestrator.run import protocol
 from orchestrator.run.client import CompletionClient
 from orchestrator.run.protocol import DIGEST_FIELD
 from orchestrator.run.sending import RunContext
@@ -35,16 +41,19 @@ _FLOATS = ("in_sum", "in_absmax", "out_sum", "out_absmax", "out_norm")
 class Flagged:
     request_id: str  # the orchestrator's, as in responses
     attempt: int
+    phase: str
     engine_request_id: str | None  # the answer's "id"; None: the answer named none
 
 
 class DigestFetch:
     """Told of every `responses` row (`noting`), it keeps the flagged requests that got an answer; `fetch` then
-    asks the engine for each one's digests and writes them."""
+    asks the engine for each one's digests not fetched yet and writes them (after each phase, and at the end)."""
 
     def __init__(self, ctx: RunContext, engine: EngineProfile, paths: RunPaths) -> None:
         self.ctx, self.path, self.paths = ctx, engine.endpoints.digests, paths
-        self.flagged: list[Flagged] = []
+        self.flagged: list[Flagged] = []  # noted, not fetched yet
+        self.fetched = 0  # asked for so far
+        self.failed: list[str] = []  # "request_id: why" of those that could not be had
 
     def noting(self, then: Callable[[dict[str, Any]], None] | None) -> Callable[[dict[str, Any]], None]:
         """The responses writer's `on_row`: note the row, then tell `then` (progress) of it."""
@@ -56,26 +65,37 @@ class DigestFetch:
 
     def note(self, row: dict[str, Any]) -> None:
         if row["http_status"] == 200 and flagged(row["request_json"]):
-            self.flagged.append(Flagged(row["request_id"], row["attempt"], engine_request_id(row["response_body"])))
+            self.flagged.append(Flagged(row["request_id"], row["attempt"], row["phase"],
+                                        engine_request_id(row["response_body"])))
 
     async def fetch(self, client: CompletionClient, say: Callable[[str], None]) -> str | None:
-        """Every noted request's digests into the record; the note of those that could not be had (None: all
-        were), said once as a warning."""
-        if not self.flagged:
-            return None
+        """The digests of every request noted since the last fetch into the record, those that could not be had
+        said as one warning; the arm's note of all that could not be had so far (None: every one was)."""
+        todo, self.flagged = self.flagged, []
+        if not todo:
+            return self.note_text()
         from orchestrator.record.tables import TableWriter  # pyarrow: loaded by now (run/prefetch.py)
 
         failed: list[str] = []
         with TableWriter(self.paths, "digests", self.ctx.arm, flush_rows=4096, flush_s=3600) as writer:
-            for request in self.flagged:
+            for request in todo:
                 if (why := await self._one(client, request, writer)) is not None:
                     failed.append(f"{request.request_id}: {why}")
-        if not failed:
+        self.fetched += len(todo)
+        self.failed += failed
+        if failed:
+            phases = ", ".join(dict.fromkeys(r.phase for r in todo))
+            say(f"warning: digests of {len(failed)} of {len(todo)} flagged requests of phase {phases} not recorded "
+                f"(first: {failed[0]}); locate has none for them")
+        return self.note_text()
+
+    def note_text(self) -> str | None:
+        """The arm's `digests_note`: how many of the flagged requests fetched so far have no digests, and why
+        the first (None: none failed)."""
+        if not self.failed:
             return None
-        note = (f"digests of {len(failed)} of {len(self.flagged)} flagged requests not recorded (first: "
-                f"{failed[0]}); locate has none for them")
-        say(f"warning: {note}")
-        return note
+        return (f"digests of {len(self.failed)} of {self.fetched} flagged requests not recorded (first: "
+                f"{self.failed[0]}); locate has none for them")
 
     async def _one(self, client: CompletionClient, request: Flagged, writer: TableWriter) -> str | None:
         """One request's digests written; why not, where they were not."""
@@ -85,7 +105,7 @@ class DigestFetch:
             return "its answer names no id to fetch them by"
         exchange = await client.request("GET", self.path.replace("{request_id}", request.engine_request_id))
         if exchange.status != 200:
-            return f"{exchange.error or 'no answer'}: {exchange.body[:200]!r}"
+            return f"{exchange.error or 'no answer'}: {error_message(exchange.body)}"
         base = {"study": self.ctx.study, "run_id": self.ctx.run_id, "arm": self.ctx.arm,
                 "request_id": request.request_id, "attempt": request.attempt,
                 "engine_request_id": request.engine_request_id}
@@ -96,6 +116,57 @@ class DigestFetch:
         for row in rows:
             writer.append(row)
         return None
+
+
+def error_message(body: bytes) -> str:
+    """What an engine's error answer says: its JSON error's message ({"error": {"message"}}, {"error": "..."},
+    {"detail": "..."}), else the start of its text."""
+    try:
+        doc = json.loads(body)
+    except ValueError:
+        doc = None
+    if isinstance(doc, dict):
+        error = doc.get("error")
+        for said in (error.get("message") if isinstance(error, dict) else error, doc.get("message"),
+                     doc.get("detail")):
+            if isinstance(said, str) and said:
+                return said
+    text = body.decode("utf-8", "replace").strip()
+    return (text[:200] + ("..." if len(text) > 200 else "")) or "an empty answer"
+
+
+def capacity_problems(config: Config, arms: Mapping[str, ResolvedArm]) -> list[str]:
+    """With protocol.request.digests on, a phase that flags more requests than an arm's engine keeps: their
+    digests are fetched after the phase, and by then the engine has dropped the oldest. One line per phase."""
+    if not config.protocol.request.digests:
+        return []
+    kept = {name: resolved.profile.digest_capacity for name, resolved in arms.items()
+            if resolved.profile.capabilities.digests and resolved.profile.digest_capacity is not None}
+    if not kept:
+        return []
+    smallest = min(kept.values())
+    prompts = {prompt_id: prompt_id for prompt_id in config.prompts.prompts}
+    per_phase = Counter(request.phase for group in protocol.plan(config.protocol, "m", prompts)
+                        for request in group if request.body.get(DIGEST_FIELD) is True)
+    found = []
+    for phase, count in per_phase.items():
+        if count > smallest:
+            over = ", ".join(f"'{name}'" for name, capacity in kept.items() if count > capacity)
+            found.append(f"protocol.phases.{phase} flags {count} requests for their digests "
+                         f"(protocol.request.digests), more than the {smallest} the engine of arm(s) {over} keeps: "
+                         f"the oldest would be gone before the phase's fetch; make it at most {smallest} "
+                         f"({len(prompts)} prompt(s) x fewer repeats or batches), or split it into phases")
+    return found
+
+
+def missing_note(paths: RunPaths, arm: str) -> str | None:
+    """The arm's `digests_note` as its run recorded it (the start that ran the protocol): which flagged
+    requests have no digests, and why; None where every one was fetched, or none was asked for."""
+    from orchestrator.record.tables import read_table
+
+    rows = read_table(paths, "arms", columns=["arm", "start", "digests_note"]).to_pylist()
+    notes = [r["digests_note"] for r in rows if r["arm"] == arm and not r["start"] and r["digests_note"]]
+    return "; ".join(dict.fromkeys(notes)) or None
 
 
 def flagged(request_json: str | None) -> bool:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import hashlib
 import json
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -87,9 +87,12 @@ class ProtocolSender:
                  health_path: str, exit_code: Callable[[], int | None], say: Callable[[str], None],
                  engine: EngineProfile, before_group: Callable[[list[protocol.Request]], None] = lambda group: None,
                  stop: StopRule | None = None,
-                 ended: Callable[[list[protocol.Request]], None] = lambda group: None) -> None:
+                 ended: Callable[[list[protocol.Request]], None] = lambda group: None,
+                 phase_over: Callable[[CompletionClient, Callable[[str], None]], Awaitable[object]] | None = None
+                 ) -> None:
         self.ctx, self.prompts, self.writer, self.engine, self.stop = ctx, prompts, writer, engine, stop
         self.ended = ended  # told of each group the stop rule leaves unsent (progress counts it out)
+        self.phase_over = phase_over  # awaited between phases, once a phase's rows are written (run/digests.py)
         self.metrics_path, self.health_path = metrics_path, health_path
         self.exit_code, self.say, self.before_group = exit_code, say, before_group
         self.traced = False  # the engine traces its requests (server_* fields): exact co-residency, no sampling
@@ -109,8 +112,10 @@ class ProtocolSender:
         total, sent, answered, last_said = sum(len(g) for g in groups), 0, 0, time.monotonic()
         first_error: str | None = None
         for position, group in enumerate(groups):
-            if self._held and group[0].phase != self._held[0]["phase"]:
+            if position and group[0].phase != groups[position - 1][0].phase:
                 self._release()
+                if self.phase_over is not None:
+                    await self.phase_over(client, self.say)
             if self._ended(group):
                 self.ended(group)
                 continue  # checked between groups only: a concurrent batch is never cut

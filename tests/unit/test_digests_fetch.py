@@ -10,6 +10,7 @@ import dataclasses
 import itertools
 import json
 from pathlib import Path
+from collections.abc import Callable
 from typing import Any
 
 import httpx
@@ -43,7 +44,7 @@ CTX = RunContext("s", "r1", "a", 12)
 
 def _row(request_id: str, body: dict[str, Any], answer: bytes, status: int = 200) -> dict[str, Any]:
     """A `responses` row as far as the fetch reads it."""
-    return {"request_id": request_id, "attempt": 0, "http_status": status,
+    return {"request_id": request_id, "attempt": 0, "phase": request_id.split("/")[2], "http_status": status,
             "request_json": json.dumps(body, ensure_ascii=False, sort_keys=True), "response_body": answer}
 
 
@@ -137,7 +138,8 @@ def test_the_fetch_writes_each_flagged_answered_request_and_notes_the_rest(tmp_p
     note = asyncio.run(fetch.fetch(client, said.append))
     assert asked == ["/v1/digests/cmpl-1", "/v1/digests/cmpl-2", "/v1/digests/cmpl-3", "/v1/digests/cmpl-4"]
     assert note is not None and note.startswith("digests of 2 of 4 flagged requests not recorded (first: a/p/s/0/4:")
-    assert "HTTP 404" in note and said == [f"warning: {note}"]
+    assert "HTTP 404: No digests for request 'cmpl-3'" in note and "b'" not in note  # the engine's words
+    assert said == [f"warning: {note.replace('requests not', 'requests of phase s not')}"]
     table = read_table(paths, "digests")
     assert table.num_rows == 2 * len(RECORDED["calls"])  # cmpl-4's malformed answer left no partial rows
     assert set(table.column("request_id").to_pylist()) == {"a/p/s/0/0", "a/p/s/0/1"}
@@ -161,45 +163,61 @@ def test_a_run_from_before_digests_reads_an_empty_table(tmp_path: Path) -> None:
     assert empty.num_rows == 0 and empty.schema.names == DIGESTS.names
 
 
-def _hooked_fake(spec: ContainerSpec) -> FakeServer:
+def _hooked(keeps: int = 512, failing: int | None = 2, seen: list[str] | None = None
+            ) -> Callable[[ContainerSpec], FakeServer]:
     """The fake engine with the hooked engine's surface: an id in every answer, the digests of flagged requests
-    (the recorded body), and a 500 for the third flagged request's digests."""
-    ids = itertools.count(1)
-    flagged: list[str] = []
+    (the recorded body), of the last `keeps` only (the oldest go first, as the engine's store), and a 500 for
+    the `failing`-th flagged request's digests (counted from 0). `seen`: "digests" or "completion" per request."""
+    def server(spec: ContainerSpec) -> FakeServer:
+        ids = itertools.count(1)
+        flagged: list[str] = []
 
-    def handler(request: httpx.Request) -> httpx.Response:
-        path = request.url.path
-        if path.startswith("/v1/digests/"):
-            rid = path.rsplit("/", 1)[1]
-            if rid not in flagged:
-                return httpx.Response(404, json={"error": {"message": "not flagged"}})
-            return httpx.Response(500) if flagged.index(rid) == 2 else httpx.Response(200, json={
-                **RECORDED, "request_id": rid})
-        answer = fake_engine._answer(request, False, 0)
-        if path != "/v1/completions":
-            return answer
-        rid = f"cmpl-{next(ids)}"
-        if json.loads(request.content).get("digest") is True:
-            flagged.append(rid)
-        return httpx.Response(200, json={**json.loads(answer.content), "id": rid})
+        def handler(request: httpx.Request) -> httpx.Response:
+            path = request.url.path
+            if path.startswith("/v1/digests/"):
+                (seen if seen is not None else []).append("digests")
+                rid = path.rsplit("/", 1)[1]
+                if rid not in flagged[-keeps:]:
+                    return httpx.Response(404, json={"error": {"message": f"No digests for request '{rid}'"}})
+                return httpx.Response(500) if flagged.index(rid) == failing else httpx.Response(200, json={
+                    **RECORDED, "request_id": rid})
+            answer = fake_engine._answer(request, False, 0)
+            if path != "/v1/completions":
+                return answer
+            (seen if seen is not None else []).append("completion")
+            rid = f"cmpl-{next(ids)}"
+            if json.loads(request.content).get("digest") is True:
+                flagged.append(rid)
+            return httpx.Response(200, json={**json.loads(answer.content), "id": rid})
 
-    return FakeServer(handler=handler, log=["INFO hookedengine version 0.0.fake, torch 2, transformers 5, device cpu, "
-                                            "dtype float32", "INFO Starting server"], commands=fake_engine._commands)
+        return FakeServer(handler=handler, commands=fake_engine._commands, log=[
+            "INFO hookedengine version 0.0.fake, torch 2, transformers 5, device cpu, dtype float32",
+            "INFO Starting server"])
+    return server
 
 
-def test_a_study_with_digests_records_them_before_the_arm_stops(tmp_path: Path) -> None:
+def _study(tmp_path: Path, server: Callable[[ContainerSpec], FakeServer], *overrides: str,
+           phases: dict[str, PhaseConfig] | None = None) -> tuple[RunPaths, StudyRunner, list[str]]:
+    """The smoke protocol with digests (or these `phases`), one arm of the hooked engine (a fake), run on the
+    fake runtime."""
     typed = config.to_typed(config.compose([
         "protocol=smoke", "~arms.wide_batch", "~study.variables.wide_batch", "protocol.request.digests=true",
-        "protocol.phases.sequential.repeats=2", "protocol.phases.concurrent.batches=1"]))
+        "protocol.phases.sequential.repeats=2", "protocol.phases.concurrent.batches=1", *overrides]))
+    typed.protocol.phases = phases or typed.protocol.phases
     for arm in typed.arms.values():
         arm.engine, arm.image, arm.build.context = "transformers_hooked", "fake-hooked", None
     assert profile_for(typed.arms["baseline"].engine).capabilities.digests
     paths = RunPaths(tmp_path / "run")
     said: list[str] = []
-    runner = StudyRunner(typed, paths, "run-digests", FakeRuntime({"fake-hooked": _hooked_fake},
+    runner = StudyRunner(typed, paths, "run-digests", FakeRuntime({"fake-hooked": server},
                                                                   commands=fake_engine._commands), say=said.append)
     runner.run()
     runner.cleanup()
+    return paths, runner, said
+
+
+def test_a_study_with_digests_records_them_before_the_arm_stops(tmp_path: Path) -> None:
+    paths, runner, said = _study(tmp_path, _hooked())
     assert runner.failed == []
     responses = read_table(paths, "responses").to_pylist()
     measured = {r["request_id"] for r in responses if r["role"] == "measured"}
@@ -210,4 +228,37 @@ def test_a_study_with_digests_records_them_before_the_arm_stops(tmp_path: Path) 
     assert table.num_rows == len(fetched) * len(RECORDED["calls"])
     [arm] = read_table(paths, "arms").to_pylist()
     assert arm["status"] == "completed" and arm["digests_note"].startswith("digests of 1 of 12 flagged requests")
-    assert sum("warning: digests of 1 of 12" in line for line in said) == 1
+    assert digests.missing_note(paths, "baseline") == arm["digests_note"]
+    # said once, where it happened: the third flagged request is the sequential phase's
+    assert [line for line in said if "warning" in line] == [
+        "[baseline] warning: digests of 1 of 4 flagged requests of phase sequential not recorded (first: "
+        "baseline/count/sequential/0/0: HTTP 500: an empty answer); locate has none for them"]
+
+
+def test_each_phase_s_digests_are_fetched_before_the_next_phase_starts(tmp_path: Path) -> None:
+    """An engine that keeps 4 requests' digests, a protocol of 2 phases of 4 flagged requests each: fetched
+    only at the arm's end, the first phase's would be gone."""
+    seen: list[str] = []
+    paths, runner, said = _study(tmp_path, _hooked(keeps=4, failing=None, seen=seen),
+                                 "protocol.phases.concurrent.repeats=2")
+    assert runner.failed == [] and not [line for line in said if "warning" in line]
+    assert seen == ["completion"] * 5 + ["digests"] * 4 + ["completion"] * 4 + ["digests"] * 4  # cold, then 2 x 2
+    assert len(set(read_table(paths, "digests").column("request_id").to_pylist())) == 8
+    [arm] = read_table(paths, "arms").to_pylist()
+    assert arm["digests_note"] is None and digests.missing_note(paths, "baseline") is None
+
+
+def test_a_load_phase_s_probes_are_fetched_once_its_windows_are_over(tmp_path: Path) -> None:
+    """A load phase's probe rows are held until its windows are over: written, then fetched, before the next
+    phase starts."""
+    seen: list[str] = []
+    load = LoadConfig(concurrency=2, requests=8, windows=1, probe_every=4, stream=False)
+    paths, runner, said = _study(tmp_path, _hooked(keeps=4, failing=None, seen=seen), phases={
+        "sequential": PhaseConfig(PhaseKind.sequential, 2), "load": PhaseConfig(PhaseKind.load, load=load),
+        "concurrent": PhaseConfig(PhaseKind.concurrent, 2, 1)})
+    assert runner.failed == [], said
+    probes = [r for r in read_table(paths, "responses").to_pylist() if r["phase"] == "load" and r["role"] == "measured"]
+    assert len(probes) == 2
+    assert seen == ["completion"] * 5 + ["digests"] * 4 + ["completion"] * 8 + ["digests"] * 2 \
+        + ["completion"] * 4 + ["digests"] * 4
+    assert len(set(read_table(paths, "digests").column("request_id").to_pylist())) == 4 + 2 + 4
