@@ -102,7 +102,7 @@ def compare(sources: RunPaths | list[RunPaths], baseline: str | None = None,
     result.pooled = _pooled(result.cells)
     result.explorer, result.pair_explorer, result.explorer_left_out = acc.explore.finish(labelled(sources),
                                                                                           result.pairs, footers)
-    locate.attach(result.explorer, labelled(sources))  # where inside the model, where the run has digests
+    result.inside = locate.attach(result.explorer, labelled(sources))  # where the run has digests
     return result
 
 

@@ -4,45 +4,72 @@ different for the same request, from the digests a hooked engine recorded (the `
 The pair: the cell's two branches as the explorer has them (representatives of its two most common signatures,
 each the first request of its branch with digests); where the cell has one signature (or `against` names a
 phase), a request of the cell (the one with digests that ran in the largest batch) against one of the same arm
-and prompt in a sequential phase (`against`, else the first sequential phase). Their digests are walked in call
-order (analysis/locate_walk.py) to the first difference; there the margin at the first flipped token and the op
-probe at the module's shapes (analysis/locate_probe.py). The explorer's cells get the same result
-(`attach`, `Explored.inside`).
+and prompt in another phase (`against`; else, for a cell that ran beside others, the first sequential phase, and
+for a sequential cell the first phase that is not). Their digests are walked in call order
+(analysis/locate_walk.py) to the first difference; there the margin at the first flipped token and the op probe
+at the module's shapes (analysis/locate_probe.py). The explorer's cells and the report's "Where inside the model"
+get the same result (`attach`: `Explored.inside`, `Comparison.inside`).
 """
 
 from __future__ import annotations
 
+import shlex
 from collections import Counter
 from typing import Any, NoReturn
 
 from orchestrator.analysis import locate_read
-from orchestrator.analysis.locate_probe import probe_ask
-from orchestrator.analysis.locate_results import Located, Margin, Side, TopTwo
+from orchestrator.analysis.locate_probe import not_applicable, probe_ask
+from orchestrator.analysis.locate_results import CellInside, Located, Margin, Side, TopTwo
 from orchestrator.analysis.locate_walk import by_step, walk
 from orchestrator.analysis.results import SIGNATURE_BASES, Explored
 from orchestrator.engines import ENGINES
-from orchestrator.errors import ConfigError, RecordError
+from orchestrator.errors import ConfigError, RecordError, did_you_mean
 from orchestrator.record.paths import RunPaths
 
 
 def locate(paths: RunPaths, label: str, against: str | None = None) -> Located:
     """One cell's pair, walked; bad input (no such cell, no digests) is one RecordError or ConfigError line."""
     arm, prompt_id, phase = _split(label)
-    return _located(paths, label, _pair(paths, arm, prompt_id, phase, against, locate_read.digested(paths)))
+    rows = locate_read.answers(paths, arm, prompt_id)
+    if not rows:
+        _unknown(paths, label, arm, prompt_id)
+    return _located(paths, label, _pair(paths, rows, phase, against, locate_read.digested(paths)))
 
 
-def attach(explored: list[Explored], sources: list[tuple[RunPaths, str]]) -> None:
-    """Each explored cell of a run with digests gets its `inside` (a cell whose pair lacks digests: none)."""
+def attach(explored: list[Explored], sources: list[tuple[RunPaths, str]]) -> list[CellInside]:
+    """A run with digests: each explored cell gets its `inside`, and every cell that ran beside others (not
+    sequential) with digests its answer line against its default pair (the report's "Where inside the model")."""
     if len(sources) != 1 or not locate_read.has_digests(sources[0][0]):
-        return
+        return []
     paths = sources[0][0]
     have = locate_read.digested(paths)
+    by_prompt: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for row in locate_read.answers(paths):
+        by_prompt.setdefault((row["arm"], row["prompt_id"]), []).append(row)
+    cells = {(r["arm"], r["prompt_id"], r["phase"]): r["phase_kind"] for rows in by_prompt.values() for r in rows
+             if _key(r) in have}
+    found: dict[str, Located | str] = {}
+
+    def answer(arm: str, prompt_id: str, phase: str) -> Located | str:
+        label = f"{arm}/{prompt_id}/{phase}"
+        if label not in found:
+            try:
+                found[label] = _located(paths, label, _pair(paths, by_prompt.get((arm, prompt_id), []), phase, None,
+                                                            have))
+            except (RecordError, ConfigError) as exc:
+                found[label] = str(exc)
+        return found[label]
+
     for cell in explored:
-        try:
-            pair = _pair(paths, cell.arm, cell.prompt_id, cell.phase, None, have)
-        except (RecordError, ConfigError):
-            continue  # this cell's requests were not flagged: the section is left out
-        cell.inside = _located(paths, cell.label, pair)
+        got = answer(cell.arm, cell.prompt_id, cell.phase)
+        cell.inside = got if isinstance(got, Located) else None  # a pair without digests: no section
+    out = []
+    for (arm, prompt_id, phase), kind in cells.items():
+        if kind != "sequential":
+            got, label = answer(arm, prompt_id, phase), f"{arm}/{prompt_id}/{phase}"
+            out.append(CellInside(label, shlex.join(["orchestrator", "locate", str(paths.root), "--cell", label]),
+                                  got if isinstance(got, Located) else None, got if isinstance(got, str) else None))
+    return out
 
 
 def _split(label: str) -> tuple[str, str, str]:
@@ -52,21 +79,29 @@ def _split(label: str) -> tuple[str, str, str]:
     return parts[0], parts[1], parts[2]
 
 
+def _unknown(paths: RunPaths, label: str, arm: str, prompt_id: str) -> NoReturn:
+    """No answers of ARM/PROMPT: the closest arm, prompt or cell the run has."""
+    rows = locate_read.answers(paths)
+    arms, prompts = {r["arm"] for r in rows}, {r["prompt_id"] for r in rows}
+    name, value, names = ("arm", arm, arms) if arm not in arms else ("prompt", prompt_id, prompts) \
+        if prompt_id not in prompts else ("cell", label, {f"{r['arm']}/{r['prompt_id']}/{r['phase']}" for r in rows})
+    raise ConfigError(f"--cell {label}: no {name} {value!r} with answers in {paths.root}.{did_you_mean(value, names)}")
+
+
 _Pair = tuple[str, Side, Side, dict[str, int]]  # words, the two sides, request id -> attempt
 
 
-def _pair(paths: RunPaths, arm: str, prompt_id: str, phase: str, against: str | None,
+def _pair(paths: RunPaths, rows: list[dict[str, Any]], phase: str, against: str | None,
           have: dict[tuple[str, int], int]) -> _Pair:
+    """`rows`: the measured answers of the cell's arm and prompt, every phase."""
+    arm, prompt_id = rows[0]["arm"], rows[0]["prompt_id"]
     label = f"{arm}/{prompt_id}/{phase}"
-    rows = locate_read.answers(paths, arm, prompt_id)
     cell = [r for r in rows if r["phase"] == phase]
+    phases = list(dict.fromkeys(r["phase"] for r in rows))
     if not cell:
-        phases = sorted({r["phase"] for r in rows})
-        raise ConfigError(f"--cell {label}: no such cell with answers in {paths.root}" + (
-            f" (phases of {arm}/{prompt_id}: {', '.join(phases)})" if phases else "; `orchestrator show RUN` lists "
-            "the cells"))
-    basis = next((c for c in SIGNATURE_BASES.values() if all(r[c] is not None for r in cell)), None)
-    counts = Counter(r[basis] if basis else None for r in cell)
+        raise ConfigError(f"--cell {label}: no such cell with answers in {paths.root}.{did_you_mean(phase, phases)}")
+    basis = _basis(cell)
+    counts = Counter(_signature(r, basis) for r in cell)
     if against is None and len(counts) > 1:
         (first, n_first), (second, n_second) = counts.most_common(2)
         sides = [_side(_first(cell, basis, sig, have), basis, n) for sig, n in ((first, n_first), (second, n_second))]
@@ -80,24 +115,43 @@ def _pair(paths: RunPaths, arm: str, prompt_id: str, phase: str, against: str | 
     if not mine:
         _no_digests(paths, label)
     chosen = max(mine, key=lambda r: have[_key(r)])  # the first of the largest prefill batch
-    other_phase = against or next((r["phase"] for r in rows if r["phase_kind"] == "sequential"
-                                   and r["phase"] != phase), None)
+    others = [p for p in phases if p != phase]
+    sequential = cell[0]["phase_kind"] == "sequential"
+    kinds = {r["phase"]: r["phase_kind"] for r in rows}
+    other_phase = against or next((p for p in others if (kinds[p] == "sequential") != sequential), None)
     if other_phase is None:
-        raise ConfigError(f"cell {label} has one signature and {arm}/{prompt_id} ran in no other sequential phase to "
-                          "compare it against: pass --against PHASE, or add a sequential phase to the protocol")
+        which = "non-sequential" if sequential else "sequential"
+        raise ConfigError(f"cell {label} has one signature and {arm}/{prompt_id} ran in no {which} phase to compare "
+                          f"it against: pass --against PHASE ({_valid(others)})")
     theirs = [r for r in rows if r["phase"] == other_phase and r is not chosen]
     if not theirs:
         raise ConfigError(f"--against {other_phase}: {arm}/{prompt_id} has no answers in phase {other_phase} "
-                          f"(phases: {', '.join(sorted({r['phase'] for r in rows}))})")
-    other = next((r for r in theirs if _key(r) in have), None)
-    if other is None:
+                          f"({_valid(others)})")
+    digested = [r for r in theirs if _key(r) in have]
+    if not digested:
         _no_digests(paths, f"{arm}/{prompt_id}/{other_phase}")
-    a, b = _side(chosen, basis, counts[chosen[basis] if basis else None]), _side(other, basis, 1)
-    assert a is not None and b is not None
-    why = "one signature" if len(counts) == 1 else "--against"
+    other = max(digested, key=lambda r: have[_key(r)])
+    their_basis = _basis([r for r in rows if r["phase"] == other_phase])
+    a = Side(**_where(chosen, basis), requests=counts[_signature(chosen, basis)])
+    b = Side(**_where(other, their_basis), requests=sum(_signature(r, their_basis) == _signature(other, their_basis)
+                                                         for r in rows if r["phase"] == other_phase))
+    why = "--against" if against else f"one signature, so the first {'non-' if sequential else ''}sequential phase"
     words = (f"a request of the cell (batch of {have[_key(chosen)]} in its prefill) against one of phase "
-             f"{other_phase} ({other['phase_kind']}); {why}")
+             f"{other_phase} ({other['phase_kind']}, batch of {have[_key(other)]} in its prefill); {why}")
     return words, a, b, {a.request_id: _attempt(rows, a.request_id), b.request_id: _attempt(rows, b.request_id)}
+
+
+def _valid(phases: list[str]) -> str:
+    return f"phases it can take: {', '.join(phases)}" if phases else "the arm and prompt ran in no other phase"
+
+
+def _basis(cell: list[dict[str, Any]]) -> str | None:
+    """The signature column every request of the cell has (None: not signed)."""
+    return next((c for c in SIGNATURE_BASES.values() if all(r[c] is not None for r in cell)), None)
+
+
+def _signature(row: dict[str, Any], basis: str | None) -> str | None:
+    return row[basis] if basis else None
 
 
 def _key(row: dict[str, Any]) -> tuple[str, int]:
@@ -110,13 +164,16 @@ def _attempt(rows: list[dict[str, Any]], request_id: str) -> int:
 
 def _first(cell: list[dict[str, Any]], basis: str | None, signature: str | None,
            have: dict[tuple[str, int], int]) -> dict[str, Any] | None:
-    return next((r for r in cell if (r[basis] if basis else None) == signature and _key(r) in have), None)
+    return next((r for r in cell if _signature(r, basis) == signature and _key(r) in have), None)
+
+
+def _where(row: dict[str, Any], basis: str | None) -> dict[str, Any]:
+    return {"request_id": row["request_id"], "phase": row["phase"], "phase_kind": row["phase_kind"] or "",
+            "signature": _signature(row, basis)}
 
 
 def _side(row: dict[str, Any] | None, basis: str | None, requests: int) -> Side | None:
-    if row is None:
-        return None
-    return Side(row["request_id"], row["phase"], row["phase_kind"] or "", row[basis] if basis else None, requests)
+    return None if row is None else Side(**_where(row, basis), requests=requests)
 
 
 def _no_digests(paths: RunPaths, label: str) -> NoReturn:
@@ -139,6 +196,8 @@ def _located(paths: RunPaths, label: str, pair: _Pair) -> Located:
                       found.one_sided_calls, found.one_sided_steps, found.difference)
     located.margin = margin(locate_read.tokens(paths, attempts), a.request_id, b.request_id)
     if found.difference is not None:
+        located.no_probe = not_applicable(found.difference)
+    if found.difference is not None and located.no_probe is None:
         device = locate_read.device_and_dtype(paths, label.split("/")[0])
         located.probe = probe_ask(found.difference, steps[a.request_id][found.difference.step],
                                   label.split("/")[0], str(paths.root), device)

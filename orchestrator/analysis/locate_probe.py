@@ -2,7 +2,9 @@
 study's arm: its image, or its interpreter and code). A Linear: the GEMM probe at M (the batch's rows), K and N;
 an RMSNorm: the ops probe's rmsnorm at M rows of its width; a split between an attention module's projections:
 the ops probe's decode (or, in the prefill, prefill) attention at the heads, KV heads and head dim read off the
-q/k projections and the rotary embedding, over the step's context, at the two batch sizes."""
+q/k projections and the rotary embedding, over the step's context, at the two batch sizes. A GEMM or norm split
+with the same M on both sides gets no probe (`not_applicable`); an attention split on a packed row (continuous
+batching) gets one with a note that its padded sequences cannot settle it."""
 
 from __future__ import annotations
 
@@ -16,6 +18,22 @@ from orchestrator.analysis.locate_results import BETWEEN, Difference, ProbeAsk
 PRESETS = {"cpu": ("cpu_small", "ops_cpu_small"), "cuda": ("h200_default", "ops_h200")}
 GEMM_DTYPES = ("fp32", "bf16")  # the GEMM probe's plain arms
 ATTENTION_ARM = "eager"  # matmul, softmax in fp32, matmul: the ops probe's stand-in for eager attention
+
+
+def not_applicable(difference: Difference) -> str | None:
+    """Why no op probe can speak to this split: a GEMM's or a norm's output split with the same M on both sides
+    is not that op's variance with M (what the probes sweep)."""
+    if difference.kind == BETWEEN or difference.a.rows_total != difference.b.rows_total:
+        return None
+    op = "GEMM" if difference.module_type == "Linear" else "norm" if difference.module_type.endswith("RMSNorm") \
+        else None
+    if op is None:
+        return None
+    a, b = difference.a, difference.b
+    window = f" (what differs is the window: {a.batch_size} vs {b.batch_size} requests)" \
+        if a.batch_size != b.batch_size else ""
+    return (f"M equal on both sides ({a.rows_total} vs {b.rows_total}): not the {op}'s variance with M{window}; "
+            "the op probe does not apply")
 
 
 def probe_ask(difference: Difference, step_rows: list[dict[str, Any]], arm: str, run_dir: str,
@@ -56,12 +74,20 @@ def _attention(difference: Difference, step_rows: list[dict[str, Any]], dtype: s
     head_dim = _head_dim(step_rows, inside)
     if head_dim is None:
         return None
+    packed = [side.rows_total for side in (difference.a, difference.b) if side.packed]
+    if packed:
+        said = (f"a packed batch: every request's tokens in one row [1, T, H], T = {' vs '.join(map(str, packed))}; "
+                "the probe runs padded sequences, not a packed row, so its verdict can neither confirm nor refute "
+                "this split")
+        unknown = f"{unknown}; {said}" if unknown else said
     shape = {"heads": last["q_proj"]["out_shape"][-1] // head_dim, "kv_heads": last["k_proj"]["out_shape"][-1]
              // head_dim, "head_dim": head_dim, "context": difference.a.context_tokens}
     op = "prefill_attention" if difference.step == 0 else "decode_attention"
     entry = {"op": op, "arms": [ATTENTION_ARM, "sdpa_math"], **shape, "dtype": dtype}
     sets = [f"ops={json.dumps({'attention': entry})}", f"m={json.dumps(sizes)}", *common]
-    return _ask(op, preset, sets, shape, sizes, arm, run_dir, unknown)
+    ask = _ask(op, preset, sets, shape, sizes, arm, run_dir, unknown)
+    ask.packed = bool(packed)
+    return ask
 
 
 def _head_dim(step_rows: list[dict[str, Any]], inside: list[dict[str, Any]]) -> int | None:

@@ -20,9 +20,9 @@ if TYPE_CHECKING:  # pyarrow.dataset imports pandas: only where a run has digest
 
 ANSWER = ["request_id", "attempt", "arm", "prompt_id", "phase", "phase_kind", "role", "start", "error",
           *SIGNATURE_BASES.values()]
-DIGEST = ["request_id", "attempt", "engine_request_id", "step", "call", "module", "module_type", "rows_total",
-          "in_shape", "out_shape", "in_hash", "out_hash", "out_sum", "out_absmax", "out_norm", "out_head",
-          "batch_size", "context_tokens"]
+DIGEST = ["request_id", "attempt", "engine_request_id", "step", "call", "module", "module_type", "rows_start",
+          "rows_stop", "rows_total", "in_shape", "out_shape", "in_hash", "out_hash", "out_sum", "out_absmax",
+          "out_norm", "out_head", "batch_size", "context_tokens"]
 # The engine's startup line names both ("..., device cpu, dtype float32"); the probe takes fp32 or bf16
 STARTED = re.compile(r"device (\w+)\S*, dtype (\w+)")
 PROBE_DTYPES = {"float32": "fp32", "bfloat16": "bf16", "float16": "fp16"}
@@ -36,11 +36,14 @@ def has_digests(paths: RunPaths) -> bool:
     return bool(parts(paths, "digests"))
 
 
-def answers(paths: RunPaths, arm: str, prompt_id: str) -> list[dict[str, Any]]:
-    """The measured answers of the arm's first start to the prompt, latest attempts, without an error."""
+def answers(paths: RunPaths, arm: str | None = None, prompt_id: str | None = None) -> list[dict[str, Any]]:
+    """The measured answers of the arm's first start to the prompt (None: every arm, every prompt), latest
+    attempts, without an error."""
     table = read_table(paths, "responses", ANSWER)
-    keep = pc.and_(pc.equal(table.column("arm"), arm), pc.equal(table.column("prompt_id"), prompt_id))
-    rows = table.filter(keep).to_pylist()
+    if arm is not None and prompt_id is not None:
+        table = table.filter(pc.and_(pc.equal(table.column("arm"), arm), pc.equal(table.column("prompt_id"),
+                                                                                  prompt_id)))
+    rows = table.to_pylist()
     return [r for r in rows if r["role"] in ("measured", None) and not r["start"] and r["error"] is None]
 
 

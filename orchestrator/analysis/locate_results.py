@@ -37,6 +37,13 @@ class Call:
     out_shape: list[int]
     batch_size: int  # requests in that engine step
     context_tokens: int  # that step's context (prompt plus tokens so far) of the request
+    own_rows: int = 0  # the request's own rows of `rows_total` (0: not known)
+
+    @property
+    def packed(self) -> bool:
+        """Several requests' tokens side by side in one row ([1, T, H], continuous batching)."""
+        return bool(self.out_shape) and self.out_shape[0] == 1 and self.batch_size > 1 and \
+            self.rows_total > self.own_rows > 0
 
 
 @dataclass
@@ -88,6 +95,7 @@ class ProbeAsk:
     arm: str  # the study's arm it runs as (its image, or its interpreter and code)
     command: str  # the exact command line
     note: str | None = None  # what could not be read from the digests, or why no probe matches
+    packed: bool = False  # the split ran on a packed row the probe does not run: its verdict cannot settle it
 
 
 @dataclass
@@ -112,6 +120,7 @@ class Located:
     difference: Difference | None = None  # None: identical digests over what was compared
     margin: Margin | None = None  # None: the two answers' token ids never differ
     probe: ProbeAsk | None = None
+    no_probe: str | None = None  # why the op probe does not apply to this split (e.g. M equal on both sides)
     verdict: ProbeVerdict | None = None
 
     @classmethod
@@ -130,3 +139,19 @@ class Located:
                 out[name] = kind(**data[name])
         known = {f.name for f in fields(cls)}
         return cls(**{k: v for k, v in out.items() if k in known})
+
+
+@dataclass
+class CellInside:
+    """A cell that ran beside other requests, in a run with digests: `locate` on its default pair (the report's
+    "Where inside the model"), and the command that shows the details."""
+
+    label: str  # ARM/PROMPT/PHASE
+    command: str  # `orchestrator locate RUN --cell LABEL`
+    located: Located | None = None
+    refused: str | None = None  # why no pair could be taken (one line, as `locate` says it)
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> CellInside:
+        located = Located.from_json(data["located"]) if data.get("located") else None
+        return cls(data["label"], data["command"], located, data.get("refused"))

@@ -90,7 +90,7 @@ def difference(step: int, x: Row, y: Row, before: Row | None, inputs_differ: boo
 def _call(row: Row) -> Call:
     return Call(int(row["call"]), row["module"], row["module_type"], int(row["rows_total"]),
                 list(row["in_shape"] or []), list(row["out_shape"] or []), int(row["batch_size"]),
-                int(row["context_tokens"]))
+                int(row["context_tokens"]), int(row["rows_stop"] or 0) - int(row["rows_start"] or 0))
 
 
 def _relative(p: float | None, q: float | None) -> float | None:

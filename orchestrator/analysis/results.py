@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from orchestrator.analysis.locate_results import Located
+from orchestrator.analysis.locate_results import CellInside, Located
 
 # A cell's signature: the finest one every warm response has (engines differ in what they return), finest
 # first: the basis name -> the responses column holding its hash.
@@ -263,6 +263,7 @@ class Comparison:
     explorer: list[Explored] = field(default_factory=list)  # every cell with more than one signature
     pair_explorer: list[Explored] = field(default_factory=list)  # every A/B pair that differs
     explorer_left_out: int = 0  # cells and pairs past explorer.MAX_EXPLORED, counted only
+    inside: list[CellInside] = field(default_factory=list)  # a run with digests: where each cell split inside
 
     def to_json(self) -> dict[str, Any]:
         """As report.json holds it (a position series keeps only the series it has)."""
@@ -271,4 +272,6 @@ class Comparison:
         for explored in [*out["explorer"], *out["pair_explorer"]]:
             if explored["inside"] is None:  # only a run with digests has it (analysis/locate.py)
                 del explored["inside"]
+        if not out["inside"]:  # only a run with digests has it
+            del out["inside"]
         return out

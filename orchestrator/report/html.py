@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 from orchestrator.analysis.results import Comparison, PairCheck
 from orchestrator.config.noise_floor import copy_name
-from orchestrator.report import cost_md, explorer_html, svg
+from orchestrator.report import cost_md, explorer_html, locate, svg
 from orchestrator.report.environment import markdown_section as environment_section
 from orchestrator.report.markdown import details, opening, title, verdict
 
@@ -200,7 +200,9 @@ def to_html(report: StudyReport) -> str:
     body = [section("title", title(report)), section("opening", opening(report)), section("verdict", verdict(report)),
             section("environment", environment_section(report.environment)),
             '<section id="pictures">\n<h2>Pictures</h2>\n' + "\n".join(figures) + "\n</section>",
-            explorer_html.section(report.comparison), section("details", details(report))]
+            explorer_html.section(report.comparison),
+            *([section("inside", inside)] if (inside := locate.section(report.comparison.inside)) else []),
+            section("details", details(report))]
     return (f"<!doctype html><html lang='en'><head><meta charset='utf-8'>"
             f"<meta name='viewport' content='width=device-width'><title>{html.escape(report.study)}: "
             f"{html.escape(report.run_id)}</title><style>{STYLE}{explorer_html.STYLE}</style></head><body>\n"

@@ -13,10 +13,12 @@ from pathlib import Path
 from typing import Any
 
 from orchestrator.analysis.attribution import Attribution
+from orchestrator.analysis.locate_results import CellInside
 from orchestrator.config.catalog import line
 from orchestrator.console import Outcome, answer
 from orchestrator.errors import ConfigError, RecordError
 from orchestrator.record.paths import RunPaths
+from orchestrator.report.locate import SECTION, answer_line
 from orchestrator.report.probes import attribution_line
 
 
@@ -109,9 +111,13 @@ def show(run_dir: Path) -> str:
                 f"    GPU {arm.get('gpu') or 'none'}; CUDA {arm.get('cuda') or '-'}; host {arm.get('host')}; "
                 f"matrix key {arm.get('matrix_key') or '-'}",
                 f"    $ {arm.get('command') or '(not recorded)'}"]
+        out += [f"    digests not recorded: {arm['digests_note']}"] if arm.get("digests_note") else []
     out += ["", *(f"{what}: {command}" for what, command in (env.get("commands") or {}).items())]
     found = [Attribution.from_json(a) for a in report.get("attribution") or []]
     out += ["", "candidate causes (kernel probes):", *map(attribution_line, found)] if found else []
+    inside = [CellInside.from_json(c) for c in report.get("inside") or []]
+    out += ["", f"{SECTION.lower()} (digests):", *(f"  {c.label}: {answer_line(c)}" for c in inside),
+            f"`orchestrator locate {run_dir} --cell ARM/PROMPT/PHASE`: the details"] if inside else []
     return "\n".join([*out, *diverged(report, run_dir)])
 
 
@@ -172,6 +178,12 @@ def show_cell(run_dir: Path, label: str) -> str:
         raise ConfigError(line("unknown-name", "--cell", label, list(explored) or cells))
     reason = "it has one signature" if label not in diverged_labels(report) else \
         f"the report explores at most a limited number; `orchestrator compare {run_dir}` re-makes it"
+    from orchestrator.analysis.locate_read import has_digests  # pyarrow.compute: only here
+
+    if has_digests(RunPaths(run_dir)):
+        beside = {c["label"] for c in report.get("inside") or []}  # the cells that ran beside others
+        reason += (f"; `orchestrator locate {run_dir} --cell {label}` compares its digests against "
+                   f"{'a sequential request' if label in beside else 'a request of another phase'}")
     raise RecordError(f"cell {label} has no explorer in {run_dir}/report.json: {reason}")
 
 

@@ -1,10 +1,11 @@
 """`orchestrator locate`'s answer as plain text: the first line says where the two requests first split inside the
 model (or that their digests are identical), the lines after it the details. `inside_lines` is the explorer's
-"Where inside the model" section (the terminal, report.md and report.html render the same lines)."""
+"Where inside the model" section (the terminal, report.md and report.html render the same lines); `section` the
+report's and `show RUN`'s: each cell that ran beside others, its answer line and the command for the rest."""
 
 from __future__ import annotations
 
-from orchestrator.analysis.locate_results import BETWEEN, Difference, Located, Margin, Side, TopTwo
+from orchestrator.analysis.locate_results import BETWEEN, CellInside, Difference, Located, Margin, Side, TopTwo
 
 SECTION = "Where inside the model"
 
@@ -23,7 +24,7 @@ def headline(located: Located) -> str:
     if diff is None:
         return (f"identical digests: {located.calls_compared} module calls in {located.steps_compared} steps "
                 "compared, no difference")
-    sizes = f"batch {diff.a.batch_size} vs {diff.b.batch_size}, M {diff.a.rows_total} vs {diff.b.rows_total}"
+    sizes = f"{_batches(diff)}, M {diff.a.rows_total} vs {diff.b.rows_total}"
     if diff.kind == BETWEEN:
         where = f"inside {diff.parent}" if diff.parent else "in the model's own forward"
         before = f"between {_short(diff.before)} and {_short(diff.module)}" if diff.before else \
@@ -32,6 +33,16 @@ def headline(located: Located) -> str:
                 f"{_short(diff.module)}'s input differs, every earlier output identical; {sizes}")
     said = "input identical, output differs" if diff.input_recorded else "output differs (no input recorded)"
     return f"first split: {_step(diff.step)}, {diff.module} ({diff.module_type}): {said}; {sizes}"
+
+
+def _batches(diff: Difference) -> str:
+    """'batch 4 vs 1'; 'window of 4 vs 1' where the rows are the same (each request computed alone in its
+    window); a packed row (continuous batching) said."""
+    a, b = diff.a, diff.b
+    if a.rows_total == b.rows_total and a.batch_size != b.batch_size:
+        return f"window of {a.batch_size} vs {b.batch_size}"
+    packed = " (packed in one row)" if a.packed or b.packed else ""
+    return f"batch {a.batch_size} vs {b.batch_size}{packed}"
 
 
 def _side(name: str, side: Side) -> str:
@@ -55,8 +66,9 @@ def _difference(diff: Difference) -> list[str]:
             f"{diff.b.out_shape}",
             f"  max-abs difference over the first output values: {_number(diff.max_abs_diff)}; relative difference"
             f" of sum {_number(diff.rel_sum)}, norm {_number(diff.rel_norm)}, abs-max {_number(diff.rel_absmax)}",
-            f"  batch size {diff.a.batch_size} vs {diff.b.batch_size}; rows (M) {diff.a.rows_total} vs "
-            f"{diff.b.rows_total}; context {diff.a.context_tokens} vs {diff.b.context_tokens} tokens"]
+            f"  {_batches(diff)} requests; rows (M) {diff.a.rows_total} vs {diff.b.rows_total}, the request's own "
+            f"{diff.a.own_rows} vs {diff.b.own_rows}; context {diff.a.context_tokens} vs {diff.b.context_tokens} "
+            "tokens"]
     return out
 
 
@@ -91,6 +103,8 @@ def _probe(located: Located) -> list[str]:
     if located.difference is None:
         return []
     ask = located.probe
+    if located.no_probe is not None:
+        return [f"op probe: {located.no_probe}"]
     if ask is None:
         return ["op probe: none matches this module (the probes run GEMMs, RMSNorm and attention)"]
     shape = ", ".join(f"{k} {v}" for k, v in ask.shape.items())
@@ -98,7 +112,8 @@ def _probe(located: Located) -> list[str]:
            f"{', '.join(map(str, ask.m))}:", f"  {ask.command}"]
     out += [f"  ({ask.note})"] if ask.note else []
     if located.verdict is not None:
-        out.append(f"  on this machine: {located.verdict.said}")
+        out.append(f"  on this machine: {located.verdict.said}" + (
+            " (padded sequences: this can neither confirm nor refute the split on a packed row)" if ask.packed else ""))
     return out
 
 
@@ -113,3 +128,19 @@ def inside_lines(located: Located) -> list[str]:
 def render(located: Located) -> str:
     """`orchestrator locate`'s stdout."""
     return "\n".join([*inside_lines(located)[:1], "", f"cell {located.label}", *inside_lines(located)[1:]])
+
+
+def answer_line(cell: CellInside) -> str:
+    """`locate`'s first line for the cell against its default pair, or why it has no pair."""
+    return headline(cell.located) if cell.located is not None else f"no pair: {cell.refused}"
+
+
+def section(cells: list[CellInside]) -> list[str]:
+    """report.md's (and so report.html's) section; none for a run without digests."""
+    if not cells:
+        return []
+    return [f"## {SECTION}", "", "Each cell that ran beside other requests, from the digests the engine recorded: "
+            "the first module call where its request's rows differ from the same request's in its default pair "
+            "(its two branches; one signature: a sequential request), as `orchestrator locate` says it first. The "
+            "command gives the details: the shapes, the margin at the first flipped token, the op probe.", "",
+            *(f"- `{cell.label}`: {answer_line(cell)}; details: `{cell.command}`" for cell in cells), ""]

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 from orchestrator.analysis.results import BASIS_WORDS, BatchCheck, Cell, Comparison, Divergence, WaveTime
 from orchestrator.analysis.stats import ALPHA
 from orchestrator.config.noise_floor import copy_name
-from orchestrator.report import cost_md, explorer_md
+from orchestrator.report import cost_md, explorer_md, locate
 from orchestrator.report.environment import markdown_section as environment_section
 from orchestrator.report.guard import markdown_section
 from orchestrator.report.headline import COMPARED_ON, compared_on, stopped_rate, unobserved
@@ -132,7 +132,8 @@ def no_difference(cells: list[Cell], pairs_differ: int = 0, why: Mapping[str, st
 
 def markdown(report: StudyReport) -> str:
     return "\n".join([*title(report), *opening(report), *verdict(report), *environment_section(report.environment),
-                      *_timings(report), *explorer_md.section(report.comparison), *details(report)])
+                      *_timings(report), *explorer_md.section(report.comparison),
+                      *locate.section(report.comparison.inside), *details(report)])
 
 
 def timings_line(seconds: dict[str, float], waves: Sequence[WaveTime] = ()) -> str:

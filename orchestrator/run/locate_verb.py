@@ -42,7 +42,9 @@ def locate_verb(argv: list[str]) -> Outcome:
     if not args.probe:
         return answer(render(located))
     if located.probe is None:
-        return answer(render(located)) + note("--probe: no op probe matches the first difference; nothing ran")
+        why = "the op probe does not apply to this split (above)" if located.no_probe else \
+            "no op probe matches the first difference" if located.difference else "identical digests, no split"
+        return answer(render(located)) + note(f"--probe: {why}; nothing ran")
     located.verdict = run_probe(located.probe, args.run_dir, args.docker_host)
     return answer(render(located))
 
@@ -74,5 +76,5 @@ def verdict(rows: list[dict[str, Any]]) -> ProbeVerdict:
     if not changed:
         return ProbeVerdict(False, f"not M-variant: row 0 bitwise identical at M = {sizes} "
                                    f"({', '.join(sorted({str(r['arm']) for r in ran}))})")
-    said = "; ".join(f"{arm} from M = {min(ms)} (at {', '.join(map(str, sorted(ms)))})" for arm, ms in changed.items())
-    return ProbeVerdict(True, f"M-variant: row 0 changes with M: {said}")
+    said = "; ".join(f"{arm} at M = {', '.join(map(str, sorted(ms)))}" for arm, ms in changed.items())
+    return ProbeVerdict(True, f"M-variant: row 0 differs from its value at M = 1 for {said}")

@@ -29,12 +29,15 @@ MODULES = [("model.embed_tokens", "Embedding", HIDDEN), ("model.rotary_emb", "Ll
 
 
 def _digests(request_id: str, batch: int, steps: int = 3, split: tuple[int, str, str] | None = None,
-             extra: str | None = None) -> list[dict[str, Any]]:
+             extra: str | None = None, layout: str = "padded") -> list[dict[str, Any]]:
     """Every call's rows; from `split` (step, module, "in" or "out") on, hashes differ (so do later inputs);
-    `extra`: a module called a second time in step 0 (another split of the same work)."""
+    `extra`: a module called a second time in step 0 (another split of the same work). `layout`: "padded", a
+    static batch [batch, L, H]; "alone", the request computed alone in a window of `batch` ([1, L, H]);
+    "packed", every request's tokens in one row ([1, batch * L, H], continuous batching)."""
     rows, changed = [], False
     for step in range(steps):
         length = PROMPT_TOKENS if step == 0 else 1
+        lead, per_row = {"padded": (batch, length), "alone": (1, length), "packed": (1, batch * length)}[layout]
         modules = [*MODULES[:4], (extra, "Linear", HIDDEN), *MODULES[4:]] if extra and step == 0 else MODULES
         for call, (module, kind, width) in enumerate(modules):
             in_changed = changed or split == (step, module, "in")
@@ -43,8 +46,8 @@ def _digests(request_id: str, batch: int, steps: int = 3, split: tuple[int, str,
             rows.append({
                 "study": "s", "run_id": "r", "arm": "hooked", "request_id": request_id, "attempt": 0,
                 "engine_request_id": f"cmpl-{request_id}", "step": step, "call": call, "module": module,
-                "module_type": kind, "rows_start": 0, "rows_stop": length, "rows_total": batch * length,
-                "in_shape": [batch, length, HIDDEN], "out_shape": [batch, length, width],
+                "module_type": kind, "rows_start": 0, "rows_stop": length, "rows_total": lead * per_row,
+                "in_shape": [lead, per_row, HIDDEN], "out_shape": [lead, per_row, width],
                 "in_hash": None if kind == "Embedding" else ("x" if in_changed else "") + f"in-{step}-{module}",
                 "in_sum": 1.0, "in_absmax": 1.0, "out_hash": f"{tag}out-{step}-{module}",
                 "out_sum": 2.0 + (0.001 if changed else 0.0), "out_absmax": 1.0, "out_norm": 3.0,
@@ -126,7 +129,8 @@ def test_identical_digests_say_so_with_what_was_compared(tmp_path: Path) -> None
     found = locate(_run(tmp_path, answers, digests), "hooked/p/conc")
     assert found.difference is None and found.probe is None
     assert found.a.request_id == "hooked/p/conc/0/1" and found.b.request_id == "hooked/p/seq/0/0"  # the larger batch
-    assert "against one of phase seq (sequential); one signature" in found.pair
+    assert "against one of phase seq (sequential, batch of 1 in its prefill); one signature, so the first " \
+        "sequential phase" in found.pair
     assert headline(found) == f"identical digests: {3 * len(MODULES)} module calls in 3 steps compared, no difference"
 
 
@@ -164,13 +168,120 @@ def test_bad_cells_are_one_line(tmp_path: Path) -> None:
     paths = _branches(tmp_path, None)
     with pytest.raises(ConfigError, match="give ARM/PROMPT/PHASE"):
         locate(paths, "hooked/p")
-    with pytest.raises(ConfigError, match=r"no such cell .* \(phases of hooked/p: conc\)"):
-        locate(paths, "hooked/p/nope")
-    with pytest.raises(ConfigError, match=r"--against seq: hooked/p has no answers in phase seq \(phases: conc\)"):
+    with pytest.raises(ConfigError, match=r"no such cell .*\. Did you mean 'conc'\? Available: conc"):
+        locate(paths, "hooked/p/cnoc")
+    with pytest.raises(ConfigError, match=r"--against seq: hooked/p has no answers in phase seq \(the arm and "
+                                          r"prompt ran in no other phase\)"):
         locate(paths, "hooked/p/conc", "seq")
     alone = _run(tmp_path / "alone", [_answer("conc", "concurrent", 0, 0, "A")], _digests("hooked/p/conc/0/0", 1))
-    with pytest.raises(ConfigError, match="has one signature and hooked/p ran in no other sequential phase"):
+    with pytest.raises(ConfigError, match="has one signature and hooked/p ran in no sequential phase"):
         locate(alone, "hooked/p/conc")
+
+
+def test_a_typo_in_the_arm_or_prompt_gets_the_closest_name(tmp_path: Path) -> None:
+    paths = _branches(tmp_path, None)
+    with pytest.raises(ConfigError, match=r"no arm 'hooke' with answers in .*\. Did you mean 'hooked'\? Available: "
+                                          "hooked$"):
+        locate(paths, "hooke/p/conc")
+    with pytest.raises(ConfigError, match=r"no prompt 'pp' with answers in .*\. Did you mean 'p'\?"):
+        locate(paths, "hooked/pp/conc")
+
+
+def test_a_refusal_names_the_phases_against_can_take(tmp_path: Path) -> None:
+    answers = [_answer("conc", "concurrent", 0, 0, "A"), _answer("more", "concurrent", 0, 0, "A")]
+    paths = _run(tmp_path, answers, _digests("hooked/p/conc/0/0", 2) + _digests("hooked/p/more/0/0", 2))
+    with pytest.raises(ConfigError, match=r"ran in no sequential phase to compare it against: pass --against PHASE "
+                                          r"\(phases it can take: more\)"):
+        locate(paths, "hooked/p/conc")
+    assert locate(paths, "hooked/p/conc", "more").b.phase == "more"
+
+
+def _one_signature(tmp_path: Path) -> RunPaths:
+    """A concurrent batch of 4 and two sequential requests, one signature: identical digests."""
+    answers = [_answer("conc", "concurrent", 0, r, "A") for r in range(4)]
+    answers += [_answer("seq", "sequential", r, 0, "A") for r in range(2)]
+    digests = [row for r in range(4) for row in _digests(f"hooked/p/conc/0/{r}", 4)]
+    digests += _digests("hooked/p/seq/0/0", 1) + _digests("hooked/p/seq/1/0", 1)
+    return _run(tmp_path, answers, digests)
+
+
+def test_side_b_counts_its_own_branch(tmp_path: Path) -> None:
+    found = locate(_one_signature(tmp_path), "hooked/p/conc")
+    assert (found.a.requests, found.b.requests) == (4, 2)
+    assert "phase seq, sequential, its branch 2 requests" in render(found)
+
+
+def test_a_sequential_cell_is_compared_with_the_first_phase_that_ran_beside_others(tmp_path: Path) -> None:
+    found = locate(_one_signature(tmp_path), "hooked/p/seq")
+    assert (found.a.phase, found.b.phase, found.b.requests) == ("seq", "conc", 4)
+    assert found.pair == ("a request of the cell (batch of 1 in its prefill) against one of phase conc (concurrent, "
+                          "batch of 4 in its prefill); one signature, so the first non-sequential phase")
+    assert found.difference is None
+
+
+def test_m_equal_on_both_sides_is_not_the_gemms_variance_and_gets_no_probe(tmp_path: Path) -> None:
+    """The planted module: each request computed alone in a window of 4, its GEMM split by the window's size."""
+    answers = [_answer("conc", "concurrent", 0, 0, "A"), _answer("seq", "sequential", 0, 0, "A")]
+    digests = _digests("hooked/p/conc/0/0", 4, split=(0, "model.layers.0.mlp.down_proj", "out"), layout="alone")
+    paths = _run(tmp_path, answers, digests + _digests("hooked/p/seq/0/0", 1))
+    found = locate(paths, "hooked/p/conc")
+    assert headline(found) == ("first split: step 0 (prefill), model.layers.0.mlp.down_proj (Linear): input "
+                               "identical, output differs; window of 4 vs 1, M 9 vs 9")
+    assert found.probe is None and found.no_probe == (
+        "M equal on both sides (9 vs 9): not the GEMM's variance with M (what differs is the window: 4 vs 1 "
+        "requests); the op probe does not apply")
+    assert f"op probe: {found.no_probe}" in render(found).splitlines()
+    assert main(["locate", str(paths.root), "--cell", "hooked/p/conc", "--probe"]) == 0  # nothing runs
+
+
+def test_a_split_in_a_packed_row_says_the_padded_probe_cannot_settle_it(tmp_path: Path) -> None:
+    """Continuous batching: the prefill of 3 requests packed in one row [1, 27, H], attention split."""
+    answers = [_answer("conc", "concurrent", 0, 0, "A"), _answer("seq", "sequential", 0, 0, "A")]
+    digests = _digests("hooked/p/conc/0/0", 3, split=(0, "model.layers.0.self_attn.o_proj", "in"), layout="packed")
+    found = locate(_run(tmp_path, answers, digests + _digests("hooked/p/seq/0/0", 1, layout="packed")),
+                   "hooked/p/conc")
+    assert found.difference is not None and found.difference.kind == BETWEEN
+    assert found.difference.a.packed and not found.difference.b.packed
+    assert headline(found).endswith("batch 3 vs 1 (packed in one row), M 27 vs 9")
+    assert found.probe is not None and found.probe.packed and found.probe.op == "prefill_attention"
+    assert found.probe.note is not None and "packed row, so its verdict can neither confirm nor refute" in \
+        found.probe.note
+    found.verdict = verdict([{"process": 1, "arm": "eager", "M": m, "row0_bits_equal_m1": True, "unsupported": None}
+                             for m in (1, 3)])
+    assert render(found).splitlines()[-1].endswith("(padded sequences: this can neither confirm nor refute the "
+                                                   "split on a packed row)")
+
+
+def test_the_report_says_where_inside_for_every_cell_beside_others(tmp_path: Path,
+                                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    from orchestrator.report.build import build
+
+    paths = _one_signature(tmp_path)
+    report = build(paths, "s", "r", None)
+    assert [c.label for c in report.comparison.inside] == ["hooked/p/conc"]  # not the sequential cell
+    command = f"orchestrator locate {paths.root} --cell hooked/p/conc"
+    line = (f"- `hooked/p/conc`: identical digests: {3 * len(MODULES)} module calls in 3 steps compared, no "
+            f"difference; details: `{command}`")
+    assert "## Where inside the model" in paths.report_md.read_text() and line in paths.report_md.read_text()
+    assert "<h2>Where inside the model</h2>" in paths.report_html.read_text()
+    assert json.loads(paths.report_json.read_text())["inside"][0]["command"] == command
+    assert main(["show", str(paths.root)]) == 0
+    assert f"  hooked/p/conc: identical digests: {3 * len(MODULES)} module calls" in capsys.readouterr().out
+    assert main(["show", str(paths.root), "--cell", "hooked/p/seq"]) == 2
+    assert capsys.readouterr().err.strip().endswith(
+        f"it has one signature; `orchestrator locate {paths.root} --cell hooked/p/seq` compares its digests against "
+        "a request of another phase")
+    assert main(["show", str(paths.root), "--cell", "hooked/p/conc"]) == 2
+    assert capsys.readouterr().err.strip().endswith("compares its digests against a sequential request")
+
+
+def test_a_run_without_digests_has_no_section(tmp_path: Path) -> None:
+    from orchestrator.report.build import build
+
+    paths = _run(tmp_path, [_answer("conc", "concurrent", 0, 0, "A")], [])
+    report = build(paths, "s", "r", None)
+    assert report.comparison.inside == [] and "inside" not in json.loads(paths.report_json.read_text())
+    assert "Where inside the model" not in paths.report_md.read_text() + paths.report_html.read_text()
 
 
 def test_the_verb_prints_the_answer_first(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -202,7 +313,8 @@ def test_the_probe_verdict_says_from_which_m_row_0_changed() -> None:
     rows = [{"process": 1, "arm": "fp32", "M": m, "row0_bits_equal_m1": m < 9, "unsupported": None}
             for m in (1, 9, 36)]
     said = verdict(rows)
-    assert said.m_variant is True and said.said == "M-variant: row 0 changes with M: fp32 from M = 9 (at 9, 36)"
+    assert said.m_variant is True
+    assert said.said == "M-variant: row 0 differs from its value at M = 1 for fp32 at M = 9, 36"
     steady = verdict([{**r, "row0_bits_equal_m1": True} for r in rows])
     assert steady.m_variant is False and "row 0 bitwise identical at M = 1, 9, 36" in steady.said
     assert verdict([{"process": 1, "unsupported": "no CUDA"}]).m_variant is None
