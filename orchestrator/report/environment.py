@@ -16,7 +16,8 @@ from orchestrator.record.paths import RunPaths
 from orchestrator.record.tables import read_table
 
 COLUMNS = ["arm", "status", "image_ref", "image_id", "image_repo_digests", "docker_run", "fingerprint_json",
-           "config_json", "matrix_key", "started_during", "placed_host", "wave", "gpu_uuids", "cpuset", "start"]
+           "config_json", "matrix_key", "started_during", "placed_host", "wave", "gpu_uuids", "cpuset", "start",
+           "digests_note"]
 
 
 @dataclass
@@ -40,6 +41,7 @@ class ArmEnvironment:
     wave: int | None = None
     placement: str | None = None  # "local, GPU GPU-1f.., cores 0-3"
     probe_error: str | None = None  # the environment probe did not run: packages and python are unknown
+    digests_note: str | None = None  # protocol.request.digests: flagged requests whose digests were not recorded
 
 
 @dataclass
@@ -78,7 +80,7 @@ def arm_environment(row: dict[str, Any], label: str = "") -> ArmEnvironment:
         python=probe.get("python"), gpu=gpu_text, cuda=probe.get("cuda"), os=probe.get("os"),
         host=host, matrix_key=row.get("matrix_key"), command=row.get("docker_run") or "",
         started_during=row.get("started_during"), wave=row.get("wave"), placement=_placement(row),
-        probe_error=probe.get("error"))
+        probe_error=probe.get("error"), digests_note=row.get("digests_note"))
 
 
 def _placement(row: dict[str, Any]) -> str | None:
@@ -146,6 +148,8 @@ def markdown_section(env: Environment) -> list[str]:
     unprobed = [f"{a.arm}: {a.probe_error}" for a in env.arms if a.probe_error]
     if unprobed:
         out += ["", "Environment probe not run or failed (libraries and python unknown): " + "; ".join(unprobed) + "."]
+    if missing := [f"{a.arm}: {a.digests_note}" for a in env.arms if a.digests_note]:
+        out += ["", "Digests not recorded (protocol.request.digests; run/digests.py): " + "; ".join(missing) + "."]
     early = [f"{a.arm} started while {a.started_during} ran its sequential phases" for a in env.arms
              if a.started_during]
     if line := side_by_side(env.arms):

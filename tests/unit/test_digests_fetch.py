@@ -9,8 +9,8 @@ import copy
 import dataclasses
 import itertools
 import json
-from pathlib import Path
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -262,3 +262,15 @@ def test_a_load_phase_s_probes_are_fetched_once_its_windows_are_over(tmp_path: P
     assert seen == ["completion"] * 5 + ["digests"] * 4 + ["completion"] * 8 + ["digests"] * 2 \
         + ["completion"] * 4 + ["digests"] * 4
     assert len(set(read_table(paths, "digests").column("request_id").to_pylist())) == 4 + 2 + 4
+
+
+def test_the_arm_s_note_is_a_line_of_the_report_and_of_show(tmp_path: Path) -> None:
+    from orchestrator.report import environment, listing
+
+    paths, _, _ = _study(tmp_path, _hooked())
+    env = environment.environment([paths], paths, None)
+    [line] = [text for text in environment.markdown_section(env) if text.startswith("Digests not recorded")]
+    assert line.startswith("Digests not recorded (protocol.request.digests; run/digests.py): baseline: digests of "
+                           "1 of 12 flagged requests not recorded (first: baseline/count/sequential/0/0: HTTP 500")
+    paths.report_json.write_text(json.dumps({"study": "s", "run_id": "r", "environment": dataclasses.asdict(env)}))
+    assert "    digests not recorded: digests of 1 of 12 flagged requests" in listing.show(paths.root)
