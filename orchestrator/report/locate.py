@@ -66,9 +66,9 @@ def _difference(diff: Difference) -> list[str]:
             f"{diff.b.out_shape}",
             f"  max-abs difference over the first output values: {_number(diff.max_abs_diff)}; relative difference"
             f" of sum {_number(diff.rel_sum)}, norm {_number(diff.rel_norm)}, abs-max {_number(diff.rel_absmax)}",
-            f"  {_batches(diff)} requests; rows (M) {diff.a.rows_total} vs {diff.b.rows_total}, the request's own "
-            f"{diff.a.own_rows} vs {diff.b.own_rows}; context {diff.a.context_tokens} vs {diff.b.context_tokens} "
-            "tokens"]
+            f"  requests in the step's {_batches(diff)}; rows (M) {diff.a.rows_total} vs {diff.b.rows_total}, "
+            f"the request's own {diff.a.own_rows} vs {diff.b.own_rows}; context {diff.a.context_tokens} vs "
+            f"{diff.b.context_tokens} tokens"]
     return out
 
 
