@@ -60,13 +60,18 @@ def test_batch_invariant_digests_are_identical_everywhere(run: Path) -> None:
     for prompt in ("capital", "count"):
         first = _locate(run, f"invariant/{prompt}/concurrent")[0]
         assert first.startswith("identical digests:"), first
+    lines = _locate(run, "invariant/count/sequential")  # against the first phase that ran beside others
+    assert lines[0].startswith("identical digests:") and "against one of phase concurrent" in lines[3], lines
+    report = (run / "report.md").read_text()  # every cell beside others, its answer line
+    assert "## Where inside the model" in report and "- `planted/count/concurrent`: first split:" in report
 
 
 def test_the_planted_module_is_named_and_no_other(run: Path) -> None:
     for prompt in ("capital", "count"):
         lines = _locate(run, f"planted/{prompt}/concurrent")
         assert lines[0].startswith("first split: step 0 (prefill), " + PLANTED + " (Linear): input identical, "
-                                   "output differs; batch 4 vs 1"), lines[0]
+                                   "output differs; window of 4 vs 1"), lines[0]  # each request computed alone
+        assert lines[-1].startswith("op probe: M equal on both sides"), lines  # not the GEMM's M: no probe
 
 
 def test_without_invariance_the_first_m_variant_gemm_is_named_and_the_probe_agrees(run: Path) -> None:
