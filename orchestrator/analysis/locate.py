@@ -52,10 +52,12 @@ def attach(explored: list[Explored], sources: list[tuple[RunPaths, str]]) -> lis
 
     def answer(arm: str, prompt_id: str, phase: str) -> Located | str:
         label = f"{arm}/{prompt_id}/{phase}"
+        rows = by_prompt.get((arm, prompt_id))
+        if label not in found and not rows:
+            found[label] = "no measured answer without an error"
         if label not in found:
             try:
-                found[label] = _located(paths, label, _pair(paths, by_prompt.get((arm, prompt_id), []), phase, None,
-                                                            have))
+                found[label] = _located(paths, label, _pair(paths, rows or [], phase, None, have))
             except (RecordError, ConfigError) as exc:
                 found[label] = str(exc)
         return found[label]
