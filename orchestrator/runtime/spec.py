@@ -76,12 +76,23 @@ def named_mounts(values: list[str], mounts: list[Mount]) -> list[Mount]:
 
 def missing_mounts(spec: ContainerSpec) -> list[str]:
     """Read-only mounts whose host folder is not there, among those the argv or env names (a process sees a
-    mount only there; one nothing names, such as a template's Hugging Face cache, is left out). The process
-    runtime refuses such a spec at start; `check` and `run` say it before (config/arms.py)."""
+    mount only there; one nothing names, such as a template's Hugging Face cache, is left out); where the folder
+    is, each path the argv or env names under it that is not (`/models/nope`: nothing can create it there). The
+    process runtime refuses such a spec at start; `check` and `run` say it before (config/arms.py)."""
     arm = spec.labels.get(f"{LABEL_NS}.arm", spec.name)
-    return [f"arm '{arm}': mount {m.host} -> {m.container}: {m.host} does not exist on this host"
-            for m in named_mounts([*spec.command, *spec.env.values()], spec.mounts)
-            if m.read_only and not os.path.exists(m.host)]
+    values = [*spec.command, *spec.env.values()]
+    found = [f"arm '{arm}': mount {m.host} -> {m.container}: {m.host} does not exist on this host"
+             for m in named_mounts(values, spec.mounts) if m.read_only and not os.path.exists(m.host)]
+    if found:
+        return found
+    for value in dict.fromkeys(values):
+        mount = _mount_of(value, spec.mounts)
+        if mount is not None and mount.read_only:
+            host = mount.host.rstrip("/") + value[len(mount.container.rstrip("/")):]
+            if not os.path.exists(host):
+                found.append(f"arm '{arm}': {value} is {host} on this host (mount {mount.host} -> "
+                             f"{mount.container}), which does not exist")
+    return found
 
 
 def _mount_of(value: str, mounts: list[Mount]) -> Mount | None:

@@ -170,10 +170,21 @@ def _mount_problems(template: str, cache: Path, home: Path, monkeypatch: pytest.
 def test_every_shipped_template_starts_as_a_process_on_a_new_machine(template: str, tmp_path: Path,
                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
     """vllm.yaml's Hugging Face cache mount (${HOME}/.cache/huggingface) is named by nothing a process gets, so
-    a new machine without that folder runs it; the models folder the argv names must be there."""
-    (tmp_path / "cache" / "models").mkdir(parents=True)
+    a new machine without that folder runs it; the models folder the argv names must be there, and the model."""
+    for model in ("tiny-llama", "tiny-moe"):  # what `make vllm-cpu` / `make transformers-serve` make
+        (tmp_path / "cache" / "models" / model).mkdir(parents=True)
     (tmp_path / "home").mkdir()
     assert _mount_problems(template, tmp_path / "cache", tmp_path / "home", monkeypatch) == []
+
+
+def test_a_model_the_argv_names_under_a_mount_is_refused_when_it_is_not_there(tmp_path: Path,
+                                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "cache" / "models" / "tiny-moe").mkdir(parents=True)  # the folder is there, not the model
+    (tmp_path / "home").mkdir()
+    [problem] = _mount_problems("transformers_hooked_process", tmp_path / "cache", tmp_path / "home", monkeypatch)
+    models = tmp_path / "cache" / "models"
+    assert problem == (f"arm 'baseline': /models/tiny-llama is {models}/tiny-llama on this host (mount {models} -> "
+                       "/models), which does not exist")
 
 
 def test_a_mount_the_argv_names_is_still_refused_when_its_folder_is_missing(tmp_path: Path,

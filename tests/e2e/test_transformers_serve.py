@@ -2,7 +2,8 @@
 others: in Docker and as a local process, on a tiny random model made offline. The server returns no
 logprobs and no token ids and has no /metrics, so the report must sign cells on their text and say so,
 call co-residency "not observable", and still list the server's real flags and versions. A flag the server
-does not have, and a model dir that is missing, are each one line with the conventions' exit status.
+does not have, a model dir that is missing (before anything starts) and a server that dies at start (its root
+cause) are each one line with the conventions' exit status.
 CI time: two server starts and two refusals (about 2 minutes here)."""
 
 from __future__ import annotations
@@ -67,11 +68,19 @@ def test_transformers_serve_as_a_process_and_its_refusals(tmp_path: Path) -> Non
     assert result.returncode == 2, result.stderr[-3000:]
     assert "flag --max-num-seqs is not known to transformers_serve 5.25.0 (transformers)" in result.stderr
 
-    # a model dir that is missing: the server dies at start; one line with its root cause, exit 4
+    # a model dir that is missing under the models mount: refused before anything starts, one line, exit 2
     result = orchestrator("run", *SMALL, *PROCESS, "arms.cb.engine_args.model=/models/no-such-model",
-                          "arms.cb.startup_timeout_s=120", f"hydra.run.dir={tmp_path / 'model'}", timeout_s=300)
+                          f"hydra.run.dir={tmp_path / 'model'}", timeout_s=300)
+    assert result.returncode == 2, result.stderr[-3000:]
+    [said] = [line for line in result.stderr.splitlines() if line.strip()]
+    assert "/models/no-such-model is " in said and "which does not exist" in said, said
+    assert not (tmp_path / "model").exists()  # nothing written when nothing started
+
+    # a server that dies at start (a dtype it refuses when it loads the model): its root cause in one line, exit 4
+    result = orchestrator("run", *SMALL, *PROCESS, "arms.cb.engine_args.dtype=float8",
+                          "arms.cb.startup_timeout_s=120", f"hydra.run.dir={tmp_path / 'dies'}", timeout_s=300)
     assert result.returncode == 4, result.stderr[-3000:]
-    assert "root cause" in result.stderr and "no-such-model" in result.stderr, result.stderr[-3000:]
+    assert "root cause" in result.stderr and "Unsupported dtype: 'float8'" in result.stderr, result.stderr[-3000:]
     said = [line for line in result.stderr.splitlines() if line.startswith("[cb] FAILED") or line.startswith("    ")]
     assert 1 < len(said) <= 7 and "log lines in report.md" in said[-1]  # its last lines, not the 50-line tail
-    assert "once what failed it is fixed" in (tmp_path / "model" / "report.md").read_text()
+    assert "once what failed it is fixed" in (tmp_path / "dies" / "report.md").read_text()
