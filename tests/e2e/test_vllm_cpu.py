@@ -72,7 +72,12 @@ def test_max_num_seqs_ab_as_processes_proves_one_variable_and_co_residency(tmp_p
     assert result.returncode == 0, result.stderr[-3000:]
     _no_difference(tmp_path)
     report = _report(tmp_path)
-    assert all(p["verdict"] == "identical" for p in report["pairs"])
+    verdicts = {(p["phase"], p["prompt_id"]): p["verdict"] for p in report["pairs"]}
+    assert all(v == "identical" for (phase, _), v in verdicts.items() if phase == "sequential"), verdicts
+    # A concurrent batch of 16 that was not wholly co-resident (a busy machine: at most 14 ran together in one CI
+    # run) is kept out of the verdict, and its pair is then "not comparable", never guessed.
+    kept_out = {prompt for (phase, prompt), v in verdicts.items() if phase == "concurrent" and v != "identical"}
+    assert all(verdicts[("concurrent", prompt)] == "not comparable" for prompt in kept_out), verdicts
     guard = report["guard"]
     assert [p["verdict"] for p in guard["declared"]["pairs"]] == ["single-variable"]
     assert [p["verdict"] for p in guard["observed"]["pairs"]] == ["single-variable"], guard["observed"]
@@ -82,6 +87,8 @@ def test_max_num_seqs_ab_as_processes_proves_one_variable_and_co_residency(tmp_p
     # how many arrive before the first finishes depends on the machine's load, the report's honesty does not.
     assert shared["min_running_observed"] > 1 and shared["capacity"] == 16
     assert shared["co_resident"] == (shared["min_running_observed"] == 16)
+    assert not any(c["co_resident"] for c in report["cells"]  # kept out: its batches were not co-resident
+                   if c["arm"] == "seqs16" and c["phase"] == "concurrent" and c["prompt_id"] in kept_out)
     queued = cells[("seqs1", "concurrent")]
     assert queued["capacity"] == 1 and queued["co_resident"] and queued["min_running_observed"] == 1
     assert "batch of 16 on capacity 1: queued" in (tmp_path / "report.md").read_text()
