@@ -12,7 +12,7 @@ import json
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from orchestrator.config.arms import ResolvedArm
 from orchestrator.config.schema import Config
@@ -202,9 +202,10 @@ def digest_rows(doc: Any, base: dict[str, Any]) -> Iterator[dict[str, Any]]:
         ids = step.get("batch_request_ids")
         yield {**base, **{k: _int(call[k]) for k in _INTS}, **{k: _float(call[k]) for k in _FLOATS},
                "module": _str(call["module"]), "module_type": _str(call["module_type"]),
-               "in_shape": _ints(call["in_shape"]), "out_shape": _ints(call["out_shape"]),
+               "in_shape": _listed(call["in_shape"], _int, "a shape"),
+               "out_shape": _listed(call["out_shape"], _int, "a shape"),
                "in_hash": _str(call["in_hash"]), "out_hash": _str(call["out_hash"]),
-               "out_head": _head(call["out_head"]),
+               "out_head": _listed(call["out_head"], _float, "a list of values"),
                "batch_size": _int(step.get("batch_size")), "context_tokens": _int(step.get("context_tokens")),
                "batch_request_ids": None if ids is None else [_str(i) for i in ids]}
 
@@ -231,17 +232,13 @@ def _str(value: Any) -> str | None:
     return value
 
 
-def _ints(value: Any) -> list[int | None] | None:
+V = TypeVar("V")
+
+
+def _listed(value: Any, item: Callable[[Any], V], what: str) -> list[V] | None:
+    """A JSON list of items (a shape, the first values), each checked by `item`; None stays None."""
     if value is None:
         return None
     if not isinstance(value, list):
-        raise TypeError(f"{value!r} is not a shape")
-    return [_int(v) for v in value]
-
-
-def _head(value: Any) -> list[float | None] | None:
-    if value is None:
-        return None
-    if not isinstance(value, list):
-        raise TypeError(f"{value!r} is not a list of values")
-    return [_float(v) for v in value]
+        raise TypeError(f"{value!r} is not {what}")
+    return [item(v) for v in value]
