@@ -211,7 +211,8 @@ def sentences(comparison: Comparison, failed_arms: list[str], near_tie_gap: floa
         differ = any(r.verdict == "differ" for r in rows)
         # within an arm's own repeats (the noise floor of two starts, study.noise_floor, is read below)
         floor = f"within the arms {len(noise)} cell(s) vary, compared as signature distributions" if noise \
-            else "one signature within each arm" + (", so the difference lies between the arms" if differ else "")
+            else "one signature in every cell of either arm" + (", so the difference lies between the arms"
+                                                                if differ else "")
         floor += _against_floor(rows, pairs.get((a, copy_name(a))))
         out.append(f"A/B {b} vs {a}: {_differ(rows, 'prompt x phase cells')}; {floor}.")
     return out

@@ -244,8 +244,8 @@ def test_the_verdict_gives_each_arm_s_repeatability_and_the_ab_s_result() -> Non
     assert said[0].startswith("fp32 (compared on completion text only): sequential: 1 distinct in 30")
     assert said[2] == ("A/B bf16 vs fp32: differ for 2 of 2 prompt x phase cells (first differing token 3; 2 judged "
                        "on their signature distributions by the Fisher-Freeman-Halton exact test: p = 0.0022, where "
-                       "differ means p < 0.05), compared on completion text only; one signature within each arm, so "
-                       "the difference lies between the arms.")
+                       "differ means p < 0.05), compared on completion text only; one signature in every cell of "
+                       "either arm, so the difference lies between the arms.")
     assert summary(comparison) == ("fp32: one signature in 2 of 2 cells, compared on completion text only; bf16: one "
                                    "signature in 2 of 2 cells, compared on completion text only; A/B bf16 vs fp32: "
                                    "differ in 2 of 2 cells, compared on completion text only")
