@@ -306,6 +306,9 @@ class RuntimeConfig:
     # Start the next arm while the current one runs its sequential phases (never during a concurrent batch);
     # refused for arms that share a GPU, a cache or a host port (guard/overlap.py). docs/runtimes.md
     overlap_arm_starts: bool = False
+    # Stop an arm (its exit, logs, removal) while the next arm's container starts; the next arm sends nothing
+    # until it has ended. Docker arms that share nothing only (run/stop_behind.py). docs/runtimes.md
+    stop_behind_next_start: bool = True
     # Docker hosts that arms without their own `docker_host` are placed on when they run side by side
     # (study.parallel_arms): "local" (runtime.docker_host) and others (ssh://gpu-2, tcp://...). [] = local only.
     hosts: list[str] = field(default_factory=list)

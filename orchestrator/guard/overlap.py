@@ -17,7 +17,8 @@ def _gpus(arm: ArmConfig) -> set[str] | None:
     return {"all"} if arm.gpus == "all" else {part.strip() for part in arm.gpus.split(",")}
 
 
-def _shared(config: Config, a: str, b: str, gpus: bool = True) -> list[str]:
+def shared(config: Config, a: str, b: str, gpus: bool = True) -> list[str]:
+    """What arms `a` and `b` both use that one's engine could disturb or leave state in for the other."""
     first, second = config.arms[a], config.arms[b]
     found = []
     gpus_a, gpus_b = _gpus(first), _gpus(second)
@@ -34,12 +35,12 @@ def _shared(config: Config, a: str, b: str, gpus: bool = True) -> list[str]:
 
 def problems(config: Config) -> list[str]:
     if str(config.study.parallel_arms) != "1":
-        return [f"study.parallel_arms: arms '{a}' and '{b}' share {', '.join(shared)}: running them at the same "
+        return [f"study.parallel_arms: arms '{a}' and '{b}' share {', '.join(found)}: running them at the same "
                 "time could change what each measures; give them their own, or set study.parallel_arms=1"
-                for a, b in combinations(config.arms, 2) if (shared := _shared(config, a, b, gpus=False))]
+                for a, b in combinations(config.arms, 2) if (found := shared(config, a, b, gpus=False))]
     if not config.runtime.overlap_arm_starts:
         return []
-    return [f"runtime.overlap_arm_starts: arms '{a}' and '{b}' share {', '.join(shared)}: starting '{b}' while "
+    return [f"runtime.overlap_arm_starts: arms '{a}' and '{b}' share {', '.join(found)}: starting '{b}' while "
             f"'{a}' runs could change what '{a}' measures or leave state for '{b}'; give them their own, or set "
             "runtime.overlap_arm_starts=false"
-            for a, b in pairwise(config.arms) if (shared := _shared(config, a, b))]
+            for a, b in pairwise(config.arms) if (found := shared(config, a, b))]

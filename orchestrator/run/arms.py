@@ -42,6 +42,7 @@ from orchestrator.run.progress import Progress
 from orchestrator.run.resources import MemorySampler
 from orchestrator.run.sending import ProtocolSender, RunContext
 from orchestrator.run.server_facts import server_facts
+from orchestrator.run.stop_behind import StopsBehind, may_stop_behind
 from orchestrator.run.timings import StageTimer
 from orchestrator.runtime.spec import Handle, Runtime, run_labels
 
@@ -109,6 +110,7 @@ class StudyRunner:
         self._prefetch = Prefetch()  # imports needed once the first engine answers, made while it loads
         self._upcoming: ResolvedArm | None = None  # the arm that may start early, while one runs
         self._early: dict[str, tuple[_Launch, Future[None]]] = {}
+        self._stops = StopsBehind()  # an arm's stop while the next one starts (run/stop_behind.py)
         self._interrupted = False  # Ctrl-C while arms ran side by side: their failures are the interruption
         self._prompts: dict[str, str] = {}
 
@@ -121,13 +123,18 @@ class StudyRunner:
             if placement.uses_placement(self.config):
                 self._run_waves(self.placements([arm.name for arm in todo]))
                 return
-            for arm, upcoming in zip(todo, [*todo[1:], None], strict=True):
-                self.runtime = self._runtime_for(arm)
-                # Early only on the same host: the launch uses this arm's runtime.
-                early = self.config.runtime.overlap_arm_starts and upcoming is not None \
-                    and self._runtime_for(upcoming) is self.runtime
-                self._upcoming = upcoming if early else None
-                self._run_arm(self._new_launch(arm, self.runtime))
+            try:
+                for arm, upcoming in zip(todo, [*todo[1:], None], strict=True):
+                    self.runtime = self._runtime_for(arm)
+                    # Early only on the same host: the launch uses this arm's runtime.
+                    early = self.config.runtime.overlap_arm_starts and upcoming is not None \
+                        and self._runtime_for(upcoming) is self.runtime
+                    self._upcoming = upcoming if early else None
+                    behind = may_stop_behind(self.config, arm.name, upcoming.name if upcoming else None)
+                    self._run_arm(self._new_launch(arm, self.runtime), stop_behind=behind)
+                self._stops.raise_failure()
+            finally:
+                self._stops.close()
 
     def placements(self, arms: list[str]) -> list[list[Placement]]:
         """The waves of `study.parallel_arms` over the inventories of the hosts the arms may run on."""
@@ -227,13 +234,15 @@ class StudyRunner:
         self.timer.add("start_to_ready", seconds)
         self.say(f"[{name}] ready at {handle.base_url} in {seconds:.1f} s")
 
-    def _run_arm(self, launch: _Launch) -> None:
-        """Its start that runs the protocol, then its later starts (study.starts)."""
+    def _run_arm(self, launch: _Launch, stop_behind: bool = False) -> None:
+        """Its start that runs the protocol, then its later starts (study.starts); `stop_behind`: its last start
+        stops while the next arm starts."""
         launch, started = self._early.pop(launch.name, (launch, None))  # an early start's launch, if any
-        self._attempt(launch, lambda: self._protocol(launch, started))
-        for number in range(1, self.config.study.starts):
+        starts = self.config.study.starts
+        self._attempt(launch, lambda: self._protocol(launch, started), stop_behind and starts == 1)
+        for number in range(1, starts):
             later = self._new_launch(launch.resolved, launch.runtime, launch.resolved.placement, number)
-            self._attempt(later, functools.partial(self._later_start, later))
+            self._attempt(later, functools.partial(self._later_start, later), stop_behind and number == starts - 1)
 
     def _protocol(self, launch: _Launch, started: Future[None] | None) -> None:
         name, row, runtime = launch.name, launch.row, launch.runtime
@@ -249,6 +258,7 @@ class StudyRunner:
         row.update(fingerprint_json=json.dumps(fingerprint, sort_keys=True),
                    matrix_key=matrix_key(launch.resolved.identity, fingerprint))
         self._prefetch.wait()
+        self._stops.wait()  # the arm before has stopped: one engine serves at a time
         with self.timer.stage("requests"):
             sent = run_async(self._send(launch, handle))
         self.say(f"[{name}] {sent} requests done")
@@ -258,12 +268,14 @@ class StudyRunner:
         self._launch(launch)
         assert launch.handle is not None and launch.model is not None
         launch.model.result()  # in its row, as the first start's
+        self._stops.wait()
         sent = run_async(self._send(launch, launch.handle))
         self.say(f"{launch.label} {sent} requests done")
 
-    def _attempt(self, launch: _Launch, body: Callable[[], None]) -> None:
+    def _attempt(self, launch: _Launch, body: Callable[[], None], stop_behind: bool = False) -> None:
         """Run one start of an arm and record it: its `arms` row lands in every exit path; an OrchestratorError
-        fails the arm (said, kept in `failed`), anything else is recorded and let through."""
+        fails the arm (said, kept in `failed`), anything else is recorded and let through. `stop_behind`: its
+        stop and row in a thread while the next arm starts, unless Ctrl-C or a bug ended it."""
         name, row, runtime = launch.name, launch.row, launch.runtime
         try:
             body()
@@ -285,19 +297,28 @@ class StudyRunner:
         except BaseException as exc:  # Ctrl-C and bugs: record, clean up, then let it through
             row["status"] = "interrupted" if isinstance(exc, KeyboardInterrupt) else "failed"
             row["error"] = f"{type(exc).__name__}: {exc}"
+            stop_behind = False
             raise
         finally:
-            try:
-                if launch.handle is not None:
-                    with self.timer.stage("stop_and_logs"):
-                        self._stop(launch, launch.handle)
-            finally:
-                row["stop_ns"] = time.time_ns()
-                model = launch.model
-                if model is not None and model.done() and not model.cancelled() and model.exception() is None:
-                    row["model"], row["model_revision"] = model.result()
-                with _writer(self.paths, "arms", name, flush_rows=1) as arms:  # a part of its own, numbered on
-                    arms.append(row)  # the arm's row lands in every exit path
+            if stop_behind and launch.handle is not None:
+                self._stops.submit(functools.partial(self._finish, launch, "stop_behind_next_start"))
+            else:
+                self._finish(launch, "stop_and_logs")
+
+    def _finish(self, launch: _Launch, stage: str) -> None:
+        """Its engine stopped and removed, then its `arms` row written, in every exit path."""
+        row = launch.row
+        try:
+            if launch.handle is not None:
+                with self.timer.stage(stage):
+                    self._stop(launch, launch.handle)
+        finally:
+            row["stop_ns"] = time.time_ns()
+            model = launch.model
+            if model is not None and model.done() and not model.cancelled() and model.exception() is None:
+                row["model"], row["model_revision"] = model.result()
+            with _writer(self.paths, "arms", launch.name, flush_rows=1) as arms:  # a part of its own, numbered on
+                arms.append(row)  # the arm's row lands in every exit path
 
     def _before_group(self, running: str, group: list[protocol.Request]) -> None:
         """Overlapped starts: the next arm starts once this one is past its cold request and in a sequential

@@ -40,8 +40,8 @@ def test_the_next_arm_starts_in_the_sequential_phase_and_is_ready_before_any_bat
     assert any("starting early, while baseline runs" in line for line in said)
 
 
-def test_without_the_option_arms_run_one_after_the_other(tmp_path: Path) -> None:
-    typed = study("runtime.overlap_arm_starts=false")
+def test_without_the_options_arms_run_one_after_the_other(tmp_path: Path) -> None:
+    typed = study("runtime.overlap_arm_starts=false", "runtime.stop_behind_next_start=false")
     paths = RunPaths(tmp_path / "run")
     runner = StudyRunner(typed, paths, "run-serial", fake_runtime(), say=lambda _: None)
     runner.run()
