@@ -195,7 +195,7 @@ def _located(paths: RunPaths, label: str, pair: _Pair) -> Located:
         side.steps, side.calls = len(steps[side.request_id]), len(mine)
     found = walk(steps[a.request_id], steps[b.request_id])
     located = Located(label, words, a, b, found.steps_compared, found.calls_compared, found.realigned_steps,
-                      found.one_sided_calls, found.one_sided_steps, found.difference)
+                      found.one_sided_calls, found.one_sided_steps, found.mixed_calls, found.difference)
     located.margin = margin(locate_read.tokens(paths, attempts), a.request_id, b.request_id)
     if found.difference is not None:
         located.no_probe = not_applicable(found.difference)

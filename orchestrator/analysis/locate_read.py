@@ -23,8 +23,9 @@ ANSWER = ["request_id", "attempt", "arm", "prompt_id", "phase", "phase_kind", "r
 DIGEST = ["request_id", "attempt", "engine_request_id", "step", "call", "module", "module_type", "rows_start",
           "rows_stop", "rows_total", "in_shape", "out_shape", "in_hash", "out_hash", "out_sum", "out_absmax",
           "out_norm", "out_head", "batch_size", "context_tokens"]
-# The engine's startup line names both ("..., device cpu, dtype float32"); the probe takes fp32 or bf16
-STARTED = re.compile(r"device (\w+)\S*, dtype (\w+)")
+# The engine's startup line names both ("..., device cpu, dtype float32", "device cuda:0 (NVIDIA H100 80GB HBM3),
+# dtype bfloat16"); the probe takes fp32 or bf16
+STARTED = re.compile(r"device (\w+)[^,]*, dtype (\w+)")
 PROBE_DTYPES = {"float32": "fp32", "bfloat16": "bf16", "float16": "fp16"}
 
 

@@ -117,6 +117,7 @@ class Located:
     realigned_steps: list[int] = field(default_factory=list)  # steps whose module sequences differ: aligned by name
     one_sided_calls: int = 0  # calls of those steps without a counterpart of the same (module, occurrence)
     one_sided_steps: int = 0  # steps recorded on one side only (one answer is longer)
+    mixed_calls: int = 0  # calls skipped: their rows mix the batch's requests on a side (MoE experts' inputs)
     difference: Difference | None = None  # None: identical digests over what was compared
     margin: Margin | None = None  # None: the two answers' token ids never differ
     probe: ProbeAsk | None = None

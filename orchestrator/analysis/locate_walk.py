@@ -5,7 +5,11 @@ differs (another kernel, another split) is aligned by (module, occurrence in the
 At each call the input hash is compared first, then the output hash: input equal and output different is the
 module's own computation (its kernel split); input different while every earlier output was equal is computation
 between modules (code of the parent module that is no module itself, e.g. eager attention between v_proj and
-o_proj)."""
+o_proj).
+
+A call whose rows mix the batch's requests (the engine gives it no rows of the request's own: MoE experts'
+inputs, grouped by expert) on either side is skipped and counted: it holds other requests' tokens, or another
+number of them. A call whose input is such a call's output is compared on its output only."""
 
 from __future__ import annotations
 
@@ -25,6 +29,7 @@ class Walk:
     realigned_steps: list[int] = field(default_factory=list)
     one_sided_calls: int = 0
     one_sided_steps: int = 0
+    mixed_calls: int = 0
     difference: Difference | None = None
 
 
@@ -44,6 +49,9 @@ def walk(a: dict[int, list[Row]], b: dict[int, list[Row]]) -> Walk:
         out.steps_compared += 1
         before: Row | None = None
         for x, y in pairs:
+            if x["rows_start"] is None or y["rows_start"] is None:
+                out.mixed_calls += 1
+                continue
             out.calls_compared += 1
             inputs_differ = x["in_hash"] is not None and y["in_hash"] is not None and x["in_hash"] != y["in_hash"]
             if inputs_differ or x["out_hash"] != y["out_hash"]:

@@ -96,6 +96,9 @@ def _walk(located: Located) -> str:
         said += ", call by call (the same modules in the same order)"
     if located.one_sided_steps:
         said += f"; {located.one_sided_steps} steps recorded on one side only (one answer is longer)"
+    if located.mixed_calls:
+        said += (f"; {located.mixed_calls} calls skipped: their rows mix the batch's requests (MoE experts' "
+                 "inputs, grouped by expert), so they hold no rows of the request's own")
     return said
 
 

@@ -19,9 +19,36 @@ def test_rows_of_a_batched_a_flattened_and_a_shared_tensor() -> None:
     flat = batched.reshape(6, 4)
     rows, start, stop, total = _rows(flat, layout, tgt)
     assert (start, stop, total) == (4, 6, 6) and torch.equal(rows, batched[1, 1:])
-    shared = torch.ones(5, 4)
-    rows, start, stop, total = _rows(shared, layout, tgt)
-    assert (start, stop, total) == (0, 5, 5) and rows is shared
+    mixed = torch.ones(5, 4)  # e.g. MoE experts' rows, grouped by expert: the batch's tokens mixed
+    rows, start, stop, total = _rows(mixed, layout, tgt)
+    assert (start, stop, total) == (None, None, 5) and rows is mixed
+    alone = StepLayout(0, batch=1, seq_len=3, window_ids=["b"], targets={})
+    rows, start, stop, total = _rows(mixed, alone, Target(row=0, start=0, stop=3, context_tokens=3))
+    assert (start, stop, total) == (0, 5, 5)  # the forward holds only its tokens: its own
+
+
+def test_a_call_on_mixed_rows_gives_no_input_digest_to_the_next() -> None:
+    class Routed(torch.nn.Module):  # an expert's activation on the batch's tokens grouped by expert
+        def __init__(self) -> None:
+            super().__init__()
+            self.act = torch.nn.SiLU()
+            self.out = torch.nn.Linear(4, 4)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            grouped = self.act(x.reshape(-1, 4)[torch.tensor([5, 0, 3, 1, 4, 2])][:5])
+            return self.out(grouped)
+
+    store, model = DigestStore(), Routed()
+    rec = Recorder(model, head_values=2, store=store)
+    with rec.attached(["t"]):
+        rec.begin_step(StepLayout(0, 2, 3, ["o", "t"], {"t": Target(1, 0, 3, 3)}))
+        model(torch.randn(2, 3, 4))
+        rec.finish("t")
+    got = store.get("t")
+    assert got is not None
+    act, out = got.calls
+    assert act[2] == "act" and act[4:7] == [None, None, 5]
+    assert out[2] == "out" and out[4:7] == [None, None, 5] and out[9:12] == [None, None, None]
 
 
 def test_a_target_rows_digest_is_its_own_whatever_else_is_in_the_batch() -> None:

@@ -68,7 +68,11 @@ def _answer(phase: str, kind: str, batch: int, repeat: int, sig: str, token_ids:
             "top_gaps": [0.3] * len(ids), "completion_text": "t", "cold": False}
 
 
-def _run(tmp_path: Path, answers: list[dict[str, Any]], digests: list[dict[str, Any]]) -> RunPaths:
+STARTED_CPU = "hookedengine version 0.1, torch 2.13, transformers 5.25, device cpu, dtype float32"
+
+
+def _run(tmp_path: Path, answers: list[dict[str, Any]], digests: list[dict[str, Any]],
+         started: str = STARTED_CPU) -> RunPaths:
     paths = RunPaths(tmp_path / "run").make()
     paths.meta.write_text(json.dumps({"study": "s", "run_id": "r"}))
     for table, rows in (("responses", answers), ("digests", digests)):
@@ -76,8 +80,7 @@ def _run(tmp_path: Path, answers: list[dict[str, Any]], digests: list[dict[str, 
             for row in rows:
                 writer.append(row)
     with TableWriter(paths, "logs", "hooked") as writer:
-        writer.append({"run_id": "r", "arm": "hooked", "stream": "stderr", "seq": 0,
-                       "text": "hookedengine version 0.1, torch 2.13, transformers 5.25, device cpu, dtype float32"})
+        writer.append({"run_id": "r", "arm": "hooked", "stream": "stderr", "seq": 0, "text": started})
     return paths
 
 
@@ -107,6 +110,33 @@ def test_a_kernel_split_names_the_module_whose_input_is_identical_and_output_dif
         "layers.0.self_attn.q_proj\": [64, 64]}' --set 'm=[1, 9, 36]' --set 'arms=[\"fp32\"]' --set device=cpu")
     assert found.margin is None  # the same token ids
     assert "first flipped token: none" in render(found)
+
+
+def test_the_probe_runs_on_the_device_and_dtype_the_engine_named_on_a_gpu(tmp_path: Path) -> None:
+    answers = [_answer("conc", "concurrent", 0, r, "A") for r in range(3)]
+    answers.append(_answer("conc", "concurrent", 1, 0, "B"))
+    digests = _digests("hooked/p/conc/0/0", 4) + _digests("hooked/p/conc/1/0", 1,
+                                                           split=(0, "model.layers.0.self_attn.q_proj", "out"))
+    started = ("hookedengine version 0.1.0, torch 2.11.0+cu130, transformers 5.17.0, device cuda:0 (NVIDIA H100 80GB "
+               "HBM3), dtype bfloat16")
+    found = locate(_run(tmp_path, answers, digests, started), "hooked/p/conc")
+    assert found.probe is not None and found.probe.note is None and found.probe.preset == "h200_default"
+    assert "--set 'arms=[\"bf16\"]' --set device=cuda" in found.probe.command
+
+
+def test_calls_on_the_batch_s_mixed_rows_are_skipped_and_counted(tmp_path: Path) -> None:
+    answers = [_answer("conc", "concurrent", 0, r, "A") for r in range(3)]
+    answers.append(_answer("conc", "concurrent", 1, 0, "B"))
+    a = _digests("hooked/p/conc/0/0", 4)
+    for row in a:  # MoE experts' inputs: the batch's tokens grouped by expert, no rows of the request's own
+        if row["module"] == "model.layers.0.self_attn.o_proj":
+            row.update(rows_start=None, rows_stop=None, out_hash="grouped", in_hash=None)
+    b = _digests("hooked/p/conc/1/0", 1, split=(1, "model.layers.0.mlp.down_proj", "out"))
+    found = locate(_run(tmp_path, answers, a + b), "hooked/p/conc")
+    diff = found.difference
+    assert diff is not None and diff.kind == KERNEL and (diff.step, diff.module) == (1, "model.layers.0.mlp.down_proj")
+    assert found.mixed_calls == 2  # o_proj in steps 0 and 1
+    assert "2 calls skipped: their rows mix the batch's requests" in render(found)
 
 
 def test_a_split_between_modules_names_the_parent_and_the_calls_around_it(tmp_path: Path) -> None:

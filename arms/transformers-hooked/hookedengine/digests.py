@@ -53,9 +53,11 @@ class RequestDigests:
     calls: list[list[Any]] = field(default_factory=list)
 
 
-def _rows(t: torch.Tensor, layout: StepLayout, tgt: Target) -> tuple[torch.Tensor, int, int, int]:
+def _rows(t: torch.Tensor, layout: StepLayout, tgt: Target) -> tuple[torch.Tensor, int | None, int | None, int]:
     """(the target's rows, start, stop, total) in the tensor's leading dimension, flattened over the dims that
-    hold tokens: [B, L, ...] and [B*L, ...] hold per-request rows; anything else is shared and digested whole."""
+    hold tokens: [B, L, ...] and [B*L, ...] hold per-request rows. Anything else is digested whole: the target's
+    own where the forward holds only its tokens, else rows of the whole batch mixed (MoE experts' inputs, grouped
+    by expert): start and stop None, as no request's own rows can be compared with another batch's."""
     b, n = layout.batch, layout.seq_len
     start, stop = tgt.row * n + tgt.start, tgt.row * n + tgt.stop
     if t.dim() >= 2 and t.shape[0] == b and t.shape[1] == n:
@@ -63,7 +65,8 @@ def _rows(t: torch.Tensor, layout: StepLayout, tgt: Target) -> tuple[torch.Tenso
     if t.dim() >= 1 and t.shape[0] == b * n:
         return t[start:stop], start, stop, b * n
     total = int(t.shape[0]) if t.dim() else 1
-    return t, 0, total, total
+    alone = b == 1 and tgt.start == 0 and tgt.stop == n
+    return t, 0 if alone else None, total if alone else None, total
 
 
 def _step(layout: StepLayout, tgt: Target) -> int:
@@ -145,6 +148,11 @@ class _Call:
                  y: torch.Tensor) -> None:
         self.digests, self.meta, self.x, self.x_from, self.y = digests, meta, x, x_from, y
         self.out: tuple[str, float, float, float, list[float]] | None = None
+
+    @property
+    def mixed(self) -> bool:
+        """Its output rows are the batch's, mixed (`_rows`): no digest of them stands for the request's input."""
+        return self.meta[4] is None
 
 
 class Recorder:
@@ -235,7 +243,9 @@ class Recorder:
                     continue
                 out_rows, start, stop, total = _rows(y, layout, tgt)
                 x_from = earlier[2].get(rid) if earlier is not None else None
-                x_rows = None if x is None or x_from is not None else _rows(x, layout, tgt)[0].detach().clone()
+                x_rows = None
+                if x is not None and x_from is None and (picked := _rows(x, layout, tgt))[1] is not None:
+                    x_rows = picked[0].detach().clone()
                 meta = [_step(layout, tgt), call, name, kind, start, stop, total,
                         list(x.shape) if x is not None else None, list(y.shape)]
                 made[rid] = item = _Call(digests, meta, x_rows, x_from, out_rows.detach().clone())
@@ -255,7 +265,7 @@ class Recorder:
 
     def _digest_call(self, item: _Call) -> None:
         item.out = _digest(item.y, self.head_values)
-        if item.x_from is not None and item.x_from.out is not None:
+        if item.x_from is not None and item.x_from.out is not None and not item.x_from.mixed:
             inp: tuple[Any, ...] = item.x_from.out[:3]
         elif item.x is not None:
             inp = _digest(item.x, 0)[:3]
