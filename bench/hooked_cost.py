@@ -8,6 +8,7 @@
 
     .venv/bin/python bench/hooked_cost.py                 # 3 rounds, 8 clients, 64 tokens
     .venv/bin/python bench/hooked_cost.py --rounds 5 --flag-every 4
+    python3 bench/hooked_cost.py --engine-python python3 --device cuda --base-model DIR/tiny-llama   # on a GPU box
 
 The engine runs as a process in the transformers-serve venv (`make transformers-serve`), on an 8-layer copy of
 tiny-llama's config (hidden 256, random weights from a fixed seed) made in a temporary folder; the clients are
@@ -22,6 +23,7 @@ import http.client
 import io
 import json
 import os
+import shutil
 import socket
 import statistics
 import subprocess
@@ -65,11 +67,11 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def start_engine(model: Path, port: int, *flags: str) -> subprocess.Popen[bytes]:
+def start_engine(python: Path, device: str, model: Path, port: int, *flags: str) -> subprocess.Popen[bytes]:
     env = {**os.environ, "PYTHONPATH": f"{ROOT}/arms/transformers-hooked:{ROOT}/arms/reference-engine",
            "HF_HUB_OFFLINE": "1"}
-    proc = subprocess.Popen([str(PYTHON), "-m", "hookedengine", "--model", str(model), "--port", str(port),
-                             "--device", "cpu", "--max-num-seqs", "16", "--log-level", "WARNING", *flags], env=env)
+    proc = subprocess.Popen([str(python), "-m", "hookedengine", "--model", str(model), "--port", str(port),
+                             "--device", device, "--max-num-seqs", "16", "--log-level", "WARNING", *flags], env=env)
     for _ in range(600):
         try:
             conn = http.client.HTTPConnection("127.0.0.1", port, timeout=1)
@@ -141,16 +143,21 @@ def main() -> int:
     ap.add_argument("--requests", type=int, default=48)
     ap.add_argument("--tokens", type=int, default=64)
     ap.add_argument("--flag-every", type=int, default=8)
+    ap.add_argument("--engine-python", type=Path, default=PYTHON, help="the engine's interpreter (%(default)s)")
+    ap.add_argument("--device", choices=("cpu", "cuda"), default="cpu", help="the engine's device (cuda: bf16)")
+    ap.add_argument("--base-model", type=Path, default=TINY, help="config and tokenizer copied (default: %(default)s)")
     args = ap.parse_args()
-    if not PYTHON.exists() or not TINY.exists():
-        print(f"needs {PYTHON} and {TINY}: run `make transformers-serve` first", file=sys.stderr)
+    python = args.engine_python if "/" in str(args.engine_python) else Path(shutil.which(args.engine_python) or "")
+    if not python.is_file() or not args.base_model.exists():
+        print(f"needs {args.engine_python} and {args.base_model}: run `make transformers-serve` first", file=sys.stderr)
         return 2
     with tempfile.TemporaryDirectory() as tmp:
         model = Path(tmp) / "llama-8-layers"
-        subprocess.run([str(PYTHON), "-c", MAKE_MODEL, str(TINY), str(model)], check=True, capture_output=True)
+        subprocess.run([str(python), "-c", MAKE_MODEL, str(args.base_model), str(model)], check=True,
+                       capture_output=True)
         port, bare_port = free_port(), free_port()
-        proc = start_engine(model, port)
-        bare = start_engine(model, bare_port, "--no-digests")
+        proc = start_engine(python, args.device, model, port)
+        bare = start_engine(python, args.device, model, bare_port, "--no-digests")
         try:
             for p in (port, bare_port):
                 load_round(p, args.clients, args.clients, 8, 0)  # warm-up
