@@ -63,6 +63,16 @@ def test_default_study_report_says_one_distinct_per_cell(default_run: tuple[Path
     assert "| baseline | capital | sequential |" in (run_dir / "report.md").read_text()
 
 
+def test_the_first_arm_stops_behind_the_second_one_s_start_and_before_its_first_request(
+        default_run: tuple[Path, str]) -> None:
+    run_dir, _ = default_run
+    arms = {row["arm"]: row for row in pq.read_table(run_dir / "data" / "arms").to_pylist()}
+    sent = [r["send_ns"] for r in pq.read_table(run_dir / "data" / "responses").to_pylist() if r["arm"] == "wide_batch"]
+    assert arms["wide_batch"]["start_ns"] < arms["baseline"]["stop_ns"] <= min(sent)
+    timings = json.loads((run_dir / "run.json").read_text())["timings_s"]
+    assert timings["stop_behind_next_start"] > 0 and timings["stop_and_logs"] > 0  # the last arm's, in turn
+
+
 def test_compare_reproduces_report(default_run: tuple[Path, str]) -> None:
     run_dir, _ = default_run
     before = (run_dir / "report.json").read_text()
