@@ -12,7 +12,7 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf, open_dict
 
-from orchestrator.config import noise_floor, prompt_length, schema
+from orchestrator.config import compose_cache, noise_floor, prompt_length, schema
 from orchestrator.config.catalog import line
 from orchestrator.config.locations import CONF_DIR as CONF_DIR  # re-exported: their home is locations.py
 from orchestrator.config.locations import PROJECT_ROOT as PROJECT_ROOT
@@ -50,12 +50,19 @@ def compose_collecting(overrides: list[str], dirs: list[Path] | None = None) -> 
     """The config composed from the overrides that compose, and one line for each that does not (it does
     not parse, names nothing, or has a wrong type): every command-line problem at once, not only the first
     one Hydra meets. A problem of a config file raises at once (no override to leave out)."""
+    keyed, run_dirs = compose_cache.run_dirs(overrides)
+    cache, name = user_cache_dir() / "composed", compose_cache.key(keyed, dirs or [])
+    if (composed := compose_cache.load(cache, name)) is not None:  # composed before, from the same files
+        return compose_cache.with_run_dirs(composed, run_dirs), []
     parsed = [(text, _unparsable(text)) for text in overrides]  # each parsed once (a parser is made per call)
     problems = [problem for _, problem in parsed if problem]
     kept = [text for text, problem in parsed if not problem]
     while True:
         try:
-            return _compose([*kept, *overrides_for(dirs or [])], dirs or []), problems
+            composed = _compose([*kept, *overrides_for(dirs or [])], dirs or [])
+            if not problems:
+                compose_cache.store(cache, name, composed)
+            return composed, problems
         except ConfigError as exc:
             culprit = _culprit(exc, kept)
             if culprit is None:

@@ -23,7 +23,7 @@ from orchestrator.record.paths import RunPaths
 from orchestrator.record.tables import read_table
 from orchestrator.reproduce.rerun import REPRODUCE_ALLOW, load_config
 from orchestrator.run import protocol
-from orchestrator.run.arms import ResumePlan
+from orchestrator.run.launch import ResumePlan
 
 
 def resume_plan(typed: Config, paths: RunPaths, arms: Mapping[str, ResolvedArm] | None = None) -> ResumePlan:

@@ -20,7 +20,7 @@ from collections import Counter
 from collections.abc import Callable, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import wait as wait_all
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -28,7 +28,7 @@ from orchestrator.analysis.stopping import StopRule
 from orchestrator.config import resolve_prompts
 from orchestrator.config.arms import Placement, ResolvedArm, resolve_arms, runtime_for
 from orchestrator.config.background import phase_backgrounds
-from orchestrator.config.schema import ArmConfig, Config, PhaseKind, PromptAs, RuntimeKind
+from orchestrator.config.schema import Config, PhaseKind, PromptAs, RuntimeKind
 from orchestrator.engines import profile_for
 from orchestrator.errors import OrchestratorError
 from orchestrator.guard.fingerprint import arm_cell, log_facts, matrix_key, probe_container
@@ -37,6 +37,7 @@ from orchestrator.interrupts import run_async
 from orchestrator.record.paths import RunPaths
 from orchestrator.run import digests, exits, hosts, placement, prompt_length, protocol, starts
 from orchestrator.run.client import CompletionClient, wait_ready
+from orchestrator.run.launch import Launch, ResumePlan
 from orchestrator.run.prefetch import Prefetch
 from orchestrator.run.progress import Progress
 from orchestrator.run.resources import MemorySampler
@@ -48,43 +49,6 @@ from orchestrator.runtime.spec import Handle, Runtime, run_labels
 
 if TYPE_CHECKING:
     from orchestrator.record.tables import TableWriter
-
-
-@dataclass(frozen=True)
-class ResumePlan:
-    """`run --resume`: per arm, the groups to send again (run/resume.py); arms not named are complete."""
-
-    attempt: int
-    groups: dict[str, set[str]]
-    # protocol.stop_after_divergences: per arm, the recorded rows that count toward it (a cell that already has
-    # its divergences sends nothing more)
-    recorded: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
-
-
-@dataclass
-class _Launch:
-    """An arm being started: what the rest of its run needs once its engine is ready."""
-
-    name: str
-    resolved: ResolvedArm  # as it runs (config/arms.py), placed; its identity set once its image is resolved
-    row: dict[str, Any]  # its `arms` row, filled as it goes
-    runtime: Runtime  # the runtime (and Docker host) it runs on
-    handle: Handle | None = None
-    image_source: dict[str, Any] = field(default_factory=dict)
-    probing: Future[dict[str, Any]] | None = None
-    model: Future[tuple[str | None, str | None]] | None = None  # (model, revision), hashed while it loads
-    sampler: MemorySampler | None = None
-    start: int = 0  # study.starts: 0 runs the protocol
-    starts: int = 1
-
-    @property
-    def label(self) -> str:
-        """How progress names it: '[arm]', or '[arm] start 2/3' for a later start."""
-        return f"[{self.name}]" + (f" start {self.start + 1}/{self.starts}" if self.start else "")
-
-    @property
-    def arm(self) -> ArmConfig:
-        return self.resolved.arm
 
 
 class StudyRunner:
@@ -109,7 +73,7 @@ class StudyRunner:
         self._starter = ThreadPoolExecutor(max_workers=1, thread_name_prefix="early-start")
         self._prefetch = Prefetch()  # imports needed once the first engine answers, made while it loads
         self._upcoming: ResolvedArm | None = None  # the arm that may start early, while one runs
-        self._early: dict[str, tuple[_Launch, Future[None]]] = {}
+        self._early: dict[str, tuple[Launch, Future[None]]] = {}
         self._stops = StopsBehind()  # an arm's stop while the next one starts (run/stop_behind.py)
         self._interrupted = False  # Ctrl-C while arms ran side by side: their failures are the interruption
         self._prompts: dict[str, str] = {}
@@ -181,7 +145,7 @@ class StudyRunner:
             runtime.cleanup(run_labels(self.run_id))
 
     def _new_launch(self, resolved: ResolvedArm, runtime: Runtime, placed: Placement | None = None,
-                    start: int = 0) -> _Launch:
+                    start: int = 0) -> Launch:
         name, arm = resolved.name, resolved.declared  # the record keeps the arm as declared
         row = {"study": self.config.study.name, "run_id": self.run_id, "arm": name,
                "config_json": json.dumps(asdict(arm), default=str, sort_keys=True),
@@ -190,10 +154,10 @@ class StudyRunner:
         if placed is not None:
             row.update(placed_host=placed.host, wave=placed.wave, gpu_uuids=list(placed.gpu_uuids),
                        gpu_indices=list(placed.gpus), cpuset=placed.cpuset)
-        return _Launch(name, dataclasses.replace(resolved, placement=placed), row, runtime, start=start,
+        return Launch(name, dataclasses.replace(resolved, placement=placed), row, runtime, start=start,
                        starts=self.config.study.starts)
 
-    def _launch(self, launch: _Launch) -> None:
+    def _launch(self, launch: Launch) -> None:
         """Image, container, environment probe, readiness: the arm's engine up and answering."""
         name, row, runtime = launch.name, launch.row, launch.runtime
         arm = launch.arm
@@ -234,7 +198,7 @@ class StudyRunner:
         self.timer.add("start_to_ready", seconds)
         self.say(f"[{name}] ready at {handle.base_url} in {seconds:.1f} s")
 
-    def _run_arm(self, launch: _Launch, stop_behind: bool = False) -> None:
+    def _run_arm(self, launch: Launch, stop_behind: bool = False) -> None:
         """Its start that runs the protocol, then its later starts (study.starts); `stop_behind`: its last start
         stops while the next arm starts."""
         launch, started = self._early.pop(launch.name, (launch, None))  # an early start's launch, if any
@@ -244,7 +208,7 @@ class StudyRunner:
             later = self._new_launch(launch.resolved, launch.runtime, launch.resolved.placement, number)
             self._attempt(later, functools.partial(self._later_start, later), stop_behind and number == starts - 1)
 
-    def _protocol(self, launch: _Launch, started: Future[None] | None) -> None:
+    def _protocol(self, launch: Launch, started: Future[None] | None) -> None:
         name, row, runtime = launch.name, launch.row, launch.runtime
         if started is None:
             self._launch(launch)
@@ -263,7 +227,7 @@ class StudyRunner:
             sent = run_async(self._send(launch, handle))
         self.say(f"[{name}] {sent} requests done")
 
-    def _later_start(self, launch: _Launch) -> None:
+    def _later_start(self, launch: Launch) -> None:
         """A later start: ready, one request per prompt (run/starts.py), then stopped like the first."""
         self._launch(launch)
         assert launch.handle is not None and launch.model is not None
@@ -272,7 +236,7 @@ class StudyRunner:
         sent = run_async(self._send(launch, launch.handle))
         self.say(f"{launch.label} {sent} requests done")
 
-    def _attempt(self, launch: _Launch, body: Callable[[], None], stop_behind: bool = False) -> None:
+    def _attempt(self, launch: Launch, body: Callable[[], None], stop_behind: bool = False) -> None:
         """Run one start of an arm and record it: its `arms` row lands in every exit path; an OrchestratorError
         fails the arm (said, kept in `failed`), anything else is recorded and let through. `stop_behind`: its
         stop and row in a thread while the next arm starts, unless Ctrl-C or a bug ended it."""
@@ -305,7 +269,7 @@ class StudyRunner:
             else:
                 self._finish(launch, "stop_and_logs")
 
-    def _finish(self, launch: _Launch, stage: str) -> None:
+    def _finish(self, launch: Launch, stage: str) -> None:
         """Its engine stopped and removed, then its `arms` row written, in every exit path."""
         row = launch.row
         try:
@@ -335,7 +299,7 @@ class StudyRunner:
                      "(runtime.overlap_arm_starts)")
             self._early[name] = (launch, self._starter.submit(self._launch, launch))
 
-    def _stop(self, launch: _Launch, handle: Handle) -> None:
+    def _stop(self, launch: Launch, handle: Handle) -> None:
         name, row, runtime = launch.name, launch.row, launch.runtime
         try:
             if launch.sampler is not None:  # its last reading while the engine still runs
@@ -351,7 +315,7 @@ class StudyRunner:
         finally:
             runtime.remove(handle)
 
-    def _arm_fingerprint(self, launch: _Launch, handle: Handle, probe: dict[str, Any]) -> dict[str, Any]:
+    def _arm_fingerprint(self, launch: Launch, handle: Handle, probe: dict[str, Any]) -> dict[str, Any]:
         arm, runtime = launch.arm, launch.runtime
         engine = launch.resolved.profile  # the engine that answers: a stand-in's is the reference engine
         fingerprint = run_async(server_facts(runtime, handle, engine.endpoints))
@@ -363,11 +327,11 @@ class StudyRunner:
         fingerprint["cell"] = arm_cell(arm.engine_args, arm.gpus, engine.name, *launch.model.result())
         return fingerprint
 
-    def _context(self, launch: _Launch) -> RunContext:
+    def _context(self, launch: Launch) -> RunContext:
         return RunContext(self.config.study.name, self.run_id, launch.name, self.config.protocol.significant_digits,
                           self.resume.attempt if self.resume else 0, launch.start)
 
-    async def _send(self, launch: _Launch, handle: Handle) -> int:
+    async def _send(self, launch: Launch, handle: Handle) -> int:
         """The protocol (start 0), or a later start's one request per prompt (run/starts.py)."""
         name, arm, runtime, proto = launch.name, launch.arm, launch.runtime, self.config.protocol
         client = CompletionClient(handle.base_url, protocol.request_timeout_s(proto), transport=runtime.http_transport)

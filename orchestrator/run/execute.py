@@ -30,8 +30,9 @@ from orchestrator.guard import observed as guard_observed
 from orchestrator.guard.results import GuardResult, KnobCheck
 from orchestrator.record.paths import RunPaths, atomic_write_bytes, atomic_write_text, read_json
 from orchestrator.run import protocol
-from orchestrator.run.arms import ResumePlan, StudyRunner
+from orchestrator.run.arms import StudyRunner
 from orchestrator.run.check import Refusals, config_check, refusals
+from orchestrator.run.launch import ResumePlan
 from orchestrator.run.timings import StageTimer
 from orchestrator.runtime.reaper import Reaper
 
