@@ -6,7 +6,8 @@ a key of everything its composition reads, and taken from there when all of it i
 - the overrides, in order, and the working directory (Hydra records it in `hydra.runtime.cwd`); a run dir given
   as a plain path is put in after (`run_dirs`): it is new for every run;
 - every file under the project's conf/ and the user's config dirs, by path and content;
-- the code that registers schemas and defaults in Hydra's ConfigStore (this package), and Hydra's plugins;
+- the orchestrator's code (the schemas in Hydra's ConfigStore take defaults from several packages), and
+  Hydra's plugins;
 - the versions of Python, Hydra and OmegaConf.
 
 Nothing is resolved at composition (interpolations such as `${oc.env:HOME}` are resolved later, from the
@@ -32,9 +33,8 @@ if TYPE_CHECKING:
 FORMAT = 1  # bumped when what is kept changes
 KEPT = 64  # entries; the least recently used go first
 RUN_DIRS = ("hydra.run.dir", "hydra.sweep.dir")
+PACKAGE = Path(__file__).resolve().parent.parent  # the orchestrator's code
 PLAIN_PATH = re.compile(r"[\w./@%+-]+")  # read by Hydra's grammar as this very string
-WORDS = {"null", "true", "false", "nan", "inf", "-inf", "+inf"}
-NUMBER = re.compile(r"[+-]?[\d_.]+(e[+-]?\d+)?", re.IGNORECASE)
 
 
 def run_dirs(overrides: list[str]) -> tuple[list[str], dict[str, str]]:
@@ -44,13 +44,23 @@ def run_dirs(overrides: list[str]) -> tuple[list[str], dict[str, str]]:
     keyed, named = [], {}
     for override in overrides:
         field, _, value = override.partition("=")
-        if field in RUN_DIRS and PLAIN_PATH.fullmatch(value) and value.lower() not in WORDS \
-                and not NUMBER.fullmatch(value):
+        if field in RUN_DIRS and PLAIN_PATH.fullmatch(value) and not _other_type(value):
             keyed.append(f"{field}=<dir>")
             named[field] = value
         else:
             keyed.append(override)
     return keyed, named
+
+
+def _other_type(value: str) -> bool:
+    """Hydra's grammar reads it as null, a bool or a number (nan, -inf, 1_000, 1e3), not as this string."""
+    if value.lower() in ("null", "true", "false"):
+        return True
+    try:
+        float(value)
+    except ValueError:
+        return False
+    return True
 
 
 def with_run_dirs(composed: DictConfig, named: dict[str, str]) -> DictConfig:
@@ -76,12 +86,25 @@ def key(overrides: list[str], dirs: list[Path]) -> str:
     for part in (str(FORMAT), sys.version, hydra.__version__, omegaconf.__version__, os.getcwd(), *overrides):
         digest.update(part.encode() + b"\0")
     plugins = {Path(p) for p in hydra_plugins.__path__ if Path(p).is_absolute() and Path(p).is_dir()}
-    for root in (CONF_DIR, Path(__file__).parent, *sorted(plugins), *dirs):
+    # the whole package: the schemas' defaults come from other packages' modules too (engines' DEFAULT_ENGINE)
+    for root in (CONF_DIR, PACKAGE, *sorted(plugins), *dirs):
         digest.update(str(root).encode() + b"\1")
-        for path in sorted(root.rglob("*")):
-            if path.is_file() and "__pycache__" not in path.parts:
-                digest.update(str(path.relative_to(root)).encode() + b"\2" + path.read_bytes() + b"\3")
+        for path in _files(root):
+            digest.update(str(path.relative_to(root)).encode() + b"\2" + path.read_bytes() + b"\3")
     return digest.hexdigest()
+
+
+def _files(root: Path) -> list[Path]:
+    """Every file under `root`, through linked folders as Hydra goes (each real folder once), sorted."""
+    found, seen = [], set()
+    for folder, subfolders, names in os.walk(root, followlinks=True):
+        real = os.path.realpath(folder)
+        if real in seen or "__pycache__" in Path(folder).parts:
+            subfolders[:] = []
+            continue
+        seen.add(real)
+        found += [Path(folder) / name for name in names if (Path(folder) / name).is_file()]
+    return sorted(found)
 
 
 def load(folder: Path, name: str) -> DictConfig | None:

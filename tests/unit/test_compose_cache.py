@@ -83,7 +83,23 @@ def test_a_run_dir_is_put_back_where_hydra_put_it(cache: Path, tmp_path: Path, m
     assert again.hydra.run.dir == f"{tmp_path}/b" and OmegaConf.to_yaml(again) == OmegaConf.to_yaml(fresh)
 
 
-@pytest.mark.parametrize("value", ["'/tmp/a b'", "${oc.env:HOME}/x", "null", "1e3", "a,b"])
+@pytest.mark.parametrize("value", ["'/tmp/a b'", "${oc.env:HOME}/x", "null", "1e3", "a,b", "-nan", "+NaN", "1_0"])
 def test_a_run_dir_hydra_would_read_as_something_else_stays_in_the_key(value: str) -> None:
     keyed, named = compose_cache.run_dirs([f"hydra.run.dir={value}"])
     assert keyed == [f"hydra.run.dir={value}"] and named == {}
+
+
+def test_a_linked_folder_in_a_config_dir_is_read_through(cache: Path, tmp_path: Path) -> None:
+    elsewhere = user_dir(tmp_path / "elsewhere", 7)
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "protocol").symlink_to(elsewhere / "protocol")  # Hydra follows it
+    assert config.compose(["protocol=mine"], [mine]).protocol.request.max_tokens == 7
+    user_dir(elsewhere, 9)
+    assert config.compose(["protocol=mine"], [mine]).protocol.request.max_tokens == 9
+
+
+def test_the_key_covers_the_whole_package(cache: Path) -> None:
+    package = compose_cache.PACKAGE
+    read = set(compose_cache._files(package))
+    assert package / "engines" / "__init__.py" in read and package / "config" / "schema.py" in read
