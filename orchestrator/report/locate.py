@@ -97,7 +97,8 @@ def _walk(located: Located) -> str:
     if located.one_sided_steps:
         said += f"; {located.one_sided_steps} steps recorded on one side only (one answer is longer)"
     if located.mixed_calls:
-        said += (f"; {located.mixed_calls} calls skipped: their rows mix the batch's requests (MoE experts' "
+        said += (f"; {located.mixed_calls} call{'s' if located.mixed_calls > 1 else ''} skipped: their rows mix "
+                 "the batch's requests (MoE experts' "
                  "inputs, grouped by expert), so they hold no rows of the request's own")
     return said
 

@@ -7,7 +7,8 @@ processes on tiny-llama (fp32, CPU), through `orchestrator run study=locate_tiny
   Linear whose input is identical, and the op probe at its shapes (`--probe`, in the arm's interpreter) finds the
   same GEMM M-variant here.
 In its image (Docker), the planted module is named the same way.
-CI time: four engine starts and five `locate` calls (about 50 s here)."""
+tiny-moe batched: the experts' mixed rows skipped, their own call named.
+CI time: five engine starts and six `locate` calls (about 60 s here)."""
 
 from __future__ import annotations
 
@@ -93,3 +94,22 @@ def test_the_hooked_engine_in_its_image_names_the_planted_module(tmp_path: Path)
     image = pq.read_table(tmp_path / "data" / "arms", columns=["image_ref"]).column("image_ref").to_pylist()
     assert image == ["orchestrator/transformers-hooked:0.1.0"], image
     assert _locate(tmp_path, "planted/count/concurrent")[0].startswith(f"first split: step 0 (prefill), {PLANTED}")
+
+
+def test_a_moe_s_experts_see_the_batch_s_tokens_mixed_and_are_skipped_not_named(tmp_path: Path) -> None:
+    """tiny-moe (Qwen3-MoE, 8 experts, top-2) batched without invariance: the experts' activation sees the batch's
+    tokens grouped by expert, no rows of the request's own; `locate` skips those calls, counts them, and does not
+    name them (before the fix, it named 'between gate and act_fn')."""
+    require_engine_build(VENV_PYTHON, "transformers-serve", "transformers serve")
+    one_arm = ["study=locate_tiny", "~arms.invariant", "~arms.planted", "~study.variables.planted",
+               "~study.variables.variant", "study.baseline=variant", "arms.variant.engine_args.model=/models/tiny-moe"]
+    result = orchestrator("run", *one_arm, f"hydra.run.dir={tmp_path}", timeout_s=600)
+    assert result.returncode == 0, result.stderr[-3000:]
+    digests = pq.read_table(tmp_path / "data" / "digests", columns=["module", "rows_start", "batch_size"]).to_pylist()
+    mixed = {r["module"] for r in digests if r["rows_start"] is None}
+    assert "model.layers.0.mlp.experts.act_fn" in mixed and all(r["batch_size"] > 1 for r in digests
+                                                                if r["rows_start"] is None)
+    text = "\n".join(_locate(tmp_path, "variant/capital/concurrent"))
+    assert "skipped: their rows mix the batch's requests" in text, text
+    assert text.startswith("first split: step 0 (prefill), model.layers.0.mlp.experts (Qwen3MoeExperts): input "
+                           "identical, output differs; batch 4 vs 1"), text  # the experts' own call, per token
