@@ -140,6 +140,8 @@ def timings_line(seconds: dict[str, float], waves: Sequence[WaveTime] = ()) -> s
     """'compose and check 0.41 s, checks 0.00 s, ...' in the order the stages ran; with arms side by side, an
     arm's stages add up over the arms that ran at once, so each wave's wall time follows, against the sum."""
     line = ", ".join(f"{name.replace('_', ' ')} {value:.2f} s" for name, value in seconds.items())
+    if "stop_behind_next_start" in seconds:  # runtime.stop_behind_next_start: not time added to the run's
+        line += " (the stops behind the next start ran during the next arm's start to ready)"
     if not any(len(w.arms) > 1 for w in waves):
         return line
     each = ", ".join(f"wave {w.wave} ({', '.join(w.arms)}) {w.wall_s:.2f} s" for w in waves)

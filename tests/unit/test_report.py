@@ -310,3 +310,6 @@ def test_arms_side_by_side_show_each_wave_s_wall_time_against_their_sum(tmp_path
         "requests 18.75 s (an arm's stages summed over arms that ran at once); arms side by side in 2 wave(s): "
         "14.00 s wall (wave 1 (a, b) 9.00 s, wave 2 (c) 5.00 s) against 21.00 s of arm time one after another")
     assert timings_line({"requests": 4.0}, []) == "requests 4.00 s"  # one by one: nothing to add up
+    assert timings_line({"stop_behind_next_start": 0.2, "stop_and_logs": 0.18}, []) == (
+        "stop behind next start 0.20 s, stop and logs 0.18 s (the stops behind the next start ran during the next "
+        "arm's start to ready)")
