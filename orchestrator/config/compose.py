@@ -50,6 +50,7 @@ def compose_collecting(overrides: list[str], dirs: list[Path] | None = None) -> 
     """The config composed from the overrides that compose, and one line for each that does not (it does
     not parse, names nothing, or has a wrong type): every command-line problem at once, not only the first
     one Hydra meets. A problem of a config file raises at once (no override to leave out)."""
+    schema.register_configs()  # a kept config may hold `${on_off:X}`, resolved after it is read
     keyed, run_dirs = compose_cache.run_dirs(overrides)
     cache, name = user_cache_dir() / "composed", compose_cache.key(keyed, dirs or [])
     if (composed := compose_cache.load(cache, name)) is not None:  # composed before, from the same files
@@ -76,7 +77,6 @@ def _compose(overrides: list[str], dirs: list[Path]) -> DictConfig:
     from hydra import initialize_config_dir
     from hydra.core.global_hydra import GlobalHydra
 
-    schema.register_configs()
     GlobalHydra.instance().clear()
     try:
         with initialize_config_dir(str(CONF_DIR), version_base="1.3"):

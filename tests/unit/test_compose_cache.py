@@ -103,3 +103,21 @@ def test_the_key_covers_the_whole_package(cache: Path) -> None:
     package = compose_cache.PACKAGE
     read = set(compose_cache._files(package))
     assert package / "engines" / "__init__.py" in read and package / "config" / "schema.py" in read
+
+
+def test_a_kept_config_resolves_in_a_fresh_process(cache: Path) -> None:
+    """A run reads the kept config in a new process, before anything composed there: the `${on_off:X}` of an
+    arm's description must resolve then too (on the H100 the second `locate_tiny` run failed with 'Unsupported
+    interpolation type on_off')."""
+    import subprocess
+    import sys
+
+    script = ("import sys; from omegaconf import OmegaConf; from orchestrator import config; "
+              "c = config.compose(['study=locate_tiny']); "
+              "print(OmegaConf.to_container(c.arms, resolve=True)['invariant']['description'])")
+    outputs = [subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=False)
+               for _ in range(2)]
+    assert len(list(cache.glob("*.pickle"))) == 1
+    for done in outputs:
+        assert done.returncode == 0, done.stderr
+    assert outputs[0].stdout == outputs[1].stdout and " on" in outputs[0].stdout
