@@ -186,3 +186,19 @@ def test_a_config_files_problems_are_all_its_own(tmp_path: Path, capsys: pytest.
         f"error: protocol.request.max_tokens: Value 'many' of type 'str' could not be converted to Integer "
         f"(in {protocol}); give a whole number, e.g. 8",
         "error: arms.a.startup_timeout_s=-5.0: must be > 0"], lines
+
+
+def test_a_stand_in_that_serves_no_chat_endpoint_is_refused_before_anything_starts(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The reference engine answers every arm under stand_in=IMAGE and serves no chat endpoint: a chat arm's
+    study is refused by `check` (it passed, then failed mid-run), one line naming the arm and both fixes."""
+    stand_in = ["study=vllm_cpu_chat", "stand_in=orchestrator/reference-engine:0.1.0"]
+    assert cli.main(["check", *stand_in]) == 2
+    assert errors(capsys) == [
+        "error: arms.chat.endpoint='chat': must be an endpoint the stand-in serves (engine reference in "
+        "orchestrator/reference-engine:0.1.0 serves no chat endpoint); run the study without stand_in, or set "
+        "arms.chat.endpoint=completions"]
+    assert cli.main(["run", *stand_in, f"hydra.run.dir={tmp_path / 'run'}"]) == 2
+    assert not (tmp_path / "run").exists()
+    _, typed, _ = study_config(["study=vllm_cpu_chat"], [])
+    assert config_check(typed).problems == []  # its own engine, vLLM, serves chat
