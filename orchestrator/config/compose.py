@@ -60,11 +60,21 @@ def compose_collecting(overrides: list[str], dirs: list[Path] | None = None) -> 
             culprit = _culprit(exc, kept)
             if culprit is None:  # a config file's: Hydra names its first problem only
                 loose = _compose_untyped([*kept, *overrides_for(dirs or [])], dirs or [])
-                if loose is None or not typed_collecting(loose)[1]:
-                    raise ConfigError([*problems, *exc.problems]) from exc
+                if loose is None or not _names(typed_collecting(loose)[1], keys.refused(exc)):
+                    raise ConfigError([*problems, *exc.problems]) from exc  # only what Hydra said, then
                 return loose, problems  # typing it names every problem of the files, each where it is written
             problems += exc.problems
             kept.remove(culprit)
+
+
+def _names(found: list[str], refused: str | None) -> bool:
+    """Whether the problems found typing the untyped composition include the key Hydra refused (else Hydra's
+    own line is kept: a problem is never traded for others)."""
+    if refused is None:
+        return False
+    parent, _, key = refused.rpartition(".")
+    return any(p.startswith(f"{refused}:") or f"unknown key '{key}' in {parent or 'the top level'} " in p
+               or f"unknown key '{key}' in {parent or 'the top level'}." in p for p in found)
 
 
 def _compose_untyped(overrides: list[str], dirs: list[Path]) -> DictConfig | None:

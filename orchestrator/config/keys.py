@@ -88,6 +88,16 @@ def sources(cfg: DictConfig) -> Callable[[str], str]:
     return written
 
 
+def refused(exc: BaseException) -> str | None:
+    """The dotted key OmegaConf refused (its `full_key`, somewhere in the chain Hydra wraps it in); None: none."""
+    seen: BaseException | None = exc
+    while seen is not None:
+        if key := getattr(seen, "full_key", None):
+            return str(key)
+        seen = seen.__cause__ or seen.__context__
+    return None
+
+
 def schema_of(exc: BaseException) -> type | None:
     """The dataclass that refused a key (OmegaConf's `object_type`, somewhere in the chain Hydra wraps it in):
     any block of the schema, or of a plugin's (the onset sweeper's `axis`)."""
