@@ -162,11 +162,14 @@ class EngineProfile:
                 for name, value in engine_args.items() if value is not None]
 
     def flag_value(self, engine_args: Mapping[str, Any], canonical: str) -> Any:
-        """The value set under the flag's name or any alias (None: not set, the engine's default)."""
+        """The value set under the flag's name or any alias, or false where its negated name is set true
+        (`switch_of`); None: not set, the engine's default."""
         for name in (canonical, *self.flag_aliases.get(canonical, ())):
             for spelled in (name, name.replace("-", "_")):
                 if engine_args.get(spelled) is not None:
                     return engine_args[spelled]
+                if engine_args.get(f"{self.negated_prefix}{spelled}") is True:
+                    return False
         return None
 
     def setting(self, engine_args: Mapping[str, Any], neutral: str) -> Any:

@@ -491,6 +491,8 @@ def test_an_unknown_engine_is_one_line_listing_the_known_ones() -> None:
 def test_engine_profiles_read_aliases_capacity_and_logprob_limits() -> None:
     vllm = profile_for("vllm")
     assert vllm.flag_value({"tp": 2}, "tensor-parallel-size") == 2
+    assert vllm.setting({"no-enable-prefix-caching": True}, "prefix_cache") is False  # the switch, negated
+    assert vllm.setting({"enable-prefix-caching": True}, "prefix_cache") is True
     assert vllm.capacity({"max_num_seqs": 8}) == 8 and vllm.capacity({}) is None
     assert vllm.max_logprobs({}) == (20, True) and vllm.max_logprobs({"max-logprobs": 5}) == (5, False)
     assert vllm.log_facts(["x", "INFO vLLM server version 0.32.0", "vLLM server version 9"]) == {
