@@ -76,6 +76,6 @@ def _digests_off(resolved: ResolvedArm) -> str | None:
     flag = resolved.profile.digests_flag
     if flag is None:
         return None
-    off = f"--no-{flag}"
+    off = f"--{resolved.profile.negated_prefix}{flag}"
     arm = resolved.arm
     return off if off in (*resolved.profile.flag_names(arm.engine_args), *arm.command) else None
