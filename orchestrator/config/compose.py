@@ -78,17 +78,24 @@ def _names(found: list[str], refused: str | None) -> bool:
 
 
 def _compose_untyped(overrides: list[str], dirs: list[Path]) -> DictConfig | None:
-    """The same composition with the schema's node (`config_schema`) as plain defaults, untyped, so a config
-    file's keys are all kept, right or wrong, for `typed_collecting` to judge; None where it does not compose
-    that way either."""
+    """The same composition with the schema's node (`config_schema`) and the Hydra plugins' (hydra.sweeper,
+    hydra.launcher) as plain defaults, untyped, so a config file's keys are all kept, right or wrong, for
+    `typed_collecting` to judge; None where it does not compose that way either."""
     from hydra.core.config_store import ConfigStore
 
-    ConfigStore.instance().store(name="config_schema", node=OmegaConf.to_container(OmegaConf.structured(schema.Config)))
+    store = ConfigStore.instance()
+    plugins = [(entry, entry.node) for group in ("sweeper", "launcher")
+               for entry in store.repo.get("hydra", {}).get(group, {}).values()]
+    store.store(name="config_schema", node=OmegaConf.to_container(OmegaConf.structured(schema.Config)))
+    for entry, node in plugins:
+        entry.node = OmegaConf.create(OmegaConf.to_container(node))
     try:
         return _compose(overrides, dirs)
     except ConfigError:
         return None
     finally:
+        for entry, node in plugins:
+            entry.node = node
         schema.register_configs()
 
 
@@ -151,7 +158,7 @@ def typed_collecting(cfg: DictConfig) -> tuple[schema.Config, list[str]]:
     unknown = keys.unknown(OmegaConf.to_container(plain), schema.Config, "", written)
     for where, _ in unknown:
         _drop(plain, where)
-    problems = [problem for _, problem in unknown]
+    problems = [problem for _, problem in unknown] + keys.plugins_unknown(cfg, written)
     while True:
         try:
             typed = OmegaConf.to_object(OmegaConf.merge(OmegaConf.structured(schema.Config), plain))

@@ -34,7 +34,8 @@ def unknown(node: Any, cls: type, path: str, written: Callable[[str], str] | Non
         if key not in hints:
             source = written(where) if written else ""
             problems.append((where, f"unknown key '{key}' in {path or 'the top level'}"
-                                    f"{f' ({source})' if source else ''}.{did_you_mean(str(key), hints)}"))
+                                    f"{f' ({source})' if source else ''}."
+                                    f"{did_you_mean(str(key), [h for h in hints if not h.startswith('_')])}"))
             continue
         block = _block(hints[key])
         if block is None:
@@ -67,7 +68,8 @@ def sources(cfg: DictConfig) -> Callable[[str], str]:
     else "in FILE" for the first config file the composition picked (its defaults' choices, the user's dirs
     before conf/) with a line `KEY:`; "" when neither says."""
     hydra = cfg.get("hydra") if isinstance(cfg, DictConfig) else None
-    task = [str(o) for o in OmegaConf.select(cfg, "hydra.overrides.task", default=None) or []] if hydra else []
+    task = [str(o) for kind in ("task", "hydra")  # the study's overrides, and Hydra's own (hydra.sweeper.X)
+            for o in OmegaConf.select(cfg, f"hydra.overrides.{kind}", default=None) or []] if hydra else []
     choices = dict(OmegaConf.select(cfg, "hydra.runtime.choices", default=None) or {}) if hydra else {}
     dirs = [Path(d) for d in cfg.get("config_dirs") or []]
     files = [CONF_DIR / f"{CONFIG_NAME}.yaml"]
@@ -86,6 +88,25 @@ def sources(cfg: DictConfig) -> Callable[[str], str]:
                     return f"in conf/{path.relative_to(CONF_DIR)}" if path.is_relative_to(CONF_DIR) else f"in {path}"
         return ""
     return written
+
+
+def plugins_unknown(cfg: DictConfig, written: Callable[[str], str]) -> list[str]:
+    """Lines for keys of the Hydra plugins a config picks (hydra.sweeper, hydra.launcher) that the dataclass
+    each registered in Hydra's ConfigStore lacks: appended with +, they reach the plugin untyped (the onset
+    sweeper's settings would refuse them only once the sweep starts, and not in `check`)."""
+    from hydra.core.config_store import ConfigStore
+
+    choices = OmegaConf.select(cfg, "hydra.runtime.choices", default=None) or {}
+    found = []
+    for plugin in ("sweeper", "launcher"):
+        option, node = choices.get(f"hydra/{plugin}"), OmegaConf.select(cfg, f"hydra.{plugin}", default=None)
+        if option is None or not isinstance(node, DictConfig):
+            continue
+        with contextlib.suppress(Exception):  # a plugin Hydra cannot load again: Hydra's own error says it
+            block = OmegaConf.get_type(ConfigStore.instance().load(f"hydra/{plugin}/{option}.yaml").node)
+            if isinstance(block, type) and dataclasses.is_dataclass(block):
+                found += [line for _, line in unknown(OmegaConf.to_container(node), block, f"hydra.{plugin}", written)]
+    return found
 
 
 def refused(exc: BaseException) -> str | None:

@@ -142,6 +142,8 @@ def test_hydra_s_re_run_recipe_takes_out_like_the_other_re_runs(tmp_path: Path, 
     ("onset_indexer_budget", "hydra.sweeper.axis.hig=5", "hydra.sweeper.axis", "high"),
     ("onset_indexer_budget", "hydra.sweeper.target.phse=x", "hydra.sweeper.target", "phase"),
     ("onset_indexer_budget", "hydra.sweeper.max_job=5", "hydra.sweeper", "max_jobs"),
+    ("onset_indexer_budget", "+hydra.sweeper.max_job=5", "hydra.sweeper", "max_jobs"),  # refused by check too
+    ("onset_indexer_budget", "+hydra.sweeper.axis.hig=5", "hydra.sweeper.axis", "high"),
 ])
 def test_a_typo_in_any_block_gets_its_closest_key(study: str, override: str, where: str, closest: str) -> None:
     """Every nested block of the schema (and the onset sweeper's), written with or without a leading +."""
@@ -186,6 +188,20 @@ def test_a_config_files_problems_are_all_its_own(tmp_path: Path, capsys: pytest.
         f"error: protocol.request.max_tokens: Value 'many' of type 'str' could not be converted to Integer "
         f"(in {protocol}); give a whole number, e.g. 8",
         "error: arms.a.startup_timeout_s=-5.0: must be > 0"], lines
+
+
+def test_a_study_files_typos_in_the_onset_sweepers_settings_are_all_named(tmp_path: Path,
+                                                                        capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "study").mkdir()
+    (tmp_path / "study" / "search.yaml").write_text(
+        "# @package _global_\ndefaults:\n  - onset_indexer_budget\n  - _self_\nstudy:\n  name: search\n"
+        "hydra:\n  sweeper:\n    max_job: 4\n    axis: {hig: 4096}\narms:\n  random_topk:\n    imgae: x\n")
+    assert cli.main(["check", "--config-dir", str(tmp_path), "study=search"]) == 2
+    study = tmp_path / "study" / "search.yaml"
+    assert sorted(line.split(" Available:")[0] for line in errors(capsys)) == [
+        f"error: unknown key 'hig' in hydra.sweeper.axis (in {study}). Did you mean 'high'?",
+        f"error: unknown key 'imgae' in arms.random_topk (in {study}). Did you mean 'image'?",
+        f"error: unknown key 'max_job' in hydra.sweeper (in {study}). Did you mean 'max_jobs'?"]
 
 
 def test_a_stand_in_that_serves_no_chat_endpoint_is_refused_before_anything_starts(
