@@ -11,11 +11,12 @@ from orchestrator.cli import main
 
 
 def entry() -> int:
-    """The console script and `python -m orchestrator`. After a single study (`run` without -m), out without
-    the interpreter's teardown: freeing pandas', pyarrow's and Hydra's modules one by one took 0.15-0.2 s a
-    run. Everything the run wrote is closed by then (atomic writes), its executors are shut down, and
-    logging and the standard streams are flushed here. Any other verb ends as usual: a sweep's launcher
-    (joblib's worker processes) is shut down by the interpreter's exit hooks, which os._exit would skip."""
+    """The console script and `python -m orchestrator`. After a single study run as one (`run` that ran no
+    sweep: sweep/app.py `ALONE`), out without the interpreter's teardown: freeing pandas', pyarrow's and
+    Hydra's modules one by one took 0.15-0.2 s a run. Everything the run wrote is closed by then (atomic
+    writes), its executors are shut down, and logging and the standard streams are flushed here. Anything
+    else ends as usual: a sweep's launcher (joblib's worker processes) is shut down by the interpreter's exit
+    hooks, which os._exit would skip, whether -m or the study's own `hydra.mode: MULTIRUN` made it a sweep."""
     argv, code = sys.argv[1:], None
     if argv[:1] == ["run"]:
         from orchestrator.run.prefetch import no_pandas_objects
@@ -29,9 +30,9 @@ def entry() -> int:
         return 0 if code is None else code
     if argv[:1] != ["run"]:
         return code
-    from orchestrator.config.search import MULTIRUN  # imported by `run` already
+    from orchestrator.sweep.app import ALONE  # imported by `run` already
 
-    if any(arg in MULTIRUN for arg in argv):
+    if not ALONE["ran"]:
         return code
     logging.shutdown()
     for stream in (sys.stdout, sys.stderr):

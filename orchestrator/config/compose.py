@@ -6,20 +6,18 @@ import contextlib
 import dataclasses
 import os
 import re
-import typing
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 from omegaconf import DictConfig, OmegaConf, open_dict
 
-from orchestrator.config import compose_cache, noise_floor, prompt_length, schema
+from orchestrator.config import compose_cache, keys, noise_floor, prompt_length, schema
 from orchestrator.config.catalog import line
 from orchestrator.config.locations import CONF_DIR as CONF_DIR  # re-exported: their home is locations.py
+from orchestrator.config.locations import CONFIG_NAME as CONFIG_NAME
 from orchestrator.config.locations import PROJECT_ROOT as PROJECT_ROOT
 from orchestrator.config.search import overrides_for
 from orchestrator.errors import ConfigError, did_you_mean
-
-CONFIG_NAME = "config"
 
 
 def user_cache_dir() -> Path:
@@ -29,12 +27,6 @@ def user_cache_dir() -> Path:
     if explicit:
         return Path(explicit)
     return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "orchestrator"
-
-_SCHEMAS = {cls.__name__: cls for cls in (
-    schema.Config, schema.ArmConfig, schema.BuildConfig, schema.KnobsConfig, schema.ScratchConfig,
-    schema.VolumeConfig, schema.PromptConfig, schema.ExpectConfig, schema.GateConfig,
-    schema.PromptSetConfig, schema.RequestConfig, schema.PhaseConfig, schema.ProtocolConfig,
-    schema.StudyConfig, schema.RuntimeConfig)}
 
 
 def compose(overrides: list[str], dirs: list[Path] | None = None) -> DictConfig:
@@ -66,10 +58,45 @@ def compose_collecting(overrides: list[str], dirs: list[Path] | None = None) -> 
             return composed, problems
         except ConfigError as exc:
             culprit = _culprit(exc, kept)
-            if culprit is None:
-                raise ConfigError([*problems, *exc.problems]) from exc
+            if culprit is None:  # a config file's: Hydra names its first problem only
+                loose = _compose_untyped([*kept, *overrides_for(dirs or [])], dirs or [])
+                if loose is None or not _names(typed_collecting(loose)[1], keys.refused(exc)):
+                    raise ConfigError([*problems, *exc.problems]) from exc  # only what Hydra said, then
+                return loose, problems  # typing it names every problem of the files, each where it is written
             problems += exc.problems
             kept.remove(culprit)
+
+
+def _names(found: list[str], refused: str | None) -> bool:
+    """Whether the problems found typing the untyped composition include the key Hydra refused (else Hydra's
+    own line is kept: a problem is never traded for others)."""
+    if refused is None:
+        return False
+    parent, _, key = refused.rpartition(".")
+    return any(p.startswith(f"{refused}:") or f"unknown key '{key}' in {parent or 'the top level'} " in p
+               or f"unknown key '{key}' in {parent or 'the top level'}." in p for p in found)
+
+
+def _compose_untyped(overrides: list[str], dirs: list[Path]) -> DictConfig | None:
+    """The same composition with the schema's node (`config_schema`) and the Hydra plugins' (hydra.sweeper,
+    hydra.launcher) as plain defaults, untyped, so a config file's keys are all kept, right or wrong, for
+    `typed_collecting` to judge; None where it does not compose that way either."""
+    from hydra.core.config_store import ConfigStore
+
+    store = ConfigStore.instance()
+    plugins = [(entry, entry.node) for group in ("sweeper", "launcher")
+               for entry in store.repo.get("hydra", {}).get(group, {}).values()]
+    store.store(name="config_schema", node=OmegaConf.to_container(OmegaConf.structured(schema.Config)))
+    for entry, node in plugins:
+        entry.node = OmegaConf.create(OmegaConf.to_container(node))
+    try:
+        return _compose(overrides, dirs)
+    except ConfigError:
+        return None
+    finally:
+        for entry, node in plugins:
+            entry.node = node
+        schema.register_configs()
 
 
 def _compose(overrides: list[str], dirs: list[Path]) -> DictConfig:
@@ -102,13 +129,15 @@ def _unparsable(text: str) -> str | None:
 
 def _culprit(error: ConfigError, overrides: list[str]) -> str | None:
     """The override a composition error is about: Hydra names its key, or the group option it could not
-    find (`protocol/smok`)."""
+    find (`protocol/smok`). Not one that picks a file with a problem inside (`In 'study/mine'`): that file's
+    problem is the user's to fix, and leaving the override out would judge another study."""
     text = " ".join(str(cause) for cause in (error.__cause__, getattr(error.__cause__, "__cause__", None)) if cause)
     for override in overrides:
         key, _, value = override.partition("=")
         key = key.lstrip("+~")
         if (f"override {override}" in text or f"override '{key}'" in text
-                or f"'{key.split('@', 1)[0]}/{value}'" in text):
+                or re.search(rf"Could not (?:find|load) '{re.escape(key.split('@', 1)[0])}/{re.escape(value)}'",
+                             text)):
             return override
     return None
 
@@ -125,16 +154,17 @@ def typed_collecting(cfg: DictConfig) -> tuple[schema.Config, list[str]]:
     """The dataclass tree of a composed config, and one line for each key it cannot take (unknown, or of a
     wrong type), those keys left at their defaults so that the checks after this one still run."""
     plain = OmegaConf.masked_copy(cfg, [str(k) for k in cfg if k != "hydra"]) if "hydra" in cfg else cfg.copy()
-    unknown = _unknown_keys(OmegaConf.to_container(plain), schema.Config, "")
+    written = keys.sources(cfg)
+    unknown = keys.unknown(OmegaConf.to_container(plain), schema.Config, "", written)
     for where, _ in unknown:
         _drop(plain, where)
-    problems = [problem for _, problem in unknown]
+    problems = [problem for _, problem in unknown] + keys.plugins_unknown(cfg, written)
     while True:
         try:
             typed = OmegaConf.to_object(OmegaConf.merge(OmegaConf.structured(schema.Config), plain))
             break
         except Exception as exc:
-            error = exc.__cause__ if isinstance(exc.__cause__, ConfigError) else explain(exc)
+            error = exc.__cause__ if isinstance(exc.__cause__, ConfigError) else explain(exc, written=written)
             full_key = getattr(exc, "full_key", None)
             if not full_key or not _drop(plain, full_key):
                 raise ConfigError([*problems, *error.problems]) from exc
@@ -175,28 +205,6 @@ def _first_existing(relative: str, roots: list[Path]) -> Path:
     return found.resolve()
 
 
-def _unknown_keys(node: Any, cls: type, path: str) -> list[tuple[str, str]]:
-    """(dotted path, line) for keys that no schema field names. Hydra's `+key=value` appends bypass the
-    struct check."""
-    if not isinstance(node, dict):
-        return []
-    hints = typing.get_type_hints(cls)
-    problems = []
-    for key, value in node.items():
-        where = f"{path}.{key}" if path else str(key)
-        if key not in hints:
-            unknown = f"unknown key '{key}' in {path or 'the top level'}.{did_you_mean(str(key), hints)}"
-            problems.append((where, unknown))
-            continue
-        hint = hints[key]
-        if dataclasses.is_dataclass(hint):
-            problems += _unknown_keys(value, hint, where)  # type: ignore[arg-type]
-        elif typing.get_origin(hint) is dict and dataclasses.is_dataclass(typing.get_args(hint)[1]):
-            for name, item in (value or {}).items():
-                problems += _unknown_keys(item, typing.get_args(hint)[1], f"{where}.{name}")
-    return problems
-
-
 _FILE = "write it in a config file of a --config-dir DIR"
 _NEW_ENTRY = {
     "ArmConfig": "add an arm from a template, +arm@arms.NAME=TEMPLATE, then set its keys (arms.NAME.KEY=VALUE)",
@@ -208,8 +216,10 @@ _NEW_ENTRY = {
 _TYPE_WORDS = {"Float": "a number, e.g. 0.05", "Integer": "a whole number, e.g. 8", "Boolean": "true or false"}
 
 
-def explain(exc: BaseException, dirs: list[Path] | None = None) -> ConfigError:
-    """Map a Hydra/OmegaConf failure to a one-line message naming the key, its source and the choices."""
+def explain(exc: BaseException, dirs: list[Path] | None = None, written: Callable[[str], str] | None = None
+            ) -> ConfigError:
+    """Map a Hydra/OmegaConf failure to a one-line message naming the key, its source and the choices
+    (`written`: where a key of the composed config was written, for a failure typing it)."""
     if isinstance(exc, ConfigError):
         return exc
     cause = exc.__cause__ if exc.__cause__ is not None else exc
@@ -227,11 +237,17 @@ def explain(exc: BaseException, dirs: list[Path] | None = None) -> ConfigError:
             source = _override_source(group, name, dirs or [])
         return ConfigError(f"unknown {group} '{name}' ({source}).{did_you_mean(name, choices)}")
 
+    if source == "in the composed config" and full_key and written and written(full_key):
+        source = written(full_key)
     unknown = re.search(r"Key '([^']+)' not in '([^']+)'", text if "full_key" in text else first_line)
     if unknown:
-        key, type_name = unknown.groups()
+        key = unknown.group(1)
         parent = full_key.rsplit(".", 1)[0] if full_key and "." in full_key else "the top level"
-        fields = [f.name for f in dataclasses.fields(_SCHEMAS[type_name])] if type_name in _SCHEMAS else []
+        given = re.search(r"Could not override '([^']+)'", text)
+        if given and not (full_key or "").startswith(given.group(1)):  # a key inside a value given whole
+            parent = given.group(1)
+        block = keys.schema_of(exc)
+        fields = [f.name for f in dataclasses.fields(block)] if block else []
         return ConfigError(f"unknown key '{key}' in {parent} ({source}).{did_you_mean(key, fields)}")
 
     if full_key and "not in struct" in first_line:  # Hydra: a key the config does not have yet

@@ -176,13 +176,6 @@ def _cross_field(config: Config) -> list[str]:
             found.append(line("cross-field", "protocol.request.prompt_as", "token_ids",
                               "text for an engine that serves no tokenize endpoint",
                               "set protocol.request.prompt_as=text, or another engine for " + ", ".join(untokenized)))
-    for name, arm in config.arms.items():
-        endpoint = arm.endpoint or config.protocol.endpoint
-        served = ENGINES[arm.engine].endpoints if arm.engine in ENGINES else None
-        if served is not None and (served.chat if endpoint is Endpoint.chat else served.completions) is None:
-            other = Endpoint.completions if endpoint is Endpoint.chat else Endpoint.chat
-            found.append(line("cross-field", f"arms.{name}.endpoint", endpoint.value,
-                              f"an endpoint engine {arm.engine} serves", f"set arms.{name}.endpoint={other.value}"))
     for prompt_id, prompt in config.prompts.prompts.items():
         if (prompt.text is None) == (prompt.file is None):
             found.append(line("cross-field", f"prompts.prompts.{prompt_id}", "text and file" if prompt.text

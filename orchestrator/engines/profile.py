@@ -82,6 +82,9 @@ class EngineProfile:
     capabilities: Capabilities = Capabilities()
     # Neutral setting (SETTINGS) -> the engine's flag; a setting the engine has no flag for is absent.
     settings: Mapping[str, str] = field(default_factory=dict)
+    # A switch set false is its flag with this prefix ({batch-invariant: false} -> --no-batch-invariant, as
+    # argparse's BooleanOptionalAction spells it); so `no-batch-invariant: true` names the same flag.
+    negated_prefix: str = "no-"
     # Canonical flag name -> other spellings the engine accepts for it ({tensor-parallel-size: [tp]}).
     flag_aliases: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     # The listing shipped in orchestrator/probes/ that prints the flags and env names the engine knows
@@ -121,7 +124,7 @@ class EngineProfile:
             if value is True:
                 argv.append(flag)
             elif value is False:
-                argv.append(f"--no-{flag.lstrip('-')}")
+                argv.append(f"--{self.negated_prefix}{flag.lstrip('-')}")
             elif isinstance(value, list | tuple):
                 argv += [flag, *map(str, value)]
             else:
@@ -146,17 +149,27 @@ class EngineProfile:
                 break
         return False
 
+    def switch_of(self, name: str) -> str | None:
+        """The switch an `engine_args` name turns off when set true, as `argv` renders it: 'no-batch-invariant'
+        -> 'batch-invariant' ({no-batch-invariant: true} and {batch-invariant: false} are both
+        --no-batch-invariant); None: not a negated name."""
+        prefix = self.negated_prefix
+        return name[len(prefix):] if name.startswith(prefix) and len(name) > len(prefix) else None
+
     def flag_names(self, engine_args: Mapping[str, Any]) -> list[str]:
         """The flag names `argv` emits: {fused-finalize: false} -> ['--no-fused-finalize']."""
-        return [f"--no-{_flag(name).lstrip('-')}" if value is False else _flag(name)
+        return [f"--{self.negated_prefix}{_flag(name).lstrip('-')}" if value is False else _flag(name)
                 for name, value in engine_args.items() if value is not None]
 
     def flag_value(self, engine_args: Mapping[str, Any], canonical: str) -> Any:
-        """The value set under the flag's name or any alias (None: not set, the engine's default)."""
+        """The value set under the flag's name or any alias, or false where its negated name is set true
+        (`switch_of`); None: not set, the engine's default."""
         for name in (canonical, *self.flag_aliases.get(canonical, ())):
             for spelled in (name, name.replace("-", "_")):
                 if engine_args.get(spelled) is not None:
                     return engine_args[spelled]
+                if engine_args.get(f"{self.negated_prefix}{spelled}") is True:
+                    return False
         return None
 
     def setting(self, engine_args: Mapping[str, Any], neutral: str) -> Any:

@@ -16,7 +16,7 @@ from orchestrator.config.arms import ResolvedArm, resolve_arms
 from orchestrator.config.catalog import line
 from orchestrator.errors import ConfigError
 from orchestrator.guard import caches, held, overlap
-from orchestrator.guard.leaves import arm_leaves, describe_all, describe_extra, differences, matches
+from orchestrator.guard.leaves import arm_leaves, describe_all, describe_extra, differences, matches, positive
 from orchestrator.guard.results import (
     ABSENT,
     CONFOUNDED,
@@ -42,7 +42,7 @@ def validate_variables(config: Config) -> list[str]:
             continue
         valid = set(base) | set(arm_leaves(config.arms[arm], []))
         for leaf in declared:
-            if not any(matches(v, leaf) for v in valid):
+            if not any(matches(v, positive(leaf, config.arms[arm].engine)) for v in valid):
                 hint = difflib.get_close_matches(leaf, sorted(valid), n=1, cutoff=0.5)
                 problems.append(f"study.variables.{arm}: '{leaf}' is not a leaf of arm '{arm}' or of the baseline "
                                 f"'{baseline}'.{f' Did you mean {hint[0]!r}?' if hint else ''} Leaves are dotted "
@@ -75,11 +75,12 @@ def declared_check(config: Config, arms: Mapping[str, ResolvedArm] | None = None
         if declared is None:
             pairs.append(DeclaredPair(arm, None, diff, extra=sorted(diff), verdict=UNDECLARED))
             continue
-        extra = [leaf for leaf in diff if not any(matches(leaf, d) for d in declared)]
+        named = {d: positive(d, arm_config.engine) for d in declared}  # engine_args.no-X is the switch X
+        extra = [leaf for leaf in diff if not any(matches(leaf, d) for d in named.values())]
         every_diff = differences(arm_leaves(config.arms[baseline], []), arm_leaves(arm_config, []))
-        unused = [d for d in declared if not any(matches(leaf, d) for leaf in every_diff)]
+        unused = [d for d in declared if not any(matches(leaf, named[d]) for leaf in every_diff)]
         as_run = differences(arm_leaves(arms[baseline].arm, []), arm_leaves(arms[arm].arm, []))
-        equal = [d for d in declared if d not in unused and not any(matches(leaf, d) for leaf in as_run)]
+        equal = [d for d in declared if d not in unused and not any(matches(leaf, named[d]) for leaf in as_run)]
         pairs.append(DeclaredPair(arm, list(declared), diff, extra=extra, unused=unused, stand_in_equal=equal,
                                   verdict=CONFOUNDED if extra else SINGLE))
     return DeclaredCheck(checked=bool(study.variables), baseline=baseline, allow_confounded=study.allow_confounded,

@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from dataclasses import asdict, is_dataclass
 from typing import TYPE_CHECKING, Any
 
+from orchestrator.engines import DEFAULT_ENGINE, ENGINES
 from orchestrator.guard.results import ABSENT, PairDifference
 
 if TYPE_CHECKING:
@@ -34,7 +35,33 @@ def matches(path: str, pattern: str) -> bool:
 
 
 def arm_leaves(arm: ArmConfig | Mapping[str, Any], ignore: list[str]) -> dict[str, Any]:
-    return {k: v for k, v in flatten(arm).items() if not any(matches(k, p) for p in ignore)}
+    """The arm's leaves, a negated switch as its switch set false (`positive`): engine_args.no-X: true is
+    engine_args.X: false, the same flag, so arms that write it either way compare by what they run."""
+    leaves = flatten(arm)
+    engine = arm.get("engine") if isinstance(arm, Mapping) else arm.engine
+    for leaf, value in list(leaves.items()):
+        named = positive(leaf, engine)
+        if named != leaf and value is True and named not in leaves:
+            del leaves[leaf]
+            leaves[named] = False
+    return {k: v for k, v in leaves.items() if not any(matches(k, p) for p in ignore)}
+
+
+def positive(leaf: str, engine: str | None) -> str:
+    """A leaf as the switch it sets, where the engine's profile renders that switch off as the leaf's flag:
+    engine_args.no-batch-invariant -> engine_args.batch-invariant. Other leaves as they are."""
+    group, _, name = leaf.partition(".")
+    profile = ENGINES.get(engine or DEFAULT_ENGINE)  # an unknown engine is validate.py's to report
+    switch = profile.switch_of(name) if group == "engine_args" and profile else None
+    return f"{group}.{switch}" if switch else leaf
+
+
+def positive_keys(table: Mapping[str, list[str]], engine: str | None) -> dict[str, list[str]]:
+    """A leaf -> fields table (study.implications) keyed by `positive` leaves, entries of the same switch merged."""
+    merged: dict[str, list[str]] = {}
+    for leaf, fields in table.items():
+        merged.setdefault(positive(leaf, engine), []).extend(fields)
+    return merged
 
 
 def differences(base: Mapping[str, Any], other: Mapping[str, Any]) -> dict[str, list[Any]]:

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from orchestrator.guard import held
-from orchestrator.guard.leaves import differences, matches
+from orchestrator.guard.leaves import differences, matches, positive, positive_keys
 from orchestrator.guard.results import (
     ABSENT,
     CONFOUNDED,
@@ -93,8 +93,12 @@ def observed_check(config: Config, fingerprints: Mapping[str, Mapping[str, Any] 
             {k: v for k, v in observed_fields(fp).items() if not any(matches(k, p) for p in study.ignore_fields)}
             for fp in (base_fp, arm_fp))
         pair.differing = differences(base_fields, arm_fields)
+        # a negated switch (engine_args.no-X) as the switch it sets, in the declaration and in the table alike
+        engine = config.arms[arm].engine
+        leaves = [positive(leaf, engine) for leaf in declared or []]
+        implications = positive_keys(study.implications, engine)
         for field, (left, right) in pair.differing.items():
-            if held.is_held(field, study.held_facts) or explains(list(declared or []), field, study.implications):
+            if held.is_held(field, study.held_facts) or explains(leaves, field, implications):
                 continue
             if ABSENT in (left, right) or None in (left, right):
                 pair.unknown.append(f"{field} (read in one arm only)")

@@ -26,6 +26,9 @@ FLAGS_WITH_VALUE = {"--cfg", "-c", "--package", "-p", "--config-path", "-cp", "-
                     "-i", "--experimental-rerun", "--out"}
 MAX_CHECKED_JOBS = 256  # jobs whose configs are composed up front; a bigger sweep checks the first ones
 PRECHECK_S = {"seconds": 0.0}  # composing and checking every job up front, for the first job's timings
+# Whether this process ran one study as a single run, composed once (`run_composed`): no sweep, no launcher
+# (a joblib pool is shut down by the interpreter's exit hooks), so __main__ may leave without them.
+ALONE = {"ran": False}
 
 
 def split_flags(argv: list[str]) -> tuple[list[str], list[str]]:
@@ -168,6 +171,7 @@ def run_composed(composed: Any, typed: Config, checked: Refusals) -> Outcome:
                   job_dir_key="hydra.run.dir", job_subdir_key=None)
     callbacks.on_run_end(config=composed, config_name=config.CONFIG_NAME, job_return=ran)
     outcome: Outcome = ran.return_value  # re-raises what the task raised
+    ALONE["ran"] = True
     return outcome
 
 

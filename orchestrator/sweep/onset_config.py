@@ -7,6 +7,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
+from orchestrator.config.keys import unknown
 from orchestrator.errors import ConfigError
 
 SWEEPER_TARGET = "hydra_plugins.orchestrator_onset.onset_sweeper.OnsetSweeper"
@@ -63,6 +64,8 @@ def settings(node: Any) -> OnsetSettings:
     raw = OmegaConf.to_container(node, resolve=True) if not isinstance(node, dict) else dict(node)
     assert isinstance(raw, dict)
     raw.pop("_target_", None)
+    if found := unknown(raw, OnsetSettings, "hydra.sweeper"):  # each with its closest key, all at once
+        raise ConfigError([line for _, line in found])
     try:
         merged = OmegaConf.merge(OmegaConf.structured(OnsetSettings), raw)
     except OmegaConfBaseException as exc:

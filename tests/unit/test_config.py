@@ -25,7 +25,7 @@ def test_default_study_composes_two_reference_arms() -> None:
 @pytest.mark.parametrize(("override", "expected"), [
     ("arms.baseline.imgae=x", "unknown key 'imgae' in arms.baseline (on the command line). Did you mean 'image'?"),
     ("study.nme=x", "unknown key 'nme' in study"),
-    ("+arms.baseline.imgae=x", "unknown key 'imgae' in arms.baseline. Did you mean 'image'?"),
+    ("+arms.baseline.imgae=x", "unknown key 'imgae' in arms.baseline (on the command line). Did you mean 'image'?"),
     ("protocol=smok", "unknown protocol 'smok' (on the command line). Did you mean 'smoke'?"),
     ("arm@arms.baseline=refrence", "unknown arm 'refrence'"),
     ("protocol.phases.sequential.repeats=abc", "protocol.phases.sequential.repeats: Value 'abc'"),

@@ -130,3 +130,91 @@ def test_hydra_s_re_run_recipe_takes_out_like_the_other_re_runs(tmp_path: Path, 
     assert cli.main(["run", "--out", str(tmp_path / "new")]) == 2  # a new study's run dir is Hydra's
     assert errors(capsys) == ["error: run takes no --out for a new study: name its run dir with hydra.run.dir=DIR "
                               "(--out is for a re-run: run --from RUN --out DIR)"]
+
+
+@pytest.mark.parametrize(("study", "override", "where", "closest"), [
+    ("load_point", "protocol.phases.load.load.rate_per_sec=8", "protocol.phases.load.load", "rate_per_s"),
+    ("load_point", "+protocol.phases.load.load.rate_per_sec=8", "protocol.phases.load.load", "rate_per_s"),
+    ("load_point", "protocol.phases.load.load.warmup.rate_per_sec=2", "protocol.phases.load.load.warmup",
+     "rate_per_s"),
+    ("load_point", "protocol.request.logprob=3", "protocol.request", "logprobs"),
+    ("default", "arms.baseline.volumes=[{host: /x, contaner: /y}]", "arms.baseline.volumes", "container"),
+    ("onset_indexer_budget", "hydra.sweeper.axis.hig=5", "hydra.sweeper.axis", "high"),
+    ("onset_indexer_budget", "hydra.sweeper.target.phse=x", "hydra.sweeper.target", "phase"),
+    ("onset_indexer_budget", "hydra.sweeper.max_job=5", "hydra.sweeper", "max_jobs"),
+    ("onset_indexer_budget", "+hydra.sweeper.max_job=5", "hydra.sweeper", "max_jobs"),  # refused by check too
+    ("onset_indexer_budget", "+hydra.sweeper.axis.hig=5", "hydra.sweeper.axis", "high"),
+])
+def test_a_typo_in_any_block_gets_its_closest_key(study: str, override: str, where: str, closest: str) -> None:
+    """Every nested block of the schema (and the onset sweeper's), written with or without a leading +."""
+    key = {"volumes": "contaner"}.get(key := override.split("=", 1)[0].rsplit(".", 1)[1], key)
+    _, _, found = study_config([f"study={study}", override], [])
+    assert found == [f"unknown key '{key}' in {where} (on the command line). Did you mean '{closest}'? "
+                     + found[0].split("? ", 1)[1]], found
+    assert "Available: (none)" not in found[0]
+
+
+def test_the_onset_sweepers_settings_name_the_closest_key_of_each_typo() -> None:
+    """hydra.sweeper's keys given with a leading + reach the sweeper untyped: it judges them, all at once."""
+    from orchestrator.errors import ConfigError
+    from orchestrator.sweep.onset_config import settings
+
+    with pytest.raises(ConfigError) as err:
+        settings({"max_job": 5, "axis": {"key": "a", "hig": 4}})
+    assert [p.split("?")[0] for p in err.value.problems] == [
+        "unknown key 'max_job' in hydra.sweeper. Did you mean 'max_jobs'",
+        "unknown key 'hig' in hydra.sweeper.axis. Did you mean 'high'"]
+
+
+def test_a_config_files_problems_are_all_its_own(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A study of the user's with a misspelled key: every problem of what they wrote, each where it is written,
+    and nothing of the default study (whose arms a typo once brought back)."""
+    (tmp_path / "study").mkdir()
+    (tmp_path / "protocol").mkdir()
+    (tmp_path / "study" / "mine.yaml").write_text(
+        "# @package _global_\ndefaults:\n  - /arm@arms.a: reference_process\n  - override /protocol: mine\n"
+        "study:\n  name: mine\narms:\n  a:\n    engine_arg:\n      max-num-seqs: 8\n    startup_timeout_s: -5\n")
+    (tmp_path / "protocol" / "mine.yaml").write_text(
+        "defaults:\n  - load\n  - _self_\nname: mine\nrequest:\n  max_tokens: many\n"
+        "phases:\n  load:\n    load:\n      rate_per_sec: 8\n      warmup:\n        rate_per_sec: 2\n")
+    assert cli.main(["check", "--config-dir", str(tmp_path), "study=mine", "runtime=process"]) == 2
+    lines = [line.split(" Available:")[0] for line in errors(capsys)]
+    study, protocol = tmp_path / "study" / "mine.yaml", tmp_path / "protocol" / "mine.yaml"
+    assert lines == [
+        f"error: unknown key 'engine_arg' in arms.a (in {study}). Did you mean 'engine_args'?",
+        f"error: unknown key 'rate_per_sec' in protocol.phases.load.load.warmup (in {protocol}). "
+        "Did you mean 'rate_per_s'?",
+        f"error: unknown key 'rate_per_sec' in protocol.phases.load.load (in {protocol}). Did you mean 'rate_per_s'?",
+        f"error: protocol.request.max_tokens: Value 'many' of type 'str' could not be converted to Integer "
+        f"(in {protocol}); give a whole number, e.g. 8",
+        "error: arms.a.startup_timeout_s=-5.0: must be > 0"], lines
+
+
+def test_a_study_files_typos_in_the_onset_sweepers_settings_are_all_named(tmp_path: Path,
+                                                                        capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "study").mkdir()
+    (tmp_path / "study" / "search.yaml").write_text(
+        "# @package _global_\ndefaults:\n  - onset_indexer_budget\n  - _self_\nstudy:\n  name: search\n"
+        "hydra:\n  sweeper:\n    max_job: 4\n    axis: {hig: 4096}\narms:\n  random_topk:\n    imgae: x\n")
+    assert cli.main(["check", "--config-dir", str(tmp_path), "study=search"]) == 2
+    study = tmp_path / "study" / "search.yaml"
+    assert sorted(line.split(" Available:")[0] for line in errors(capsys)) == [
+        f"error: unknown key 'hig' in hydra.sweeper.axis (in {study}). Did you mean 'high'?",
+        f"error: unknown key 'imgae' in arms.random_topk (in {study}). Did you mean 'image'?",
+        f"error: unknown key 'max_job' in hydra.sweeper (in {study}). Did you mean 'max_jobs'?"]
+
+
+def test_a_stand_in_that_serves_no_chat_endpoint_is_refused_before_anything_starts(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The reference engine answers every arm under stand_in=IMAGE and serves no chat endpoint: a chat arm's
+    study is refused by `check` (it passed, then failed mid-run), one line naming the arm and both fixes."""
+    stand_in = ["study=vllm_cpu_chat", "stand_in=orchestrator/reference-engine:0.1.0"]
+    assert cli.main(["check", *stand_in]) == 2
+    assert errors(capsys) == [
+        "error: arms.chat.endpoint='chat': must be an endpoint the stand-in serves (engine reference in "
+        "orchestrator/reference-engine:0.1.0 serves no chat endpoint); run the study without stand_in, or set "
+        "arms.chat.endpoint=completions"]
+    assert cli.main(["run", *stand_in, f"hydra.run.dir={tmp_path / 'run'}"]) == 2
+    assert not (tmp_path / "run").exists()
+    _, typed, _ = study_config(["study=vllm_cpu_chat"], [])
+    assert config_check(typed).problems == []  # its own engine, vLLM, serves chat

@@ -117,7 +117,7 @@ def test_image_change_implies_everything_inside_it() -> None:
 def image_ab(*overrides: str):  # type: ignore[no-untyped-def]
     """An A/B whose declared variable is the image (everything inside it may differ), holding two log facts."""
     return load("study=guard_finalize_only", "arms.fused.image=other:1", "study.variables.fused=[image]",
-                "arms.fused.engine_args.fused-finalize=null", "study.held_facts=[moe_backend,speculative]",
+                "~arms.fused.engine_args.fused-finalize", "study.held_facts=[moe_backend,speculative]",
                 *overrides)
 
 
@@ -491,6 +491,8 @@ def test_an_unknown_engine_is_one_line_listing_the_known_ones() -> None:
 def test_engine_profiles_read_aliases_capacity_and_logprob_limits() -> None:
     vllm = profile_for("vllm")
     assert vllm.flag_value({"tp": 2}, "tensor-parallel-size") == 2
+    assert vllm.setting({"no-enable-prefix-caching": True}, "prefix_cache") is False  # the switch, negated
+    assert vllm.setting({"enable-prefix-caching": True}, "prefix_cache") is True
     assert vllm.capacity({"max_num_seqs": 8}) == 8 and vllm.capacity({}) is None
     assert vllm.max_logprobs({}) == (20, True) and vllm.max_logprobs({"max-logprobs": 5}) == (5, False)
     assert vllm.log_facts(["x", "INFO vLLM server version 0.32.0", "vLLM server version 9"]) == {
@@ -511,3 +513,31 @@ def test_a_declared_variable_the_stand_in_replaces_is_said_to_make_the_ab_an_aa(
     assert GuardResult.from_json(GuardResult(declared=stood).to_json()).declared == stood  # guard.json keeps it
     flags = guard_declared.declared_check(load("study=vllm_position_parity", "stand_in=orchestrator/ref:1"))
     assert all(not p.stand_in_equal for p in flags.pairs) and guard_declared.warnings(flags) == []  # flags stay
+
+
+def test_a_negated_switch_is_the_same_variable_both_ways() -> None:
+    """engine_args.no-batch-invariant: true is --no-batch-invariant, as batch-invariant: false is (the profile's
+    argv): its implications are the switch's, and the config check compares the two spellings as one flag."""
+    cfg = load("study=guard_finalize_only", "~arms.fused.engine_args.fused-finalize",
+               "+arms.fused.engine_args.no-batch-invariant=true",
+               "study.variables.fused=[engine_args.no-batch-invariant]")
+    assert pair(guard_declared.enforce_declared(cfg), "fused").verdict == results.SINGLE
+    prints = {"unfused": fp(), "fused": fp(batch_invariant="off")}
+    assert pair(guard_observed.observed_check(cfg, prints), "fused").verdict == results.SINGLE
+    # the baseline spells it positively, the arm negatively, the declaration either way: one leaf, one variable
+    both = load("study=guard_finalize_only", "~arms.fused.engine_args.fused-finalize",
+                "+arms.unfused.engine_args.batch-invariant=true", "+arms.fused.engine_args.no-batch-invariant=true",
+                "study.variables.fused=[engine_args.batch-invariant]")
+    checked = pair(guard_declared.enforce_declared(both), "fused")
+    assert checked.verdict == results.SINGLE and checked.differing == {"engine_args.batch-invariant": [True, False]}
+    assert pair(guard_observed.observed_check(both, prints), "fused").verdict == results.SINGLE
+    # equal as run: declared but not different, whichever way each arm writes it
+    same = load("study=guard_finalize_only", "~arms.fused.engine_args.fused-finalize",
+                "+arms.unfused.engine_args.batch-invariant=false", "+arms.fused.engine_args.no-batch-invariant=true",
+                "study.variables.fused=[engine_args.no-batch-invariant]")
+    assert pair(guard_declared.declared_check(same), "fused").unused == ["engine_args.no-batch-invariant"]
+    # a table entry written negatively covers the switch too
+    cfg.study.implications = {"engine_args.no-batch-invariant": ["log_facts.batch_invariant"]}
+    cfg.study.variables["fused"] = ["engine_args.batch-invariant"]
+    cfg.arms["fused"].engine_args = {"batch-invariant": False}
+    assert pair(guard_observed.observed_check(cfg, prints), "fused").verdict == results.SINGLE
