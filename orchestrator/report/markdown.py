@@ -131,7 +131,7 @@ def no_difference(cells: list[Cell], pairs_differ: int = 0, why: Mapping[str, st
 
 
 def markdown(report: StudyReport) -> str:
-    return "\n".join([*title(report), *opening(report), *verdict(report), *environment_section(report.environment),
+    return "\n".join([*title(report), *front(report), *environment_section(report.environment),
                       *_timings(report), *explorer_md.section(report.comparison),
                       *locate.section(report.comparison.inside), *details(report)])
 
@@ -160,6 +160,13 @@ def _timings(report: StudyReport) -> list[str]:
 
 def title(report: StudyReport) -> list[str]:
     return [f"# Study `{report.study}`, run `{report.run_id}`", ""]
+
+
+def front(report: StudyReport) -> list[str]:
+    """What report.md opens with under its title: per arm, start, correctness and cost; then the verdict with
+    the gate and the guard. `show` prints the same lines (report.json `front`), so the terminal never looks
+    cleaner than the page."""
+    return [*opening(report), *verdict(report)]
 
 
 def opening(report: StudyReport) -> list[str]:
