@@ -24,6 +24,7 @@ import pyarrow.parquet as pq
 
 from orchestrator.analysis import text_split
 from orchestrator.analysis.alignment import Detail, align, read_details
+from orchestrator.analysis.batches import seen_running
 from orchestrator.analysis.positions import as_array
 from orchestrator.analysis.results import Completion, Explored, PairCheck
 from orchestrator.record.paths import RunPaths
@@ -266,7 +267,7 @@ def _distinct(values: np.ndarray, ascending: bool = False) -> tuple[np.ndarray, 
 def _together(rows: pa.Table) -> set[int]:
     """How many requests the server ran together, as its trace (else /metrics) saw them, over these rows."""
     ran = pc.unique(pc.coalesce(rows.column("batch_server_together"), rows.column("batch_running_max")))
-    return {int(v) for v in ran.to_pylist() if v is not None}
+    return {seen for v in ran.to_pylist() if v is not None and (seen := seen_running(int(v))) is not None}
 
 
 def _slots_by_batch(batch_ids: np.ndarray, repeats: pa.ChunkedArray) -> dict[int, set[int]]:

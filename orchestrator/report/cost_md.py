@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from orchestrator.analysis.coresidents import MISSED
 from orchestrator.analysis.cost import stays_correct
 from orchestrator.analysis.cost_results import (
     CoResidents,
@@ -18,6 +19,7 @@ from orchestrator.analysis.cost_results import (
 )
 from orchestrator.analysis.results import Cell
 from orchestrator.config.noise_floor import copy_name
+from orchestrator.errors import counted
 from orchestrator.report import svg
 
 RATIO_WORDS = {"request_throughput_per_s": "throughput", "output_tokens_per_s": "output tokens/s",
@@ -76,10 +78,14 @@ def _co_residents(found: list[CoResidents]) -> str:
     if not found:
         return ""
     if not seen:
+        if any(c.source == MISSED for c in found):
+            return ", co-residents not observed (no /metrics sample while a probe was in flight showed it running)"
         return ", co-residents not observable (no server trace, no /metrics)"
     least, most = min(c.least or 0 for c in seen), max(c.most or 0 for c in seen)
     sources = " and ".join(sorted({c.source for c in seen}))
-    return f", each alongside {least}-{most} other requests ({sources})"
+    probes, observed = sum(c.probes for c in found), sum(c.observed or 0 for c in seen)
+    share = f"; {observed} of {counted(probes, 'probe')} observed" if observed < probes else ""
+    return f", each alongside {least}-{most} other requests ({sources}{share})"
 
 
 def _against(rates: list[RateComparison], arm: str, phase: str) -> str:
@@ -272,10 +278,11 @@ def sections(cost: CostReport | None, cells: list[Cell], sweep: dict[str, Any] |
     if cost.co_residents:
         out += ["## Probes' co-residents under load", "",
                 "Other requests of the arm that ran alongside each probe: from the server's trace (engine steps "
-                "that overlap), else its /metrics sampled while the probe was in flight, else not observable.", ""]
-        out += _table(["arm", "prompt", "phase", "probes", "least", "median", "most", "from"], [
-            [c.arm, c.prompt_id, c.phase, str(c.probes), _num(c.least), _num(c.median), _num(c.most), c.source]
-            for c in cost.co_residents])
+                "that overlap), else its /metrics sampled while the probe was in flight (a probe no sample showed "
+                "running has no count: not observed), else not observable.", ""]
+        out += _table(["arm", "prompt", "phase", "probes", "observed", "least", "median", "most", "from"], [
+            [c.arm, c.prompt_id, c.phase, str(c.probes), _num(c.observed), _num(c.least), _num(c.median),
+             _num(c.most), c.source] for c in cost.co_residents])
     out += frontier_table(cost, cells, series(sweep))
     return out
 

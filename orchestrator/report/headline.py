@@ -15,6 +15,7 @@ from orchestrator.analysis.results import BatchCheck, Cell, Comparison, Divergen
 from orchestrator.analysis.stats import ALPHA
 from orchestrator.config.noise_floor import copy_name
 from orchestrator.engines import profile_for
+from orchestrator.errors import counted
 
 GATE_KEYS = ("max_divergence_rate", "expect_pairs", "expect_schedules")
 
@@ -66,23 +67,33 @@ def unobserved(cells: Sequence[Cell | BatchCheck], why: Mapping[str, str] | None
     return "; ".join(sorted({why.get(c.arm) or profile_for(None).unobserved() for c in cells}))
 
 
+def together(batched: list[Cell], why: Mapping[str, str] | None = None) -> str:
+    """How many of the cells' batches ran together: the least seen, NOT co-resident, not observed (a /metrics
+    sample that missed every batch: no count, kept out) or not observable (the engine shows none)."""
+    seen = [c.min_running_observed for c in batched if c.min_running_observed is not None]
+    total = sum(c.batches or 0 for c in batched)
+    missed = sum(c.batches_not_observed or 0 for c in batched)
+    not_observed = (f"co-residency not observed in {missed} of {counted(total, 'batch', 'batches')} (no "
+                    "/metrics sample showed it running; kept out of the verdict)")
+    if not seen:
+        return not_observed if missed else f"co-residency not observable ({unobserved(batched, why)})"
+    said = f"co-resident {min(seen)}"
+    if any(c.co_resident is False for c in batched):
+        out = sum(c.batches_kept_out or 0 for c in batched) - missed
+        said = (f"NOT co-resident (at most {min(seen)} running together; {out} of "
+                f"{counted(total, 'batch', 'batches')} kept out of the verdict)")
+    return said + (f"; {not_observed}" if missed else "")
+
+
 def phase_clause(phase: str, cells: list[Cell], near_tie_gap: float, why: Mapping[str, str] | None = None) -> str:
     """`sequential: 1 distinct in 30 (<= 9.5 % at 95 %)` over the phase's prompts."""
     head = phase
     batched = [c for c in cells if c.batch_size is not None]
     if batched:
         size = min(c.batch_size or 0 for c in batched)
-        seen = [c.min_running_observed for c in batched if c.min_running_observed is not None]
-        together = f"co-resident {min(seen)}" if seen else \
-            f"co-residency not observable ({unobserved(batched, why)})"
-        if seen and not all(c.co_resident for c in batched):
-            out = sum(c.batches_kept_out or 0 for c in batched)
-            total = sum(c.batches or 0 for c in batched)
-            kept = f"; {out} of {total} batches kept out of the verdict" if total else ""
-            together = f"NOT co-resident (at most {min(seen)} running together{kept})"
         capacity = min((c.capacity for c in batched if c.capacity is not None), default=None)
         on = f" on capacity {capacity}" if capacity is not None and size > capacity else ""
-        head = f"{phase} {size}{on}, {together}"
+        head = f"{phase} {size}{on}, {together(batched, why)}"
     measured = [c for c in cells if c.distinct_signatures is not None]
     if not measured:
         note = next((c.signature_note for c in cells if c.signature_note), "no signatures")

@@ -9,6 +9,7 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from orchestrator.analysis.batches import NOT_OBSERVED
 from orchestrator.analysis.results import BASIS_WORDS, BatchCheck, Cell, Comparison, Divergence, WaveTime
 from orchestrator.analysis.stats import ALPHA
 from orchestrator.config.noise_floor import copy_name
@@ -100,6 +101,10 @@ def headline(comparison: Comparison, why: Mapping[str, str] | None = None) -> st
     if not_co:
         parts.append(f"{len(not_co)} of {len(comparison.batches)} concurrent batches were not co-resident "
                      "(kept out of the verdict)")
+    missed = [b for b in comparison.batches if b.together_source == NOT_OBSERVED]
+    if missed:
+        parts.append(f"{len(missed)} of {len(comparison.batches)} concurrent batches' co-residency was not observed "
+                     "(no /metrics sample showed them running; kept out of the verdict)")
     line = "; ".join(parts) + "."
     measured = [c for c in comparison.cells if c.distinct_signatures is not None]
     if measured and not varying and not differ and not cold:
@@ -121,7 +126,9 @@ def no_difference(cells: list[Cell], pairs_differ: int = 0, why: Mapping[str, st
         reached = [c for c in concurrent if c.co_resident]
         seen = [c.min_running_observed for c in concurrent if c.min_running_observed is not None]
         capacities = ", ".join(sorted({str(c.capacity or "unknown") for c in concurrent}))
+        missed = sum(c.batches_not_observed or 0 for c in concurrent)
         together = f"at least {min(seen)} running together" if seen else \
+            "how many ran together was not observed (no /metrics sample showed a batch running)" if missed else \
             f"how many ran together is not observable ({unobserved(concurrent, why)})"
         observed = [c for c in concurrent if c.co_resident is not None]
         share = f"{len(reached)} of {len(concurrent)}" if observed else "not observable"  # never 0 for unknown
@@ -313,7 +320,8 @@ def _batches_section(result: Comparison, why: Mapping[str, str] | None = None) -
            "A batch's requests are released together. `arrival spread` is first to last request complete at the "
            "server (from its trace, where it gives one); `together` the most of the batch running at once, from "
            "the server's trace (exact) or its /metrics sampled in flight. A batch that was not co-resident "
-           "(docs/conventions.md) is kept out of its cell's n and of every verdict.", ""]
+           "(docs/conventions.md), or whose co-residency was not observed (no /metrics sample showed it running: no "
+           "count), is kept out of its cell's n and of every verdict.", ""]
     out += _table(["arm", "prompt", "phase", "batch size", "capacity", "send spread (ms)", "arrival spread (ms)",
                    "together (lowest)", "co-resident", "kept out", "transport errors"], [
         [c.arm, c.prompt_id, c.phase, c.batch_size, _num(c.capacity, "d"), _num(c.max_send_spread_ms),
@@ -333,6 +341,10 @@ def _batches_section(result: Comparison, why: Mapping[str, str] | None = None) -
 
 def _co_resident(batch: Cell | BatchCheck, why: Mapping[str, str] | None) -> str:
     co_resident = batch.co_resident
+    missed = batch.together_source == NOT_OBSERVED if isinstance(batch, BatchCheck) else \
+        bool(batch.batches_not_observed) and batch.batches_not_observed == batch.batches
+    if missed:
+        return "not observed (no /metrics sample showed it running; kept out)"
     if co_resident is None:
         return f"not observable ({unobserved([batch], why)})"
     size = batch.batch_size if isinstance(batch, Cell) else batch.size
