@@ -95,9 +95,14 @@ def _against(rates: list[RateComparison], arm: str, phase: str) -> str:
     rate = next((r for r in mine if r.prompt_id == "*"), mine[0] if len(mine) == 1 else None)
     if rate is None:
         return ""
-    kind = "the A/A" if arm == copy_name(rate.arm_a) else rate.arm_a
-    return (f"; against {kind}: {rate.verdict} ({rate.difference:+.3f}, {rate.lower_95:+.3f} to "
+    return (f"; against {other_arm(rate.arm_a, arm)}: {rate.verdict} ({rate.difference:+.3f}, {rate.lower_95:+.3f} to "
             f"{rate.upper_95:+.3f}, Fisher p = {rate.p_two_sided:.2g})")
+
+
+def other_arm(arm_a: str, arm_b: str) -> str:
+    """Whom B's line is read against: A by name, and, where B is A started again (study.noise_floor), that
+    the two are the A/A."""
+    return f"{arm_a} (its A/A: the same config started again)" if arm_b == copy_name(arm_a) else arm_a
 
 
 def flips(cells: list[Cell]) -> str:
@@ -194,8 +199,8 @@ def costs_lines(arm: str, phases: list[PhaseCost], ratios: list[CostRatio], star
                    f"{_p(c.time_to_first_token_s, 'time to first token')}, errors {c.errors} of {c.requests}")
         mine = [r for r in ratios if r.arm_b == arm and r.phase == c.phase and r.metric in OPENING_RATIOS
                 and r.ratio is not None]
-        kind = "" if not mine else "the A/A" if arm == copy_name(mine[0].arm_a) else mine[0].arm_a
-        parts.append((numbers, f"; against {kind}: " + ", ".join(_ratio(r) for r in mine) if mine else ""))
+        parts.append((numbers, f"; against {other_arm(mine[0].arm_a, arm)}: " + ", ".join(_ratio(r) for r in mine)
+                      if mine else ""))
     if len(parts) == 1:
         numbers, against = parts[0]
         return [f"Costs {numbers}; {memory(start)}{against}"]

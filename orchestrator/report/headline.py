@@ -221,7 +221,8 @@ def sentences(comparison: Comparison, failed_arms: list[str], near_tie_gap: floa
         noise = [c for c in comparison.cells if c.arm in (a, b) and (c.distinct_signatures or 1) > 1]
         differ = any(r.verdict == "differ" for r in rows)
         # within an arm's own repeats (the noise floor of two starts, study.noise_floor, is read below)
-        floor = f"within the arms {len(noise)} cell(s) vary, compared as signature distributions" if noise \
+        varies = counted(len(noise), "cell varies", "cells vary")
+        floor = f"within the arms {varies}, compared as signature distributions" if noise \
             else "one signature in every cell of either arm" + (", so the difference lies between the arms"
                                                                 if differ else "")
         floor += _against_floor(rows, pairs.get((a, copy_name(a))))

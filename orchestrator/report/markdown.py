@@ -13,6 +13,7 @@ from orchestrator.analysis.batches import NOT_OBSERVED
 from orchestrator.analysis.results import BASIS_WORDS, BatchCheck, Cell, Comparison, Divergence, WaveTime
 from orchestrator.analysis.stats import ALPHA
 from orchestrator.config.noise_floor import copy_name
+from orchestrator.errors import counted
 from orchestrator.report import cost_md, explorer_md, locate
 from orchestrator.report.environment import markdown_section as environment_section
 from orchestrator.report.guard import markdown_section
@@ -88,7 +89,7 @@ def headline(comparison: Comparison, why: Mapping[str, str] | None = None) -> st
     parts = [f"{len(varying)} of {len(comparison.cells)} cells show more than one signature"]
     differ = [s for s in comparison.schedules if s.verdict == "differ"]
     if differ:
-        parts.append(f"{len(differ)} schedule comparisons differ")
+        parts.append(counted(len(differ), "schedule comparison differs", "schedule comparisons differ"))
     cold = [c for c in comparison.cold if c.matches_warm is False]
     if cold:
         parts.append(f"{len(cold)} of {len(comparison.cold)} cold first requests differ from warm")
@@ -152,8 +153,8 @@ def timings_line(seconds: dict[str, float], waves: Sequence[WaveTime] = ()) -> s
     if not any(len(w.arms) > 1 for w in waves):
         return line
     each = ", ".join(f"wave {w.wave} ({', '.join(w.arms)}) {w.wall_s:.2f} s" for w in waves)
-    return (f"{line} (an arm's stages summed over arms that ran at once); arms side by side in {len(waves)} "
-            f"wave(s): {sum(w.wall_s for w in waves):.2f} s wall ({each}) against "
+    return (f"{line} (an arm's stages summed over arms that ran at once); arms side by side in "
+            f"{counted(len(waves), 'wave')}: {sum(w.wall_s for w in waves):.2f} s wall ({each}) against "
             f"{sum(w.arm_s for w in waves):.2f} s of arm time one after another")
 
 
@@ -196,7 +197,7 @@ def signature_sentence(cells: list[Cell]) -> str:
     if len(used) <= 1:
         return f"Signatures hash {BASIS_WORDS[next(iter(used), 'top_logprobs')]}."
     return "Signatures hash the finest thing every response of a cell has: " + "; ".join(
-        f"{BASIS_WORDS[basis]} in {n} cell(s)" for basis, n in used.most_common()) + "."
+        f"{BASIS_WORDS[basis]} in {counted(n, 'cell')}" for basis, n in used.most_common()) + "."
 
 
 def details(report: StudyReport) -> list[str]:
@@ -217,7 +218,7 @@ def details(report: StudyReport) -> list[str]:
             "", cells_table(result), ""]
     collapsed = [c for c in result.cells if c.top_entries_min is not None and c.top_entries_min != c.top_entries_max]
     if collapsed:
-        out += [f"Top-logprob entries per position varied in {len(collapsed)} cell(s) ("
+        out += [f"Top-logprob entries per position varied in {counted(len(collapsed), 'cell')} ("
                 + ", ".join(f"{c.label}: {c.top_entries_min}-{c.top_entries_max}" for c in collapsed[:6])
                 + "): the server keys them by decoded string, and tokens that decode alike collapse into one "
                 "entry, so these signatures can hide or invent differences. Ask for token-id keys where the "
@@ -285,7 +286,7 @@ def _left_out(cells: list[Cell]) -> str:
     """The cells a pool leaves out, and why: the stop rule ended them, each a divergence shown."""
     if not cells:
         return "-"
-    return (f"{len(cells)} cell(s) the stop rule ended (n not fixed; divergence shown): "
+    return (f"{counted(len(cells), 'cell')} the stop rule ended (n not fixed; divergence shown): "
             + ", ".join(f"{c.label} (rate >= {_pct(c.lower_bound_95)})" for c in cells))
 
 
@@ -320,8 +321,8 @@ def _batches_section(result: Comparison, why: Mapping[str, str] | None = None) -
            "A batch's requests are released together. `arrival spread` is first to last request complete at the "
            "server (from its trace, where it gives one); `together` the most of the batch running at once, from "
            "the server's trace (exact) or its /metrics sampled in flight. A batch that was not co-resident "
-           "(docs/conventions.md), or whose co-residency was not observed (no /metrics sample showed it running: no "
-           "count), is kept out of its cell's n and of every verdict.", ""]
+           "(docs/conventions.md) is kept out of its cell's n and of every verdict, and so is one whose "
+           "co-residency was not observed (no /metrics sample showed it running: no count).", ""]
     out += _table(["arm", "prompt", "phase", "batch size", "capacity", "send spread (ms)", "arrival spread (ms)",
                    "together (lowest)", "co-resident", "kept out", "transport errors"], [
         [c.arm, c.prompt_id, c.phase, c.batch_size, _num(c.capacity, "d"), _num(c.max_send_spread_ms),

@@ -104,3 +104,20 @@ def test_a_zero_reading_is_no_count_in_the_explorer_either() -> None:
 
     assert _together(metrics(0)) == set()  # "its batches had 0 running at once" is never written
     assert _together(metrics(3)) == {3}
+
+
+def test_a_cell_whose_only_batch_was_not_observed_does_not_read_not_co_resident(tmp_path: Any) -> None:
+    """The cell's rate column: its batch was kept out because nothing showed it, not because it was apart."""
+    from orchestrator.analysis.compare import compare
+    from orchestrator.record.paths import RunPaths
+    from orchestrator.record.tables import TableWriter
+
+    paths = RunPaths(tmp_path)
+    with TableWriter(paths, "responses", "r") as writer:
+        for i in range(4):
+            writer.append({"study": "s", "run_id": "r", "arm": "a", "prompt_id": "p", "phase": "conc",
+                           "phase_kind": "concurrent", "role": "measured", "attempt": 0, "batch_id": 0,
+                           "request_id": f"a/p/conc/0/{i}", "batch_running_max": 0, "sig_top_logprobs": "x",
+                           "completion_text": "x", "send_ns": 0, "recv_ns": 1})
+    [c] = compare(paths, "a").cells
+    assert c.signature_note == "no batch shown co-resident: kept out of the verdict", c.signature_note

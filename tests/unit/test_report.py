@@ -195,8 +195,8 @@ def test_the_cells_section_says_what_its_signatures_hash() -> None:
     assert signature_sentence([cell("text")] * 2) == \
         "Signatures hash the completion text (no top logprobs or token ids returned)."
     mixed = signature_sentence([cell("text"), cell("text"), cell("top_logprobs")])
-    assert "the completion text (no top logprobs or token ids returned) in 2 cell(s)" in mixed
-    assert "the top-k logprobs at 12 significant digits in 1 cell(s)" in mixed
+    assert "the completion text (no top logprobs or token ids returned) in 2 cells" in mixed
+    assert "the top-k logprobs at 12 significant digits in 1 cell" in mixed
 
 
 def test_an_unobservable_co_residency_is_not_written_as_zero() -> None:
@@ -288,7 +288,7 @@ def test_a_pool_says_which_cells_the_stop_rule_left_out() -> None:
                    upper_bound_95=None)
     pool = PooledBound("variant", 4, 0, 246, 0.0, 0.012, "assumes one common rate", left_out=[stopped.label])
     text = "\n".join(details(StudyReport("s", "r", None, [], Comparison(cells=[stopped], pooled=[pool]))))
-    assert ("| variant | 4 | 0 | 246 | 0.0%-1.2% | assumes one common rate | 1 cell(s) the stop rule ended (n not "
+    assert ("| variant | 4 | 0 | 246 | 0.0%-1.2% | assumes one common rate | 1 cell the stop rule ended (n not "
             "fixed; divergence shown): variant/q/concurrent (rate >= 5.7%) |") in text
 
 
@@ -307,7 +307,7 @@ def test_arms_side_by_side_show_each_wave_s_wall_time_against_their_sum(tmp_path
     waves = wave_times([paths])
     assert [(w.wave, w.arms, w.wall_s, w.arm_s) for w in waves] == [(1, ["a", "b"], 9.0, 16.0), (2, ["c"], 5.0, 5.0)]
     assert timings_line({"requests": 18.75}, waves) == (
-        "requests 18.75 s (an arm's stages summed over arms that ran at once); arms side by side in 2 wave(s): "
+        "requests 18.75 s (an arm's stages summed over arms that ran at once); arms side by side in 2 waves: "
         "14.00 s wall (wave 1 (a, b) 9.00 s, wave 2 (c) 5.00 s) against 21.00 s of arm time one after another")
     assert timings_line({"requests": 4.0}, []) == "requests 4.00 s"  # one by one: nothing to add up
     assert timings_line({"stop_behind_next_start": 0.2, "stop_and_logs": 0.18}, []) == (

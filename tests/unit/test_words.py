@@ -1,0 +1,101 @@
+"""The words a person reads: one helper for counts and ordinals (errors.counted, errors.ordinal) wherever a
+count meets its noun, config values as a config writes them, and lines and titles that say what the record
+holds (an A/A named by its arms, a load phase's chart named by its phases, a process arm's version as its
+interpreter has it)."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from orchestrator import config
+from orchestrator.analysis.results import Comparison, ScheduleCheck
+from orchestrator.errors import ConfigError, counted, ordinal
+from orchestrator.record.paths import read_json
+from orchestrator.report.build import build
+from orchestrator.report.markdown import headline
+from tests.conftest import ROOT
+from tests.load_record import ArmPlan, write_load_record
+
+
+def test_counts_and_ordinals_agree_with_their_number() -> None:
+    assert [ordinal(n) for n in (1, 2, 3, 4, 11, 12, 13, 21, 22, 23, 101, 111, 112)] == [
+        "1st", "2nd", "3rd", "4th", "11th", "12th", "13th", "21st", "22nd", "23rd", "101st", "111th", "112th"]
+    assert [counted(n, "cell") for n in (0, 1, 2)] == ["0 cells", "1 cell", "2 cells"]
+    assert counted(1, "batch", "batches") == "1 batch" and counted(3, "batch", "batches") == "3 batches"
+
+
+def test_a_load_phase_s_plan_says_every_3rd_a_probe() -> None:
+    from orchestrator.run.estimate import arm_lines
+
+    typed = config.to_typed(config.compose(["study=load_point", "protocol.phases.load.load.probe_every=3"]))
+    [line] = [ln for ln in arm_lines(typed, "baseline", None) if "requests:" in ln]
+    assert "every 3rd a probe" in line and "per cell of 2 prompts:" in line, line
+
+
+def test_one_schedule_comparison_differs() -> None:
+    differ = ScheduleCheck("p", "differ", 3, None, arm="a", phase_a="sequential", phase_b="concurrent")
+    said = headline(Comparison(schedules=[differ]))
+    assert "; 1 schedule comparison differs." in said, said
+    assert "2 schedule comparisons differ" in headline(Comparison(schedules=[differ, differ]))
+
+
+def test_the_a_a_arm_s_lines_name_the_arm_it_is_read_against(tmp_path: Path) -> None:
+    paths = write_load_record(tmp_path / "run", {"base": ArmPlan([0.1, 0.1, 0.1]),
+                                                 "base_aa": ArmPlan([0.1, 0.11, 0.1])}, baseline="base")
+    build(paths, **read_json(paths.meta))
+    page = paths.report_md.read_text()
+    opening = page[page.index("- **base_aa**"):page.index("## Verdict")]
+    assert "against the A/A" not in page
+    assert opening.count("against base (its A/A: the same config started again): ") == 2, opening
+
+
+def test_the_distinct_signatures_chart_is_named_by_the_study_s_phases(tmp_path: Path) -> None:
+    paths = write_load_record(tmp_path / "run", {"base": [ArmPlan([0.1, 0.1]), ArmPlan([0.1], phase="load_16",
+                                                                                      rate_per_s=16.0)]})
+    build(paths, **read_json(paths.meta))
+    html = paths.report_html.read_text()
+    assert "Distinct signatures per phase: load_8, load_16" in html and "sequential vs concurrent" not in html
+
+
+def test_a_null_in_an_error_reads_null_as_the_user_wrote_it() -> None:
+    from orchestrator.config.catalog import written
+    from orchestrator.config.validate import load
+
+    at = "protocol.phases.load.load"
+    with pytest.raises(ConfigError) as caught:
+        load(["study=load_point", f"{at}.rate_per_s=null", f"{at}.concurrency=null"])
+    [problem] = caught.value.problems
+    assert problem.startswith(f"{at}.rate_per_s=null: must be a rate, a concurrency, or both"), problem
+    assert [written(v) for v in (None, True, False, "x", 2.5)] == ["null", "true", "false", "'x'", "2.5"]
+
+
+@pytest.mark.parametrize("arm", sorted(p.stem for p in (ROOT / "conf" / "arm").glob("*process*.yaml")))
+def test_a_process_arm_s_description_states_no_version_its_interpreter_may_not_have(arm: str) -> None:
+    """A process runs what its interpreter has installed (python=... may name another): the version is the
+    one the run records and `check` lists, never one written into the description."""
+    typed = config.to_typed(config.compose(["runtime=process", f"arm@arms.baseline={arm}", "~arms.wide_batch"]))
+    description = typed.arms["baseline"].description
+    assert description and not re.search(r"\d+\.\d+\.\d+", description), description
+
+
+def test_the_hooked_engine_s_docstrings_say_every_module_as_its_recorder_hooks() -> None:
+    import sys
+
+    import torch
+
+    sys.path.insert(0, str(ROOT / "arms" / "transformers-hooked"))
+    try:
+        import hookedengine
+        from hookedengine.digests import Recorder
+    finally:
+        sys.path.remove(str(ROOT / "arms" / "transformers-hooked"))
+    from orchestrator.engines import transformers_hooked
+
+    model = torch.nn.Sequential(torch.nn.Sequential(torch.nn.Linear(2, 2), torch.nn.ReLU()), torch.nn.Linear(2, 1))
+    hooked = [name for name, _ in Recorder(model, 4, None).modules]  # type: ignore[arg-type]
+    assert hooked == ["0", "0.0", "0.1", "1"]  # the container "0" as well as its leaves
+    for doc in (hookedengine.__doc__ or "", transformers_hooked.__doc__ or ""):
+        assert "leaf module" not in doc and "every module" in " ".join(doc.split()), doc
