@@ -69,7 +69,7 @@ def starts_line(s: StartsSummary | None) -> str:
     differ = {p: n for p, n in s.signatures_across_starts.items() if n > 1}
     if s.signatures_across_starts:
         text += f"; first answers alike across starts for {len(alike)} of {len(s.signatures_across_starts)} prompts"
-        text += "".join(f" ({p}: {n} signatures)" for p, n in differ.items())
+        text += "".join(f" ({p}: {counted(n, 'signature')})" for p, n in differ.items())
     return text
 
 

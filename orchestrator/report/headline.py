@@ -170,7 +170,9 @@ def _differ(rows: list[Divergence], what: str) -> str:
     token 5; ...)`: each verdict's count, the test that judged the cells whose signatures vary, and the basis
     where it was coarser than the top logprobs."""
     comparable = [r for r in rows if r.verdict != "not comparable"]
-    text = f"{_tally(comparable, 'for') or 'identical for 0'} of {len(rows)} {what}"
+    if not comparable:  # nothing compared: no count of identical ones (never "identical for 0")
+        return f"not comparable for {len(rows)} of {len(rows)} {what}"
+    text = f"{_tally(comparable, 'for')} of {len(rows)} {what}"
     notes = []
     first = [r.first_divergent_position for r in comparable if r.first_divergent_position is not None]
     if first:
@@ -256,8 +258,12 @@ def summary(comparison: Comparison) -> str:
         measured = [c for c in cells if c.distinct_signatures is not None]
         basis = compared_on([c.signature_basis for c in measured])
         varied = sum(c.distinct_signatures != 1 for c in measured)
-        repeatable = f"varies in {varied} of {len(cells)} cells" if varied else f"one signature in {len(cells)} of " \
-            f"{len(cells)} cells"
+        # a cell without signatures (no successful answer, its batches kept out) counts for neither
+        repeatable = f"varies in {varied} of {len(cells)} cells" if varied else \
+            f"one signature in {len(measured)} of {len(cells)} cells" if measured else \
+            f"not measured in any of {counted(len(cells), 'cell')}"
+        unmeasured = len(cells) - len(measured)
+        repeatable += f", {unmeasured} not measured" if unmeasured and measured else ""
         parts.append(f"{arm}: {repeatable}{f', {basis}' if basis else ''}")
     for (a, b), rows in _by_pair(comparison).items():
         basis = compared_on([r.compared_on for r in rows if r.verdict != "not comparable"])

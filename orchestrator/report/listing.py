@@ -16,7 +16,7 @@ from orchestrator.analysis.attribution import Attribution
 from orchestrator.analysis.locate_results import CellInside
 from orchestrator.config.catalog import line
 from orchestrator.console import Outcome, answer
-from orchestrator.errors import ConfigError, RecordError
+from orchestrator.errors import ConfigError, RecordError, counted
 from orchestrator.record.paths import RunPaths
 from orchestrator.report.locate import SECTION, answer_line
 from orchestrator.report.probes import attribution_line
@@ -45,7 +45,8 @@ def verdict(report: dict[str, Any] | None) -> str:
     cells = report.get("cells") or []
     varying = sum(c.get("distinct_signatures") not in (None, 1) for c in cells)  # a report without `summary`
     said = report.get("summary") or (f"{varying} of {len(cells)} cells vary" if varying
-                                     else f"no difference in {len(cells)} cells")
+                                     else f"no difference in {counted(len(cells), 'cell')}" if cells
+                                     else "no cell measured")
     return f"gate {gate}; {said}" if gate in ("passed", "failed") else said
 
 

@@ -119,9 +119,10 @@ def no_difference(cells: list[Cell], pairs_differ: int = 0, why: Mapping[str, st
     loosest = max(cells, key=lambda c: c.upper_bound_95 or 0.0)
     bold = "**Each arm repeatable, the arms differ**" if pairs_differ else "**No difference observed**"
     basis = compared_on([c.signature_basis for c in cells])
-    text = (f"{bold}: one signature in each of {len(cells)} cells{f', {basis}' if basis else ''} (n = "
-            f"{min(c.n for c in cells)}-{max(c.n for c in cells)} each; divergence rate <= "
-            f"{_pct(loosest.upper_bound_95)} at 95% in the smallest).")
+    least, most = min(c.n for c in cells), max(c.n for c in cells)
+    text = (f"{bold}: one signature in each of {counted(len(cells), 'cell')}{f', {basis}' if basis else ''} (n = "
+            f"{least if least == most else f'{least}-{most}'} each; divergence rate <= "
+            f"{_pct(loosest.upper_bound_95)} at 95%{' in the smallest' if least != most else ''}).")
     concurrent = [c for c in cells if c.batch_size is not None]
     if concurrent:
         reached = [c for c in concurrent if c.co_resident]

@@ -164,7 +164,7 @@ class ProtocolSender:
                                     f"({group[0].phase}/{group[0].prompt_id}): {rows[failing]['error']}"
                                     f"{self._status()}; {counted(total - sent, 'request')} not sent")
             if time.monotonic() - last_said >= 10:
-                self.say(f"{sent}/{total} requests")
+                self.say(f"{sent}/{counted(total, 'request')}")
                 last_said = time.monotonic()
         if total and not answered:
             raise EngineFailure(f"no successful response: all {total} requests failed (first: {first_error})")

@@ -99,3 +99,57 @@ def test_the_hooked_engine_s_docstrings_say_every_module_as_its_recorder_hooks()
     assert hooked == ["0", "0.0", "0.1", "1"]  # the container "0" as well as its leaves
     for doc in (hookedengine.__doc__ or "", transformers_hooked.__doc__ or ""):
         assert "leaf module" not in doc and "every module" in " ".join(doc.split()), doc
+
+
+def test_a_pair_with_nothing_comparable_is_not_identical_for_0() -> None:
+    from orchestrator.analysis.results import Divergence
+    from orchestrator.report.headline import _differ
+
+    unknown = Divergence("p", "not comparable", None, None)
+    assert _differ([unknown, unknown], "prompts") == "not comparable for 2 of 2 prompts"
+    assert _differ([Divergence("p", "identical", None, None), unknown], "prompts") == \
+        "identical for 1 of 2 prompts, 1 not comparable"
+
+
+def test_the_one_line_summary_counts_only_the_cells_it_measured() -> None:
+    """A cell without signatures (its only batch kept out, or no answer) is no 'one signature' cell."""
+    from orchestrator.analysis.results import Cell
+    from orchestrator.report.headline import summary
+    from orchestrator.report.listing import verdict
+
+    def cell(prompt: str, signatures: int | None) -> Cell:
+        return Cell("a", prompt, "concurrent", 8 if signatures else 0, 0, 1, signatures, 0, None, None)
+
+    assert summary(Comparison(cells=[cell("p", 1), cell("q", None)])) == \
+        "a: one signature in 1 of 2 cells, 1 not measured"
+    assert summary(Comparison(cells=[cell("p", None)])) == "a: not measured in any of 1 cell"
+    assert verdict({"cells": []}) == "no cell measured"
+
+
+def test_an_honest_negative_gives_one_n_where_every_cell_has_the_same() -> None:
+    from orchestrator.analysis.results import Cell
+    from orchestrator.report.markdown import no_difference
+
+    same = [Cell("a", p, "load", 9, 0, 1, 1, 0, 0.283, 0.0) for p in ("x", "y")]
+    said = no_difference(same)
+    assert "one signature in each of 2 cells (n = 9 each; divergence rate <= 28.3% at 95%)." in said, said
+    same[0].n = 4
+    assert "(n = 4-9 each; divergence rate <= 28.3% at 95% in the smallest)" in no_difference(same)
+
+
+def test_a_single_cell_left_out_of_the_heatmap_is_one_cell() -> None:
+    from orchestrator.report import svg
+
+    flat = [("a/flat/s", [0.0] * 8)]
+    spread = [(f"b/p{i:02d}/s", [0.0] * 4 + [0.01 * (i + 1)] * 4) for i in range(svg.MAX_ROWS + 1)]
+    picture = svg.heatmap("spread", flat + spread, "generated position")
+    assert "not drawn: 1 cell with spread 0 at every position, 1 cell of smaller spread" in picture
+
+
+def test_a_refusal_over_one_leaf_says_one_leaf() -> None:
+    from orchestrator.guard.declared import refusal
+    from orchestrator.guard.results import CONFOUNDED, DeclaredCheck, DeclaredPair
+
+    pair = DeclaredPair("b", [], {"env.X": ["1", "2"]}, ["env.X"], CONFOUNDED)
+    [said] = refusal(DeclaredCheck(True, "a", False, [pair], [], []))
+    assert "differs from baseline 'a' in 1 leaf, 1 beyond" in said, said
