@@ -1,5 +1,5 @@
 """One exception tree for the orchestrator, the exit statuses every verb uses, and the words every message
-and report shares (did_you_mean, counted, ordinal). Every message says what went wrong and what to do.
+and report shares (did_you_mean, noun, counted, ordinal). Every message says what went wrong and what to do.
 
     OrchestratorError                 exit status 1 unless stated
     ├── ConfigError                   bad config: unknown key, wrong type, missing file (exit 2)
@@ -119,10 +119,16 @@ def did_you_mean(name: str, choices: Iterable[str]) -> str:
     return f"{hint} Available: {', '.join(options) if options else '(none)'}"
 
 
-def counted(n: int, noun: str, plural: str | None = None) -> str:
-    """'1 cell', '3 cells', '1 batch', '2 batches' (`plural` where adding an s is wrong): a count and its noun
-    agree in every message and report line."""
-    return f"{n} {noun if n == 1 else plural or noun + 's'}"
+def noun(n: int, singular: str, plural: str | None = None) -> str:
+    """The noun for n things, as a list of them follows it ('batch 3', 'batches 3, 5'); `plural` where adding
+    an s is wrong."""
+    return singular if n == 1 else plural or singular + "s"
+
+
+def counted(n: int, singular: str, plural: str | None = None) -> str:
+    """'1 cell', '3 cells', '1 batch', '2 batches': a count and its noun agree in every message and report
+    line."""
+    return f"{n} {noun(n, singular, plural)}"
 
 
 def ordinal(n: int) -> str:

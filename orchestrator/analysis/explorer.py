@@ -27,6 +27,7 @@ from orchestrator.analysis.alignment import Detail, align, read_details
 from orchestrator.analysis.batches import seen_running
 from orchestrator.analysis.positions import as_array
 from orchestrator.analysis.results import Completion, Explored, PairCheck
+from orchestrator.errors import noun
 from orchestrator.record.paths import RunPaths
 
 MAX_BRANCHES = 4  # branches shown per cell besides the modal one (study.explorer_branches); the rest counted
@@ -311,7 +312,7 @@ def _notes(completions: list[Completion], all_batches: list[int], kind: str) -> 
                          f"completion in batches of {_numbers(sorted(modal_sizes))}")
         ids = [b for b, _ in branch.batches]
         if kind == "concurrent" and len(all_batches) > 1 and len(ids) < len(all_batches):
-            notes.append(f"{branch.name} appears only in batch{'es' if len(ids) > 1 else ''} {_numbers(ids)} of "
+            notes.append(f"{branch.name} appears only in {noun(len(ids), 'batch', 'batches')} {_numbers(ids)} of "
                          f"{len(all_batches)}")
         if branch.co_residents and modal.co_residents and not set(branch.co_residents) & set(modal.co_residents):
             notes.append(f"{branch.name}'s requests ran alongside {_numbers(branch.co_residents)} other requests, "

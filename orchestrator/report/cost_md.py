@@ -107,13 +107,12 @@ def other_arm(arm_a: str, arm_b: str) -> str:
 
 def flips(cells: list[Cell]) -> str:
     """The cells' top-1 flips in all: '12 at 5 positions'; '' where none flipped or none had tokens."""
-    counted = [c for c in cells if c.top1_flips]
-    if not counted:
+    flipped = [c for c in cells if c.top1_flips]
+    if not flipped:
         return ""
-    positions = sum(c.top1_flip_position_count or 0 for c in counted)
-    total, where = sum(c.top1_flips or 0 for c in counted), f" over {len(counted)} cells" if len(counted) > 1 else ""
-    return (f"{total} top-1 flip{'s' if total > 1 else ''} at {positions} position{'s' if positions > 1 else ''}"
-            f"{where}")
+    positions = sum(c.top1_flip_position_count or 0 for c in flipped)
+    total, where = sum(c.top1_flips or 0 for c in flipped), f" over {len(flipped)} cells" if len(flipped) > 1 else ""
+    return f"{counted(total, 'top-1 flip')} at {counted(positions, 'position')}{where}"
 
 
 def correct_lines(cells: list[Cell], arm: str, phases: list[PhaseCost], co: list[CoResidents],

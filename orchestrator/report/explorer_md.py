@@ -89,7 +89,7 @@ def who(completion: Completion) -> str:
     """How many requests took it, which ones, in which batches, alongside how many others."""
     more = completion.requests - len(completion.request_ids)
     ids = ", ".join(completion.request_ids) + (f" and {more} more" if more > 0 else "")
-    parts = [f"{completion.requests} request{'s' if completion.requests != 1 else ''} ({ids})"]
+    parts = [f"{counted(completion.requests, 'request')} ({ids})"]
     if completion.phase_kind == "concurrent" and completion.batches:
         parts.append("batches " + ", ".join(f"#{b} (size {size})" for b, size in completion.batches[:12])
                      + (" ..." if len(completion.batches) > 12 else ""))

@@ -12,7 +12,7 @@ import pytest
 
 from orchestrator import config
 from orchestrator.analysis.results import Comparison, ScheduleCheck
-from orchestrator.errors import ConfigError, counted, ordinal
+from orchestrator.errors import ConfigError, counted, noun, ordinal
 from orchestrator.record.paths import read_json
 from orchestrator.report.build import build
 from orchestrator.report.markdown import headline
@@ -25,6 +25,15 @@ def test_counts_and_ordinals_agree_with_their_number() -> None:
         "1st", "2nd", "3rd", "4th", "11th", "12th", "13th", "21st", "22nd", "23rd", "101st", "111th", "112th"]
     assert [counted(n, "cell") for n in (0, 1, 2)] == ["0 cells", "1 cell", "2 cells"]
     assert counted(1, "batch", "batches") == "1 batch" and counted(3, "batch", "batches") == "3 batches"
+    assert noun(1, "step") == "step" and noun(2, "batch", "batches") == "batches"
+
+
+def test_a_single_top_1_flip_and_a_branch_of_one_request_are_singular() -> None:
+    from orchestrator.analysis.results import Cell
+    from orchestrator.report.cost_md import flips
+
+    cell = Cell("a", "p", "load", 8, 0, 2, 2, 1, 0.5, 0.0, top1_flips=1, top1_flip_position_count=1)
+    assert flips([cell]) == "1 top-1 flip at 1 position"
 
 
 def test_a_load_phase_s_plan_says_every_3rd_a_probe() -> None:
