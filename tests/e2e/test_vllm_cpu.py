@@ -212,9 +212,11 @@ def test_under_a_poisson_load_point_max_num_seqs_costs_are_measured_and_probes_s
         assert phases[arm]["time_to_first_token_s"]["count"] > 0  # vLLM streams: measured, not "not observable"
         assert phases[arm]["load_point"] == "poisson 4/s, at most 8 at once"
     residents = {(c["arm"], c["prompt_id"]): c for c in cost["co_residents"]}
-    # Sampled every 100 ms: a cell whose probes all ended between two samples is "not observable", never guessed.
+    # Sampled every 100 ms: a cell whose probes all ended between two samples (or were read as 0 running) is
+    # "not observed" (the arm has /metrics, no sample showed its probes), never guessed and never 0.
     sampled = {key: c for key, c in residents.items() if c["source"] == "/metrics"}
-    assert sampled and {c["source"] for c in residents.values()} <= {"/metrics", "not observable"}
+    assert sampled and {c["source"] for c in residents.values()} <= {"/metrics", "not observed"}
+    assert all(c["least"] is None and c["observed"] == 0 for c in residents.values() if c["source"] == "not observed")
     assert all(c["most"] == 0 for (arm, _), c in sampled.items() if arm == "seqs1")  # one at a time, the rest queued
     assert {r["verdict"] for r in cost["rates"]} == {"not shown lower"}
     assert {r["metric"] for r in cost["ratios"] if r["phase"] == "load_4"} >= {"request_throughput_per_s", "latency_s"}
