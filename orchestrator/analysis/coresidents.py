@@ -7,9 +7,12 @@ from __future__ import annotations
 
 import numpy as np
 
+from orchestrator.analysis.batches import METRICS, TRACE
+from orchestrator.analysis.batches import NOT_OBSERVED as MISSED
 from orchestrator.analysis.cost_results import CoResidents
 
-TRACE, METRICS, UNSEEN, MISSED = "server trace", "/metrics", "not observable", "not observed"
+UNSEEN = "not observable"
+__all__ = ["METRICS", "MISSED", "TRACE", "UNSEEN", "overlapping", "per_cell"]
 
 
 def overlapping(first: np.ndarray, last: np.ndarray, probes: np.ndarray) -> np.ndarray:
