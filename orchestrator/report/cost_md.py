@@ -85,7 +85,8 @@ def _co_residents(found: list[CoResidents]) -> str:
     sources = " and ".join(sorted({c.source for c in seen}))
     probes, observed = sum(c.probes for c in found), sum(c.observed or 0 for c in seen)
     share = f"; {observed} of {counted(probes, 'probe')} observed" if observed < probes else ""
-    return f", each alongside {least}-{most} other requests ({sources}{share})"
+    others = counted(least, "other request") if least == most else f"{least}-{most} other requests"
+    return f", each alongside {others} ({sources}{share})"
 
 
 def _against(rates: list[RateComparison], arm: str, phase: str) -> str:

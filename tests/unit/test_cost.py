@@ -137,7 +137,7 @@ def test_a_probe_no_metrics_reading_showed_has_no_co_resident_count() -> None:
     roles, prompts = ["measured", "measured", "background", "background"], ["p", "p", "bg", "bg"]
     [seen] = per_cell("a", "load", prompts, roles, steps, steps, np.array([0.0, 4.0, 3.0, nan]))
     assert (seen.least, seen.most, seen.source, seen.observed, seen.probes) == (3, 3, METRICS, 1, 2)
-    assert _co_residents([seen]) == ", each alongside 3-3 other requests (/metrics; 1 of 2 probes observed)"
+    assert _co_residents([seen]) == ", each alongside 3 other requests (/metrics; 1 of 2 probes observed)"
     [missed] = per_cell("a", "load", prompts, roles, steps, steps, np.array([0.0, nan, 3.0, nan]))
     assert (missed.least, missed.most, missed.source, missed.observed) == (None, None, MISSED, 0)
     assert _co_residents([missed]).startswith(", co-residents not observed (no /metrics sample")

@@ -162,3 +162,15 @@ def test_a_refusal_over_one_leaf_says_one_leaf() -> None:
     pair = DeclaredPair("b", [], {"env.X": ["1", "2"]}, ["env.X"], CONFOUNDED)
     [said] = refusal(DeclaredCheck(True, "a", False, [pair], [], []))
     assert "differs from baseline 'a' in 1 leaf, 1 beyond" in said, said
+
+
+def test_co_residents_in_one_number_where_least_and_most_agree() -> None:
+    from orchestrator.analysis.cost_results import CoResidents
+    from orchestrator.report.cost_md import _co_residents
+
+    def found(least: int, most: int) -> list[CoResidents]:
+        return [CoResidents("a", "p", "load", 4, least, float(most), most, "/metrics", observed=4)]
+
+    assert _co_residents(found(0, 0)) == ", each alongside 0 other requests (/metrics)"
+    assert _co_residents(found(1, 1)) == ", each alongside 1 other request (/metrics)"
+    assert _co_residents(found(0, 2)) == ", each alongside 0-2 other requests (/metrics)"
