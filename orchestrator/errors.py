@@ -1,5 +1,5 @@
-"""One exception tree for the orchestrator, and the exit statuses every verb uses. Every message says
-what went wrong and what to do.
+"""One exception tree for the orchestrator, the exit statuses every verb uses, and the words every message
+and report shares (did_you_mean, noun, counted, ordinal). Every message says what went wrong and what to do.
 
     OrchestratorError                 exit status 1 unless stated
     ├── ConfigError                   bad config: unknown key, wrong type, missing file (exit 2)
@@ -117,3 +117,21 @@ def did_you_mean(name: str, choices: Iterable[str]) -> str:
     close = difflib.get_close_matches(name, options, n=1, cutoff=0.5)
     hint = f" Did you mean '{close[0]}'?" if close else ""
     return f"{hint} Available: {', '.join(options) if options else '(none)'}"
+
+
+def noun(n: int, singular: str, plural: str | None = None) -> str:
+    """The noun for n things, as a list of them follows it ('batch 3', 'batches 3, 5'); `plural` where adding
+    an s is wrong."""
+    return singular if n == 1 else plural or singular + "s"
+
+
+def counted(n: int, singular: str, plural: str | None = None) -> str:
+    """'1 cell', '3 cells', '1 batch', '2 batches': a count and its noun agree in every message and report
+    line."""
+    return f"{n} {noun(n, singular, plural)}"
+
+
+def ordinal(n: int) -> str:
+    """'1st', '2nd', '3rd', '4th', '11th', '12th', '13th', '21st', '102nd'."""
+    suffix = "th" if n % 100 in (11, 12, 13) else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
+    return f"{n}{suffix}"

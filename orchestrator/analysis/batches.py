@@ -14,6 +14,10 @@ from orchestrator.analysis.results import BatchCheck, Cell
 
 COLUMNS = ["phase_kind", "batch_id", "error", "batch_send_spread_ns", "batch_running_max",
            "batch_arrival_spread_ns", "batch_server_together"]
+TRACE, METRICS = "server trace", "/metrics"
+# /metrics was sampled during the batch, but no sample showed any of it running (each fell before its requests
+# reached the engine or after they left, as on a loaded machine): how many ran together is not known
+NOT_OBSERVED = "not observed"
 # Errors of the transport, not of the server's answer: what load does to a batch (ReadError, timeouts).
 TRANSPORT = ("ReadError", "timeout", "timed out", "ConnectError", "RemoteProtocolError", "connection")
 
@@ -31,18 +35,26 @@ def check(cell: Cell, capacity: int | None, rows: pa.Table) -> tuple[list[BatchC
         first = int(at[0])
         errors = [columns["error"][i] for i in at if columns["error"][i] is not None]
         server = columns["batch_server_together"][first]
-        together = server if server is not None else columns["batch_running_max"][first]
+        sampled = columns["batch_running_max"][first]
+        together = server if server is not None else seen_running(sampled)
         co_resident = None if together is None else together >= min(len(at), capacity or len(at))
+        source = TRACE if server is not None else METRICS if together is not None else \
+            NOT_OBSERVED if sampled is not None else None
         found.append(BatchCheck(
             cell.arm, cell.prompt_id, cell.phase, int(batch_id), len(at), len(errors),
             sum(any(t.lower() in e.lower() for t in TRANSPORT) for e in errors),
             _ms(columns["batch_send_spread_ns"][first]), _ms(columns["batch_arrival_spread_ns"][first]),
-            together, "server trace" if server is not None else "/metrics" if together is not None else None,
-            capacity, co_resident))
-        if co_resident is False:
+            together, source, capacity, co_resident))
+        if co_resident is False or source == NOT_OBSERVED:  # nothing shown about batching: out of the verdict
             keep[at] = False
     _summarise(cell, capacity, found)
     return found, keep
+
+
+def seen_running(running_max: int | None) -> int | None:
+    """The most running requests /metrics showed while a batch or probe was in flight, or None where no sample
+    showed it: a reading of 0 is a sample that missed the requests (they ran: they were answered), not a count."""
+    return running_max if running_max is not None and running_max > 0 else None
 
 
 def _summarise(cell: Cell, capacity: int | None, batches: list[BatchCheck]) -> None:
@@ -57,7 +69,8 @@ def _summarise(cell: Cell, capacity: int | None, batches: list[BatchCheck]) -> N
     known = [b.co_resident for b in batches if b.co_resident is not None]
     cell.co_resident = all(known) if known else None
     cell.batches = len(batches)
-    cell.batches_kept_out = sum(b.co_resident is False for b in batches)
+    cell.batches_not_observed = sum(b.together_source == NOT_OBSERVED for b in batches)
+    cell.batches_kept_out = sum(b.co_resident is False for b in batches) + cell.batches_not_observed
     cell.transport_errors = sum(b.transport_errors for b in batches)
 
 

@@ -123,8 +123,8 @@ def _analyse(cut: Cut, acc: _Accumulator, expectation: Any, near_tie_gap: float,
     sigs = warm.column(SIGNATURE_BASES[cell.signature_basis])
     reference = 0
     if warm.num_rows == 0:
-        cell.signature_note = "no co-resident batch: kept out of the verdict" if ok.any() \
-            else "no successful responses"
+        kept = "no batch shown co-resident" if cell.batches_not_observed else "no co-resident batch"
+        cell.signature_note = f"{kept}: kept out of the verdict" if ok.any() else "no successful responses"
     else:
         cell.signature_note = BASIS_NOTES.get(cell.signature_basis, "")
         signed = explorer.Signatures.of(SIGNATURE_BASES[cell.signature_basis], sigs)

@@ -1,14 +1,18 @@
 """Who ran alongside a probe under load. From a server that traces requests (engine steps per request): the
 other requests of the arm's load phase whose steps overlap the probe's; else from /metrics sampled while the
-probe was in flight (`batch_running_max`, less the probe itself); else not observable."""
+probe was in flight (`batch_running_max`, less the probe itself; a reading of 0 missed the probe, which ran: no
+count); not observed where the arm's /metrics gave readings but none showed these probes; else not observable."""
 
 from __future__ import annotations
 
 import numpy as np
 
+from orchestrator.analysis.batches import METRICS, TRACE
+from orchestrator.analysis.batches import NOT_OBSERVED as MISSED
 from orchestrator.analysis.cost_results import CoResidents
 
-TRACE, METRICS, UNSEEN = "server trace", "/metrics", "not observable"
+UNSEEN = "not observable"
+__all__ = ["METRICS", "MISSED", "TRACE", "UNSEEN", "overlapping", "per_cell"]
 
 
 def overlapping(first: np.ndarray, last: np.ndarray, probes: np.ndarray) -> np.ndarray:
@@ -37,12 +41,14 @@ def per_cell(arm: str, phase: str, prompt_ids: list[str | None], roles: list[str
             at = np.searchsorted(index, mine)
             counts = overlapping(first_step[index], last_step[index], at).astype(np.float64)
             source = TRACE
-        elif not np.isnan(running_max[mine]).all():
+        elif (running_max[mine] > 0).any():  # NaN compares False: no sample while the probe was in flight
             seen = running_max[mine]
-            counts, source = np.maximum(seen[~np.isnan(seen)] - 1, 0), METRICS
+            counts, source = seen[seen > 0] - 1, METRICS
         else:
-            out.append(CoResidents(arm, str(prompt), phase, len(mine), None, None, None, UNSEEN))
+            sampled = not np.isnan(running_max).all()  # the arm's /metrics gave readings in this phase
+            out.append(CoResidents(arm, str(prompt), phase, len(mine), None, None, None, MISSED if sampled else UNSEEN,
+                                   observed=0))
             continue
         out.append(CoResidents(arm, str(prompt), phase, len(mine), int(counts.min()), float(np.median(counts)),
-                               int(counts.max()), source))
+                               int(counts.max()), source, observed=len(counts)))
     return out

@@ -116,7 +116,10 @@ class CoResidents:
     least: int | None
     median: float | None
     most: int | None
-    source: str  # "server trace" (steps overlapping), "/metrics" (sampled running count), "not observable"
+    # "server trace" (steps overlapping), "/metrics" (sampled running count), "not observed" (/metrics gave
+    # readings, none while these probes ran), "not observable" (neither)
+    source: str
+    observed: int | None = None  # probes whose co-residents were seen (least, median, most are over these)
 
 
 @dataclass

@@ -24,8 +24,10 @@ import pyarrow.parquet as pq
 
 from orchestrator.analysis import text_split
 from orchestrator.analysis.alignment import Detail, align, read_details
+from orchestrator.analysis.batches import seen_running
 from orchestrator.analysis.positions import as_array
 from orchestrator.analysis.results import Completion, Explored, PairCheck
+from orchestrator.errors import noun
 from orchestrator.record.paths import RunPaths
 
 MAX_BRANCHES = 4  # branches shown per cell besides the modal one (study.explorer_branches); the rest counted
@@ -266,7 +268,7 @@ def _distinct(values: np.ndarray, ascending: bool = False) -> tuple[np.ndarray, 
 def _together(rows: pa.Table) -> set[int]:
     """How many requests the server ran together, as its trace (else /metrics) saw them, over these rows."""
     ran = pc.unique(pc.coalesce(rows.column("batch_server_together"), rows.column("batch_running_max")))
-    return {int(v) for v in ran.to_pylist() if v is not None}
+    return {seen for v in ran.to_pylist() if v is not None and (seen := seen_running(int(v))) is not None}
 
 
 def _slots_by_batch(batch_ids: np.ndarray, repeats: pa.ChunkedArray) -> dict[int, set[int]]:
@@ -310,7 +312,7 @@ def _notes(completions: list[Completion], all_batches: list[int], kind: str) -> 
                          f"completion in batches of {_numbers(sorted(modal_sizes))}")
         ids = [b for b, _ in branch.batches]
         if kind == "concurrent" and len(all_batches) > 1 and len(ids) < len(all_batches):
-            notes.append(f"{branch.name} appears only in batch{'es' if len(ids) > 1 else ''} {_numbers(ids)} of "
+            notes.append(f"{branch.name} appears only in {noun(len(ids), 'batch', 'batches')} {_numbers(ids)} of "
                          f"{len(all_batches)}")
         if branch.co_residents and modal.co_residents and not set(branch.co_residents) & set(modal.co_residents):
             notes.append(f"{branch.name}'s requests ran alongside {_numbers(branch.co_residents)} other requests, "

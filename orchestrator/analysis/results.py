@@ -52,6 +52,8 @@ class Cell:
     co_resident: bool | None = None  # every batch: the server showed min(batch, capacity) running together
     batches: int | None = None
     batches_kept_out: int | None = None  # not co-resident: their rows are not in n, nor in any verdict
+    # /metrics sampled, but no sample showed the batch running: co-residency not observed, kept out as well
+    batches_not_observed: int | None = None
     transport_errors: int | None = None  # ReadError, timeouts and the like, over the cell's batches
     # protocol.stop_after_divergences ended this cell at its k-th divergence: lower bound only (analysis/stats.py)
     stopped_after: int | None = None
@@ -80,7 +82,8 @@ class BatchCheck:
     send_spread_ms: float | None  # first to last request handed to the kernel, at the client
     arrival_spread_ms: float | None  # first to last request complete at the server (its trace)
     together: int | None  # most of the batch running at once
-    together_source: str | None  # "server trace" (exact) or "/metrics" (sampled)
+    # "server trace" (exact), "/metrics" (sampled), "not observed" (sampled, none showed it running: kept out)
+    together_source: str | None
     capacity: int | None
     co_resident: bool | None
 

@@ -67,13 +67,20 @@ CATALOG: dict[str, Entry] = {
 }
 
 
+def written(value: Any) -> str:
+    """A value as a config or the command line writes it: null, true, false (never Python's None, True,
+    False); a string quoted."""
+    return "null" if value is None else str(value).lower() if isinstance(value, bool) else repr(value)
+
+
 def line(code: str, field: str, value: Any, valid: str | Sequence[str], fix: str | None = None) -> str:
     """One error line: the field, the value, what is valid, the fix. `valid` as a list: the names that exist."""
     entry = CATALOG[code]
     if isinstance(valid, str):
         tail = fix or (entry.fix if entry.said else None)
-        return f"{field}={value!r}: must be {valid}" + (f"; {tail}" if tail else "")
-    return f"{field}={value!r} names nothing that exists.{did_you_mean(str(value), valid)}{f'; {fix}' if fix else ''}"
+        return f"{field}={written(value)}: must be {valid}" + (f"; {tail}" if tail else "")
+    return (f"{field}={written(value)} names nothing that exists.{did_you_mean(str(value), valid)}"
+            f"{f'; {fix}' if fix else ''}")
 
 
 def errors_markdown() -> str:

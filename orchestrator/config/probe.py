@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from orchestrator.config.catalog import written
 from orchestrator.config.locations import CONF_DIR
 from orchestrator.errors import ConfigError, did_you_mean
 
@@ -107,14 +108,14 @@ def _entry_shape(name: str, entry: Any) -> list[str]:
         return [f"ops.{name}: give {{op: KIND, ...}} (docs/probes.md lists the kinds)"]
     problems = []
     if not isinstance(entry.get("expect_invariant", False), bool):
-        problems.append(f"ops.{name}.expect_invariant {entry['expect_invariant']!r}: must be true or false")
+        problems.append(f"ops.{name}.expect_invariant {written(entry['expect_invariant'])}: must be true or false")
     arms = entry.get("arms", [])
     if not isinstance(arms, list) or not all(isinstance(a, str) for a in arms):
-        problems.append(f"ops.{name}.arms {arms!r}: must be a list of arm names")
+        problems.append(f"ops.{name}.arms {written(arms)}: must be a list of arm names")
     m = entry.get("m", [1])
     if not isinstance(m, list) or not m or not all(isinstance(v, int) and not isinstance(v, bool) and v >= 1
                                                      for v in m):
-        problems.append(f"ops.{name}.m {m!r}: must be a non-empty list of positive batch sizes")
+        problems.append(f"ops.{name}.m {written(m)}: must be a non-empty list of positive batch sizes")
     return problems
 
 

@@ -2,7 +2,8 @@
 a local model served through Transformers' own modules, behind the reference engine's HTTP server, scheduler,
 protocol and streaming. Its answers are the reference engine's (vLLM-shaped completions with logprobs, top-k,
 token ids and `engine_trace`; /tokenize, /metrics), so its dialect is the reference engine's. Completions only.
-A request flagged `"digest": true` gets forward hooks on every leaf module: its own rows' digests per
+A request flagged `"digest": true` gets forward hooks on every module but the model itself (containers as well
+as leaves, hookedengine/digests.py `Recorder`): its own rows' digests per
 (step, module call), fetched after each phase (run/digests.py, docs/locate.md). It lists its
 knobs itself (`--list-knobs`), as the reference engine does."""
 

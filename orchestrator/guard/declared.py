@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 from orchestrator.config.arms import ResolvedArm, resolve_arms
 from orchestrator.config.catalog import line
-from orchestrator.errors import ConfigError
+from orchestrator.errors import ConfigError, counted
 from orchestrator.guard import caches, held, overlap
 from orchestrator.guard.leaves import arm_leaves, describe_all, describe_extra, differences, matches, positive
 from orchestrator.guard.results import (
@@ -98,7 +98,8 @@ def refusal(declared: DeclaredCheck) -> list[str]:
              for p in declared.pairs for leaf in p.unused]
     if declared.allow_confounded:
         return found
-    return found + [f"arm '{p.arm}' differs from baseline '{declared.baseline}' in {len(p.differing)} leaves, "
+    return found + [f"arm '{p.arm}' differs from baseline '{declared.baseline}' in "
+                    f"{counted(len(p.differing), 'leaf', 'leaves')}, "
                     f"{len(p.extra)} beyond its declared variable(s) {', '.join(p.declared or []) or '(none)'}: "
                     f"{describe_all(p)}. Declare them in study.variables.{p.arm}, make the arms agree, or set "
                     "study.allow_confounded: true"

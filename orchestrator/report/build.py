@@ -23,7 +23,7 @@ from orchestrator.report import headline
 from orchestrator.report.environment import environment
 from orchestrator.report.headline import gate_verdict, sentences
 from orchestrator.report.html import to_html
-from orchestrator.report.markdown import markdown
+from orchestrator.report.markdown import front, markdown
 from orchestrator.report.model import StudyReport
 
 
@@ -57,8 +57,8 @@ def build(paths: RunPaths, study: str, run_id: str, baseline: str | None,
                          timings_s=timings_s or {}, waves=wave_times(records), incomplete=missing, unobserved=why,
                          cost=cost(records, comparison, arm_pairs, [*([baseline] if baseline else []),
                                                                     *(planned_arms or [])]))
-    atomic_write_text(paths.report_json, json.dumps(report.to_json(), indent=2, sort_keys=True, allow_nan=False)
-                      + "\n")
+    shown = {**report.to_json(), "front": front(report)}  # report.md's first lines, for `show`
+    atomic_write_text(paths.report_json, json.dumps(shown, indent=2, sort_keys=True, allow_nan=False) + "\n")
     atomic_write_text(paths.report_md, markdown(report))
     atomic_write_text(paths.report_html, to_html(report))
     return report

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from orchestrator.analysis.coresidents import MISSED
 from orchestrator.analysis.cost import stays_correct
 from orchestrator.analysis.cost_results import (
     CoResidents,
@@ -18,6 +19,7 @@ from orchestrator.analysis.cost_results import (
 )
 from orchestrator.analysis.results import Cell
 from orchestrator.config.noise_floor import copy_name
+from orchestrator.errors import counted
 from orchestrator.report import svg
 
 RATIO_WORDS = {"request_throughput_per_s": "throughput", "output_tokens_per_s": "output tokens/s",
@@ -67,7 +69,7 @@ def starts_line(s: StartsSummary | None) -> str:
     differ = {p: n for p, n in s.signatures_across_starts.items() if n > 1}
     if s.signatures_across_starts:
         text += f"; first answers alike across starts for {len(alike)} of {len(s.signatures_across_starts)} prompts"
-        text += "".join(f" ({p}: {n} signatures)" for p, n in differ.items())
+        text += "".join(f" ({p}: {counted(n, 'signature')})" for p, n in differ.items())
     return text
 
 
@@ -76,10 +78,15 @@ def _co_residents(found: list[CoResidents]) -> str:
     if not found:
         return ""
     if not seen:
+        if any(c.source == MISSED for c in found):
+            return ", co-residents not observed (no /metrics sample while a probe was in flight showed it running)"
         return ", co-residents not observable (no server trace, no /metrics)"
     least, most = min(c.least or 0 for c in seen), max(c.most or 0 for c in seen)
     sources = " and ".join(sorted({c.source for c in seen}))
-    return f", each alongside {least}-{most} other requests ({sources})"
+    probes, observed = sum(c.probes for c in found), sum(c.observed or 0 for c in seen)
+    share = f"; {observed} of {counted(probes, 'probe')} observed" if observed < probes else ""
+    others = counted(least, "other request") if least == most else f"{least}-{most} other requests"
+    return f", each alongside {others} ({sources}{share})"
 
 
 def _against(rates: list[RateComparison], arm: str, phase: str) -> str:
@@ -89,20 +96,24 @@ def _against(rates: list[RateComparison], arm: str, phase: str) -> str:
     rate = next((r for r in mine if r.prompt_id == "*"), mine[0] if len(mine) == 1 else None)
     if rate is None:
         return ""
-    kind = "the A/A" if arm == copy_name(rate.arm_a) else rate.arm_a
-    return (f"; against {kind}: {rate.verdict} ({rate.difference:+.3f}, {rate.lower_95:+.3f} to "
+    return (f"; against {other_arm(rate.arm_a, arm)}: {rate.verdict} ({rate.difference:+.3f}, {rate.lower_95:+.3f} to "
             f"{rate.upper_95:+.3f}, Fisher p = {rate.p_two_sided:.2g})")
+
+
+def other_arm(arm_a: str, arm_b: str) -> str:
+    """Whom B's line is read against: A by name, and, where B is A started again (study.noise_floor), that
+    the two are the A/A."""
+    return f"{arm_a} (its A/A: the same config started again)" if arm_b == copy_name(arm_a) else arm_a
 
 
 def flips(cells: list[Cell]) -> str:
     """The cells' top-1 flips in all: '12 at 5 positions'; '' where none flipped or none had tokens."""
-    counted = [c for c in cells if c.top1_flips]
-    if not counted:
+    flipped = [c for c in cells if c.top1_flips]
+    if not flipped:
         return ""
-    positions = sum(c.top1_flip_position_count or 0 for c in counted)
-    total, where = sum(c.top1_flips or 0 for c in counted), f" over {len(counted)} cells" if len(counted) > 1 else ""
-    return (f"{total} top-1 flip{'s' if total > 1 else ''} at {positions} position{'s' if positions > 1 else ''}"
-            f"{where}")
+    positions = sum(c.top1_flip_position_count or 0 for c in flipped)
+    total, where = sum(c.top1_flips or 0 for c in flipped), f" over {len(flipped)} cells" if len(flipped) > 1 else ""
+    return f"{counted(total, 'top-1 flip')} at {counted(positions, 'position')}{where}"
 
 
 def correct_lines(cells: list[Cell], arm: str, phases: list[PhaseCost], co: list[CoResidents],
@@ -188,8 +199,8 @@ def costs_lines(arm: str, phases: list[PhaseCost], ratios: list[CostRatio], star
                    f"{_p(c.time_to_first_token_s, 'time to first token')}, errors {c.errors} of {c.requests}")
         mine = [r for r in ratios if r.arm_b == arm and r.phase == c.phase and r.metric in OPENING_RATIOS
                 and r.ratio is not None]
-        kind = "" if not mine else "the A/A" if arm == copy_name(mine[0].arm_a) else mine[0].arm_a
-        parts.append((numbers, f"; against {kind}: " + ", ".join(_ratio(r) for r in mine) if mine else ""))
+        parts.append((numbers, f"; against {other_arm(mine[0].arm_a, arm)}: " + ", ".join(_ratio(r) for r in mine)
+                      if mine else ""))
     if len(parts) == 1:
         numbers, against = parts[0]
         return [f"Costs {numbers}; {memory(start)}{against}"]
@@ -272,10 +283,11 @@ def sections(cost: CostReport | None, cells: list[Cell], sweep: dict[str, Any] |
     if cost.co_residents:
         out += ["## Probes' co-residents under load", "",
                 "Other requests of the arm that ran alongside each probe: from the server's trace (engine steps "
-                "that overlap), else its /metrics sampled while the probe was in flight, else not observable.", ""]
-        out += _table(["arm", "prompt", "phase", "probes", "least", "median", "most", "from"], [
-            [c.arm, c.prompt_id, c.phase, str(c.probes), _num(c.least), _num(c.median), _num(c.most), c.source]
-            for c in cost.co_residents])
+                "that overlap), else its /metrics sampled while the probe was in flight (a probe no sample showed "
+                "running has no count: not observed), else not observable.", ""]
+        out += _table(["arm", "prompt", "phase", "probes", "observed", "least", "median", "most", "from"], [
+            [c.arm, c.prompt_id, c.phase, str(c.probes), _num(c.observed), _num(c.least), _num(c.median),
+             _num(c.most), c.source] for c in cost.co_residents])
     out += frontier_table(cost, cells, series(sweep))
     return out
 

@@ -14,6 +14,7 @@ from orchestrator.report.explorer_md import (
     TEXT_SIGNED,
     forks,
     mark,
+    more_branches,
     summary,
     text_parts,
     text_shown,
@@ -192,8 +193,8 @@ def explored_html(explored: Explored, index: int) -> str:
                               for c in explored.completions) + "</ul>"]
     parts += [_topk(explored, c) for c in explored.completions[1:] if c.split is not None and explored.basis != "text"]
     if explored.more_branches:
-        parts.append(f"<p>{explored.more_branches} more branch(es), {explored.more_branch_requests} request(s), "
-                     "not shown (<code>study.explorer_branches</code>, <code>compare --branches</code>).</p>")
+        parts.append(f"<p>{more_branches(explored)}, not shown (<code>study.explorer_branches</code>, "
+                     "<code>compare --branches</code>).</p>")
     if explored.notes:
         parts.append('<ul class="notes">' + "".join(f"<li>{escape(n)}</li>" for n in explored.notes) + "</ul>")
     if explored.inside is not None:

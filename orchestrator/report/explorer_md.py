@@ -11,6 +11,7 @@ from typing import Any
 
 from orchestrator.analysis.locate_results import Located
 from orchestrator.analysis.results import Comparison, Completion, Explored, Flip, TopEntry
+from orchestrator.errors import counted
 from orchestrator.report.locate import SECTION, inside_lines
 
 VISIBLE = {" ": "␣", "\n": "⏎", "\t": "⇥", "\r": "␍"}
@@ -88,7 +89,7 @@ def who(completion: Completion) -> str:
     """How many requests took it, which ones, in which batches, alongside how many others."""
     more = completion.requests - len(completion.request_ids)
     ids = ", ".join(completion.request_ids) + (f" and {more} more" if more > 0 else "")
-    parts = [f"{completion.requests} request{'s' if completion.requests != 1 else ''} ({ids})"]
+    parts = [f"{counted(completion.requests, 'request')} ({ids})"]
     if completion.phase_kind == "concurrent" and completion.batches:
         parts.append("batches " + ", ".join(f"#{b} (size {size})" for b, size in completion.batches[:12])
                      + (" ..." if len(completion.batches) > 12 else ""))
@@ -241,10 +242,16 @@ def _who_and_notes(explored: Explored) -> list[str]:
     return [*(f"- **{c.name}**: {who(c)}" for c in explored.completions), "", *_more_and_notes(explored)]
 
 
+def more_branches(explored: Explored) -> str:
+    """'2 more branches, 5 requests': what the explorer leaves out, in report.md, report.html and the terminal."""
+    return (f"{counted(explored.more_branches, 'more branch', 'more branches')}, "
+            f"{counted(explored.more_branch_requests, 'request')}")
+
+
 def _more_and_notes(explored: Explored) -> list[str]:
     out = []
     if explored.more_branches:
-        out += [f"{explored.more_branches} more branch(es), {explored.more_branch_requests} request(s), not shown "
+        out += [f"{more_branches(explored)}, not shown "
                 "(`study.explorer_branches`, `compare --branches`).", ""]
     out += [f"- {note}" for note in explored.notes]
     out = [*out, ""] if explored.notes else out

@@ -15,6 +15,7 @@ from orchestrator.report.explorer_md import (
     TEXT_SIGNED,
     forks,
     mark,
+    more_branches,
     summary,
     text_parts,
     text_shown,
@@ -146,8 +147,7 @@ def _more_and_notes(explored: Explored, console: Any) -> None:
     from rich.text import Text
 
     if explored.more_branches:
-        console.print(f"{explored.more_branches} more branch(es), {explored.more_branch_requests} request(s), not "
-                      "shown (`compare --branches K` re-makes the report with more)")
+        console.print(f"{more_branches(explored)}, not shown (`compare --branches K` re-makes the report with more)")
     for note in explored.notes:
         console.print(Text(f"- {note}", style="bold"))
     if explored.inside is not None:

@@ -15,6 +15,7 @@ from orchestrator.analysis.results import BatchCheck, Cell, Comparison, Divergen
 from orchestrator.analysis.stats import ALPHA
 from orchestrator.config.noise_floor import copy_name
 from orchestrator.engines import profile_for
+from orchestrator.errors import counted
 
 GATE_KEYS = ("max_divergence_rate", "expect_pairs", "expect_schedules")
 
@@ -66,23 +67,33 @@ def unobserved(cells: Sequence[Cell | BatchCheck], why: Mapping[str, str] | None
     return "; ".join(sorted({why.get(c.arm) or profile_for(None).unobserved() for c in cells}))
 
 
+def together(batched: list[Cell], why: Mapping[str, str] | None = None) -> str:
+    """How many of the cells' batches ran together: the least seen, NOT co-resident, not observed (a /metrics
+    sample that missed every batch: no count, kept out) or not observable (the engine shows none)."""
+    seen = [c.min_running_observed for c in batched if c.min_running_observed is not None]
+    total = sum(c.batches or 0 for c in batched)
+    missed = sum(c.batches_not_observed or 0 for c in batched)
+    not_observed = (f"co-residency not observed in {missed} of {counted(total, 'batch', 'batches')} (no "
+                    "/metrics sample showed it running; kept out of the verdict)")
+    if not seen:
+        return not_observed if missed else f"co-residency not observable ({unobserved(batched, why)})"
+    said = f"co-resident {min(seen)}"
+    if any(c.co_resident is False for c in batched):
+        out = sum(c.batches_kept_out or 0 for c in batched) - missed
+        said = (f"NOT co-resident (at most {min(seen)} running together; {out} of "
+                f"{counted(total, 'batch', 'batches')} kept out of the verdict)")
+    return said + (f"; {not_observed}" if missed else "")
+
+
 def phase_clause(phase: str, cells: list[Cell], near_tie_gap: float, why: Mapping[str, str] | None = None) -> str:
     """`sequential: 1 distinct in 30 (<= 9.5 % at 95 %)` over the phase's prompts."""
     head = phase
     batched = [c for c in cells if c.batch_size is not None]
     if batched:
         size = min(c.batch_size or 0 for c in batched)
-        seen = [c.min_running_observed for c in batched if c.min_running_observed is not None]
-        together = f"co-resident {min(seen)}" if seen else \
-            f"co-residency not observable ({unobserved(batched, why)})"
-        if seen and not all(c.co_resident for c in batched):
-            out = sum(c.batches_kept_out or 0 for c in batched)
-            total = sum(c.batches or 0 for c in batched)
-            kept = f"; {out} of {total} batches kept out of the verdict" if total else ""
-            together = f"NOT co-resident (at most {min(seen)} running together{kept})"
         capacity = min((c.capacity for c in batched if c.capacity is not None), default=None)
         on = f" on capacity {capacity}" if capacity is not None and size > capacity else ""
-        head = f"{phase} {size}{on}, {together}"
+        head = f"{phase} {size}{on}, {together(batched, why)}"
     measured = [c for c in cells if c.distinct_signatures is not None]
     if not measured:
         note = next((c.signature_note for c in cells if c.signature_note), "no signatures")
@@ -159,7 +170,9 @@ def _differ(rows: list[Divergence], what: str) -> str:
     token 5; ...)`: each verdict's count, the test that judged the cells whose signatures vary, and the basis
     where it was coarser than the top logprobs."""
     comparable = [r for r in rows if r.verdict != "not comparable"]
-    text = f"{_tally(comparable, 'for') or 'identical for 0'} of {len(rows)} {what}"
+    if not comparable:  # nothing compared: no count of identical ones (never "identical for 0")
+        return f"not comparable for {len(rows)} of {len(rows)} {what}"
+    text = f"{_tally(comparable, 'for')} of {len(rows)} {what}"
     notes = []
     first = [r.first_divergent_position for r in comparable if r.first_divergent_position is not None]
     if first:
@@ -210,7 +223,8 @@ def sentences(comparison: Comparison, failed_arms: list[str], near_tie_gap: floa
         noise = [c for c in comparison.cells if c.arm in (a, b) and (c.distinct_signatures or 1) > 1]
         differ = any(r.verdict == "differ" for r in rows)
         # within an arm's own repeats (the noise floor of two starts, study.noise_floor, is read below)
-        floor = f"within the arms {len(noise)} cell(s) vary, compared as signature distributions" if noise \
+        varies = counted(len(noise), "cell varies", "cells vary")
+        floor = f"within the arms {varies}, compared as signature distributions" if noise \
             else "one signature in every cell of either arm" + (", so the difference lies between the arms"
                                                                 if differ else "")
         floor += _against_floor(rows, pairs.get((a, copy_name(a))))
@@ -244,8 +258,12 @@ def summary(comparison: Comparison) -> str:
         measured = [c for c in cells if c.distinct_signatures is not None]
         basis = compared_on([c.signature_basis for c in measured])
         varied = sum(c.distinct_signatures != 1 for c in measured)
-        repeatable = f"varies in {varied} of {len(cells)} cells" if varied else f"one signature in {len(cells)} of " \
-            f"{len(cells)} cells"
+        # a cell without signatures (no successful answer, its batches kept out) counts for neither
+        repeatable = f"varies in {varied} of {len(cells)} cells" if varied else \
+            f"one signature in {len(measured)} of {len(cells)} cells" if measured else \
+            f"not measured in any of {counted(len(cells), 'cell')}"
+        unmeasured = len(cells) - len(measured)
+        repeatable += f", {unmeasured} not measured" if unmeasured and measured else ""
         parts.append(f"{arm}: {repeatable}{f', {basis}' if basis else ''}")
     for (a, b), rows in _by_pair(comparison).items():
         basis = compared_on([r.compared_on for r in rows if r.verdict != "not comparable"])

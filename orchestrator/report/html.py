@@ -105,7 +105,8 @@ def pictures(result: Comparison) -> list[str]:
     for c in result.cells:
         if c.distinct_signatures is not None:
             groups.setdefault(f"{c.arm}/{c.prompt_id}", []).append((c.phase, c.distinct_signatures, c.n))
-    out.append(svg.grouped_bars("Distinct signatures: sequential vs concurrent phases", list(groups.items())))
+    phases = dict.fromkeys(phase for bars in groups.values() for phase, _, _ in bars)  # the study's, as named
+    out.append(svg.grouped_bars(f"Distinct signatures per phase: {', '.join(phases)}", list(groups.items())))
     out.append(_ab_next_to_aa(result))
     return [p for p in out if p]
 

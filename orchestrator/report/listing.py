@@ -1,6 +1,6 @@
 """`orchestrator ls [DIR]`: every run below a folder (study, date, arms, verdict, path), and `orchestrator show
-RUN_DIR`: a run's verdict, environment and the cells that diverged in the terminal (`--cell`: where one split).
-Both read what a run wrote (run.json and
+RUN_DIR`: a run's verdict, the lines report.md opens with (report.json `front`), its environment and the cells
+that diverged in the terminal (`--cell`: where one split). Both read what a run wrote (run.json and
 report.json); nothing is re-computed."""
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from orchestrator.analysis.attribution import Attribution
 from orchestrator.analysis.locate_results import CellInside
 from orchestrator.config.catalog import line
 from orchestrator.console import Outcome, answer
-from orchestrator.errors import ConfigError, RecordError
+from orchestrator.errors import ConfigError, RecordError, counted
 from orchestrator.record.paths import RunPaths
 from orchestrator.report.locate import SECTION, answer_line
 from orchestrator.report.probes import attribution_line
@@ -45,7 +45,8 @@ def verdict(report: dict[str, Any] | None) -> str:
     cells = report.get("cells") or []
     varying = sum(c.get("distinct_signatures") not in (None, 1) for c in cells)  # a report without `summary`
     said = report.get("summary") or (f"{varying} of {len(cells)} cells vary" if varying
-                                     else f"no difference in {len(cells)} cells")
+                                     else f"no difference in {counted(len(cells), 'cell')}" if cells
+                                     else "no cell measured")
     return f"gate {gate}; {said}" if gate in ("passed", "failed") else said
 
 
@@ -87,8 +88,8 @@ def render_runs(found: list[RunSummary]) -> str:
 
 
 def show(run_dir: Path) -> str:
-    """The verdict, the gate and the environment of one run, as plain text; an interrupted run without a
-    report: what its record holds."""
+    """The verdict, report.md's opening lines and the environment of one run, as plain text; an interrupted run
+    without a report: what its record holds."""
     paths = RunPaths(run_dir)
     meta = _read(paths.meta) or {}
     if meta.get("interrupted") and not paths.report_json.is_file():
@@ -96,14 +97,11 @@ def show(run_dir: Path) -> str:
     report = _report(run_dir)
     out = [f"study {report.get('study')}, run {report.get('run_id')} ({run_dir})", ""]
     out += [f"verdict: {verdict(report)}", ""]  # each arm's repeatability and each pair's result, in one line
-    out += [f"- {line}" for line in report.get("headline") or []]
-    gate = report.get("gate") or {}
-    if gate.get("verdict") == "failed":
-        out += ["", "gate: FAILED", *(f"  - {p}" for p in gate.get("problems", []))]
-    elif gate.get("verdict"):
-        out += ["", f"gate: {gate['verdict']}"]
+    # report.md's first lines as they are: per arm start, correctness and cost; the verdict, gate and guard
+    out += report.get("front") or [f"(report.json has no opening lines: `orchestrator compare {run_dir}` "
+                                   "re-makes it)", ""]
     env = report.get("environment") or {}
-    out += ["", "environment" + (f" (orchestrator host {env['host']})" if env.get("host") else "")]
+    out += ["environment" + (f" (orchestrator host {env['host']})" if env.get("host") else "")]
     for arm in env.get("arms", []):
         libraries = ", ".join(f"{k} {v}" for k, v in (arm.get("packages") or {}).items()) or "-"
         out += [f"  {arm['arm']} ({arm['status']}): {arm.get('image_ref') or ''} {arm['identity']}".rstrip(),
@@ -219,8 +217,9 @@ def verb_main(verb: str, argv: list[str]) -> Outcome:
                                          "started, arms, verdict, path.")
         parser.add_argument("dir", type=Path, nargs="?", default=Path("runs"), help="default: runs")
         return answer(render_runs(runs(parser.parse_args(argv).dir)))
-    parser = argparse.ArgumentParser(prog="orchestrator show", description="A run's verdict, environment and "
-                                     "the cells that diverged; --cell: where one cell split.")
+    parser = argparse.ArgumentParser(prog="orchestrator show", description="A run's verdict, the lines report.md "
+                                     "opens with, its environment and the cells that diverged; --cell: where one "
+                                     "cell split.")
     parser.add_argument("run_dir", type=Path)
     parser.add_argument("--cell", metavar="ARM/PROMPT/PHASE", help="where this cell's completions split")
     args = parser.parse_args(argv)

@@ -6,6 +6,7 @@ report's and `show RUN`'s: each cell that ran beside others, its answer line and
 from __future__ import annotations
 
 from orchestrator.analysis.locate_results import BETWEEN, CellInside, Difference, Located, Margin, Side, TopTwo
+from orchestrator.errors import counted, noun
 
 SECTION = "Where inside the model"
 
@@ -47,7 +48,7 @@ def _batches(diff: Difference) -> str:
 
 def _side(name: str, side: Side) -> str:
     engine = f", engine id {side.engine_request_id}" if side.engine_request_id else ""
-    branch = f", its branch {side.requests} request{'s' if side.requests != 1 else ''}" if side.requests else ""
+    branch = f", its branch {counted(side.requests, 'request')}" if side.requests else ""
     return (f"  {name}: {side.request_id} (phase {side.phase}, {side.phase_kind or 'kind unknown'}{branch}{engine}; "
             f"digests of {side.steps} steps, {side.calls} calls)")
 
@@ -85,19 +86,19 @@ def _margin(margin: Margin | None) -> str:
 
 def _walk(located: Located) -> str:
     steps = located.steps_compared
-    said = f"walked {located.calls_compared} module calls in {steps} step{'s' if steps != 1 else ''}"
+    said = f"walked {counted(located.calls_compared, 'module call')} in {counted(steps, 'step')}"
     if located.realigned_steps:
         named = ", ".join(map(str, located.realigned_steps[:8])) + (" ..." if len(located.realigned_steps) > 8 else "")
-        said += (f"; step{'s' if len(located.realigned_steps) > 1 else ''} {named} called other modules on each "
+        said += (f"; {noun(len(located.realigned_steps), 'step')} {named} called other modules on each "
                  "side (another kernel or split): aligned by module name and occurrence")
         if located.one_sided_calls:
-            said += f", {located.one_sided_calls} calls on one side only"
+            said += f", {counted(located.one_sided_calls, 'call')} on one side only"
     else:
         said += ", call by call (the same modules in the same order)"
     if located.one_sided_steps:
-        said += f"; {located.one_sided_steps} steps recorded on one side only (one answer is longer)"
+        said += f"; {counted(located.one_sided_steps, 'step')} recorded on one side only (one answer is longer)"
     if located.mixed_calls:
-        said += (f"; {located.mixed_calls} call{'s' if located.mixed_calls > 1 else ''} skipped: their rows mix "
+        said += (f"; {counted(located.mixed_calls, 'call')} skipped: their rows mix "
                  "the batch's requests (MoE experts' "
                  "inputs, grouped by expert), so they hold no rows of the request's own")
     return said

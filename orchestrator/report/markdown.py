@@ -9,9 +9,11 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from orchestrator.analysis.batches import NOT_OBSERVED
 from orchestrator.analysis.results import BASIS_WORDS, BatchCheck, Cell, Comparison, Divergence, WaveTime
 from orchestrator.analysis.stats import ALPHA
 from orchestrator.config.noise_floor import copy_name
+from orchestrator.errors import counted
 from orchestrator.report import cost_md, explorer_md, locate
 from orchestrator.report.environment import markdown_section as environment_section
 from orchestrator.report.guard import markdown_section
@@ -87,7 +89,7 @@ def headline(comparison: Comparison, why: Mapping[str, str] | None = None) -> st
     parts = [f"{len(varying)} of {len(comparison.cells)} cells show more than one signature"]
     differ = [s for s in comparison.schedules if s.verdict == "differ"]
     if differ:
-        parts.append(f"{len(differ)} schedule comparisons differ")
+        parts.append(counted(len(differ), "schedule comparison differs", "schedule comparisons differ"))
     cold = [c for c in comparison.cold if c.matches_warm is False]
     if cold:
         parts.append(f"{len(cold)} of {len(comparison.cold)} cold first requests differ from warm")
@@ -100,6 +102,10 @@ def headline(comparison: Comparison, why: Mapping[str, str] | None = None) -> st
     if not_co:
         parts.append(f"{len(not_co)} of {len(comparison.batches)} concurrent batches were not co-resident "
                      "(kept out of the verdict)")
+    missed = [b for b in comparison.batches if b.together_source == NOT_OBSERVED]
+    if missed:
+        parts.append(f"{len(missed)} of {len(comparison.batches)} concurrent batches' co-residency was not observed "
+                     "(no /metrics sample showed them running; kept out of the verdict)")
     line = "; ".join(parts) + "."
     measured = [c for c in comparison.cells if c.distinct_signatures is not None]
     if measured and not varying and not differ and not cold:
@@ -113,15 +119,18 @@ def no_difference(cells: list[Cell], pairs_differ: int = 0, why: Mapping[str, st
     loosest = max(cells, key=lambda c: c.upper_bound_95 or 0.0)
     bold = "**Each arm repeatable, the arms differ**" if pairs_differ else "**No difference observed**"
     basis = compared_on([c.signature_basis for c in cells])
-    text = (f"{bold}: one signature in each of {len(cells)} cells{f', {basis}' if basis else ''} (n = "
-            f"{min(c.n for c in cells)}-{max(c.n for c in cells)} each; divergence rate <= "
-            f"{_pct(loosest.upper_bound_95)} at 95% in the smallest).")
+    least, most = min(c.n for c in cells), max(c.n for c in cells)
+    text = (f"{bold}: one signature in each of {counted(len(cells), 'cell')}{f', {basis}' if basis else ''} (n = "
+            f"{least if least == most else f'{least}-{most}'} each; divergence rate <= "
+            f"{_pct(loosest.upper_bound_95)} at 95%{' in the smallest' if least != most else ''}).")
     concurrent = [c for c in cells if c.batch_size is not None]
     if concurrent:
         reached = [c for c in concurrent if c.co_resident]
         seen = [c.min_running_observed for c in concurrent if c.min_running_observed is not None]
         capacities = ", ".join(sorted({str(c.capacity or "unknown") for c in concurrent}))
+        missed = sum(c.batches_not_observed or 0 for c in concurrent)
         together = f"at least {min(seen)} running together" if seen else \
+            "how many ran together was not observed (no /metrics sample showed a batch running)" if missed else \
             f"how many ran together is not observable ({unobserved(concurrent, why)})"
         observed = [c for c in concurrent if c.co_resident is not None]
         share = f"{len(reached)} of {len(concurrent)}" if observed else "not observable"  # never 0 for unknown
@@ -131,7 +140,7 @@ def no_difference(cells: list[Cell], pairs_differ: int = 0, why: Mapping[str, st
 
 
 def markdown(report: StudyReport) -> str:
-    return "\n".join([*title(report), *opening(report), *verdict(report), *environment_section(report.environment),
+    return "\n".join([*title(report), *front(report), *environment_section(report.environment),
                       *_timings(report), *explorer_md.section(report.comparison),
                       *locate.section(report.comparison.inside), *details(report)])
 
@@ -145,8 +154,8 @@ def timings_line(seconds: dict[str, float], waves: Sequence[WaveTime] = ()) -> s
     if not any(len(w.arms) > 1 for w in waves):
         return line
     each = ", ".join(f"wave {w.wave} ({', '.join(w.arms)}) {w.wall_s:.2f} s" for w in waves)
-    return (f"{line} (an arm's stages summed over arms that ran at once); arms side by side in {len(waves)} "
-            f"wave(s): {sum(w.wall_s for w in waves):.2f} s wall ({each}) against "
+    return (f"{line} (an arm's stages summed over arms that ran at once); arms side by side in "
+            f"{counted(len(waves), 'wave')}: {sum(w.wall_s for w in waves):.2f} s wall ({each}) against "
             f"{sum(w.arm_s for w in waves):.2f} s of arm time one after another")
 
 
@@ -160,6 +169,13 @@ def _timings(report: StudyReport) -> list[str]:
 
 def title(report: StudyReport) -> list[str]:
     return [f"# Study `{report.study}`, run `{report.run_id}`", ""]
+
+
+def front(report: StudyReport) -> list[str]:
+    """What report.md opens with under its title: per arm, start, correctness and cost; then the verdict with
+    the gate and the guard. `show` prints the same lines (report.json `front`), so the terminal never looks
+    cleaner than the page."""
+    return [*opening(report), *verdict(report)]
 
 
 def opening(report: StudyReport) -> list[str]:
@@ -182,7 +198,7 @@ def signature_sentence(cells: list[Cell]) -> str:
     if len(used) <= 1:
         return f"Signatures hash {BASIS_WORDS[next(iter(used), 'top_logprobs')]}."
     return "Signatures hash the finest thing every response of a cell has: " + "; ".join(
-        f"{BASIS_WORDS[basis]} in {n} cell(s)" for basis, n in used.most_common()) + "."
+        f"{BASIS_WORDS[basis]} in {counted(n, 'cell')}" for basis, n in used.most_common()) + "."
 
 
 def details(report: StudyReport) -> list[str]:
@@ -203,7 +219,7 @@ def details(report: StudyReport) -> list[str]:
             "", cells_table(result), ""]
     collapsed = [c for c in result.cells if c.top_entries_min is not None and c.top_entries_min != c.top_entries_max]
     if collapsed:
-        out += [f"Top-logprob entries per position varied in {len(collapsed)} cell(s) ("
+        out += [f"Top-logprob entries per position varied in {counted(len(collapsed), 'cell')} ("
                 + ", ".join(f"{c.label}: {c.top_entries_min}-{c.top_entries_max}" for c in collapsed[:6])
                 + "): the server keys them by decoded string, and tokens that decode alike collapse into one "
                 "entry, so these signatures can hide or invent differences. Ask for token-id keys where the "
@@ -271,7 +287,7 @@ def _left_out(cells: list[Cell]) -> str:
     """The cells a pool leaves out, and why: the stop rule ended them, each a divergence shown."""
     if not cells:
         return "-"
-    return (f"{len(cells)} cell(s) the stop rule ended (n not fixed; divergence shown): "
+    return (f"{counted(len(cells), 'cell')} the stop rule ended (n not fixed; divergence shown): "
             + ", ".join(f"{c.label} (rate >= {_pct(c.lower_bound_95)})" for c in cells))
 
 
@@ -306,7 +322,8 @@ def _batches_section(result: Comparison, why: Mapping[str, str] | None = None) -
            "A batch's requests are released together. `arrival spread` is first to last request complete at the "
            "server (from its trace, where it gives one); `together` the most of the batch running at once, from "
            "the server's trace (exact) or its /metrics sampled in flight. A batch that was not co-resident "
-           "(docs/conventions.md) is kept out of its cell's n and of every verdict.", ""]
+           "(docs/conventions.md) is kept out of its cell's n and of every verdict, and so is one whose "
+           "co-residency was not observed (no /metrics sample showed it running: no count).", ""]
     out += _table(["arm", "prompt", "phase", "batch size", "capacity", "send spread (ms)", "arrival spread (ms)",
                    "together (lowest)", "co-resident", "kept out", "transport errors"], [
         [c.arm, c.prompt_id, c.phase, c.batch_size, _num(c.capacity, "d"), _num(c.max_send_spread_ms),
@@ -326,6 +343,10 @@ def _batches_section(result: Comparison, why: Mapping[str, str] | None = None) -
 
 def _co_resident(batch: Cell | BatchCheck, why: Mapping[str, str] | None) -> str:
     co_resident = batch.co_resident
+    missed = batch.together_source == NOT_OBSERVED if isinstance(batch, BatchCheck) else \
+        bool(batch.batches_not_observed) and batch.batches_not_observed == batch.batches
+    if missed:
+        return "not observed (no /metrics sample showed it running; kept out)"
     if co_resident is None:
         return f"not observable ({unobserved([batch], why)})"
     size = batch.batch_size if isinstance(batch, Cell) else batch.size

@@ -8,6 +8,7 @@ from typing import Any
 from orchestrator.analysis.attribution import Attribution
 from orchestrator.analysis.probes import summarize
 from orchestrator.analysis.stats import POOLED_ASSUMPTION
+from orchestrator.errors import counted
 from orchestrator.report.probe_ops import render_ops
 from orchestrator.report.table import fmt as _fmt
 from orchestrator.report.table import probe_setup
@@ -78,8 +79,8 @@ def attribution_line(a: Attribution) -> str:
                         + f" (row 0 changes at M {','.join(map(str, v.ms_row0_differs))})" for v in a.candidates)
         return said + f"Measured batch-variant in {_where(a)}: {ops}. A candidate cause, not proof: the probes " \
                       "ran synthetic inputs outside the engine, which may not call these kernels at these sizes."
-    return said + f"None of the {a.ops_probed} op(s) probed in {_where(a)} was batch-variant: the cause lies " \
-                  "outside what was probed."
+    return said + f"None of the {counted(a.ops_probed, 'op')} probed in {_where(a)} was batch-variant: the cause " \
+                  "lies outside what was probed."
 
 
 def _where(a: Attribution) -> str:

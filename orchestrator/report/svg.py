@@ -8,6 +8,8 @@ import math
 from collections.abc import Sequence
 from html import escape
 
+from orchestrator.errors import counted
+
 WIDTH = 960
 LABEL_W = 250  # left margin for row labels
 ROW_H = 16
@@ -56,8 +58,8 @@ def _drawn(rows: list[tuple[str, Sequence[float | None]]]) -> tuple[list[tuple[s
     spread = [i for i, peak in enumerate(peaks) if peak > 0]
     kept = set(sorted(spread, key=lambda i: -peaks[i])[:MAX_ROWS])
     flat, smaller = len(rows) - len(spread), len(spread) - len(kept)
-    left_out = [f"{flat} cells with spread 0 at every position"] if flat else []
-    left_out += [f"{smaller} cells of smaller spread"] if smaller else []
+    left_out = [f"{counted(flat, 'cell')} with spread 0 at every position"] if flat else []
+    left_out += [f"{counted(smaller, 'cell')} of smaller spread"] if smaller else []
     return ([row for i, row in enumerate(rows) if i in kept],
             f"{len(kept)} of {len(rows)} cells drawn, the largest spread first; not drawn: {', '.join(left_out)}")
 

@@ -24,7 +24,7 @@ from orchestrator.config.arms import resolve_arms, runtime_for
 from orchestrator.config.schema import BuildConfig, Config
 from orchestrator.config.validate import validate
 from orchestrator.console import Outcome, answer
-from orchestrator.errors import ConfigError, ExitStatus, ImageError, RecordError
+from orchestrator.errors import ConfigError, ExitStatus, ImageError, RecordError, counted
 from orchestrator.record.paths import RunPaths, atomic_write_text, read_json
 from orchestrator.record.tables import read_table
 from orchestrator.runtime.spec import BuildSpec
@@ -248,7 +248,7 @@ def reproduce(run_dir: Path, out: Path | None, allow: list[str], by_tag: bool,
                         + (f", first differing token {cell['first_differing_token']}"
                            if cell.get("first_differing_token") is not None else "") for cell in cells))
     if write_verdict(new, original, cells):
-        return outcome + answer(f"verdict: reproduced ({len(cells)} cells)")
+        return outcome + answer(f"verdict: reproduced ({counted(len(cells), 'cell')})")
     differing = sum(c["verdict"] == "differs" for c in cells)
     missing = sum(c["verdict"] == "missing" for c in cells)
     not_run = f"; {missing} not re-run" if missing else ""

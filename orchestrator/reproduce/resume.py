@@ -19,6 +19,7 @@ from orchestrator.config.background import phase_backgrounds
 from orchestrator.config.compose import resolve_prompts
 from orchestrator.config.schema import Config
 from orchestrator.console import Outcome, note
+from orchestrator.errors import counted
 from orchestrator.record.paths import RunPaths
 from orchestrator.record.tables import read_table
 from orchestrator.reproduce.rerun import REPRODUCE_ALLOW, load_config
@@ -68,6 +69,6 @@ def resume(run_dir: Path, allow: list[str]) -> Outcome:
     plan = resume_plan(typed, paths)
     if not plan.groups:
         return note(f"{paths.root}: every request of the protocol has a row; nothing to resume")
-    todo = ", ".join(f"{arm}: {len(ids)} group(s)" for arm, ids in plan.groups.items())
+    todo = ", ".join(f"{arm}: {counted(len(ids), 'group')}" for arm, ids in plan.groups.items())
     print(f"resuming {paths.root} (attempt {plan.attempt}): {todo}", file=sys.stderr)  # before it starts
     return execute_study(typed, paths, allow, how_to_allow, resume=plan)

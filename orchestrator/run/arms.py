@@ -30,7 +30,7 @@ from orchestrator.config.arms import Placement, ResolvedArm, resolve_arms, runti
 from orchestrator.config.background import phase_backgrounds
 from orchestrator.config.schema import Config, PhaseKind, PromptAs, RuntimeKind
 from orchestrator.engines import profile_for
-from orchestrator.errors import OrchestratorError
+from orchestrator.errors import OrchestratorError, counted
 from orchestrator.guard.fingerprint import arm_cell, log_facts, matrix_key, probe_container
 from orchestrator.guard.model_revision import model_identity
 from orchestrator.interrupts import run_async
@@ -225,7 +225,7 @@ class StudyRunner:
         self._stops.wait()  # the arm before has stopped: one engine serves at a time
         with self.timer.stage("requests"):
             sent = run_async(self._send(launch, handle))
-        self.say(f"[{name}] {sent} requests done")
+        self.say(f"[{name}] {counted(sent, 'request')} done")
 
     def _later_start(self, launch: Launch) -> None:
         """A later start: ready, one request per prompt (run/starts.py), then stopped like the first."""
@@ -234,7 +234,7 @@ class StudyRunner:
         launch.model.result()  # in its row, as the first start's
         self._stops.wait()
         sent = run_async(self._send(launch, launch.handle))
-        self.say(f"{launch.label} {sent} requests done")
+        self.say(f"{launch.label} {counted(sent, 'request')} done")
 
     def _attempt(self, launch: Launch, body: Callable[[], None], stop_behind: bool = False) -> None:
         """Run one start of an arm and record it: its `arms` row lands in every exit path; an OrchestratorError

@@ -28,7 +28,7 @@ from orchestrator.config.security import OWN_CONFIG_ALLOW
 from orchestrator.config.validate import validate
 from orchestrator.console import Outcome, answer, note
 from orchestrator.engines import ENGINES
-from orchestrator.errors import ConfigError, DockerUnavailable, ImageError
+from orchestrator.errors import ConfigError, DockerUnavailable, ImageError, counted
 from orchestrator.guard import declared as guard_declared
 from orchestrator.guard import knobs as guard_knobs
 from orchestrator.guard.results import KnobCheck
@@ -215,10 +215,12 @@ def check(argv: list[str]) -> Outcome:
         raise ConfigError(checked.problems)
     warnings = guard_declared.warnings(guard_declared.declared_check(typed, checked.arms))  # as `run` says them
     return (note(*(f"warning: {warning}" for warning in warnings))
-            + answer(f"ok config: study {typed.study.name}, {len(typed.arms)} arm(s), protocol {typed.protocol.name}, "
-                     f"{len(typed.prompts.prompts)} prompt(s); guard: declared variables and caches",
+            + answer(f"ok config: study {typed.study.name}, {counted(len(typed.arms), 'arm')}, protocol "
+                     f"{typed.protocol.name}, {counted(len(typed.prompts.prompts), 'prompt')}; guard: declared "
+                     "variables and caches",
                      f"ok images, ports, run dir, disk (record about {expected_record_bytes(typed) >> 20} MiB)",
                      "ok knobs: " + "; ".join(f"{arm}: {k.flags_known} flags, {k.env_known} env names known"
+                                              + (f" (from {k.listed_from})" if k.listed_from else "")
                                               if k.checked else f"{arm}: not checked ({k.reason})"
                                               for arm, k in checked.knobs.items()))
             + note("check passed: nothing was started"))

@@ -18,6 +18,7 @@ from orchestrator.config.arms import ResolvedArm
 from orchestrator.config.schema import Config
 from orchestrator.engines import EngineProfile
 from orchestrator.engines.stream import assembled, is_sse
+from orchestrator.errors import counted
 from orchestrator.record.paths import RunPaths
 from orchestrator.run import protocol
 from orchestrator.run.client import CompletionClient
@@ -155,7 +156,7 @@ def capacity_problems(config: Config, arms: Mapping[str, ResolvedArm]) -> list[s
             found.append(f"protocol.phases.{phase} flags {count} requests for their digests "
                          f"(protocol.request.digests), more than the {smallest} the engine of arm(s) {over} keeps: "
                          f"the oldest would be gone before the phase's fetch; make it at most {smallest} "
-                         f"({len(prompts)} prompt(s) x fewer repeats or batches), or split it into phases")
+                         f"({counted(len(prompts), 'prompt')} x fewer repeats or batches), or split it into phases")
     return found
 
 

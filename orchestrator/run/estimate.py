@@ -12,7 +12,7 @@ from collections import defaultdict
 from pathlib import Path
 
 from orchestrator.config.schema import Config, PhaseConfig, PhaseKind
-from orchestrator.errors import RecordError
+from orchestrator.errors import RecordError, counted, ordinal
 from orchestrator.record.paths import RunPaths, read_json
 from orchestrator.run import protocol
 from orchestrator.run.load_schedule import WARMUP_WINDOW, has_warmup, label
@@ -56,7 +56,7 @@ def arm_lines(config: Config, arm: str, seconds: dict[tuple[str, str], float] | 
     stop = f"; a cell ends once {proto.stop_after_divergences} diverged (protocol.stop_after_divergences)" \
         if proto.stop_after_divergences is not None else ""
     lines = [f"# arm {arm} requests:{most} {protocol.requests_per_arm(proto, prompts)} (1 cold, "
-             f"{proto.warmup_requests} warm-up, per cell of {prompts} prompt(s): {cells}{stop})"]
+             f"{proto.warmup_requests} warm-up, per cell of {counted(prompts, 'prompt')}: {cells}{stop})"]
     if seconds is None:
         return [*lines, f"# arm {arm} expected engine time: {UNKNOWN}"]
     groups = {"cold": 1, "warmup": proto.warmup_requests}
@@ -81,6 +81,7 @@ def _cell(name: str, phase: PhaseConfig, prompts: int) -> str:
         stop = f"{load.requests} requests" if load.requests is not None else f"{load.duration_s:g} s"
         warm = f", {protocol.window_requests(phase, WARMUP_WINDOW)} warm-up" if has_warmup(load) else ""
         closed = " and more while it lasts" if load.rate_per_s is None and load.duration_s is not None else ""
-        return (f"{name} {protocol.cell_requests(phase, prompts)} probes ({load.windows} windows of {stop}{closed} at "
-                f"{label(load)}, every {load.probe_every}th a probe{warm}; {protocol.load_requests(phase)} in all)")
+        return (f"{name} {counted(protocol.cell_requests(phase, prompts), 'probe')} ({counted(load.windows, 'window')} "
+                f"of {stop}{closed} at {label(load)}, every {ordinal(load.probe_every)} a probe{warm}; "
+                f"{protocol.load_requests(phase)} in all)")
     return f"{name} {phase.repeats}"

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 
 from orchestrator.config.arms import Placement, ResolvedArm, resolve_arms
 from orchestrator.config.schema import ArmConfig, Config, RuntimeKind
-from orchestrator.errors import ConfigError
+from orchestrator.errors import ConfigError, counted
 from orchestrator.runtime.spec import Inventory
 
 ALL = "all"
@@ -107,12 +107,13 @@ def _take(need: Needs, free: _Free, gpus: tuple[int, ...], cpus: tuple[int, ...]
 def _never_fits(need: Needs, hosts: dict[str, Inventory]) -> str | None:
     where = [need.host] if need.host else list(hosts)
     if all(_fit(need, _Free.of(hosts[h])) is None for h in where):
-        gpus = f"{need.gpu_count} GPU(s)" if need.gpu_count else f"GPUs {','.join(map(str, need.gpu_ids))}" \
+        gpus = counted(need.gpu_count, "GPU") if need.gpu_count else f"GPUs {','.join(map(str, need.gpu_ids))}" \
             if need.gpu_ids else "no GPU"
         memory = f", {need.memory_bytes >> 20} MiB of memory" if need.memory_bytes else ""
-        offered = ", ".join(f"{h}: {len(hosts[h].cpus)} cores, {len(hosts[h].gpus)} GPU(s)" for h in where)
-        return (f"arm '{need.arm}' needs {gpus}, {need.cpus} core(s){memory}: more than any host has ({offered}); "
-                f"lower arms.{need.arm}.gpu_count/cpus/memory, or add a host to runtime.hosts")
+        offered = ", ".join(f"{h}: {counted(len(hosts[h].cpus), 'core')}, {counted(len(hosts[h].gpus), 'GPU')}"
+                            for h in where)
+        return (f"arm '{need.arm}' needs {gpus}, {counted(need.cpus, 'core')}{memory}: more than any host has "
+                f"({offered}); lower arms.{need.arm}.gpu_count/cpus/memory, or add a host to runtime.hosts")
     return None
 
 

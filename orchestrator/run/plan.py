@@ -10,7 +10,7 @@ from pathlib import Path
 from orchestrator.config.arms import Placement, ResolvedArm, resolve_arms, runtime_for
 from orchestrator.config.schema import Config, RuntimeKind
 from orchestrator.console import Outcome, answer, note
-from orchestrator.errors import ConfigError, DockerUnavailable, ImageError, OrchestratorError
+from orchestrator.errors import ConfigError, DockerUnavailable, ImageError, OrchestratorError, counted
 from orchestrator.run import placement
 from orchestrator.run.estimate import arm_lines, group_seconds
 from orchestrator.run.protocol import request_timeout_s
@@ -36,7 +36,7 @@ def render(config: Config, like: Path | None = None, arms: Mapping[str, Resolved
     """`like`: an earlier run of the same study, whose record gives the expected engine time; `arms`: as
     `preflight` resolved them (made here for a caller that has only the config)."""
     arms = resolve_arms(config) if arms is None else arms
-    lines = [f"# study {config.study.name}: {len(config.arms)} arm(s), protocol {config.protocol.name}, "
+    lines = [f"# study {config.study.name}: {counted(len(config.arms), 'arm')}, protocol {config.protocol.name}, "
              f"prompts {config.prompts.name}"]
     derived = "" if config.protocol.request_timeout_s is not None else \
         " (derived from the largest batch and max_tokens; set protocol.request_timeout_s to fix it)"
@@ -55,7 +55,8 @@ def render(config: Config, like: Path | None = None, arms: Mapping[str, Resolved
     arms = {name: dataclasses.replace(arm, placement=placed.get(name)) for name, arm in arms.items()}
     for name, spec in arm_specs(config, arms, Path("RUN_DIR"), PLAN_RUN_ID).items():
         arm = arms[name].declared
-        pinned = "a local process" if process else "the image is pinned to its id at run time"
+        pinned = ("a local process: its engine's version is the one its interpreter has, recorded at run time"
+                  if process else "the image is pinned to its id at run time")
         lines += [f"# arm {name}: {arm.description or arm.image}; {pinned}", *arm_lines(config, name, seconds),
                   spec.equivalent_command(process)]
     return "\n".join(lines) + "\n"
@@ -97,7 +98,7 @@ def planned_waves(config: Config, arms: Mapping[str, ResolvedArm]) -> tuple[list
         if isinstance(exc, ConfigError):
             raise
         return [], [f"# waves: not known, the hosts' inventories cannot be read ({str(exc).splitlines()[0]})"]
-    return waves, [f"# study.parallel_arms={config.study.parallel_arms}: {len(waves)} wave(s)",
+    return waves, [f"# study.parallel_arms={config.study.parallel_arms}: {counted(len(waves), 'wave')}",
                    *placement.render_waves(waves)]
 
 

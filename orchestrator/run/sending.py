@@ -15,7 +15,7 @@ from orchestrator.analysis import signatures
 from orchestrator.analysis.gaps import top_gaps
 from orchestrator.analysis.stopping import StopRule
 from orchestrator.engines import EngineProfile, profile_for
-from orchestrator.errors import EngineFailure
+from orchestrator.errors import EngineFailure, counted
 from orchestrator.run import protocol
 from orchestrator.run.client import CompletionClient, Exchange
 
@@ -162,9 +162,9 @@ class ProtocolSender:
                 index = sent - len(group) + failing + 1
                 raise EngineFailure(f"the engine died at request {index} of {total} "
                                     f"({group[0].phase}/{group[0].prompt_id}): {rows[failing]['error']}"
-                                    f"{self._status()}; {total - sent} request(s) not sent")
+                                    f"{self._status()}; {counted(total - sent, 'request')} not sent")
             if time.monotonic() - last_said >= 10:
-                self.say(f"{sent}/{total} requests")
+                self.say(f"{sent}/{counted(total, 'request')}")
                 last_said = time.monotonic()
         if total and not answered:
             raise EngineFailure(f"no successful response: all {total} requests failed (first: {first_error})")

@@ -15,7 +15,7 @@ pytestmark = [pytest.mark.docker, pytest.mark.usefixtures("docker_client", "no_l
 def test_check_passes_the_default_study_and_lists_what_it_checked() -> None:
     result = orchestrator("check")
     assert result.returncode == 0, result.stderr
-    assert "ok config: study default, 2 arm(s)" in result.stdout
+    assert "ok config: study default, 2 arms" in result.stdout
     assert "ok knobs: baseline: 44 flags" in result.stdout
 
 

@@ -46,7 +46,7 @@ def test_two_pinned_arms_side_by_side_match_the_same_arms_one_after_another(tmp_
     report = (together / "report.md").read_text()
     assert "Placement (study.parallel_arms" in report and "wave 1: baseline (local, cores" in report
     # the time line: the stages add up over both arms, so the wave's wall time is given against that sum
-    assert "(an arm's stages summed over arms that ran at once); arms side by side in 1 wave(s)" in result.stderr
+    assert "(an arm's stages summed over arms that ran at once); arms side by side in 1 wave" in result.stderr
     [wave] = json.loads((together / "report.json").read_text())["waves"]
     assert wave["arms"] == ["baseline", "wide_batch"] and wave["wall_s"] < wave["arm_s"]
 

@@ -63,3 +63,61 @@ def test_server_view_counts_requests_sharing_an_engine_step() -> None:
     assert (spread, together) == (31, 3)
     assert server_view([trace(5, 0, 4), trace(6, 4, 8)]) == (1, 2)  # both ran in step 4
     assert server_view([{"server_arrival_ns": None, "server_first_step": None}]) == (None, None)
+
+
+def test_a_batch_no_metrics_sample_showed_running_is_not_observed_never_at_most_0() -> None:
+    """A loaded machine: /metrics was read during the batch of 16, but every reading fell before its requests
+    reached the engine or after they left (0 running). The requests ran: 0 is no count. Not observed, kept out
+    of the verdict, and said so; a batch another reading saw stays in."""
+    from orchestrator.report.headline import phase_clause
+    from orchestrator.report.markdown import headline
+
+    c = cell()
+    found, keep = batches.check(c, 16, rows([(0, None, 0, None)] * 16 + [(1, None, 16, None)] * 16))
+    assert [b.together for b in found] == [None, 16]
+    assert [b.together_source for b in found] == ["not observed", "/metrics"]
+    assert [b.co_resident for b in found] == [None, True]
+    assert keep.tolist() == [False] * 16 + [True] * 16  # kept out, as a batch not co-resident is
+    assert (c.min_running_observed, c.co_resident, c.batches_kept_out, c.batches_not_observed) == (16, True, 1, 1)
+    c.batch_size, c.n, c.distinct_signatures, c.upper_bound_95 = 16, 16, 1, 0.17
+    said = phase_clause("concurrent", [c], 0.01)
+    assert said.startswith("concurrent 16, co-resident 16; co-residency not observed in 1 of 2 batches (no "
+                           "/metrics sample showed it running; kept out of the verdict)"), said
+    alone = cell()
+    batches.check(alone, 16, rows([(0, None, 0, None)] * 16))
+    alone.batch_size, alone.n = 16, 0
+    said = phase_clause("concurrent", [alone], 0.01)
+    assert said.startswith("concurrent 16, co-residency not observed in 1 of 1 batch (no /metrics sample"), said
+    assert "at most 0" not in said and "NOT co-resident" not in said
+    from orchestrator.analysis.results import Comparison
+
+    whole = headline(Comparison(cells=[alone], batches=batches.check(cell(), 16, rows([(0, None, 0, None)] * 16))[0]))
+    assert "1 of 1 concurrent batches' co-residency was not observed" in whole and "not co-resident" not in whole
+
+
+def test_a_zero_reading_is_no_count_in_the_explorer_either() -> None:
+    from orchestrator.analysis.explorer import _together
+
+    def metrics(running: int) -> pa.Table:
+        return pa.table({"batch_server_together": pa.array([None] * 4, pa.int64()),
+                         "batch_running_max": pa.array([running] * 4, pa.int64())})
+
+    assert _together(metrics(0)) == set()  # "its batches had 0 running at once" is never written
+    assert _together(metrics(3)) == {3}
+
+
+def test_a_cell_whose_only_batch_was_not_observed_does_not_read_not_co_resident(tmp_path: Any) -> None:
+    """The cell's rate column: its batch was kept out because nothing showed it, not because it was apart."""
+    from orchestrator.analysis.compare import compare
+    from orchestrator.record.paths import RunPaths
+    from orchestrator.record.tables import TableWriter
+
+    paths = RunPaths(tmp_path)
+    with TableWriter(paths, "responses", "r") as writer:
+        for i in range(4):
+            writer.append({"study": "s", "run_id": "r", "arm": "a", "prompt_id": "p", "phase": "conc",
+                           "phase_kind": "concurrent", "role": "measured", "attempt": 0, "batch_id": 0,
+                           "request_id": f"a/p/conc/0/{i}", "batch_running_max": 0, "sig_top_logprobs": "x",
+                           "completion_text": "x", "send_ns": 0, "recv_ns": 1})
+    [c] = compare(paths, "a").cells
+    assert c.signature_note == "no batch shown co-resident: kept out of the verdict", c.signature_note

@@ -126,6 +126,25 @@ def test_co_residents_from_the_trace_then_metrics_then_not_observable(tmp_path: 
     assert found["blind"].least is None and found["blind"].source == UNSEEN
 
 
+def test_a_probe_no_metrics_reading_showed_has_no_co_resident_count() -> None:
+    """A reading of 0 while a probe was in flight missed it (it ran): no count of 0 co-residents. With readings
+    in the phase but none showing its probes, the cell's co-residents were not observed (the arm has /metrics)."""
+    from orchestrator.analysis.coresidents import MISSED, per_cell
+    from orchestrator.report.cost_md import _co_residents
+
+    nan = float("nan")
+    steps = np.full(4, nan)
+    roles, prompts = ["measured", "measured", "background", "background"], ["p", "p", "bg", "bg"]
+    [seen] = per_cell("a", "load", prompts, roles, steps, steps, np.array([0.0, 4.0, 3.0, nan]))
+    assert (seen.least, seen.most, seen.source, seen.observed, seen.probes) == (3, 3, METRICS, 1, 2)
+    assert _co_residents([seen]) == ", each alongside 3 other requests (/metrics; 1 of 2 probes observed)"
+    [missed] = per_cell("a", "load", prompts, roles, steps, steps, np.array([0.0, nan, 3.0, nan]))
+    assert (missed.least, missed.most, missed.source, missed.observed) == (None, None, MISSED, 0)
+    assert _co_residents([missed]).startswith(", co-residents not observed (no /metrics sample")
+    [blind] = per_cell("a", "load", prompts, roles, steps, steps, np.full(4, nan))
+    assert blind.source == UNSEEN
+
+
 def test_overlap_counts_by_binary_search_agree_with_the_pairs() -> None:
     rng = np.random.default_rng(0)
     first = rng.integers(0, 50, 200).astype(float)

@@ -46,7 +46,7 @@ def test_a_phase_that_flags_more_requests_than_the_engine_keeps_is_refused(capsy
     assert refused == (
         "error: protocol.phases.concurrent flags 520 requests for their digests (protocol.request.digests), more "
         "than the 512 the engine of arm(s) 'invariant', 'planted', 'variant' keeps: the oldest would be gone "
-        "before the phase's fetch; make it at most 512 (2 prompt(s) x fewer repeats or batches), or split it "
+        "before the phase's fetch; make it at most 512 (2 prompts x fewer repeats or batches), or split it "
         "into phases")
     # each phase counts alone: two phases of 512 are fetched apart
     assert _problems("protocol.phases.concurrent.batches=64", "protocol.phases.sequential.repeats=256") == []

@@ -170,7 +170,7 @@ def test_other_call_sequences_are_aligned_by_module_name_and_said(tmp_path: Path
     assert found.realigned_steps == [0] and found.one_sided_calls == 1
     assert found.difference is not None and found.difference.module == "model.layers.0.mlp.down_proj"
     assert found.difference.kind == KERNEL
-    assert "aligned by module name and occurrence, 1 calls on one side only" in render(found)
+    assert "aligned by module name and occurrence, 1 call on one side only" in render(found)
 
 
 def test_the_margin_at_the_first_flipped_token(tmp_path: Path) -> None:

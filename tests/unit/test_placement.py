@@ -75,7 +75,7 @@ def test_memory_limits_add_up_per_host() -> None:
 def test_an_arm_that_fits_nowhere_is_refused_before_anything_starts() -> None:
     with pytest.raises(ConfigError) as caught:
         place([Needs("huge", gpu_count=9)], {"local": EIGHT_GPUS}, None)
-    assert "arm 'huge' needs 9 GPU(s)" in str(caught.value) and "runtime.hosts" in str(caught.value)
+    assert "arm 'huge' needs 9 GPUs" in str(caught.value) and "runtime.hosts" in str(caught.value)
 
 
 def test_cpuset_text_round_trips() -> None:

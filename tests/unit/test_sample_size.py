@@ -152,7 +152,7 @@ def test_plan_prints_each_arms_requests_and_its_engine_time_from_an_earlier_run(
     unknown = render(typed)
     prompts = len(typed.prompts.prompts)
     assert (f"# arm baseline requests: at most {1 + prompts * (6 + 8)} (1 cold, 0 warm-up, per cell of {prompts} "
-            "prompt(s): sequential 6, concurrent 2 x 4 = 8; a cell ends once 1 diverged") in unknown
+            "prompts: sequential 6, concurrent 2 x 4 = 8; a cell ends once 1 diverged") in unknown
     assert "# arm baseline expected engine time: unknown (no earlier run" in unknown
     paths = RunPaths(tmp_path / "run")
     runner = StudyRunner(typed, paths, "run-like", fake_runtime(), say=lambda _: None)

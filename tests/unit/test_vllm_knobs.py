@@ -102,6 +102,6 @@ def test_a_flag_value_the_parser_would_refuse_is_refused_before_the_start(tmp_pa
         "0.9.9); set arms.dense.engine_args.enforce-eager to such a value, or null for the engine's default",
         "arms.dense.engine_args.max-num-seqs='lots': must be a whole number (--max-num-seqs of vllm 0.9.9 takes "
         "int); set arms.dense.engine_args.max-num-seqs to such a value, or null for the engine's default",
-        "arms.dense.engine_args.gpu-memory-utilization=True: must be a number (--gpu-memory-utilization of vllm "
+        "arms.dense.engine_args.gpu-memory-utilization=true: must be a number (--gpu-memory-utilization of vllm "
         "0.9.9 takes float); set arms.dense.engine_args.gpu-memory-utilization to such a value, or null for the "
         "engine's default"]
