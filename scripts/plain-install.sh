@@ -6,11 +6,17 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/common.sh
-root=$(pwd)
 work=$(mktemp -d "$cache_dir/plain-install.XXXXXX")
 trap 'rm -rf "$work"' EXIT
 python3 -m venv "$work/venv"
-"$work/venv/bin/python" -m pip install -q --disable-pip-version-check "$root" 2>&1 | grep -v '^WARNING: Location' || true
+# from a copy of the tracked files: setuptools builds in the source folder, and leaves build/ there
+mkdir "$work/src"
+git ls-files -z | xargs -0 cp --parents -t "$work/src"
+if ! "$work/venv/bin/python" -m pip install -q --disable-pip-version-check "$work/src" >"$work/pip.out" 2>&1; then
+    echo "[plain-install] \`pip install .\` failed:" >&2
+    grep -v '^WARNING: Location' "$work/pip.out" | tail -5 >&2
+    exit 1
+fi
 cp -r docs/probe-results/h100-locate/attribution "$work/record"
 cd "$work"  # not the source tree: the installed package is what runs
 if ! "$work/venv/bin/orchestrator" compare "$work/record" >"$work/compare.out" 2>&1; then
