@@ -26,6 +26,7 @@ MEASURED = [
     ("benchmarks.md", "the median of 3 rounds"),
     ("load.md", "rate within 1 % met"),
     ("load.md", "a send lateness p99 of"),
+    ("locate.md", "it names two kinds of first split"),
 ]
 
 
