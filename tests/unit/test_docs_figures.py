@@ -7,7 +7,10 @@ comes from"). The rule, checked per paragraph of docs/*.md (a block between blan
 - in a paragraph that cites such files, every figure quoted from them, that is every double-quoted text holding a
   digit ("onset in [2025, 2049] at 95 %", "x0.967"), appears verbatim in one of the files it cites (every file
   under a cited folder), after collapsing runs of spaces;
-- a claim listed in MEASURED (the figures issue 45 found without data) sits in a paragraph that cites a file.
+- a claim listed in MEASURED (the figures issue 45 found without data) sits in a paragraph that cites a file;
+- a paragraph that says it measured ("Measured ...", "On this machine ..."), outside docs/benchmarks.md, cites a
+  committed file, a test that asserts it (tests/...py), or another doc that holds its figures, or says that its
+  output was "not kept". docs/benchmarks.md says so once, at its top, for its older sections.
 Figures outside quotes (a ratio worked out, a range over rounds) are the writer's reading of the cited file."""
 
 from __future__ import annotations
@@ -28,6 +31,10 @@ MEASURED = [
     ("load.md", "a send lateness p99 of"),
     ("locate.md", "it names two kinds of first split"),
 ]
+
+
+SAYS_MEASURED = re.compile(r"(^|[.:] |\(|\*\*)(Measured\b|On this (machine|CPU|2-core))")
+BACKED = re.compile(r"tests/[\w/]+\.py|\b[\w-]+\.md\b|not kept")
 
 
 def committed() -> set[str]:
@@ -86,9 +93,23 @@ def test_the_claims_found_without_data_cite_their_files() -> None:
     assert loose == []
 
 
+def test_every_measured_paragraph_says_where_its_data_is() -> None:
+    files, loose = committed(), []
+    assert "their raw output was not committed" in flat((ROOT / "docs" / "benchmarks.md").read_text())
+    for doc in sorted((ROOT / "docs").glob("*.md")):
+        for p in paragraphs(doc.read_text()) if doc.name != "benchmarks.md" else []:
+            text = flat(p)
+            if not text.startswith("#") and SAYS_MEASURED.search(text) and not cited_files(p, files)[0] \
+                    and not BACKED.search(text):
+                loose.append(f"{doc.name}: {text[:100]}")
+    assert loose == []
+
+
 def test_the_rule_catches_a_figure_its_file_does_not_hold(tmp_path: Path) -> None:
     files = {"docs/probe-results/x/out.txt"}
     good = 'It printed "x0.967" ([out](probe-results/x/out.txt)).'
     assert cited_files(good, files) == (["docs/probe-results/x/out.txt"], [])
     assert QUOTED.findall('"x0.967" and "none", "x1.2"') == ["x0.967", "none", "x1.2"]
     assert cited_files("see `docs/probe-results/y/` for it", files) == ([], ["docs/probe-results/y"])
+    assert SAYS_MEASURED.search("Measured: 6 min") and not SAYS_MEASURED.search("the time measured")
+    assert not BACKED.search("Measured: 6 min on this machine")
