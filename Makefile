@@ -7,7 +7,7 @@ PY := $(VENV)/bin/python
 TORCH ?= torch==2.13.0 numpy
 PYTEST_ARGS ?=
 
-.PHONY: setup venv docker images vllm-cpu transformers-serve browser demo test lint clean
+.PHONY: setup venv docker images vllm-cpu transformers-serve browser plain-install demo test lint clean
 
 setup: venv docker images
 
@@ -41,6 +41,11 @@ transformers-serve: venv docker
 demo: setup
 	@$(VENV)/bin/orchestrator run
 
+# The package as a user installs it: `pip install .` without extras in a fresh venv, then `orchestrator compare`
+# on a committed record (a dependency declared only in an extra fails here). About a minute.
+plain-install:
+	@bash scripts/plain-install.sh
+
 # Debian's chromium for the browser test of report.html (playwright comes with the dev install), once.
 browser:
 	@bash scripts/ensure-chromium.sh
@@ -50,7 +55,7 @@ browser:
 # They include SLURM sweeps and an ssh:// Docker host: scripts/ci-hosts.sh installs and starts a
 # single-node SLURM cluster, an sshd and a second Docker host (root on Debian; elsewhere those tests
 # skip, and fail under CI=true), and stops them, by PID, when the tests end. docs/hosts.md
-test: setup vllm-cpu transformers-serve browser
+test: setup vllm-cpu transformers-serve browser plain-install
 	@bash scripts/ci-hosts.sh start
 	@status=0; $(PY) -m pytest $(PYTEST_ARGS) || status=$$?; bash scripts/ci-hosts.sh stop; exit $$status
 

@@ -5,6 +5,7 @@ request count.
 
     .venv/bin/python bench/load_pacing.py                              # constant 50, 200, 1000/s
     .venv/bin/python bench/load_pacing.py --arrivals constant,poisson --repeats 2
+    .venv/bin/python bench/load_pacing.py --arrivals poisson --repeats 2 --without-aiperf   # ours alone
 
 AIPerf runs from its own venv (`python3 -m venv ~/.cache/orchestrator/aiperf-venv && .../bin/pip install
 aiperf`), with the tokenizer of a local folder (no download). Each tool runs in its own interpreter; the tools
@@ -226,8 +227,8 @@ class Round:
     runs: dict[str, tuple[Run, Measures | None]]
 
     def ratio(self, tool: str) -> float | None:
-        """The tool's server p99 lateness over AIPerf's."""
-        mine, theirs = self.runs[tool][1], self.runs["aiperf"][1]
+        """The tool's server p99 lateness over AIPerf's (None: AIPerf did not run)."""
+        mine, theirs = self.runs[tool][1], self.runs.get("aiperf", (None, None))[1]
         return mine.server_p99_ms / theirs.server_p99_ms if mine and theirs and theirs.server_p99_ms else None
 
 
@@ -250,8 +251,15 @@ def rows(round_: Round) -> str:
 
 
 def verdict(round_: Round, tool: str) -> str:
-    (ours, mo), (theirs, mt) = round_.runs[tool], round_.runs["aiperf"]
+    (ours, mo) = round_.runs[tool]
     where = f"{tool}, {ours.arrivals} {ours.rate_per_s:g}/s"
+    if "aiperf" not in round_.runs:  # --without-aiperf: the rate and the count alone
+        if mo is None:
+            return f"{where}: not measured ({ours.error})"
+        return (f"{where}: rate within 1 % {'met' if abs(mo.error_pct) <= 1.0 else 'NOT met'} "
+                f"({mo.error_pct:+.2f} %); p99 lateness {mo.server_p99_ms:.3f} ms (AIPerf not run); count "
+                f"{mo.count} of {ours.requested}")
+    (theirs, mt) = round_.runs["aiperf"]
     if mo is None or mt is None:
         return f"{where}: not measured ({ours.error or theirs.error})"
     rate_ok = abs(mo.error_pct) <= 1.0  # Poisson: against the rate of its own drawn schedule
@@ -270,12 +278,13 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=10.0, help="count = max(500, rate x seconds)")
     parser.add_argument("--repeats", type=int, default=1)
     parser.add_argument("--aiperf", type=Path, default=AIPERF)
+    parser.add_argument("--without-aiperf", action="store_true", help="time ours alone (no AIPerf venv needed)")
     parser.add_argument("--gc-off", action="store_true",
                         help="also run ours with the garbage collector frozen and off during the window")
     parser.add_argument("--dump", type=Path, help="write every run's raw times here (JSON), to look into")
     args = parser.parse_args()
     print(f"load before: {os.getloadavg()[0]:.2f} (1 min), {os.cpu_count()} cores", flush=True)
-    tools = ["ours", "aiperf", *(["ours-gc-off"] if args.gc_off else [])]
+    tools = ["ours", *([] if args.without_aiperf else ["aiperf"]), *(["ours-gc-off"] if args.gc_off else [])]
     server = Server()
     rounds = []
     try:

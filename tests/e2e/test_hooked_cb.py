@@ -120,6 +120,7 @@ def test_streamed_and_seeded_answers_are_the_unstreamed_ones(cb: httpx.Client) -
     assert events[-1]["choices"][0]["finish_reason"] == plain["choices"][0]["finish_reason"]
     seeded = [_complete(cb, temperature=1.0, seed=7, digest=False)["choices"][0]["token_ids"] for _ in range(2)]
     assert seeded[0] == seeded[1]
+    assert seeded[0] != plain["choices"][0]["token_ids"], seeded  # sampled at T = 1, not greedy
     assert cb.get(f"/v1/digests/{plain['id']}").status_code == 404  # not flagged: no digests
 
 

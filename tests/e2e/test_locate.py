@@ -7,8 +7,9 @@ processes on tiny-llama (fp32, CPU), through `orchestrator run study=locate_tiny
   Linear whose input is identical, and the op probe at its shapes (`--probe`, in the arm's interpreter) finds the
   same GEMM M-variant here.
 In its image (Docker), the planted module is named the same way.
-tiny-moe batched: the experts' mixed rows skipped, their own call named.
-CI time: five engine starts and six `locate` calls (about 60 s here)."""
+tiny-moe batched: the experts' mixed rows skipped, their own call named. Under continuous batching (packed rows):
+a split named inside a layer, the packed row said.
+CI time: six engine starts and seven `locate` calls (about 70 s here)."""
 
 from __future__ import annotations
 
@@ -79,7 +80,27 @@ def test_without_invariance_the_first_m_variant_gemm_is_named_and_the_probe_agre
     lines = _locate(run, "variant/capital/concurrent", "--probe")
     first = lines[0]
     assert "(Linear): input identical, output differs; batch 4 vs 1" in first, first
-    assert "M-variant" in "\n".join(lines), "\n".join(lines)  # the same GEMM, probed at its shapes, varies with M
+    said = [line.strip() for line in lines if line.strip().startswith("on this machine:")]
+    assert len(said) == 1 and said[0].startswith("on this machine: M-variant: row 0 differs"), lines  # probed: varies
+
+
+def test_on_a_continuous_batching_run_the_split_is_named_in_the_packed_row(tmp_path: Path) -> None:
+    """The variant arm under Transformers' continuous batching (docs/locate.md's command, one arm): requests share
+    packed forwards [1, T, H], each digested over its own span; `locate` names a first split inside a layer with
+    the packed row said (on this CPU: the paged attention between v_proj and o_proj, or q_proj)."""
+    require_engine_build(VENV_PYTHON, "transformers-serve", "transformers serve")
+    one_arm = ["study=locate_tiny", "~arms.invariant", "~arms.planted", "~study.variables.planted",
+               "~study.variables.variant", "study.baseline=variant"]
+    result = orchestrator("run", *one_arm, "arms.variant.engine_args.continuous-batching=true",
+                          f"hydra.run.dir={tmp_path}", timeout_s=600)
+    assert result.returncode == 0, result.stderr[-3000:]
+    digests = pq.read_table(tmp_path / "data" / "digests", columns=["batch_size", "out_shape"]).to_pylist()
+    packed = [r for r in digests if r["batch_size"] > 1 and r["out_shape"] and r["out_shape"][0] == 1]
+    assert packed, "no forward packed several requests in one row"
+    lines = _locate(tmp_path, "variant/capital/concurrent")
+    first = lines[0]
+    assert first.startswith("first split: step ") and "model.layers." in first, lines
+    assert "differs" in first and "(packed in one row)" in first, lines  # a split found, in a packed forward
 
 
 @pytest.mark.docker

@@ -85,10 +85,13 @@ def test_plan_sends_each_window_as_one_group_with_stable_ids_and_roles() -> None
 
 
 def test_probes_stream_only_where_the_engine_can() -> None:
-    from orchestrator.engines import profile_for
+    """Every shipped profile streams, so one that cannot is made here (an engine added without streaming)."""
+    import dataclasses
+
+    from orchestrator.engines import Capabilities, profile_for
 
     proto = _protocol(LoadConfig(rate_per_s=10, requests=4))
-    for engine in ("reference", "openai"):
-        profile = profile_for(engine)
+    silent = dataclasses.replace(profile_for("openai"), name="no_stream", capabilities=Capabilities(logprobs=True))
+    for profile, streams in ((profile_for("reference"), True), (profile_for("openai"), True), (silent, False)):
         window = list(protocol.plan(proto, "m", {"a": "A"}, engine=profile))[1]
-        assert window[0].body.get("stream", False) is profile.capabilities.streaming
+        assert all(("stream" in r.body) is streams for r in window), (profile.name, window[0].body)
