@@ -29,8 +29,9 @@ class Job:
     n: int | None = None
     requests: int = 0  # requests the job sent (every cell's n and errors, and cold requests)
     prompt_tokens: int | None = None  # the target cells' usage.prompt_tokens (their most common value)
-    first_divergent_position: int | None = None  # generated index of the earliest first divergence
+    first_divergent_position: int | None = None  # generated index of the earliest flipped token
     note: str = ""
+    first_logprob_position: int | None = None  # generated index where the logprobs first differ
 
 
 @dataclass
@@ -52,6 +53,13 @@ class OnsetState:
     @property
     def next_job(self) -> int:
         return 1 + max((j.job for c in self.configurations for j in c.jobs), default=-1)
+
+    def first_free(self, sweep_dir: Path) -> int:
+        """The next job's number: after the recorded jobs and after any job dir an interrupted round left
+        (its run is not in onset.json; that point is run again under a new number)."""
+        left = [int(p.name) for p in sweep_dir.iterdir() if p.is_dir() and p.name.isdigit()] \
+            if sweep_dir.is_dir() else []
+        return max([self.next_job, *(n + 1 for n in left)])
 
 
 def write(sweep_dir: Path, state: OnsetState) -> Path:

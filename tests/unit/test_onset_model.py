@@ -162,3 +162,16 @@ def test_outcome_bins_keep_the_probability_and_the_mean() -> None:
     bins = o.outcome_bins(p)
     assert sum(w for _, w in bins) == pytest.approx(1.0) and len(bins) <= o.OUTCOME_BINS
     assert sum(k * w for k, w in bins) == pytest.approx(float((np.arange(6) * p).sum()), abs=0.5)
+
+
+def test_a_rate_that_falls_but_not_to_the_base_rate_is_no_island() -> None:
+    """Counted against the modal answer, a rate rises, then falls once most of a batch takes the other answer
+    (0.00 -> 0.33 -> 0.16): it never returns to the base rate, so it is one onset, not several change points."""
+    rises_then_falls = [o.Observation(i, 0, 90) for i in (0, 5, 10)] + \
+        [o.Observation(i, 30, 90) for i in (20, 25)] + [o.Observation(i, 15, 90) for i in (35, 40, 45)]
+    isl = o.islands(50, rises_then_falls)
+    assert isl is not None and isl.bayes_factor > 20 and isl.rates[1] > isl.rates[2] > isl.rates[0]  # type: ignore[operator]
+    assert not isl.island
+    back = [*rises_then_falls[:5], *(o.Observation(i, 0, 90) for i in (35, 40, 45))]
+    isl = o.islands(50, back)
+    assert isl is not None and isl.island  # back at the base rate: an island
