@@ -12,7 +12,7 @@ from typing import Any
 from orchestrator.analysis.stats import divergence_bound
 from orchestrator.report.html import STYLE, markdown_to_html
 
-W, H, PAD = 960, 260, 56
+W, H, PAD = 960, 260, 64
 RATE_TICKS = (0.0, 0.25, 0.5, 0.75, 1.0)
 # target.outcome as the report names what is counted
 COUNTED = {"reference": "requests off the arm's reference answer", "divergent": "requests off the cell's modal answer",
@@ -191,7 +191,7 @@ def charts_of(state: dict[str, Any], c: dict[str, Any]) -> list[str]:
              f'opacity="0.15"/><text x="{PAD - 6}" y="{y(t) + 4:.1f}" text-anchor="end">{t:.2f}</text>'
              for t in RATE_TICKS]
     marks = [*ticks, f'<line x1="{PAD}" y1="{y(0)}" x2="{PAD}" y2="{y(1)}" stroke="currentColor"/>',
-             f'<text x="14" y="{y(0.5):.1f}" text-anchor="middle" transform="rotate(-90 14 {y(0.5):.1f})">'
+             f'<text x="16" y="{y(0.5):.1f}" text-anchor="middle" transform="rotate(-90 16 {y(0.5):.1f})">'
              "rate (k / n)</text>",
              f'<line x1="{PAD}" y1="{y(0)}" x2="{W - PAD}" y2="{y(0)}" stroke="currentColor"/>',
              f'<text x="{PAD}" y="{H - 15}">{_num(grid[0])}</text>',
@@ -215,6 +215,6 @@ def charts_of(state: dict[str, Any], c: dict[str, Any]) -> list[str]:
                      f'<text x="{W - PAD}" y="{y(0.9) - 6:.1f}" text-anchor="end" fill="var(--accent, #c33)">'
                      f"posterior, peak {top:.3f} (drawn at 0.90)</text>")
     label = f"rate against {axis['key']} with 95 % bounds, and the onset's posterior: {name}"
-    return [f'<figure><svg viewBox="0 0 {W} {H}" width="{W}" height="{H}" role="img" '
+    return [f'<figure><svg viewBox="0 0 {W} {H}" width="{W}" height="{H}" fill="currentColor" role="img" '
             f'aria-label="{html.escape(label)}" xmlns="http://www.w3.org/2000/svg"><title>{html.escape(label)}'
             f"</title>{''.join(marks)}</svg><figcaption>{html.escape(label)}</figcaption></figure>"]
