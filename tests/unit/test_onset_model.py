@@ -154,7 +154,27 @@ def test_islands_weigh_change_places_by_width() -> None:
     assert flat is not None and equal is not None and equal.bayes_factor == pytest.approx(flat.bayes_factor)
     _, priors = _log_axis_priors(1, 50)
     logged = o.islands(50, obs, priors.places)
-    assert logged is not None and logged.bayes_factor != pytest.approx(flat.bayes_factor)
+    assert logged is not None and logged.bayes_factor == pytest.approx(brute_bayes_factor(50, obs, priors.places),
+                                                                       rel=1e-9)
+    assert flat.bayes_factor == pytest.approx(brute_bayes_factor(50, obs, None), rel=1e-9)
+    assert logged.bayes_factor != pytest.approx(flat.bayes_factor, rel=0.05)  # the weights matter here
+
+
+def brute_bayes_factor(m: int, obs: list[o.Observation], places: tuple[float, ...] | None) -> float:
+    """Two change points against one by enumerating every place: tau in 0..m weighs w(tau) (the ends 1, the
+    places between grid points their widths scaled to mean 1), a pair tau1 <= tau2 weighs w(tau1) w(tau2);
+    each segment's rate Beta(1, 1) integrated out."""
+    w = [1.0, *o.place_weights(m, places).tolist(), 1.0]
+
+    def segment(lo: int, hi: int) -> float:  # observations at grid indices lo..hi-1
+        k = sum(x.k for x in obs if lo <= x.index < hi)
+        n = sum(x.n for x in obs if lo <= x.index < hi)
+        return math.exp(math.lgamma(1 + k) + math.lgamma(1 + n - k) - math.lgamma(2 + n))
+
+    one = sum(w[t] * segment(0, t) * segment(t, m) for t in range(m + 1)) / sum(w)
+    pairs = [(t1, t2) for t1 in range(m + 1) for t2 in range(t1, m + 1)]
+    two = sum(w[t1] * w[t2] * segment(0, t1) * segment(t1, t2) * segment(t2, m) for t1, t2 in pairs)
+    return two / sum(w[t1] * w[t2] for t1, t2 in pairs) / one
 
 
 def test_outcome_bins_keep_the_probability_and_the_mean() -> None:
