@@ -177,7 +177,7 @@ def test_a_rate_against_the_modal_answer_that_falls_again_is_one_onset(tmp_path:
     for outcome in ("divergent", "reference"):
         (tmp_path / outcome).mkdir()
         s = settings(target=TargetConf(arm="a", prompt="p", phase="sequential", outcome=outcome), round_size=4,
-                     max_jobs=24)
+                     max_jobs=12)
         fake = Fake(tmp_path / outcome, share, n=90, two_answers=True)
         state = search(s, resumed(tmp_path / outcome, s, [], grid(s.axis)), tmp_path / outcome, fake,
                        lambda st: None)
