@@ -93,11 +93,12 @@ def resumed(sweep_dir: Path, settings: OnsetSettings, arguments: list[str], grid
     state = read(sweep_dir)
     if state is None:
         return OnsetState(now, arguments, grid, [Configuration(p.split()) for p in settings.per or [""]])
-    differ = [k for k in SAME_SEARCH if state.settings.get(k) != now[k]]
+    differ = [f"{k}: recorded {state.settings.get(k)}, now {now[k]}" for k in SAME_SEARCH
+              if state.settings.get(k) != now[k]]
     if state.arguments != arguments:
-        differ.append("the command line's overrides")
+        differ.append(f"the command line's overrides: recorded {state.arguments}, now {arguments}")
     if differ:
-        raise ConfigError(f"{sweep_dir / FILE} records another search ({', '.join(differ)} differ): resume it with "
+        raise ConfigError(f"{sweep_dir / FILE} records another search ({'; '.join(differ)}): resume it with "
                           "the same settings, or give this one another hydra.sweep.dir")
     state.settings = now
     for c in state.configurations:
