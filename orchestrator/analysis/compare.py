@@ -61,6 +61,8 @@ class _Reference:
     ok: bool
     texts: dict[str | None, int] = field(default_factory=dict)  # completion signatures
     basis: str = "top_logprobs"  # what `signatures` hash (SIGNATURE_BASES)
+    first: str | None = None  # the signature of the cell's first warm request
+    sequential: bool = False  # the cell is of a sequential phase
 
 
 BASIS_NOTES = {basis: f"signature: {words.removeprefix('the ')}" for basis, words in BASIS_WORDS.items()
@@ -92,8 +94,9 @@ def compare(sources: RunPaths | list[RunPaths], baseline: str | None = None,
     for cut in iter_cells(sources, cold=cold, texts=bool(expectations), footers=footers):
         _analyse(cut, acc, (expectations or {}).get(cut.key[1]), near_tie_gap, stop_after_divergences)
     result = acc.result
-    result.cold = [_cold_check(row, acc.refs.get((row["arm"], row["prompt_id"], row["phase"])))
-                   for table in cold for row in table.to_pylist()]
+    cold_rows = [row for table in cold for row in table.to_pylist()]
+    result.cold = [_cold_check(row, acc.refs.get((row["arm"], row["prompt_id"], row["phase"]))) for row in cold_rows]
+    _against_reference(result.cells, acc.refs, cold_rows)
     arms = list(dict.fromkeys(c.arm for c in result.cells))
     base = baseline if baseline in arms else (arms[0] if arms else None)
     pairs = arm_pairs if arm_pairs is not None else [(base, arm) for arm in arms if base is not None and arm != base]
@@ -137,6 +140,8 @@ def _analyse(cut: Cut, acc: _Accumulator, expectation: Any, near_tie_gap: float,
             cell.stopped_after = stop_after
             cell.lower_bound_95, cell.upper_bound_95 = stopped_lower_bound(cell.divergent, warm.num_rows), None
         reference = int(np.argmax(signed.codes == signed.modal))  # the first request of the modal signature
+        ref.first = signed.names[int(signed.codes[0])]
+        ref.sequential = warm.column("phase_kind")[0].as_py() == "sequential"
         acc.explore.observe(key, warm, table, signed)
     ref.ok, ref.basis = warm.num_rows > 0, cell.signature_basis
     if warm.num_rows:
@@ -167,6 +172,8 @@ def _positions(cell: Cell, warm: pa.Table, reference: int, ref: _Reference, near
         gen = positions.generated_positions(codes, warm.column("token_logprobs"), reference)
         ref.tokens = gen.reference_tokens
         cell.first_divergent_position = gen.first_divergent
+        parted = np.flatnonzero(np.nan_to_num(gen.spread) > 0)
+        cell.first_logprob_position = int(parted[0]) if len(parted) else None
         _flips(cell, gen.flips)
         cell.max_generated_spread = _max(gen.spread)
         entry.generated_spread = _floats(gen.spread)
@@ -195,6 +202,29 @@ def _flips(cell: Cell, flips: np.ndarray) -> None:
     cell.top1_flips, cell.top1_flip_position_count = int(flips.sum()), len(at)
     cell.top1_flip_positions = list(zip(at[:FLIP_POSITIONS].tolist(), flips[at[:FLIP_POSITIONS]].tolist(),
                                         strict=True))
+
+
+def _against_reference(cells: list[Cell], refs: dict[Key, _Reference], cold_rows: list[dict[str, Any]]) -> None:
+    """Each cell's requests against its arm's reference answer for the prompt: the first request of the arm's
+    first sequential phase, else its cold request, on the cell's signature basis (docs/onset.md)."""
+    sequential: dict[tuple[str, str], _Reference] = {}
+    for (arm, prompt_id, _), ref in refs.items():
+        if ref.sequential and ref.ok:
+            sequential.setdefault((arm, prompt_id), ref)
+    colds = {(row["arm"], row["prompt_id"]): row for row in cold_rows if not row["error"]}
+    for cell in cells:
+        ref, first = refs[(cell.arm, cell.prompt_id, cell.phase)], sequential.get((cell.arm, cell.prompt_id))
+        cold = colds.get((cell.arm, cell.prompt_id))
+        if not ref.ok:
+            continue
+        if first is not None and first.basis == ref.basis:
+            answer, cell.reference = first.first, "sequential"
+        elif cold is not None and cold[SIGNATURE_BASES[ref.basis]] is not None:
+            answer, cell.reference = cold[SIGNATURE_BASES[ref.basis]], "cold"
+        else:
+            continue
+        cell.off_reference = cell.n - ref.signatures.get(answer, 0)
+        cell.off_reference_of = cell.n - (first is ref)  # the reference request is not compared with itself
 
 
 def _floats(values: np.ndarray) -> list[float | None]:

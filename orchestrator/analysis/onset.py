@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from orchestrator.analysis.stats import clopper_pearson
+from orchestrator.analysis.stats import ALPHA, clopper_pearson, distribution_test
 
 # Prior mass of "no change in range" (tau = m) and of "changed before the range" (tau = 0), each; the rest is
 # spread over the m - 1 places between grid points by the width each covers (Priors.places; equal by default).
@@ -303,7 +303,10 @@ class Islands:
     bayes_factor: float  # evidence of two change points / evidence of one
     segments: tuple[tuple[int, int], ...]  # the most probable two-change split: (first, last) observed index
     rates: tuple[float | None, float | None, float | None]  # pooled k/n of each segment
-    island: bool  # the middle segment's rate is above both sides or below both (not a staircase)
+    # the middle segment's rate is above both sides or below both, and the last side's rate is compatible with
+    # the first's (the exact test of their counts shows no difference): the rate returns to the base rate. A rate
+    # that rises, then falls to somewhere between (a modal count once most of a batch changed) is not an island.
+    island: bool
 
 
 def islands(m: int, observations: Sequence[Observation], places: Sequence[float] | None = None) -> Islands | None:
@@ -341,9 +344,17 @@ def islands(m: int, observations: Sequence[Observation], places: Sequence[float]
     parts = ((0, s1), (s1, s2), (s2, u))
     rates = tuple(None if nc[b] == nc[a] else float((kc[b] - kc[a]) / (nc[b] - nc[a])) for a, b in parts)
     ra, rb, rc = rates
-    island = None not in rates and (rb - ra) * (rb - rc) > 0  # type: ignore[operator]
+    first, last = ((int(kc[b] - kc[a]), int(nc[b] - nc[a])) for a, b in (parts[0], parts[2]))
+    island = None not in rates and (rb - ra) * (rb - rc) > 0 and returns(first, last)  # type: ignore[operator]
     segments = tuple((int(seen[a]), int(seen[b - 1])) if b > a else (-1, -1) for a, b in parts)
     return Islands(math.exp(min(log_two - log_one, 700.0)), segments, (ra, rb, rc), bool(island))
+
+
+def returns(base: tuple[int, int], later: tuple[int, int]) -> bool:
+    """Whether a later segment's k of n is compatible with the base segment's: the exact test of the two shows
+    no difference at stats.ALPHA."""
+    (k0, n0), (k1, n1) = base, later
+    return distribution_test([k0, n0 - k0], [k1, n1 - k1]).p_value >= ALPHA
 
 
 def _logsumexp(values: list[float]) -> float:

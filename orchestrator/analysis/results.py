@@ -62,6 +62,16 @@ class Cell:
     top1_flips: int | None = None
     top1_flip_positions: list[tuple[int, int]] | None = None  # (position, flips there): the first few, ascending
     top1_flip_position_count: int | None = None  # positions with a flip in all (more than listed: the rest)
+    # the earliest generated position where the requests' logprobs of their generated token differ: where the
+    # signatures part, a flipped token or not (first_divergent_position is the first flipped token)
+    first_logprob_position: int | None = None
+    # Against the arm's reference answer for the prompt (`reference`: "sequential", the first request of its first
+    # sequential phase, or "cold", its cold request): requests whose signature differs from that answer, of
+    # off_reference_of (the reference itself not counted). Unlike `divergent` (against the cell's modal answer),
+    # it cannot fall when most of a batch takes the other answer. None: no reference answer for this cell
+    off_reference: int | None = None
+    off_reference_of: int | None = None
+    reference: str | None = None
 
     @property
     def label(self) -> str:

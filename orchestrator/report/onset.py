@@ -12,39 +12,59 @@ from typing import Any
 from orchestrator.analysis.stats import divergence_bound
 from orchestrator.report.html import STYLE, markdown_to_html
 
-W, H, PAD = 960, 240, 50
+W, H, PAD = 960, 260, 64
+RATE_TICKS = (0.0, 0.25, 0.5, 0.75, 1.0)
+# target.outcome as the report names what is counted
+COUNTED = {"reference": "requests off the arm's reference answer", "divergent": "requests off the cell's modal answer",
+           "top1_flips": "top-1 flips"}
 
 
 def write_reports(sweep_dir: Path, state: dict[str, Any]) -> None:
-    md = markdown(state)
-    (sweep_dir / "report.md").write_text(md)
-    charts = [chart for c in state["configurations"] for chart in charts_of(state, c)]
-    page = (f"<!doctype html><html lang='en'><head><meta charset='utf-8'><title>onset: "
-            f"{html.escape(state['settings']['axis']['key'])}</title><style>{STYLE}</style></head><body>\n"
-            + "\n".join(markdown_to_html(md)) + "\n<h2>Pictures</h2>\n" + "\n".join(charts) + "\n</body></html>\n")
-    (sweep_dir / "report.html").write_text(page)
+    (sweep_dir / "report.md").write_text(markdown(state))
+    (sweep_dir / "report.html").write_text(page(state))
 
 
 def markdown(state: dict[str, Any]) -> str:
+    out = opening(state)
+    for c, r in _results(state):
+        out += [*_head(c, r), *_markdown_table(jobs_table(state, c)), *_posterior(state, r)]
+    return "\n".join(out) + "\n"
+
+
+def page(state: dict[str, Any]) -> str:
+    """report.html: the same content, the run dirs linked to their report.html, each configuration's chart."""
+    body = markdown_to_html("\n".join(opening(state)))
+    for c, r in _results(state):
+        body += [*markdown_to_html("\n".join(_head(c, r))), _html_table(jobs_table(state, c)),
+                 *markdown_to_html("\n".join(_posterior(state, r))), *charts_of(state, c)]
+    return (f"<!doctype html><html lang='en'><head><meta charset='utf-8'><title>onset: "
+            f"{html.escape(state['settings']['axis']['key'])}</title><style>{STYLE}</style></head><body>\n"
+            + "\n".join(body) + "\n</body></html>\n")
+
+
+def _results(state: dict[str, Any]) -> list[tuple[dict[str, Any], dict[str, Any]]]:
+    return [(c, c.get("result") or {}) for c in state["configurations"]]
+
+
+def opening(state: dict[str, Any]) -> list[str]:
     s = state["settings"]
     axis, target = s["axis"], s["target"]
     cells = "/".join(target.get(k) or "*" for k in ("arm", "prompt", "phase"))
-    out = [f"# Onset of {target['outcome']} along {axis['key']}", "",
+    counted = COUNTED.get(target["outcome"], target["outcome"])
+    out = [f"# Onset of {counted} along {axis['key']}", "",
            f"Axis {axis['key']} in [{_num(axis['low'])}, {_num(axis['high'])}] ({axis['type']}, {axis['scale']}, "
-           f"{len(state['grid'])} grid points); target cells {cells}; width wanted "
-           f"{_wanted(s['width'], axis['scale'])} at {s['confidence']:.0%}; "
-           f"budget {s['max_jobs']} jobs" + (f", {s['max_requests']} requests" if s["max_requests"] else "")
-           + " per configuration.", ""]
-    results = [(c, c.get("result") or {}) for c in state["configurations"]]
+           f"{len(state['grid'])} grid points); target cells {cells}, counted: {counted} "
+           f"(target.outcome={target['outcome']}); width wanted {_wanted(s['width'], axis['scale'])} at "
+           f"{s['confidence']:.0%}; budget {s['max_jobs']} jobs"
+           + (f", {s['max_requests']} requests" if s["max_requests"] else "") + " per configuration.", ""]
+    results = _results(state)
     if len(results) > 1:  # "is the threshold shared by every configuration?"
         out += ["## Side by side", "", "| configuration | answer | interval | jobs | requests |",
                 "|---|---|---|---|---|"]
         out += [f"| {' '.join(c['per']) or '(as given)'} | {r.get('outcome', '-')} | {_interval(r)} | "
                 f"{len(c['jobs'])} | {sum(j['requests'] for j in c['jobs'])} |" for c, r in results]
         out.append("")
-    for c, r in results:
-        out += section(state, c, r)
-    return "\n".join(out) + "\n"
+    return out
 
 
 def _wanted(width: float | None, scale: str) -> str:
@@ -53,46 +73,79 @@ def _wanted(width: float | None, scale: str) -> str:
     return f"a factor {_num(width)}" if scale == "log" else _num(width)
 
 
-def section(state: dict[str, Any], c: dict[str, Any], r: dict[str, Any]) -> list[str]:
-    budget = state["settings"].get("budget_tokens")
+def _head(c: dict[str, Any], r: dict[str, Any]) -> list[str]:
     out = [f"## {' '.join(c['per']) or 'Onset'}", "", f"**{r.get('line', 'no answer yet')}**", ""]
     if r.get("stop"):
         out += [f"Stopped: {r['stop']}.", ""]
     if isl := r.get("islands"):
         shape = " -> ".join("-" if x is None else f"{x:.2f}" for x in isl["rates"])
         out += [f"Two change points against one: Bayes factor {isl['bayes_factor']:.3g}; rates along the axis "
-                f"{shape}{' (an island)' if isl['island'] else ''}.", ""]
-    out += ["| job | value | k / n | rate (95 %) | prompt tokens | first divergence (absolute) | status | run dir |",
-            "|---|---|---|---|---|---|---|---|"]
+                f"{shape}{' (an island: back to the base rate)' if isl['island'] else ''}.", ""]
+    return out
+
+
+JOB_COLUMNS = ("job", "value", "k / n", "rate (95 %)", "prompt tokens", "first divergence (absolute)", "status",
+               "run dir")
+
+
+def jobs_table(state: dict[str, Any], c: dict[str, Any]) -> list[tuple[list[str], str]]:
+    """Each job's cells but its run dir, and its run dir, ordered along the axis."""
+    budget = state["settings"].get("budget_tokens")
+    rows = []
     for j in sorted(c["jobs"], key=lambda j: (j["value"], j["job"])):
         rate = "-" if not j["n"] else f"{j['k'] / j['n']:.2f} ({_bounds(j['k'], j['n'])})"
         counted = "-" if j["k"] is None else f"{j['k']} / {j['n']}"
-        out.append(f"| {j['job']} | {_num(j['value'])} | {counted} | "
-                   f"{rate} | {j['prompt_tokens'] if j['prompt_tokens'] is not None else '-'} | "
-                   f"{placed(j, budget)} | {j['status']} | [{j['dir']}]({j['dir']}/report.md) |")
+        prompt = "-" if j["prompt_tokens"] is None else str(j["prompt_tokens"])
+        rows.append(([str(j["job"]), _num(j["value"]), counted, rate, prompt, placed(j, budget), str(j["status"])],
+                     j["dir"]))
+    return rows
+
+
+def _markdown_table(rows: list[tuple[list[str], str]]) -> list[str]:
+    out = ["| " + " | ".join(JOB_COLUMNS) + " |", "|" + "---|" * len(JOB_COLUMNS)]
+    return [*out, *(f"| {' | '.join(cells)} | [{where}]({where}/report.md) |" for cells, where in rows), ""]
+
+
+def _html_table(rows: list[tuple[list[str], str]]) -> str:
+    head = "".join(f"<th>{html.escape(name)}</th>" for name in JOB_COLUMNS)
+    body = "".join("<tr>" + "".join(f"<td>{html.escape(cell)}</td>" for cell in cells)
+                   + f'<td><a href="{html.escape(where)}/report.html">{html.escape(where)}</a></td></tr>'
+                   for cells, where in rows)
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+
+
+def _posterior(state: dict[str, Any], r: dict[str, Any]) -> list[str]:
     post = r.get("posterior") or []
-    if post:
-        out += ["", "Posterior over the onset (the first grid point above it), most probable places:", ""]
-        grid = state["grid"]
-        top = sorted(range(len(post)), key=lambda i: -post[i])[:5]
-        out += [f"- {_place(grid, i)}: {post[i]:.3f}" for i in sorted(top) if post[i] > 0.001]
-    return [*out, ""]
+    if not post:
+        return []
+    grid = state["grid"]
+    top = sorted(range(len(post)), key=lambda i: -post[i])[:5]
+    return ["Posterior over the onset (the first grid point above it), most probable places:", "",
+            *(f"- {_place(grid, i)}: {post[i]:.3f}" for i in sorted(top) if post[i] > 0.001), ""]
 
 
 def placed(job: dict[str, Any], budget: int | None) -> str:
-    """The first divergence at its absolute position (prompt tokens + generated index), against the budget:
-    whether the prompt crossed it or generation did."""
-    first, prompt = job.get("first_divergent_position"), job.get("prompt_tokens")
-    if first is None:
+    """Where the job's answers first differ, at absolute positions (prompt tokens + generated index): the first
+    position whose logprobs differ (where the signatures part) and the first flipped token, each said; against
+    the budget, whether the prompt crossed it or generation did (at the earliest of the two)."""
+    apart, flipped = job.get("first_logprob_position"), job.get("first_divergent_position")
+    firsts = [f for f in (apart, flipped) if f is not None]
+    if not firsts:
         return "-"
-    if prompt is None:
-        return f"generated {first}"
-    absolute = prompt + first
-    if budget is None:
-        return f"{absolute} ({prompt} + {first})"
+    prompt = job.get("prompt_tokens")
+
+    def at(first: int | None) -> str:
+        if first is None:
+            return "none"
+        return f"generated {first}" if prompt is None else f"{prompt + first} ({prompt} + {first})"
+
+    text = f"logprobs apart at {at(apart)}; token flipped at {at(flipped)}"
+    if prompt is None or budget is None:
+        return text
+    earliest = prompt + min(firsts)
     where = ("the prompt crossed the budget" if prompt > budget else "generation crossed the budget"
-             if absolute > budget else "within the budget")
-    return f"{absolute} ({prompt} + {first}; {where} {budget})"
+             if earliest > budget else "within the budget")
+    return f"{text}: {where} {budget}"
 
 
 def _place(grid: list[float], i: int) -> str:
@@ -134,7 +187,13 @@ def charts_of(state: dict[str, Any], c: dict[str, Any]) -> list[str]:
         return H - PAD + (2 * PAD - H) * p
 
     name = " ".join(c["per"]) or axis["key"]
-    marks = [f'<line x1="{PAD}" y1="{y(0)}" x2="{W - PAD}" y2="{y(0)}" stroke="currentColor"/>',
+    ticks = [f'<line x1="{PAD}" y1="{y(t):.1f}" x2="{W - PAD}" y2="{y(t):.1f}" stroke="currentColor" '
+             f'opacity="0.15"/><text x="{PAD - 6}" y="{y(t) + 4:.1f}" text-anchor="end">{t:.2f}</text>'
+             for t in RATE_TICKS]
+    marks = [*ticks, f'<line x1="{PAD}" y1="{y(0)}" x2="{PAD}" y2="{y(1)}" stroke="currentColor"/>',
+             f'<text x="16" y="{y(0.5):.1f}" text-anchor="middle" transform="rotate(-90 16 {y(0.5):.1f})">'
+             "rate (k / n)</text>",
+             f'<line x1="{PAD}" y1="{y(0)}" x2="{W - PAD}" y2="{y(0)}" stroke="currentColor"/>',
              f'<text x="{PAD}" y="{H - 15}">{_num(grid[0])}</text>',
              f'<text x="{W - PAD}" y="{H - 15}" text-anchor="end">{_num(grid[-1])}</text>',
              f'<text x="{W / 2}" y="{H - 15}" text-anchor="middle">{html.escape(axis["key"])}</text>']
@@ -152,8 +211,10 @@ def charts_of(state: dict[str, Any], c: dict[str, Any]) -> list[str]:
         top = max(inner)
         path = " ".join(f"{x(grid[i + 1]):.1f},{y(0.9 * p / top):.1f}" for i, p in enumerate(inner))
         marks.append(f'<polyline points="{path}" fill="none" stroke="var(--accent, #c33)">'
-                     f'<title>posterior over the onset (scaled to its peak, {top:.3f})</title></polyline>')
+                     f'<title>posterior over the onset (scaled to its peak, {top:.3f})</title></polyline>'
+                     f'<text x="{W - PAD}" y="{y(0.9) - 6:.1f}" text-anchor="end" fill="var(--accent, #c33)">'
+                     f"posterior, peak {top:.3f} (drawn at 0.90)</text>")
     label = f"rate against {axis['key']} with 95 % bounds, and the onset's posterior: {name}"
-    return [f'<figure><svg viewBox="0 0 {W} {H}" width="{W}" height="{H}" role="img" '
+    return [f'<figure><svg viewBox="0 0 {W} {H}" width="{W}" height="{H}" fill="currentColor" role="img" '
             f'aria-label="{html.escape(label)}" xmlns="http://www.w3.org/2000/svg"><title>{html.escape(label)}'
             f"</title>{''.join(marks)}</svg><figcaption>{html.escape(label)}</figcaption></figure>"]

@@ -108,14 +108,16 @@ def run_with_hydra(argv: list[str]) -> Outcome:
             last = config.compose(job, dirs)
             preflight(config.to_typed(last))
         if last is not None:
-            if problems := run_dir_problems(last, multirun):
+            from orchestrator.sweep import onset_run
+
+            onset = onset_run.is_onset(last)
+            # an onset search's own sweep dir resumes it (onset_run.check refuses another search's)
+            if not (onset and onset_run.recorded(last)) and (problems := run_dir_problems(last, multirun)):
                 raise ConfigError(problems)
             from orchestrator.sweep.callback import check_parallel_gpus
 
             check_parallel_gpus(last, jobs(overrides, dirs))
-            from orchestrator.sweep import onset_run
-
-            if onset_run.is_onset(last):  # axis, target and `per` checked before any job (docs/onset.md)
+            if onset:  # axis, target and `per` checked before any job (docs/onset.md)
                 onset_run.check(last, overrides, len(jobs(overrides, dirs)), dirs)
             overrides += launcher_overrides(last)
     PRECHECK_S["seconds"] = time.perf_counter() - started

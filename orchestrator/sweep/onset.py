@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from orchestrator.analysis import onset as model
+from orchestrator.record.paths import RunPaths
 from orchestrator.sweep.onset_config import OnsetSettings, TargetConf, positions, value_text, width_of
 from orchestrator.sweep.onset_state import Configuration, Job, OnsetState
 
@@ -31,31 +32,55 @@ class Reading:
     requests: int
     prompt_tokens: int | None
     first_divergent_position: int | None
+    first_logprob_position: int | None = None
     note: str = ""
 
 
-def read_job(run_dir: Path, target: TargetConf, max_tokens: int | None) -> Reading:
-    """The target cells of RUN/report.json pooled: divergent requests of n, or top-1 flips of the (request,
-    position) pairs compared, taken as (n - 1) * max_tokens."""
+# target.outcome -> the cells' report.json fields of k and of n (top1_flips: n is (n - 1) x the job's max_tokens)
+COUNTS = {"reference": ("off_reference", "off_reference_of"), "divergent": ("divergent", "n"),
+          "top1_flips": ("top1_flips", "n")}
+
+
+def read_job(run_dir: Path, target: TargetConf) -> Reading:
+    """The target cells of RUN/report.json pooled: requests off the arm's reference answer or off the modal one,
+    of n, or top-1 flips of the (request, position) pairs compared, taken as (n - 1) x the job's max_tokens."""
     path = run_dir / "report.json"
     if not path.is_file():
-        return Reading(None, None, 0, None, None, f"no report.json in {run_dir}")
+        return Reading(None, None, 0, None, None, note=f"no report.json in {run_dir}")
     report = json.loads(path.read_text())
     cells = report.get("cells", [])
     requests = sum(int(c.get("n") or 0) + int(c.get("errors") or 0) for c in cells) + len(report.get("cold") or [])
     chosen = [c for c in cells if all(want is None or c.get(key) == want for key, want in
                                       (("arm", target.arm), ("prompt_id", target.prompt), ("phase", target.phase)))]
-    counted = [c for c in chosen if c.get("n") and c.get(target.outcome if target.outcome == "divergent"
-                                                            else "top1_flips") is not None]
-    if not counted:
-        return Reading(None, None, requests, None, None, "no target cell with an answer")
-    if target.outcome == "divergent":
-        k, n = sum(int(c["divergent"]) for c in counted), sum(int(c["n"]) for c in counted)
-    else:
-        trials = sum((int(c["n"]) - 1) * (max_tokens or 1) for c in counted)
-        k, n = min(sum(int(c["top1_flips"]) for c in counted), trials), trials
+    assert target.outcome is not None, "chosen before the search (onset_run.resolved)"
+    k_field, n_field = COUNTS[target.outcome]
+    answered = [c for c in chosen if c.get("n")]
+    counted = [c for c in answered if c.get(k_field) is not None]
+    if not counted or len(counted) < len(answered):
+        missing = "no target cell with an answer" if not answered else (
+            "no reference answer (a sequential request or the cold one) for "
+            + ", ".join(f"{c['arm']}/{c['prompt_id']}/{c['phase']}" for c in answered if c.get(k_field) is None))
+        return Reading(None, None, requests, None, None, note=missing)
+    k, n = sum(int(c[k_field]) for c in counted), sum(int(c[n_field]) for c in counted)
+    if target.outcome == "top1_flips":
+        max_tokens = _max_tokens(run_dir)
+        if max_tokens is None:
+            return Reading(None, None, requests, None, None, note=f"no protocol.request.max_tokens in {run_dir}/.hydra")
+        n = sum((int(c["n"]) - 1) * max_tokens for c in counted)
+        k = min(k, n)
     firsts = [c["first_divergent_position"] for c in counted if c.get("first_divergent_position") is not None]
-    return Reading(k, n, requests, _prompt_tokens(run_dir, chosen), min(firsts, default=None))
+    parts = [c["first_logprob_position"] for c in counted if c.get("first_logprob_position") is not None]
+    return Reading(k, n, requests, _prompt_tokens(run_dir, chosen), min(firsts, default=None), min(parts, default=None))
+
+
+def _max_tokens(run_dir: Path) -> int | None:
+    """The job's own protocol.request.max_tokens (an axis may change it), as its .hydra/config.yaml records it."""
+    from omegaconf import OmegaConf
+
+    saved = RunPaths(run_dir).hydra / "config.yaml"
+    value = OmegaConf.select(OmegaConf.load(saved), "protocol.request.max_tokens", default=None) \
+        if saved.is_file() else None
+    return int(value) if value is not None else None
 
 
 def _prompt_tokens(run_dir: Path, cells: list[dict[str, Any]]) -> int | None:
@@ -201,7 +226,7 @@ def next_points(s: OnsetSettings, grid: list[float], c: Configuration) -> list[i
 
 
 def search(s: OnsetSettings, state: OnsetState, sweep_dir: Path, launch: Launch,
-           after_round: Callable[[OnsetState], None], max_tokens: int | None) -> OnsetState:
+           after_round: Callable[[OnsetState], None]) -> OnsetState:
     """Rounds until every configuration is done; each round launches the next points of every configuration
     not done in one batch (a parallel launcher runs them together)."""
     grid = state.grid
@@ -216,13 +241,13 @@ def search(s: OnsetSettings, state: OnsetState, sweep_dir: Path, launch: Launch,
         if not planned:
             break
         batch = [[*state.arguments, *c.per, f"{s.axis.key}={value_text(s.axis, grid[i])}"] for c, i in planned]
-        first = state.next_job
+        first = state.first_free(sweep_dir)
         for number, ((c, index), (status, run_dir)) in enumerate(zip(planned, launch(batch, first), strict=True)):
-            reading = read_job(run_dir, s.target, max_tokens)
+            reading = read_job(run_dir, s.target)
             where = run_dir.relative_to(sweep_dir) if run_dir.is_relative_to(sweep_dir) else run_dir
             c.jobs.append(Job(first + number, grid[index], index, str(where), status, reading.k, reading.n,
                               reading.requests, reading.prompt_tokens, reading.first_divergent_position,
-                              reading.note))
+                              reading.note, reading.first_logprob_position))
         for c in open_:
             _settle(s, grid, c)
         after_round(state)

@@ -12,7 +12,7 @@ from orchestrator.errors import ConfigError
 
 SWEEPER_TARGET = "hydra_plugins.orchestrator_onset.onset_sweeper.OnsetSweeper"
 MAX_GRID = 4096  # grid points of an axis without `points`: every integer up to this many, else this many
-OUTCOMES = ("divergent", "top1_flips")
+OUTCOMES = ("reference", "divergent", "top1_flips")
 # hydra.sweeper.expect: the answer a search must give, else exit 3 (sweep/onset.py Result.outcome)
 EXPECT = {"onset": "onset", "none": "no onset in range", "not_monotone": "not monotone"}
 
@@ -34,7 +34,10 @@ class TargetConf:
     arm: str | None = None
     prompt: str | None = None
     phase: str | None = None
-    outcome: str = "divergent"  # divergent: requests off the modal signature; top1_flips: (request, position)
+    # reference: requests off the arm's reference answer (its first sequential request, else its cold one);
+    # divergent: off the cell's modal answer; top1_flips: (request, position) pairs; null: reference where the
+    # study has a reference answer for every target cell, else divergent (`resolve_outcome`)
+    outcome: str | None = None
 
 
 @dataclass
@@ -132,7 +135,7 @@ def problems(s: OnsetSettings) -> list[str]:
                    f"hydra.sweeper.width={s.width}: use a positive width in axis units (or null: one grid step)")
     if s.expect is not None and s.expect not in EXPECT:
         out.append(f"hydra.sweeper.expect={s.expect}: use {', '.join(EXPECT)} (or null: no expectation)")
-    if s.target.outcome not in OUTCOMES:
+    if s.target.outcome is not None and s.target.outcome not in OUTCOMES:
         out.append(f"hydra.sweeper.target.outcome={s.target.outcome}: use one of {', '.join(OUTCOMES)}")
     if not 0.5 <= s.confidence < 1:
         out.append(f"hydra.sweeper.confidence={s.confidence}: use a level in [0.5, 1), e.g. 0.95")
@@ -165,3 +168,17 @@ def target_problems(target: TargetConf, arms: list[str], prompts: list[str], pha
             out.append(f"hydra.sweeper.target.{name}={given}: the study has no such {name} (it has "
                        f"{', '.join(known) or 'none'})")
     return out
+
+
+def resolve_outcome(s: OnsetSettings, phase_kinds: list[str], prompts: list[str]) -> None:
+    """target.outcome null -> `reference` where every target cell has a reference answer, else `divergent`; an
+    explicit `reference` without one is refused (exit 2). The arm's reference answer for a prompt is the first
+    request of its first sequential phase, else its cold request, which is sent for the first prompt only."""
+    cold_covers = bool(prompts) and (s.target.prompt == prompts[0] or (s.target.prompt is None and len(prompts) == 1))
+    has = "sequential" in phase_kinds or cold_covers
+    if s.target.outcome is None:
+        s.target.outcome = "reference" if has else "divergent"
+    elif s.target.outcome == "reference" and not has:
+        raise ConfigError("hydra.sweeper.target.outcome=reference: a target cell has no reference answer (the study "
+                          "has no sequential phase, and its cold request is of the first prompt only): add a "
+                          "sequential phase, target the first prompt, or use target.outcome=divergent")

@@ -15,15 +15,17 @@ from orchestrator.errors import ConfigError, ExitStatus, OrchestratorError
 from orchestrator.sweep.onset_config import (
     EXPECT,
     SWEEPER_TARGET,
+    OnsetSettings,
     axis_value_problem,
     grid,
     per_overrides,
     problems,
+    resolve_outcome,
     settings,
     target_problems,
     value_text,
 )
-from orchestrator.sweep.onset_state import OnsetState, resumed, write
+from orchestrator.sweep.onset_state import FILE, OnsetState, resumed, write
 
 if TYPE_CHECKING:
     from orchestrator.sweep.onset import Launch
@@ -37,6 +39,11 @@ class Answer:
 
 def is_onset(composed: DictConfig) -> bool:
     return str(OmegaConf.select(composed, "hydra.sweeper._target_", default="")) == SWEEPER_TARGET
+
+
+def recorded(composed: DictConfig) -> bool:
+    """The sweep dir holds an onset search's onset.json: the same command resumes it (docs/onset.md)."""
+    return (Path(composed.hydra.sweep.dir) / FILE).is_file()
 
 
 def check(composed: DictConfig, overrides: list[str], jobs: int, dirs: list[Path]) -> None:
@@ -67,8 +74,18 @@ def check(composed: DictConfig, overrides: list[str], jobs: int, dirs: list[Path
         phases = list(typed.protocol.phases)
         if bad := target_problems(s.target, list(typed.arms), list(typed.prompts.prompts), phases):
             raise ConfigError(bad)
+    resolved(s, composed)
     task = [o for o in overrides if not o.startswith(("hydra.", "hydra/", "+hydra", "~hydra"))]
     resumed(Path(composed.hydra.sweep.dir), s, task, grid(s.axis))  # another search's onset.json: refused
+
+
+def resolved(s: OnsetSettings, composed: DictConfig) -> OnsetSettings:
+    """The settings with target.outcome chosen for this study (onset_config.resolve_outcome)."""
+    from orchestrator import config
+
+    typed = config.to_typed(composed)
+    resolve_outcome(s, [phase.kind.name for phase in typed.protocol.phases.values()], list(typed.prompts.prompts))
+    return s
 
 
 def run_search(node: dict[str, Any], arguments: list[str], config: DictConfig, launch: Launch) -> OnsetState | None:
@@ -80,16 +97,23 @@ def run_search(node: dict[str, Any], arguments: list[str], config: DictConfig, l
         s = settings(node)
         if found := problems(s):
             raise ConfigError(found)
+        resolved(s, config)
         sweep_dir = Path(config.hydra.sweep.dir)
         sweep_dir.mkdir(parents=True, exist_ok=True)
         OmegaConf.save(config, sweep_dir / "multirun.yaml")  # as Hydra's basic sweeper keeps the sweep's config
         state = resumed(sweep_dir, s, arguments, grid(s.axis))
-        max_tokens = OmegaConf.select(config, "protocol.request.max_tokens", default=None)
-        state = search(s, state, sweep_dir, launch, lambda st: _write(sweep_dir, st), max_tokens)
+        before = sum(len(c.jobs) for c in state.configurations)
+        state = search(s, state, sweep_dir, launch, lambda st: _write(sweep_dir, st))
     except OrchestratorError as exc:
         Answer.outcome = failed(exc)
         return None
-    Answer.outcome = answer(*_lines(state, sweep_dir)) + expectation(state, s.expect)
+    except KeyboardInterrupt as exc:  # the jobs of the rounds before are in onset.json
+        exc.__notes__ = [f"the onset search's finished rounds are in {sweep_dir / FILE}: the same command with "
+                     f"hydra.sweep.dir={sweep_dir} resumes it"]  # not the job's run: the search runs that point again
+        raise
+    resumed_note = note(f"resumed the search in {sweep_dir / FILE}: {before} job(s) recorded before") \
+        if before else Outcome()
+    Answer.outcome = resumed_note + answer(*_lines(state, sweep_dir)) + expectation(state, s.expect)
     return state
 
 

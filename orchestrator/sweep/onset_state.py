@@ -29,8 +29,9 @@ class Job:
     n: int | None = None
     requests: int = 0  # requests the job sent (every cell's n and errors, and cold requests)
     prompt_tokens: int | None = None  # the target cells' usage.prompt_tokens (their most common value)
-    first_divergent_position: int | None = None  # generated index of the earliest first divergence
+    first_divergent_position: int | None = None  # generated index of the earliest flipped token
     note: str = ""
+    first_logprob_position: int | None = None  # generated index where the logprobs first differ
 
 
 @dataclass
@@ -52,6 +53,13 @@ class OnsetState:
     @property
     def next_job(self) -> int:
         return 1 + max((j.job for c in self.configurations for j in c.jobs), default=-1)
+
+    def first_free(self, sweep_dir: Path) -> int:
+        """The next job's number: after the recorded jobs and after any job dir an interrupted round left
+        (its run is not in onset.json; that point is run again under a new number)."""
+        left = [int(p.name) for p in sweep_dir.iterdir() if p.is_dir() and p.name.isdigit()] \
+            if sweep_dir.is_dir() else []
+        return max([self.next_job, *(n + 1 for n in left)])
 
 
 def write(sweep_dir: Path, state: OnsetState) -> Path:
@@ -85,11 +93,12 @@ def resumed(sweep_dir: Path, settings: OnsetSettings, arguments: list[str], grid
     state = read(sweep_dir)
     if state is None:
         return OnsetState(now, arguments, grid, [Configuration(p.split()) for p in settings.per or [""]])
-    differ = [k for k in SAME_SEARCH if state.settings.get(k) != now[k]]
+    differ = [f"{k}: recorded {state.settings.get(k)}, now {now[k]}" for k in SAME_SEARCH
+              if state.settings.get(k) != now[k]]
     if state.arguments != arguments:
-        differ.append("the command line's overrides")
+        differ.append(f"the command line's overrides: recorded {state.arguments}, now {arguments}")
     if differ:
-        raise ConfigError(f"{sweep_dir / FILE} records another search ({', '.join(differ)} differ): resume it with "
+        raise ConfigError(f"{sweep_dir / FILE} records another search ({'; '.join(differ)}): resume it with "
                           "the same settings, or give this one another hydra.sweep.dir")
     state.settings = now
     for c in state.configurations:

@@ -6,11 +6,14 @@ expected); a search that expects another answer exits 3."""
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import orchestrator
+from tests.conftest import ROOT, interrupt, orchestrator
 
 pytestmark = [pytest.mark.docker, pytest.mark.usefixtures("docker_client", "no_leftover_containers")]
 
@@ -53,16 +56,69 @@ def test_one_onset_per_configuration_side_by_side_in_rounds(tmp_path: Path) -> N
     gets them): the report answers "is the threshold shared?" with both intervals."""
     result = orchestrator("run", "study=onset_indexer_budget", "hydra.sweeper.round_size=2",
                           "hydra.sweeper.axis.low=64", "hydra.sweeper.axis.high=512",
-                          "hydra.sweeper.width=64", "hydra.sweeper.max_jobs=6", "protocol.phases.sequential.repeats=4",
+                          "hydra.sweeper.width=64", "hydra.sweeper.max_jobs=10", "protocol.phases.sequential.repeats=4",
                           "hydra.sweeper.per=['arms.random_topk.engine_args.indexer-budget=384',"
                           "'arms.random_topk.engine_args.indexer-budget=256']", f"hydra.sweep.dir={tmp_path}")
     assert result.returncode == 0, result.stderr[-3000:]
     configs = json.loads((tmp_path / "onset.json").read_text())["configurations"]
     assert [c["per"] for c in configs] == [["arms.random_topk.engine_args.indexer-budget=384"],
                                            ["arms.random_topk.engine_args.indexer-budget=256"]]
+    intervals = []
     for config, budget in zip(configs, (384, 256), strict=True):
-        a, b = config["result"]["interval"]
-        assert a is not None and b is not None and a <= budget < b, config["result"]["line"]
-        assert len(config["jobs"]) <= 6
+        result_ = config["result"]
+        a, b = result_["interval"]
+        assert result_["outcome"] == "onset" and result_["stop"] == "width", result_["line"]
+        assert a <= budget < b and b - a <= 64, result_["line"]  # the width asked for, not the range
+        assert len(config["jobs"]) < 10 and len(config["jobs"]) % 2 == 0  # whole rounds of 2, before the budget
+        intervals.append((a, b))
+    (a384, _), (_, b256) = intervals
+    assert b256 <= a384  # two onsets, the smaller budget's wholly below the larger's
+    # every round launched both configurations' 2 points together: one launch of 4 jobs per round
+    rounds = max(len(c["jobs"]) for c in configs) // 2
+    launches = [line for line in (result.stdout + result.stderr).splitlines() if "Launching" in line]
+    assert len(launches) == rounds and all("Launching 4 jobs" in line for line in launches[:min(
+        len(c["jobs"]) for c in configs) // 2]), launches
+    jobs = sorted(j["job"] for c in configs for j in c["jobs"])
+    assert jobs == list(range(len(jobs)))
     report = (tmp_path / "report.md").read_text()
     assert "indexer-budget=384" in report and "indexer-budget=256" in report
+
+
+SMALL_BUDGET = ("study=onset_indexer_budget", "arms.random_topk.engine_args.indexer-budget=256",
+                "hydra.sweeper.axis.low=64", "hydra.sweeper.axis.high=512", "hydra.sweeper.width=16",
+                "hydra.sweeper.budget_tokens=256", "hydra.sweeper.max_jobs=10", "protocol.phases.sequential.repeats=4")
+
+
+def test_an_onset_search_interrupted_between_rounds_resumes_to_the_uninterrupted_answer(tmp_path: Path) -> None:
+    """Ctrl-C once onset.json holds two rounds, then the same command again: it resumes (the recorded jobs
+    count, the interrupted job's point is run again under a new number) and ends where a search never
+    interrupted ends, the same points in the same order and the same interval."""
+    whole = orchestrator("run", *SMALL_BUDGET, f"hydra.sweep.dir={tmp_path / 'whole'}")
+    assert whole.returncode == 0, whole.stderr[-3000:]
+    sweep = tmp_path / "cut"
+    command = [sys.executable, "-m", "orchestrator", "run", *SMALL_BUDGET, f"hydra.sweep.dir={sweep}"]
+    proc = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    while proc.poll() is None and _jobs(sweep) < 2:
+        time.sleep(0.2)
+    stderr = interrupt(proc)
+    assert proc.returncode == 130, stderr[-3000:]
+    assert f"the same command with hydra.sweep.dir={sweep} resumes it" in stderr
+    kept = _jobs(sweep)
+    assert 2 <= kept < 10
+    resumed = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert f"resumed the search in {sweep / 'onset.json'}: {kept} job(s) recorded before" in resumed.stderr
+    [done] = json.loads((sweep / "onset.json").read_text())["configurations"]
+    [want] = json.loads((tmp_path / "whole" / "onset.json").read_text())["configurations"]
+    assert [j["value"] for j in done["jobs"]] == [j["value"] for j in want["jobs"]]
+    assert done["result"]["outcome"] == want["result"]["outcome"] == "onset"
+    assert done["result"]["interval"] == want["result"]["interval"], (done["result"]["line"], want["result"]["line"])
+    numbers = [j["job"] for j in done["jobs"]]
+    assert numbers == sorted(set(numbers)) and all((sweep / str(n) / "report.json").is_file() for n in numbers)
+
+
+def _jobs(sweep: Path) -> int:
+    try:
+        return sum(len(c["jobs"]) for c in json.loads((sweep / "onset.json").read_text())["configurations"])
+    except (OSError, ValueError):
+        return 0

@@ -280,3 +280,30 @@ def test_token_codes_of_dictionary_strings_equal_those_of_plain_strings() -> Non
     no_ids = pa.nulls(5, pa.list_(pa.int64()))
     assert np.array_equal(token_codes(no_ids, encoded), token_codes(no_ids, plain))
     assert token_codes(no_ids, plain).tolist() == [[0, 1], [1, 2], [2, 0], [-1, -1], [3, -1]]
+
+
+def test_off_reference_counts_against_the_arms_sequential_answer_not_the_modal_one(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """Four of a batch of six take the other answer: against the modal answer (now the other) two diverge,
+    against the arm's sequential answer four do. The cold request is the reference without a sequential phase."""
+    base, other = [1, 2, 3], [1, 2, 9]
+    rows = [row("a", "p", "seq", base, cold=True, role="cold")] + [row("a", "p", "seq", base)] * 3
+    rows += [row("a", "p", "conc", base, kind="concurrent")] * 2 + [row("a", "p", "conc", other, kind="concurrent")] * 4
+    rows += [row("b", "p", "conc", base, kind="concurrent", cold=True, role="cold")]
+    rows += [row("b", "p", "conc", base, kind="concurrent")] * 2 + [row("b", "p", "conc", other, kind="concurrent")] * 4
+    result = compare(record(tmp_path, rows)).to_json()
+    conc = cell(result, "a", "p", "conc")
+    assert conc["divergent"] == 2 and (conc["off_reference"], conc["off_reference_of"], conc["reference"]) == (
+        4, 6, "sequential")
+    seq = cell(result, "a", "p", "seq")
+    assert (seq["off_reference"], seq["off_reference_of"]) == (0, 2)  # its first request is the reference
+    cold = cell(result, "b", "p", "conc")
+    assert (cold["off_reference"], cold["off_reference_of"], cold["reference"]) == (4, 6, "cold")
+
+
+def test_the_first_logprob_difference_is_placed_where_no_token_flips(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    same = row("a", "p", "seq", [1, 2, 3])
+    apart = {**same, "token_logprobs": [-0.1, -0.1, -0.2], "sig_top_logprobs": "another"}
+    result = compare(record(tmp_path, [same] * 3 + [apart])).to_json()
+    found = cell(result, "a", "p")
+    assert found["divergent"] == 1 and found["first_divergent_position"] is None
+    assert found["first_logprob_position"] == 2

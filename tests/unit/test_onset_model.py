@@ -154,7 +154,27 @@ def test_islands_weigh_change_places_by_width() -> None:
     assert flat is not None and equal is not None and equal.bayes_factor == pytest.approx(flat.bayes_factor)
     _, priors = _log_axis_priors(1, 50)
     logged = o.islands(50, obs, priors.places)
-    assert logged is not None and logged.bayes_factor != pytest.approx(flat.bayes_factor)
+    assert logged is not None and logged.bayes_factor == pytest.approx(brute_bayes_factor(50, obs, priors.places),
+                                                                       rel=1e-9)
+    assert flat.bayes_factor == pytest.approx(brute_bayes_factor(50, obs, None), rel=1e-9)
+    assert logged.bayes_factor != pytest.approx(flat.bayes_factor, rel=0.05)  # the weights matter here
+
+
+def brute_bayes_factor(m: int, obs: list[o.Observation], places: tuple[float, ...] | None) -> float:
+    """Two change points against one by enumerating every place: tau in 0..m weighs w(tau) (the ends 1, the
+    places between grid points their widths scaled to mean 1), a pair tau1 <= tau2 weighs w(tau1) w(tau2);
+    each segment's rate Beta(1, 1) integrated out."""
+    w = [1.0, *o.place_weights(m, places).tolist(), 1.0]
+
+    def segment(lo: int, hi: int) -> float:  # observations at grid indices lo..hi-1
+        k = sum(x.k for x in obs if lo <= x.index < hi)
+        n = sum(x.n for x in obs if lo <= x.index < hi)
+        return math.exp(math.lgamma(1 + k) + math.lgamma(1 + n - k) - math.lgamma(2 + n))
+
+    one = sum(w[t] * segment(0, t) * segment(t, m) for t in range(m + 1)) / sum(w)
+    pairs = [(t1, t2) for t1 in range(m + 1) for t2 in range(t1, m + 1)]
+    two = sum(w[t1] * w[t2] * segment(0, t1) * segment(t1, t2) * segment(t2, m) for t1, t2 in pairs)
+    return two / sum(w[t1] * w[t2] for t1, t2 in pairs) / one
 
 
 def test_outcome_bins_keep_the_probability_and_the_mean() -> None:
@@ -162,3 +182,16 @@ def test_outcome_bins_keep_the_probability_and_the_mean() -> None:
     bins = o.outcome_bins(p)
     assert sum(w for _, w in bins) == pytest.approx(1.0) and len(bins) <= o.OUTCOME_BINS
     assert sum(k * w for k, w in bins) == pytest.approx(float((np.arange(6) * p).sum()), abs=0.5)
+
+
+def test_a_rate_that_falls_but_not_to_the_base_rate_is_no_island() -> None:
+    """Counted against the modal answer, a rate rises, then falls once most of a batch takes the other answer
+    (0.00 -> 0.33 -> 0.16): it never returns to the base rate, so it is one onset, not several change points."""
+    rises_then_falls = [o.Observation(i, 0, 90) for i in (0, 5, 10)] + \
+        [o.Observation(i, 30, 90) for i in (20, 25)] + [o.Observation(i, 15, 90) for i in (35, 40, 45)]
+    isl = o.islands(50, rises_then_falls)
+    assert isl is not None and isl.bayes_factor > 20 and isl.rates[1] > isl.rates[2] > isl.rates[0]  # type: ignore[operator]
+    assert not isl.island
+    back = [*rises_then_falls[:5], *(o.Observation(i, 0, 90) for i in (35, 40, 45))]
+    isl = o.islands(50, back)
+    assert isl is not None and isl.island  # back at the base rate: an island

@@ -15,44 +15,56 @@ from orchestrator.errors import ConfigError
 from orchestrator.run.client import CompletionClient
 from orchestrator.run.prompt_length import exact
 from orchestrator.sweep.onset import read_job, search
-from orchestrator.sweep.onset_config import AxisConf, OnsetSettings, TargetConf, grid, problems
+from orchestrator.sweep.onset_config import AxisConf, OnsetSettings, TargetConf, grid, problems, resolve_outcome
 from orchestrator.sweep.onset_run import check, expectation
 from orchestrator.sweep.onset_state import read, resumed, write
 
 
 def settings(**kw: object) -> OnsetSettings:
     s = OnsetSettings(axis=AxisConf(key="prompts.prompts.p.length_tokens", low=64, high=512),
-                      target=TargetConf(arm="a", prompt="p", phase="sequential"), width=8, max_jobs=20)
+                      target=TargetConf(arm="a", prompt="p", phase="sequential", outcome="divergent"), width=8,
+                      max_jobs=20)
     for k, v in kw.items():
         setattr(s, k, v)
     return s
 
 
 class Fake:
-    """Jobs whose divergent count is a function of the axis value; each writes a report.json as a run would."""
+    """Jobs whose count is a function of the axis value; each writes a report.json and .hydra/config.yaml as a run
+    would. `two_answers`: k requests of n take the other answer, so the modal count is min(k, n - k) and the count
+    against the reference answer k; else both are k."""
 
-    def __init__(self, sweep_dir: Path, rate: object, fails: object = lambda value: False) -> None:
+    def __init__(self, sweep_dir: Path, rate: object, fails: object = lambda value: False, n: int = 6,
+                 two_answers: bool = False, interrupt_at: int | None = None) -> None:
         self.dir, self.rate, self.values, self.fails = sweep_dir, rate, [], fails  # type: ignore[var-annotated]
+        self.n, self.two_answers, self.interrupt_at = n, two_answers, interrupt_at
 
     def __call__(self, batch: list[list[str]], first: int) -> list[tuple[int, Path]]:
         out = []
         for i, job in enumerate(batch):
-            value = float(job[-1].split("=")[1])
-            self.values.append(value)
-            k = self.rate(value)  # type: ignore[operator]
+            key, value_text = job[-1].split("=")
             run = self.dir / str(first + i)
             run.mkdir()
-            cell = {"arm": "a", "prompt_id": "p", "phase": "sequential", "n": 6, "errors": 0, "divergent": k,
-                    "first_divergent_position": 0 if k else None, "top1_flips": k}
-            other = {**cell, "prompt_id": "q", "divergent": 6}  # not a target cell: never counted
+            if first + i == self.interrupt_at:  # Ctrl-C in this job: its dir made, no report
+                raise KeyboardInterrupt
+            value = float(value_text)
+            self.values.append(value)
+            k = self.rate(value)  # type: ignore[operator]
+            cell = {"arm": "a", "prompt_id": "p", "phase": "sequential", "n": self.n, "errors": 0,
+                    "divergent": min(k, self.n - k) if self.two_answers else k, "off_reference": k,
+                    "off_reference_of": self.n, "first_divergent_position": 0 if k else None, "top1_flips": k}
+            other = {**cell, "prompt_id": "q", "divergent": self.n}  # not a target cell: never counted
             (run / "report.json").write_text(json.dumps({"cells": [cell, other], "cold": [{}]}))
+            max_tokens = int(value) if key == "protocol.request.max_tokens" else 4
+            (run / ".hydra").mkdir()
+            (run / ".hydra" / "config.yaml").write_text(f"protocol:\n  request:\n    max_tokens: {max_tokens}\n")
             out.append((4 if self.fails(value) else 0, run))  # type: ignore[operator]
         return out
 
 
 def run(tmp_path: Path, s: OnsetSettings, rate: object) -> tuple[dict, Fake]:  # type: ignore[type-arg]
     fake = Fake(tmp_path, rate)
-    state = search(s, resumed(tmp_path, s, [], grid(s.axis)), tmp_path, fake, lambda st: write(tmp_path, st), 4)
+    state = search(s, resumed(tmp_path, s, [], grid(s.axis)), tmp_path, fake, lambda st: write(tmp_path, st))
     result = state.configurations[0].result
     assert result is not None
     return result, fake
@@ -89,7 +101,7 @@ def test_a_failed_jobs_counts_are_not_evidence(tmp_path: Path) -> None:
     must not read as "no divergence there". Seen with continuous batching on a CPU at a batch of 64."""
     fake = Fake(tmp_path, lambda v: 0, fails=lambda v: v > 256)  # it dies above 256, before any divergence
     state = search(settings(max_jobs=4), resumed(tmp_path, settings(max_jobs=4), [], grid(settings().axis)), tmp_path,
-                   fake, lambda st: write(tmp_path, st), 4)
+                   fake, lambda st: write(tmp_path, st))
     result = state.configurations[0].result
     assert result is not None and result["outcome"] != "no onset in range", (result["line"], fake.values)
     assert "job(s) failed and are not counted" in result["line"] and ": status 4" in result["line"]
@@ -108,18 +120,86 @@ def test_islands_are_not_monotone(tmp_path: Path) -> None:
 
 
 def test_resume_continues_the_recorded_search(tmp_path: Path) -> None:
+    """Stopped by its budget after 3 jobs, then resumed with a larger one: the recorded jobs count, new ones are
+    numbered after them, and the search goes exactly as one that was never stopped."""
     step = lambda v: 5 if v > 256 else 0  # noqa: E731
+    (tmp_path / "whole").mkdir()
+    whole, uninterrupted = run(tmp_path / "whole", settings(max_jobs=20), step)
     first, fake = run(tmp_path, settings(max_jobs=3), step)
-    assert first["stop"] == "budget (jobs)"
+    assert first["stop"] == "budget (jobs)" and len(fake.values) == 3
     more = settings(max_jobs=20)
     state = resumed(tmp_path, more, [], grid(more.axis))
-    assert len(state.configurations[0].jobs) == 3 and state.next_job == 3
+    assert [j.job for j in state.configurations[0].jobs] == [0, 1, 2]
     fake2 = Fake(tmp_path, step)
-    state = search(more, state, tmp_path, fake2, lambda st: write(tmp_path, st), 4)
-    assert state.configurations[0].result["outcome"] == "onset"  # type: ignore[index]
-    assert set(fake.values).isdisjoint(fake2.values) or len(fake2.values) > 0
+    state = search(more, state, tmp_path, fake2, lambda st: write(tmp_path, st))
+    jobs = state.configurations[0].jobs
+    assert [j.job for j in jobs] == list(range(len(jobs))) and len(jobs) == 3 + len(fake2.values)
+    assert fake.values + fake2.values == uninterrupted.values  # no point measured twice, none skipped
+    assert state.configurations[0].result == whole
     with pytest.raises(ConfigError, match="records another search"):
         resumed(tmp_path, settings(axis=AxisConf(key="x", low=1, high=9)), [], [1.0, 9.0])
+
+
+def test_a_search_interrupted_in_a_round_resumes_to_the_uninterrupted_answer(tmp_path: Path) -> None:
+    """Ctrl-C in the fifth job: onset.json keeps the four rounds before; the same search resumed numbers its jobs
+    after the interrupted job's dir and gives the answer of a search never interrupted."""
+    step = lambda v: 5 if v > 300 else 0  # noqa: E731
+    (tmp_path / "whole").mkdir()
+    whole, uninterrupted = run(tmp_path / "whole", settings(), step)
+    cut = Fake(tmp_path, step, interrupt_at=4)
+    with pytest.raises(KeyboardInterrupt):
+        search(settings(), resumed(tmp_path, settings(), [], grid(settings().axis)), tmp_path, cut,
+               lambda st: write(tmp_path, st))
+    assert len(read(tmp_path).configurations[0].jobs) == 4  # type: ignore[union-attr]
+    rest = Fake(tmp_path, step)
+    state = search(settings(), resumed(tmp_path, settings(), [], grid(settings().axis)), tmp_path, rest,
+                   lambda st: write(tmp_path, st))
+    jobs = state.configurations[0].jobs
+    assert [j.job for j in jobs] == [0, 1, 2, 3, *range(5, 5 + len(rest.values))]  # 4: the interrupted job's dir
+    assert cut.values + rest.values == uninterrupted.values and state.configurations[0].result == whole
+
+
+def test_top1_flips_are_counted_over_each_jobs_own_max_tokens(tmp_path: Path) -> None:
+    """An axis that changes max_tokens: each job's (request, position) pairs are (n - 1) x its own max_tokens."""
+    s = settings(axis=AxisConf(key="protocol.request.max_tokens", low=1, high=64),
+                 target=TargetConf(arm="a", prompt="p", phase="sequential", outcome="top1_flips"), max_jobs=4)
+    search(s, state := resumed(tmp_path, s, [], grid(s.axis)), tmp_path, Fake(tmp_path, lambda v: 1),
+           lambda st: None)
+    jobs = state.configurations[0].jobs
+    assert len(jobs) == 4 and [j.n for j in jobs] == [5 * int(j.value) for j in jobs]
+
+
+def test_a_rate_against_the_modal_answer_that_falls_again_is_one_onset(tmp_path: Path) -> None:
+    """Batches of 90 where 30 take the other answer from 256 on and 75 from 381 on: against the modal answer the
+    rate goes 0 -> 0.33 -> 0.17 (the modal answer changed: this search said "not monotone" before), against the
+    reference answer 0 -> 0.33 -> 0.83. Neither returns to the base rate: both find the onset at 256."""
+    share = lambda v: 0 if v < 256 else 30 if v <= 380 else 75  # noqa: E731
+    for outcome in ("divergent", "reference"):
+        (tmp_path / outcome).mkdir()
+        s = settings(target=TargetConf(arm="a", prompt="p", phase="sequential", outcome=outcome), round_size=4,
+                     max_jobs=12)
+        fake = Fake(tmp_path / outcome, share, n=90, two_answers=True)
+        state = search(s, resumed(tmp_path / outcome, s, [], grid(s.axis)), tmp_path / outcome, fake,
+                       lambda st: None)
+        result = state.configurations[0].result
+        assert result is not None and result["outcome"] == "onset", (outcome, result["line"])
+        a, b = result["interval"]
+        assert a < 256 <= b, result["line"]
+
+
+def test_the_outcome_is_the_reference_answer_where_every_target_cell_has_one() -> None:
+    def outcome(kinds: list[str], prompts: list[str], prompt: str | None = None, given: str | None = None) -> str:
+        s = settings(target=TargetConf(prompt=prompt, outcome=given))
+        resolve_outcome(s, kinds, prompts)
+        assert s.target.outcome is not None
+        return s.target.outcome
+
+    assert outcome(["concurrent", "sequential"], ["p", "q"]) == "reference"  # the first sequential request
+    assert outcome(["concurrent"], ["p"]) == "reference"  # the cold request, sent for the first prompt
+    assert outcome(["concurrent"], ["p", "q"], prompt="q") == "divergent"  # q has no cold request
+    assert outcome(["concurrent"], ["p", "q"], given="top1_flips") == "top1_flips"
+    with pytest.raises(ConfigError, match=r"target\.outcome=reference: a target cell has no reference answer"):
+        outcome(["concurrent"], ["p", "q"], given="reference")
 
 
 def test_read_job_pools_the_target_cells_only(tmp_path: Path) -> None:
@@ -128,11 +208,15 @@ def test_read_job_pools_the_target_cells_only(tmp_path: Path) -> None:
          "first_divergent_position": 3},
         {"arm": "b", "prompt_id": "p", "phase": "s", "n": 6, "errors": 0, "divergent": 5, "top1_flips": 1}],
         "cold": [{}, {}]}))
-    got = read_job(tmp_path, TargetConf(arm="a"), 4)
+    (tmp_path / ".hydra").mkdir()
+    (tmp_path / ".hydra" / "config.yaml").write_text("protocol:\n  request:\n    max_tokens: 4\n")
+    got = read_job(tmp_path, TargetConf(arm="a", outcome="divergent"))
     assert (got.k, got.n, got.requests, got.first_divergent_position) == (2, 6, 15, 3)
-    flips = read_job(tmp_path, TargetConf(arm="a", outcome="top1_flips"), 4)
+    flips = read_job(tmp_path, TargetConf(arm="a", outcome="top1_flips"))
     assert (flips.k, flips.n) == (7, 20)  # (6 - 1) requests x 4 positions
-    assert read_job(tmp_path / "nowhere", TargetConf(), 4).k is None
+    assert read_job(tmp_path / "nowhere", TargetConf(outcome="divergent")).k is None
+    unreferenced = read_job(tmp_path, TargetConf(arm="a", outcome="reference"))
+    assert unreferenced.k is None and "no reference answer" in unreferenced.note and "a/p/s" in unreferenced.note
 
 
 @pytest.mark.parametrize(("axis", "says"), [
@@ -167,7 +251,7 @@ def test_a_log_axis_is_searched_in_log_and_its_width_is_a_ratio(tmp_path: Path) 
 def test_an_expected_answer_passes_and_another_is_a_failed_gate(tmp_path: Path) -> None:
     s = settings()
     search(s, state := resumed(tmp_path, s, [], grid(s.axis)), tmp_path, Fake(tmp_path, lambda v: 0),
-           lambda st: None, 4)
+           lambda st: None)
     assert expectation(state, None).status == 0 and expectation(state, "none").status == 0
     wrong = expectation(state, "onset")
     assert wrong.status == 3 and wrong.notes == [
