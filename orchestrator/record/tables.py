@@ -175,14 +175,25 @@ class TableWriter:
 
     def flush(self) -> None:
         self._last_flush = time.monotonic()
-        if not self._rows:
-            return
-        table = pa.Table.from_pylist(self._rows, schema=self.schema)
+        rows, self._rows = self._rows, []  # taken first: a stop during the write loses them (a resume sends
+        if rows:  # them again) rather than writing them twice
+            self._write(rows)
+
+    def append_whole(self, rows: list[dict[str, Any]]) -> None:
+        """Rows that are one unit (a load window): they land together in a part of their own, or, should the
+        process be stopped before that part is renamed into place, none of them does."""
+        self.flush()
+        self._write(rows)
+        if self.on_row is not None:
+            for row in rows:
+                self.on_row(row)
+
+    def _write(self, rows: list[dict[str, Any]]) -> None:
+        table = pa.Table.from_pylist(rows, schema=self.schema)
         sink = io.BytesIO()
         pq.write_table(table, sink, compression="zstd")
         atomic_write_bytes(self.folder / f"{self.prefix}-{next(self._parts):05d}.parquet", sink.getvalue())
-        self.rows_written += len(self._rows)
-        self._rows.clear()
+        self.rows_written += len(rows)
 
     def close(self) -> None:
         self.flush()
@@ -196,7 +207,7 @@ class TableWriter:
 
 def read_table(paths: RunPaths, table: str, columns: list[str] | None = None) -> pa.Table:
     folder = paths.table(table)
-    files = sorted(p for p in folder.glob("*.parquet") if not p.name.startswith("."))
+    files = _parts(paths, table)
     if not files:
         if not paths.root.is_dir():
             raise RecordError(f"no run directory at {paths.root}: pass the folder that holds data/")
@@ -251,9 +262,9 @@ def iter_batches(paths: RunPaths, table: str, columns: list[str], batch_rows: in
     explorer's representatives) to choose its parts and row groups by, without reading them again."""
     schema, stand_in = SCHEMAS[table], stand_in or {}
     key = LATEST_KEY.get(table)
-    parts = sorted(p for p in paths.table(table).glob("*.parquet") if not p.name.startswith("."))
+    parts = _parts(paths, table)
     footers = {} if footers is None else footers  # read once: the resent check, the read and the caller share them
-    footers.update({path: _footer(path) for path in parts})
+    footers.update({path: _footer(path) for path in parts if path not in footers})
     for path, footer in footers.items():
         _check_version(path, footer)
     latest = _resent(footers, key) if key else None
@@ -286,6 +297,16 @@ def iter_batches(paths: RunPaths, table: str, columns: list[str], batch_rows: in
                     yield out.select(columns)
         except (OSError, pa.ArrowInvalid) as exc:
             raise _damaged(path, exc) from exc
+
+
+def footers_of(paths: RunPaths, table: str) -> dict[Path, pq.FileMetaData]:
+    """Each part's footer, in the order iter_batches reads the parts (pass them on to it: read once)."""
+    return {path: _footer(path) for path in _parts(paths, table)}
+
+
+def _parts(paths: RunPaths, table: str) -> list[Path]:
+    """A table's part files in the order they were written (numbered per writer), temporary ones left out."""
+    return sorted(p for p in paths.table(table).glob("*.parquet") if not p.name.startswith("."))
 
 
 def _damaged(path: Path, exc: Exception) -> RecordError:
@@ -325,22 +346,36 @@ def _resent(footers: dict[Path, pq.FileMetaData], key: str) -> dict[str, int] | 
     return latest or None
 
 
+def interleaves(footer: pq.FileMetaData) -> bool:
+    """Whether a responses part may hold rows of a cell whose other rows lie elsewhere, between other cells' rows:
+    one that `run --resume` wrote (an attempt above 0), or a load phase's window (written whole as it ends, every
+    cell's probes in it: run/sending.py). Told by the row groups' statistics; where they do not say, it may."""
+    attempts = _most_attempts(footer)
+    return attempts is None or attempts > 0 or any(
+        stats is None or not stats.has_null_count or stats.null_count < values
+        for stats, values in _statistics(footer, "load_point"))
+
+
 def _most_attempts(footer: pq.FileMetaData) -> int | None:
     """The largest `attempt` of a part by its row groups' statistics: 0 where it lacks the column or all
     its values are null, None where statistics do not say."""
-    leaves = [footer.schema.column(i).path for i in range(footer.num_columns)]
-    if "attempt" not in leaves:
-        return 0
-    column, most = leaves.index("attempt"), 0
-    for group in range(footer.num_row_groups):
-        chunk = footer.row_group(group).column(column)
-        stats = chunk.statistics
-        if stats is not None and stats.has_null_count and stats.null_count == chunk.num_values:
+    most = 0
+    for stats, values in _statistics(footer, "attempt"):
+        if stats is not None and stats.has_null_count and stats.null_count == values:
             continue
         if stats is None or not stats.has_min_max:
             return None
         most = max(most, int(stats.max))
     return most
+
+
+def _statistics(footer: pq.FileMetaData, column: str) -> Iterator[tuple[Any, int]]:
+    """A column's statistics and value count in each row group of a part; none where the part lacks it."""
+    leaves = [footer.schema.column(i).path for i in range(footer.num_columns)]
+    if column in leaves:
+        for group in range(footer.num_row_groups):
+            chunk = footer.row_group(group).column(leaves.index(column))
+            yield chunk.statistics, chunk.num_values
 
 
 def _dictionary_type(kind: pa.DataType) -> pa.DataType:
