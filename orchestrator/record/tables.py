@@ -212,8 +212,8 @@ def read_table(paths: RunPaths, table: str, columns: list[str] | None = None) ->
         if not paths.root.is_dir():
             raise RecordError(f"no run directory at {paths.root}: pass the folder that holds data/")
         return SCHEMAS[table].empty_table().select(columns) if columns else SCHEMAS[table].empty_table()
-    key = LATEST_KEY.get(table)
-    wanted = None if columns is None else list(dict.fromkeys([*columns, *((key, "attempt") if key else ())]))
+    key = LATEST_KEY.get(table, ())
+    wanted = None if columns is None else list(dict.fromkeys([*columns, *key, *(("attempt",) if key else ())]))
     for path in files:
         _check_version(path, _footer(path))
     try:
@@ -223,29 +223,30 @@ def read_table(paths: RunPaths, table: str, columns: list[str] | None = None) ->
                           "from its source") from exc
     whole = pa.concat_tables(parts)
     if key and pc.max(whole.column("attempt")).as_py():  # something was re-sent: keep the latest attempts
-        latest = _latest_attempts(whole.column(key).to_pylist(), whole.column("attempt").to_pylist())
+        keys = [k if k[0] is not None else None for k in zip(*(whole.column(c).to_pylist() for c in key), strict=True)]
+        latest = _latest_attempts(keys, whole.column("attempt").to_pylist())
         if latest is not None:
-            whole = whole.filter(pa.array(_is_latest(whole.column(key).to_pylist(),
-                                                     whole.column("attempt").to_pylist(), latest)))
+            whole = whole.filter(pa.array(_is_latest(keys, whole.column("attempt").to_pylist(), latest)))
     return whole if columns is None else whole.select(columns)
 
 
-# The rows a re-send supersedes: a table's key, whose latest attempt is the one that counts (`run --resume`).
-LATEST_KEY = {"responses": "request_id", "arms": "arm", "digests": "request_id"}
+# The rows a re-send supersedes: a table's key, whose latest attempt is the one that counts (`run --resume`); an
+# arm's row per start (study.starts: `run --resume` starts again only the starts that did not complete).
+LATEST_KEY = {"responses": ("request_id",), "arms": ("arm", "start"), "digests": ("request_id",)}
 
 
-def _latest_attempts(keys: list[str | None], attempts: list[int | None]) -> dict[str, int] | None:
+def _latest_attempts(keys: list[Any], attempts: list[int | None]) -> dict[Any, int] | None:
     """Key -> its latest attempt; None when nothing was ever re-sent (the common case: no filtering)."""
     if not any(attempts):
         return None
-    latest: dict[str, int] = {}
+    latest: dict[Any, int] = {}
     for key, attempt in zip(keys, attempts, strict=True):
         if key is not None:
             latest[key] = max(latest.get(key, 0), attempt or 0)
     return latest
 
 
-def _is_latest(keys: list[str | None], attempts: list[int | None], latest: dict[str, int]) -> list[bool]:
+def _is_latest(keys: list[Any], attempts: list[int | None], latest: dict[Any, int]) -> list[bool]:
     """`latest` may hold the re-sent keys only: any other key was sent once, at attempt 0."""
     return [key is None or (attempt or 0) == latest.get(key, 0) for key, attempt in zip(keys, attempts, strict=True)]
 
@@ -261,7 +262,7 @@ def iter_batches(paths: RunPaths, table: str, columns: list[str], batch_rows: in
     `footers` receives each part's footer (read and checked once), for a later read of the same parts (the
     explorer's representatives) to choose its parts and row groups by, without reading them again."""
     schema, stand_in = SCHEMAS[table], stand_in or {}
-    key = LATEST_KEY.get(table)
+    [key] = LATEST_KEY.get(table, (None,))  # a table streamed has a key of one column
     parts = _parts(paths, table)
     footers = {} if footers is None else footers  # read once: the resent check, the read and the caller share them
     footers.update({path: _footer(path) for path in parts if path not in footers})

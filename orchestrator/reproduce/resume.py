@@ -1,9 +1,10 @@
 """`orchestrator run --resume RUN_DIR`: finish a run that was interrupted, killed, or lost an engine, in the
-same run dir. What has a good row is kept; every request without a row is sent, and every group (a
-sequential request, or a concurrent batch, whole) of an arm that did not complete is sent again if it holds
-an error row. New rows carry `attempt` + 1 and the same `request_id` (docs/conventions.md); readers take
-the latest attempt, so every request of the protocol ends with exactly one row that counts. A restarted arm
-answers a new cold request first, recorded as cold.
+same run dir. What has a good row is kept; every request without a row is sent, and every group (a sequential
+request, a concurrent batch or a load window, whole) of an arm that did not complete is sent again if it holds
+an error row; each later start (study.starts) that did not complete is started again. New rows carry `attempt`
++ 1 and the same `request_id` (docs/conventions.md); readers take the latest attempt, so every request of the
+protocol ends with exactly one row that counts. A restarted arm answers a new cold request first, recorded as
+cold.
 """
 
 from __future__ import annotations
@@ -33,16 +34,21 @@ def resume_plan(typed: Config, paths: RunPaths, arms: Mapping[str, ResolvedArm] 
     (its requests were never sent, so they have no row), and the others resume counting from their rows."""
     responses = read_table(paths, "responses", ["arm", "request_id", "error", "attempt", "prompt_id", "phase",
                                                 "role", *SIGNATURE_COLUMNS]).to_pylist()
-    status = {row["arm"]: row["status"] for row in read_table(paths, "arms", ["arm", "status", "start"]).to_pylist()
-              if not row["start"]}  # the start that ran the protocol (study.starts)
+    arms_rows = read_table(paths, "arms", ["arm", "status", "start"]).to_pylist()
+    status = {row["arm"]: row["status"] for row in arms_rows if not row["start"]}  # the start that ran the protocol
+    started = {(row["arm"], row["start"]) for row in arms_rows if row["status"] == "completed" and row["start"]}
     rows = {row["request_id"]: row for row in responses if row["request_id"]}
     attempt = max((row["attempt"] or 0 for row in responses), default=0) + 1
     prompts = resolve_prompts(typed.prompts, typed.config_dirs)
     groups: dict[str, set[str]] = {}
     recorded_by_arm: dict[str, list[dict[str, Any]]] = {}
+    starts: dict[str, list[int]] = {}
     k = typed.protocol.stop_after_divergences
     for name, resolved in (resolve_arms(typed) if arms is None else arms).items():
         arm = resolved.arm
+        if later := [s for s in range(1, typed.study.starts) if (name, s) not in started]:
+            starts[name] = later  # study.starts: each later start that did not complete is started again
+            groups.setdefault(name, set())
         completed = status.get(name) == "completed"
         stop = None if k is None else StopRule(k)
         if stop is not None:
@@ -56,7 +62,7 @@ def resume_plan(typed: Config, paths: RunPaths, arms: Mapping[str, ResolvedArm] 
             recorded = [rows.get(request.request_id(name)) for request in group]
             if any(r is None for r in recorded) or (not completed and any(r and r["error"] for r in recorded)):
                 groups.setdefault(name, set()).add(group[0].group_id(name))
-    return ResumePlan(attempt, groups, {arm: rows for arm, rows in recorded_by_arm.items() if arm in groups})
+    return ResumePlan(attempt, groups, {arm: rows for arm, rows in recorded_by_arm.items() if arm in groups}, starts)
 
 
 def resume(run_dir: Path, allow: list[str]) -> Outcome:
@@ -68,6 +74,7 @@ def resume(run_dir: Path, allow: list[str]) -> Outcome:
     plan = resume_plan(typed, paths)
     if not plan.groups:
         return note(f"{paths.root}: every request of the protocol has a row; nothing to resume")
-    todo = ", ".join(f"{arm}: {len(ids)} group(s)" for arm, ids in plan.groups.items())
+    again = {arm: f", start(s) {', '.join(str(s + 1) for s in starts)}" for arm, starts in plan.starts.items()}
+    todo = ", ".join(f"{arm}: {len(ids)} group(s){again.get(arm, '')}" for arm, ids in plan.groups.items())
     print(f"resuming {paths.root} (attempt {plan.attempt}): {todo}", file=sys.stderr)  # before it starts
     return execute_study(typed, paths, allow, how_to_allow, resume=plan)

@@ -2,12 +2,15 @@
 library only, so it runs as a local process or in any Python image. vLLM-shaped where it behaves
 (/health, /version, /v1/models, /v1/completions with logprobs).
 
-    python3 server.py --port 8000 --mode MODE [--after N] [--hold-mb MB] [--pad-kb KB]
+    python3 server.py --port 8000 --mode MODE [--after N] [--hold-mb MB] [--pad-kb KB] [--delay-ms MS]
+                      [--count-to FILE]
 
 Modes, for every completion after the first N good ones (default 0): ok, 500, garbage (not JSON),
 truncated (JSON cut mid-body), hang (never answers), close (closes the connection without a word),
 die (the process exits with status 7), oom (allocates --hold-mb MiB: under a memory limit the kernel
-kills it).
+kills it). --delay-ms: each completion answered that much later; --count-to: a byte appended to FILE as each
+completion arrives, so a test outside can stop the orchestrator at a chosen request (every start of every arm
+appends to the same file).
 """
 
 from __future__ import annotations
@@ -37,6 +40,8 @@ def main() -> None:
     parser.add_argument("--after", type=int, default=0)
     parser.add_argument("--hold-mb", type=int, default=1024)
     parser.add_argument("--pad-kb", type=int, default=0)  # random text added to each answer: a big record
+    parser.add_argument("--delay-ms", type=int, default=0)
+    parser.add_argument("--count-to", default=None)
     args, _ = parser.parse_known_args()
     served = {"n": 0}
     lock = threading.Lock()
@@ -70,6 +75,10 @@ def main() -> None:
             with lock:
                 served["n"] += 1
                 faulty = served["n"] > args.after
+                if args.count_to:
+                    with open(args.count_to, "ab") as counted:
+                        counted.write(b".")
+            time.sleep(args.delay_ms / 1000)
             mode = args.mode if faulty else "ok"
             completion = json.loads(json.dumps(COMPLETION))
             completion["choices"][0]["text"] += os.urandom(args.pad_kb * 512).hex()
