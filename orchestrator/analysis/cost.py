@@ -36,6 +36,7 @@ NUMBERS = ["batch_id", "start", "send_ns", "scheduled_ns", "recv_ns", "first_tok
 WINDOW_METRICS = ("request_throughput_per_s", "output_tokens_per_s", "latency_s", "time_to_first_token_s",
                   "inter_token_latency_s")
 START_METRICS = ("time_to_ready_s", "peak_memory_bytes", "peak_gpu_memory_bytes")
+ROLES = pa.array(["measured", "background"])  # a load window's rows that count (docs/record.md)
 NOT_STREAMED = "not observable: not streamed (load.stream false, or the engine cannot stream)"
 ONE_REPLICATE = "no interval: one {what} on a side ({setting} of 2 or more gives one)"
 SETTING = {"window": "load.windows", "start": "study.starts"}
@@ -43,14 +44,15 @@ CONFIDENCE = 0.95
 
 
 def load_groups(sources: RunPaths | list[RunPaths]) -> dict[tuple[str, str], dict[str, Any]]:
-    """(arm, phase) -> its load rows but warm-up and later starts, as numpy columns (NaN for null numbers;
-    the streamed rows' inter-token gaps flattened, in seconds)."""
+    """(arm, phase) -> its probes and background of the first start (no warm-up, and no row of a window that
+    Ctrl-C cut short: those are `interrupted`, and a window counts whole or not at all), as numpy columns (NaN
+    for null numbers; the streamed rows' inter-token gaps flattened, in seconds)."""
     tables: dict[tuple[str, str], list[pa.Table]] = {}
     for paths, label in starts.labelled(sources):
         if not _has_load(paths):  # most records: one column read, not twenty
             continue
         for batch in iter_batches(paths, "responses", COLUMNS):
-            keep = pc.and_(pc.equal(batch.column("phase_kind"), "load"), pc.not_equal(batch.column("role"), "warmup"))
+            keep = pc.and_(pc.equal(batch.column("phase_kind"), "load"), pc.is_in(batch.column("role"), ROLES))
             keep = pc.and_(keep, pc.less_equal(pc.fill_null(batch.column("start"), 0), 0))
             rows = batch.filter(pc.fill_null(keep, False))
             if not rows.num_rows:
@@ -70,7 +72,8 @@ def _has_load(paths: RunPaths) -> bool:
 def _columns(table: pa.Table) -> dict[str, Any]:
     out: dict[str, Any] = {c: table.column(c).to_numpy(zero_copy_only=False).astype(np.float64)
                            if table.column(c).null_count == 0 else
-                           pc.fill_null(table.column(c).cast(pa.float64()), math.nan).to_numpy(zero_copy_only=False)
+                           pc.fill_null(table.column(c).cast(pa.float64(), safe=False), math.nan)
+                           .to_numpy(zero_copy_only=False)  # ns since 1970 lose their last bits either way
                            for c in NUMBERS}
     for c in ("prompt_id", "role", "load_point"):
         out[c] = table.column(c).to_pylist()

@@ -82,3 +82,22 @@ def test_a_unit_lands_in_a_part_of_its_own(tmp_path: Path) -> None:
         writer.append(background(1, 0))
     parts = sorted(paths.table("responses").glob("*.parquet"))
     assert [pq.read_metadata(p).num_rows for p in parts] == [1, 2, 1]  # what was pending first, then the unit
+
+
+def test_a_window_cut_by_ctrl_c_is_in_no_cost_and_the_record_still_reads(tmp_path: Path) -> None:
+    """The interrupted record itself (before `run --resume`): its cut window's rows have a send time and no
+    answer; the cost is of the whole windows only, and nulls beside times in ns do not stop it."""
+    from orchestrator.analysis.cost import load_groups, phase_cost
+
+    now = 1_796_538_994_727_484_906  # ns since 1970: beyond float64's exact integers
+
+    def timed(r: dict[str, Any], at: int, answered: bool = True) -> dict[str, Any]:
+        return {**r, "send_ns": now + at, "scheduled_ns": now + at if answered else None,
+                "recv_ns": now + at + 20_000_000 if answered else None, "completion_tokens": 1 if answered else None}
+
+    whole = [timed(probe("p", 0, 0, [1]), 0), timed(background(0, 1), 1_000_000)]
+    cut = [timed({**probe("p", 1, s, [1]), "role": "interrupted", "error": "interrupted"}, 50_000_000 + s, False)
+           for s in range(2)]
+    [(key, rows)] = load_groups(written(tmp_path, [whole, cut])).items()
+    cost = phase_cost(*key, rows)
+    assert (cost.windows, cost.requests, cost.errors) == (1, 2, 0)
