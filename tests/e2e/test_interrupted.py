@@ -121,4 +121,5 @@ def test_every_phase_kind_interrupted_and_resumed_gives_the_uninterrupted_verdic
             found[point].append(f"requests lost {sorted(ids - got)[:5]}, or extra {sorted(got - ids)[:5]}")
         if (verdicts := _verdicts(run_dir)) != expected:
             found[point].append(f"verdicts differ: {[k for k in expected if verdicts[k] != expected[k]]}")
-    assert not {point: problems for point, problems in found.items() if problems}
+    failed = {point: problems for point, problems in found.items() if problems}
+    assert not failed, "\n".join(f"{point}: {'; '.join(problems)}" for point, problems in failed.items())
