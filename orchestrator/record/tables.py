@@ -167,9 +167,12 @@ class TableWriter:
         self.on_row = on_row  # told of every row appended (progress)
 
     def append(self, row: dict[str, Any]) -> None:
-        self._rows.append(row)
-        if self.on_row is not None:
-            self.on_row(row)
+        self.extend([row])
+
+    def extend(self, rows: list[dict[str, Any]]) -> None:
+        """Rows that go into one part together: added in one step, so Ctrl-C leaves all of them or none."""
+        self._rows.extend(rows)
+        self._tell(rows)
         if len(self._rows) >= self.flush_rows or time.monotonic() - self._last_flush >= self.flush_s:
             self.flush()
 
@@ -180,10 +183,12 @@ class TableWriter:
             self._write(rows)
 
     def append_whole(self, rows: list[dict[str, Any]]) -> None:
-        """Rows that are one unit (a load window): they land together in a part of their own, or, should the
-        process be stopped before that part is renamed into place, none of them does."""
+        """Rows that are one unit (a load window), in a part of their own: a kill -9 leaves all or none."""
         self.flush()
         self._write(rows)
+        self._tell(rows)
+
+    def _tell(self, rows: list[dict[str, Any]]) -> None:
         if self.on_row is not None:
             for row in rows:
                 self.on_row(row)
@@ -206,7 +211,6 @@ class TableWriter:
 
 
 def read_table(paths: RunPaths, table: str, columns: list[str] | None = None) -> pa.Table:
-    folder = paths.table(table)
     files = _parts(paths, table)
     if not files:
         if not paths.root.is_dir():
@@ -219,8 +223,7 @@ def read_table(paths: RunPaths, table: str, columns: list[str] | None = None) ->
     try:
         parts = [pq.read_table(f, columns=wanted, schema=SCHEMAS[table]) for f in files]
     except (OSError, pa.ArrowInvalid) as exc:
-        raise RecordError(f"cannot read {table} in {folder} ({exc}): the run dir is damaged; copy it again "
-                          "from its source") from exc
+        raise _damaged(paths.table(table), exc) from exc
     whole = pa.concat_tables(parts)
     if key and pc.max(whole.column("attempt")).as_py():  # something was re-sent: keep the latest attempts
         keys = [k if k[0] is not None else None for k in zip(*(whole.column(c).to_pylist() for c in key), strict=True)]
@@ -230,8 +233,7 @@ def read_table(paths: RunPaths, table: str, columns: list[str] | None = None) ->
     return whole if columns is None else whole.select(columns)
 
 
-# The rows a re-send supersedes: a table's key, whose latest attempt is the one that counts (`run --resume`); an
-# arm's row per start (study.starts: `run --resume` starts again only the starts that did not complete).
+# What a re-send (`run --resume`) supersedes: the rows of a key but its latest attempt; an arm's, per start.
 LATEST_KEY = {"responses": ("request_id",), "arms": ("arm", "start"), "digests": ("request_id",)}
 
 
@@ -306,7 +308,7 @@ def footers_of(paths: RunPaths, table: str) -> dict[Path, pq.FileMetaData]:
 
 
 def _parts(paths: RunPaths, table: str) -> list[Path]:
-    """A table's part files in the order they were written (numbered per writer), temporary ones left out."""
+    """A table's part files in the order they were written, temporary ones left out."""
     return sorted(p for p in paths.table(table).glob("*.parquet") if not p.name.startswith("."))
 
 
@@ -348,9 +350,8 @@ def _resent(footers: dict[Path, pq.FileMetaData], key: str) -> dict[str, int] | 
 
 
 def interleaves(footer: pq.FileMetaData) -> bool:
-    """Whether a responses part may hold rows of a cell whose other rows lie elsewhere, between other cells' rows:
-    one that `run --resume` wrote (an attempt above 0), or a load phase's window (written whole as it ends, every
-    cell's probes in it: run/sending.py). Told by the row groups' statistics; where they do not say, it may."""
+    """Whether a responses part may hold a cell's rows apart from its others: one `run --resume` wrote, or a load
+    window's (every cell's probes in it). By the row groups' statistics; where they do not say, it may."""
     attempts = _most_attempts(footer)
     return attempts is None or attempts > 0 or any(
         stats is None or not stats.has_null_count or stats.null_count < values
