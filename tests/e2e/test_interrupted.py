@@ -1,9 +1,10 @@
 """The fault suite's interruptions (issue 45 item 1): a study of every phase kind (tests/faults/conf/study/
 every_phase.yaml: sequential, concurrent, a load point with a warm-up and windows, study.starts = 2; two arms, each
 the faulty server answering well as a local process) stopped by Ctrl-C and by kill -9 at seeded points of each
-phase kind, then `compare` and `show` on the interrupted record, then `run --resume`. Each resumed record must
-give the verdicts of the same study run without a stop, with every request of the protocol once (none lost, none
-twice), and every start of every arm."""
+phase kind and of the digest fetches after each phase (the cells' requests are flagged for their digests), then
+`compare` and `show` on the interrupted record, then `run --resume`. Each resumed record must give the verdicts of
+the same study run without a stop, with every request of the protocol once (none lost, none twice), its digests
+whole, and every start of every arm."""
 
 from __future__ import annotations
 
@@ -27,15 +28,17 @@ from orchestrator.record.tables import read_table
 from tests.conftest import ROOT, orchestrator
 
 STUDY = ["--config-dir", str(ROOT / "tests" / "faults" / "conf"), "study=every_phase"]
-# The completions each arm's servers receive, in order: its cold request, 2 prompts x 3 sequential, 2 prompts x
-# 2 batches of 3 concurrent, the load point's warm-up of 4 and 3 windows of 12, then its later start's one
-# request per prompt. Where each phase kind's requests fall (1-based, within an arm):
-KINDS = {"sequential": (2, 7), "concurrent": (8, 19), "load warm-up": (20, 23), "first load window": (24, 35),
-         "later load window": (36, 59), "later start": (60, 61)}
-PER_ARM = 61
+# What each arm's servers receive, in order: its cold request, 2 prompts x 3 sequential and their 6 digests, 2
+# prompts x 2 batches of 3 concurrent and their 12 digests, the load point's warm-up of 4, 3 windows of 12 and
+# their 12 probes' digests, then its later start's one request per prompt. Where each kind falls (1-based, within
+# an arm; the digest fetches: after the sequential, concurrent or load phase):
+KINDS = {"sequential": [(2, 7)], "concurrent": [(14, 25)], "load warm-up": [(38, 41)], "first load window": [(42, 53)],
+         "later load window": [(54, 77)], "digest fetch": [(8, 13), (26, 37), (78, 89)], "later start": [(90, 91)]}
+PER_ARM = 91
 SIGNALS = {"Ctrl-C": signal.SIGINT, "kill -9": signal.SIGKILL}
-rng = random.Random(45)  # the points: one per phase kind and signal, in either arm, the same in every run
-POINTS = [(kind, how, rng.choice([0, PER_ARM]) + rng.randint(*KINDS[kind])) for kind in KINDS for how in SIGNALS]
+rng = random.Random(45)  # the points: one per kind and signal, in either arm, the same in every run
+POINTS = [(kind, how, rng.choice([0, PER_ARM]) + rng.randint(*rng.choice(KINDS[kind]))) for kind in KINDS
+          for how in SIGNALS]
 
 
 def _env(run_dir: Path) -> dict[str, str]:
@@ -55,7 +58,19 @@ def _verdicts(run_dir: Path) -> dict[str, Any]:
                     for p in report["cost"]["phases"]},
         "starts": {(r["arm"], r["start"]): r["status"]
                    for r in read_table(RunPaths(run_dir), "arms", ["arm", "start", "status"]).to_pylist()},
+        "digests": _digests(run_dir),
     }
+
+
+def _digests(run_dir: Path) -> dict[str, int]:
+    """How many of the requests that count have their digests, each at its own attempt and whole (one call)."""
+    paths = RunPaths(run_dir)
+    rows = read_table(paths, "responses", ["request_id", "attempt", "role"]).to_pylist()
+    flagged = {(r["request_id"], r["attempt"]) for r in rows if r["role"] == "measured"}
+    calls = collections.Counter((r["request_id"], r["attempt"]) for r in read_table(
+        paths, "digests", ["request_id", "attempt"]).to_pylist())
+    return {"flagged": len(flagged), "with digests": len(flagged & set(calls)), "other": len(set(calls) - flagged),
+            "calls not one": sum(n != 1 for n in calls.values())}
 
 
 def _protocol_ids(run_dir: Path) -> collections.Counter[str]:
@@ -111,7 +126,7 @@ def test_every_phase_kind_interrupted_and_resumed_gives_the_uninterrupted_verdic
                                                              for s in (0, 1)}
     runs = {f"{how} in {kind} at completion {at}": uninterrupted.parent / f"{kind.replace(' ', '_')}-{how[-2:]}"
             for kind, how, at in POINTS}
-    with ThreadPoolExecutor(max_workers=3) as pool:  # each run its own processes, ports and dirs
+    with ThreadPoolExecutor(max_workers=4) as pool:  # each run its own processes, ports and dirs
         found = dict(zip(runs, pool.map(_interrupted, runs.values(), [h for _, h, _ in POINTS],
                                         [at for _, _, at in POINTS]), strict=True))
     for point, run_dir in runs.items():
