@@ -36,7 +36,6 @@ NUMBERS = ["batch_id", "start", "send_ns", "scheduled_ns", "recv_ns", "first_tok
 WINDOW_METRICS = ("request_throughput_per_s", "output_tokens_per_s", "latency_s", "time_to_first_token_s",
                   "inter_token_latency_s")
 START_METRICS = ("time_to_ready_s", "peak_memory_bytes", "peak_gpu_memory_bytes")
-ROLES = pa.array(["measured", "background"])  # a load window's rows that count (docs/record.md)
 NOT_STREAMED = "not observable: not streamed (load.stream false, or the engine cannot stream)"
 ONE_REPLICATE = "no interval: one {what} on a side ({setting} of 2 or more gives one)"
 SETTING = {"window": "load.windows", "start": "study.starts"}
@@ -52,7 +51,9 @@ def load_groups(sources: RunPaths | list[RunPaths]) -> dict[tuple[str, str], dic
         if not _has_load(paths):  # most records: one column read, not twenty
             continue
         for batch in iter_batches(paths, "responses", COLUMNS):
-            keep = pc.and_(pc.equal(batch.column("phase_kind"), "load"), pc.is_in(batch.column("role"), ROLES))
+            role = batch.column("role")  # a load window's rows that count (docs/record.md)
+            counted = pc.or_(pc.equal(role, "measured"), pc.equal(role, "background"))
+            keep = pc.and_(pc.equal(batch.column("phase_kind"), "load"), counted)
             keep = pc.and_(keep, pc.less_equal(pc.fill_null(batch.column("start"), 0), 0))
             rows = batch.filter(pc.fill_null(keep, False))
             if not rows.num_rows:
