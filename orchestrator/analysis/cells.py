@@ -1,7 +1,10 @@
 """The responses record cut into cells, streamed: a cell is (arm, prompt_id, phase) over the `measured` requests of
 an arm's first start; an arm's `cold` first request is handed on apart, `warmup` and `background` requests and a
-later start's are in no cell (docs/conventions.md). The writer lands each cell's measured rows contiguously, so
-memory holds one cell at a time."""
+later start's are in no cell (docs/conventions.md). A first run's sequential and concurrent phases land each cell's
+measured rows together, so memory holds one cell at a time. Two kinds of part interleave cells (record/tables.py
+`interleaves`): a load phase's windows, each written whole as it ends with every cell's probes in it, and what
+`run --resume` sent again, after the rows it completes. Where the footers show either, the cell keys are read
+first, and a cell whose rows lie apart is held until its last row, then handed on in the order it was planned."""
 
 from __future__ import annotations
 
@@ -17,7 +20,7 @@ import pyarrow.parquet as pq
 from orchestrator.analysis import batches, explorer
 from orchestrator.errors import RecordError
 from orchestrator.record.paths import RunPaths
-from orchestrator.record.tables import iter_batches
+from orchestrator.record.tables import footers_of, interleaves, iter_batches
 
 KEY = ("arm", "prompt_id", "phase")
 Key = tuple[str, str, str]  # a cell: arm, prompt_id, phase
@@ -41,10 +44,11 @@ def labelled(sources: RunPaths | list[RunPaths]) -> list[tuple[RunPaths, str]]:
 
 
 def responses(sources: RunPaths | list[RunPaths], texts: bool = True, batch_rows: int = 4096,
-              footers: dict[Path, pq.FileMetaData] | None = None) -> Iterator[pa.RecordBatch]:
-    """The responses as the comparison reads them (COLUMNS; the completion texts as nulls unless `texts`);
-    `footers` receives the parts' footers (record/tables.py iter_batches)."""
-    columns = [c for c in COLUMNS if texts or c != TEXTS]
+              footers: dict[Path, pq.FileMetaData] | None = None,
+              columns: list[str] | None = None) -> Iterator[pa.RecordBatch]:
+    """The responses as the comparison reads them (COLUMNS, or `columns`; the completion texts as nulls unless
+    `texts`); `footers` receives the parts' footers (record/tables.py iter_batches)."""
+    columns = [c for c in columns or COLUMNS if texts or c != TEXTS]
     for paths, label in labelled(sources):
         for batch in iter_batches(paths, "responses", columns, batch_rows, DICTIONARY, STAND_IN, footers):
             if not texts:
@@ -84,10 +88,16 @@ class Cut(NamedTuple):
 def iter_cells(sources: RunPaths | list[RunPaths], batch_rows: int = 4096, cold: list[pa.Table] | None = None,
                texts: bool = True, footers: dict[Path, pq.FileMetaData] | None = None) -> Iterator[Cut]:
     """Each cell's measured rows; the cold rows go to `cold`, warm-up rows nowhere; `footers` as `responses`."""
+    footers = {} if footers is None else footers
+    for paths, _ in labelled(sources):
+        footers.update(footers_of(paths, "responses"))
+    apart = _apart(sources, batch_rows, footers) if any(map(interleaves, footers.values())) else {}
+    rank = {key: i for i, key in enumerate(apart)}  # the order cells first appear in
     current: Key | None = None
     buffer: list[pa.RecordBatch] = []  # the cell's slices of record batches: one table made of them at its end
     done: set[Key] = set()
     concurrent = False
+    held: dict[Key, tuple[list[pa.RecordBatch], list[bool]]] = {}  # a cell whose rows lie apart: its slices so far
     for batch in responses(sources, texts, batch_rows, footers):
         measured = _measured(batch).to_numpy(zero_copy_only=False)
         kinds = pc.equal(batch.column("phase_kind"), "concurrent")
@@ -97,21 +107,58 @@ def iter_cells(sources: RunPaths | list[RunPaths], batch_rows: int = 4096, cold:
             cold.append(pa.Table.from_batches([batch.take(at)]))
         bounds = _runs(batch, measured)  # measured rows are sliced out, not filtered: a filter copies the lists
         keys = _keys(batch, bounds[:-1])
+        complete: list[Key] = []
         for key, start, stop in zip(keys, bounds[:-1].tolist(), bounds[1:].tolist(), strict=True):
             if not measured[start]:
                 continue
+            if key != current and current is not None:
+                yield Cut(current, pa.Table.from_batches(buffer), concurrent)
+                done.add(current)
+                current = None
+            if key in apart:
+                slices, flags = held.setdefault(key, ([], []))
+                slices.append(batch.slice(start, stop - start))
+                flags.append(bool(kinds[start:stop].any()))
+                apart[key] -= stop - start
+                if not apart[key]:
+                    complete.append(key)
+                continue
             if key != current:
-                if current is not None:
-                    yield Cut(current, pa.Table.from_batches(buffer), concurrent)
-                    done.add(current)
                 if key in done:
                     raise RecordError(f"rows of cell {key} are not contiguous in the responses record; "
                                       "was the folder merged by hand?")
                 current, buffer, concurrent = key, [], False
             buffer.append(batch.slice(start, stop - start))
             concurrent = concurrent or bool(kinds[start:stop].any())
+        for key in sorted(complete, key=rank.__getitem__):
+            slices, flags = held.pop(key)
+            yield Cut(key, _planned(pa.Table.from_batches(slices)), any(flags))
     if current is not None:
         yield Cut(current, pa.Table.from_batches(buffer), concurrent)
+
+
+def _apart(sources: RunPaths | list[RunPaths], batch_rows: int, footers: dict[Path, pq.FileMetaData]) -> dict[Key, int]:
+    """The cells whose measured rows lie in more than one run of the record, each with its count of them: read
+    from the key columns alone, before the cells are cut."""
+    runs: dict[Key, int] = {}  # in the order cells first appear
+    rows: dict[Key, int] = {}
+    last: Key | None = None
+    for batch in responses(sources, True, batch_rows, footers, [*KEY, "role", "cold", "start"]):
+        measured = _measured(batch).to_numpy(zero_copy_only=False)
+        bounds = _runs(batch, measured)
+        for key, start, stop in zip(_keys(batch, bounds[:-1]), bounds[:-1].tolist(), bounds[1:].tolist(),
+                                    strict=True):
+            if measured[start]:
+                runs[key] = runs.get(key, 0) + (key != last)
+                rows[key] = rows.get(key, 0) + stop - start
+                last = key
+    return {key: rows[key] for key, count in runs.items() if count > 1}
+
+
+def _planned(rows: pa.Table) -> pa.Table:
+    """A cell gathered from runs apart, in the order the protocol sends its requests (batch, then repeat: the
+    order of a run that was not interrupted), whatever order its parts were written in."""
+    return rows.take(pc.sort_indices(rows, [("batch_id", "ascending"), ("repeat", "ascending")]))
 
 
 def _keys(batch: pa.RecordBatch, starts: np.ndarray) -> list[Key]:

@@ -43,14 +43,17 @@ CONFIDENCE = 0.95
 
 
 def load_groups(sources: RunPaths | list[RunPaths]) -> dict[tuple[str, str], dict[str, Any]]:
-    """(arm, phase) -> its load rows but warm-up and later starts, as numpy columns (NaN for null numbers;
-    the streamed rows' inter-token gaps flattened, in seconds)."""
+    """(arm, phase) -> its probes and background of the first start (no warm-up, and no row of a window that
+    Ctrl-C cut short: those are `interrupted`, and a window counts whole or not at all), as numpy columns (NaN
+    for null numbers; the streamed rows' inter-token gaps flattened, in seconds)."""
     tables: dict[tuple[str, str], list[pa.Table]] = {}
     for paths, label in starts.labelled(sources):
         if not _has_load(paths):  # most records: one column read, not twenty
             continue
         for batch in iter_batches(paths, "responses", COLUMNS):
-            keep = pc.and_(pc.equal(batch.column("phase_kind"), "load"), pc.not_equal(batch.column("role"), "warmup"))
+            role = batch.column("role")  # a load window's rows that count (docs/record.md)
+            counted = pc.or_(pc.equal(role, "measured"), pc.equal(role, "background"))
+            keep = pc.and_(pc.equal(batch.column("phase_kind"), "load"), counted)
             keep = pc.and_(keep, pc.less_equal(pc.fill_null(batch.column("start"), 0), 0))
             rows = batch.filter(pc.fill_null(keep, False))
             if not rows.num_rows:
@@ -70,7 +73,8 @@ def _has_load(paths: RunPaths) -> bool:
 def _columns(table: pa.Table) -> dict[str, Any]:
     out: dict[str, Any] = {c: table.column(c).to_numpy(zero_copy_only=False).astype(np.float64)
                            if table.column(c).null_count == 0 else
-                           pc.fill_null(table.column(c).cast(pa.float64()), math.nan).to_numpy(zero_copy_only=False)
+                           pc.fill_null(table.column(c).cast(pa.float64(), safe=False), math.nan)
+                           .to_numpy(zero_copy_only=False)  # ns since 1970 lose their last bits either way
                            for c in NUMBERS}
     for c in ("prompt_id", "role", "load_point"):
         out[c] = table.column(c).to_pylist()

@@ -167,22 +167,38 @@ class TableWriter:
         self.on_row = on_row  # told of every row appended (progress)
 
     def append(self, row: dict[str, Any]) -> None:
-        self._rows.append(row)
-        if self.on_row is not None:
-            self.on_row(row)
+        self.extend([row])
+
+    def extend(self, rows: list[dict[str, Any]]) -> None:
+        """Rows that go into one part together: added in one step, so Ctrl-C leaves all of them or none."""
+        self._rows.extend(rows)
+        self._tell(rows)
         if len(self._rows) >= self.flush_rows or time.monotonic() - self._last_flush >= self.flush_s:
             self.flush()
 
     def flush(self) -> None:
         self._last_flush = time.monotonic()
-        if not self._rows:
-            return
-        table = pa.Table.from_pylist(self._rows, schema=self.schema)
+        rows, self._rows = self._rows, []  # taken first: a stop during the write loses them (a resume sends
+        if rows:  # them again) rather than writing them twice
+            self._write(rows)
+
+    def append_whole(self, rows: list[dict[str, Any]]) -> None:
+        """Rows that are one unit (a load window), in a part of their own: a kill -9 leaves all or none."""
+        self.flush()
+        self._write(rows)
+        self._tell(rows)
+
+    def _tell(self, rows: list[dict[str, Any]]) -> None:
+        if self.on_row is not None:
+            for row in rows:
+                self.on_row(row)
+
+    def _write(self, rows: list[dict[str, Any]]) -> None:
+        table = pa.Table.from_pylist(rows, schema=self.schema)
         sink = io.BytesIO()
         pq.write_table(table, sink, compression="zstd")
         atomic_write_bytes(self.folder / f"{self.prefix}-{next(self._parts):05d}.parquet", sink.getvalue())
-        self.rows_written += len(self._rows)
-        self._rows.clear()
+        self.rows_written += len(rows)
 
     def close(self) -> None:
         self.flush()
@@ -195,46 +211,44 @@ class TableWriter:
 
 
 def read_table(paths: RunPaths, table: str, columns: list[str] | None = None) -> pa.Table:
-    folder = paths.table(table)
-    files = sorted(p for p in folder.glob("*.parquet") if not p.name.startswith("."))
+    files = _parts(paths, table)
     if not files:
         if not paths.root.is_dir():
             raise RecordError(f"no run directory at {paths.root}: pass the folder that holds data/")
         return SCHEMAS[table].empty_table().select(columns) if columns else SCHEMAS[table].empty_table()
-    key = LATEST_KEY.get(table)
-    wanted = None if columns is None else list(dict.fromkeys([*columns, *((key, "attempt") if key else ())]))
+    key = LATEST_KEY.get(table, ())
+    wanted = None if columns is None else list(dict.fromkeys([*columns, *key, *(("attempt",) if key else ())]))
     for path in files:
         _check_version(path, _footer(path))
     try:
         parts = [pq.read_table(f, columns=wanted, schema=SCHEMAS[table]) for f in files]
     except (OSError, pa.ArrowInvalid) as exc:
-        raise RecordError(f"cannot read {table} in {folder} ({exc}): the run dir is damaged; copy it again "
-                          "from its source") from exc
+        raise _damaged(paths.table(table), exc) from exc
     whole = pa.concat_tables(parts)
     if key and pc.max(whole.column("attempt")).as_py():  # something was re-sent: keep the latest attempts
-        latest = _latest_attempts(whole.column(key).to_pylist(), whole.column("attempt").to_pylist())
+        keys = [k if k[0] is not None else None for k in zip(*(whole.column(c).to_pylist() for c in key), strict=True)]
+        latest = _latest_attempts(keys, whole.column("attempt").to_pylist())
         if latest is not None:
-            whole = whole.filter(pa.array(_is_latest(whole.column(key).to_pylist(),
-                                                     whole.column("attempt").to_pylist(), latest)))
+            whole = whole.filter(pa.array(_is_latest(keys, whole.column("attempt").to_pylist(), latest)))
     return whole if columns is None else whole.select(columns)
 
 
-# The rows a re-send supersedes: a table's key, whose latest attempt is the one that counts (`run --resume`).
-LATEST_KEY = {"responses": "request_id", "arms": "arm", "digests": "request_id"}
+# What a re-send (`run --resume`) supersedes: the rows of a key but its latest attempt; an arm's, per start.
+LATEST_KEY = {"responses": ("request_id",), "arms": ("arm", "start"), "digests": ("request_id",)}
 
 
-def _latest_attempts(keys: list[str | None], attempts: list[int | None]) -> dict[str, int] | None:
+def _latest_attempts(keys: list[Any], attempts: list[int | None]) -> dict[Any, int] | None:
     """Key -> its latest attempt; None when nothing was ever re-sent (the common case: no filtering)."""
     if not any(attempts):
         return None
-    latest: dict[str, int] = {}
+    latest: dict[Any, int] = {}
     for key, attempt in zip(keys, attempts, strict=True):
         if key is not None:
             latest[key] = max(latest.get(key, 0), attempt or 0)
     return latest
 
 
-def _is_latest(keys: list[str | None], attempts: list[int | None], latest: dict[str, int]) -> list[bool]:
+def _is_latest(keys: list[Any], attempts: list[int | None], latest: dict[Any, int]) -> list[bool]:
     """`latest` may hold the re-sent keys only: any other key was sent once, at attempt 0."""
     return [key is None or (attempt or 0) == latest.get(key, 0) for key, attempt in zip(keys, attempts, strict=True)]
 
@@ -250,10 +264,10 @@ def iter_batches(paths: RunPaths, table: str, columns: list[str], batch_rows: in
     `footers` receives each part's footer (read and checked once), for a later read of the same parts (the
     explorer's representatives) to choose its parts and row groups by, without reading them again."""
     schema, stand_in = SCHEMAS[table], stand_in or {}
-    key = LATEST_KEY.get(table)
-    parts = sorted(p for p in paths.table(table).glob("*.parquet") if not p.name.startswith("."))
+    [key] = LATEST_KEY.get(table, (None,))  # a table streamed has a key of one column
+    parts = _parts(paths, table)
     footers = {} if footers is None else footers  # read once: the resent check, the read and the caller share them
-    footers.update({path: _footer(path) for path in parts})
+    footers.update({path: _footer(path) for path in parts if path not in footers})
     for path, footer in footers.items():
         _check_version(path, footer)
     latest = _resent(footers, key) if key else None
@@ -286,6 +300,16 @@ def iter_batches(paths: RunPaths, table: str, columns: list[str], batch_rows: in
                     yield out.select(columns)
         except (OSError, pa.ArrowInvalid) as exc:
             raise _damaged(path, exc) from exc
+
+
+def footers_of(paths: RunPaths, table: str) -> dict[Path, pq.FileMetaData]:
+    """Each part's footer, in the order iter_batches reads the parts (pass them on to it: read once)."""
+    return {path: _footer(path) for path in _parts(paths, table)}
+
+
+def _parts(paths: RunPaths, table: str) -> list[Path]:
+    """A table's part files in the order they were written, temporary ones left out."""
+    return sorted(p for p in paths.table(table).glob("*.parquet") if not p.name.startswith("."))
 
 
 def _damaged(path: Path, exc: Exception) -> RecordError:
@@ -325,22 +349,35 @@ def _resent(footers: dict[Path, pq.FileMetaData], key: str) -> dict[str, int] | 
     return latest or None
 
 
+def interleaves(footer: pq.FileMetaData) -> bool:
+    """Whether a responses part may hold a cell's rows apart from its others: one `run --resume` wrote, or a load
+    window's (every cell's probes in it). By the row groups' statistics; where they do not say, it may."""
+    attempts = _most_attempts(footer)
+    return attempts is None or attempts > 0 or any(
+        stats is None or not stats.has_null_count or stats.null_count < values
+        for stats, values in _statistics(footer, "load_point"))
+
+
 def _most_attempts(footer: pq.FileMetaData) -> int | None:
     """The largest `attempt` of a part by its row groups' statistics: 0 where it lacks the column or all
     its values are null, None where statistics do not say."""
-    leaves = [footer.schema.column(i).path for i in range(footer.num_columns)]
-    if "attempt" not in leaves:
-        return 0
-    column, most = leaves.index("attempt"), 0
-    for group in range(footer.num_row_groups):
-        chunk = footer.row_group(group).column(column)
-        stats = chunk.statistics
-        if stats is not None and stats.has_null_count and stats.null_count == chunk.num_values:
+    most = 0
+    for stats, values in _statistics(footer, "attempt"):
+        if stats is not None and stats.has_null_count and stats.null_count == values:
             continue
         if stats is None or not stats.has_min_max:
             return None
         most = max(most, int(stats.max))
     return most
+
+
+def _statistics(footer: pq.FileMetaData, column: str) -> Iterator[tuple[Any, int]]:
+    """A column's statistics and value count in each row group of a part; none where the part lacks it."""
+    leaves = [footer.schema.column(i).path for i in range(footer.num_columns)]
+    if column in leaves:
+        for group in range(footer.num_row_groups):
+            chunk = footer.row_group(group).column(leaves.index(column))
+            yield chunk.statistics, chunk.num_values
 
 
 def _dictionary_type(kind: pa.DataType) -> pa.DataType:

@@ -202,11 +202,13 @@ class StudyRunner:
         """Its start that runs the protocol, then its later starts (study.starts); `stop_behind`: its last start
         stops while the next arm starts."""
         launch, started = self._early.pop(launch.name, (launch, None))  # an early start's launch, if any
-        starts = self.config.study.starts
-        self._attempt(launch, lambda: self._protocol(launch, started), stop_behind and starts == 1)
-        for number in range(1, starts):
-            later = self._new_launch(launch.resolved, launch.runtime, launch.resolved.placement, number)
-            self._attempt(later, functools.partial(self._later_start, later), stop_behind and number == starts - 1)
+        starts, resume = self.config.study.starts, self.resume
+        later = list(range(1, starts)) if resume is None else resume.starts.get(launch.name, [])
+        if resume is None or resume.groups[launch.name]:  # else only later starts are started again
+            self._attempt(launch, lambda: self._protocol(launch, started), stop_behind and not later)
+        for number in later:
+            again = self._new_launch(launch.resolved, launch.runtime, launch.resolved.placement, number)
+            self._attempt(again, functools.partial(self._later_start, again), stop_behind and number == later[-1])
 
     def _protocol(self, launch: Launch, started: Future[None] | None) -> None:
         name, row, runtime = launch.name, launch.row, launch.runtime

@@ -114,8 +114,7 @@ class DigestFetch:
             rows = list(digest_rows(json.loads(exchange.body), base))
         except (ValueError, TypeError, KeyError) as exc:  # the whole request or none: no partial digests
             return f"its digests are malformed ({type(exc).__name__}: {exc})"
-        for row in rows:
-            writer.append(row)
+        writer.extend(rows)  # a request's digests whole: a stop leaves all of them to be written, or none
         return None
 
 

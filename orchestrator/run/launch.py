@@ -18,10 +18,12 @@ class ResumePlan:
     """`run --resume`: per arm, the groups to send again (run/resume.py); arms not named are complete."""
 
     attempt: int
-    groups: dict[str, set[str]]
+    groups: dict[str, set[str]]  # an arm named with no group: only some of its later starts are started again
     # protocol.stop_after_divergences: per arm, the recorded rows that count toward it (a cell that already has
     # its divergences sends nothing more)
     recorded: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    # study.starts: per arm, its later starts that did not complete (absent: none)
+    starts: dict[str, list[int]] = field(default_factory=dict)
 
 
 @dataclass

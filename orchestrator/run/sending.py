@@ -96,26 +96,15 @@ class ProtocolSender:
         self.metrics_path, self.health_path = metrics_path, health_path
         self.exit_code, self.say, self.before_group = exit_code, say, before_group
         self.traced = False  # the engine traces its requests (server_* fields): exact co-residency, no sampling
-        # A load phase's probe rows, written once its windows are over, a cell's together: a window interleaves
-        # the cells' probes, and the comparison reads each cell's rows as one run of the record
-        self._held: list[dict[str, Any]] = []
 
     async def send(self, client: CompletionClient, groups: list[list[protocol.Request]]) -> int:
         """Every group in order, but those of a cell the stop rule has ended (no row: not sent); returns how
         many requests were sent."""
-        try:
-            return await self._send(client, groups)
-        finally:
-            self._release()
-
-    async def _send(self, client: CompletionClient, groups: list[list[protocol.Request]]) -> int:
         total, sent, answered, last_said = sum(len(g) for g in groups), 0, 0, time.monotonic()
         first_error: str | None = None
         for position, group in enumerate(groups):
-            if position and group[0].phase != groups[position - 1][0].phase:
-                self._release()
-                if self.phase_over is not None:
-                    await self.phase_over(client, self.say)
+            if position and group[0].phase != groups[position - 1][0].phase and self.phase_over is not None:
+                await self.phase_over(client, self.say)
             if self._ended(group):
                 self.ended(group)
                 continue  # checked between groups only: a concurrent batch is never cut
@@ -132,8 +121,12 @@ class ProtocolSender:
                 else:
                     result = await protocol.send_group(client, group, metrics, self.health_path,
                                                        running_requests=self.engine.running_requests)
-            except BaseException:  # Ctrl-C (a cancelled task) mid-group: its requests were sent; each gets a row
-                self._not_sent([group], "interrupted: sent, but the answer was not received before the stop",
+            except BaseException:  # Ctrl-C (a cancelled task) mid-group: its requests were sent; each gets a row.
+                # A load window cut short is not used in part (its cost is a whole window's): none of its
+                # answers is kept, and `run --resume` sends it again whole.
+                self._not_sent([group], "interrupted: sent, but the answer was not received before the stop"
+                               if group[0].window is None else
+                               "interrupted: its load window was cut short by the stop; run --resume sends it again",
                                INTERRUPTED)
                 raise
             if group[0].window is None:
@@ -147,13 +140,13 @@ class ProtocolSender:
                                batch_arrival_spread_ns=arrival_spread, batch_server_together=together)
             if self.stop is not None:
                 self.stop.observe(rows)
-            for row in rows:
-                if group[0].window is not None and row["role"] == protocol.MEASURED:
-                    self._held.append(row)
-                else:
+            if group[0].window is not None:
+                self.writer.append_whole(rows)  # a window is whole or absent in the record, even after kill -9
+            else:
+                for row in rows:
                     self.writer.append(row)
-                answered += row["error"] is None
-                first_error = first_error or row["error"]
+            answered += sum(row["error"] is None for row in rows)
+            first_error = first_error or next((row["error"] for row in rows if row["error"]), None)
             sent += len(group)
             failing = next((i for i, row in enumerate(rows) if _failed(row)), None)
             if failing is not None and await self._dead(client):
@@ -169,12 +162,6 @@ class ProtocolSender:
         if total and not answered:
             raise EngineFailure(f"no successful response: all {total} requests failed (first: {first_error})")
         return sent
-
-    def _release(self) -> None:
-        """The held probe rows, cell by cell (in sending order within a cell)."""
-        for row in sorted(self._held, key=lambda r: r["prompt_id"]):
-            self.writer.append(row)
-        self._held = []
 
     def _ended(self, group: list[protocol.Request]) -> bool:
         """The group's cell was ended by the stop rule: it is not sent, and gets no row (a load window holds
@@ -202,7 +189,6 @@ class ProtocolSender:
 
     def _not_sent(self, groups: list[list[protocol.Request]], reason: str, role: str | None = None) -> None:
         """A row per request without an answer; `role`: instead of the request's (INTERRUPTED)."""
-        self._release()  # the probe rows held before these, so a cell's rows stay together
         now = time.time_ns()
         for group in groups:
             for request in group:

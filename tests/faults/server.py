@@ -2,12 +2,16 @@
 library only, so it runs as a local process or in any Python image. vLLM-shaped where it behaves
 (/health, /version, /v1/models, /v1/completions with logprobs).
 
-    python3 server.py --port 8000 --mode MODE [--after N] [--hold-mb MB] [--pad-kb KB]
+    python3 server.py --port 8000 --mode MODE [--after N] [--hold-mb MB] [--pad-kb KB] [--delay-ms MS]
+                      [--count-to FILE] [--digests]
 
 Modes, for every completion after the first N good ones (default 0): ok, 500, garbage (not JSON),
 truncated (JSON cut mid-body), hang (never answers), close (closes the connection without a word),
 die (the process exits with status 7), oom (allocates --hold-mb MiB: under a memory limit the kernel
-kills it).
+kills it). --delay-ms: each completion answered that much later; --count-to: a byte appended to FILE as each
+completion arrives, so a test outside can stop the orchestrator at a chosen request (every start of every arm
+appends to the same file; each digests request a "d"). --digests: the hooked engine's surface (engines/
+transformers_hooked.py): an id in every answer, and GET /v1/digests/ID answers one module call's digest.
 """
 
 from __future__ import annotations
@@ -37,6 +41,9 @@ def main() -> None:
     parser.add_argument("--after", type=int, default=0)
     parser.add_argument("--hold-mb", type=int, default=1024)
     parser.add_argument("--pad-kb", type=int, default=0)  # random text added to each answer: a big record
+    parser.add_argument("--delay-ms", type=int, default=0)
+    parser.add_argument("--count-to", default=None)
+    parser.add_argument("--digests", action="store_true")
     args, _ = parser.parse_known_args()
     served = {"n": 0}
     lock = threading.Lock()
@@ -55,8 +62,21 @@ def main() -> None:
             self.end_headers()
             self.wfile.write(body)
 
+        def _count(self, mark: bytes) -> None:
+            if args.count_to:
+                with open(args.count_to, "ab") as counted:
+                    counted.write(mark)
+
         def do_GET(self) -> None:
-            if self.path == "/health":
+            if args.digests and self.path.startswith("/v1/digests/"):
+                self._count(b"d")
+                time.sleep(args.delay_ms / 1000)
+                rid = self.path.rsplit("/", 1)[1]
+                call = [0, 0, "model.embed_tokens", "Embedding", 0, 4, 4, [1, 4], [1, 4, 8], "in", 1.0, 1.0, "out",
+                        0.5, 0.25, 0.75, [0.125]]
+                self._send(200, json.dumps({"request_id": rid, "calls": [call], "steps": [
+                    {"step": 0, "batch_size": 1, "batch_request_ids": [rid], "context_tokens": 4}]}).encode())
+            elif self.path == "/health":
                 self._send(200, b"")
             elif self.path == "/version":
                 self._send(200, b'{"version": "0.0.fault"}')
@@ -69,10 +89,13 @@ def main() -> None:
             self.rfile.read(int(self.headers.get("Content-Length", "0")))
             with lock:
                 served["n"] += 1
-                faulty = served["n"] > args.after
+                number, faulty = served["n"], served["n"] > args.after
+                self._count(b".")
+            time.sleep(args.delay_ms / 1000)
             mode = args.mode if faulty else "ok"
             completion = json.loads(json.dumps(COMPLETION))
             completion["choices"][0]["text"] += os.urandom(args.pad_kb * 512).hex()
+            completion["id"] = f"cmpl-{number}"
             body = json.dumps(completion).encode()
             if mode == "ok":
                 self._send(200, body)

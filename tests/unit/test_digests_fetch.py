@@ -249,8 +249,8 @@ def test_each_phase_s_digests_are_fetched_before_the_next_phase_starts(tmp_path:
 
 
 def test_a_load_phase_s_probes_are_fetched_once_its_windows_are_over(tmp_path: Path) -> None:
-    """A load phase's probe rows are held until its windows are over: written, then fetched, before the next
-    phase starts."""
+    """A load phase's probes are fetched once its windows are over (each window's rows written as it ends),
+    before the next phase starts."""
     seen: list[str] = []
     load = LoadConfig(concurrency=2, requests=8, windows=1, probe_every=4, stream=False)
     paths, runner, said = _study(tmp_path, _hooked(keeps=4, failing=None, seen=seen), phases={

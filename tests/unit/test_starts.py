@@ -104,3 +104,33 @@ def test_a_start_that_fails_is_recorded_fails_the_arm_and_the_next_start_still_r
 def test_plan_says_how_many_times_each_arm_starts() -> None:
     assert "# study.starts=3: each arm is started 3 times" in render(study(3))
     assert "study.starts" not in render(study(1))
+
+
+def test_resume_starts_again_only_the_later_start_that_did_not_complete(tmp_path: Path) -> None:
+    """A run killed during baseline's second start (its arms row and answers never written): `run --resume`
+    starts that one again, and neither the protocol nor any start that completed."""
+    import pyarrow.parquet as pq
+
+    from orchestrator.reproduce.resume import resume_plan
+
+    paths, typed = RunPaths(tmp_path / "run"), study(3)
+    runner = StudyRunner(typed, paths, "run-resume", fake_runtime(), say=lambda _: None)
+    runner.run()
+    runner.cleanup()
+    for table, gone in (("arms", lambda r: r["start"] == 1), ("responses", lambda r: r["start"] == 1)):
+        for part in paths.table(table).glob("baseline-*.parquet"):
+            if any(gone(r) for r in pq.read_table(part).to_pylist()):
+                part.unlink()
+    plan = resume_plan(typed, paths)
+    assert (plan.groups, plan.starts) == ({"baseline": set()}, {"baseline": [1]})
+    resumed = StudyRunner(typed, paths, "run-resume-r1", fake_runtime(), say=lambda _: None, resume=plan)
+    resumed.run()
+    resumed.cleanup()
+    arms = read_table(paths, "arms", ["arm", "start", "status", "attempt"]).to_pylist()
+    assert sorted((r["arm"], r["start"], r["status"], r["attempt"]) for r in arms) == [
+        ("baseline", 0, "completed", 0), ("baseline", 1, "completed", 1), ("baseline", 2, "completed", 0),
+        ("wide_batch", 0, "completed", 0), ("wide_batch", 1, "completed", 0), ("wide_batch", 2, "completed", 0)]
+    later = [r for r in read_table(paths, "responses", ["arm", "start", "attempt"]).to_pylist() if r["start"]]
+    assert sorted((r["arm"], r["start"], r["attempt"]) for r in later if r["arm"] == "baseline") == \
+        [("baseline", 1, 1)] * len(typed.prompts.prompts) + [("baseline", 2, 0)] * len(typed.prompts.prompts)
+    assert resume_plan(typed, paths).groups == {}
