@@ -168,12 +168,12 @@ def run_composed(composed: Any, typed: Config, checked: Refusals) -> Outcome:
     callbacks = Callbacks(composed)
     callbacks.on_run_start(config=composed, config_name=config.CONFIG_NAME)
     loader = ConfigLoaderImpl(config_search_path=create_config_search_path(str(config.CONF_DIR)))
+    ALONE["ran"] = True  # before it runs: an interrupted study (raised through run_job) leaves the same way
     ran = run_job(hydra_context=HydraContext(config_loader=loader, callbacks=callbacks),
                   task_function=lambda cfg: run_study(cfg, typed, checked), config=composed,
                   job_dir_key="hydra.run.dir", job_subdir_key=None)
     callbacks.on_run_end(config=composed, config_name=config.CONFIG_NAME, job_return=ran)
     outcome: Outcome = ran.return_value  # re-raises what the task raised
-    ALONE["ran"] = True
     return outcome
 
 
