@@ -134,3 +134,33 @@ def test_resume_starts_again_only_the_later_start_that_did_not_complete(tmp_path
     assert sorted((r["arm"], r["start"], r["attempt"]) for r in later if r["arm"] == "baseline") == \
         [("baseline", 1, 1)] * len(typed.prompts.prompts) + [("baseline", 2, 0)] * len(typed.prompts.prompts)
     assert resume_plan(typed, paths).groups == {}
+
+
+def test_a_resume_interrupted_before_its_first_answer_is_resumed_past_its_attempt(tmp_path: Path) -> None:
+    """`run --resume` stopped while its arm started leaves an arms row of attempt 1 (interrupted) and no answer
+    of attempt 1: the next resume takes attempt 2, so its completed row is the latest and the run reads as
+    completed (it took attempt 1 again: the two rows tied, and the run read 'interrupted' for good)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from orchestrator.reproduce.resume import resume_plan
+
+    paths, typed = RunPaths(tmp_path / "run"), study(1)
+    runner = StudyRunner(typed, paths, "run-resume", fake_runtime(), say=lambda _: None)
+    runner.run()
+    runner.cleanup()
+    for part in paths.table("responses").glob("baseline-*.parquet"):
+        part.unlink()  # the first run was stopped before baseline answered
+    first = sorted(paths.table("arms").glob("baseline-*.parquet"))[0]
+    table = pq.read_table(first)
+    row = {**table.to_pylist()[0], "status": "interrupted", "attempt": 1}  # the interrupted resume's row
+    pq.write_table(pa.Table.from_pylist([row], schema=table.schema), first.with_name("baseline-00099.parquet"))
+    plan = resume_plan(typed, paths)
+    assert plan.attempt == 2 and plan.groups["baseline"]
+    resumed = StudyRunner(typed, paths, "run-resume-r2", fake_runtime(), say=lambda _: None, resume=plan)
+    resumed.run()
+    resumed.cleanup()
+    arms = read_table(paths, "arms", ["arm", "status", "attempt"]).to_pylist()
+    assert sorted((r["arm"], r["status"], r["attempt"]) for r in arms) == [
+        ("baseline", "completed", 2), ("wide_batch", "completed", 0)]
+    assert resume_plan(typed, paths).groups == {}
