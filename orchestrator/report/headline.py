@@ -206,9 +206,12 @@ def sentences(comparison: Comparison, failed_arms: list[str], near_tie_gap: floa
             if s.arm == arm:
                 schedules.setdefault((s.phase_a, s.phase_b), []).append(s)
         clauses += [f"{a} vs {b}: {_differ(rows, 'prompts')}" for (a, b), rows in schedules.items()]
-        cold = [c for c in comparison.cold if c.arm == arm and c.matches_warm is not None]
+        cold: dict[tuple[str, str], bool] = {}  # per cell: a resumed arm's restart sent a cold request of its own
+        for c in comparison.cold:
+            if c.arm == arm and c.matches_warm is not None:
+                cold[(c.prompt_id, c.phase)] = cold.get((c.prompt_id, c.phase), True) and c.matches_warm
         if cold:
-            differ = sum(not c.matches_warm for c in cold)
+            differ = sum(not matches for matches in cold.values())
             clauses.append(f"cold first request differs from warm in {differ} of {len(cold)} cells" if differ
                            else f"cold first request matches warm in {len(cold)} of {len(cold)} cells")
         signed = [c.signature_basis for cells in phases.values() for c in cells if c.distinct_signatures is not None]

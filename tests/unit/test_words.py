@@ -174,3 +174,18 @@ def test_co_residents_in_one_number_where_least_and_most_agree() -> None:
     assert _co_residents(found(0, 0)) == ", each alongside 0 other requests (/metrics)"
     assert _co_residents(found(1, 1)) == ", each alongside 1 other request (/metrics)"
     assert _co_residents(found(0, 2)) == ", each alongside 0-2 other requests (/metrics)"
+
+
+def test_a_resumed_arm_s_second_cold_request_is_no_second_cell() -> None:
+    """`run --resume` restarts the engine and sets its first answer apart as cold too (.../cold/-1): two cold
+    requests of one cell are one cell in the sentence, as in the run that was not interrupted."""
+    from orchestrator.analysis.results import Cell, ColdCheck
+    from orchestrator.report.headline import sentences
+
+    cell = Cell("baseline", "capital", "load", n=6, errors=0, distinct_completions=1, distinct_signatures=1,
+                divergent=0, upper_bound_95=0.39, lower_bound_95=0.0)
+    both = Comparison(cells=[cell], cold=[ColdCheck("baseline", "capital", "load", True)] * 2)
+    assert "cold first request matches warm in 1 of 1 cells" in sentences(both, [], 0.0)[0]
+    one_differs = Comparison(cells=[cell], cold=[ColdCheck("baseline", "capital", "load", True),
+                                                 ColdCheck("baseline", "capital", "load", False)])
+    assert "cold first request differs from warm in 1 of 1 cells" in sentences(one_differs, [], 0.0)[0]
