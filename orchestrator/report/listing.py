@@ -31,11 +31,15 @@ class RunSummary:
     verdict: str
 
 
+# A run.json without report.json and no mark of an interruption: kill -9 (or a lost machine) leaves no mark
+NO_REPORT = "no report: killed before it (kill -9 leaves no mark) or still running; run --resume finishes a dead one"
+
+
 def verdict(report: dict[str, Any] | None) -> str:
     """The run's state in a few words: interrupted or failed arms first, else the gate and report.json's
     `summary` (each arm's repeatability and each pair's result)."""
     if report is None:
-        return "no report (orchestrator compare RUN_DIR makes it)"
+        return NO_REPORT
     stopped = [f["arm"] for f in report.get("failures") or [] if f.get("status") == "interrupted"]
     if stopped:  # an interrupted run is not a failed measurement: resume finishes it
         return "interrupted: " + ", ".join(stopped) + " (run --resume finishes it)"
@@ -47,7 +51,9 @@ def verdict(report: dict[str, Any] | None) -> str:
     said = report.get("summary") or (f"{varying} of {len(cells)} cells vary" if varying
                                      else f"no difference in {counted(len(cells), 'cell')}" if cells
                                      else "no cell measured")
-    return f"gate {gate}; {said}" if gate in ("passed", "failed") else said
+    said = f"gate {gate}; {said}" if gate in ("passed", "failed") else said
+    missing = report.get("incomplete") or []  # killed (kill -9 leaves no mark): requests of the protocol without a row
+    return f"INCOMPLETE ({counted(len(missing), 'arm')} short; run --resume finishes it): {said}" if missing else said
 
 
 def _read(path: Path) -> dict[str, Any] | None:
@@ -63,8 +69,8 @@ def summary(paths: RunPaths) -> RunSummary:
     report = _read(paths.report_json)
     started = meta.get("started") or datetime.fromtimestamp(paths.meta.stat().st_mtime, UTC).isoformat()
     arms = [a["arm"] for a in (report or {}).get("arms", [])] or list(meta.get("planned_arms") or [])
-    said = "interrupted, no report (run --resume finishes it)" if report is None and meta.get("interrupted") \
-        else verdict(report)
+    said = verdict(report) if report is not None else "interrupted, no report (run --resume finishes it)" \
+        if meta.get("interrupted") else NO_REPORT
     return RunSummary(paths.root, str(meta.get("study", "?")), started[:16].replace("T", " "), arms, said)
 
 
@@ -92,7 +98,7 @@ def show(run_dir: Path) -> str:
     without a report: what its record holds."""
     paths = RunPaths(run_dir)
     meta = _read(paths.meta) or {}
-    if meta.get("interrupted") and not paths.report_json.is_file():
+    if paths.meta.is_file() and not paths.report_json.is_file():
         return show_interrupted(paths, meta)
     report = _report(run_dir)
     out = [f"study {report.get('study')}, run {report.get('run_id')} ({run_dir})", ""]
@@ -120,15 +126,16 @@ def show(run_dir: Path) -> str:
 
 
 def show_interrupted(paths: RunPaths, meta: dict[str, Any]) -> str:
-    """A run stopped by Ctrl-C or SIGTERM before its report: per arm, its status and the answers recorded."""
+    """A run without its report (stopped by Ctrl-C or SIGTERM, killed, or still running): per arm, its status and
+    the answers recorded."""
     from orchestrator.record.tables import read_table
 
     status = {r["arm"]: r["status"] for r in read_table(paths, "arms", ["arm", "status", "start"]).to_pylist()
               if not r["start"]}  # the start that ran the protocol (study.starts)
     rows = read_table(paths, "responses", ["arm", "role", "error"]).to_pylist()
     expected = meta.get("expected_requests_per_arm")
-    out = [f"study {meta.get('study')}, run {meta.get('run_id')} ({paths.root}): INTERRUPTED at "
-           f"{meta['interrupted']}, before its report", ""]
+    state = f"INTERRUPTED at {meta['interrupted']}, before its report" if meta.get("interrupted") else NO_REPORT
+    out = [f"study {meta.get('study')}, run {meta.get('run_id')} ({paths.root}): {state}", ""]
     for arm in dict.fromkeys([*(meta.get("planned_arms") or []), *status]):
         mine = [r for r in rows if r["arm"] == arm]
         answered = sum(r["error"] is None for r in mine)

@@ -47,6 +47,8 @@ class StudyReport:
             out["waves"] = [asdict(w) for w in self.waves]
         if self.failures:
             out["failures"] = [asdict(f) for f in self.failures]
+        if self.incomplete:  # `ls` and `show` say it in their verdict line
+            out["incomplete"] = self.incomplete
         if self.guard is not None:
             out["guard"] = self.guard.to_json()
         if self.probes:

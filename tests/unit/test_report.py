@@ -175,9 +175,13 @@ def test_ls_lists_each_run_and_show_prints_its_verdict_and_environment(tmp_path:
     assert f"re-run the study: orchestrator run --from {paths.root}" in shown and "$ docker run -d --init" in shown
     assert main(["show", str(tmp_path / "runs" / "other")]) == 2
     assert "is not a run directory (no run.json)" in capsys.readouterr().err  # not: compare it
-    paths.report_json.unlink()
-    assert main(["show", str(paths.root)]) == 2
-    assert f"no report.json in {paths.root}: `orchestrator compare {paths.root}` re-makes" in capsys.readouterr().err
+    paths.report_json.unlink()  # killed before its report (kill -9 leaves no mark): what the record holds
+    assert main(["show", str(paths.root)]) == 0
+    shown = capsys.readouterr().out
+    assert "no report: killed before it (kill -9 leaves no mark) or still running" in shown
+    assert "- baseline (completed):" in shown and f"`orchestrator run --resume {paths.root}` sends the rest" in shown
+    assert main(["ls", str(tmp_path / "runs")]) == 0
+    assert "no report: killed before it" in capsys.readouterr().out
     assert main(["ls", str(tmp_path / "missing")]) == 2
 
 
@@ -313,3 +317,24 @@ def test_arms_side_by_side_show_each_wave_s_wall_time_against_their_sum(tmp_path
     assert timings_line({"stop_behind_next_start": 0.2, "stop_and_logs": 0.18}, []) == (
         "stop behind next start 0.20 s, stop and logs 0.18 s (the stops behind the next start ran during the next "
         "arm's start to ready)")
+
+
+def test_a_record_short_of_requests_says_incomplete_in_its_verdict_line(tmp_path: Path,
+                                                                       capsys: pytest.CaptureFixture[str]) -> None:
+    """A run killed with kill -9 and then compared: `ls` and `show` open with INCOMPLETE, not a clean verdict of
+    what was recorded (report.json keeps the lines as `incomplete`)."""
+    import json
+
+    from orchestrator.cli import main
+
+    paths = fake_run(tmp_path / "runs" / "default" / "one")
+    report = json.loads(paths.report_json.read_text())
+    assert "incomplete" not in report and not main(["ls", str(tmp_path / "runs")])
+    assert "INCOMPLETE" not in capsys.readouterr().out
+    report["incomplete"] = [f"INCOMPLETE: arm wide_batch has 0 of 23 requests recorded: `orchestrator run --resume "
+                            f"{paths.root}` sends the rest"]
+    paths.report_json.write_text(json.dumps(report))
+    assert main(["show", str(paths.root)]) == 0
+    assert "verdict: INCOMPLETE (1 arm short; run --resume finishes it): " in capsys.readouterr().out
+    assert main(["ls", str(tmp_path / "runs")]) == 0
+    assert "INCOMPLETE (1 arm short" in capsys.readouterr().out
