@@ -191,7 +191,7 @@ def costs_lines(arm: str, phases: list[PhaseCost], ratios: list[CostRatio], star
                 ) -> list[str]:
     """One load point: a line, the arm's memory in it; several: the memory, then a sub-bullet per load point."""
     if not phases:
-        return [f"Costs: not measured: no load phase; {memory(start)}"]
+        return [f"Costs: not measured: no load phase recorded; {memory(start)}"]
     parts = []
     for c in phases:
         numbers = (f"at {c.load_point or c.phase}: {_num(c.request_throughput_per_s.avg, 2)} req/s, "

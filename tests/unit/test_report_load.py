@@ -59,7 +59,7 @@ def test_an_arm_with_no_load_phase_says_its_cost_was_not_measured(tmp_path: Path
     paths = _report(tmp_path / "run", {"seq": ArmPlan([0.1], kind="sequential", phase="sequential")})
     lines = _opening(paths)
     assert lines[2] == "- Stays correct: 0 of 2 warm requests diverged over 1 cells (at most 78 %)"
-    assert lines[3] == "- Costs: not measured: no load phase; peak memory 2.0 GiB, no GPU"
+    assert lines[3] == "- Costs: not measured: no load phase recorded; peak memory 2.0 GiB, no GPU"
     assert "## Cost per load point" not in paths.report_md.read_text()
 
 
