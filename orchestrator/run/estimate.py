@@ -81,7 +81,8 @@ def _cell(name: str, phase: PhaseConfig, prompts: int) -> str:
         stop = f"{load.requests} requests" if load.requests is not None else f"{load.duration_s:g} s"
         warm = f", {protocol.window_requests(phase, WARMUP_WINDOW)} warm-up" if has_warmup(load) else ""
         closed = " and more while it lasts" if load.rate_per_s is None and load.duration_s is not None else ""
+        every = "every request a probe" if load.probe_every == 1 else f"every {ordinal(load.probe_every)} a probe"
         return (f"{name} {counted(protocol.cell_requests(phase, prompts), 'probe')} ({counted(load.windows, 'window')} "
-                f"of {stop}{closed} at {label(load)}, every {ordinal(load.probe_every)} a probe{warm}; "
+                f"of {stop}{closed} at {label(load)}, {every}{warm}; "
                 f"{protocol.load_requests(phase)} in all)")
     return f"{name} {phase.repeats}"

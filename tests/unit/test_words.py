@@ -189,3 +189,11 @@ def test_a_resumed_arm_s_second_cold_request_is_no_second_cell() -> None:
     one_differs = Comparison(cells=[cell], cold=[ColdCheck("baseline", "capital", "load", True),
                                                  ColdCheck("baseline", "capital", "load", False)])
     assert "cold first request differs from warm in 1 of 1 cells" in sentences(one_differs, [], 0.0)[0]
+
+
+def test_a_load_phase_whose_every_request_is_a_probe_says_so() -> None:
+    from orchestrator.run.estimate import arm_lines
+
+    typed = config.to_typed(config.compose(["study=load_point", "protocol.phases.load.load.probe_every=1"]))
+    [line] = [ln for ln in arm_lines(typed, "baseline", None) if "requests:" in ln]
+    assert "every request a probe" in line and "1st" not in line, line
