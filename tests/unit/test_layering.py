@@ -60,6 +60,15 @@ def test_nothing_under_arms_imports_the_orchestrator() -> None:
     assert offenders == []
 
 
+@pytest.mark.parametrize("init", sorted(PACKAGE.glob("*/__init__.py")), ids=lambda p: p.parent.name)
+def test_a_package_docstring_names_only_modules_that_exist(init: Path) -> None:
+    """`name.py` is a module of the package; `folder/name.py` one of the orchestrator's or the project's."""
+    said = ast.get_docstring(ast.parse(init.read_text(encoding="utf-8"))) or ""
+    named = re.findall(r"(?<![\w*])((?:[\w]+/)*[a-z_]+\.py)\b", said)
+    missing = [n for n in named if not (init.parent / n).exists() and not (PACKAGE / n).exists()
+               and not (ROOT / n).exists()]
+    assert missing == []
+
 ENGINE_PACKAGES = sorted(p.parent for p in (ROOT / "arms").glob("*/*/__init__.py") if "site" not in p.parts)
 
 
