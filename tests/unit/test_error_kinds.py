@@ -108,3 +108,24 @@ def test_no_module_matches_or_forges_an_error_by_its_words() -> None:
             if isinstance(node, ast.Constant) and isinstance(node.value, str):
                 found += [f"{path.relative_to(ROOT)}:{node.lineno}: {m}" for m in WORDS_OF_HTTPX.findall(node.value)]
     assert not found
+
+
+def test_the_httpx_client_records_a_refused_connection_as_refused() -> None:
+    """httpx says only "All connection attempts failed": the kind comes from the socket's error beneath."""
+    import asyncio
+    import socket
+
+    from orchestrator.run.client import CompletionClient
+
+    async def send(url: str) -> tuple[str | None, ErrorKind | None]:
+        client = CompletionClient(url, timeout_s=5.0)
+        try:
+            exchange = await client.complete({"prompt": "x"})
+        finally:
+            await client.aclose()
+        return exchange.error, exchange.error_kind
+
+    with socket.socket() as closed:  # a port nothing listens on
+        closed.bind(("127.0.0.1", 0))
+        error, found = asyncio.run(send(f"http://127.0.0.1:{closed.getsockname()[1]}"))
+    assert found is ErrorKind.REFUSED and (error or "").startswith("ConnectError")
