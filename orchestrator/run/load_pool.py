@@ -18,7 +18,7 @@ from orchestrator.record.failures import ErrorKind
 from orchestrator.run import release
 from orchestrator.run.client import json_bytes
 from orchestrator.run.load_clock import Clock
-from orchestrator.run.transport import Failed, failed
+from orchestrator.run.transport import Failed, failed, unanswered
 
 PREOPEN = 8  # connections opened before a window without a concurrency ceiling
 IDLE_NS = 2_000_000_000  # a connection idle longer is closed, not reused
@@ -218,8 +218,7 @@ class Pool(Sender):
         except asyncio.CancelledError:
             timed.error, timed.error_kind = self.cut, ErrorKind.CUT
         except (TimeoutError, OSError, release.NoAnswer, h11.ProtocolError) as exc:
-            why = failed(exc, ErrorKind.READ, f"no answer in {self.timeout_s:g} s" if isinstance(exc, TimeoutError)
-                         else "")
+            why = unanswered(exc, self.timeout_s)
             timed.error, timed.error_kind = why.said, why.kind
         timed.recv_ns, timed.body = self.clock.now(), b"".join(chunks)
         if timed.error is None:

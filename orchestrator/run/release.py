@@ -27,7 +27,7 @@ import h11
 
 from orchestrator.record.failures import ErrorKind
 from orchestrator.run.client import Exchange, answered
-from orchestrator.run.transport import Failed, failed
+from orchestrator.run.transport import Failed, failed, unanswered
 
 OPEN_TRIES = 3  # opening a connection again is not a retry of a request: nothing of the batch was sent yet
 READ_BYTES = 65536
@@ -166,7 +166,7 @@ async def _answer(conn: Connection, send_ns: int, timeout_s: float) -> Exchange:
                 await asyncio.get_running_loop().sock_sendall(conn.sock, conn.unsent)
             status, body = await _read_answer(conn)
     except (TimeoutError, OSError, NoAnswer, h11.ProtocolError) as exc:
-        why = failed(exc, ErrorKind.READ, f"no answer in {timeout_s:g} s" if isinstance(exc, TimeoutError) else "")
+        why = unanswered(exc, timeout_s)
         return Exchange(None, b"", why.said, send_ns, time.time_ns(), error_kind=why.kind)
     finally:
         conn.sock.close()

@@ -43,6 +43,11 @@ def kind(exc: BaseException, stage: ErrorKind) -> ErrorKind:
     return ErrorKind.READ if isinstance(exc, httpx.ReadError) else stage
 
 
+def unanswered(exc: BaseException, timeout_s: float) -> Failed:
+    """A sent request's answer that did not come whole: a timeout says how long it was waited for."""
+    return failed(exc, ErrorKind.READ, f"no answer in {timeout_s:g} s" if isinstance(exc, TimeoutError) else "")
+
+
 def said(exc: BaseException) -> str:
     """An exception in words: its type and message."""
     return f"{type(exc).__name__}: {exc}".rstrip(": ")
