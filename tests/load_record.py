@@ -53,11 +53,12 @@ def _rows(arm: str, plan: ArmPlan) -> list[dict[str, Any]]:
             is_probe = i % 4 == 0
             error = None
             if not is_probe and failed < plan.errors and window == 0:
-                error, failed = "ReadError: server dropped the connection", failed + 1
+                error, failed = "server dropped the connection", failed + 1
             row = {**base, "prompt_id": "capital" if is_probe else "bg",
                    "role": "measured" if is_probe else "background", "batch_id": window,
                    "request_id": f"{arm}/{plan.phase}/{window}/{i}", "scheduled_ns": send - S // 1000,
                    "send_ns": send, "recv_ns": None if error else send + int(latency_s * S), "error": error,
+                   "error_kind": "read" if error else None,
                    "completion_tokens": None if error else 10, "streamed": plan.streamed}
             if plan.streamed and not error:
                 row["first_token_ns"] = send + int(latency_s * S / 5)

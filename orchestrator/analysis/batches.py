@@ -11,15 +11,14 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from orchestrator.analysis.results import BatchCheck, Cell
+from orchestrator.record.failures import TRANSPORT, kind_of
 
-COLUMNS = ["phase_kind", "batch_id", "error", "batch_send_spread_ns", "batch_running_max",
+COLUMNS = ["phase_kind", "batch_id", "error", "error_kind", "batch_send_spread_ns", "batch_running_max",
            "batch_arrival_spread_ns", "batch_server_together"]
 TRACE, METRICS = "server trace", "/metrics"
 # /metrics was sampled during the batch, but no sample showed any of it running (each fell before its requests
 # reached the engine or after they left, as on a loaded machine): how many ran together is not known
 NOT_OBSERVED = "not observed"
-# Errors of the transport, not of the server's answer: what load does to a batch (ReadError, timeouts).
-TRANSPORT = ("ReadError", "timeout", "timed out", "ConnectError", "RemoteProtocolError", "connection")
 
 
 def check(cell: Cell, capacity: int | None, rows: pa.Table) -> tuple[list[BatchCheck], np.ndarray]:
@@ -33,7 +32,8 @@ def check(cell: Cell, capacity: int | None, rows: pa.Table) -> tuple[list[BatchC
     for batch_id in dict.fromkeys(ids.tolist()):
         at = np.nonzero(ids == batch_id)[0]
         first = int(at[0])
-        errors = [columns["error"][i] for i in at if columns["error"][i] is not None]
+        kinds = [kind_of(columns["error"][i], columns["error_kind"][i]) for i in at]
+        errors = [k for k in kinds if k is not None]
         server = columns["batch_server_together"][first]
         sampled = columns["batch_running_max"][first]
         together = server if server is not None else seen_running(sampled)
@@ -42,7 +42,7 @@ def check(cell: Cell, capacity: int | None, rows: pa.Table) -> tuple[list[BatchC
             NOT_OBSERVED if sampled is not None else None
         found.append(BatchCheck(
             cell.arm, cell.prompt_id, cell.phase, int(batch_id), len(at), len(errors),
-            sum(any(t.lower() in e.lower() for t in TRANSPORT) for e in errors),
+            sum(k in TRANSPORT for k in errors),  # what load does to a batch (refused, timeouts, reads)
             _ms(columns["batch_send_spread_ns"][first]), _ms(columns["batch_arrival_spread_ns"][first]),
             together, source, capacity, co_resident))
         if co_resident is False or source == NOT_OBSERVED:  # nothing shown about batching: out of the verdict

@@ -24,8 +24,8 @@ from orchestrator.record.paths import RunPaths, atomic_write_bytes
 # 2: request_id, attempt, role (responses), attempt (arms); 3: probes' op columns, placement (arms);
 # 4: probes' image_id; 5: load points (responses: scheduled_ns .. offered_rate_per_s, start; arms: start,
 # model, memory peaks); 6: the digests table (per-module activation digests of flagged requests), arms'
-# digests_note. Older parts read with nulls; an older run has no digests folder: an empty table.
-SCHEMA_VERSION = "6"
+# digests_note; 7: responses' error_kind. Older parts read with nulls; an older run has no digests folder: empty.
+SCHEMA_VERSION = "7"
 
 _TOP = pa.struct([("token", pa.string()), ("logprob", pa.float64())])
 _PROMPT_TOP = pa.struct([("token_id", pa.int64()), ("token", pa.string()), ("logprob", pa.float64()),
@@ -42,7 +42,7 @@ RESPONSES = pa.schema([
     ("prompt_sha256", pa.string()), ("prompt_chars", pa.int64()), ("prompt_tokens", pa.int64()),
     ("request_json", pa.string()),
     ("response_body", pa.binary()),  # exactly the bytes received
-    ("http_status", pa.int64()), ("error", pa.string()),
+    ("http_status", pa.int64()), ("error", pa.string()), ("error_kind", pa.string()),  # its kind: record/failures.py
     ("send_ns", pa.int64()), ("recv_ns", pa.int64()),
     ("batch_send_spread_ns", pa.int64()),  # concurrent: last send - first send of the batch
     ("batch_running_max", pa.int64()),  # concurrent: most running requests /metrics showed meanwhile

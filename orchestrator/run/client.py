@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from orchestrator.errors import ArmStartError
+from orchestrator.record.failures import ErrorKind
 
 if TYPE_CHECKING:
     import httpx
@@ -29,6 +30,14 @@ class Exchange:
     send_ns: int  # a batch's request: when its bytes were handed to the kernel
     recv_ns: int
     sent: bool = True  # False: the request never left (no connection, or the engine had died)
+    error_kind: ErrorKind | None = None  # what failed, as data (record/failures.py); None on success
+
+
+def answered(status: int, body: bytes, send_ns: int, recv_ns: int) -> Exchange:
+    """An HTTP answer: an error status is the exchange's error."""
+    failed = not 200 <= status < 300
+    return Exchange(status, body, f"HTTP {status}" if failed else None, send_ns, recv_ns,
+                    error_kind=ErrorKind.HTTP if failed else None)
 
 
 def json_bytes(body: dict[str, Any]) -> bytes:
@@ -65,10 +74,11 @@ class CompletionClient:
         try:
             response = await self._client.request(method, path, json=json)
         except httpx.HTTPError as exc:
-            return Exchange(None, b"", f"{type(exc).__name__}: {exc}".rstrip(": "), send_ns, time.time_ns())
-        recv_ns = time.time_ns()
-        error = None if response.is_success else f"HTTP {response.status_code}"
-        return Exchange(response.status_code, response.content, error, send_ns, recv_ns)
+            from orchestrator.run import transport
+
+            return Exchange(None, b"", transport.said(exc), send_ns, time.time_ns(),
+                            error_kind=transport.kind(exc, ErrorKind.READ))
+        return answered(response.status_code, response.content, send_ns, time.time_ns())
 
     async def complete(self, body: dict[str, Any], path: str = "/v1/completions") -> Exchange:
         return await self.request("POST", path, json=body)

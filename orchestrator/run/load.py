@@ -28,6 +28,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from orchestrator.record.failures import ErrorKind
 from orchestrator.run.client import CompletionClient
 from orchestrator.run.load_clock import Clock
 from orchestrator.run.load_pool import Pool, Sender
@@ -84,8 +85,8 @@ async def run_window(base_url: str | CompletionClient, requests: Sequence[Prepar
         if collecting:
             gc.enable()
     now = clock.now()
-    timed = [t.result() if not t.cancelled() else Timed(None, b"", sender.cut, None, now, None, now)
-             for t in window.tasks]
+    timed = [t.result() if not t.cancelled()
+             else Timed(None, b"", sender.cut, None, now, None, now, error_kind=ErrorKind.CUT) for t in window.tasks]
     running = await sampler if sampler is not None else []
     return WindowResult(window.unsent_merged(timed), running, window.start_ns, window.stop_ns)
 
@@ -168,7 +169,7 @@ class _Window:
         for i in range(position, len(requests)):
             self.unsent[i] = Timed(None, b"", why + (" (it waited for a concurrency slot)" if self.gate else ""),
                                    scheduled_ns if i == position else None, now, None, now, False,
-                                   requests[i].streamed)
+                                   requests[i].streamed, error_kind=ErrorKind.CUT)
 
     def unsent_merged(self, timed: list[Timed]) -> list[Timed]:
         """The sent ones in order, then those never sent (their positions follow the last sent)."""
@@ -187,8 +188,9 @@ class _Httpx(Sender):
             try:
                 exchange = await self.client.complete(request.body, request.path)
             except asyncio.CancelledError:
-                return Timed(None, b"", self.cut, scheduled_ns, send_ns, None, self.clock.now())
+                return Timed(None, b"", self.cut, scheduled_ns, send_ns, None, self.clock.now(),
+                             error_kind=ErrorKind.CUT)
             return Timed(exchange.status, exchange.body, exchange.error, scheduled_ns, send_ns,
                          self.clock.now() if exchange.status is not None else None, self.clock.now(),
-                         exchange.sent)
+                         exchange.sent, error_kind=exchange.error_kind)
         return asyncio.create_task(one())

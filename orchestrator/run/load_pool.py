@@ -14,9 +14,11 @@ from urllib.parse import urlsplit
 import h11
 
 from orchestrator.engines.stream import SseReader
+from orchestrator.record.failures import ErrorKind
 from orchestrator.run import release
 from orchestrator.run.client import json_bytes
 from orchestrator.run.load_clock import Clock
+from orchestrator.run.transport import Failed, failed, unanswered
 
 PREOPEN = 8  # connections opened before a window without a concurrency ceiling
 IDLE_NS = 2_000_000_000  # a connection idle longer is closed, not reused
@@ -44,6 +46,7 @@ class Timed:
     sent: bool = True
     streamed: bool = False
     token_ns: list[int] = field(default_factory=list)  # when each token-bearing event was complete
+    error_kind: ErrorKind | None = None  # what failed, as data (record/failures.py)
 
     @property
     def first_token_ns(self) -> int | None:
@@ -78,7 +81,8 @@ class Pool(Sender):
         self.waiters: deque[asyncio.Future[release.Connection | None]] = deque()  # requests with none idle, in turn
         self.opened = 0
         self.ceiling: int | None = None
-        self.addresses: Sequence[release.Address] | str = ""
+        self.addresses: Sequence[release.Address] | Failed = Failed(ErrorKind.CONNECT, "not resolved yet")
+        self.unopened = Failed(ErrorKind.CONNECT, "no connection (not sent)")  # why the last one failed to open
         self.payloads: dict[int, tuple[bytes, list[Any]]] = {}  # id(request) -> its bytes, their h11 events
         self.all: list[release.Connection] = []
         self.used: dict[int, int] = {}  # id(connection) -> when it was warmed or its last answer ended
@@ -104,12 +108,12 @@ class Pool(Sender):
         return self.payloads[key]
 
     async def _open(self) -> None:
-        if isinstance(self.addresses, str) or (self.ceiling is not None and self.opened >= self.ceiling):
+        if isinstance(self.addresses, Failed) or (self.ceiling is not None and self.opened >= self.ceiling):
             return
         self.opened += 1
         conn = await release.warm_connection(self.addresses, self.authority, self.warm_path, 10.0)
-        if isinstance(conn, str):
-            self.opened -= 1
+        if isinstance(conn, Failed):
+            self.opened, self.unopened = self.opened - 1, conn
             if waiter := self._waiter():  # the request that asked for this connection goes unsent
                 waiter.set_result(None)
             return
@@ -160,27 +164,29 @@ class Pool(Sender):
         except asyncio.CancelledError:
             now = self.clock.now()
             return Timed(None, b"", self.cut + " (not sent: no connection came)", scheduled_ns, now, None, now,
-                         False, request.streamed)
+                         False, request.streamed, error_kind=ErrorKind.CUT)
         if conn is None:
             now = self.clock.now()
-            reason = self.addresses if isinstance(self.addresses, str) else "ConnectError: no connection (not sent)"
-            return Timed(None, b"", reason, scheduled_ns, now, None, now, False, request.streamed)
+            why = self.addresses if isinstance(self.addresses, Failed) else self.unopened
+            return Timed(None, b"", why.said, scheduled_ns, now, None, now, False, request.streamed,
+                         error_kind=why.kind)
         unsent, send_ns, error = self._send(conn, payload)
         return await self._read(conn, request, events, unsent, scheduled_ns, send_ns, error)
 
-    def _send(self, conn: release.Connection, payload: bytes) -> tuple[bytes, int, str | None]:
+    def _send(self, conn: release.Connection, payload: bytes) -> tuple[bytes, int, Failed | None]:
         try:
             unsent = payload[conn.sock.send(payload):]
         except BlockingIOError:
             unsent = payload
         except OSError as exc:
-            return payload, self.clock.now(), f"WriteError: {type(exc).__name__}: {exc} (not sent)"
+            return payload, self.clock.now(), failed(exc, ErrorKind.WRITE, f"{type(exc).__name__}: {exc} (not sent)")
         return unsent, self.clock.now(), None
 
     async def _read(self, conn: release.Connection, request: Prepared, events: list[Any], unsent: bytes,
-                    scheduled_ns: int | None, send_ns: int, error: str | None) -> Timed:
-        timed = Timed(None, b"", error, scheduled_ns, send_ns, None, send_ns, error is None, request.streamed)
+                    scheduled_ns: int | None, send_ns: int, error: Failed | None) -> Timed:
+        timed = Timed(None, b"", None, scheduled_ns, send_ns, None, send_ns, error is None, request.streamed)
         if error is not None:
+            timed.error, timed.error_kind = error.said, error.kind
             self._drop(conn)
             return timed
         for event in events:  # h11's side of the exchange, its bytes already sent (made on a scratch connection)
@@ -210,17 +216,14 @@ class Pool(Sender):
                     elif isinstance(event, h11.ConnectionClosed):
                         raise release.NoAnswer("the server closed the connection before a whole answer")
         except asyncio.CancelledError:
-            timed.error = self.cut
-        except TimeoutError:
-            timed.error = f"ReadTimeout: no answer in {self.timeout_s:g} s"
-        except (OSError, release.NoAnswer) as exc:
-            timed.error = f"ReadError: {exc}".rstrip(": ")
-        except h11.ProtocolError as exc:
-            timed.error = f"RemoteProtocolError: {exc}"
+            timed.error, timed.error_kind = self.cut, ErrorKind.CUT
+        except (TimeoutError, OSError, release.NoAnswer, h11.ProtocolError) as exc:
+            why = unanswered(exc, self.timeout_s)
+            timed.error, timed.error_kind = why.said, why.kind
         timed.recv_ns, timed.body = self.clock.now(), b"".join(chunks)
         if timed.error is None:
             if timed.status is not None and not 200 <= timed.status < 300:
-                timed.error = f"HTTP {timed.status}"
+                timed.error, timed.error_kind = f"HTTP {timed.status}", ErrorKind.HTTP
             self._reuse(conn)
         else:
             timed.status = None if timed.error == self.cut or timed.status is None else timed.status

@@ -45,7 +45,7 @@ async def send_window(client: CompletionClient, group: list[protocol.Request], m
     rate = pace.rate_per_s
     for request, timed in zip(requests, result.timed, strict=True):
         base = row(request, Exchange(timed.status, timed.body, timed.error, timed.send_ns, timed.recv_ns,
-                                     timed.sent))
+                                     timed.sent, timed.error_kind))
         base.update(scheduled_ns=timed.scheduled_ns, first_byte_ns=timed.first_byte_ns, streamed=timed.streamed,
                     first_token_ns=timed.first_token_ns, inter_token_ns=timed.inter_token_ns,
                     load_point=window.label, offered_rate_per_s=rate)

@@ -25,7 +25,9 @@ from urllib.parse import urlsplit
 
 import h11
 
-from orchestrator.run.client import Exchange
+from orchestrator.record.failures import ErrorKind
+from orchestrator.run.client import Exchange, answered
+from orchestrator.run.transport import Failed, failed, unanswered
 
 OPEN_TRIES = 3  # opening a connection again is not a retry of a request: nothing of the batch was sent yet
 READ_BYTES = 65536
@@ -53,7 +55,7 @@ async def release(base_url: str, warm_path: str, requests: list[tuple[str, bytes
     host, port = url.hostname or "127.0.0.1", url.port or 80
     authority = url.netloc
     addresses = await resolve(host, port, connect_timeout_s)  # once for the batch, not once per connection
-    opened: list[Connection | str] = [addresses] * len(requests) if isinstance(addresses, str) else list(
+    opened: list[Connection | Failed] = [addresses] * len(requests) if isinstance(addresses, Failed) else list(
         await asyncio.gather(*(_open(addresses, authority, warm_path, connect_timeout_s, path, body)
                                for path, body in requests)))
     sent_ns = _send(opened)
@@ -62,7 +64,7 @@ async def release(base_url: str, warm_path: str, requests: list[tuple[str, bytes
             for conn, send_ns in zip(opened, sent_ns, strict=True)]
 
 
-def _send(opened: list[Connection | str]) -> list[int]:
+def _send(opened: list[Connection | Failed]) -> list[int]:
     """Each request's time with the kernel; a connection that broke since its warm-up becomes its error."""
     sent_ns: list[int] = []
     for i, conn in enumerate(opened):  # the release: one send per request, nothing else in this loop
@@ -73,22 +75,22 @@ def _send(opened: list[Connection | str]) -> list[int]:
                 conn.unsent = conn.payload
             except OSError as exc:
                 conn.sock.close()
-                opened[i] = f"WriteError: {type(exc).__name__}: {exc} (not sent)"
+                opened[i] = failed(exc, ErrorKind.WRITE, f"{type(exc).__name__}: {exc} (not sent)")
         sent_ns.append(time.time_ns())
     return sent_ns
 
 
-async def resolve(host: str, port: int, timeout_s: float) -> Sequence[Address] | str:
+async def resolve(host: str, port: int, timeout_s: float) -> Sequence[Address] | Failed:
     """The host's addresses, or why there are none."""
     try:
         async with asyncio.timeout(timeout_s):
             return await asyncio.get_running_loop().getaddrinfo(host, port, type=socket.SOCK_STREAM)
     except OSError as exc:  # TimeoutError is one
-        return f"ConnectError: cannot resolve {host}: {type(exc).__name__}: {exc} (not sent)"
+        return failed(exc, ErrorKind.CONNECT, f"cannot resolve {host}: {type(exc).__name__}: {exc} (not sent)")
 
 
 async def _open(addresses: Sequence[Address], authority: str, warm_path: str, timeout_s: float, path: str,
-                body: bytes) -> Connection | str:
+                body: bytes) -> Connection | Failed:
     """A warm connection with its request made, or why there is none."""
     conn = await warm_connection(addresses, authority, warm_path, timeout_s)
     if isinstance(conn, Connection):
@@ -97,11 +99,11 @@ async def _open(addresses: Sequence[Address], authority: str, warm_path: str, ti
 
 
 async def warm_connection(addresses: Sequence[Address], authority: str, warm_path: str,
-                          timeout_s: float) -> Connection | str:
+                          timeout_s: float) -> Connection | Failed:
     """A connection the server has accepted and answered once (ready for its next request), or why there is
     none (run/load.py opens its pool with it too)."""
     loop = asyncio.get_running_loop()
-    error = ""
+    error = Failed(ErrorKind.CONNECT, "no address")
     for family, kind, proto, _, address in list(addresses) * OPEN_TRIES:  # every address, OPEN_TRIES rounds
         sock = socket.socket(family, kind, proto)
         sock.setblocking(False)
@@ -117,13 +119,14 @@ async def warm_connection(addresses: Sequence[Address], authority: str, warm_pat
             if conn.h11.our_state is h11.DONE and conn.h11.their_state is h11.DONE:
                 conn.h11.start_next_cycle()
                 return conn
-            error = f"ConnectError: the server closed the connection after answering {warm_path} (HTTP {status})"
-        except TimeoutError:
-            error = f"ConnectTimeout: no connection and answer to {warm_path} in {timeout_s:g} s"
+            error = Failed(ErrorKind.CONNECT,
+                           f"the server closed the connection after answering {warm_path} (HTTP {status})")
+        except TimeoutError as exc:
+            error = failed(exc, ErrorKind.CONNECT, f"no connection and answer to {warm_path} in {timeout_s:g} s")
         except (OSError, NoAnswer, h11.ProtocolError) as exc:
-            error = f"ConnectError: {type(exc).__name__}: {exc}".rstrip(": ")
+            error = failed(exc, ErrorKind.CONNECT)
         sock.close()
-    return f"{error} (not sent)"
+    return Failed(error.kind, f"{error.said} (not sent)")
 
 
 def _request_bytes(conn: Connection, authority: str, path: str, body: bytes) -> bytes:
@@ -162,19 +165,14 @@ async def _answer(conn: Connection, send_ns: int, timeout_s: float) -> Exchange:
             if conn.unsent:
                 await asyncio.get_running_loop().sock_sendall(conn.sock, conn.unsent)
             status, body = await _read_answer(conn)
-    except TimeoutError:
-        return Exchange(None, b"", f"ReadTimeout: no answer in {timeout_s:g} s", send_ns, time.time_ns())
-    except (OSError, NoAnswer) as exc:
-        return Exchange(None, b"", f"ReadError: {exc}".rstrip(": "), send_ns, time.time_ns())
-    except h11.ProtocolError as exc:
-        return Exchange(None, b"", f"RemoteProtocolError: {exc}", send_ns, time.time_ns())
+    except (TimeoutError, OSError, NoAnswer, h11.ProtocolError) as exc:
+        why = unanswered(exc, timeout_s)
+        return Exchange(None, b"", why.said, send_ns, time.time_ns(), error_kind=why.kind)
     finally:
         conn.sock.close()
-    recv_ns = time.time_ns()
-    error = None if 200 <= status < 300 else f"HTTP {status}"
-    return Exchange(status, body, error, send_ns, recv_ns)
+    return answered(status, body, send_ns, time.time_ns())
 
 
-async def _unsent(reason: str, now_ns: int) -> Exchange:
-    return Exchange(None, b"", reason, now_ns, now_ns, sent=False)
+async def _unsent(reason: Failed, now_ns: int) -> Exchange:
+    return Exchange(None, b"", reason.said, now_ns, now_ns, sent=False, error_kind=reason.kind)
 

@@ -16,6 +16,7 @@ from orchestrator.analysis.gaps import top_gaps
 from orchestrator.analysis.stopping import StopRule
 from orchestrator.engines import EngineProfile, profile_for
 from orchestrator.errors import EngineFailure, counted
+from orchestrator.record.failures import ErrorKind
 from orchestrator.run import protocol
 from orchestrator.run.client import CompletionClient, Exchange
 
@@ -51,7 +52,9 @@ def response_row(ctx: RunContext, request: protocol.Request, exchange: Exchange,
         "prompt_tokens": parsed.prompt_tokens if parsed else None,
         "request_json": json.dumps(request.body, ensure_ascii=False, sort_keys=True),
         "response_body": exchange.body, "http_status": exchange.status,
-        "error": "; ".join(errors) or None, "send_ns": exchange.send_ns, "recv_ns": exchange.recv_ns,
+        "error": "; ".join(errors) or None,
+        "error_kind": exchange.error_kind if exchange.error else ErrorKind.ANSWER if errors else None,
+        "send_ns": exchange.send_ns, "recv_ns": exchange.recv_ns,
         "completion_text": parsed.completion_text if parsed else None,
         "finish_reason": parsed.finish_reason if parsed else None,
         "completion_tokens": parsed.completion_tokens if parsed else None,
@@ -192,6 +195,6 @@ class ProtocolSender:
         now = time.time_ns()
         for group in groups:
             for request in group:
-                row = response_row(self.ctx, request, Exchange(None, b"", reason, now, now, sent=False),
-                                   self._text(request))
+                unsent = Exchange(None, b"", reason, now, now, sent=False, error_kind=ErrorKind.CUT)
+                row = response_row(self.ctx, request, unsent, self._text(request))
                 self.writer.append({**row, "role": role or row["role"]})

@@ -38,11 +38,12 @@ def rows(run_dir: Path) -> list[dict[str, object]]:
     return pq.read_table(run_dir / "data" / "responses").to_pylist()
 
 
-@pytest.mark.parametrize(("mode", "error"), [
-    ("500", "HTTP 500"), ("garbage", "not JSON"), ("truncated", "JSON"), ("hang", "timeout"), ("close", ""),
+@pytest.mark.parametrize(("mode", "error", "kinds"), [
+    ("500", "HTTP 500", {"http"}), ("garbage", "not JSON", {"answer"}), ("truncated", "JSON", {"answer"}),
+    ("hang", "", {"timeout"}), ("close", "", {"protocol", "read"}),
 ])
 def test_a_server_that_never_answers_well_fails_its_arm_with_a_row_per_request(tmp_path: Path, mode: str,
-                                                                              error: str) -> None:
+                                                                              error: str, kinds: set[str]) -> None:
     result = orchestrator("run", f"hydra.run.dir={tmp_path}", *faulty(mode),
                           env={**os.environ, "ORCHESTRATOR_PROCESS_DIR": str(tmp_path / "state")})
     assert result.returncode == 4, result.stderr[-2000:]
@@ -50,6 +51,7 @@ def test_a_server_that_never_answers_well_fails_its_arm_with_a_row_per_request(t
     recorded = rows(tmp_path)
     assert len(recorded) == REQUESTS and all(r["error"] for r in recorded), recorded
     assert all(error.lower() in str(r["error"]).lower() for r in recorded), [r["error"] for r in recorded]
+    assert {r["error_kind"] for r in recorded} <= kinds, [(r["error_kind"], r["error"]) for r in recorded]
     assert not list((tmp_path / "state").glob("*/process.json"))  # nothing left running
 
 

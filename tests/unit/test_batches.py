@@ -16,12 +16,23 @@ def cell() -> Cell:
     return Cell("a", "p", "conc", 0, 0, 0, None, None, None, None)
 
 
-def rows(spec: list[tuple[int, int | None, int | None, str | None]]) -> pa.Table:
-    """(batch_id, server together, /metrics running, error) a row."""
+def rows(spec: list[tuple[int, int | None, int | None, str | None]], kind: str | None = None) -> pa.Table:
+    """(batch_id, server together, /metrics running, error) a row; `kind`: every error's kind (None: a record
+    of schema 6, without kinds)."""
     return pa.Table.from_pylist([
-        {"phase_kind": "concurrent", "batch_id": b, "error": e, "batch_send_spread_ns": 2_000_000,
-         "batch_running_max": m, "batch_arrival_spread_ns": 1_000_000, "batch_server_together": t}
+        {"phase_kind": "concurrent", "batch_id": b, "error": e, "error_kind": kind if e else None,
+         "batch_send_spread_ns": 2_000_000, "batch_running_max": m, "batch_arrival_spread_ns": 1_000_000,
+         "batch_server_together": t}
         for b, t, m, e in spec])
+
+
+def test_transport_errors_are_counted_by_their_recorded_kind_not_their_words() -> None:
+    said = [(0, 2, None, "ReadError: the words of a transport error")] * 2
+    for kind, transport in (("answer", 0), ("http", 0), ("cut", 0), ("refused", 2), ("timeout", 2), ("read", 2)):
+        [found], _ = batches.check(cell(), None, rows(said, kind))
+        assert (found.errors, found.transport_errors) == (2, transport), kind
+    [found], _ = batches.check(cell(), None, rows([(0, 2, None, "no answer in 5 s")] * 2, "timeout"))
+    assert found.transport_errors == 2
 
 
 def test_a_batch_that_was_not_co_resident_is_kept_out_and_said() -> None:

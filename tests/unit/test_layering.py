@@ -60,6 +60,35 @@ def test_nothing_under_arms_imports_the_orchestrator() -> None:
     assert offenders == []
 
 
+@pytest.mark.parametrize("init", sorted(PACKAGE.glob("*/__init__.py")), ids=lambda p: p.parent.name)
+def test_a_package_docstring_names_only_modules_that_exist(init: Path) -> None:
+    """`name.py` is a module of the package; `folder/name.py` one of the orchestrator's or the project's."""
+    said = ast.get_docstring(ast.parse(init.read_text(encoding="utf-8"))) or ""
+    named = re.findall(r"(?<![\w*])((?:[\w]+/)*[a-z_]+\.py)\b", said)
+    missing = [n for n in named if not (init.parent / n).exists() and not (PACKAGE / n).exists()
+               and not (ROOT / n).exists()]
+    assert missing == []
+
+ENGINE_PACKAGES = sorted(p.parent for p in (ROOT / "arms").glob("*/*/__init__.py") if "site" not in p.parts)
+
+
+@pytest.mark.parametrize("package", ENGINE_PACKAGES, ids=lambda p: p.name)
+def test_the_modules_of_an_engine_package_import_no_circle(package: Path) -> None:
+    """As import-linter's acyclic_siblings contract for the orchestrator: an import inside a function counts."""
+    uses: dict[str, set[str]] = {}
+    for path in package.glob("*.py"):
+        names = {alias.name for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+                 if isinstance(node, ast.Import) for alias in node.names}
+        names |= {node.module for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+                  if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module}
+        uses[path.stem] = {n.split(".")[1] for n in names if n.startswith(f"{package.name}.")} - {path.stem}
+
+    def reaches(start: str, goal: str, seen: set[str]) -> bool:
+        return any(m == goal or (m not in seen and reaches(m, goal, seen | {m})) for m in uses.get(start, ()))
+
+    assert [m for m in sorted(uses) if reaches(m, m, {m})] == []
+
+
 @pytest.mark.parametrize("path", sorted(PACKAGE.rglob("*.py")), ids=lambda p: str(p.relative_to(PACKAGE)))
 def test_modules_stay_small(path: Path) -> None:
     lines = len(path.read_text(encoding="utf-8").splitlines())

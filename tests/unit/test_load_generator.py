@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import gc
 import itertools
+import socket
 import time
 from collections.abc import Sequence
 from typing import Any
@@ -12,6 +13,7 @@ from typing import Any
 import httpx
 import pytest
 
+from orchestrator.record.failures import TRANSPORT, ErrorKind
 from orchestrator.run import load, load_clock, load_pool, release
 from orchestrator.run.client import CompletionClient
 from tests.unit.load_server import LoadServer
@@ -87,6 +89,23 @@ def test_answers_past_the_grace_period_are_cut_and_recorded() -> None:
     assert len(result.timed) == 2
     for t in result.timed:
         assert t.sent and t.status is None and t.error is not None and "grace_s=0.2" in t.error
+        assert t.error_kind == ErrorKind.CUT
+
+
+def test_an_answer_past_the_timeout_is_a_timeout_of_the_transport() -> None:
+    with LoadServer(delay_s=1.0) as server:
+        result = asyncio.run(load.run_window(server.url, _requests([0.0]), timeout_s=0.2, grace_s=5.0))
+    [t] = result.timed
+    assert (t.error, t.error_kind) == ("no answer in 0.2 s", ErrorKind.TIMEOUT) and t.error_kind in TRANSPORT
+
+
+def test_a_refused_connection_is_recorded_as_refused() -> None:
+    with socket.socket() as closed:  # a port nothing listens on
+        closed.bind(("127.0.0.1", 0))
+        url = f"http://127.0.0.1:{closed.getsockname()[1]}"
+        result = asyncio.run(load.run_window(url, _requests([0.0]), grace_s=0.2))
+    [t] = result.timed
+    assert not t.sent and t.error_kind == ErrorKind.REFUSED
 
 
 def test_a_duration_that_ends_while_requests_wait_for_a_slot_leaves_them_unsent_with_a_row() -> None:
@@ -97,7 +116,7 @@ def test_a_duration_that_ends_while_requests_wait_for_a_slot_leaves_them_unsent_
     assert len(result.timed) == 10
     unsent = [t for t in result.timed if not t.sent]
     assert answered == 10 - len(unsent) and unsent
-    assert all("duration_s=0.2" in (t.error or "") for t in unsent)
+    assert all("duration_s=0.2" in (t.error or "") and t.error_kind == ErrorKind.CUT for t in unsent)
 
 
 def test_running_requests_are_sampled_during_the_window() -> None:

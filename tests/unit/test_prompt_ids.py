@@ -49,6 +49,7 @@ def test_ids_are_the_prompt_of_every_request_and_a_miscount_is_an_error() -> Non
                            "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": 1}}).encode()
         return response_row(ctx, request, Exchange(200, body, None, 1, 2), "text")
 
-    assert answered(4)["error"] is None
+    assert answered(4)["error"] is None and answered(4)["error_kind"] is None
+    assert answered(5)["error_kind"] == "answer"  # a miscount: an error of the answer, not of the transport
     assert answered(3)["error"] == "the server counted 3 prompt tokens where 4 token ids were sent"
     assert protocol.prompt_token_check({"prompt": "text"}, 99) is None  # text: the server's count is its own

@@ -12,6 +12,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
+from orchestrator.record.failures import ErrorKind
 from orchestrator.run import protocol
 from orchestrator.run.client import CompletionClient
 from orchestrator.run.release import release
@@ -89,13 +90,14 @@ def test_what_goes_wrong_is_one_exchange_each(server: _Server) -> None:
         closed.bind(("127.0.0.1", 0))
         refused = f"http://127.0.0.1:{closed.getsockname()[1]}"
         [unsent] = asyncio.run(_released(refused, [("/v1/completions", b"{}")]))
-    assert unsent.status is None and not unsent.sent and "ConnectError" in (unsent.error or "")
+    assert unsent.status is None and not unsent.sent and unsent.error_kind == ErrorKind.REFUSED
+    assert (unsent.error or "").startswith("ConnectionRefusedError")
     [hung_up] = asyncio.run(_released(_url(server), [("/hang-up", b"{}")]))
     assert hung_up.status is None and hung_up.sent
-    assert (hung_up.error or "").startswith("RemoteProtocolError: Server disconnected")
+    assert hung_up.error_kind == ErrorKind.PROTOCOL and "Server disconnected" in (hung_up.error or "")
     server.batch = threading.Barrier(2)  # one of two never comes: the server keeps the other waiting
     [late] = asyncio.run(_released(_url(server), [("/v1/completions", b"{}")], timeout_s=0.5))
-    assert late.status is None and (late.error or "").startswith("ReadTimeout")
+    assert late.status is None and late.error_kind == ErrorKind.TIMEOUT and late.error == "no answer in 0.5 s"
 
 
 def test_send_group_releases_through_the_sockets_and_records_the_spread(server: _Server) -> None:

@@ -118,6 +118,8 @@ def test_an_engine_that_dies_mid_protocol_fails_its_arm_and_says_where_and_why(t
     assert len(rows) == 1 + 2 * (6 + 4 * 2)  # every request of the protocol has its row, sent or not
     assert sum(r["error"] is None for r in rows) == 3
     assert sum((r["error"] or "").startswith("not sent") for r in rows) == len(rows) - 4
+    kinds = [r["error_kind"] for r in rows if r["error"] is not None]  # recorded with each error, as data
+    assert kinds.count("http") == 1 and kinds.count("cut") == len(rows) - 4 and None not in kinds
     [failure] = arm_failures(paths)
     assert failure.arm == "wide_batch" and failure.died_at is not None and failure.died_at.startswith("request 4 of 29")
     assert "HTTP 500" in failure.died_at and "the engine died at request 4 of 29" in (failure.error or "")

@@ -55,7 +55,8 @@ def test_client_records_no_answer() -> None:
         raise httpx.ConnectError("connection refused")
 
     exchange = asyncio.run(_client(refuse).complete({"prompt": "x"}))
-    assert exchange.status is None and "ConnectError" in (exchange.error or "")
+    assert exchange.status is None and exchange.error == "ConnectError: connection refused"
+    assert exchange.error_kind == "connect"
 
 
 def test_wait_ready_needs_a_real_200_and_fails_fast_on_exit() -> None:

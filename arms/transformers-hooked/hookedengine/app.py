@@ -1,10 +1,11 @@
-"""Wiring: the model and tokenizer from a local folder, the planted switch, the engine, the reference engine's
-scheduler and server state, and the digests route."""
+"""Wiring: the model and tokenizer from a local folder (its facts logged at startup), the planted switch, the
+engine, the reference engine's scheduler and server state, and the digests route."""
 
 from __future__ import annotations
 
 import dataclasses
 import itertools
+import logging
 from collections.abc import Callable
 from typing import Any
 
@@ -15,11 +16,12 @@ from refengine.scheduler import Scheduler
 from refengine.server import App, resolve_device
 
 from hookedengine import __version__
-from hookedengine.cli import log_startup
 from hookedengine.config import HookedConfig
 from hookedengine.digests import DigestStore
 from hookedengine.engine import HookedEngine
 from hookedengine.tokenizer import HFTokenizer
+
+logger = logging.getLogger("hookedengine.app")
 
 
 def plant_batch_variant(model: torch.nn.Module, name: str, window: Callable[[], int]) -> None:
@@ -78,3 +80,14 @@ def build_app(cfg: HookedConfig) -> App:
     scheduler.start()
     return App(cfg, engine, scheduler, metrics, tokenizer=tokenizer, owner="hookedengine", version=__version__,
                routes={"/v1/digests/": store.route(cfg.digest_head)})
+
+
+def log_startup(cfg: HookedConfig, facts: dict[str, Any]) -> None:
+    logger.info("hookedengine version %s, torch %s, transformers %s, device %s, dtype %s", __version__,
+                facts["torch"], facts["transformers"], facts["device"], facts["dtype"])
+    logger.info("Model %s, max model len %d", cfg.model, cfg.max_model_len)
+    logger.info("Batch invariant: %s", "on" if cfg.batch_invariant else "off")
+    logger.info("Continuous batching: %s", "on" if cfg.continuous_batching else "off")
+    logger.info("Attention implementation: %s", cfg.attn_implementation)
+    logger.info("Planted batch-variant module: %s", cfg.plant_batch_variant or "none")
+    logger.info("Digests of flagged requests: %s", "on" if cfg.digests else "off")

@@ -9,11 +9,9 @@ import logging
 import os
 import sys
 from pathlib import Path
-from typing import Any
 
 from refengine.cli import setup_logging
 
-from hookedengine import __version__
 from hookedengine.config import HookedConfig
 
 logger = logging.getLogger("hookedengine.cli")
@@ -100,13 +98,3 @@ def main(argv: list[str] | None = None) -> int:
     serve_until_signal(app, ns.host, ns.port, "hooked Transformers")
     return 0
 
-
-def log_startup(cfg: HookedConfig, facts: dict[str, Any]) -> None:
-    logger.info("hookedengine version %s, torch %s, transformers %s, device %s, dtype %s", __version__,
-                facts["torch"], facts["transformers"], facts["device"], facts["dtype"])
-    logger.info("Model %s, max model len %d", cfg.model, cfg.max_model_len)
-    logger.info("Batch invariant: %s", "on" if cfg.batch_invariant else "off")
-    logger.info("Continuous batching: %s", "on" if cfg.continuous_batching else "off")
-    logger.info("Attention implementation: %s", cfg.attn_implementation)
-    logger.info("Planted batch-variant module: %s", cfg.plant_batch_variant or "none")
-    logger.info("Digests of flagged requests: %s", "on" if cfg.digests else "off")
