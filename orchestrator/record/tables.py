@@ -24,8 +24,8 @@ from orchestrator.record.paths import RunPaths, atomic_write_bytes
 # 2: request_id, attempt, role (responses), attempt (arms); 3: probes' op columns, placement (arms);
 # 4: probes' image_id; 5: load points (responses: scheduled_ns .. offered_rate_per_s, start; arms: start,
 # model, memory peaks); 6: the digests table (per-module activation digests of flagged requests), arms'
-# digests_note. Older parts read with nulls; an older run has no digests folder: an empty table.
-SCHEMA_VERSION = "6"
+# digests_note; 7: arms' engine (the one that answered). Older parts read with nulls; no digests folder: empty.
+SCHEMA_VERSION = "7"
 
 _TOP = pa.struct([("token", pa.string()), ("logprob", pa.float64())])
 _PROMPT_TOP = pa.struct([("token_id", pa.int64()), ("token", pa.string()), ("logprob", pa.float64()),
@@ -89,12 +89,12 @@ ARMS = pa.schema([
     ("placed_host", pa.string()), ("wave", pa.int64()), ("gpu_indices", pa.list_(pa.int64())),
     ("gpu_uuids", pa.list_(pa.string())), ("cpuset", pa.string()),
     ("start", pa.int64()),  # study.starts: 0 runs the protocol, 1.. only start, answer and stop
-    # The model served and its revision (a hub revision, or a local folder's content hash): the matrix key's
-    ("model", pa.string()), ("model_revision", pa.string()),
+    ("model", pa.string()), ("model_revision", pa.string()),  # served; a hub revision or a folder's content hash
     # Peaks while the arm ran, sampled: its container's or process tree's memory, its GPUs' memory (bytes);
     # null where not observable, with why in memory_note
     ("peak_memory_bytes", pa.int64()), ("peak_gpu_memory_bytes", pa.int64()), ("memory_note", pa.string()),
     ("digests_note", pa.string()),  # flagged requests whose digests could not be fetched (null: none, or all were)
+    ("engine", pa.string()),  # the engine that answered (a stand-in's: the reference engine); null before schema 7
 ])
 
 # One row per kernel-probe cell (orchestrator/probes/gemm.py; docs/probes.md says what each column means).

@@ -1,0 +1,74 @@
+"""A run dir is read once on the read side: `compare` of a 4-arm run reads run.json and the arms table once (the
+typed `RecordedRun`, record/recorded.py), every section of the report takes that value; the arms table records the
+engine that answered, and the report speaks with its profile (older records: the declared engine)."""
+
+from __future__ import annotations
+
+import collections
+import json
+from pathlib import Path
+
+import pytest
+
+from orchestrator import cli
+from orchestrator.record import tables
+from orchestrator.record.paths import RunPaths
+from orchestrator.record.recorded import IMAGE, PROCESS, Identity, read_run
+from orchestrator.record.tables import TableWriter
+from tests.load_record import ArmPlan, write_load_record
+
+ARMS = ("a", "b", "c", "d")
+
+
+def test_compare_of_a_four_arm_run_reads_run_json_and_each_small_table_once(tmp_path: Path,
+                                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    root = tmp_path / "run"
+    write_load_record(root, {arm: ArmPlan([0.1, 0.1], ready_s=[4.0, 4.2]) for arm in ARMS})
+    reads: collections.Counter[str] = collections.Counter()
+    parts, read_text = tables._parts, Path.read_text
+
+    def counted_parts(paths: RunPaths, table: str) -> list[Path]:  # every read of a table lists its parts once
+        reads[table] += 1
+        return parts(paths, table)
+
+    def counted_text(path: Path, *args: object, **kwargs: object) -> str:
+        reads[path.name] += path.name == "run.json"
+        return read_text(path, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(tables, "_parts", counted_parts)
+    monkeypatch.setattr(Path, "read_text", counted_text)
+    assert cli.main(["compare", str(root)]) == 0
+    assert json.loads((root / "report.json").read_text())["arms"][-1]["arm"] == "d"
+    assert (reads["run.json"], reads["arms"], reads["probes"]) == (1, 1, 1)
+    assert reads["logs"] <= 1  # only where an arm failed
+
+
+def _arms_row(arm: str, **row: object) -> dict[str, object]:
+    return {"study": "s", "run_id": "r", "arm": arm, "status": "completed", "attempt": 0, "start": 0, **row}
+
+
+def test_the_answering_engine_is_read_and_an_older_record_falls_back_to_the_declared_one(tmp_path: Path) -> None:
+    paths = RunPaths(tmp_path / "run")
+    with TableWriter(paths, "arms", "arms") as writer:
+        writer.append(_arms_row("stand_in", config_json=json.dumps({"engine": "vllm"}), engine="reference",
+                                image_id="sha256:abc"))
+        writer.append(_arms_row("older", config_json=json.dumps({"engine": "transformers_serve"}),
+                                image_id="process:sha256:def"))
+        writer.append(_arms_row("oldest", config_json="{}"))
+    stand_in, older, oldest = read_run(paths).arms
+    assert (stand_in.engine, older.engine, oldest.engine) == ("reference", "transformers_serve", None)
+    assert stand_in.identity == Identity(IMAGE, "sha256:abc") and stand_in.image_id == "sha256:abc"
+    assert older.identity == Identity(PROCESS, "sha256:def") and older.image_id == "process:sha256:def"
+    assert oldest.identity is None
+
+
+def test_a_stand_in_runs_report_names_the_reference_engines_profile(tmp_path: Path) -> None:
+    """The arms table says the reference engine answered a vLLM arm: the report's "not observable" reason is the
+    reference engine's, not vLLM's."""
+    from orchestrator.analysis.compare import arm_engines, of
+
+    paths = write_load_record(tmp_path / "run", {"base": ArmPlan([0.1, 0.1])})
+    with TableWriter(paths, "arms", "stand-in") as writer:  # a later attempt of the arm, as a stand-in ran it
+        writer.append(_arms_row("base", attempt=1, config_json=json.dumps({"engine": "vllm"}), engine="reference"))
+    [(profile, _)] = arm_engines(of(paths)).values()
+    assert profile.name == "reference"
