@@ -11,13 +11,11 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 
 from orchestrator.analysis import batches, explorer, locate, positions, quality
 from orchestrator.analysis.cells import Cut, Key, iter_cells, labelled
@@ -43,6 +41,7 @@ from orchestrator.analysis.stats import (
 )
 from orchestrator.engines import EngineProfile, profile_for
 from orchestrator.record.paths import RunPaths
+from orchestrator.record.reads import Footers
 from orchestrator.record.recorded import Recorded, read_run
 
 FLIP_POSITIONS = 8  # positions listed in a cell's top1_flip_positions; the rest counted
@@ -91,7 +90,7 @@ def compare(recorded: Recorded | RunPaths | list[RunPaths], baseline: str | None
     recorded = of(recorded)
     sources = recorded.paths
     acc = _Accumulator(capacities=capacities(recorded), explore=explorer.Explorer(branches, near_tie_gap))
-    cold, footers = list[pa.Table](), dict[Path, pq.FileMetaData]()
+    cold, footers = list[pa.Table](), Footers()
     for cut in iter_cells(sources, cold=cold, texts=bool(expectations), footers=footers):
         _analyse(cut, acc, (expectations or {}).get(cut.key[1]), near_tie_gap, stop_after_divergences)
     result = acc.result

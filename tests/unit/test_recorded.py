@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import collections
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -15,6 +16,7 @@ from orchestrator.record import tables
 from orchestrator.record.paths import RunPaths
 from orchestrator.record.recorded import IMAGE, PROCESS, Identity, read_run
 from orchestrator.record.tables import TableWriter
+from tests.conftest import ROOT
 from tests.load_record import ArmPlan, write_load_record
 
 ARMS = ("a", "b", "c", "d")
@@ -25,7 +27,7 @@ def test_compare_of_a_four_arm_run_reads_run_json_and_each_small_table_once(tmp_
     root = tmp_path / "run"
     write_load_record(root, {arm: ArmPlan([0.1, 0.1], ready_s=[4.0, 4.2]) for arm in ARMS})
     reads: collections.Counter[str] = collections.Counter()
-    parts, read_text = tables._parts, Path.read_text
+    parts, read_text = tables.part_files, Path.read_text
 
     def counted_parts(paths: RunPaths, table: str) -> list[Path]:  # every read of a table lists its parts once
         reads[table] += 1
@@ -35,7 +37,7 @@ def test_compare_of_a_four_arm_run_reads_run_json_and_each_small_table_once(tmp_
         reads[path.name] += path.name == "run.json"
         return read_text(path, *args, **kwargs)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(tables, "_parts", counted_parts)
+    monkeypatch.setattr(tables, "part_files", counted_parts)
     monkeypatch.setattr(Path, "read_text", counted_text)
     assert cli.main(["compare", str(root)]) == 0
     assert json.loads((root / "report.json").read_text())["arms"][-1]["arm"] == "d"
@@ -72,3 +74,17 @@ def test_a_stand_in_runs_report_names_the_reference_engines_profile(tmp_path: Pa
         writer.append(_arms_row("base", attempt=1, config_json=json.dumps({"engine": "vllm"}), engine="reference"))
     [(profile, _)] = arm_engines(of(paths)).values()
     assert profile.name == "reference"
+
+
+PARQUET = re.compile(r"pyarrow\.parquet|pyarrow\.dataset|pyarrow import (?:dataset|parquet)|read_parquet|\.parquet\b|"
+                     r"\bpq\.")
+
+
+def test_no_module_outside_record_opens_parquet() -> None:
+    """Only `record/` knows the record is Parquet: every other package reads it through record/'s readers."""
+    outside = [path for package in ("orchestrator", "hydra_plugins") for path in sorted((ROOT / package).rglob("*.py"))
+               if not path.is_relative_to(ROOT / "orchestrator" / "record")]
+    assert len(outside) > 100  # the scan sees the code
+    found = [f"{path.relative_to(ROOT)}:{number}: {text.strip()}" for path in outside
+             for number, text in enumerate(path.read_text().splitlines(), 1) if PARQUET.search(text)]
+    assert found == []
