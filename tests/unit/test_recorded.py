@@ -88,3 +88,22 @@ def test_no_module_outside_record_opens_parquet() -> None:
     found = [f"{path.relative_to(ROOT)}:{number}: {text.strip()}" for path in outside
              for number, text in enumerate(path.read_text().splitlines(), 1) if PARQUET.search(text)]
     assert found == []
+
+
+def test_reproduce_pins_each_arm_to_its_recorded_identity_a_process_arm_keeping_its_source(tmp_path: Path) -> None:
+    from orchestrator import config
+    from orchestrator.config.schema import BuildConfig
+    from orchestrator.reproduce.rerun import pin_images
+
+    typed = config.to_typed(config.compose(["protocol=smoke"]))
+    image_arm, process_arm = list(typed.arms)[:2]
+    source = BuildConfig(context="arms/mine")  # a process arm's source folder: part of its code identity
+    typed.arms[image_arm].build = typed.arms[process_arm].build = source
+    paths = RunPaths(tmp_path / "run")
+    with TableWriter(paths, "arms", "arms") as writer:
+        writer.append(_arms_row(image_arm, image_id="sha256:abc"))
+        writer.append(_arms_row(process_arm, image_id="process:sha256:def"))
+    pinned = pin_images(typed, read_run(paths))
+    assert pinned == {image_arm: Identity(IMAGE, "sha256:abc"), process_arm: Identity(PROCESS, "sha256:def")}
+    assert (typed.arms[image_arm].image, typed.arms[process_arm].image) == ("sha256:abc", "process:sha256:def")
+    assert (typed.arms[image_arm].build, typed.arms[process_arm].build) == (BuildConfig(), source)
