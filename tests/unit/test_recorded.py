@@ -107,3 +107,18 @@ def test_reproduce_pins_each_arm_to_its_recorded_identity_a_process_arm_keeping_
     assert pinned == {image_arm: Identity(IMAGE, "sha256:abc"), process_arm: Identity(PROCESS, "sha256:def")}
     assert (typed.arms[image_arm].image, typed.arms[process_arm].image) == ("sha256:abc", "process:sha256:def")
     assert (typed.arms[image_arm].build, typed.arms[process_arm].build) == (BuildConfig(), source)
+
+
+def test_probe_arm_takes_a_study_arm_as_its_run_recorded_it(tmp_path: Path) -> None:
+    from orchestrator.config.probe import RecordedArm
+    from orchestrator.errors import ConfigError
+    from orchestrator.run.kernel_probes import study_arm
+
+    paths = RunPaths(tmp_path / "run")
+    with TableWriter(paths, "arms", "arms") as writer:
+        writer.append(_arms_row("hooked", config_json='{"image": "img:1"}', image_id="process:sha256:def"))
+        writer.append(_arms_row("never", config_json="{}", status="failed"))
+    assert study_arm(paths.root, "hooked") == RecordedArm("hooked", '{"image": "img:1"}', "process:sha256:def")
+    assert study_arm(paths.root, "other") is None
+    with pytest.raises(ConfigError, match=r"arm 'never' of the study in .* did not start"):
+        study_arm(paths.root, "never")
