@@ -121,10 +121,10 @@ def show(run_dir: Path) -> str:
 
 def show_interrupted(paths: RunPaths, meta: dict[str, Any]) -> str:
     """A run stopped by Ctrl-C or SIGTERM before its report: per arm, its status and the answers recorded."""
+    from orchestrator.record.recorded import read_run
     from orchestrator.record.tables import read_table
 
-    status = {r["arm"]: r["status"] for r in read_table(paths, "arms", ["arm", "status", "start"]).to_pylist()
-              if not r["start"]}  # the start that ran the protocol (study.starts)
+    status = {arm.arm: arm.status for arm in read_run(paths, meta).arms}  # the start that ran the protocol
     rows = read_table(paths, "responses", ["arm", "role", "error"]).to_pylist()
     expected = meta.get("expected_requests_per_arm")
     out = [f"study {meta.get('study')}, run {meta.get('run_id')} ({paths.root}): INTERRUPTED at "

@@ -122,3 +122,17 @@ def test_probe_arm_takes_a_study_arm_as_its_run_recorded_it(tmp_path: Path) -> N
     assert study_arm(paths.root, "other") is None
     with pytest.raises(ConfigError, match=r"arm 'never' of the study in .* did not start"):
         study_arm(paths.root, "never")
+
+
+def test_show_of_an_interrupted_run_names_each_arms_status_from_the_run_read_once(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    paths = write_load_record(tmp_path / "run", {"base": ArmPlan([0.1, 0.1]), "other": ArmPlan([0.1, 0.1])})
+    with TableWriter(paths, "arms", "stopped") as writer:  # the later attempt of `other`: Ctrl-C stopped it
+        writer.append(_arms_row("other", attempt=1, status="interrupted"))
+    meta = {**json.loads(paths.meta.read_text()), "interrupted": "2026-12-06T07:00:00+00:00", "planned_arms":
+            ["base", "other", "third"]}
+    paths.meta.write_text(json.dumps(meta))
+    assert cli.main(["show", str(paths.root)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert [line.split(":")[0] for line in lines if line.startswith("- ")] == [
+        "- base (completed)", "- other (interrupted)", "- third (not started)"]
