@@ -136,3 +136,25 @@ def test_show_of_an_interrupted_run_names_each_arms_status_from_the_run_read_onc
     lines = capsys.readouterr().out.splitlines()
     assert [line.split(":")[0] for line in lines if line.startswith("- ")] == [
         "- base (completed)", "- other (interrupted)", "- third (not started)"]
+
+
+def test_a_stand_in_run_records_the_reference_engine_and_its_report_speaks_with_its_profile(tmp_path: Path) -> None:
+    """A vLLM study under stand_in=IMAGE: the reference engine answered, so the arms table says so and the report's
+    reasons are its profile's, not vLLM's (before schema 7 the report re-derived vLLM's from the declared arm)."""
+    from orchestrator import config
+    from orchestrator.engines import ENGINES
+    from orchestrator.record.recorded import Recorded
+    from orchestrator.report.build import build
+    from orchestrator.run.arms import StudyRunner
+    from tests.fake_engine import fake_runtime
+
+    typed = config.to_typed(config.compose(["study=vllm_cpu_repeatability", "protocol=smoke",
+                                            "stand_in=fake-engine"]))
+    paths = RunPaths(tmp_path / "run")
+    runner = StudyRunner(typed, paths, "r", fake_runtime(), say=lambda _: None)
+    runner.run()
+    runner.cleanup()
+    run = read_run(paths, {"study": "s", "run_id": "r"})
+    assert [(a.config["engine"], a.engine) for a in run.starts] == [("vllm", "reference")] * len(typed.arms)
+    report = build(Recorded.of([run]))
+    assert set(report.unobserved.values()) == {ENGINES["reference"].unobserved()} != {ENGINES["vllm"].unobserved()}
