@@ -158,3 +158,11 @@ def test_a_stand_in_run_records_the_reference_engine_and_its_report_speaks_with_
     assert [(a.config["engine"], a.engine) for a in run.starts] == [("vllm", "reference")] * len(typed.arms)
     report = build(Recorded.of([run]))
     assert set(report.unobserved.values()) == {ENGINES["reference"].unobserved()} != {ENGINES["vllm"].unobserved()}
+
+
+def test_report_build_takes_the_recorded_runs_not_a_spread_of_run_json() -> None:
+    import inspect
+
+    from orchestrator.report.build import build
+
+    assert list(inspect.signature(build).parameters) == ["recorded"]
