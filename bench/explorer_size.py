@@ -22,6 +22,7 @@ if str(ROOT) not in sys.path:
 from orchestrator.analysis.gaps import top_gaps  # noqa: E402
 from orchestrator.analysis.signatures import text_signature, token_ids_signature, top_logprobs_signature  # noqa: E402
 from orchestrator.record.paths import RunPaths  # noqa: E402
+from orchestrator.record.recorded import Recorded, read_run  # noqa: E402
 from orchestrator.record.tables import TableWriter  # noqa: E402
 from orchestrator.report.build import build  # noqa: E402
 
@@ -79,7 +80,7 @@ def main() -> None:
     shutil.rmtree(args.workdir, ignore_errors=True)
     paths = generate(args.workdir, args.requests, args.positions, args.top_k, args.branches)
     start = time.perf_counter()
-    report = build(paths, study="explorer_size", run_id="bench", baseline="base")
+    report = build(Recorded.of([read_run(paths, {"study": "explorer_size", "run_id": "bench", "baseline": "base"})]))
     seconds = time.perf_counter() - start
     result = report.comparison
     divergent = sum(c.distinct_signatures not in (None, 1) for c in result.cells)

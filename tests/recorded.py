@@ -9,6 +9,7 @@ from typing import Any
 
 from orchestrator import config
 from orchestrator.record.paths import RunPaths
+from orchestrator.record.recorded import Recorded, read_run
 from orchestrator.report.build import build
 from orchestrator.run.arms import StudyRunner
 from tests.fake_engine import fake_runtime
@@ -25,5 +26,5 @@ def noisy_study_run(root: Path, run_id: str, gate: dict[str, Any] | None = None,
     runner.cleanup()
     meta = {"study": "default", "run_id": run_id, "baseline": "baseline", "gate": gate, "host": host}
     paths.meta.write_text(json.dumps(meta))  # as `orchestrator run` writes it
-    build(paths, **meta)
+    build(Recorded.of([read_run(paths, meta)]))
     return paths

@@ -5,20 +5,13 @@ shown around them (analysis/explorer.py keeps the branches; this reads and align
 
 from __future__ import annotations
 
-import bisect
 from dataclasses import dataclass
 from itertools import pairwise
-from pathlib import Path
 from typing import Any
 
-import pyarrow as pa
-import pyarrow.compute as pc
-import pyarrow.parquet as pq
-
 from orchestrator.analysis.results import Completion, Flip, TopEntry
-from orchestrator.errors import RecordError
 from orchestrator.record.paths import RunPaths
-from orchestrator.record.tables import RESPONSES
+from orchestrator.record.reads import Footers, rows_by_id
 
 BEFORE, AFTER, WIDEST = 4, 8, 40  # the window: positions before and after each split and flip; at most, in all
 DETAIL = ["request_id", "attempt", "tokens", "token_ids", "token_logprobs", "top_logprobs", "top_gaps",
@@ -36,24 +29,17 @@ class Detail:
 
 
 
-def read_details(labelled: list[tuple[RunPaths, str]], wanted: set[str],
-                 footers: dict[Path, pq.FileMetaData] | None = None) -> dict[str, Detail]:
+def read_details(labelled: list[tuple[RunPaths, str]], wanted: set[str], footers: Footers | None = None
+                 ) -> dict[str, Detail]:
     """The tokens and top-k lists of the wanted requests (ids as the comparison labels them), latest attempts;
     `footers`: the parts' footers as the comparison's pass read them (record/tables.py iter_batches)."""
-    footers = footers or {}
     out: dict[str, Detail] = {}
     attempts: dict[str, int] = {}
     for paths, label in labelled:
         ids = sorted(i[len(label):] for i in wanted if i.startswith(label))
-        files = sorted(p for p in paths.table("responses").glob("*.parquet") if not p.name.startswith("."))
         if not ids:
             continue
-        try:
-            rows = [row for path in files for row in _wanted_rows(path, footers.get(path), ids)]
-        except (OSError, pa.ArrowInvalid) as exc:
-            raise RecordError(f"cannot read the responses of {paths.root} ({exc}): the run dir is damaged; copy it "
-                              "again from its source") from exc
-        for row in rows:
+        for row in rows_by_id(paths, ids, DETAIL, footers):
             key, attempt = label + row["request_id"], row["attempt"] or 0
             if attempt < attempts.get(key, -1):
                 continue
@@ -63,35 +49,6 @@ def read_details(labelled: list[tuple[RunPaths, str]], wanted: set[str],
                                row["token_logprobs"] or [], row["top_logprobs"] or [], row["top_gaps"] or [],
                                row["completion_text"] or "")
     return out
-
-
-def _wanted_rows(path: Path, footer: pq.FileMetaData | None, ids: list[str]) -> list[dict[str, Any]]:
-    """The DETAIL columns of a part's rows whose request id is in `ids` (sorted; none in a record without ids).
-    Only row groups whose request-id statistics admit one of them are read, and a part without one is not opened:
-    cheaper than a pyarrow dataset scan of every part, which cost about twice as much on the benchmark's record
-    (docs/benchmarks.md). `footer`: the part's, where the caller read it already."""
-    footer = pq.read_metadata(path) if footer is None else footer
-    leaf = next((i for i in range(footer.num_columns) if footer.schema.column(i).path == "request_id"), None)
-    groups = []
-    for group in range(footer.num_row_groups if leaf is not None else 0):
-        stats = footer.row_group(group).column(leaf).statistics
-        if stats is not None and stats.has_min_max:
-            at = bisect.bisect_left(ids, stats.min)
-            if at == len(ids) or ids[at] > stats.max:
-                continue
-        elif stats is not None and stats.has_null_count and stats.null_count == footer.row_group(group).num_rows:
-            continue
-        groups.append(group)
-    if not groups:
-        return []
-    handle = pq.ParquetFile(path, metadata=footer)
-    present = handle.schema_arrow.names
-    read = handle.read_row_groups(groups, columns=[c for c in DETAIL if c in present])
-    read = read.filter(pc.is_in(read.column("request_id"), value_set=pa.array(ids, pa.string())))
-    rows: list[dict[str, Any]] = pa.table(
-        [read.column(c) if c in present else pa.nulls(read.num_rows, RESPONSES.field(c).type) for c in DETAIL],
-        names=DETAIL).to_pylist()
-    return rows
 
 
 def _split(first: Detail, other: Detail) -> tuple[int | None, str, int | None]:

@@ -9,17 +9,16 @@ first, and a cell whose rows lie apart is held until its last row, then handed o
 from __future__ import annotations
 
 from collections.abc import Iterator
-from pathlib import Path
 from typing import NamedTuple
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 
 from orchestrator.analysis import batches, explorer
 from orchestrator.errors import RecordError
 from orchestrator.record.paths import RunPaths
+from orchestrator.record.reads import Footers
 from orchestrator.record.tables import footers_of, interleaves, iter_batches
 
 KEY = ("arm", "prompt_id", "phase")
@@ -44,7 +43,7 @@ def labelled(sources: RunPaths | list[RunPaths]) -> list[tuple[RunPaths, str]]:
 
 
 def responses(sources: RunPaths | list[RunPaths], texts: bool = True, batch_rows: int = 4096,
-              footers: dict[Path, pq.FileMetaData] | None = None,
+              footers: Footers | None = None,
               columns: list[str] | None = None) -> Iterator[pa.RecordBatch]:
     """The responses as the comparison reads them (COLUMNS, or `columns`; the completion texts as nulls unless
     `texts`); `footers` receives the parts' footers (record/tables.py iter_batches)."""
@@ -86,7 +85,7 @@ class Cut(NamedTuple):
 
 
 def iter_cells(sources: RunPaths | list[RunPaths], batch_rows: int = 4096, cold: list[pa.Table] | None = None,
-               texts: bool = True, footers: dict[Path, pq.FileMetaData] | None = None) -> Iterator[Cut]:
+               texts: bool = True, footers: Footers | None = None) -> Iterator[Cut]:
     """Each cell's measured rows; the cold rows go to `cold`, warm-up rows nowhere; `footers` as `responses`."""
     footers = {} if footers is None else footers
     for paths, _ in labelled(sources):
@@ -137,7 +136,7 @@ def iter_cells(sources: RunPaths | list[RunPaths], batch_rows: int = 4096, cold:
         yield Cut(current, pa.Table.from_batches(buffer), concurrent)
 
 
-def _apart(sources: RunPaths | list[RunPaths], batch_rows: int, footers: dict[Path, pq.FileMetaData]) -> dict[Key, int]:
+def _apart(sources: RunPaths | list[RunPaths], batch_rows: int, footers: Footers) -> dict[Key, int]:
     """The cells whose measured rows lie in more than one run of the record, each with its count of them: read
     from the key columns alone, before the cells are cut."""
     runs: dict[Key, int] = {}  # in the order cells first appear

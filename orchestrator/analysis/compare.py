@@ -9,16 +9,13 @@ time.
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 
 from orchestrator.analysis import batches, explorer, locate, positions, quality
 from orchestrator.analysis.cells import Cut, Key, iter_cells, labelled
@@ -44,7 +41,8 @@ from orchestrator.analysis.stats import (
 )
 from orchestrator.engines import EngineProfile, profile_for
 from orchestrator.record.paths import RunPaths
-from orchestrator.record.tables import read_table
+from orchestrator.record.reads import Footers
+from orchestrator.record.recorded import Recorded, read_run
 
 FLIP_POSITIONS = 8  # positions listed in a cell's top1_flip_positions; the rest counted
 NEAR_TIE_GAP = 1e-2  # nats: a first divergence whose top1-top2 gap is below this is a near-tie flip
@@ -83,14 +81,16 @@ class _Accumulator:
     explore: explorer.Explorer = field(default_factory=explorer.Explorer)
 
 
-def compare(sources: RunPaths | list[RunPaths], baseline: str | None = None,
+def compare(recorded: Recorded | RunPaths | list[RunPaths], baseline: str | None = None,
             expectations: dict[str, Any] | None = None, near_tie_gap: float = NEAR_TIE_GAP,
             arm_pairs: list[tuple[str, str]] | None = None, branches: int = explorer.MAX_BRANCHES,
             stop_after_divergences: int | None = None) -> Comparison:
     """`arm_pairs`: compare these (a, b) arms instead of every arm against the baseline (sweeps); `branches`:
     the explorer's branches per cell; `stop_after_divergences`: the rule the run stopped cells by."""
-    acc = _Accumulator(capacities=capacities(sources), explore=explorer.Explorer(branches, near_tie_gap))
-    cold, footers = list[pa.Table](), dict[Path, pq.FileMetaData]()
+    recorded = of(recorded)
+    sources = recorded.paths
+    acc = _Accumulator(capacities=capacities(recorded), explore=explorer.Explorer(branches, near_tie_gap))
+    cold, footers = list[pa.Table](), Footers()
     for cut in iter_cells(sources, cold=cold, texts=bool(expectations), footers=footers):
         _analyse(cut, acc, (expectations or {}).get(cut.key[1]), near_tie_gap, stop_after_divergences)
     result = acc.result
@@ -316,25 +316,25 @@ def _pooled(cells: list[Cell]) -> list[PooledBound]:
     return out
 
 
-def arm_engines(sources: RunPaths | list[RunPaths]) -> dict[str, tuple[EngineProfile, dict[str, Any]]]:
-    """Each arm's engine profile and engine_args, from the config the arms table recorded (a record from
-    before `engine:` is the default engine's)."""
-    out = {}
-    for paths, label in labelled(sources):
-        for row in read_table(paths, "arms", columns=["arm", "config_json"]).to_pylist():
-            arm = json.loads(row["config_json"] or "{}")
-            out[label + row["arm"]] = (profile_for(arm.get("engine")), arm.get("engine_args") or {})
-    return out
+def of(recorded: Recorded | RunPaths | list[RunPaths]) -> Recorded:
+    """The runs as one comparison reads them (each run dir read once); a `Recorded` as it is."""
+    if isinstance(recorded, Recorded):
+        return recorded
+    return Recorded.of([read_run(p) for p in ([recorded] if isinstance(recorded, RunPaths) else recorded)])
 
 
-def capacities(sources: RunPaths | list[RunPaths]) -> dict[str, int | None]:
+def arm_engines(recorded: Recorded) -> dict[str, tuple[EngineProfile, dict[str, Any]]]:
+    """Each arm's engine profile, of the engine that answered (a record from before schema 7: the declared one; from
+    before `engine:`, the default engine), and its engine_args as the arms table recorded them."""
+    return {run.label + arm.arm: (profile_for(arm.engine), arm.config.get("engine_args") or {})
+            for run in recorded.runs for arm in run.starts}
+
+
+def capacities(recorded: Recorded) -> dict[str, int | None]:
     """Each arm's capacity, its profile's max batch setting as the arm set it (None: not set, its default)."""
-    return {arm: profile.capacity(engine_args) for arm, (profile, engine_args) in arm_engines(sources).items()}
+    return {arm: profile.capacity(engine_args) for arm, (profile, engine_args) in arm_engines(recorded).items()}
 
 
-def arms_summary(sources: RunPaths | list[RunPaths]) -> list[ArmSummary]:
-    rows = []
-    for paths, label in labelled(sources):
-        for arm in read_table(paths, "arms", columns=["arm", "status", "image_ref", "image_id", "error"]).to_pylist():
-            rows.append(ArmSummary(**{**arm, "arm": label + arm["arm"]}))
-    return rows
+def arms_summary(recorded: Recorded) -> list[ArmSummary]:
+    return [ArmSummary(run.label + arm.arm, arm.status or "", arm.image_ref, arm.image_id, arm.error)
+            for run in recorded.runs for arm in run.starts]

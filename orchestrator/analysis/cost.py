@@ -25,6 +25,7 @@ from orchestrator.analysis.rates import compare_rates
 from orchestrator.analysis.results import Cell, Comparison
 from orchestrator.analysis.stats import beta_ppf, pooled_bound
 from orchestrator.record.paths import RunPaths
+from orchestrator.record.recorded import Recorded
 from orchestrator.record.tables import iter_batches
 
 COLUMNS = ["arm", "prompt_id", "phase", "phase_kind", "role", "batch_id", "start", "error", "send_ns",
@@ -223,20 +224,20 @@ def _rates(a: str, b: str, prompt: str, phase: str, k_a: int, n_a: int, k_b: int
     return RateComparison(a, b, prompt, phase, **asdict(compare_rates(k_a, n_a, k_b, n_b)))
 
 
-def cost(sources: RunPaths | list[RunPaths], comparison: Comparison,
+def cost(recorded: Recorded, comparison: Comparison,
          arm_pairs: list[tuple[str, str]] | None = None, order: list[str] | None = None) -> CostReport:
     """The cost of every arm at every load point, the starts, the ratios and rate comparisons of each pair,
     and the probes' co-residents; each list in the study's `order` of arms (the baseline, then as planned),
     arms it does not name after, as the record has them."""
-    groups = load_groups(sources)
-    report = CostReport(starts=starts.summarise(sources))
+    groups = load_groups(recorded.paths)
+    report = CostReport(starts=starts.summarise(recorded))
     for (arm, phase), rows in groups.items():
         report.phases.append(phase_cost(arm, phase, rows))
         report.co_residents += coresidents.per_cell(arm, phase, rows["prompt_id"], rows["role"],
                                                      rows["server_first_step"], rows["server_last_step"],
                                                      rows["batch_running_max"])
     pairs = _pairs(comparison, arm_pairs)
-    report.ratios = ratios(report.phases, starts.per_start(sources), pairs)
+    report.ratios = ratios(report.phases, starts.per_start(recorded), pairs)
     report.rates = rate_comparisons(comparison.cells, pairs)
     return in_order(report, order or [])
 

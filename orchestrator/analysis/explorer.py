@@ -15,12 +15,10 @@ instead (analysis/text_split.py).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 
 from orchestrator.analysis import text_split
 from orchestrator.analysis.alignment import Detail, align, read_details
@@ -29,6 +27,7 @@ from orchestrator.analysis.positions import as_array
 from orchestrator.analysis.results import Completion, Explored, PairCheck
 from orchestrator.errors import noun
 from orchestrator.record.paths import RunPaths
+from orchestrator.record.reads import Footers
 
 MAX_BRANCHES = 4  # branches shown per cell besides the modal one (study.explorer_branches); the rest counted
 MAX_IDS = 16  # request ids listed per branch; the rest counted
@@ -161,7 +160,7 @@ class Explorer:
                                      batch_ids))
 
     def finish(self, labelled: list[tuple[RunPaths, str]], pairs: list[PairCheck],
-               footers: dict[Path, pq.FileMetaData] | None = None) -> tuple[list[Explored], list[Explored], int]:
+               footers: Footers | None = None) -> tuple[list[Explored], list[Explored], int]:
         """The explored cells, the explored pairs (those that differ), and how many were left out; `footers`: the
         parts' footers as the comparison's pass read them (alignment.read_details)."""
         differ = [p for p in pairs if p.verdict == "differ" and (p.arm_a, p.prompt_id, p.phase) in self.modal

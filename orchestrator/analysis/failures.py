@@ -8,7 +8,7 @@ import re
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from orchestrator.record.paths import RunPaths
+from orchestrator.record.recorded import RecordedRun
 from orchestrator.record.tables import read_table
 
 TRACEBACK = "Traceback (most recent call last)"
@@ -88,21 +88,21 @@ def cause_line(block: list[str]) -> str | None:
     return block[0].strip() if block else None
 
 
-def arm_failures(paths: RunPaths) -> list[ArmFailure]:
-    """Every arm that failed or got no successful response, with where and why."""
-    arms = read_table(paths, "arms", columns=["arm", "status", "error"]).to_pylist()
+def arm_failures(run: RecordedRun) -> list[ArmFailure]:
+    """Every arm that failed or got no successful response, with where and why (named as the run's label says)."""
+    paths = run.paths
     responses = read_table(paths, "responses", columns=["arm", "phase", "prompt_id", "request_index", "error",
                                                          "http_status", "send_ns", "recv_ns"]).to_pylist()
     failures = []
     logs: list[dict[str, object]] | None = None
-    for arm in arms:
-        rows = sorted((r for r in responses if r["arm"] == arm["arm"]), key=lambda r: r["send_ns"] or 0)
+    for arm in run.starts:
+        rows = sorted((r for r in responses if r["arm"] == arm.arm), key=lambda r: r["send_ns"] or 0)
         failed = [r for r in rows if r["error"] is not None]
-        if arm["status"] == "completed" and rows and len(failed) < len(rows):  # no rows: no answer either
+        if arm.status == "completed" and rows and len(failed) < len(rows):  # no rows: no answer either
             continue
         ok = [r for r in rows if r["error"] is None]
         trailing = rows[len(rows) - next((i for i, r in enumerate(reversed(rows)) if r["error"] is None), len(rows)):]
-        failure = ArmFailure(arm["arm"], arm["status"], arm["error"], len(rows), len(failed))
+        failure = ArmFailure(run.label + arm.arm, arm.status or "", arm.error, len(rows), len(failed))
         if trailing:
             first = trailing[0]
             index = rows.index(first) + 1
@@ -110,7 +110,7 @@ def arm_failures(paths: RunPaths) -> list[ArmFailure]:
                                f"#{first['request_index']}): {first['error']}")
         if logs is None:
             logs = read_table(paths, "logs", columns=["arm", "seq", "timestamp", "text"]).to_pylist()
-        lines = [(str(line["timestamp"]), str(line["text"])) for line in logs if line["arm"] == arm["arm"]]
+        lines = [(str(line["timestamp"]), str(line["text"])) for line in logs if line["arm"] == arm.arm]
         block = error_block(lines, ok[-1]["recv_ns"] if ok else None)
         failure.root_cause, failure.cause = shortened(block), cause_line(block)
         failures.append(failure)

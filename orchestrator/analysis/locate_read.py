@@ -5,18 +5,14 @@ run to megabytes per request), and the device and dtype the arm's engine said it
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-import pyarrow as pa
 import pyarrow.compute as pc
 
 from orchestrator.analysis.results import SIGNATURE_BASES
-from orchestrator.errors import RecordError
 from orchestrator.record.paths import RunPaths
-from orchestrator.record.tables import SCHEMAS, read_table
-
-if TYPE_CHECKING:  # pyarrow.dataset imports pandas: only where a run has digests to read
-    import pyarrow.dataset as ds
+from orchestrator.record.reads import has_rows, read_where
+from orchestrator.record.tables import read_table
 
 ANSWER = ["request_id", "attempt", "arm", "prompt_id", "phase", "phase_kind", "role", "start", "error",
           *SIGNATURE_BASES.values()]
@@ -29,12 +25,8 @@ STARTED = re.compile(r"device (\w+)[^,]*, dtype (\w+)")
 PROBE_DTYPES = {"float32": "fp32", "bfloat16": "bf16", "float16": "fp16"}
 
 
-def parts(paths: RunPaths, table: str) -> list[str]:
-    return sorted(str(p) for p in paths.table(table).glob("*.parquet") if not p.name.startswith("."))
-
-
 def has_digests(paths: RunPaths) -> bool:
-    return bool(parts(paths, "digests"))
+    return has_rows(paths, "digests")
 
 
 def answers(paths: RunPaths, arm: str | None = None, prompt_id: str | None = None) -> list[dict[str, Any]]:
@@ -50,9 +42,7 @@ def answers(paths: RunPaths, arm: str | None = None, prompt_id: str | None = Non
 
 def digested(paths: RunPaths) -> dict[tuple[str, int], int]:
     """(request id, attempt) -> its batch size in the prefill, for every request with digests."""
-    import pyarrow.dataset as ds
-
-    table = _read(paths, "digests", ["request_id", "attempt", "batch_size"], ds.field("step") == 0)
+    table = read_where(paths, "digests", ["request_id", "attempt", "batch_size"], {"step": 0})
     out: dict[tuple[str, int], int] = {}
     for rid, attempt, size in zip(*(table.column(c).to_pylist() for c in table.column_names), strict=True):
         key = (rid, attempt or 0)
@@ -62,9 +52,7 @@ def digested(paths: RunPaths) -> dict[tuple[str, int], int]:
 
 def digest_rows(paths: RunPaths, wanted: dict[str, int]) -> dict[str, list[dict[str, Any]]]:
     """Request id -> its digest rows of attempt `wanted[id]`."""
-    import pyarrow.dataset as ds
-
-    table = _read(paths, "digests", DIGEST, ds.field("request_id").isin(list(wanted)))
+    table = read_where(paths, "digests", DIGEST, {"request_id": list(wanted)})
     out: dict[str, list[dict[str, Any]]] = {rid: [] for rid in wanted}
     for row in table.to_pylist():
         if (row["attempt"] or 0) == wanted[row["request_id"]]:
@@ -74,35 +62,16 @@ def digest_rows(paths: RunPaths, wanted: dict[str, int]) -> dict[str, list[dict[
 
 def tokens(paths: RunPaths, wanted: dict[str, int]) -> dict[str, dict[str, Any]]:
     """Request id -> its token ids, top-k lists and top1 - top2 gaps (attempt `wanted[id]`)."""
-    import pyarrow.dataset as ds
-
     columns = ["request_id", "attempt", "token_ids", "top_logprobs", "top_gaps"]
-    table = _read(paths, "responses", columns, ds.field("request_id").isin(list(wanted)))
+    table = read_where(paths, "responses", columns, {"request_id": list(wanted)})
     return {r["request_id"]: r for r in table.to_pylist() if (r["attempt"] or 0) == wanted[r["request_id"]]}
 
 
 def device_and_dtype(paths: RunPaths, arm: str) -> tuple[str, str] | None:
     """The device kind ("cpu", "cuda") and the probe's dtype name the arm's engine logged at start."""
-    import pyarrow.dataset as ds
-
-    logs = _read(paths, "logs", ["arm", "text"], ds.field("arm") == arm)
+    logs = read_where(paths, "logs", ["arm", "text"], {"arm": arm})
     for text in logs.column("text").to_pylist():
         found = STARTED.search(text or "")
         if found and found.group(2) in PROBE_DTYPES:
             return found.group(1), PROBE_DTYPES[found.group(2)]
     return None
-
-
-def _read(paths: RunPaths, table: str, columns: list[str], where: ds.Expression) -> pa.Table:
-    """The rows `where` holds, of the table's parts (older parts lack newer columns: nulls)."""
-    import pyarrow.dataset as ds
-
-    files = parts(paths, table)
-    if not files:
-        return pa.table({c: pa.array([], pa.null()) for c in columns})
-    schema = SCHEMAS.get(table)
-    try:
-        return ds.dataset(files, schema=schema, format="parquet").to_table(columns=columns, filter=where)
-    except (OSError, pa.ArrowInvalid) as exc:
-        raise RecordError(f"cannot read {table} in {paths.table(table)} ({exc}): the run dir is damaged; copy it "
-                          "again from its source") from exc

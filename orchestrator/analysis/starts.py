@@ -11,15 +11,13 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 
 from orchestrator.analysis.cost_results import Metric, StartsSummary
 from orchestrator.analysis.stats import divergence_bound
 from orchestrator.record.paths import RunPaths
-from orchestrator.record.tables import SCHEMAS, iter_batches
+from orchestrator.record.recorded import ArmStart, Recorded
+from orchestrator.record.tables import iter_batches
 
-ARM_COLUMNS = ["arm", "start", "attempt", "start_ns", "ready_ns", "status", "peak_memory_bytes",
-               "peak_gpu_memory_bytes", "memory_note", "model", "model_revision"]
 SIGNATURES = ("sig_top_logprobs", "sig_token_ids", "sig_text")  # finest first, as analysis/results.py
 ANSWER_COLUMNS = ["arm", "prompt_id", "role", "start", "send_ns", "error", *SIGNATURES]
 NOT_COUNTED = ("interrupted",)  # a start stopped by Ctrl-C neither started nor failed
@@ -43,62 +41,57 @@ def metric(values: list[float] | np.ndarray, unit: str, why_none: str = "") -> M
                   float(array.min()), float(array.max()))
 
 
-def arm_rows(sources: RunPaths | list[RunPaths]) -> list[dict[str, Any]]:
-    """Every start's row, the latest attempt per (arm, start). Read past read_table, which keeps the latest
-    attempt per arm alone and would drop the other starts of a resumed arm."""
-    latest: dict[tuple[str, int], dict[str, Any]] = {}
-    for paths, label in labelled(sources):
-        folder = paths.table("arms")
-        if not any(folder.glob("*.parquet")):
-            continue
-        for row in pq.read_table(folder, schema=SCHEMAS["arms"], columns=ARM_COLUMNS).to_pylist():
-            key = (label + row["arm"], row["start"] or 0)
-            if key not in latest or (row["attempt"] or 0) >= (latest[key]["attempt"] or 0):
-                latest[key] = {**row, "arm": key[0]}
-    return [latest[key] for key in sorted(latest)]
+def arm_rows(recorded: Recorded) -> list[tuple[str, ArmStart]]:
+    """Every start of every arm (the latest attempt per arm and start, as read), named as the comparison names
+    the arm, by arm and start."""
+    return sorted(((run.label + arm.arm, arm) for run in recorded.runs for arm in run.starts),
+                  key=lambda named: (named[0], named[1].start))
 
 
-def summarise(sources: RunPaths | list[RunPaths]) -> list[StartsSummary]:
-    rows = arm_rows(sources)
-    several = any((r["start"] or 0) > 0 for r in rows)
-    firsts = first_signatures(sources) if several else {}
-    by_arm: dict[str, list[dict[str, Any]]] = {}
-    for row in rows:
-        by_arm.setdefault(row["arm"], []).append(row)
+def summarise(recorded: Recorded) -> list[StartsSummary]:
+    rows = arm_rows(recorded)
+    several = any(r.start > 0 for _, r in rows)
+    firsts = first_signatures(recorded.paths) if several else {}
+    by_arm: dict[str, list[ArmStart]] = {}
+    for name, row in rows:
+        by_arm.setdefault(name, []).append(row)
     out = []
     for arm, starts in by_arm.items():
-        counted = [r for r in starts if r["status"] not in NOT_COUNTED]
-        ready = [r for r in counted if r["ready_ns"] is not None and r["start_ns"] is not None]
+        counted = [r for r in starts if r.status not in NOT_COUNTED]
+        ready = [r for r in counted if r.ready_ns is not None and r.start_ns is not None]
         low, high = divergence_bound(len(counted) - len(ready), len(counted))
-        notes = sorted({r["memory_note"] for r in starts if r["memory_note"]})
+        notes = sorted({r.memory_note for r in starts if r.memory_note})
         why = "; ".join(notes) or "not observable: not sampled"
         first = starts[0]
         out.append(StartsSummary(
             arm=arm, starts=len(counted), ready=len(ready), failure_lower_95=low, failure_upper_95=high,
-            time_to_ready_s=metric([(r["ready_ns"] - r["start_ns"]) / 1e9 for r in ready], "s",
-                                   "" if ready else "no start answered"),
-            peak_memory_bytes=_peak(starts, "peak_memory_bytes", why),
-            peak_gpu_memory_bytes=_peak(starts, "peak_gpu_memory_bytes", why),
-            memory_note="; ".join(notes), model=first["model"], model_revision=first["model_revision"],
+            time_to_ready_s=metric([_ready_s(r) for r in ready], "s", "" if ready else "no start answered"),
+            peak_memory_bytes=_peak([r.peak_memory_bytes for r in starts], why),
+            peak_gpu_memory_bytes=_peak([r.peak_gpu_memory_bytes for r in starts], why),
+            memory_note="; ".join(notes), model=first.model, model_revision=first.model_revision,
             signatures_across_starts=_distinct(firsts.get(arm, {}))))
     return out
 
 
-def _peak(starts: list[dict[str, Any]], column: str, why: str) -> Metric:
-    return metric([r[column] for r in starts if r[column] is not None], "bytes", why)
+def _ready_s(row: ArmStart) -> float:
+    return ((row.ready_ns or 0) - (row.start_ns or 0)) / 1e9
 
 
-def per_start(sources: RunPaths | list[RunPaths]) -> dict[str, dict[str, list[float]]]:
+def _peak(values: list[int | None], why: str) -> Metric:
+    return metric([v for v in values if v is not None], "bytes", why)
+
+
+def per_start(recorded: Recorded) -> dict[str, dict[str, list[float]]]:
     """Per arm, each replicate's value over its starts (the ratios' replicates): time to ready, memory peaks."""
     out: dict[str, dict[str, list[float]]] = {}
-    for r in arm_rows(sources):
-        values = out.setdefault(r["arm"], {"time_to_ready_s": [], "peak_memory_bytes": [],
-                                           "peak_gpu_memory_bytes": []})
-        if r["ready_ns"] is not None and r["start_ns"] is not None:
-            values["time_to_ready_s"].append((r["ready_ns"] - r["start_ns"]) / 1e9)
-        for column in ("peak_memory_bytes", "peak_gpu_memory_bytes"):
-            if r[column] is not None:
-                values[column].append(float(r[column]))
+    for name, r in arm_rows(recorded):
+        values = out.setdefault(name, {"time_to_ready_s": [], "peak_memory_bytes": [], "peak_gpu_memory_bytes": []})
+        if r.ready_ns is not None and r.start_ns is not None:
+            values["time_to_ready_s"].append(_ready_s(r))
+        for column, value in (("peak_memory_bytes", r.peak_memory_bytes),
+                              ("peak_gpu_memory_bytes", r.peak_gpu_memory_bytes)):
+            if value is not None:
+                values[column].append(float(value))
     return out
 
 

@@ -24,7 +24,7 @@ from orchestrator.record.paths import RunPaths, atomic_write_bytes
 # 2: request_id, attempt, role (responses), attempt (arms); 3: probes' op columns, placement (arms);
 # 4: probes' image_id; 5: load points (responses: scheduled_ns .. offered_rate_per_s, start; arms: start,
 # model, memory peaks); 6: the digests table (per-module activation digests of flagged requests), arms'
-# digests_note; 7: responses' error_kind. Older parts read with nulls; an older run has no digests folder: empty.
+# digests_note; 7: responses' error_kind, arms' engine (the one that answered). Older parts read with nulls.
 SCHEMA_VERSION = "7"
 
 _TOP = pa.struct([("token", pa.string()), ("logprob", pa.float64())])
@@ -89,12 +89,12 @@ ARMS = pa.schema([
     ("placed_host", pa.string()), ("wave", pa.int64()), ("gpu_indices", pa.list_(pa.int64())),
     ("gpu_uuids", pa.list_(pa.string())), ("cpuset", pa.string()),
     ("start", pa.int64()),  # study.starts: 0 runs the protocol, 1.. only start, answer and stop
-    # The model served and its revision (a hub revision, or a local folder's content hash): the matrix key's
-    ("model", pa.string()), ("model_revision", pa.string()),
+    ("model", pa.string()), ("model_revision", pa.string()),  # served; a hub revision or a folder's content hash
     # Peaks while the arm ran, sampled: its container's or process tree's memory, its GPUs' memory (bytes);
     # null where not observable, with why in memory_note
     ("peak_memory_bytes", pa.int64()), ("peak_gpu_memory_bytes", pa.int64()), ("memory_note", pa.string()),
     ("digests_note", pa.string()),  # flagged requests whose digests could not be fetched (null: none, or all were)
+    ("engine", pa.string()),  # the engine that answered (a stand-in's: the reference engine); null before schema 7
 ])
 
 # One row per kernel-probe cell (orchestrator/probes/gemm.py; docs/probes.md says what each column means).
@@ -211,7 +211,7 @@ class TableWriter:
 
 
 def read_table(paths: RunPaths, table: str, columns: list[str] | None = None) -> pa.Table:
-    files = _parts(paths, table)
+    files = part_files(paths, table)
     if not files:
         if not paths.root.is_dir():
             raise RecordError(f"no run directory at {paths.root}: pass the folder that holds data/")
@@ -223,7 +223,7 @@ def read_table(paths: RunPaths, table: str, columns: list[str] | None = None) ->
     try:
         parts = [pq.read_table(f, columns=wanted, schema=SCHEMAS[table]) for f in files]
     except (OSError, pa.ArrowInvalid) as exc:
-        raise _damaged(paths.table(table), exc) from exc
+        raise damaged(paths.table(table), exc) from exc
     whole = pa.concat_tables(parts)
     if key and pc.max(whole.column("attempt")).as_py():  # something was re-sent: keep the latest attempts
         keys = [k if k[0] is not None else None for k in zip(*(whole.column(c).to_pylist() for c in key), strict=True)]
@@ -265,7 +265,7 @@ def iter_batches(paths: RunPaths, table: str, columns: list[str], batch_rows: in
     explorer's representatives) to choose its parts and row groups by, without reading them again."""
     schema, stand_in = SCHEMAS[table], stand_in or {}
     [key] = LATEST_KEY.get(table, (None,))  # a table streamed has a key of one column
-    parts = _parts(paths, table)
+    parts = part_files(paths, table)
     footers = {} if footers is None else footers  # read once: the resent check, the read and the caller share them
     footers.update({path: _footer(path) for path in parts if path not in footers})
     for path, footer in footers.items():
@@ -299,20 +299,20 @@ def iter_batches(paths: RunPaths, table: str, columns: list[str], batch_rows: in
                                                              out.column("attempt").to_pylist(), latest)))
                     yield out.select(columns)
         except (OSError, pa.ArrowInvalid) as exc:
-            raise _damaged(path, exc) from exc
+            raise damaged(path, exc) from exc
 
 
 def footers_of(paths: RunPaths, table: str) -> dict[Path, pq.FileMetaData]:
     """Each part's footer, in the order iter_batches reads the parts (pass them on to it: read once)."""
-    return {path: _footer(path) for path in _parts(paths, table)}
+    return {path: _footer(path) for path in part_files(paths, table)}
 
 
-def _parts(paths: RunPaths, table: str) -> list[Path]:
+def part_files(paths: RunPaths, table: str) -> list[Path]:
     """A table's part files in the order they were written, temporary ones left out."""
     return sorted(p for p in paths.table(table).glob("*.parquet") if not p.name.startswith("."))
 
 
-def _damaged(path: Path, exc: Exception) -> RecordError:
+def damaged(path: Path, exc: Exception) -> RecordError:
     return RecordError(f"cannot read {path} ({exc}): the run dir is damaged; copy it again from its source")
 
 
@@ -328,7 +328,7 @@ def _footer(path: Path) -> pq.FileMetaData:
     try:
         return pq.read_metadata(path)
     except (OSError, pa.ArrowInvalid) as exc:
-        raise _damaged(path, exc) from exc
+        raise damaged(path, exc) from exc
 
 
 def _resent(footers: dict[Path, pq.FileMetaData], key: str) -> dict[str, int] | None:
@@ -345,7 +345,7 @@ def _resent(footers: dict[Path, pq.FileMetaData], key: str) -> dict[str, int] | 
                     if name is not None:
                         latest[name] = max(latest.get(name, 0), attempt)
         except (OSError, pa.ArrowInvalid) as exc:
-            raise _damaged(path, exc) from exc
+            raise damaged(path, exc) from exc
     return latest or None
 
 

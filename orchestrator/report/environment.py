@@ -5,19 +5,12 @@ study. From the record alone."""
 
 from __future__ import annotations
 
-import json
 import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from orchestrator.engines import ENGINES
-from orchestrator.record.paths import RunPaths
-from orchestrator.record.tables import read_table
-
-COLUMNS = ["arm", "status", "image_ref", "image_id", "image_repo_digests", "docker_run", "fingerprint_json",
-           "config_json", "matrix_key", "started_during", "placed_host", "wave", "gpu_uuids", "cpuset", "start",
-           "digests_note"]
+from orchestrator.record.recorded import ArmStart, Recorded
 
 
 @dataclass
@@ -51,46 +44,47 @@ class Environment:
     commands: dict[str, str] = field(default_factory=dict)  # what -> the exact command
 
 
-def _engine_package(row: dict[str, Any], packages: dict[str, str]) -> str | None:
+def _engine_package(arm: ArmStart, packages: dict[str, str]) -> str | None:
     """Where the server states no version (transformers serve: no /version, no log line), its own
-    distribution's, as the arm's probe found it installed: 'transformers 5.25.0'."""
-    profile = ENGINES.get(json.loads(row.get("config_json") or "{}").get("engine") or "")
+    distribution's, as the arm's probe found it installed: 'transformers 5.25.0'. The engine that answered
+    (a stand-in's: the reference engine's)."""
+    profile = ENGINES.get(arm.engine or "")
     own = profile.packages if profile else ()  # an engine this orchestrator does not know: none to offer
     return next((f"{name} {packages[name]}" for name in own if packages.get(name)), None)
 
 
-def arm_environment(row: dict[str, Any], label: str = "") -> ArmEnvironment:
-    fingerprint = json.loads(row.get("fingerprint_json") or "{}")
+def arm_environment(arm: ArmStart, label: str = "") -> ArmEnvironment:
+    fingerprint = arm.fingerprint
     probe = fingerprint.get("probe") or {}
     gpu = probe.get("gpu") or {}
     packages = probe.get("packages") or {}
     version = (fingerprint.get("log_facts") or {}).get("engine_version") or \
-        (fingerprint.get("version") or {}).get("version") or _engine_package(row, packages)
+        (fingerprint.get("version") or {}).get("version") or _engine_package(arm, packages)
     gpu_text = None
     if gpu.get("count"):
         capability = f" (sm {gpu['capability']})" if gpu.get("capability") else ""
         driver = f", driver {gpu['driver']}" if gpu.get("driver") else ""
         gpu_text = f"{gpu['count']} x {gpu.get('name') or 'GPU'}{capability}{driver}"
-    identity = row.get("image_id") or fingerprint.get("image_id") or "unknown (the arm did not start)"
+    identity = arm.image_id or fingerprint.get("image_id") or "unknown (the arm did not start)"
     host = fingerprint.get("docker_host") or "local"
     return ArmEnvironment(
-        arm=label + row["arm"], status=row.get("status") or "unknown", identity=identity,
-        image_ref=row.get("image_ref"), repo_digests=list(row.get("image_repo_digests") or []),
+        arm=label + arm.arm, status=arm.status or "unknown", identity=identity,
+        image_ref=arm.image_ref, repo_digests=arm.image_repo_digests,
         engine_version=version, packages=dict(sorted(packages.items())),
         python=probe.get("python"), gpu=gpu_text, cuda=probe.get("cuda"), os=probe.get("os"),
-        host=host, matrix_key=row.get("matrix_key"), command=row.get("docker_run") or "",
-        started_during=row.get("started_during"), wave=row.get("wave"), placement=_placement(row),
-        probe_error=probe.get("error"), digests_note=row.get("digests_note"))
+        host=host, matrix_key=arm.matrix_key, command=arm.docker_run or "",
+        started_during=arm.started_during, wave=arm.wave, placement=_placement(arm),
+        probe_error=probe.get("error"), digests_note=arm.digests_note)
 
 
-def _placement(row: dict[str, Any]) -> str | None:
-    if row.get("wave") is None:
+def _placement(arm: ArmStart) -> str | None:
+    if arm.wave is None:
         return None
-    parts = [row.get("placed_host") or "local"]
-    if row.get("gpu_uuids"):
-        parts.append("GPU " + ", ".join(row["gpu_uuids"]))
-    if row.get("cpuset"):
-        parts.append(f"cores {row['cpuset']}")
+    parts = [arm.placed_host or "local"]
+    if arm.gpu_uuids:
+        parts.append("GPU " + ", ".join(arm.gpu_uuids))
+    if arm.cpuset:
+        parts.append(f"cores {arm.cpuset}")
     return ", ".join(parts)
 
 
@@ -106,21 +100,21 @@ def side_by_side(arms: list[ArmEnvironment]) -> str | None:
         f"wave {n}: " + ", ".join(f"{a.arm} ({a.placement})" for a in waves[n]) for n in sorted(waves)) + "."
 
 
-def environment(records: list[RunPaths], out: RunPaths, host: str | None) -> Environment:
-    labelled = [(r, "") for r in records] if len(records) == 1 else [(r, f"{r.root.name}/") for r in records]
-    arms = [arm_environment(row, label) for paths, label in labelled
-            for row in read_table(paths, "arms", columns=COLUMNS).to_pylist()
-            if not row["start"]]  # the start that ran the protocol; analysis/starts.py has the others
+def environment(recorded: Recorded) -> Environment:
+    """Each arm's environment (the start that ran the protocol; analysis/starts.py has the others) and the
+    commands that re-run, reproduce and re-make."""
+    arms = [arm_environment(arm, run.label) for run in recorded.runs for arm in run.arms]
+    several = len(recorded.runs) > 1
     commands = {}
-    for paths, _ in labelled:
-        where = "" if len(records) == 1 else f" ({paths.root.name})"
-        run_dir = shlex.quote(_shown(paths.root))
+    for run in recorded.runs:
+        where = f" ({run.paths.root.name})" if several else ""
+        run_dir = shlex.quote(_shown(run.paths.root))
         commands[f"re-run the study{where}"] = f"orchestrator run --from {run_dir}"
         commands[f"reproduce with the same images{where}"] = f"orchestrator reproduce {run_dir}"
-    sources = " ".join(shlex.quote(_shown(p.root)) for p, _ in labelled)
-    target = "" if len(records) == 1 else f" --out {shlex.quote(_shown(out.root))}"
+    sources = " ".join(shlex.quote(_shown(run.paths.root)) for run in recorded.runs)
+    target = f" --out {shlex.quote(_shown(recorded.out.root))}" if several else ""
     commands["re-make this report"] = f"orchestrator compare {sources}{target}"
-    return Environment(arms=arms, host=host, commands=commands)
+    return Environment(arms=arms, host=recorded.meta.host, commands=commands)
 
 
 def _shown(path: Path) -> str:

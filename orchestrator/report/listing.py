@@ -128,10 +128,10 @@ def show(run_dir: Path) -> str:
 def show_interrupted(paths: RunPaths, meta: dict[str, Any]) -> str:
     """A run without its report (stopped by Ctrl-C or SIGTERM, killed, or still running): per arm, its status and
     the answers recorded."""
+    from orchestrator.record.recorded import read_run
     from orchestrator.record.tables import read_table
 
-    status = {r["arm"]: r["status"] for r in read_table(paths, "arms", ["arm", "status", "start"]).to_pylist()
-              if not r["start"]}  # the start that ran the protocol (study.starts)
+    status = {arm.arm: arm.status for arm in read_run(paths, meta).arms}  # the start that ran the protocol
     rows = read_table(paths, "responses", ["arm", "role", "error"]).to_pylist()
     expected = meta.get("expected_requests_per_arm")
     state = f"INTERRUPTED at {meta['interrupted']}, before its report" if meta.get("interrupted") else NO_REPORT

@@ -34,7 +34,7 @@ def single_variable_pairs(jobs: dict[str, dict[str, str]]) -> list[tuple[str, st
 
 def summarize(sweep_dir: Path, failed: dict[str, str] | None = None) -> dict[str, Any]:
     """`failed`: jobs that left no result (job number -> what the scheduler said): listed, not compared."""
-    from orchestrator.record.tables import read_table
+    from orchestrator.record.recorded import Recorded, RunMeta, read_run
     from orchestrator.report import build as report
 
     failed = failed or {}
@@ -42,23 +42,22 @@ def summarize(sweep_dir: Path, failed: dict[str, str] | None = None) -> dict[str
                       key=lambda p: p.name)
     if not job_dirs:
         return {}
-    sources = [RunPaths(p) for p in job_dirs]
     overrides = {p.name: job_overrides(p) for p in job_dirs}
     swept = sorted({k for o in overrides.values() for k in o
                     if len({o2.get(k) for o2 in overrides.values()}) > 1})
-    arm_names = {p.name: read_table(RunPaths(p), "arms", columns=["arm"]).column("arm").to_pylist() for p in job_dirs}
+    runs = [read_run(RunPaths(p)) for p in job_dirs]
+    arm_names = {run.paths.root.name: [arm.arm for arm in run.starts] for run in runs}
     label = {job: f"{job}/{arms[0]}" for job, arms in arm_names.items() if arms}
     pairs = [(a, b, key) for a, b, key in single_variable_pairs({j: {k: overrides[j].get(k, "") for k in swept}
                                                                   for j in overrides}) if a in label and b in label]
-    meta = json.loads((job_dirs[0] / "run.json").read_text())
     summary = {"sweep_dir": str(sweep_dir), "swept_keys": swept,
                "jobs": {job: {"arm": label.get(job), "overrides": overrides[job]} for job in overrides},
                "single_variable_pairs": [{"a": label[a], "b": label[b], "key": key} for a, b, key in pairs],
                "failed_jobs": failed}
     atomic_write_text(sweep_dir / "sweep.json", json.dumps(summary, indent=2) + "\n")
-    result = report.build(RunPaths(sweep_dir), study=f"{meta['study']} (sweep)", run_id=sweep_dir.name,
-                          baseline=None, sources=sources, arm_pairs=[(label[a], label[b]) for a, b, _ in pairs],
-                          sweep=summary)
+    result = report.build(Recorded.of(runs, RunPaths(sweep_dir), RunMeta(
+        study=f"{runs[0].meta.study} (sweep)", run_id=sweep_dir.name, sweep=summary,
+        arm_pairs=[(label[a], label[b]) for a, b, _ in pairs])))
     return {**summary, "result": result}
 
 

@@ -14,8 +14,7 @@ from orchestrator.config.catalog import line
 from orchestrator.console import Outcome, answer, note
 from orchestrator.errors import ConfigError, ExitStatus, RecordError
 from orchestrator.record.paths import RunPaths, read_json
-from orchestrator.record.tables import read_table
-from orchestrator.report.build import rebuild
+from orchestrator.report.build import read_sources, rebuild
 from orchestrator.report.markdown import cells_table
 from orchestrator.report.model import StudyReport
 from orchestrator.report.sweep import done_line, is_sweep_dir, summarize
@@ -84,17 +83,16 @@ def recompare(run_dirs: list[Path], out: Path | None, baseline: str | None, as_j
         return _recompare_sweep(run_dirs[0], out is not None or baseline is not None, (lambda job: recompare(
             [job], None, None, as_json, run_gate, max_divergence_rate, expect_pairs, expect_schedules, branches))
             if asked else None)
-    source = RunPaths(run_dirs[0])  # no run.json: rebuild says so
-    meta = read_json(source.meta) if source.meta.is_file() else {}
-    gate = gate_from_flags(meta.get("gate") if run_gate else None, max_divergence_rate, expect_pairs,
+    runs = read_sources(run_dirs)  # each read once, handed on
+    gate = gate_from_flags(runs[0].meta.gate if run_gate else None, max_divergence_rate, expect_pairs,
                            expect_schedules)
-    if len(run_dirs) == 1 and source.table("arms").is_dir():  # an arm the run lacks is bad input, not a gate
-        arms = sorted(set(read_table(source, "arms", ["arm"]).column("arm").to_pylist()))
+    if len(runs) == 1 and runs[0].starts:  # an arm the run lacks is bad input, not a gate
+        arms = sorted({arm.arm for arm in runs[0].starts})
         unknown = [line("unknown-name", f"--expect-{key.removeprefix('expect_').rstrip('s')}", arm, arms)
                    for key in ("expect_pairs", "expect_schedules") for arm in gate.get(key, {}) if arm not in arms]
         if unknown:
             raise ConfigError(unknown)
     # the reports state the gate this compare applies; asked for none, the run's own, as the run wrote them
-    paths, report, _ = rebuild(run_dirs, out, baseline, branches, gate if asked else None)
+    paths, report = rebuild(runs, out, baseline, branches, gate if asked else None)
     shown = answer(paths.report_json.read_text().removesuffix("\n")) if as_json else cells_summary(paths, report)
     return shown + verdict(report, gate)

@@ -26,6 +26,7 @@ from orchestrator.config.validate import validate
 from orchestrator.console import Outcome, answer
 from orchestrator.errors import ConfigError, ExitStatus, ImageError, RecordError, counted
 from orchestrator.record.paths import RunPaths, atomic_write_text, read_json
+from orchestrator.record.recorded import PROCESS, Identity, RecordedRun, read_run
 from orchestrator.record.tables import read_table
 from orchestrator.runtime.spec import BuildSpec
 
@@ -73,34 +74,35 @@ def load_config(original: RunPaths, allow: list[str], how_to_allow: str) -> Conf
     return typed
 
 
-def pin_images(typed: Config, original: RunPaths) -> dict[str, str]:
+def pin_images(typed: Config, original: RecordedRun) -> dict[str, Identity]:
     """Each arm (or the stand-in) on the exact image id the original run used; no builds."""
-    used = {row["arm"]: row for row in read_table(original, "arms").to_pylist()}
+    used = {arm.arm: arm for arm in original.starts}  # an arm's last start, as the table holds them
     pinned = {}
     for name, arm in typed.arms.items():
-        row = used.get(name)
-        if not row or not row["image_id"]:
+        identity = used[name].identity if name in used else None
+        if identity is None:
             raise RecordError(f"the original run has no image id for arm '{name}' (did it fail before starting?)")
-        pinned[name] = row["image_id"]
+        pinned[name] = identity
         if typed.stand_in:
-            typed.stand_in = row["image_id"]
+            typed.stand_in = str(identity)
         else:
             # a process arm keeps its source folder: it is part of the code identity being checked
-            build = arm.build if row["image_id"].startswith("process:") else BuildConfig()
-            typed.arms[name] = dataclasses.replace(arm, image=row["image_id"], build=build)
+            build = arm.build if identity.kind == PROCESS else BuildConfig()
+            typed.arms[name] = dataclasses.replace(arm, image=str(identity), build=build)
     return pinned
 
 
-def check_images_present(typed: Config, pinned: dict[str, str], original: RunPaths) -> None:
+def check_images_present(typed: Config, pinned: dict[str, Identity], original: RecordedRun) -> None:
     runtime, arms = runtime_for(typed.runtime), resolve_arms(typed)
-    refs = {row["arm"]: row["image_ref"] for row in read_table(original, "arms").to_pylist()}
-    for name, image_id in pinned.items():
+    refs = {arm.arm: arm.image_ref for arm in original.starts}
+    for name, identity in pinned.items():
+        process = identity.kind == PROCESS
         try:
-            runtime.resolve_image(image_id, arms[name].build if image_id.startswith("process:") else BuildSpec())
+            runtime.resolve_image(str(identity), arms[name].build if process else BuildSpec())
         except ImageError as exc:
-            if image_id.startswith("process:"):  # a local process: what is installed differs
+            if process:  # a local process: what is installed differs
                 raise ImageError(f"arm '{name}': {exc}") from None
-            raise ImageError(f"arm '{name}': the original image {image_id} ({refs.get(name)}) is not on this Docker "
+            raise ImageError(f"arm '{name}': the original image {identity} ({refs.get(name)}) is not on this Docker "
                              "engine. Load it (docker save on the original machine, docker load here), or pass "
                              "--by-tag to re-run against the tag and compare anyway") from None
 
@@ -240,7 +242,8 @@ def reproduce(run_dir: Path, out: Path | None, allow: list[str], by_tag: bool,
     output = output_overrides(original, output or [])
     typed = load_config(original, allow, REPRODUCE_ALLOW)
     if not by_tag:
-        check_images_present(typed, pin_images(typed, original), original)
+        recorded = read_run(original)
+        check_images_present(typed, pin_images(typed, recorded), recorded)
     new = new_run(output, out, typed.study.name, default_out(original))
     outcome = execute_study(typed, new, allow, REPRODUCE_ALLOW, extra_meta={"reproduces": str(original.root)})
     cells = verdicts(original, new)

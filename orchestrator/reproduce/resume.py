@@ -22,6 +22,7 @@ from orchestrator.config.schema import Config
 from orchestrator.console import Outcome, note
 from orchestrator.errors import counted, noun
 from orchestrator.record.paths import RunPaths
+from orchestrator.record.recorded import read_run
 from orchestrator.record.tables import read_table
 from orchestrator.reproduce.rerun import REPRODUCE_ALLOW, load_config
 from orchestrator.run import protocol
@@ -37,12 +38,12 @@ def resume_plan(typed: Config, paths: RunPaths, arms: Mapping[str, ResolvedArm] 
                                                 "role", "http_status", *SIGNATURE_COLUMNS]).to_pylist()
     digested = {(r["request_id"], r["attempt"]) for r in read_table(paths, "digests", ["request_id", "attempt"])
                 .to_pylist()} if typed.protocol.request.digests else set()
-    arms_rows = read_table(paths, "arms", ["arm", "status", "start", "attempt"]).to_pylist()
-    status = {row["arm"]: row["status"] for row in arms_rows if not row["start"]}  # the start that ran the protocol
-    started = {(row["arm"], row["start"]) for row in arms_rows if row["status"] == "completed" and row["start"]}
+    run = read_run(paths)
+    status = {arm.arm: arm.status for arm in run.arms}  # the start that ran the protocol
+    started = {(arm.arm, arm.start) for arm in run.starts if arm.status == "completed" and arm.start}
     rows = {row["request_id"]: row for row in responses if row["request_id"]}
     # past every attempt either table holds: a resume interrupted before its first answer left an arms row only
-    attempt = max((row["attempt"] or 0 for row in [*responses, *arms_rows]), default=0) + 1
+    attempt = max([*(row["attempt"] or 0 for row in responses), *(arm.attempt for arm in run.starts)], default=0) + 1
     prompts = resolve_prompts(typed.prompts, typed.config_dirs)
     groups: dict[str, set[str]] = {}
     recorded_by_arm: dict[str, list[dict[str, Any]]] = {}

@@ -149,6 +149,7 @@ class StudyRunner:
         name, arm = resolved.name, resolved.declared  # the record keeps the arm as declared
         row = {"study": self.config.study.name, "run_id": self.run_id, "arm": name,
                "config_json": json.dumps(asdict(arm), default=str, sort_keys=True),
+               "engine": resolved.profile.name,  # the engine that answers: a stand-in's is not the declared one
                "image_ref": arm.image, "status": "failed", "attempt": self.resume.attempt if self.resume else 0,
                "start": start}
         if placed is not None:

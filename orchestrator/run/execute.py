@@ -102,6 +102,7 @@ def execute_study(typed: Config, paths: RunPaths, allow: list[str], how_to_allow
         runner.cleanup()  # belt and braces: nothing of this run survives, on any host it used
         reaper.release()
     # The report's modules were imported while the first engine loaded (run/prefetch.py), not at start-up.
+    from orchestrator.record.recorded import Recorded, read_run
     from orchestrator.report import verdict
     from orchestrator.report.build import build as build_reports
     from orchestrator.report.guard import headline as guard_headline
@@ -111,7 +112,7 @@ def execute_study(typed: Config, paths: RunPaths, allow: list[str], how_to_allow
         guard_observed.after_run(typed, paths, guard)
     outcome = note(f"guard: {guard_headline(guard).replace('**', '')}")
     with timer.stage("report"):
-        report = build_reports(paths, **{**meta, "timings_s": timer.rounded()})  # all but the report's own
+        report = build_reports(Recorded.of([read_run(paths, {**meta, "timings_s": timer.rounded()})]))  # but its own
     meta["timings_s"] = timer.rounded()
     atomic_write_text(paths.meta, json.dumps(meta, indent=2) + "\n")
     outcome += note(f"time: {timings_line(meta['timings_s'], report.waves)}")

@@ -91,18 +91,17 @@ def probe_config(preset: str, overrides: list[str], arm: str | None, image: str 
 
 def study_arm(run_dir: Path | None, name: str) -> RecordedArm | None:
     """The arm `name` as the arms table of the study in `run_dir` has it; None where there is no such arm."""
-    from orchestrator.record.tables import read_table
+    from orchestrator.record.recorded import read_run
 
     if run_dir is None or not RunPaths(run_dir).table("arms").is_dir():
         return None
-    rows = [r for r in read_table(RunPaths(run_dir), "arms", ["arm", "config_json", "image_id"]).to_pylist()
-            if r["arm"] == name]
-    if not rows:
+    starts = [arm for arm in read_run(RunPaths(run_dir)).starts if arm.arm == name]
+    if not starts:
         return None
-    if not rows[-1]["image_id"]:
+    if starts[-1].image_id is None:
         raise ConfigError(f"arm '{name}' of the study in {run_dir} did not start: no identity to probe it as; "
                           "run the study again, or name an arm file (conf/arm/NAME)")
-    return RecordedArm(name, rows[-1]["config_json"], rows[-1]["image_id"])
+    return RecordedArm(name, starts[-1].config_json or "{}", starts[-1].image_id)
 
 
 def run_probe(config: ProbeConfig, runtime: Runtime, run_id: str, at: Where) -> list[str]:

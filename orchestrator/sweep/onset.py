@@ -88,9 +88,9 @@ def _prompt_tokens(run_dir: Path, cells: list[dict[str, Any]]) -> int | None:
     data = run_dir / "data" / "responses"
     if not data.is_dir():
         return None
-    import pyarrow.dataset as ds
+    from orchestrator.record.tables import read_table  # pyarrow: only where a job is read
 
-    table = ds.dataset(data, format="parquet").to_table(columns=["arm", "prompt_id", "prompt_tokens"])
+    table = read_table(RunPaths(run_dir), "responses", ["arm", "prompt_id", "prompt_tokens"])
     keys = {(c["arm"], c["prompt_id"]) for c in cells}
     seen = Counter(t for a, p, t in zip(*(table.column(n).to_pylist() for n in ("arm", "prompt_id", "prompt_tokens")),
                                         strict=True) if (a, p) in keys and t is not None)

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from orchestrator.record.paths import read_json
+from orchestrator.record.recorded import read
 from orchestrator.report.build import build
 from tests.e2e.test_report_browser import launched_browser, open_report
 from tests.load_record import ArmPlan, write_load_record
@@ -25,7 +25,7 @@ def run_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
         "base": [ArmPlan([0.10, 0.11, 0.09], ready_s=[4.1, 3.9, 4.4], traced=True),
                  ArmPlan([0.2, 0.21, 0.19], rate_per_s=32, phase="load_32", divergent_probes=1, traced=True)],
         "plain": ArmPlan([0.3], streamed=False, ready_s=[5.0])})
-    build(paths, **read_json(paths.meta))
+    build(read(paths))
     return paths.root
 
 

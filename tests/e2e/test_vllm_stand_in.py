@@ -34,6 +34,7 @@ def test_vllm_preset_runs_on_the_stand_in(study: str, tmp_path: Path) -> None:
     assert arms and all(a["status"] == "completed" for a in arms)
     assert all(a["image_ref"] == "orchestrator/reference-engine:0.1.0" for a in arms)
     assert all(json.loads(a["config_json"])["image"] != a["image_ref"] for a in arms)  # the arm's own image kept
+    assert all(a["engine"] == "reference" != json.loads(a["config_json"])["engine"] for a in arms)  # who answered
     rows = pq.read_table(tmp_path / "data" / "responses").to_pylist()
     assert rows and all(r["error"] is None for r in rows), [r["error"] for r in rows if r["error"]][:3]
     assert all(json.loads(r["request_json"])["model"] == "model" for r in rows)

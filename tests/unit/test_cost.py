@@ -14,12 +14,14 @@ from orchestrator.analysis.compare import compare
 from orchestrator.analysis.coresidents import METRICS, TRACE, UNSEEN, overlapping
 from orchestrator.analysis.cost import NOT_STREAMED, cost, ratio, t_quantile
 from orchestrator.analysis.cost_results import CostReport
+from orchestrator.record.recorded import read
 from tests.load_record import ArmPlan, write_load_record
 
 
 def _cost(tmp_path: Path, plans: Mapping[str, ArmPlan]) -> CostReport:
     paths = write_load_record(tmp_path / "run", plans)
-    return cost(paths, compare(paths, next(iter(plans))))
+    recorded = read(paths)
+    return cost(recorded, compare(recorded, next(iter(plans))))
 
 
 def test_throughput_latency_and_streaming_times_of_one_load_point(tmp_path: Path) -> None:

@@ -27,6 +27,7 @@ from orchestrator.config.schema import (
 )
 from orchestrator.engines import ENGINES, profile_for
 from orchestrator.record.paths import RunPaths
+from orchestrator.record.recorded import read
 from orchestrator.record.tables import DIGESTS, TableWriter, read_table
 from orchestrator.run import digests, protocol
 from orchestrator.run.arms import StudyRunner
@@ -268,7 +269,7 @@ def test_the_arm_s_note_is_a_line_of_the_report_and_of_show(tmp_path: Path) -> N
     from orchestrator.report import environment, listing
 
     paths, _, _ = _study(tmp_path, _hooked())
-    env = environment.environment([paths], paths, None)
+    env = environment.environment(read(paths))
     [line] = [text for text in environment.markdown_section(env) if text.startswith("Digests not recorded")]
     assert line.startswith("Digests not recorded (protocol.request.digests; run/digests.py): baseline: digests of "
                            "1 of 12 flagged requests not recorded (first: baseline/count/sequential/0/0: HTTP 500")

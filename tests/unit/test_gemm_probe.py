@@ -17,6 +17,7 @@ from orchestrator.config.arms import runtime_for
 from orchestrator.config.probe import load_probe_config
 from orchestrator.config.schema import RuntimeConfig, RuntimeKind
 from orchestrator.record.paths import RunPaths
+from orchestrator.record.recorded import Recorded, read_run
 from orchestrator.report.build import build
 from orchestrator.report.html import markdown_to_html
 from orchestrator.run import kernel_probes
@@ -96,7 +97,8 @@ def test_runner_records_table_and_report(tmp_path: Path) -> None:
     text = (tmp_path / "probes.md").read_text()
     assert "negative control" in text and "assumes one common divergence rate" in text
     assert (tmp_path / "probes-raw-2.jsonl").is_file()
-    result = build(paths, "probe", "r1", None)  # the run dir's report carries the probes' section once
+    # the run dir's report carries the probes' section once
+    result = build(Recorded.of([read_run(paths, {"study": "probe", "run_id": "r1"})]))
     report = paths.report_md.read_text()
     assert sum(line.startswith("## Kernel probes") for line in report.splitlines()) == 1
     assert "<td>---:</td>" not in paths.report_html.read_text() and result.probes == table

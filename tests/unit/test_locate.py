@@ -14,6 +14,7 @@ from orchestrator.analysis.locate_results import BETWEEN, KERNEL, Located
 from orchestrator.cli import main
 from orchestrator.errors import ConfigError, RecordError
 from orchestrator.record.paths import RunPaths
+from orchestrator.record.recorded import Recorded, read_run
 from orchestrator.record.tables import TableWriter
 from orchestrator.report.locate import headline, render
 from orchestrator.run.locate_verb import verdict
@@ -287,7 +288,7 @@ def test_the_report_says_where_inside_for_every_cell_beside_others(tmp_path: Pat
     from orchestrator.report.build import build
 
     paths = _one_signature(tmp_path)
-    report = build(paths, "s", "r", None)
+    report = build(Recorded.of([read_run(paths, {"study": "s", "run_id": "r"})]))
     assert [c.label for c in report.comparison.inside] == ["hooked/p/conc"]  # not the sequential cell
     command = f"orchestrator locate {paths.root} --cell hooked/p/conc"
     line = (f"- `hooked/p/conc`: identical digests: {3 * len(MODULES)} module calls in 3 steps compared, no "
@@ -309,7 +310,7 @@ def test_a_run_without_digests_has_no_section(tmp_path: Path) -> None:
     from orchestrator.report.build import build
 
     paths = _run(tmp_path, [_answer("conc", "concurrent", 0, 0, "A")], [])
-    report = build(paths, "s", "r", None)
+    report = build(Recorded.of([read_run(paths, {"study": "s", "run_id": "r"})]))
     assert report.comparison.inside == [] and "inside" not in json.loads(paths.report_json.read_text())
     assert "Where inside the model" not in paths.report_md.read_text() + paths.report_html.read_text()
 

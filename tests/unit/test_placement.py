@@ -12,6 +12,7 @@ import pytest
 from orchestrator import config
 from orchestrator.errors import ConfigError
 from orchestrator.record.paths import RunPaths
+from orchestrator.record.recorded import read
 from orchestrator.record.tables import read_table
 from orchestrator.report.environment import environment, markdown_section
 from orchestrator.run import placement
@@ -129,7 +130,7 @@ def test_a_study_runs_its_arms_side_by_side_and_records_where(tmp_path: Path) ->
     assert (arms["baseline"]["cpuset"], arms["wide_batch"]["cpuset"]) == ("0", "1")
     assert "--cpuset-cpus 1" in arms["wide_batch"]["docker_run"] and "device=1,2" in arms["wide_batch"]["docker_run"]
     assert any("wave 1/1: baseline, wide_batch at the same time" in line for line in said)
-    text = "\n".join(markdown_section(environment([paths], paths, None)))
+    text = "\n".join(markdown_section(environment(read(paths))))
     assert "wave 1: baseline (local, GPU GPU-0000, cores 0), wide_batch (local, GPU GPU-0001, GPU-0002, cores 1)" \
         in text
 

@@ -17,6 +17,7 @@ import pytest
 
 from orchestrator.analysis.results import Cell, Comparison
 from orchestrator.record.paths import RunPaths, atomic_write_text
+from orchestrator.record.recorded import ArmStart, read
 from orchestrator.record.tables import TableWriter
 from orchestrator.report import svg
 from orchestrator.report.environment import arm_environment
@@ -108,12 +109,13 @@ def test_the_environment_of_a_gpu_arm_and_of_a_process_arm() -> None:
     fingerprint = {"probe": {"gpu": {"count": 1, "name": "NVIDIA H200", "capability": "9.0", "driver": "570.1"},
                              "cuda": "12.8", "packages": {"vllm": "0.32.0", "torch": "2.9.0"}, "python": "3.12.3"},
                    "log_facts": {"engine_version": "0.32.0"}, "docker_host": "ssh://gpu-box:22"}
-    env = arm_environment({"arm": "x", "status": "completed", "image_id": "sha256:abc", "image_ref": "vllm:0.32",
-                           "fingerprint_json": json.dumps(fingerprint), "docker_run": "docker run ..."})
+    env = arm_environment(ArmStart.of({"arm": "x", "status": "completed", "image_id": "sha256:abc",
+                                       "image_ref": "vllm:0.32", "fingerprint_json": json.dumps(fingerprint),
+                                       "docker_run": "docker run ..."}))
     assert (env.gpu, env.cuda, env.engine_version, env.host) == ("1 x NVIDIA H200 (sm 9.0), driver 570.1", "12.8",
                                                                  "0.32.0", "ssh://gpu-box:22")
     assert list(env.packages) == ["torch", "vllm"]
-    process = arm_environment({"arm": "p", "status": "failed", "image_id": None, "fingerprint_json": None})
+    process = arm_environment(ArmStart.of({"arm": "p", "status": "failed", "image_id": None, "fingerprint_json": None}))
     assert process.identity.startswith("unknown") and process.gpu is None
 
 
@@ -223,9 +225,9 @@ def test_an_engine_that_states_no_version_shows_its_distribution_s() -> None:
 
     row = {"arm": "cb", "config_json": _json.dumps({"engine": "transformers_serve"}),
            "fingerprint_json": _json.dumps({"probe": {"packages": {"torch": "2.13.0", "transformers": "5.25.0"}}})}
-    assert arm_environment(row).engine_version == "transformers 5.25.0"
+    assert arm_environment(ArmStart.of(row)).engine_version == "transformers 5.25.0"
     row["config_json"] = _json.dumps({"engine": "some_engine_of_a_newer_orchestrator"})
-    assert arm_environment(row).engine_version is None
+    assert arm_environment(ArmStart.of(row)).engine_version is None
 
 
 def test_the_verdict_gives_each_arm_s_repeatability_and_the_ab_s_result() -> None:
@@ -308,7 +310,7 @@ def test_arms_side_by_side_show_each_wave_s_wall_time_against_their_sum(tmp_path
         for arm, wave, start, stop in (("a", 1, 0, 9), ("b", 1, 1, 8), ("c", 2, 10, 15)):
             writer.append({"run_id": "r", "arm": arm, "wave": wave, "start_ns": start * second,
                            "stop_ns": stop * second})
-    waves = wave_times([paths])
+    waves = wave_times(read(paths))
     assert [(w.wave, w.arms, w.wall_s, w.arm_s) for w in waves] == [(1, ["a", "b"], 9.0, 16.0), (2, ["c"], 5.0, 5.0)]
     assert timings_line({"requests": 18.75}, waves) == (
         "requests 18.75 s (an arm's stages summed over arms that ran at once); arms side by side in 2 waves: "

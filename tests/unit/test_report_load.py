@@ -8,14 +8,15 @@ import json
 from collections.abc import Mapping
 from pathlib import Path
 
-from orchestrator.record.paths import RunPaths, read_json
+from orchestrator.record.paths import RunPaths
+from orchestrator.record.recorded import Recorded, RunMeta, read, read_run
 from orchestrator.report.build import build
 from tests.load_record import ArmPlan, write_load_record
 
 
 def _report(root: Path, plans: Mapping[str, ArmPlan | list[ArmPlan]]) -> RunPaths:
     paths = write_load_record(root, plans)
-    build(paths, **read_json(paths.meta))
+    build(read(paths))
     return paths
 
 
@@ -103,7 +104,8 @@ def test_a_sweep_over_load_points_draws_one_frontier_per_series(tmp_path: Path) 
         jobs[str(job)] = {"arm": f"{job}/base", "overrides": {key: str(rate), other: str(seqs)}}
     sweep = {"swept_keys": [key, other], "jobs": jobs, "single_variable_pairs": []}
     out = RunPaths(tmp_path / "sweep")
-    build(out, study="load (sweep)", run_id="sweep", baseline=None, sources=sources, arm_pairs=[], sweep=sweep)
+    build(Recorded.of([read_run(s) for s in sources], out, RunMeta(study="load (sweep)", run_id="sweep", arm_pairs=[],
+                                                                     sweep=sweep)))
     table = out.report_md.read_text().split("## Divergence against offered load")[1]
     assert f"| base ({other}=1) | 4 | 0 of 4 |" in table and f"| base ({other}=8) | 16 | 1 of 4 |" in table
     assert out.report_html.read_text().count("divergence against offered load, beside throughput</title>") == 2

@@ -15,6 +15,7 @@ from orchestrator.analysis.compare import compare
 from orchestrator.config.schema import Config
 from orchestrator.guard.knobs import check_knobs
 from orchestrator.record.paths import RunPaths
+from orchestrator.record.recorded import read_run
 from orchestrator.record.tables import read_table
 from orchestrator.run.arms import StudyRunner
 from orchestrator.runtime.fake import FakeServer
@@ -120,7 +121,7 @@ def test_an_engine_that_dies_mid_protocol_fails_its_arm_and_says_where_and_why(t
     assert sum((r["error"] or "").startswith("not sent") for r in rows) == len(rows) - 4
     kinds = [r["error_kind"] for r in rows if r["error"] is not None]  # recorded with each error, as data
     assert kinds.count("http") == 1 and kinds.count("cut") == len(rows) - 4 and None not in kinds
-    [failure] = arm_failures(paths)
+    [failure] = arm_failures(read_run(paths))
     assert failure.arm == "wide_batch" and failure.died_at is not None and failure.died_at.startswith("request 4 of 29")
     assert "HTTP 500" in failure.died_at and "the engine died at request 4 of 29" in (failure.error or "")
     assert failure.root_cause[0] == "ERROR EngineCore encountered a fatal error."

@@ -14,6 +14,7 @@ from orchestrator.guard import declared as guard_declared
 from orchestrator.guard import observed as guard_observed
 from orchestrator.guard.results import GuardResult
 from orchestrator.record.paths import RunPaths, read_json
+from orchestrator.record.recorded import Recorded, read, read_run
 from orchestrator.report.build import build
 from tests.load_record import ArmPlan, write_load_record
 
@@ -34,7 +35,7 @@ def test_show_prints_the_lines_report_md_opens_with_for_a_load_study(tmp_path: P
                                                                       capsys: pytest.CaptureFixture[str]) -> None:
     paths = write_load_record(tmp_path / "run", {"baseline": ArmPlan([0.10, 0.11, 0.09], ready_s=[4.1, 3.9]),
                                                  "wide_batch": ArmPlan([0.20, 0.22], divergent_probes=1)})
-    build(paths, **read_json(paths.meta), gate={"max_divergence_rate": 0.0})
+    build(Recorded.of([read_run(paths, {**read_json(paths.meta), "gate": {"max_divergence_rate": 0.0}})]))
     shown, opening = _shown(paths, capsys), _page_opening(paths)
     assert opening in shown  # the same lines, in the same order
     for said in ("- Starts: 2 of 2", "- Stays correct: 0 of 6 probes diverged", "- Costs at poisson 8/s: ",
@@ -49,7 +50,7 @@ def test_a_confounded_study_says_so_in_show(tmp_path: Path, capsys: pytest.Captu
                                           "+arms.fused.env.VLLM_BATCH_INVARIANT=0"]))
     paths = write_load_record(tmp_path / "run", {"unfused": ArmPlan([0.1, 0.1]), "fused": ArmPlan([0.1, 0.1])})
     guard_observed.write(paths, GuardResult(declared=guard_declared.enforce_declared(cfg)))
-    build(paths, **read_json(paths.meta))
+    build(read(paths))
     shown, opening = _shown(paths, capsys), _page_opening(paths)
     assert opening in shown
     [confounded] = [line for line in shown.splitlines() if line.startswith("**CONFOUNDED**")]

@@ -13,7 +13,7 @@ import pytest
 from orchestrator import config
 from orchestrator.analysis.results import Comparison, ScheduleCheck
 from orchestrator.errors import ConfigError, counted, noun, ordinal
-from orchestrator.record.paths import read_json
+from orchestrator.record.recorded import read
 from orchestrator.report.build import build
 from orchestrator.report.markdown import headline
 from tests.conftest import ROOT
@@ -54,7 +54,7 @@ def test_one_schedule_comparison_differs() -> None:
 def test_the_a_a_arm_s_lines_name_the_arm_it_is_read_against(tmp_path: Path) -> None:
     paths = write_load_record(tmp_path / "run", {"base": ArmPlan([0.1, 0.1, 0.1]),
                                                  "base_aa": ArmPlan([0.1, 0.11, 0.1])}, baseline="base")
-    build(paths, **read_json(paths.meta))
+    build(read(paths))
     page = paths.report_md.read_text()
     opening = page[page.index("- **base_aa**"):page.index("## Verdict")]
     assert "against the A/A" not in page
@@ -64,7 +64,7 @@ def test_the_a_a_arm_s_lines_name_the_arm_it_is_read_against(tmp_path: Path) -> 
 def test_the_distinct_signatures_chart_is_named_by_the_study_s_phases(tmp_path: Path) -> None:
     paths = write_load_record(tmp_path / "run", {"base": [ArmPlan([0.1, 0.1]), ArmPlan([0.1], phase="load_16",
                                                                                       rate_per_s=16.0)]})
-    build(paths, **read_json(paths.meta))
+    build(read(paths))
     html = paths.report_html.read_text()
     assert "Distinct signatures per phase: load_8, load_16" in html and "sequential vs concurrent" not in html
 
