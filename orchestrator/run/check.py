@@ -32,6 +32,7 @@ from orchestrator.errors import ConfigError, DockerUnavailable, ImageError, coun
 from orchestrator.guard import declared as guard_declared
 from orchestrator.guard import knobs as guard_knobs
 from orchestrator.guard.results import KnobCheck
+from orchestrator.report.cost_md import size
 from orchestrator.run import digests, placement, protocol
 from orchestrator.run.timings import StageTimer
 from orchestrator.runtime.spec import Runtime
@@ -218,7 +219,7 @@ def check(argv: list[str]) -> Outcome:
             + answer(f"ok config: study {typed.study.name}, {counted(len(typed.arms), 'arm')}, protocol "
                      f"{typed.protocol.name}, {counted(len(typed.prompts.prompts), 'prompt')}; guard: declared "
                      "variables and caches",
-                     f"ok images, ports, run dir, disk (record about {expected_record_bytes(typed) >> 20} MiB)",
+                     f"ok images, ports, run dir, disk (record about {size(expected_record_bytes(typed))})",
                      "ok knobs: " + "; ".join(f"{arm}: {k.flags_known} flags, {k.env_known} env names known"
                                               + (f" (from {k.listed_from})" if k.listed_from else "")
                                               if k.checked else f"{arm}: not checked ({k.reason})"
