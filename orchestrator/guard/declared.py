@@ -16,7 +16,7 @@ from orchestrator.config.arms import ResolvedArm, resolve_arms
 from orchestrator.config.catalog import line
 from orchestrator.errors import ConfigError, counted
 from orchestrator.guard import caches, held, overlap
-from orchestrator.guard.leaves import arm_leaves, describe_all, describe_extra, differences, matches, positive
+from orchestrator.guard.leaves import arm_leaves, describe_all, describe_extra, differences, matches, positive, show
 from orchestrator.guard.results import (
     ABSENT,
     CONFOUNDED,
@@ -55,6 +55,24 @@ def validate_variables(config: Config) -> list[str]:
                 problems.append(f"arm '{arm}' declares no variable: add study.variables.{arm}: [LEAF, ...] "
                                 f"([] when it should equal the baseline){typo}")
     return problems
+
+
+def both_spellings(config: Config) -> list[str]:
+    """Arms that set a switch both ways, engine_args.X and its negated name (engine_args.no-X): the engine gets
+    both flags, and the declared check would see two leaves where the arm means one."""
+    found = []
+    for arm, arm_config in config.arms.items():
+        engine_args = arm_config.engine_args
+        for name, value in engine_args.items():
+            leaf = f"engine_args.{name}"
+            switch = positive(leaf, arm_config.engine)
+            other = engine_args.get(switch.partition(".")[2])
+            if switch == leaf or other is None or value is None:
+                continue
+            verdict = "they contradict" if other == value else "they say the same twice"
+            found.append(f"arms.{arm} sets both {switch}={show(other)} and {leaf}={show(value)}: {verdict}; "
+                         "keep one")
+    return found
 
 
 def declared_check(config: Config, arms: Mapping[str, ResolvedArm] | None = None) -> DeclaredCheck:
@@ -107,9 +125,9 @@ def refusal(declared: DeclaredCheck) -> list[str]:
 
 
 def problems(config: Config, arms: Mapping[str, ResolvedArm] | None = None) -> list[str]:
-    """Every guard problem found before anything starts: malformed variables, a confounded or mis-declared
-    A/B, a hidden shared cache, arms that may not start overlapped."""
-    if found := validate_variables(config) + held.problems(config):
+    """Every guard problem found before anything starts: a switch set both ways, malformed variables, a
+    confounded or mis-declared A/B, a hidden shared cache, arms that may not start overlapped."""
+    if found := both_spellings(config) + validate_variables(config) + held.problems(config):
         return found
     return refusal(declared_check(config, arms)) + caches.problems(config) + overlap.problems(config)
 

@@ -500,6 +500,19 @@ def test_engine_profiles_read_aliases_capacity_and_logprob_limits() -> None:
     assert fingerprint.arm_cell({"tp": 2}, None)["topology"]["tensor_parallel"] == 2
 
 
+@pytest.mark.parametrize(("value", "verdict"), [("true", "they contradict"), ("false", "they say the same twice")])
+def test_an_arm_that_sets_a_switch_both_ways_gets_one_line(value: str, verdict: str) -> None:
+    """batch-invariant and no-batch-invariant in one arm: one line naming both settings, not a confound that
+    labels the declared spelling as not declared."""
+    cfg = load("study=guard_finalize_only", "~arms.fused.engine_args.fused-finalize",
+               "+arms.fused.engine_args.no-batch-invariant=true", f"+arms.fused.engine_args.batch-invariant={value}",
+               "study.variables.fused=[engine_args.no-batch-invariant]")
+    with pytest.raises(ConfigError) as err:
+        guard_declared.enforce_declared(cfg)
+    assert err.value.problems == [f"arms.fused sets both engine_args.batch-invariant={value} and "
+                                  f"engine_args.no-batch-invariant=true: {verdict}; keep one"]
+
+
 def test_a_declared_variable_the_stand_in_replaces_is_said_to_make_the_ab_an_aa() -> None:
     from orchestrator.report.guard import headline as guard_headline
 
