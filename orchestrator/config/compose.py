@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import difflib
 import os
 import re
 from collections.abc import Callable
@@ -253,6 +254,10 @@ def explain(exc: BaseException, dirs: list[Path] | None = None, written: Callabl
         return ConfigError(f"unknown key '{key}' in {parent} ({source}).{did_you_mean(key, fields)}")
 
     if full_key and "not in struct" in first_line:  # Hydra: a key the config does not have yet
+        close = difflib.get_close_matches(full_key.rsplit(".", 1)[-1], keys.siblings(exc), n=1, cutoff=0.6)
+        if close:  # a typo of a key beside it: its fix first, not how to add the typo
+            return ConfigError(f"{full_key} is not in the config ({source}). Did you mean '{close[0]}'? To add a "
+                               f"new key instead, write '+{full_key}=VALUE'")
         return ConfigError(f"{full_key} is not in the config ({source}): to add a new key, write "
                            f"'+{full_key}=VALUE'")
     entry = re.search(r"dict is not a subclass of (\w+)", first_line)

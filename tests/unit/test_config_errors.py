@@ -240,3 +240,14 @@ def test_a_name_yaml_reads_as_a_boolean_says_to_quote_it(tmp_path: Path, names: 
     [said] = found
     assert said.startswith(f"{where}: YAML read a name written {written}") and f"quote it, e.g. {quoted}" in said
     assert "incompatible" not in said.lower(), said
+
+
+def test_a_missing_key_with_a_close_one_beside_it_suggests_that_before_adding_it() -> None:
+    """Without the '+', a typo of a key the map has was told to be added ('+...max-num-seq=VALUE') and no more."""
+    _, _, found = study_config(["study=load_point", "arms.baseline.engine_args.max-num-seq=8",
+                                "arms.baseline.engine_args.zzz=8"], [])
+    assert found == [
+        "arms.baseline.engine_args.max-num-seq is not in the config (on the command line). Did you mean "
+        "'max-num-seqs'? To add a new key instead, write '+arms.baseline.engine_args.max-num-seq=VALUE'",
+        "arms.baseline.engine_args.zzz is not in the config (on the command line): to add a new key, write "
+        "'+arms.baseline.engine_args.zzz=VALUE'"]
