@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import difflib
 import json
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from typing import TYPE_CHECKING
 
 from orchestrator.config.arms import ResolvedArm, resolve_arms
@@ -107,9 +107,10 @@ def declared_check(config: Config, arms: Mapping[str, ResolvedArm] | None = None
                          stand_in=next((resolved.stand_in_image for resolved in arms.values()), None))
 
 
-def refusal(declared: DeclaredCheck) -> list[str]:
+def refusal(declared: DeclaredCheck, typos: Collection[str] = ()) -> list[str]:
     """One problem per confounded pair, naming every differing leaf, and per declared variable that does not
-    differ; [] when the run may go on."""
+    differ; [] when the run may go on. `typos`: arms that set a name their engine does not know (the knob
+    check's line says it), whose pairs' confounds are left out: the typo is the confound."""
     found = [line("declared-equal", f"study.variables.{p.arm}", leaf, f"a leaf where arm '{p.arm}' differs from "
                   f"baseline '{declared.baseline}' (declared but not different)", f"give arms.{p.arm}.{leaf} "
                   "another value, or remove it from the declaration")
@@ -121,7 +122,7 @@ def refusal(declared: DeclaredCheck) -> list[str]:
                     f"{len(p.extra)} beyond its declared variable(s) {', '.join(p.declared or []) or '(none)'}: "
                     f"{describe_all(p)}. Declare them in study.variables.{p.arm}, make the arms agree, or set "
                     "study.allow_confounded: true"
-                    for p in declared.pairs if p.verdict == CONFOUNDED]
+                    for p in declared.pairs if p.verdict == CONFOUNDED and not {p.arm, declared.baseline} & set(typos)]
 
 
 def problems(config: Config, arms: Mapping[str, ResolvedArm] | None = None) -> list[str]:
@@ -130,6 +131,16 @@ def problems(config: Config, arms: Mapping[str, ResolvedArm] | None = None) -> l
     if found := both_spellings(config) + validate_variables(config) + held.problems(config):
         return found
     return refusal(declared_check(config, arms)) + caches.problems(config) + overlap.problems(config)
+
+
+def caused_by_typos(config: Config, arms: Mapping[str, ResolvedArm], typos: Collection[str]) -> list[str]:
+    """The problems of `problems` that the typos cause (an arm's or the baseline's unknown name differs as a
+    leaf): the typo's own line stands alone; a confound beyond it is said once it is fixed."""
+    if not typos or validate_variables(config) + held.problems(config) + both_spellings(config):
+        return []
+    declared = declared_check(config, arms)
+    kept = refusal(declared, typos)
+    return [problem for problem in refusal(declared) if problem not in kept]
 
 
 def enforce_declared(config: Config) -> DeclaredCheck:

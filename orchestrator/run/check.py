@@ -188,6 +188,8 @@ def refusals(typed: Config, found: list[str], run_id: str, run_dir: tuple[str, s
         with timer.stage("knobs"):
             knobs = guard_knobs.check_knobs(typed, runtime, run_id, arms)
         problems += guard_knobs.knob_refusal(typed, knobs, arms)
+        derived = guard_declared.caused_by_typos(typed, arms, guard_knobs.typo_arms(typed, knobs))
+        problems = [problem for problem in problems if problem not in derived]  # a typo's line stands alone
     return Refusals(problems, runtime, knobs, arms)
 
 
