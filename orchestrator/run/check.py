@@ -88,7 +88,7 @@ def disk_problems(typed: Config, where: Path) -> list[str]:
     free, needed = shutil.disk_usage(existing).free, 2 * expected_record_bytes(typed)
     if free >= needed:
         return []
-    return [line("disk", "free disk", f"{free >> 20} MiB at {existing}", f"at least {needed >> 20} MiB "
+    return [line("disk", "free disk", f"{size(free)} at {existing}", f"at least {size(needed)} "
                  "(twice the expected record)", "free space, or pass hydra.run.dir=ELSEWHERE")]
 
 
