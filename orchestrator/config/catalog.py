@@ -26,14 +26,16 @@ CATALOG: dict[str, Entry] = {
                             "use one of the options listed, or add the config dir that has it (--config-dir)"),
     "shadowed": Entry("a user config file has the name of a project file it would silently replace",
                       "rename the user file"),
-    "type": Entry("a value of the wrong type (text for a number, a list for a map)",
-                  "give a value of the type the message names"),
+    "type": Entry("a value of the wrong type (text for a number, a list for a map); a name YAML reads as a "
+                  "boolean or null (an arm or prompt named off, on, yes, no, true, false, null)",
+                  "give a value of the type the message names; quote such a name ('off')"),
     "range": Entry("a number outside its valid range (counts >= 1, rates in [0, 1], timeouts > 0)",
                    "a value in the range the line ends with", said=False),
     "unknown-name": Entry("a name that must exist does not: an arm, a baseline, a verdict",
                           "use one of the names listed"),
     "empty": Entry("a study without arms, prompts or phases", "add what the message names"),
-    "cross-field": Entry("fields that are valid alone but not together", "follow the fix in the message"),
+    "cross-field": Entry("fields that are valid alone but not together (an arm that sets a switch both ways, "
+                         "engine_args.X and engine_args.no-X)", "follow the fix in the message (keep one spelling)"),
     "engine-rule": Entry("a request the engine would refuse (e.g. logprobs above --max-logprobs, max_tokens 0 "
                          "without echo)", "change the request, or the engine argument the message names"),
     "file": Entry("a file the config names is missing, unreadable, or not UTF-8 text",

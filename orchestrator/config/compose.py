@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import difflib
 import os
 import re
 from collections.abc import Callable
@@ -213,6 +214,8 @@ _NEW_ENTRY = {
     "ScratchConfig": "write it in an arm file, DIR/arm/NAME.yaml (scratch: {NAME: {container: PATH}}), and "
                      "pass --config-dir DIR arm@arms.ARM=NAME",
 }
+_YAML_WORDS = {"True": ("on", "yes", "true"), "False": ("off", "no", "false"), "None": ("null", "~")}
+_YAML_VALUE = {"True": "the boolean true", "False": "the boolean false", "None": "null (no name)"}
 _TYPE_WORDS = {"Float": "a number, e.g. 0.05", "Integer": "a whole number, e.g. 8", "Boolean": "true or false"}
 
 
@@ -251,6 +254,10 @@ def explain(exc: BaseException, dirs: list[Path] | None = None, written: Callabl
         return ConfigError(f"unknown key '{key}' in {parent} ({source}).{did_you_mean(key, fields)}")
 
     if full_key and "not in struct" in first_line:  # Hydra: a key the config does not have yet
+        close = difflib.get_close_matches(full_key.rsplit(".", 1)[-1], keys.siblings(exc), n=1, cutoff=0.6)
+        if close:  # a typo of a key beside it: its fix first, not how to add the typo
+            return ConfigError(f"{full_key} is not in the config ({source}). Did you mean '{close[0]}'? To add a "
+                               f"new key instead, write '+{full_key}=VALUE'")
         return ConfigError(f"{full_key} is not in the config ({source}): to add a new key, write "
                            f"'+{full_key}=VALUE'")
     entry = re.search(r"dict is not a subclass of (\w+)", first_line)
@@ -258,6 +265,15 @@ def explain(exc: BaseException, dirs: list[Path] | None = None, written: Callabl
         given = re.search(r"merging override (.+)", text)
         return ConfigError(f"{given.group(1) if given else full_key}: a new {entry.group(1)} entry cannot be given "
                            f"whole on the command line (Hydra cannot type it); {_NEW_ENTRY.get(entry.group(1), _FILE)}")
+    yaml_word = re.search(r"Key (True|False|None) \(\w+\) is incompatible with \(str\)|Incompatible key type "
+                          r"'(NoneType)'", first_line)
+    if yaml_word and full_key:  # YAML 1.1 reads off, yes, null... unquoted as a boolean or null, never a name
+        value = yaml_word.group(1) or "None"
+        parent = full_key.rsplit(".", 1)[0] if yaml_word.group(1) and "." in full_key else full_key
+        words = _YAML_WORDS[value]
+        return ConfigError(f"{parent}: YAML read a name written {', '.join(words[:-1])} or {words[-1]} as "
+                           f"{_YAML_VALUE[value]}, but names of arms and prompts are strings: quote it, e.g. "
+                           f"'{words[0]}' ({source})")
     if full_key:
         wanted = re.search(r"could not be converted to (\w+)|is not a valid (bool)", first_line)
         kind = wanted and (wanted.group(1) or "Boolean")

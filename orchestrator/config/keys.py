@@ -129,3 +129,15 @@ def schema_of(exc: BaseException) -> type | None:
             return block
         seen = seen.__cause__ or seen.__context__
     return None
+
+
+def siblings(exc: BaseException) -> list[str]:
+    """The keys beside the one a map refused (OmegaConf's `parent_node`, somewhere in the chain Hydra wraps it
+    in): where a typo's intended key is."""
+    seen: BaseException | None = exc
+    while seen is not None:
+        parent = getattr(seen, "parent_node", None)
+        if isinstance(parent, DictConfig):
+            return [str(key) for key in parent]
+        seen = seen.__cause__ or seen.__context__
+    return []

@@ -9,14 +9,14 @@ from __future__ import annotations
 
 import difflib
 import json
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from typing import TYPE_CHECKING
 
 from orchestrator.config.arms import ResolvedArm, resolve_arms
 from orchestrator.config.catalog import line
 from orchestrator.errors import ConfigError, counted
 from orchestrator.guard import caches, held, overlap
-from orchestrator.guard.leaves import arm_leaves, describe_all, describe_extra, differences, matches, positive
+from orchestrator.guard.leaves import arm_leaves, describe_all, describe_extra, differences, matches, positive, show
 from orchestrator.guard.results import (
     ABSENT,
     CONFOUNDED,
@@ -57,6 +57,24 @@ def validate_variables(config: Config) -> list[str]:
     return problems
 
 
+def both_spellings(config: Config) -> list[str]:
+    """Arms that set a switch both ways, engine_args.X and its negated name (engine_args.no-X): the engine gets
+    both flags, and the declared check would see two leaves where the arm means one."""
+    found = []
+    for arm, arm_config in config.arms.items():
+        engine_args = arm_config.engine_args
+        for name, value in engine_args.items():
+            leaf = f"engine_args.{name}"
+            switch = positive(leaf, arm_config.engine)
+            other = engine_args.get(switch.partition(".")[2])
+            if switch == leaf or other is None or value is None:
+                continue
+            verdict = "they contradict" if other == value else "they say the same twice"
+            found.append(f"arms.{arm} sets both {switch}={show(other)} and {leaf}={show(value)}: {verdict}; "
+                         "keep one")
+    return found
+
+
 def declared_check(config: Config, arms: Mapping[str, ResolvedArm] | None = None) -> DeclaredCheck:
     """Baseline vs each arm, leaf by leaf, as declared and as resolved (`arms`: config/arms.py `resolve_arms`,
     made here for a caller that has only the config). Raises ConfigError for a malformed `study.variables`."""
@@ -89,9 +107,10 @@ def declared_check(config: Config, arms: Mapping[str, ResolvedArm] | None = None
                          stand_in=next((resolved.stand_in_image for resolved in arms.values()), None))
 
 
-def refusal(declared: DeclaredCheck) -> list[str]:
+def refusal(declared: DeclaredCheck, typos: Collection[str] = ()) -> list[str]:
     """One problem per confounded pair, naming every differing leaf, and per declared variable that does not
-    differ; [] when the run may go on."""
+    differ; [] when the run may go on. `typos`: arms that set a name their engine does not know (the knob
+    check's line says it), whose pairs' confounds are left out: the typo is the confound."""
     found = [line("declared-equal", f"study.variables.{p.arm}", leaf, f"a leaf where arm '{p.arm}' differs from "
                   f"baseline '{declared.baseline}' (declared but not different)", f"give arms.{p.arm}.{leaf} "
                   "another value, or remove it from the declaration")
@@ -103,15 +122,25 @@ def refusal(declared: DeclaredCheck) -> list[str]:
                     f"{len(p.extra)} beyond its declared variable(s) {', '.join(p.declared or []) or '(none)'}: "
                     f"{describe_all(p)}. Declare them in study.variables.{p.arm}, make the arms agree, or set "
                     "study.allow_confounded: true"
-                    for p in declared.pairs if p.verdict == CONFOUNDED]
+                    for p in declared.pairs if p.verdict == CONFOUNDED and not {p.arm, declared.baseline} & set(typos)]
 
 
 def problems(config: Config, arms: Mapping[str, ResolvedArm] | None = None) -> list[str]:
-    """Every guard problem found before anything starts: malformed variables, a confounded or mis-declared
-    A/B, a hidden shared cache, arms that may not start overlapped."""
-    if found := validate_variables(config) + held.problems(config):
+    """Every guard problem found before anything starts: a switch set both ways, malformed variables, a
+    confounded or mis-declared A/B, a hidden shared cache, arms that may not start overlapped."""
+    if found := both_spellings(config) + validate_variables(config) + held.problems(config):
         return found
     return refusal(declared_check(config, arms)) + caches.problems(config) + overlap.problems(config)
+
+
+def caused_by_typos(config: Config, arms: Mapping[str, ResolvedArm], typos: Collection[str]) -> list[str]:
+    """The problems of `problems` that the typos cause (an arm's or the baseline's unknown name differs as a
+    leaf): the typo's own line stands alone; a confound beyond it is said once it is fixed."""
+    if not typos or validate_variables(config) + held.problems(config) + both_spellings(config):
+        return []
+    declared = declared_check(config, arms)
+    kept = refusal(declared, typos)
+    return [problem for problem in refusal(declared) if problem not in kept]
 
 
 def enforce_declared(config: Config) -> DeclaredCheck:

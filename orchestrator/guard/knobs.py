@@ -217,6 +217,11 @@ def knob_refusal(config: Config, knobs: Mapping[str, KnobCheck], arms: Mapping[s
                         for problem in problems)]  # one line each: the fix on it
 
 
+def typo_arms(config: Config, knobs: Mapping[str, KnobCheck]) -> list[str]:
+    """The arms refused for a name their engine does not know (none where study.allow_unknown_knobs)."""
+    return [] if config.study.allow_unknown_knobs else [arm for arm, result in knobs.items() if result.unknown]
+
+
 def _not_installed(config: Config, resolved: ResolvedArm, result: KnobCheck) -> str:
     arm, process = resolved.name, resolved.process
     where = resolved.interpreter if process else f"image {resolved.arm.image}"

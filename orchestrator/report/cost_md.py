@@ -43,7 +43,14 @@ def _num(value: float | None, digits: int = 3) -> str:
 
 
 def size(value: float | None) -> str:
-    return "-" if value is None else f"{value / 2**20:.0f} MiB" if value < 2**30 else f"{value / 2**30:.1f} GiB"
+    """Bytes as a person reads them, never 0 for something not empty: 700 B, 512 KiB, 3.2 MiB, 80 MiB, 1.5 GiB."""
+    if value is None:
+        return "-"
+    for limit, unit, digits, scale in ((2**10, "B", 0, 1), (2**20, "KiB", 0, 2**10), (10 * 2**20, "MiB", 1, 2**20),
+                                       (2**30, "MiB", 0, 2**20)):
+        if value < limit:
+            return f"{value / scale:.{digits}f} {unit}"
+    return f"{value / 2**30:.1f} GiB"
 
 
 def compact(value: float) -> str:

@@ -32,6 +32,7 @@ from orchestrator.errors import ConfigError, DockerUnavailable, ImageError, coun
 from orchestrator.guard import declared as guard_declared
 from orchestrator.guard import knobs as guard_knobs
 from orchestrator.guard.results import KnobCheck
+from orchestrator.report.cost_md import size
 from orchestrator.run import digests, placement, protocol
 from orchestrator.run.timings import StageTimer
 from orchestrator.runtime.spec import Runtime
@@ -87,7 +88,7 @@ def disk_problems(typed: Config, where: Path) -> list[str]:
     free, needed = shutil.disk_usage(existing).free, 2 * expected_record_bytes(typed)
     if free >= needed:
         return []
-    return [line("disk", "free disk", f"{free >> 20} MiB at {existing}", f"at least {needed >> 20} MiB "
+    return [line("disk", "free disk", f"{size(free)} at {existing}", f"at least {size(needed)} "
                  "(twice the expected record)", "free space, or pass hydra.run.dir=ELSEWHERE")]
 
 
@@ -187,6 +188,8 @@ def refusals(typed: Config, found: list[str], run_id: str, run_dir: tuple[str, s
         with timer.stage("knobs"):
             knobs = guard_knobs.check_knobs(typed, runtime, run_id, arms)
         problems += guard_knobs.knob_refusal(typed, knobs, arms)
+        derived = guard_declared.caused_by_typos(typed, arms, guard_knobs.typo_arms(typed, knobs))
+        problems = [problem for problem in problems if problem not in derived]  # a typo's line stands alone
     return Refusals(problems, runtime, knobs, arms)
 
 
@@ -218,7 +221,7 @@ def check(argv: list[str]) -> Outcome:
             + answer(f"ok config: study {typed.study.name}, {counted(len(typed.arms), 'arm')}, protocol "
                      f"{typed.protocol.name}, {counted(len(typed.prompts.prompts), 'prompt')}; guard: declared "
                      "variables and caches",
-                     f"ok images, ports, run dir, disk (record about {expected_record_bytes(typed) >> 20} MiB)",
+                     f"ok images, ports, run dir, disk (record about {size(expected_record_bytes(typed))})",
                      "ok knobs: " + "; ".join(f"{arm}: {k.flags_known} flags, {k.env_known} env names known"
                                               + (f" (from {k.listed_from})" if k.listed_from else "")
                                               if k.checked else f"{arm}: not checked ({k.reason})"

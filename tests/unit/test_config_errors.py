@@ -11,6 +11,7 @@ from orchestrator import cli
 from orchestrator.config.probe import load_probe_config
 from orchestrator.config.search import ENV_VAR
 from orchestrator.console import Outcome
+from orchestrator.errors import ConfigError
 from orchestrator.run import placement
 from orchestrator.run.check import config_check, study_config
 from orchestrator.runtime.spec import Inventory
@@ -218,3 +219,35 @@ def test_a_stand_in_that_serves_no_chat_endpoint_is_refused_before_anything_star
     assert not (tmp_path / "run").exists()
     _, typed, _ = study_config(["study=vllm_cpu_chat"], [])
     assert config_check(typed).problems == []  # its own engine, vLLM, serves chat
+
+
+@pytest.mark.parametrize(("names", "where", "written", "quoted"), [
+    ("arms:\n  off:\n    image: x\n", "arms", "off, no or false as the boolean false", "'off'"),
+    ("study:\n  variables:\n    off: [engine_args.seed]\n", "study.variables", "off, no or false", "'off'"),
+    ("prompts:\n  prompts:\n    yes: {text: hi}\n", "prompts.prompts", "on, yes or true as the boolean true", "'on'"),
+    ("prompts:\n  prompts:\n    null: {text: hi}\n", "prompts.prompts", "null or ~ as null", "'null'"),
+])
+def test_a_name_yaml_reads_as_a_boolean_says_to_quote_it(tmp_path: Path, names: str, where: str, written: str,
+                                                        quoted: str) -> None:
+    """An arm or prompt named off (YAML 1.1: false) once said 'Key False (bool) is incompatible with (str)'."""
+    (tmp_path / "study").mkdir()
+    (tmp_path / "study" / "mine.yaml").write_text("# @package _global_\ndefaults:\n  - load_point\n  - _self_\n"
+                                                  + names)
+    try:  # composing stops at some of them (Hydra), typing collects others
+        found = study_config(["study=mine"], [tmp_path])[2]
+    except ConfigError as exc:
+        found = exc.problems
+    [said] = found
+    assert said.startswith(f"{where}: YAML read a name written {written}") and f"quote it, e.g. {quoted}" in said
+    assert "incompatible" not in said.lower(), said
+
+
+def test_a_missing_key_with_a_close_one_beside_it_suggests_that_before_adding_it() -> None:
+    """Without the '+', a typo of a key the map has was told to be added ('+...max-num-seq=VALUE') and no more."""
+    _, _, found = study_config(["study=load_point", "arms.baseline.engine_args.max-num-seq=8",
+                                "arms.baseline.engine_args.zzz=8"], [])
+    assert found == [
+        "arms.baseline.engine_args.max-num-seq is not in the config (on the command line). Did you mean "
+        "'max-num-seqs'? To add a new key instead, write '+arms.baseline.engine_args.max-num-seq=VALUE'",
+        "arms.baseline.engine_args.zzz is not in the config (on the command line): to add a new key, write "
+        "'+arms.baseline.engine_args.zzz=VALUE'"]

@@ -15,6 +15,7 @@ from orchestrator.analysis.coresidents import METRICS, TRACE, UNSEEN, overlappin
 from orchestrator.analysis.cost import NOT_STREAMED, cost, ratio, t_quantile
 from orchestrator.analysis.cost_results import CostReport
 from orchestrator.record.recorded import read
+from orchestrator.report.cost_md import size
 from tests.load_record import ArmPlan, write_load_record
 
 
@@ -155,3 +156,11 @@ def test_overlap_counts_by_binary_search_agree_with_the_pairs() -> None:
     brute = [int(((first <= last[p]) & (last >= first[p])).sum()) - 1 for p in probes]
     assert overlapping(first, last, probes).tolist() == brute
 
+
+
+@pytest.mark.parametrize(("size_bytes", "said"), [(0, "0 B"), (700, "700 B"), (2**19, "512 KiB"),
+                                                  (int(3.2 * 2**20), "3.2 MiB"), (80 * 2**20, "80 MiB"),
+                                                  (3 * 2**29, "1.5 GiB")])
+def test_a_size_is_never_said_as_zero_when_it_is_not(size_bytes: int, said: str) -> None:
+    """`check`'s 'record about N' of a small study (load_point: under 1 MiB) said 0 MiB."""
+    assert size(size_bytes) == said

@@ -500,6 +500,19 @@ def test_engine_profiles_read_aliases_capacity_and_logprob_limits() -> None:
     assert fingerprint.arm_cell({"tp": 2}, None)["topology"]["tensor_parallel"] == 2
 
 
+@pytest.mark.parametrize(("value", "verdict"), [("true", "they contradict"), ("false", "they say the same twice")])
+def test_an_arm_that_sets_a_switch_both_ways_gets_one_line(value: str, verdict: str) -> None:
+    """batch-invariant and no-batch-invariant in one arm: one line naming both settings, not a confound that
+    labels the declared spelling as not declared."""
+    cfg = load("study=guard_finalize_only", "~arms.fused.engine_args.fused-finalize",
+               "+arms.fused.engine_args.no-batch-invariant=true", f"+arms.fused.engine_args.batch-invariant={value}",
+               "study.variables.fused=[engine_args.no-batch-invariant]")
+    with pytest.raises(ConfigError) as err:
+        guard_declared.enforce_declared(cfg)
+    assert err.value.problems == [f"arms.fused sets both engine_args.batch-invariant={value} and "
+                                  f"engine_args.no-batch-invariant=true: {verdict}; keep one"]
+
+
 def test_a_declared_variable_the_stand_in_replaces_is_said_to_make_the_ab_an_aa() -> None:
     from orchestrator.report.guard import headline as guard_headline
 
@@ -541,3 +554,22 @@ def test_a_negated_switch_is_the_same_variable_both_ways() -> None:
     cfg.study.variables["fused"] = ["engine_args.batch-invariant"]
     cfg.arms["fused"].engine_args = {"batch-invariant": False}
     assert pair(guard_observed.observed_check(cfg, prints), "fused").verdict == results.SINGLE
+
+
+@pytest.mark.parametrize("arm", ["baseline", "wide_batch"])
+def test_a_mistyped_flag_gets_its_own_line_not_a_confound_it_causes_too(arm: str,
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """+arms.X.engine_args.max-num-seq=8 once said first 'engine_args.max-num-seq (8 -> <absent>) [NOT declared]'
+    (a confound of the typo's making), then the knob check's 'Did you mean'."""
+    from orchestrator.run import check
+    from tests.fake_engine import fake_runtime
+
+    typed = load(f"+arms.{arm}.engine_args.max-num-seq=8")
+    for arm_config in typed.arms.values():
+        arm_config.image, arm_config.build.context = "fake-engine", None
+    monkeypatch.setattr(check, "runtime_for", lambda *_: fake_runtime())
+    [said] = check.refusals(typed, [], "typo").problems
+    assert said.startswith(f"arm '{arm}': flag --max-num-seq is not known") and "max-num-seqs" in said, said
+    typed.study.allow_unknown_knobs = True  # run anyway: then the typo's leaf is a difference like any other
+    [said] = check.refusals(typed, [], "typo").problems
+    assert "engine_args.max-num-seq (" in said and "[NOT declared]" in said, said
