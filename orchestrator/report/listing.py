@@ -65,6 +65,8 @@ def summary(paths: RunPaths) -> RunSummary:
     arms = [a["arm"] for a in (report or {}).get("arms", [])] or list(meta.get("planned_arms") or [])
     said = "interrupted, no report (run --resume finishes it)" if report is None and meta.get("interrupted") \
         else verdict(report)
+    if paths.root.name in (_read(paths.root.parent / "onset.json") or {}).get("abandoned", []):
+        said = "abandoned by the onset search's interrupted round: not counted, not to resume (its ../report.md)"
     return RunSummary(paths.root, str(meta.get("study", "?")), started[:16].replace("T", " "), arms, said)
 
 
