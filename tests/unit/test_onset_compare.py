@@ -10,7 +10,7 @@ import pytest
 
 from orchestrator.errors import ConfigError
 from orchestrator.record.paths import RunPaths
-from orchestrator.report.listing import summary
+from orchestrator.report.listing import show, summary
 from orchestrator.report.verdict import recompare
 from orchestrator.sweep.onset import search
 from orchestrator.sweep.onset_config import grid
@@ -26,7 +26,7 @@ def interrupted_search(sweep: Path) -> None:
     with pytest.raises(KeyboardInterrupt):
         search(s, resumed(sweep, s, [], grid(s.axis)), sweep, Fake(sweep, lambda v: 5 if v > 300 else 0,
                                                                   interrupt_at=2), lambda st: _write(sweep, st))
-    (sweep / "2" / "run.json").write_text(json.dumps({"study": "onset_x", "interrupted": True}))
+    (sweep / "2" / "run.json").write_text(json.dumps({"study": "onset_x", "interrupted": "2026-12-06T07:00"}))
 
 
 def test_compare_remakes_the_onset_report_and_not_a_sweeps(tmp_path: Path) -> None:
@@ -47,3 +47,5 @@ def test_ls_says_an_abandoned_job_dir_is_not_to_resume(tmp_path: Path) -> None:
     interrupted_search(tmp_path)
     said = summary(RunPaths(tmp_path / "2")).verdict
     assert said.startswith("abandoned by the onset search's interrupted round: not counted") and "--resume" not in said
+    shown = show(tmp_path / "2")
+    assert shown.endswith(f"{said}.") and "--resume" not in shown
