@@ -78,7 +78,7 @@ def opening(state: dict[str, Any]) -> list[str]:
                 "the search.", ""]
     if abandoned := state.get("abandoned"):
         out += [f"Job {noun(len(abandoned), 'dir')} {', '.join(abandoned)}: left by an interrupted round, not "
-                "counted (a job cut short); the resumed search planned its points again.", ""]
+                "counted (a job cut short); a resumed search plans its points again.", ""]
     results = _results(state)
     if len(results) > 1:  # "is the threshold shared by every configuration?"
         out += ["## Side by side", "", "| configuration | answer | interval | jobs | requests |",
