@@ -153,7 +153,7 @@ def summarize(s: OnsetSettings, grid: list[float], jobs: list[Job]) -> Result:
               "width_met": met}
     ends = (f"{'below ' + lo_text if a is None else value_text(s.axis, a)}, "
             f"{'above ' + hi_text if b is None else value_text(s.axis, b)}")
-    rates = f"{_rate('below', below)}, {_rate('above', above)}"
+    rates = f"{_rate('below', below)}, {_rate('above', above).removeprefix('rate ' if below['n'] else '')}"
     if a is None or b is None:
         return Result("undecided", f"onset in [{ends}] at {pct}, reaching past the range: {rates}",
                       **fields)

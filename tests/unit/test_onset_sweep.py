@@ -173,6 +173,11 @@ def test_an_interval_past_both_ends_says_no_point_lies_outside_it(tmp_path: Path
     assert sorted(fake.values) == [64.0, 288.0]
     assert line == ("onset in [below 64, above 512] at 95 %, reaching past the range: no point measured below the "
                     "interval, no point measured above the interval")
+    s.max_jobs = 3  # a third point, 175: the interval ends at 288, above it 3/3
+    fake = Fake(tmp_path, lambda v: 3 if v > 200 else 0, n=3)
+    line = search(s, resumed(tmp_path, s, [], grid(s.axis)), tmp_path, fake,
+                  lambda st: None).configurations[0].result["line"]  # type: ignore[index]
+    assert line.endswith(": no point measured below the interval, rate above 3/3 (0.29-1.00)"), line
 
 
 def test_top1_flips_are_counted_over_each_jobs_own_max_tokens(tmp_path: Path) -> None:
