@@ -71,7 +71,18 @@ def summary(paths: RunPaths) -> RunSummary:
     arms = [a["arm"] for a in (report or {}).get("arms", [])] or list(meta.get("planned_arms") or [])
     said = verdict(report) if report is not None else "interrupted, no report (run --resume finishes it)" \
         if meta.get("interrupted") else NO_REPORT
+    if abandoned(paths):
+        said = ABANDONED
     return RunSummary(paths.root, str(meta.get("study", "?")), started[:16].replace("T", " "), arms, said)
+
+
+ABANDONED = "abandoned by the onset search's interrupted round: not counted, not to resume (its ../report.md)"
+
+
+def abandoned(paths: RunPaths) -> bool:
+    """A job dir an onset search's interrupted round left (onset.json `abandoned`): the resumed search planned
+    its point again, so `run --resume` of it would measure nothing the search counts."""
+    return paths.root.name in (_read(paths.root.parent / "onset.json") or {}).get("abandoned", [])
 
 
 def runs(root: Path) -> list[RunSummary]:
@@ -144,6 +155,8 @@ def show_interrupted(paths: RunPaths, meta: dict[str, Any]) -> str:
                    + (f" of {expected}" if expected else "") + " requests answered"
                    + (f", {len(mine) - answered - cut} with an error" if len(mine) - answered - cut else "")
                    + (f", {cut} cut off by the stop" if cut else ""))
+    if abandoned(paths):
+        return "\n".join([*out, "", f"{ABANDONED}."])
     return "\n".join([*out, "", f"`orchestrator run --resume {paths.root}` sends the rest; `orchestrator compare "
                        f"{paths.root}` makes a report of what it has"])
 

@@ -5,13 +5,16 @@ where each first divergence lies against a declared budget. Made from onset.json
 from __future__ import annotations
 
 import html
+import json
 import math
 from pathlib import Path
 from typing import Any
 
 from orchestrator.analysis.stats import divergence_bound
+from orchestrator.errors import noun
 from orchestrator.report.html import STYLE, markdown_to_html
 
+FILE = "onset.json"  # as sweep/onset_state.py writes it
 W, H, PAD = 960, 260, 64
 RATE_TICKS = (0.0, 0.25, 0.5, 0.75, 1.0)
 # target.outcome as the report names what is counted
@@ -24,10 +27,21 @@ def write_reports(sweep_dir: Path, state: dict[str, Any]) -> None:
     (sweep_dir / "report.html").write_text(page(state))
 
 
+def remade(sweep_dir: Path) -> list[str]:
+    """`compare SWEEP_DIR` of an onset search: its reports again from onset.json, as the search wrote them (its
+    jobs' records are in onset.json: each job's counts as read when it ended); each configuration's answer."""
+    state = json.loads((sweep_dir / FILE).read_text())
+    write_reports(sweep_dir, state)
+    first = "provisional (the search was interrupted): " if state.get("interrupted") else ""
+    return [*(first + (f"[{' '.join(c['per'])}] " if c["per"] else "")
+              + (c.get("result") or {}).get("line", "no answer") for c in state["configurations"]),
+            f"Onset report: {sweep_dir / 'report.md'}  onset.json: {sweep_dir / FILE}"]
+
+
 def markdown(state: dict[str, Any]) -> str:
     out = opening(state)
     for c, r in _results(state):
-        out += [*_head(c, r), *_markdown_table(jobs_table(state, c)), *_posterior(state, r)]
+        out += [*_head(c, r, state), *_markdown_table(jobs_table(state, c)), *_posterior(state, r)]
     return "\n".join(out) + "\n"
 
 
@@ -35,7 +49,7 @@ def page(state: dict[str, Any]) -> str:
     """report.html: the same content, the run dirs linked to their report.html, each configuration's chart."""
     body = markdown_to_html("\n".join(opening(state)))
     for c, r in _results(state):
-        body += [*markdown_to_html("\n".join(_head(c, r))), _html_table(jobs_table(state, c)),
+        body += [*markdown_to_html("\n".join(_head(c, r, state))), _html_table(jobs_table(state, c)),
                  *markdown_to_html("\n".join(_posterior(state, r))), *charts_of(state, c)]
     return (f"<!doctype html><html lang='en'><head><meta charset='utf-8'><title>onset: "
             f"{html.escape(state['settings']['axis']['key'])}</title><style>{STYLE}</style></head><body>\n"
@@ -57,6 +71,14 @@ def opening(state: dict[str, Any]) -> list[str]:
            f"(target.outcome={target['outcome']}); width wanted {_wanted(s['width'], axis['scale'])} at "
            f"{s['confidence']:.0%}; budget {s['max_jobs']} jobs"
            + (f", {s['max_requests']} requests" if s["max_requests"] else "") + " per configuration.", ""]
+    if state.get("interrupted"):
+        done = sum(len(c["jobs"]) for c in state["configurations"])
+        out += [f"**Interrupted** after {done} of {s['max_jobs'] * len(state['configurations'])} jobs: the answers "
+                "below are provisional. The same command with the same hydra.sweep.dir (this directory) resumes "
+                "the search.", ""]
+    if abandoned := state.get("abandoned"):
+        out += [f"Job {noun(len(abandoned), 'dir')} {', '.join(abandoned)}: left by an interrupted round, not "
+                "counted (a job cut short); a resumed search plans its points again.", ""]
     results = _results(state)
     if len(results) > 1:  # "is the threshold shared by every configuration?"
         out += ["## Side by side", "", "| configuration | answer | interval | jobs | requests |",
@@ -73,11 +95,16 @@ def _wanted(width: float | None, scale: str) -> str:
     return f"a factor {_num(width)}" if scale == "log" else _num(width)
 
 
-def _head(c: dict[str, Any], r: dict[str, Any]) -> list[str]:
-    out = [f"## {' '.join(c['per']) or 'Onset'}", "", f"**{r.get('line', 'no answer yet')}**", ""]
+def _head(c: dict[str, Any], r: dict[str, Any], state: dict[str, Any]) -> list[str]:
+    said = r.get("line", "no answer yet")
+    out = [f"## {' '.join(c['per']) or 'Onset'}", "",
+           f"Provisional, the search was interrupted: {said}" if state.get("interrupted") else f"**{said}**", ""]
     if r.get("stop"):
         out += [f"Stopped: {r['stop']}.", ""]
-    if isl := r.get("islands"):
+    if (isl := r.get("islands")) and None in isl["rates"]:  # a segment of no measured point weighs nothing
+        out += ["Two change points against one: not weighed, the most probable split of the measured points "
+                "leaves a segment with none of them (measure more points).", ""]
+    elif isl:
         shape = " -> ".join("-" if x is None else f"{x:.2f}" for x in isl["rates"])
         out += [f"Two change points against one: Bayes factor {isl['bayes_factor']:.3g}; rates along the axis "
                 f"{shape}{' (an island: back to the base rate)' if isl['island'] else ''}.", ""]
@@ -134,12 +161,11 @@ def placed(job: dict[str, Any], budget: int | None) -> str:
         return "-"
     prompt = job.get("prompt_tokens")
 
-    def at(first: int | None) -> str:
-        if first is None:
-            return "none"
+    def at(first: int) -> str:
         return f"generated {first}" if prompt is None else f"{prompt + first} ({prompt} + {first})"
 
-    text = f"logprobs apart at {at(apart)}; token flipped at {at(flipped)}"
+    text = ("logprobs apart at " + ("none" if apart is None else at(apart)) + "; "
+            + ("no token flipped" if flipped is None else f"token flipped at {at(flipped)}"))
     if prompt is None or budget is None:
         return text
     earliest = prompt + min(firsts)
@@ -186,7 +212,6 @@ def charts_of(state: dict[str, Any], c: dict[str, Any]) -> list[str]:
     def y(p: float) -> float:
         return H - PAD + (2 * PAD - H) * p
 
-    name = " ".join(c["per"]) or axis["key"]
     ticks = [f'<line x1="{PAD}" y1="{y(t):.1f}" x2="{W - PAD}" y2="{y(t):.1f}" stroke="currentColor" '
              f'opacity="0.15"/><text x="{PAD - 6}" y="{y(t) + 4:.1f}" text-anchor="end">{t:.2f}</text>'
              for t in RATE_TICKS]
@@ -214,7 +239,8 @@ def charts_of(state: dict[str, Any], c: dict[str, Any]) -> list[str]:
                      f'<title>posterior over the onset (scaled to its peak, {top:.3f})</title></polyline>'
                      f'<text x="{W - PAD}" y="{y(0.9) - 6:.1f}" text-anchor="end" fill="var(--accent, #c33)">'
                      f"posterior, peak {top:.3f} (drawn at 0.90)</text>")
-    label = f"rate against {axis['key']} with 95 % bounds, and the onset's posterior: {name}"
+    label = f"rate against {axis['key']} with 95 % bounds, and the onset's posterior" + (
+        f": {' '.join(c['per'])}" if c["per"] else "")  # the axis is named once
     return [f'<figure><svg viewBox="0 0 {W} {H}" width="{W}" height="{H}" fill="currentColor" role="img" '
             f'aria-label="{html.escape(label)}" xmlns="http://www.w3.org/2000/svg"><title>{html.escape(label)}'
             f"</title>{''.join(marks)}</svg><figcaption>{html.escape(label)}</figcaption></figure>"]

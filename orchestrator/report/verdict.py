@@ -14,6 +14,7 @@ from orchestrator.config.catalog import line
 from orchestrator.console import Outcome, answer, note
 from orchestrator.errors import ConfigError, ExitStatus, RecordError
 from orchestrator.record.paths import RunPaths, read_json
+from orchestrator.report import onset
 from orchestrator.report.build import read_sources, rebuild
 from orchestrator.report.markdown import cells_table
 from orchestrator.report.model import StudyReport
@@ -79,6 +80,11 @@ def recompare(run_dirs: list[Path], out: Path | None, baseline: str | None, as_j
     if branches is not None and branches < 1:
         raise ConfigError(line("range", "--branches", branches, ">= 1", "show at least one branch, e.g. 4"))
     asked = run_gate or max_divergence_rate is not None or bool(expect_pairs or expect_schedules)
+    if len(run_dirs) == 1 and (run_dirs[0] / onset.FILE).is_file():  # an onset search's own report, not a sweep's
+        if out is not None or baseline is not None or asked:
+            raise ConfigError(f"{run_dirs[0]} is an onset search: compare takes no --out, --baseline or gate for "
+                              "it; pass one of its job dirs (SWEEP_DIR/N) for those")
+        return answer(*onset.remade(run_dirs[0]))
     if len(run_dirs) == 1 and is_sweep_dir(run_dirs[0]):
         return _recompare_sweep(run_dirs[0], out is not None or baseline is not None, (lambda job: recompare(
             [job], None, None, as_json, run_gate, max_divergence_rate, expect_pairs, expect_schedules, branches))

@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from orchestrator.analysis import onset as model
+from orchestrator.errors import counted
 from orchestrator.record.paths import RunPaths
 from orchestrator.sweep.onset_config import OnsetSettings, TargetConf, positions, value_text, width_of
 from orchestrator.sweep.onset_state import Configuration, Job, OnsetState
@@ -152,7 +153,7 @@ def summarize(s: OnsetSettings, grid: list[float], jobs: list[Job]) -> Result:
               "width_met": met}
     ends = (f"{'below ' + lo_text if a is None else value_text(s.axis, a)}, "
             f"{'above ' + hi_text if b is None else value_text(s.axis, b)}")
-    rates = f"rate below {_rate(below)}, above {_rate(above)}"
+    rates = f"{_rate('below', below)}, {_rate('above', above).removeprefix('rate ' if below['n'] else '')}"
     if a is None or b is None:
         return Result("undecided", f"onset in [{ends}] at {pct}, reaching past the range: {rates}",
                       **fields)
@@ -171,10 +172,12 @@ def snapped(ci: model.Interval, n: np.ndarray, post: np.ndarray) -> model.Interv
     return model.Interval(lo, hi, float(post[lo:hi + 1].sum()))
 
 
-def _rate(r: dict[str, Any]) -> str:
+def _rate(side: str, r: dict[str, Any]) -> str:
+    """The pooled rate of the points measured on one side of the interval; an interval reaching past the range
+    holds every measured point on that side (the counts are then in the jobs' table, not here)."""
     if not r["n"]:
-        return "- (no requests)"
-    return f"{r['k']}/{r['n']} ({r['lower']:.2f}-{r['upper']:.2f})"
+        return f"no point measured {side} the interval"
+    return f"rate {side} {r['k']}/{r['n']} ({r['lower']:.2f}-{r['upper']:.2f})"
 
 
 def _at(grid: list[float], index: int) -> float | None:
@@ -229,6 +232,16 @@ def search(s: OnsetSettings, state: OnsetState, sweep_dir: Path, launch: Launch,
            after_round: Callable[[OnsetState], None]) -> OnsetState:
     """Rounds until every configuration is done; each round launches the next points of every configuration
     not done in one batch (a parallel launcher runs them together)."""
+    try:
+        return _rounds(s, state, sweep_dir, launch, after_round)
+    except KeyboardInterrupt:  # the report says so, and names the job dirs the round left
+        state.stopped(sweep_dir)
+        after_round(state)
+        raise
+
+
+def _rounds(s: OnsetSettings, state: OnsetState, sweep_dir: Path, launch: Launch,
+            after_round: Callable[[OnsetState], None]) -> OnsetState:
     grid = state.grid
     for c in state.configurations:
         _settle(s, grid, c)
@@ -257,7 +270,7 @@ def search(s: OnsetSettings, state: OnsetState, sweep_dir: Path, launch: Launch,
 def _settle(s: OnsetSettings, grid: list[float], c: Configuration) -> None:
     result = summarize(s, grid, c.jobs)
     if failed := failed_jobs(c.jobs):
-        result.line += (f"; {len(failed)} job(s) failed and are not counted (job "
+        result.line += (f"; {counted(len(failed), 'job')} failed and are not counted (job "
                         + ", ".join(f"{j.job} at {value_text(s.axis, j.value)}: status {j.status}" for j in failed)
                         + ")")
     result.stop = stop_reason(s, c, result)

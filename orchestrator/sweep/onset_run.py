@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 from omegaconf import DictConfig, OmegaConf
 
 from orchestrator.console import Outcome, answer, failed, note
-from orchestrator.errors import ConfigError, ExitStatus, OrchestratorError
+from orchestrator.errors import ConfigError, ExitStatus, OrchestratorError, counted
 from orchestrator.sweep.onset_config import (
     EXPECT,
     SWEEPER_TARGET,
@@ -111,7 +111,7 @@ def run_search(node: dict[str, Any], arguments: list[str], config: DictConfig, l
         exc.__notes__ = [f"the onset search's finished rounds are in {sweep_dir / FILE}: the same command with "
                      f"hydra.sweep.dir={sweep_dir} resumes it"]  # not the job's run: the search runs that point again
         raise
-    resumed_note = note(f"resumed the search in {sweep_dir / FILE}: {before} job(s) recorded before") \
+    resumed_note = note(f"resumed the search in {sweep_dir / FILE}: {counted(before, 'job')} recorded before") \
         if before else Outcome()
     Answer.outcome = resumed_note + answer(*_lines(state, sweep_dir)) + expectation(state, s.expect)
     return state

@@ -49,6 +49,9 @@ class OnsetState:
     grid: list[float]
     configurations: list[Configuration]
     version: int = VERSION
+    interrupted: bool = False  # Ctrl-C or SIGTERM in a round: the answers so far are provisional
+    # job dirs an interrupted round left: not evidence (a job cut short); the resumed search plans its points again
+    abandoned: list[str] = field(default_factory=list)
 
     @property
     def next_job(self) -> int:
@@ -60,6 +63,13 @@ class OnsetState:
         left = [int(p.name) for p in sweep_dir.iterdir() if p.is_dir() and p.name.isdigit()] \
             if sweep_dir.is_dir() else []
         return max([self.next_job, *(n + 1 for n in left)])
+
+    def stopped(self, sweep_dir: Path) -> None:
+        """Ctrl-C or SIGTERM: the answers are provisional, and the job dirs not recorded as jobs are the
+        interrupted round's (not counted; kept, and named as such)."""
+        recorded = {j.dir for c in self.configurations for j in c.jobs} | set(self.abandoned)
+        left = sorted((p.name for p in sweep_dir.iterdir() if p.is_dir() and p.name.isdigit()), key=int)
+        self.interrupted, self.abandoned = True, [*self.abandoned, *(d for d in left if d not in recorded)]
 
 
 def write(sweep_dir: Path, state: OnsetState) -> Path:
@@ -81,7 +91,8 @@ def read(sweep_dir: Path) -> OnsetState | None:
                               f"version {VERSION}: give the search another hydra.sweep.dir")
         configurations = [Configuration(c["per"], [Job(**j) for j in c["jobs"]], c.get("result"), c["done"])
                           for c in raw["configurations"]]
-        return OnsetState(raw["settings"], raw["arguments"], raw["grid"], configurations, raw["version"])
+        return OnsetState(raw["settings"], raw["arguments"], raw["grid"], configurations, raw["version"],
+                          bool(raw.get("interrupted")), list(raw.get("abandoned") or []))
     except (ValueError, KeyError, TypeError) as exc:
         raise ConfigError(f"{path} is not a readable onset.json ({type(exc).__name__}: {exc}): move it away or "
                           "give the search another hydra.sweep.dir") from exc
@@ -100,7 +111,7 @@ def resumed(sweep_dir: Path, settings: OnsetSettings, arguments: list[str], grid
     if differ:
         raise ConfigError(f"{sweep_dir / FILE} records another search ({'; '.join(differ)}): resume it with "
                           "the same settings, or give this one another hydra.sweep.dir")
-    state.settings = now
+    state.settings, state.interrupted = now, False
     for c in state.configurations:
         c.done = False  # a larger budget or a narrower width may take it further
     return state

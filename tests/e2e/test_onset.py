@@ -105,14 +105,18 @@ def test_an_onset_search_interrupted_between_rounds_resumes_to_the_uninterrupted
     assert f"the same command with hydra.sweep.dir={sweep} resumes it" in stderr
     kept = _jobs(sweep)
     assert 2 <= kept < 10
+    cut = json.loads((sweep / "onset.json").read_text())
+    assert cut["interrupted"] and f"**Interrupted** after {kept} of 10 jobs" in (sweep / "report.md").read_text()
+    assert all((sweep / d).is_dir() for d in cut["abandoned"])  # Ctrl-C between two jobs: none
     resumed = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert resumed.returncode == 0, resumed.stderr[-3000:]
-    assert f"resumed the search in {sweep / 'onset.json'}: {kept} job(s) recorded before" in resumed.stderr
+    assert f"resumed the search in {sweep / 'onset.json'}: {kept} jobs recorded before" in resumed.stderr
     [done] = json.loads((sweep / "onset.json").read_text())["configurations"]
     [want] = json.loads((tmp_path / "whole" / "onset.json").read_text())["configurations"]
     assert [j["value"] for j in done["jobs"]] == [j["value"] for j in want["jobs"]]
     assert done["result"]["outcome"] == want["result"]["outcome"] == "onset"
     assert done["result"]["interval"] == want["result"]["interval"], (done["result"]["line"], want["result"]["line"])
+    assert "nterrupted" not in (sweep / "report.md").read_text().replace("interrupted round", "")
     numbers = [j["job"] for j in done["jobs"]]
     assert numbers == sorted(set(numbers)) and all((sweep / str(n) / "report.json").is_file() for n in numbers)
 

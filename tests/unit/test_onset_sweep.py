@@ -104,7 +104,8 @@ def test_a_failed_jobs_counts_are_not_evidence(tmp_path: Path) -> None:
                    fake, lambda st: write(tmp_path, st))
     result = state.configurations[0].result
     assert result is not None and result["outcome"] != "no onset in range", (result["line"], fake.values)
-    assert "job(s) failed and are not counted" in result["line"] and ": status 4" in result["line"]
+    assert "3 jobs failed and are not counted" in result["line"]
+    assert "job(s)" not in result["line"] and ": status 4" in result["line"]
 
 
 def test_no_onset_in_range_says_its_bound(tmp_path: Path) -> None:
@@ -150,13 +151,33 @@ def test_a_search_interrupted_in_a_round_resumes_to_the_uninterrupted_answer(tmp
     with pytest.raises(KeyboardInterrupt):
         search(settings(), resumed(tmp_path, settings(), [], grid(settings().axis)), tmp_path, cut,
                lambda st: write(tmp_path, st))
-    assert len(read(tmp_path).configurations[0].jobs) == 4  # type: ignore[union-attr]
+    cut_state = read(tmp_path)
+    assert cut_state is not None and len(cut_state.configurations[0].jobs) == 4
+    assert cut_state.interrupted and cut_state.abandoned == ["4"]  # the report says so (test_onset_report.py)
     rest = Fake(tmp_path, step)
     state = search(settings(), resumed(tmp_path, settings(), [], grid(settings().axis)), tmp_path, rest,
                    lambda st: write(tmp_path, st))
     jobs = state.configurations[0].jobs
     assert [j.job for j in jobs] == [0, 1, 2, 3, *range(5, 5 + len(rest.values))]  # 4: the interrupted job's dir
     assert cut.values + rest.values == uninterrupted.values and state.configurations[0].result == whole
+    assert not state.interrupted and state.abandoned == ["4"]  # resumed: no longer provisional; 4 stays named
+
+
+def test_an_interval_past_both_ends_says_no_point_lies_outside_it(tmp_path: Path) -> None:
+    """0/3 at 64 and 3/3 at 288: at 95 % the interval holds both points (a single rate is not excluded), so no
+    measured point lies below or above it; the answer says that, not "no requests"."""
+    s = settings(width=16, max_jobs=2)
+    fake = Fake(tmp_path, lambda v: 3 if v > 200 else 0, n=3)
+    line = search(s, resumed(tmp_path, s, [], grid(s.axis)), tmp_path, fake,
+                  lambda st: None).configurations[0].result["line"]  # type: ignore[index]
+    assert sorted(fake.values) == [64.0, 288.0]
+    assert line == ("onset in [below 64, above 512] at 95 %, reaching past the range: no point measured below the "
+                    "interval, no point measured above the interval")
+    s.max_jobs = 3  # a third point, 175: the interval ends at 288, above it 3/3
+    fake = Fake(tmp_path, lambda v: 3 if v > 200 else 0, n=3)
+    line = search(s, resumed(tmp_path, s, [], grid(s.axis)), tmp_path, fake,
+                  lambda st: None).configurations[0].result["line"]  # type: ignore[index]
+    assert line.endswith(": no point measured below the interval, rate above 3/3 (0.29-1.00)"), line
 
 
 def test_top1_flips_are_counted_over_each_jobs_own_max_tokens(tmp_path: Path) -> None:
