@@ -18,10 +18,11 @@ from orchestrator.config import security
 from orchestrator.config.background import phase_backgrounds
 from orchestrator.config.catalog import line
 from orchestrator.config.compose import compose, resolve_prompts, to_typed
-from orchestrator.config.schema import Arrivals, Config, Endpoint, LoadConfig, PhaseKind, PromptAs, RuntimeKind
+from orchestrator.config.schema import Arrivals, Config, Endpoint, LoadConfig, PhaseKind, PromptAs
 from orchestrator.engines import ENGINES
 from orchestrator.errors import ConfigError
 from orchestrator.runtime.spec import Mount, map_mounts
+from orchestrator.runtime.traits import traits_of
 
 VERDICTS = ("identical", "agree", "differ")  # analysis/gate.py EXPECTED_VERDICTS
 
@@ -187,7 +188,7 @@ def _process_arms(config: Config) -> list[str]:
     """What a local process cannot be given (runtime=process, docs/runtimes.md): an argv without a program
     (there is no image entrypoint to put before it), and a scratch dir it would never see (no filesystem
     namespace: a scratch dir reaches the engine only through its path in the argv or env, rewritten)."""
-    if config.runtime.kind is not RuntimeKind.process:
+    if traits_of(config.runtime.kind).isolates_filesystem:
         return []
     found = []
     for name, arm in config.arms.items():

@@ -25,6 +25,7 @@ from orchestrator.config.schema import BuildConfig, Config
 from orchestrator.config.validate import validate
 from orchestrator.console import Outcome, answer
 from orchestrator.errors import ConfigError, ExitStatus, ImageError, RecordError, counted
+from orchestrator.record.identity import CODE, identity_kind
 from orchestrator.record.paths import RunPaths, atomic_write_text, read_json
 from orchestrator.record.tables import read_table
 from orchestrator.runtime.spec import BuildSpec
@@ -86,7 +87,7 @@ def pin_images(typed: Config, original: RunPaths) -> dict[str, str]:
             typed.stand_in = row["image_id"]
         else:
             # a process arm keeps its source folder: it is part of the code identity being checked
-            build = arm.build if row["image_id"].startswith("process:") else BuildConfig()
+            build = arm.build if identity_kind(row["image_id"]) == CODE else BuildConfig()
             typed.arms[name] = dataclasses.replace(arm, image=row["image_id"], build=build)
     return pinned
 
@@ -96,9 +97,9 @@ def check_images_present(typed: Config, pinned: dict[str, str], original: RunPat
     refs = {row["arm"]: row["image_ref"] for row in read_table(original, "arms").to_pylist()}
     for name, image_id in pinned.items():
         try:
-            runtime.resolve_image(image_id, arms[name].build if image_id.startswith("process:") else BuildSpec())
+            runtime.resolve_image(image_id, arms[name].build if identity_kind(image_id) == CODE else BuildSpec())
         except ImageError as exc:
-            if image_id.startswith("process:"):  # a local process: what is installed differs
+            if identity_kind(image_id) == CODE:  # a local process: what is installed differs
                 raise ImageError(f"arm '{name}': {exc}") from None
             raise ImageError(f"arm '{name}': the original image {image_id} ({refs.get(name)}) is not on this Docker "
                              "engine. Load it (docker save on the original machine, docker load here), or pass "

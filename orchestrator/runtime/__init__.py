@@ -12,8 +12,9 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from orchestrator.runtime.spec import Runtime
+from orchestrator.runtime.traits import BUILT_IN
 
-KINDS = ("docker", "process")
+KINDS = tuple(BUILT_IN)
 
 
 def make_runtime(kind: str, *, docker_host: str | None = None, inherit_env: Iterable[str] = (),

@@ -8,6 +8,8 @@ import json
 import os
 import re
 import secrets
+import socket
+import tempfile
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -19,10 +21,11 @@ import pytest
 
 from orchestrator.config.arms import build_spec, container_spec
 from orchestrator.config.schema import ArmConfig, BuildConfig, RuntimeConfig
-from orchestrator.errors import ArmStartError, ConfigError, RuntimeFailure
+from orchestrator.errors import ArmStartError, ConfigError, ImageError, RuntimeFailure
+from orchestrator.record.identity import identity_kind
 from orchestrator.run.client import wait_ready
 from orchestrator.runtime.process import ProcessRuntime
-from orchestrator.runtime.spec import LABEL_NS, ContainerSpec, Handle, Mount, Runtime
+from orchestrator.runtime.spec import LABEL_NS, BuildSpec, ContainerSpec, Handle, Mount, Runtime
 
 REFERENCE_IMAGE = "orchestrator/reference-engine:0.1.0"
 PYTHON_IMAGE = "orchestrator/debian-python:bookworm"
@@ -50,6 +53,12 @@ class Kind:
         if self.name == "fake":
             return ["fake-printenv", *names]
         return ["python3", "-c", f"import json, os; print(json.dumps({{k: os.environ.get(k) for k in {names!r}}}))"]
+
+    def exists_argv(self, path: Path) -> list[str]:
+        """A command printing whether `path` exists where the server runs (True/False)."""
+        if self.name == "fake":
+            return ["fake-exists", str(path)]
+        return ["python3", "-c", f"import os; print(os.path.exists({str(path)!r}))"]
 
     def fail_argv(self, code: int, text: str) -> list[str]:
         if self.name == "fake":
@@ -370,3 +379,81 @@ def test_a_server_pinned_to_one_core_runs_there_and_the_inventory_lists_the_core
     finally:
         kind.runtime.stop(handle, 10)
         kind.runtime.remove(handle)
+
+
+# the traits (runtime/traits.py) held against what each runtime does ----------------------------------
+
+def test_a_runtime_that_isolates_the_filesystem_hides_a_host_file_and_one_that_does_not_shows_it(
+        server: tuple[Kind, Handle]) -> None:
+    kind, handle = server
+    with tempfile.NamedTemporaryFile(prefix="contract-host-file-") as host_file:
+        seen = kind.runtime.exec(handle, kind.exists_argv(Path(host_file.name)))
+    assert seen.exit_code == 0, seen.output
+    assert seen.output.strip().splitlines()[-1] == str(not kind.runtime.traits.isolates_filesystem)
+
+
+def test_its_identities_read_as_the_kind_its_traits_say(kind: Kind) -> None:
+    arm = kind.arm()
+    found = kind.runtime.resolve_image(arm.image, build_spec(arm)).id
+    assert identity_kind(found) == kind.runtime.traits.identity_kind.value
+
+
+def test_a_runtime_with_image_ids_refuses_an_image_it_has_not_and_one_without_identifies_any_code(
+        kind: Kind) -> None:
+    absent = f"orchestrator/contract-absent:{secrets.token_hex(3)}"
+    if kind.runtime.traits.image_ids:
+        with pytest.raises(ImageError):
+            kind.runtime.resolve_image(absent, BuildSpec())
+    else:  # a code identity: of the interpreter and its distributions, whatever the ref says
+        assert kind.runtime.resolve_image(absent, BuildSpec()).id == kind.runtime.resolve_image("x", BuildSpec()).id
+
+
+def test_a_runtime_ships_an_image_to_another_of_its_kind_only_where_its_traits_say_so(kind: Kind) -> None:
+    small = PYTHON_IMAGE if kind.name == "docker" else kind.engine_image
+    image = kind.runtime.resolve_image(small, build_spec(kind.arm(image=small)))
+    if not kind.runtime.traits.ships_images:
+        with pytest.raises(ImageError):
+            kind.runtime.ship_image(image, kind.fresh())
+        return
+    other = kind.fresh()  # the same daemon: a load of what it has keeps the id
+    assert kind.runtime.ship_image(image, other) > 0
+    assert other.resolve_image(image.id, BuildSpec()).id == image.id
+
+
+def test_a_memory_limit_is_enforced_where_its_traits_say_so_and_refused_elsewhere(kind: Kind) -> None:
+    spec = kind.spec(kind.arm(), f"contract-{secrets.token_hex(3)}")
+    spec.memory = "512m"
+    if not kind.runtime.traits.memory_limits:
+        with pytest.raises(ConfigError, match="memory limit"):
+            kind.runtime.start(spec)
+        return
+    handle = kind.runtime.start(spec)
+    try:
+        limit = kind.runtime.exec(handle, ["cat", "/sys/fs/cgroup/memory.max"])
+        assert limit.output.strip() == str(512 << 20), limit.output
+    finally:
+        kind.runtime.stop(handle, 10)
+        kind.runtime.remove(handle)
+
+
+def test_a_server_runs_in_a_cgroup_of_its_own_where_its_traits_say_so(server: tuple[Kind, Handle]) -> None:
+    kind, handle = server
+    if kind.name == "fake":
+        pid = os.getpid()  # its servers are this process's handlers
+    elif kind.name == "docker":
+        pid = int(kind.runtime._container(handle).attrs["State"]["Pid"])  # type: ignore[attr-defined]
+    else:
+        pid = kind.runtime.pid(handle)  # type: ignore[attr-defined]
+    try:
+        theirs = Path(f"/proc/{pid}/cgroup").read_text()
+    except OSError:  # a daemon in another pid namespace: its server is not a process of this host's view
+        theirs = None
+    assert (theirs != Path("/proc/self/cgroup").read_text()) == kind.runtime.traits.own_cgroup
+
+
+def test_its_host_name_is_where_its_servers_run(kind: Kind) -> None:
+    named = kind.runtime.host_name()
+    if kind.runtime.traits.isolates_filesystem:  # a Docker daemon's own name (the far host's over ssh://)
+        assert named and named == kind.runtime.client.info()["Name"]  # type: ignore[attr-defined]
+    else:
+        assert named == socket.gethostname()
