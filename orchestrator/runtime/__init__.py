@@ -1,7 +1,7 @@
 """runtime: the only code that starts, inspects, execs in, reads logs of, stops, lists and removes
-servers. One seam (`spec.Runtime`), three implementations: docker.py (Docker SDK), process.py (local
-processes), fake.py (in-process handlers reached through an httpx transport, for unit tests). All pass
-tests/contract. Takes its own spec dataclasses (spec.py), never a config.
+servers. One seam (`spec.Runtime`, with what each runtime can do in `traits.py`), three implementations:
+docker.py (Docker SDK), process.py (local processes), fake.py (in-process handlers reached through an
+httpx transport, for unit tests). All pass tests/contract. Takes its own spec dataclasses (spec.py), never a config.
 
 May import: errors. Third-party: the Docker SDK, subprocess, paramiko, httpx; never Hydra or a config.
 """
