@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from orchestrator.config.compose import PROJECT_ROOT
-from orchestrator.config.schema import ArmConfig, BuildConfig, Config, RuntimeConfig, RuntimeKind
+from orchestrator.config.schema import ArmConfig, BuildConfig, Config, RuntimeConfig
 from orchestrator.engines import STAND_IN_ENGINE, EngineProfile, profile_for
 from orchestrator.runtime import make_runtime
 from orchestrator.runtime.spec import LABEL_NS, BuildSpec, ContainerSpec, Mount, Runtime, cpuset_text, missing_mounts
@@ -111,7 +111,7 @@ def runtime_for(config: RuntimeConfig, docker_host: str | None = None) -> Runtim
 
 def runtime_named(kind: str, docker_host: str | None) -> Runtime:
     """The runtime a verb without a study config uses (the config's defaults otherwise)."""
-    return runtime_for(RuntimeConfig(kind=RuntimeKind(kind), docker_host=docker_host))
+    return runtime_for(RuntimeConfig(kind=kind, docker_host=docker_host))
 
 
 def build_spec(arm: ArmConfig) -> BuildSpec:

@@ -170,7 +170,7 @@ def with_arm(config: ProbeConfig, arm: str | RecordedArm, dirs: list[Path]) -> P
 
     from orchestrator.config.arms import resolve_arms
     from orchestrator.config.compose import explain, resolve_arm_paths
-    from orchestrator.config.schema import ArmConfig, Config, RuntimeConfig, RuntimeKind
+    from orchestrator.config.schema import ArmConfig, Config, RuntimeConfig
     from orchestrator.runtime.traits import IdentityKind, kind_running
 
     name, ran, ran_as = (arm, None, None) if isinstance(arm, str) else (arm.name, arm.image_id, arm.identity_kind)
@@ -181,7 +181,7 @@ def with_arm(config: ProbeConfig, arm: str | RecordedArm, dirs: list[Path]) -> P
         raise explain(exc, dirs) from exc
     assert isinstance(typed, ArmConfig)
     # a local process where the study ran one (its identity is a code identity), else (an arm file too) in its image
-    kind = RuntimeKind(kind_running(IdentityKind(ran_as or IdentityKind.image)))
+    kind = kind_running(IdentityKind(ran_as or IdentityKind.image))
     study = Config(arms={name: typed}, config_dirs=[str(d) for d in dirs], runtime=RuntimeConfig(kind=kind))
     resolve_arm_paths(study)  # the record's are absolute already
     resolved = dataclasses.replace(resolve_arms(study)[name], identity=ran)

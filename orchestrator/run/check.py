@@ -25,7 +25,7 @@ from orchestrator.config.catalog import line
 from orchestrator.config.compose import compose_collecting, typed_collecting
 from orchestrator.config.schema import Config
 from orchestrator.config.security import OWN_CONFIG_ALLOW
-from orchestrator.config.validate import validate
+from orchestrator.config.validate import runtime_kind_problems, validate
 from orchestrator.console import Outcome, answer, note
 from orchestrator.engines import ENGINES
 from orchestrator.errors import ConfigError, DockerUnavailable, ImageError, counted
@@ -122,8 +122,8 @@ def config_check(typed: Config, allow: list[str] | None = None, how_to_allow: st
     rules on the protocol's requests (and the digests each phase flags), the guard's (a confounded or
     mis-declared A/B, a hidden shared cache) and a process arm's missing program."""
     found = validate(typed, allow, how_to_allow)
-    if any(arm.engine not in ENGINES for arm in typed.arms.values()):
-        return ConfigCheck(found, {})
+    if any(arm.engine not in ENGINES for arm in typed.arms.values()) or runtime_kind_problems(typed):
+        return ConfigCheck(found, {})  # nothing to resolve an arm with
     arms = resolve_arms(typed)
     return ConfigCheck(found or [*engine_rules.problems(typed, arms), *digests.capacity_problems(typed, arms),
                                  *guard_declared.problems(typed, arms), *missing_executables(arms)], arms)

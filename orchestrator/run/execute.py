@@ -88,7 +88,7 @@ def execute_study(typed: Config, paths: RunPaths, allow: list[str], how_to_allow
     others = [*(arm.docker_host for arm in typed.arms.values() if arm.docker_host),
               *(host for host in typed.runtime.hosts if host != "local")]
     many = traits_of(typed.runtime.kind).ships_images  # only such a runtime runs arms on other hosts
-    runtimes = {(typed.runtime.kind.value, host) for host in [typed.runtime.docker_host, *(others if many else [])]}
+    runtimes = {(typed.runtime.kind, host) for host in [typed.runtime.docker_host, *(others if many else [])]}
     reaper = Reaper(run_id, runtimes, str(paths.reaper_log))
     runner = StudyRunner(typed, paths, run_id, runtime, resume=resume, arms=checked.arms)
     runner.timer = timer

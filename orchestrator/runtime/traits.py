@@ -4,6 +4,7 @@ the runtime does). A config has only the kind's name: `traits_of` answers withou
 
 from __future__ import annotations
 
+import importlib
 from dataclasses import dataclass
 from enum import Enum
 
@@ -36,11 +37,27 @@ BUILT_IN = {"docker": DOCKER, "process": PROCESS}  # by the config's name (`runt
 
 
 def traits_of(kind: str) -> Traits:
-    """The traits of the runtime a config names."""
-    try:
+    """The traits of the runtime a config names: a built-in one, or the class a "module:Class" kind names."""
+    if kind in BUILT_IN:
         return BUILT_IN[kind]
-    except KeyError:
-        raise ValueError(f"unknown runtime kind {kind!r}; valid: {', '.join(BUILT_IN)}") from None
+    traits = getattr(runtime_class(kind), "traits", None)
+    if not isinstance(traits, Traits):
+        raise ValueError(f"{kind!r}: its class has no `traits` (runtime/traits.py Traits)")
+    return traits
+
+
+def runtime_class(kind: str) -> type:
+    """The class a "module:Class" kind names (a runtime outside runtime/); ValueError says why there is none."""
+    module, _, name = kind.partition(":")
+    if not module or not name:
+        raise ValueError(f"{kind!r} is neither a built-in runtime ({', '.join(BUILT_IN)}) nor module:Class")
+    try:
+        found = getattr(importlib.import_module(module), name)
+    except (ImportError, AttributeError) as exc:
+        raise ValueError(f"{kind!r}: {type(exc).__name__}: {exc}") from None
+    if not isinstance(found, type):
+        raise ValueError(f"{kind!r} names a {type(found).__name__}, not a class")
+    return found
 
 
 def kind_running(identity: IdentityKind) -> str:

@@ -29,8 +29,7 @@ def check_parallel_gpus(composed: DictConfig, jobs: list[list[str]]) -> None:
     from orchestrator.errors import ConfigError
 
     launcher = str(composed.hydra.launcher.get("_target_", ""))
-    kind = composed.runtime.kind  # RuntimeKind, from the schema
-    if launcher.endswith(".SlurmLauncher") and traits_of(str(getattr(kind, "value", kind))).own_cgroup:
+    if launcher.endswith(".SlurmLauncher") and traits_of(str(composed.runtime.kind)).own_cgroup:
         check_slurm_gpus(composed)
     n_jobs = composed.hydra.launcher.get("n_jobs", 1)
     if "joblib" not in launcher or n_jobs == 1:

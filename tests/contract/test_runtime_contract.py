@@ -26,6 +26,8 @@ from orchestrator.record.identity import identity_kind
 from orchestrator.run.client import wait_ready
 from orchestrator.runtime.process import ProcessRuntime
 from orchestrator.runtime.spec import LABEL_NS, BuildSpec, ContainerSpec, Handle, Mount, Runtime
+from tests.wrapped_runtime import KIND as WRAPPED_KIND
+from tests.wrapped_runtime import WrappedRuntime
 
 REFERENCE_IMAGE = "orchestrator/reference-engine:0.1.0"
 PYTHON_IMAGE = "orchestrator/debian-python:bookworm"
@@ -68,7 +70,7 @@ class Kind:
     def fresh(self) -> Runtime:
         """A new runtime object, as `orchestrator clean` has after the run's process died."""
         if isinstance(self.runtime, ProcessRuntime):
-            return ProcessRuntime(INHERIT_ENV, state_dir=self.runtime.state_dir)
+            return type(self.runtime)(inherit_env=INHERIT_ENV, state_dir=self.runtime.state_dir)
         return self.runtime if self.name == "fake" else type(self.runtime)()  # type: ignore[call-arg]
 
     def http(self) -> httpx.Client:
@@ -110,19 +112,35 @@ class Kind:
 def test_every_runtime_a_config_can_name_runs_this_contract() -> None:
     """A new runtime is a class in runtime/ (docs/ARCHITECTURE.md, "Where to change what"): its kind in
     `make_runtime`, the config's name for it and its conf/runtime/ file agree, and this suite runs over it."""
-    from orchestrator.config.schema import RuntimeKind
     from orchestrator.runtime import KINDS
 
     conf = {path.stem for path in (Path(__file__).resolve().parents[2] / "conf" / "runtime").glob("*.yaml")}
-    assert set(KINDS) == {kind.value for kind in RuntimeKind} == conf
+    assert set(KINDS) == conf
     assert set(KINDS) <= set(UNDER_TEST)
+
+
+def test_a_runtime_outside_runtime_is_its_module_plus_its_conf_entry() -> None:
+    """tests/wrapped_runtime.py and tests/wrapped_conf/runtime/wrapped.yaml, given as a user config dir: the
+    config names its class, the run makes it, and every question of the run is answered by its traits."""
+    from orchestrator.config.arms import resolve_arms, runtime_for
+    from orchestrator.config.validate import load
+    from orchestrator.runtime.traits import traits_of
+
+    root = Path(__file__).resolve().parents[2]
+    typed = load(["runtime=wrapped", "arm@arms.baseline=reference_process", "arm@arms.wide_batch=reference_process"],
+                 [root / "tests" / "wrapped_conf"])
+    assert typed.runtime.kind == WRAPPED_KIND and typed.runtime.inherit_env == INHERIT_ENV  # process's settings
+    assert type(runtime_for(typed.runtime)) is WrappedRuntime
+    assert traits_of(typed.runtime.kind) is WrappedRuntime.traits is not traits_of("process")
+    assert all(arm.traits is WrappedRuntime.traits for arm in resolve_arms(typed).values())
 
 
 def _pid(kind: Kind, handle: Handle) -> int | None:
     return kind.runtime.pid(handle) if isinstance(kind.runtime, ProcessRuntime) else None
 
 
-UNDER_TEST = ("docker", "process", "fake")  # every runtime kind, and the unit tests' in-process one
+# every runtime kind, the unit tests' in-process one, and one added outside runtime/ (tests/wrapped_runtime.py)
+UNDER_TEST = ("docker", "process", "fake", "wrapped")
 
 
 @pytest.fixture(scope="module", params=[pytest.param(k, marks=pytest.mark.docker) if k == "docker" else k
@@ -139,7 +157,9 @@ def kind(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactor
 
         return Kind("docker", DockerRuntime(), REFERENCE_IMAGE, [], {}, BuildConfig(), PYTHON_IMAGE, None)
     state = tmp_path_factory.mktemp("process-state")
-    return Kind("process", ProcessRuntime(INHERIT_ENV, state_dir=state), "process", ["python3", "-m", "refengine"],
+    made = (ProcessRuntime(INHERIT_ENV, state_dir=state) if request.param == "process"
+            else WrappedRuntime(inherit_env=INHERIT_ENV, state_dir=state))
+    return Kind(request.param, made, "process", ["python3", "-m", "refengine"],
                 PROCESS_ENV, BuildConfig(context="arms/reference-engine/refengine"), "process",
                 ["env", "PYTHONPATH=arms/reference-engine", "python3", "-m", "refengine"])
 
@@ -168,7 +188,8 @@ def test_resolve_image_is_stable_and_content_addressed(kind: Kind) -> None:
     first = kind.runtime.resolve_image(arm.image, build_spec(arm))
     assert first == kind.runtime.resolve_image(arm.image, build_spec(arm))
     assert first.ref == arm.image
-    assert first.id.startswith({"docker": "sha256:", "process": "process:sha256:", "fake": "fake:sha256:"}[kind.name])
+    assert first.id.startswith({"docker": "sha256:", "process": "process:sha256:", "fake": "fake:sha256:",
+                                "wrapped": "process:sha256:"}[kind.name])
 
 
 def test_ready_server_answers_a_completion(server: tuple[Kind, Handle]) -> None:

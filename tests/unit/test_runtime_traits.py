@@ -9,7 +9,6 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.config.schema import RuntimeKind
 from orchestrator.record.identity import CODE, IMAGE, identity_kind
 from orchestrator.runtime import KINDS, make_runtime
 from orchestrator.runtime.traits import BUILT_IN, IdentityKind, kind_running, traits_of
@@ -76,12 +75,16 @@ def test_the_scan_lets_a_trait_question_through() -> None:
 
 
 def test_every_kind_a_config_names_has_traits_and_its_runtime_carries_them() -> None:
-    assert set(KINDS) == set(BUILT_IN) == {kind.value for kind in RuntimeKind}
+    assert set(KINDS) == set(BUILT_IN)
     from orchestrator.runtime.docker import DockerRuntime  # made without a Docker host: its class says
 
     assert DockerRuntime.traits is traits_of("docker") and make_runtime("process").traits is traits_of("process")
-    with pytest.raises(ValueError, match="unknown runtime kind 'k8s'; valid: docker, process"):
+    with pytest.raises(ValueError, match=r"'k8s' is neither a built-in runtime \(docker, process\) nor module:Class"):
         traits_of("k8s")
+    with pytest.raises(ValueError, match="its class has no `traits`"):
+        traits_of("orchestrator.runtime.spec:Runtime")
+    with pytest.raises(ValueError, match="ModuleNotFoundError"):
+        traits_of("no_such_module:Runtime")
 
 
 def test_a_recorded_identity_is_read_in_one_place_and_names_the_runtime_that_runs_it_again() -> None:
