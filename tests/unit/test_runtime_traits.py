@@ -92,3 +92,26 @@ def test_a_recorded_identity_is_read_in_one_place_and_names_the_runtime_that_run
     assert identity_kind("sha256:ab") == IMAGE == IdentityKind.image.value
     assert kind_running(IdentityKind(identity_kind("process:sha256:ab"))) == "process"
     assert kind_running(IdentityKind(identity_kind("sha256:ab"))) == "docker"
+
+
+@pytest.mark.parametrize(("kind", "why"), [
+    ("k8s", "'k8s' is neither a built-in runtime (docker, process) nor module:Class"),
+    ("no_such_module:Runtime", "'no_such_module:Runtime': ModuleNotFoundError: No module named 'no_such_module'"),
+])
+def test_a_kind_that_names_no_runtime_is_one_line_and_exit_2(capsys: pytest.CaptureFixture[str], kind: str,
+                                                              why: str) -> None:
+    from orchestrator import cli
+
+    assert cli.main(["plan", f"runtime.kind={kind}"]) == 2
+    err = capsys.readouterr().err
+    assert err.strip().splitlines() == [
+        f"error: runtime.kind='{kind}' names nothing that exists. Available: docker, process; use one of them, or "
+        f"module:Class of a runtime outside runtime/ (docs/runtimes.md): {why}"]
+
+
+def test_a_module_class_kind_gets_its_class_s_traits_and_is_made_with_the_runtime_options() -> None:
+    from tests.wrapped_runtime import KIND, WrappedRuntime
+
+    assert traits_of(KIND) is WrappedRuntime.traits
+    made = make_runtime(KIND, inherit_env=["PATH"], venv_on_path=False)
+    assert type(made) is WrappedRuntime and made.inherit_env == ("PATH",) and not made.venv_on_path
