@@ -442,16 +442,22 @@ def test_a_runtime_ships_an_image_to_another_of_its_kind_only_where_its_traits_s
 
 
 def test_a_memory_limit_is_enforced_where_its_traits_say_so_and_refused_elsewhere(kind: Kind) -> None:
-    spec = kind.spec(kind.arm(), f"contract-{secrets.token_hex(3)}")
-    spec.memory = "512m"
+    arm = kind.arm(command=["python3", "-c", "import time; print('idle', flush=True); time.sleep(600)"],
+                   engine_args={}, image=kind.idle_image or kind.crash_image)
+    arm.process_port_args = []
+    spec = kind.spec(arm, f"contract-{secrets.token_hex(3)}")
+    spec.memory = "64m"
     if not kind.runtime.traits.memory_limits:
         with pytest.raises(ConfigError, match="memory limit"):
             kind.runtime.start(spec)
         return
     handle = kind.runtime.start(spec)
     try:
-        limit = kind.runtime.exec(handle, ["cat", "/sys/fs/cgroup/memory.max"])
-        assert limit.output.strip() == str(512 << 20), limit.output
+        limit = kind.runtime.exec(handle, ["sh", "-c", "cat /sys/fs/cgroup/memory.max 2>/dev/null || "
+                                                 "cat /sys/fs/cgroup/memory/memory.limit_in_bytes"])  # v2, v1
+        assert limit.output.strip() == str(64 << 20), limit.output
+        above = kind.runtime.exec(handle, ["python3", "-c", "b = b'x' * (256 << 20)"])  # every page written
+        assert above.exit_code == 137, above  # SIGKILL: the kernel held it to the limit
     finally:
         kind.runtime.stop(handle, 10)
         kind.runtime.remove(handle)
