@@ -17,10 +17,11 @@ from pathlib import Path
 from typing import Any
 
 from orchestrator.config.compose import PROJECT_ROOT
-from orchestrator.config.schema import ArmConfig, BuildConfig, Config, RuntimeConfig, RuntimeKind
+from orchestrator.config.schema import ArmConfig, BuildConfig, Config, RuntimeConfig
 from orchestrator.engines import STAND_IN_ENGINE, EngineProfile, profile_for
 from orchestrator.runtime import make_runtime
 from orchestrator.runtime.spec import LABEL_NS, BuildSpec, ContainerSpec, Mount, Runtime, cpuset_text, missing_mounts
+from orchestrator.runtime.traits import Traits, traits_of
 
 
 @dataclass(frozen=True)
@@ -64,15 +65,16 @@ class ResolvedArm:
     # The fields every request carries: the declared engine's, then the arm's, so a stand-in is sent what the
     # study would send its engine.
     request_extra: Mapping[str, Any]
-    runtime: RuntimeKind
+    traits: Traits  # of the runtime it runs on
     interpreter: str | None  # the Python its probes and knob listing run under; None: not knowable
     build: BuildSpec
     identity: str | None = None  # the image id, or a process arm's code identity ("process:..."), once known
     placement: Placement | None = None  # study.parallel_arms: its host, GPUs, cores and wave (run/placement.py)
 
     @property
-    def process(self) -> bool:
-        return self.runtime is RuntimeKind.process
+    def on_host(self) -> bool:
+        """It runs on this host's filesystem, not in an image: a local process."""
+        return not self.traits.isolates_filesystem
 
     def spec(self, image: str, labels: Mapping[str, str], host_env: Mapping[str, str],
              scratch_root: Path | None = None) -> ContainerSpec:
@@ -94,22 +96,22 @@ def _resolve(name: str, declared: ArmConfig, config: Config) -> ResolvedArm:
         declared, image=stand_in, build=BuildConfig(), gpus=None, gpu_count=None, volumes=[], ipc_mode=None,
         shm_size=None, network_host=False, privileged=False, cap_add=[])
     own = profile_for(arm.engine)
-    process = config.runtime.kind is RuntimeKind.process
+    traits = traits_of(config.runtime.kind)
     return ResolvedArm(name=name, declared=declared, arm=arm, stand_in_image=stand_in,
                        profile=own if stand_in is None else profile_for(STAND_IN_ENGINE),
-                       request_extra=own.extra(arm.request_extra), runtime=config.runtime.kind,
-                       interpreter=arm_interpreter(arm, process), build=build_spec(arm))
+                       request_extra=own.extra(arm.request_extra), traits=traits,
+                       interpreter=arm_interpreter(arm, not traits.isolates_filesystem), build=build_spec(arm))
 
 
 def runtime_for(config: RuntimeConfig, docker_host: str | None = None) -> Runtime:
     """The runtime a config names; `docker_host` (an arm's own Docker host) overrides the study's."""
-    return make_runtime(config.kind.value, docker_host=docker_host or config.docker_host,
+    return make_runtime(config.kind, docker_host=docker_host or config.docker_host,
                         inherit_env=config.inherit_env, venv_on_path=config.venv_on_path, workdir=PROJECT_ROOT)
 
 
 def runtime_named(kind: str, docker_host: str | None) -> Runtime:
     """The runtime a verb without a study config uses (the config's defaults otherwise)."""
-    return runtime_for(RuntimeConfig(kind=RuntimeKind(kind), docker_host=docker_host))
+    return runtime_for(RuntimeConfig(kind=kind, docker_host=docker_host))
 
 
 def build_spec(arm: ArmConfig) -> BuildSpec:
@@ -186,7 +188,7 @@ def missing_executables(arms: Mapping[str, ResolvedArm]) -> list[str]:
     those are, a read-only mount the arm's argv or env names whose host folder is not (its start would fail)."""
     problems = []
     for name, resolved in arms.items():
-        if not resolved.process:
+        if not resolved.on_host:
             continue
         arm = resolved.arm
         how = arm.build.hint or "install the engine there, or point the arm's command at it"

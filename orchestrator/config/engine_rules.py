@@ -32,7 +32,7 @@ def problems(config: Config, arms: Mapping[str, ResolvedArm]) -> list[str]:
         if problem := _endpoint_problem(name, resolved, resolved.arm.endpoint or config.protocol.endpoint):
             found.append(problem)
         if request.digests and not engine.capabilities.digests:
-            template = f"{DIGESTS_ENGINE}_process" if resolved.process else DIGESTS_ENGINE  # the arm's runtime's
+            template = f"{DIGESTS_ENGINE}_process" if resolved.on_host else DIGESTS_ENGINE  # the arm's runtime's
             found.append(f"protocol.request.digests is on, but arm '{name}' runs engine {engine.name}, which records "
                          f"no activation digests: make it an arm of `engine: {DIGESTS_ENGINE}` (template "
                          f"conf/arm/{template}.yaml), or set protocol.request.digests: false")

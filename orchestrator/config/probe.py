@@ -35,6 +35,7 @@ class RecordedArm:
     name: str
     config_json: str
     image_id: str
+    identity_kind: str  # record.identity.identity_kind of image_id
 
 
 @dataclass
@@ -169,17 +170,18 @@ def with_arm(config: ProbeConfig, arm: str | RecordedArm, dirs: list[Path]) -> P
 
     from orchestrator.config.arms import resolve_arms
     from orchestrator.config.compose import explain, resolve_arm_paths
-    from orchestrator.config.schema import ArmConfig, Config, RuntimeConfig, RuntimeKind
+    from orchestrator.config.schema import ArmConfig, Config, RuntimeConfig
+    from orchestrator.runtime.traits import IdentityKind, kind_running
 
-    name, ran = (arm, None) if isinstance(arm, str) else (arm.name, arm.image_id)
+    name, ran, ran_as = (arm, None, None) if isinstance(arm, str) else (arm.name, arm.image_id, arm.identity_kind)
     node = _arm_file(arm, dirs) if isinstance(arm, str) else json.loads(arm.config_json)
     try:
         typed = OmegaConf.to_object(OmegaConf.merge(OmegaConf.structured(ArmConfig), node))
     except Exception as exc:
         raise explain(exc, dirs) from exc
     assert isinstance(typed, ArmConfig)
-    # a local process where the study ran one (its identity is a code identity), else in its image
-    kind = RuntimeKind.process if ran and ran.startswith("process:") else RuntimeKind.docker
+    # a local process where the study ran one (its identity is a code identity), else (an arm file too) in its image
+    kind = kind_running(IdentityKind(ran_as or IdentityKind.image))
     study = Config(arms={name: typed}, config_dirs=[str(d) for d in dirs], runtime=RuntimeConfig(kind=kind))
     resolve_arm_paths(study)  # the record's are absolute already
     resolved = dataclasses.replace(resolve_arms(study)[name], identity=ran)

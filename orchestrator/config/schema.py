@@ -33,11 +33,6 @@ class Arrivals(str, Enum):
     gamma = "gamma"  # gamma gaps of shape `gamma_shape`: below 1 burstier than Poisson, above 1 smoother
 
 
-class RuntimeKind(str, Enum):
-    docker = "docker"
-    process = "process"  # the arm's command as a local process (runtime/process.py, docs/runtimes.md)
-
-
 @dataclass
 class VolumeConfig:
     host: str = MISSING
@@ -296,7 +291,9 @@ class StudyConfig:
 
 @dataclass
 class RuntimeConfig:
-    kind: RuntimeKind = RuntimeKind.docker
+    # docker, process (the arm's command as a local process: runtime/process.py, docs/runtimes.md), or
+    # "module:Class" of a runtime outside runtime/ (tests/wrapped_runtime.py): what it can do is its traits
+    kind: str = "docker"
     # Dangerous container options this config explicitly accepts: privileged, cap_add, host_network,
     # host_ipc, host_root_mount, docker_socket_mount. `orchestrator reproduce` ignores this (someone
     # else's config) and takes --allow on its command line instead.

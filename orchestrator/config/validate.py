@@ -18,10 +18,11 @@ from orchestrator.config import security
 from orchestrator.config.background import phase_backgrounds
 from orchestrator.config.catalog import line
 from orchestrator.config.compose import compose, resolve_prompts, to_typed
-from orchestrator.config.schema import Arrivals, Config, Endpoint, LoadConfig, PhaseKind, PromptAs, RuntimeKind
+from orchestrator.config.schema import Arrivals, Config, Endpoint, LoadConfig, PhaseKind, PromptAs
 from orchestrator.engines import ENGINES
 from orchestrator.errors import ConfigError
 from orchestrator.runtime.spec import Mount, map_mounts
+from orchestrator.runtime.traits import BUILT_IN, traits_of
 
 VERDICTS = ("identical", "agree", "differ")  # analysis/gate.py EXPECTED_VERDICTS
 
@@ -52,7 +53,8 @@ def validate(config: Config, allow: list[str] | None = None,
     problems = [line("range", field, value, valid) for field, value, valid, ok in _ranges(config) if not ok]
     problems += _names(config)
     problems += _cross_field(config)
-    problems += _process_arms(config)
+    kind = runtime_kind_problems(config)  # the rules of the runtime's traits need a runtime
+    problems += kind or _process_arms(config)
     problems += _load_points(config)
     if not problems:  # the rules below read fields the range checks vouch for
         problems += security.problems(config, list(config.runtime.allow) if allow is None else allow, how_to_allow)
@@ -107,6 +109,16 @@ def _ranges(config: Config) -> Iterator[tuple[str, Any, str, bool]]:
             yield check(f"prompts.prompts.{prompt_id}.repeat_to_chars", prompt.repeat_to_chars, AT_LEAST_ONE)
         if prompt.length_tokens is not None:
             yield check(f"prompts.prompts.{prompt_id}.length_tokens", prompt.length_tokens, AT_LEAST_ONE)
+
+
+def runtime_kind_problems(config: Config) -> list[str]:
+    """The runtime.kind that names no runtime (a built-in one, or module:Class of one outside runtime/)."""
+    try:
+        traits_of(config.runtime.kind)
+    except ValueError as exc:
+        return [line("unknown-name", "runtime.kind", config.runtime.kind, list(BUILT_IN),
+                     f"use one of them, or module:Class of a runtime outside runtime/ (docs/runtimes.md): {exc}")]
+    return []
 
 
 def _names(config: Config) -> list[str]:
@@ -187,7 +199,7 @@ def _process_arms(config: Config) -> list[str]:
     """What a local process cannot be given (runtime=process, docs/runtimes.md): an argv without a program
     (there is no image entrypoint to put before it), and a scratch dir it would never see (no filesystem
     namespace: a scratch dir reaches the engine only through its path in the argv or env, rewritten)."""
-    if config.runtime.kind is not RuntimeKind.process:
+    if traits_of(config.runtime.kind).isolates_filesystem:
         return []
     found = []
     for name, arm in config.arms.items():

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 from orchestrator.config.catalog import line
 from orchestrator.engines import ENGINES, profile_for
 from orchestrator.runtime.process import PRIVATE_CACHE_ENV
+from orchestrator.runtime.traits import traits_of
 
 if TYPE_CHECKING:
     from orchestrator.config.schema import ArmConfig, Config
@@ -49,7 +50,7 @@ class CacheLocation:
 
 def locations(config: Config) -> list[CacheLocation]:
     """Every cache location of every arm, as a host path; private ones (a container's own fs) left out."""
-    process = config.runtime.kind.value == "process"
+    process = not traits_of(config.runtime.kind).isolates_filesystem
     found = []
     for name, arm in config.arms.items():
         named, cache_args = cache_env(arm), profile_for(arm.engine).cache_args

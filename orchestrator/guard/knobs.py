@@ -120,7 +120,7 @@ def check_knobs(config: Config, runtime: Runtime, run_id: str, arms: Mapping[str
             results[arm] = KnobCheck(False, reason=f"stand-in {resolved.stand_in_image} runs instead of the arm's "
                                      "image")
             continue
-        listing = listing_command(arm_config, resolved.process)
+        listing = listing_command(arm_config, resolved.on_host)
         if isinstance(listing, str):
             results[arm] = KnobCheck(False, reason=listing)
             continue
@@ -223,7 +223,7 @@ def typo_arms(config: Config, knobs: Mapping[str, KnobCheck]) -> list[str]:
 
 
 def _not_installed(config: Config, resolved: ResolvedArm, result: KnobCheck) -> str:
-    arm, process = resolved.name, resolved.process
+    arm, process = resolved.name, resolved.on_host
     where = resolved.interpreter if process else f"image {resolved.arm.image}"
     fix = f"arms.{arm}.python (an interpreter that has it)" if process else f"arms.{arm}.image"
     if process and where and "/" not in where and config.runtime.venv_on_path:

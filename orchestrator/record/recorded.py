@@ -9,30 +9,28 @@ import json
 from dataclasses import dataclass, field, fields
 from typing import Any
 
+from orchestrator.record.identity import CODE, PREFIX, identity_kind
 from orchestrator.record.paths import RunPaths, read_json
 from orchestrator.record.tables import read_table
-
-IMAGE, PROCESS = "image", "process"  # what an identity names: a container image, or a process arm's code
 
 
 @dataclass(frozen=True)
 class Identity:
     """What ran: an image id (`sha256:...`), or a process arm's code identity (recorded `process:sha256:...`)."""
 
-    kind: str  # IMAGE or PROCESS
+    kind: str  # IMAGE or CODE (record/identity.py, the one reader of the recorded form)
     digest: str  # sha256:...
 
     @classmethod
     def parse(cls, recorded: str | None) -> Identity | None:
         if not recorded:
             return None
-        if recorded.startswith(f"{PROCESS}:"):
-            return cls(PROCESS, recorded.removeprefix(f"{PROCESS}:"))
-        return cls(IMAGE, recorded)
+        kind = identity_kind(recorded)
+        return cls(kind, recorded.removeprefix(PREFIX) if kind == CODE else recorded)
 
     def __str__(self) -> str:
         """As the record spells it."""
-        return f"{PROCESS}:{self.digest}" if self.kind == PROCESS else self.digest
+        return f"{PREFIX}{self.digest}" if self.kind == CODE else self.digest
 
 
 @dataclass(frozen=True)

@@ -9,6 +9,7 @@ from orchestrator.analysis.attribution import Attribution
 from orchestrator.analysis.probes import summarize
 from orchestrator.analysis.stats import POOLED_ASSUMPTION
 from orchestrator.errors import counted
+from orchestrator.record.identity import CODE, identity_kind
 from orchestrator.report.probe_ops import render_ops
 from orchestrator.report.table import fmt as _fmt
 from orchestrator.report.table import probe_setup
@@ -87,6 +88,6 @@ def _where(a: Attribution) -> str:
     """'its image TAG (sha256:...)', or 'its code process:sha256:...' for a process arm (whose ref is free text)."""
     if a.identity is None:
         return f"its image {a.image}"
-    if a.identity.startswith("process:"):
+    if identity_kind(a.identity) == CODE:
         return f"its code {a.identity[:27]}"
     return f"its image {a.image} ({a.identity[:19]})"

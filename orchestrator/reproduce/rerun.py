@@ -25,8 +25,9 @@ from orchestrator.config.schema import BuildConfig, Config
 from orchestrator.config.validate import validate
 from orchestrator.console import Outcome, answer
 from orchestrator.errors import ConfigError, ExitStatus, ImageError, RecordError, counted
+from orchestrator.record.identity import CODE
 from orchestrator.record.paths import RunPaths, atomic_write_text, read_json
-from orchestrator.record.recorded import PROCESS, Identity, RecordedRun, read_run
+from orchestrator.record.recorded import Identity, RecordedRun, read_run
 from orchestrator.record.tables import read_table
 from orchestrator.runtime.spec import BuildSpec
 
@@ -87,7 +88,7 @@ def pin_images(typed: Config, original: RecordedRun) -> dict[str, Identity]:
             typed.stand_in = str(identity)
         else:
             # a process arm keeps its source folder: it is part of the code identity being checked
-            build = arm.build if identity.kind == PROCESS else BuildConfig()
+            build = arm.build if identity.kind == CODE else BuildConfig()
             typed.arms[name] = dataclasses.replace(arm, image=str(identity), build=build)
     return pinned
 
@@ -96,7 +97,7 @@ def check_images_present(typed: Config, pinned: dict[str, Identity], original: R
     runtime, arms = runtime_for(typed.runtime), resolve_arms(typed)
     refs = {arm.arm: arm.image_ref for arm in original.starts}
     for name, identity in pinned.items():
-        process = identity.kind == PROCESS
+        process = identity.kind == CODE
         try:
             runtime.resolve_image(str(identity), arms[name].build if process else BuildSpec())
         except ImageError as exc:

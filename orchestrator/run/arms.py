@@ -28,7 +28,7 @@ from orchestrator.analysis.stopping import StopRule
 from orchestrator.config import resolve_prompts
 from orchestrator.config.arms import Placement, ResolvedArm, resolve_arms, runtime_for
 from orchestrator.config.background import phase_backgrounds
-from orchestrator.config.schema import Config, PhaseKind, PromptAs, RuntimeKind
+from orchestrator.config.schema import Config, PhaseKind, PromptAs
 from orchestrator.engines import profile_for
 from orchestrator.errors import OrchestratorError, counted
 from orchestrator.guard.fingerprint import arm_cell, log_facts, matrix_key, probe_container
@@ -46,6 +46,7 @@ from orchestrator.run.server_facts import server_facts
 from orchestrator.run.stop_behind import StopsBehind, may_stop_behind
 from orchestrator.run.timings import StageTimer
 from orchestrator.runtime.spec import Handle, Runtime, run_labels
+from orchestrator.runtime.traits import traits_of
 
 if TYPE_CHECKING:
     from orchestrator.record.tables import TableWriter
@@ -130,7 +131,7 @@ class StudyRunner:
 
     def _runtime_on(self, host: str | None) -> Runtime:
         """A Docker host by URL ("local" or None: the study's runtime)."""
-        if host in (None, placement.LOCAL) or self.config.runtime.kind is not RuntimeKind.docker:
+        if host in (None, placement.LOCAL) or not traits_of(self.config.runtime.kind).ships_images:
             return self.default_runtime
         assert host is not None
         if host not in self._remote:
@@ -173,12 +174,12 @@ class StudyRunner:
         for mount in spec.mounts:
             if not mount.read_only and Path(mount.host).is_relative_to(self.paths.scratch_root.resolve()):
                 Path(mount.host).mkdir(parents=True, exist_ok=True)
-        row.update(docker_run=spec.equivalent_command(launch.resolved.process),
+        row.update(docker_run=spec.equivalent_command(launch.resolved.on_host),
                    env_json=json.dumps(spec.redacted_env(), sort_keys=True))
         self.say(f"{launch.label} starting {arm.image} ({image.id[:19]})")
         # The model's revision (a local folder's hash: cached, but minutes the first time) while it loads.
         launch.model = self._probes.submit(model_identity, profile_for(arm.engine), arm.engine_args, arm.command,
-                                           spec.mounts, launch.resolved.process)
+                                           spec.mounts, launch.resolved.on_host)
         row["start_ns"] = time.time_ns()
         handle = launch.handle = runtime.start(spec)
         row["container_id"] = handle.id
@@ -248,8 +249,8 @@ class StudyRunner:
             body()
             row["status"] = "completed"
         except OrchestratorError as exc:
-            killed = "" if launch.handle is None else exits.killed(runtime, launch.handle,
-                                                                   self.config.runtime.kind is RuntimeKind.docker)
+            killed = "" if launch.handle is None else exits.killed(runtime, launch.handle, traits_of(
+                self.config.runtime.kind).memory_limits)
             head, newline, rest = str(exc).partition("\n")  # the first line is the reason: the signal goes there
             row["error"] = f"{head}{killed}{newline}{rest}"
             if self._interrupted:  # its engine was removed under it (Ctrl-C while arms ran side by side)

@@ -23,9 +23,9 @@ from orchestrator.config import engine_rules
 from orchestrator.config.arms import ResolvedArm, missing_executables, resolve_arms, runtime_for
 from orchestrator.config.catalog import line
 from orchestrator.config.compose import compose_collecting, typed_collecting
-from orchestrator.config.schema import Config, RuntimeKind
+from orchestrator.config.schema import Config
 from orchestrator.config.security import OWN_CONFIG_ALLOW
-from orchestrator.config.validate import validate
+from orchestrator.config.validate import runtime_kind_problems, validate
 from orchestrator.console import Outcome, answer, note
 from orchestrator.engines import ENGINES
 from orchestrator.errors import ConfigError, DockerUnavailable, ImageError, counted
@@ -36,6 +36,7 @@ from orchestrator.report.cost_md import size
 from orchestrator.run import digests, placement, protocol
 from orchestrator.run.timings import StageTimer
 from orchestrator.runtime.spec import Runtime
+from orchestrator.runtime.traits import traits_of
 
 BYTES_PER_LOGPROB = 48  # a top-logprob entry in the responses table and its raw JSON, measured on the record
 BYTES_PER_REQUEST = 4096  # body, headers, metadata
@@ -96,7 +97,8 @@ def port_problems(typed: Config) -> list[str]:
     """Arms that listen on a fixed host port (host networking; a process arm without port args)."""
     found = []
     for name, arm in typed.arms.items():
-        fixed = arm.network_host or (typed.runtime.kind is RuntimeKind.process and not arm.process_port_args)
+        own_network = traits_of(typed.runtime.kind).isolates_filesystem
+        fixed = arm.network_host or (not own_network and not arm.process_port_args)
         if not fixed:
             continue
         with socket.socket() as probe:
@@ -121,8 +123,8 @@ def config_check(typed: Config, allow: list[str] | None = None, how_to_allow: st
     rules on the protocol's requests (and the digests each phase flags), the guard's (a confounded or
     mis-declared A/B, a hidden shared cache) and a process arm's missing program."""
     found = validate(typed, allow, how_to_allow)
-    if any(arm.engine not in ENGINES for arm in typed.arms.values()):
-        return ConfigCheck(found, {})
+    if any(arm.engine not in ENGINES for arm in typed.arms.values()) or runtime_kind_problems(typed):
+        return ConfigCheck(found, {})  # nothing to resolve an arm with
     arms = resolve_arms(typed)
     return ConfigCheck(found or [*engine_rules.problems(typed, arms), *digests.capacity_problems(typed, arms),
                                  *guard_declared.problems(typed, arms), *missing_executables(arms)], arms)
@@ -136,7 +138,7 @@ def missing_images(arms: dict[str, ResolvedArm], runtime: Runtime) -> list[str]:
         arm, build = resolved.arm, resolved.build
         if arm.docker_host is not None:
             continue
-        if resolved.process and build.interpreter.startswith("/") and not Path(build.interpreter).exists():
+        if resolved.on_host and build.interpreter.startswith("/") and not Path(build.interpreter).exists():
             continue  # no interpreter to identify the code with: missing_executables says so, with how to get it
         try:
             runtime.resolve_image(arm.image, build)

@@ -35,6 +35,7 @@ from orchestrator.run.check import Refusals, config_check, refusals
 from orchestrator.run.launch import ResumePlan
 from orchestrator.run.timings import StageTimer
 from orchestrator.runtime.reaper import Reaper
+from orchestrator.runtime.traits import traits_of
 
 
 def record_config(paths: RunPaths, typed: Config) -> None:
@@ -84,9 +85,10 @@ def execute_study(typed: Config, paths: RunPaths, allow: list[str], how_to_allow
         os.umask(0o077)
         paths.root.chmod(0o700)
     # Outlives us: removes this run's containers and processes if we die without cleaning up (kill -9).
-    runtimes = {(typed.runtime.kind.value, typed.runtime.docker_host),
-               *(("docker", arm.docker_host) for arm in typed.arms.values() if arm.docker_host),
-               *(("docker", host) for host in typed.runtime.hosts if host != "local")}
+    others = [*(arm.docker_host for arm in typed.arms.values() if arm.docker_host),
+              *(host for host in typed.runtime.hosts if host != "local")]
+    many = traits_of(typed.runtime.kind).ships_images  # only such a runtime runs arms on other hosts
+    runtimes = {(typed.runtime.kind, host) for host in [typed.runtime.docker_host, *(others if many else [])]}
     reaper = Reaper(run_id, runtimes, str(paths.reaper_log))
     runner = StudyRunner(typed, paths, run_id, runtime, resume=resume, arms=checked.arms)
     runner.timer = timer

@@ -11,7 +11,6 @@ import time
 from typing import Any
 
 from orchestrator.errors import ImageError
-from orchestrator.runtime.docker import DockerRuntime
 from orchestrator.runtime.spec import BuildSpec, ImageInfo, Runtime
 
 
@@ -27,7 +26,7 @@ def ran_on(runtime: Runtime) -> dict[str, Any]:
     job = (f"{env['SLURM_ARRAY_JOB_ID']}_{env['SLURM_ARRAY_TASK_ID']}" if env.get("SLURM_ARRAY_TASK_ID")
            else env.get("SLURM_JOB_ID"))
     return {"docker_host": host_name(runtime),
-            "engine_host": runtime.engine_name() if isinstance(runtime, DockerRuntime) else here,
+            "engine_host": runtime.host_name(),
             "orchestrator_host": here, "slurm_job": job, "slurm_node": env.get("SLURMD_NODENAME")}
 
 
@@ -36,9 +35,9 @@ def resolve_image(runtime: Runtime, study_runtime: Runtime, ref: str,
     """The arm's image on the arm's Docker host, and where it came from: present there, built there, or (an arm
     on another host) shipped from the study's host when that one has it and the arm's has not its id."""
     host = host_name(runtime)
-    if not isinstance(runtime, DockerRuntime):  # processes: the code identity is the image
+    if not runtime.traits.image_ids:  # processes: the code identity is the image
         return runtime.resolve_image(ref, build), {"host": host}
-    if runtime is not study_runtime and isinstance(study_runtime, DockerRuntime):
+    if runtime is not study_runtime and study_runtime.traits.ships_images:
         try:
             local = study_runtime.resolve_image(ref, BuildSpec())  # present there; never builds
         except ImageError:
@@ -46,11 +45,11 @@ def resolve_image(runtime: Runtime, study_runtime: Runtime, ref: str,
         if local is not None:
             try:
                 runtime.resolve_image(local.id, BuildSpec())
-                return local, {"host": host, "how": "present", "same_id_as": study_runtime.host}
+                return local, {"host": host, "how": "present", "same_id_as": host_name(study_runtime)}
             except ImageError:
                 started = time.monotonic()
                 sent = study_runtime.ship_image(local, runtime)
-                return local, {"host": host, "how": "shipped", "from": study_runtime.host, "bytes": sent,
+                return local, {"host": host, "how": "shipped", "from": host_name(study_runtime), "bytes": sent,
                                "seconds": round(time.monotonic() - started, 1)}
     try:
         return runtime.resolve_image(ref, BuildSpec()), {"host": host, "how": "present"}

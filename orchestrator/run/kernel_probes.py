@@ -57,7 +57,7 @@ def where(config: ProbeConfig, runtime: Runtime, local: bool) -> Where:
     and code identity (`runtime.resolve_image` with the arm's build spec, as the run has it), or this Python.
     A study's arm must be what the study ran: the same identity, else the probe would measure other code."""
     arm = config.of_arm
-    if arm and arm.identity and local != arm.process:
+    if arm and arm.identity and local != arm.on_host:
         raise ConfigError(f"arm '{arm.name}' of the study ran in image {arm.arm.image} ({arm.identity[:19]}): probe it "
                           "there, without --local")
     if local:
@@ -101,7 +101,9 @@ def study_arm(run_dir: Path | None, name: str) -> RecordedArm | None:
     if starts[-1].image_id is None:
         raise ConfigError(f"arm '{name}' of the study in {run_dir} did not start: no identity to probe it as; "
                           "run the study again, or name an arm file (conf/arm/NAME)")
-    return RecordedArm(name, starts[-1].config_json or "{}", starts[-1].image_id)
+    identity = starts[-1].identity
+    assert identity is not None  # image_id is set, so it reads
+    return RecordedArm(name, starts[-1].config_json or "{}", starts[-1].image_id, identity.kind)
 
 
 def run_probe(config: ProbeConfig, runtime: Runtime, run_id: str, at: Where) -> list[str]:
@@ -217,7 +219,7 @@ def probe_verb(config: ProbeConfig, docker_host: str | None, out: Path | None, l
 
     if print_spec:
         return answer(json.dumps(config.spec()))
-    local = local or bool(config.of_arm and config.of_arm.process)  # a study's process arm runs as one
+    local = local or bool(config.of_arm and config.of_arm.on_host)  # a study's process arm runs as one
     # the runtime as RuntimeConfig's defaults make it, without the Hydra schema (absent on a GPU machine)
     runtime = make_runtime("process" if local or ingest else "docker", docker_host=docker_host,
                            inherit_env=INHERIT_ENV, workdir=PROJECT_ROOT)

@@ -56,7 +56,7 @@ def run_probe(ask: ProbeAsk, run_dir: Path, docker_host: str | None) -> ProbeVer
     from orchestrator.runtime import make_runtime
 
     config = probe_config(ask.preset, ask.sets, ask.arm, None, [], run_dir)
-    local = bool(config.of_arm and config.of_arm.process)
+    local = bool(config.of_arm and config.of_arm.on_host)
     runtime = make_runtime("process" if local else "docker", docker_host=docker_host, inherit_env=INHERIT_ENV,
                            workdir=PROJECT_ROOT)
     return verdict(probe(config, runtime, run_dir, local, None).rows)

@@ -16,9 +16,10 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from orchestrator.config.arms import Placement, ResolvedArm, resolve_arms
-from orchestrator.config.schema import ArmConfig, Config, RuntimeKind
+from orchestrator.config.schema import ArmConfig, Config
 from orchestrator.errors import ConfigError, counted
 from orchestrator.runtime.spec import Inventory
+from orchestrator.runtime.traits import traits_of
 
 ALL = "all"
 LOCAL = "local"
@@ -159,14 +160,14 @@ def uses_placement(config: Config) -> bool:
 
 def study_hosts(config: Config) -> list[str]:
     """Where arms without a Docker host of their own may run: `runtime.hosts`, else the study's host."""
-    if config.runtime.kind is RuntimeKind.docker and config.runtime.hosts:
+    if traits_of(config.runtime.kind).ships_images and config.runtime.hosts:
         return list(config.runtime.hosts)
     return [LOCAL]
 
 
 def study_needs(resolved: Mapping[str, ResolvedArm], arms: list[str] | None = None) -> list[Needs]:
     """What each resolved arm (of `arms`, default all) asks for, as it runs (a stand-in asks for no GPU)."""
-    return [dataclasses.replace(needs, host=needs.host if r.runtime is RuntimeKind.docker else None)  # else: none
+    return [dataclasses.replace(needs, host=needs.host if r.traits.ships_images else None)  # else: one host
             for name, r in resolved.items() if arms is None or name in arms for needs in [needs_of(name, r.arm)]]
 
 

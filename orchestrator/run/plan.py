@@ -8,13 +8,14 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from orchestrator.config.arms import Placement, ResolvedArm, resolve_arms, runtime_for
-from orchestrator.config.schema import Config, RuntimeKind
+from orchestrator.config.schema import Config
 from orchestrator.console import Outcome, answer, note
 from orchestrator.errors import ConfigError, DockerUnavailable, ImageError, OrchestratorError, counted
 from orchestrator.run import placement
 from orchestrator.run.estimate import arm_lines, group_seconds
 from orchestrator.run.protocol import request_timeout_s
 from orchestrator.runtime.spec import BuildSpec, ContainerSpec, run_labels
+from orchestrator.runtime.traits import traits_of
 
 PLAN_RUN_ID = "RUN_ID"
 
@@ -47,7 +48,7 @@ def render(config: Config, like: Path | None = None, arms: Mapping[str, Resolved
                      "start is a fresh engine sent one request per prompt, then stopped")
     if stand_in := next((resolved.stand_in_image for resolved in arms.values()), None):
         lines.append(f"# stand-in: every arm runs on {stand_in} (no GPUs, no host mounts)")
-    process = config.runtime.kind is RuntimeKind.process
+    image_ids = traits_of(config.runtime.kind).image_ids
     seconds = None if like is None else group_seconds(like, config.study.name)
     waves, lines_of_waves = planned_waves(config, arms)
     lines += lines_of_waves
@@ -56,9 +57,9 @@ def render(config: Config, like: Path | None = None, arms: Mapping[str, Resolved
     for name, spec in arm_specs(config, arms, Path("RUN_DIR"), PLAN_RUN_ID).items():
         arm = arms[name].declared
         pinned = ("a local process: its engine's version is the one its interpreter has, recorded at run time"
-                  if process else "the image is pinned to its id at run time")
+                  if not image_ids else "the image is pinned to its id at run time")
         lines += [f"# arm {name}: {arm.description or arm.image}; {pinned}", *arm_lines(config, name, seconds),
-                  spec.equivalent_command(process)]
+                  spec.equivalent_command(not image_ids)]
     return "\n".join(lines) + "\n"
 
 
@@ -66,7 +67,7 @@ def absent_images(config: Config, arms: Mapping[str, ResolvedArm]) -> list[str]:
     """A warning per arm whose image is not on the Docker host, in the words `check` and `run` use (the closest
     image it has), found without building anything. A plan is made for other hosts too: it is not refused, and
     no Docker host here means nothing is looked up."""
-    if config.runtime.kind is not RuntimeKind.docker:
+    if not traits_of(config.runtime.kind).image_ids:
         return []
     try:
         runtime = runtime_for(config.runtime)

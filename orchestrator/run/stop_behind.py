@@ -13,14 +13,15 @@ from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import wait as wait_all
 
-from orchestrator.config.schema import Config, RuntimeKind
+from orchestrator.config.schema import Config
 from orchestrator.guard.overlap import shared
+from orchestrator.runtime.traits import traits_of
 
 
 def may_stop_behind(config: Config, arm: str, upcoming: str | None) -> bool:
     """Whether `arm`'s stop may run while `upcoming` starts."""
     return (upcoming is not None and config.runtime.stop_behind_next_start
-            and config.runtime.kind is RuntimeKind.docker and not shared(config, arm, upcoming))
+            and traits_of(config.runtime.kind).isolates_filesystem and not shared(config, arm, upcoming))
 
 
 class StopsBehind:

@@ -25,8 +25,10 @@ from orchestrator.runtime.spec import (
     Inventory,
     LogLine,
     MemoryReading,
+    Runtime,
 )
 from orchestrator.runtime.ssh import SshLink
+from orchestrator.runtime.traits import DOCKER
 
 if TYPE_CHECKING:
     import docker
@@ -54,6 +56,7 @@ def over_link(method: Callable[Concatenate[DockerRuntime, P], T]) -> Callable[Co
 
 class DockerRuntime:
     http_transport: httpx.MockTransport | None = None  # servers are reached over the real loopback network
+    traits = DOCKER
 
     def __init__(self, docker_host: str | None = None) -> None:
         sdk = docker_sdk((docker_host or os.environ.get("DOCKER_HOST") or "").startswith("ssh://"))
@@ -68,7 +71,7 @@ class DockerRuntime:
         # A runtime serves one run: each image it resolves is inspected once (the checks, the knob listing and
         # every arm naming it then agree on its id), and the daemon's host name is asked once.
         self._images: dict[str, ImageInfo] = {}
-        self._engine_name: str | None = None
+        self._host_name: str | None = None
         self._pids: dict[str, int] = {}  # container id -> its first process, as seen here (memory)
         try:
             self.client: docker.DockerClient = (
@@ -304,11 +307,11 @@ class DockerRuntime:
 
     # many hosts -------------------------------------------------------------------------------
     @over_link
-    def engine_name(self) -> str:
+    def host_name(self) -> str:
         """The host name the Docker daemon reports (`docker info`): the far host's, over ssh://."""
-        if self._engine_name is None:
-            self._engine_name = str(self.client.info().get("Name", ""))
-        return self._engine_name
+        if self._host_name is None:
+            self._host_name = str(self.client.info().get("Name", ""))
+        return self._host_name
 
     def _local(self) -> bool:  # the daemon runs on this machine: its containers' cgroups and GPUs are this host's
         return self.ssh is None and (self.host in ("local", "") or self.host.startswith("unix://"))
@@ -349,9 +352,12 @@ class DockerRuntime:
                          memory_bytes=info.get("MemTotal"), gpus_known=not remote)
 
     @over_link
-    def ship_image(self, image: ImageInfo, to: DockerRuntime) -> int:
+    def ship_image(self, image: ImageInfo, to: Runtime) -> int:
         """Copy an image of this Docker host to another (`docker save | docker load` over the link), tag it
         there as `image.ref`, and check that it has the same id there; returns the bytes sent."""
+        if not isinstance(to, DockerRuntime):
+            raise ImageError(f"image {image.ref} cannot be shipped from the Docker host {self.host} to a runtime "
+                             "without images")
         sent = 0
 
         def chunks() -> Any:

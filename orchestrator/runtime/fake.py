@@ -9,6 +9,7 @@ otherwise need a container.
 Commands it understands, in `exec` and `run_oneshot` (its images have no shell or interpreter):
     fake-printenv NAME...        a JSON object of those names in the server's environment
     fake-exit CODE TEXT          print TEXT, exit with CODE
+    fake-exists PATH             True or False: its servers run in this process, on this host's filesystem
 Anything else goes to the image's `commands` callable, or exits 127.
 """
 
@@ -17,13 +18,15 @@ from __future__ import annotations
 import hashlib
 import itertools
 import json
+import os
+import socket
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 import httpx
 
-from orchestrator.errors import ImageError, RuntimeFailure
+from orchestrator.errors import ConfigError, ImageError, RuntimeFailure
 from orchestrator.runtime.spec import (
     BuildSpec,
     ContainerSpec,
@@ -33,7 +36,9 @@ from orchestrator.runtime.spec import (
     Inventory,
     LogLine,
     MemoryReading,
+    Runtime,
 )
+from orchestrator.runtime.traits import FAKE
 
 Handler = Callable[[httpx.Request], httpx.Response]
 Commands = Callable[[list[str], Mapping[str, str]], ExecResult]
@@ -67,6 +72,8 @@ def _now() -> str:
 
 
 class FakeRuntime:
+    traits = FAKE
+
     def __init__(self, images: Mapping[str, ImageFactory], commands: Commands | None = None,
                  inventory: Inventory | None = None) -> None:
         self.images = dict(images)
@@ -81,6 +88,12 @@ class FakeRuntime:
     def resolve_image(self, ref: str, build: BuildSpec) -> ImageInfo:
         return ImageInfo(ref=ref, id=self._image_id(self._ref_of(ref)))
 
+    def ship_image(self, image: ImageInfo, to: Runtime) -> int:
+        raise ImageError(f"image {image.ref}: the fake runtime has one host; nothing is shipped")
+
+    def host_name(self) -> str:
+        return socket.gethostname()  # its servers run in this process
+
     @staticmethod
     def _image_id(ref: str) -> str:
         return f"fake:sha256:{hashlib.sha256(ref.encode()).hexdigest()}"
@@ -94,6 +107,8 @@ class FakeRuntime:
 
     # containers -------------------------------------------------------------------------------
     def start(self, spec: ContainerSpec) -> Handle:
+        if spec.memory:  # traits: no memory limits, refused rather than ignored
+            raise ConfigError(f"'{spec.name}': a memory limit ({spec.memory}) cannot be held in the fake runtime")
         server = self.images[self._ref_of(spec.image)](spec)
         handle_id = f"fake-{next(self._ids)}"
         container = _Container(spec, server)
@@ -149,6 +164,8 @@ class FakeRuntime:
     def _command(argv: list[str], env: Mapping[str, str], commands: Commands | None) -> ExecResult:
         if argv[:1] == ["fake-printenv"]:
             return ExecResult(0, json.dumps({name: env.get(name) for name in argv[1:]}) + "\n")
+        if argv[:1] == ["fake-exists"] and len(argv) == 2:
+            return ExecResult(0, f"{os.path.exists(argv[1])}\n")
         if argv[:1] == ["fake-exit"] and len(argv) == 3:
             return ExecResult(int(argv[1]), argv[2] + "\n")
         if commands is not None:

@@ -24,6 +24,7 @@ import json
 import os
 import secrets
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -64,9 +65,11 @@ from orchestrator.runtime.spec import (
     Inventory,
     LogLine,
     MemoryReading,
+    Runtime,
     map_mounts,
     missing_mounts,
 )
+from orchestrator.runtime.traits import CODE_PREFIX, PROCESS
 
 RECORD = "process.json"
 # Cache dirs a process gets of its own (in its state dir) unless its env names them, as a container has
@@ -95,6 +98,7 @@ class _Proc:
 
 class ProcessRuntime:
     http_transport: httpx.MockTransport | None = None  # servers are reached over the real loopback network
+    traits = PROCESS
 
     def __init__(self, inherit_env: Iterable[str], venv_on_path: bool = True, state_dir: str | Path | None = None,
                  host_env: Mapping[str, str] | None = None, workdir: Path | None = None) -> None:
@@ -109,6 +113,12 @@ class ProcessRuntime:
         self._environments: dict[str, str] = {}
 
     # images -----------------------------------------------------------------------------------
+    def ship_image(self, image: ImageInfo, to: Runtime) -> int:
+        raise ImageError(f"arm code {image.ref}: a local process has no image to ship; it runs on this host only")
+
+    def host_name(self) -> str:
+        return socket.gethostname()
+
     def resolve_image(self, ref: str, build: BuildSpec) -> ImageInfo:
         """No image: a code identity (docs/conventions.md) from what runs, never from where it lies: the
         arm's interpreter's version and installed distributions, and the content of `build.context`.
@@ -121,8 +131,8 @@ class ProcessRuntime:
                 raise ImageError(f"process arm '{ref}': build.context {source} is not a directory (the process "
                                  "runtime hashes it to identify the arm's code)")
             digest.update(tree_hash(source).encode())
-        found = f"process:sha256:{digest.hexdigest()}"
-        if ref.startswith("process:sha256:") and ref != found:
+        found = f"{CODE_PREFIX}sha256:{digest.hexdigest()}"
+        if ref.startswith(f"{CODE_PREFIX}sha256:") and ref != found:
             raise ImageError(f"the code that ran ({ref[:27]}...) is not what is installed here ({found[:27]}...): "
                              f"{build.interpreter} has other distributions or versions, or the source differs. "
                              "Install what the original run's fingerprint lists, or pass --by-tag to run anyway")

@@ -19,6 +19,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 if TYPE_CHECKING:
     import httpx
 
+    from orchestrator.runtime.traits import Traits
+
 # Every container and process a run starts carries `LABEL_NS.run` (and `.arm`, `.study`, `.purpose`):
 # how cleanup finds what a crashed run left. The one place the namespace is spelled.
 LABEL_NS = "org.orchestrator"
@@ -255,8 +257,18 @@ class Runtime(Protocol):
     # How clients reach the servers this runtime starts: None for a real network (Docker, processes);
     # the fake runtime hands out an httpx transport that routes to its in-process handlers.
     http_transport: httpx.MockTransport | None
+    traits: Traits  # what it can do (runtime/traits.py): asked instead of its kind
 
     def resolve_image(self, ref: str, build: BuildSpec) -> ImageInfo: ...
+
+    def ship_image(self, image: ImageInfo, to: Runtime) -> int:
+        """Copy an image of its host to `to`'s host (of its kind); returns the bytes sent. ImageError where
+        `traits.ships_images` is false."""
+        ...
+
+    def host_name(self) -> str:
+        """The name of the machine its servers run on (a Docker daemon's, the far host's over ssh://)."""
+        ...
 
     def start(self, spec: ContainerSpec) -> Handle: ...
 

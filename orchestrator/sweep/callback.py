@@ -20,6 +20,7 @@ from omegaconf import DictConfig, OmegaConf
 from orchestrator.console import Outcome, answer, failed, note
 from orchestrator.errors import ExitStatus
 from orchestrator.report.sweep import done_line, summarize
+from orchestrator.runtime.traits import traits_of
 
 
 def check_parallel_gpus(composed: DictConfig, jobs: list[list[str]]) -> None:
@@ -28,8 +29,7 @@ def check_parallel_gpus(composed: DictConfig, jobs: list[list[str]]) -> None:
     from orchestrator.errors import ConfigError
 
     launcher = str(composed.hydra.launcher.get("_target_", ""))
-    kind = composed.runtime.kind  # RuntimeKind, from the schema
-    if launcher.endswith(".SlurmLauncher") and getattr(kind, "value", kind) == "docker":
+    if launcher.endswith(".SlurmLauncher") and traits_of(str(composed.runtime.kind)).own_cgroup:
         check_slurm_gpus(composed)
     n_jobs = composed.hydra.launcher.get("n_jobs", 1)
     if "joblib" not in launcher or n_jobs == 1:

@@ -8,6 +8,8 @@ import json
 import os
 import re
 import secrets
+import socket
+import tempfile
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -19,10 +21,13 @@ import pytest
 
 from orchestrator.config.arms import build_spec, container_spec
 from orchestrator.config.schema import ArmConfig, BuildConfig, RuntimeConfig
-from orchestrator.errors import ArmStartError, ConfigError, RuntimeFailure
+from orchestrator.errors import ArmStartError, ConfigError, ImageError, RuntimeFailure
+from orchestrator.record.identity import identity_kind
 from orchestrator.run.client import wait_ready
 from orchestrator.runtime.process import ProcessRuntime
-from orchestrator.runtime.spec import LABEL_NS, ContainerSpec, Handle, Mount, Runtime
+from orchestrator.runtime.spec import LABEL_NS, BuildSpec, ContainerSpec, Handle, Mount, Runtime
+from tests.wrapped_runtime import KIND as WRAPPED_KIND
+from tests.wrapped_runtime import WrappedRuntime
 
 REFERENCE_IMAGE = "orchestrator/reference-engine:0.1.0"
 PYTHON_IMAGE = "orchestrator/debian-python:bookworm"
@@ -51,6 +56,12 @@ class Kind:
             return ["fake-printenv", *names]
         return ["python3", "-c", f"import json, os; print(json.dumps({{k: os.environ.get(k) for k in {names!r}}}))"]
 
+    def exists_argv(self, path: Path) -> list[str]:
+        """A command printing whether `path` exists where the server runs (True/False)."""
+        if self.name == "fake":
+            return ["fake-exists", str(path)]
+        return ["python3", "-c", f"import os; print(os.path.exists({str(path)!r}))"]
+
     def fail_argv(self, code: int, text: str) -> list[str]:
         if self.name == "fake":
             return ["fake-exit", str(code), text]
@@ -59,7 +70,7 @@ class Kind:
     def fresh(self) -> Runtime:
         """A new runtime object, as `orchestrator clean` has after the run's process died."""
         if isinstance(self.runtime, ProcessRuntime):
-            return ProcessRuntime(INHERIT_ENV, state_dir=self.runtime.state_dir)
+            return type(self.runtime)(inherit_env=INHERIT_ENV, state_dir=self.runtime.state_dir)
         return self.runtime if self.name == "fake" else type(self.runtime)()  # type: ignore[call-arg]
 
     def http(self) -> httpx.Client:
@@ -101,19 +112,35 @@ class Kind:
 def test_every_runtime_a_config_can_name_runs_this_contract() -> None:
     """A new runtime is a class in runtime/ (docs/ARCHITECTURE.md, "Where to change what"): its kind in
     `make_runtime`, the config's name for it and its conf/runtime/ file agree, and this suite runs over it."""
-    from orchestrator.config.schema import RuntimeKind
     from orchestrator.runtime import KINDS
 
     conf = {path.stem for path in (Path(__file__).resolve().parents[2] / "conf" / "runtime").glob("*.yaml")}
-    assert set(KINDS) == {kind.value for kind in RuntimeKind} == conf
+    assert set(KINDS) == conf
     assert set(KINDS) <= set(UNDER_TEST)
+
+
+def test_a_runtime_outside_runtime_is_its_module_plus_its_conf_entry() -> None:
+    """tests/wrapped_runtime.py and tests/wrapped_conf/runtime/wrapped.yaml, given as a user config dir: the
+    config names its class, the run makes it, and every question of the run is answered by its traits."""
+    from orchestrator.config.arms import resolve_arms, runtime_for
+    from orchestrator.config.validate import load
+    from orchestrator.runtime.traits import traits_of
+
+    root = Path(__file__).resolve().parents[2]
+    typed = load(["runtime=wrapped", "arm@arms.baseline=reference_process", "arm@arms.wide_batch=reference_process"],
+                 [root / "tests" / "wrapped_conf"])
+    assert typed.runtime.kind == WRAPPED_KIND and typed.runtime.inherit_env == INHERIT_ENV  # process's settings
+    assert type(runtime_for(typed.runtime)) is WrappedRuntime
+    assert traits_of(typed.runtime.kind) is WrappedRuntime.traits is not traits_of("process")
+    assert all(arm.traits is WrappedRuntime.traits for arm in resolve_arms(typed).values())
 
 
 def _pid(kind: Kind, handle: Handle) -> int | None:
     return kind.runtime.pid(handle) if isinstance(kind.runtime, ProcessRuntime) else None
 
 
-UNDER_TEST = ("docker", "process", "fake")  # every runtime kind, and the unit tests' in-process one
+# every runtime kind, the unit tests' in-process one, and one added outside runtime/ (tests/wrapped_runtime.py)
+UNDER_TEST = ("docker", "process", "fake", "wrapped")
 
 
 @pytest.fixture(scope="module", params=[pytest.param(k, marks=pytest.mark.docker) if k == "docker" else k
@@ -130,7 +157,9 @@ def kind(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactor
 
         return Kind("docker", DockerRuntime(), REFERENCE_IMAGE, [], {}, BuildConfig(), PYTHON_IMAGE, None)
     state = tmp_path_factory.mktemp("process-state")
-    return Kind("process", ProcessRuntime(INHERIT_ENV, state_dir=state), "process", ["python3", "-m", "refengine"],
+    made = (ProcessRuntime(INHERIT_ENV, state_dir=state) if request.param == "process"
+            else WrappedRuntime(inherit_env=INHERIT_ENV, state_dir=state))
+    return Kind(request.param, made, "process", ["python3", "-m", "refengine"],
                 PROCESS_ENV, BuildConfig(context="arms/reference-engine/refengine"), "process",
                 ["env", "PYTHONPATH=arms/reference-engine", "python3", "-m", "refengine"])
 
@@ -159,7 +188,8 @@ def test_resolve_image_is_stable_and_content_addressed(kind: Kind) -> None:
     first = kind.runtime.resolve_image(arm.image, build_spec(arm))
     assert first == kind.runtime.resolve_image(arm.image, build_spec(arm))
     assert first.ref == arm.image
-    assert first.id.startswith({"docker": "sha256:", "process": "process:sha256:", "fake": "fake:sha256:"}[kind.name])
+    assert first.id.startswith({"docker": "sha256:", "process": "process:sha256:", "fake": "fake:sha256:",
+                                "wrapped": "process:sha256:"}[kind.name])
 
 
 def test_ready_server_answers_a_completion(server: tuple[Kind, Handle]) -> None:
@@ -370,3 +400,87 @@ def test_a_server_pinned_to_one_core_runs_there_and_the_inventory_lists_the_core
     finally:
         kind.runtime.stop(handle, 10)
         kind.runtime.remove(handle)
+
+
+# the traits (runtime/traits.py) held against what each runtime does ----------------------------------
+
+def test_a_runtime_that_isolates_the_filesystem_hides_a_host_file_and_one_that_does_not_shows_it(
+        server: tuple[Kind, Handle]) -> None:
+    kind, handle = server
+    with tempfile.NamedTemporaryFile(prefix="contract-host-file-") as host_file:
+        seen = kind.runtime.exec(handle, kind.exists_argv(Path(host_file.name)))
+    assert seen.exit_code == 0, seen.output
+    assert seen.output.strip().splitlines()[-1] == str(not kind.runtime.traits.isolates_filesystem)
+
+
+def test_its_identities_read_as_the_kind_its_traits_say(kind: Kind) -> None:
+    arm = kind.arm()
+    found = kind.runtime.resolve_image(arm.image, build_spec(arm)).id
+    assert identity_kind(found) == kind.runtime.traits.identity_kind.value
+
+
+def test_a_runtime_with_image_ids_refuses_an_image_it_has_not_and_one_without_identifies_any_code(
+        kind: Kind) -> None:
+    absent = f"orchestrator/contract-absent:{secrets.token_hex(3)}"
+    if kind.runtime.traits.image_ids:
+        with pytest.raises(ImageError):
+            kind.runtime.resolve_image(absent, BuildSpec())
+    else:  # a code identity: of the interpreter and its distributions, whatever the ref says
+        assert kind.runtime.resolve_image(absent, BuildSpec()).id == kind.runtime.resolve_image("x", BuildSpec()).id
+
+
+def test_a_runtime_ships_an_image_to_another_of_its_kind_only_where_its_traits_say_so(kind: Kind) -> None:
+    small = PYTHON_IMAGE if kind.name == "docker" else kind.engine_image
+    image = kind.runtime.resolve_image(small, build_spec(kind.arm(image=small)))
+    if not kind.runtime.traits.ships_images:
+        with pytest.raises(ImageError):
+            kind.runtime.ship_image(image, kind.fresh())
+        return
+    other = kind.fresh()  # the same daemon: a load of what it has keeps the id
+    assert kind.runtime.ship_image(image, other) > 0
+    assert other.resolve_image(image.id, BuildSpec()).id == image.id
+
+
+def test_a_memory_limit_is_enforced_where_its_traits_say_so_and_refused_elsewhere(kind: Kind) -> None:
+    arm = kind.arm(command=["python3", "-c", "import time; print('idle', flush=True); time.sleep(600)"],
+                   engine_args={}, image=kind.idle_image or kind.crash_image)
+    arm.process_port_args = []
+    spec = kind.spec(arm, f"contract-{secrets.token_hex(3)}")
+    spec.memory = "64m"
+    if not kind.runtime.traits.memory_limits:
+        with pytest.raises(ConfigError, match="memory limit"):
+            kind.runtime.start(spec)
+        return
+    handle = kind.runtime.start(spec)
+    try:
+        limit = kind.runtime.exec(handle, ["sh", "-c", "cat /sys/fs/cgroup/memory.max 2>/dev/null || "
+                                                 "cat /sys/fs/cgroup/memory/memory.limit_in_bytes"])  # v2, v1
+        assert limit.output.strip() == str(64 << 20), limit.output
+        above = kind.runtime.exec(handle, ["python3", "-c", "b = b'x' * (256 << 20)"])  # every page written
+        assert above.exit_code == 137, above  # SIGKILL: the kernel held it to the limit
+    finally:
+        kind.runtime.stop(handle, 10)
+        kind.runtime.remove(handle)
+
+
+def test_a_server_runs_in_a_cgroup_of_its_own_where_its_traits_say_so(server: tuple[Kind, Handle]) -> None:
+    kind, handle = server
+    if kind.name == "fake":
+        pid = os.getpid()  # its servers are this process's handlers
+    elif kind.name == "docker":
+        pid = int(kind.runtime._container(handle).attrs["State"]["Pid"])  # type: ignore[attr-defined]
+    else:
+        pid = kind.runtime.pid(handle)  # type: ignore[attr-defined]
+    try:
+        theirs = Path(f"/proc/{pid}/cgroup").read_text()
+    except OSError:  # a daemon in another pid namespace: its server is not a process of this host's view
+        theirs = None
+    assert (theirs != Path("/proc/self/cgroup").read_text()) == kind.runtime.traits.own_cgroup
+
+
+def test_its_host_name_is_where_its_servers_run(kind: Kind) -> None:
+    named = kind.runtime.host_name()
+    if kind.runtime.traits.isolates_filesystem:  # a Docker daemon's own name (the far host's over ssh://)
+        assert named and named == kind.runtime.client.info()["Name"]  # type: ignore[attr-defined]
+    else:
+        assert named == socket.gethostname()

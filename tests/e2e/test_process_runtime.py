@@ -81,6 +81,27 @@ def test_process_study_report(process_run: tuple[Path, str, Path]) -> None:
     assert "| baseline | capital | sequential |" in (run_dir / "report.md").read_text()
 
 
+def test_a_runtime_added_in_one_module_and_its_conf_entry_runs_the_default_study(
+        tmp_path: Path, process_run: tuple[Path, str, Path]) -> None:
+    """docs/ARCHITECTURE.md's "a new runtime": tests/wrapped_runtime.py plus tests/wrapped_conf/runtime/wrapped.yaml
+    (a user config dir), from another working directory; the same report as the process runtime's."""
+    run_dir, state = tmp_path / "run", tmp_path / "state"
+    result = subprocess.run([sys.executable, "-m", "orchestrator", "run", "--config-dir",
+                             str(ROOT / "tests" / "wrapped_conf"), "runtime=wrapped", f"hydra.run.dir={run_dir}",
+                             *PROCESS[1:], *QUICK], cwd=tmp_path,
+                            capture_output=True, text=True, timeout=600,
+                            env={**_env(state), "PYTHONPATH": str(ROOT)})  # the module's package: tests
+    assert result.returncode == 0, result.stderr[-3000:]
+    arms = pq.read_table(run_dir / "data" / "arms").to_pylist()
+    assert [a["status"] for a in arms] == ["completed", "completed"]
+    assert all(a["image_id"].startswith("process:sha256:") for a in arms)  # its identity kind: code
+    assert _records(state) == []  # its servers stopped and removed
+    ours, theirs = (json.loads((d / "report.json").read_text()) for d in (run_dir, process_run[0]))
+    assert [p["verdict"] for p in ours["pairs"]] == [p["verdict"] for p in theirs["pairs"]]
+    assert {p["verdict"] for p in ours["pairs"]} == {"identical"}
+    assert [c["distinct_signatures"] for c in ours["cells"]] == [c["distinct_signatures"] for c in theirs["cells"]]
+
+
 def _start_long_run(tmp_path: Path, state: Path) -> tuple[subprocess.Popen[str], list[int], str]:
     proc = subprocess.Popen([sys.executable, "-m", "orchestrator", "run", f"hydra.run.dir={tmp_path / 'run'}", *LONG],
                             cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_env(state))

@@ -15,7 +15,7 @@ import pytest
 from orchestrator import probes
 from orchestrator.config.arms import runtime_for
 from orchestrator.config.probe import load_probe_config
-from orchestrator.config.schema import RuntimeConfig, RuntimeKind
+from orchestrator.config.schema import RuntimeConfig
 from orchestrator.record.paths import RunPaths
 from orchestrator.record.recorded import Recorded, read_run
 from orchestrator.report.build import build
@@ -83,7 +83,7 @@ def test_unsupported_is_recorded_not_crashed() -> None:
 def test_runner_records_table_and_report(tmp_path: Path) -> None:
     config = load_probe_config("cpu_small", ["shapes={tiny: [256, 256]}", "m=[1, 4]", "repeats=3",
                                                     "arms=[bf16, fp8_block_rowmajor]", "processes=2"])
-    runtime = runtime_for(RuntimeConfig(kind=RuntimeKind.process))
+    runtime = runtime_for(RuntimeConfig(kind="process"))
     at = kernel_probes.where(config, runtime, local=True)
     assert at.image == "local" and at.python == sys.executable and at.identity.startswith("process:sha256:")
     outputs = kernel_probes.run_probe(config, runtime, "r1", at)

@@ -10,7 +10,7 @@ import pytest
 
 from orchestrator import config
 from orchestrator.config.arms import runtime_for
-from orchestrator.config.schema import RuntimeConfig, RuntimeKind
+from orchestrator.config.schema import RuntimeConfig
 from orchestrator.engines import profile_for
 from orchestrator.errors import ConfigError
 from orchestrator.guard import caches, fingerprint, results
@@ -387,7 +387,7 @@ def test_probe_result_takes_the_last_json_line_and_never_raises() -> None:
 
 
 def test_host_fingerprint_runs_the_probe_without_env() -> None:
-    result = fingerprint.fingerprint_target(runtime_for(RuntimeConfig(kind=RuntimeKind.process)), None, "fp")
+    result = fingerprint.fingerprint_target(runtime_for(RuntimeConfig(kind="process")), None, "fp")
     probe = result["fingerprint"]["probe"]
     assert "env" not in probe and probe["python"] and len(result["matrix_key"]) == 12
     assert "matrix key" in fingerprint.render(result)

@@ -189,9 +189,9 @@ def test_attribution_matches_on_identity_so_a_process_arm_names_candidates_and_o
 
 def test_a_study_arm_that_ran_in_an_image_is_not_probed_as_a_process() -> None:
     """`--local` would run this interpreter, not the image the study ran: bad input, before anything runs."""
-    recorded = RecordedArm("variant", json.dumps({"image": "img:1"}), "sha256:abc")
+    recorded = RecordedArm("variant", json.dumps({"image": "img:1"}), "sha256:abc", "image")
     config = load_probe_config("cpu_small", [], recorded)
-    assert config.of_arm is not None and not config.of_arm.process and config.image == "img:1"
+    assert config.of_arm is not None and not config.of_arm.on_host and config.image == "img:1"
     with pytest.raises(ConfigError, match=re.escape("arm 'variant' of the study ran in image img:1 (sha256:abc): "
                                                     "probe it there, without --local")):
         kernel_probes.where(config, None, local=True)  # type: ignore[arg-type]  # refused before any runtime

@@ -13,8 +13,9 @@ import pytest
 
 from orchestrator import cli
 from orchestrator.record import tables
+from orchestrator.record.identity import CODE, IMAGE
 from orchestrator.record.paths import RunPaths
-from orchestrator.record.recorded import IMAGE, PROCESS, Identity, read_run
+from orchestrator.record.recorded import Identity, read_run
 from orchestrator.record.tables import TableWriter
 from tests.conftest import ROOT
 from tests.load_record import ArmPlan, write_load_record
@@ -60,7 +61,7 @@ def test_the_answering_engine_is_read_and_an_older_record_falls_back_to_the_decl
     stand_in, older, oldest = read_run(paths).arms
     assert (stand_in.engine, older.engine, oldest.engine) == ("reference", "transformers_serve", None)
     assert stand_in.identity == Identity(IMAGE, "sha256:abc") and stand_in.image_id == "sha256:abc"
-    assert older.identity == Identity(PROCESS, "sha256:def") and older.image_id == "process:sha256:def"
+    assert older.identity == Identity(CODE, "sha256:def") and older.image_id == "process:sha256:def"
     assert oldest.identity is None
 
 
@@ -104,7 +105,7 @@ def test_reproduce_pins_each_arm_to_its_recorded_identity_a_process_arm_keeping_
         writer.append(_arms_row(image_arm, image_id="sha256:abc"))
         writer.append(_arms_row(process_arm, image_id="process:sha256:def"))
     pinned = pin_images(typed, read_run(paths))
-    assert pinned == {image_arm: Identity(IMAGE, "sha256:abc"), process_arm: Identity(PROCESS, "sha256:def")}
+    assert pinned == {image_arm: Identity(IMAGE, "sha256:abc"), process_arm: Identity(CODE, "sha256:def")}
     assert (typed.arms[image_arm].image, typed.arms[process_arm].image) == ("sha256:abc", "process:sha256:def")
     assert (typed.arms[image_arm].build, typed.arms[process_arm].build) == (BuildConfig(), source)
 

@@ -76,10 +76,8 @@ def test_a_server_that_dies_at_start_fails_its_arm_and_leaves_nothing(tmp_path: 
 ])
 def test_an_engine_a_signal_killed_says_which_and_whether_it_was_for_memory(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, kind: str, oom: bool, said: str) -> None:
-    from orchestrator.config.schema import RuntimeKind
-
     typed, runtime = study(None), fake_runtime()
-    typed.runtime.kind = RuntimeKind(kind)
+    typed.runtime.kind = kind
     runtime.images["fake-killed"] = lambda spec: FakeServer(handler=lambda request: httpx.Response(500),
                                                             log=["loading"], exit_code=137)
     if oom:  # what Docker's State.OOMKilled makes docker.py say
