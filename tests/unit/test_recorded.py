@@ -119,7 +119,7 @@ def test_probe_arm_takes_a_study_arm_as_its_run_recorded_it(tmp_path: Path) -> N
     with TableWriter(paths, "arms", "arms") as writer:
         writer.append(_arms_row("hooked", config_json='{"image": "img:1"}', image_id="process:sha256:def"))
         writer.append(_arms_row("never", config_json="{}", status="failed"))
-    assert study_arm(paths.root, "hooked") == RecordedArm("hooked", '{"image": "img:1"}', "process:sha256:def")
+    assert study_arm(paths.root, "hooked") == RecordedArm("hooked", '{"image": "img:1"}', "process:sha256:def", CODE)
     assert study_arm(paths.root, "other") is None
     with pytest.raises(ConfigError, match=r"arm 'never' of the study in .* did not start"):
         study_arm(paths.root, "never")
