@@ -8,6 +8,7 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -35,13 +36,26 @@ def no_leftover_containers(docker_client) -> Iterator[None]:  # type: ignore[no-
     """Fail a test that leaves any container of a run behind (labels name every one we create). A container
     whose owner process still lives belongs to a run going on beside this test (another test session), not
     to a leftover."""
-    before = {c.id for c in docker_client.containers.list(all=True, filters={"label": LABEL})}
+    before = {c.id for c in labelled(docker_client)}
     yield
-    after = docker_client.containers.list(all=True, filters={"label": LABEL})
+    after = labelled(docker_client)
     left = [c for c in after if c.id not in before and not _owner_alive(c.labels)]
     for container in left:
         container.remove(force=True)
     assert not left, f"containers left behind: {[c.name for c in left]}"
+
+
+def labelled(docker_client) -> list[Any]:  # type: ignore[no-untyped-def]
+    """Every container of a run. The SDK inspects each one it lists: a container removed in between (a run beside
+    this test stopping) is a 404 there (CI: 'No such container' in this fixture), and the list is asked again."""
+    import docker
+
+    for _ in range(5):
+        try:
+            return list(docker_client.containers.list(all=True, filters={"label": LABEL}))
+        except docker.errors.NotFound:
+            continue
+    return list(docker_client.containers.list(all=True, filters={"label": LABEL}))
 
 
 def _owner_alive(labels: dict[str, str]) -> bool:

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import LABEL
+from tests.conftest import labelled
 
 
 @dataclass(frozen=True)
@@ -66,9 +66,9 @@ def hosts_fixture() -> Hosts:
 def nothing_left_remote_fixture(hosts: Hosts) -> Iterator[None]:
     """Like no_leftover_containers, on the second engine: no container of a run is left there."""
     client = hosts.remote()
-    before = {c.id for c in client.containers.list(all=True, filters={"label": LABEL})}
+    before = {c.id for c in labelled(client)}
     yield
-    left = [c for c in client.containers.list(all=True, filters={"label": LABEL}) if c.id not in before]
+    left = [c for c in labelled(client) if c.id not in before]
     for container in left:
         container.remove(force=True)
     assert not left, f"containers left on the remote Docker host: {[c.name for c in left]}"
