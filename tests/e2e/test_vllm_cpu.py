@@ -98,10 +98,13 @@ def test_max_num_seqs_ab_as_processes_proves_one_variable_and_co_residency(tmp_p
     # first finishes depends on the machine's load, the report's honesty does not.
     assert shared["capacity"] == 16 and _honest_co_residency(shared, 16), shared
     assert "at most 0" not in (tmp_path / "report.md").read_text()
-    assert not any(c["co_resident"] for c in report["cells"]  # kept out: its batches were not co-resident
-                   if c["arm"] == "seqs16" and c["phase"] == "concurrent" and c["prompt_id"] in kept_out)
-    queued = cells[("seqs1", "concurrent")]
-    assert queued["capacity"] == 1 and queued["co_resident"] and queued["min_running_observed"] == 1
+    for prompt in kept_out:  # not comparable: a batch of one side or the other was kept out (not co-resident,
+        # or no /metrics sample saw it running: CI once had seqs1's queued batch unobserved, seqs16's co-resident)
+        sides = [c for c in report["cells"] if c["phase"] == "concurrent" and c["prompt_id"] == prompt]
+        assert any(c.get("batches_kept_out") for c in sides), sides
+    queued = [c for c in report["cells"] if c["arm"] == "seqs1" and c["phase"] == "concurrent"]
+    assert all(c["capacity"] == 1 for c in queued), queued
+    assert any(c["co_resident"] and c["min_running_observed"] == 1 for c in queued), queued
     assert "batch of 16 on capacity 1: queued" in (tmp_path / "report.md").read_text()
     # The environment probe ran with the arm's interpreter (vLLM's venv), not the orchestrator's.
     for arm in pq.read_table(tmp_path / "data" / "arms").to_pylist():
