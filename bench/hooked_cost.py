@@ -37,7 +37,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from orchestrator.record.tables import DIGESTS
-from orchestrator.run.digests import digest_rows
+from orchestrator.run.send.digests import digest_rows
 
 ROOT = Path(__file__).resolve().parent.parent
 CACHE = Path(os.environ.get("ORCHESTRATOR_CACHE_DIR") or Path.home() / ".cache" / "orchestrator")

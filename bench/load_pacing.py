@@ -1,4 +1,4 @@
-"""The load generator's pacing (orchestrator/run/load.py) against AIPerf's, at the same rates and request counts,
+"""The load generator's pacing (run/load/generator.py) against AIPerf's, at the same rates and request counts,
 on the same recording server (bench/recording_server.py, its own process). Issue 37's goals: the achieved rate
 within 1 % of the target, p99 send lateness no worse than AIPerf's at 50, 200 and 1000 requests/s, the same
 request count.
@@ -166,8 +166,8 @@ def run_ours(server: Server, arrivals: str, rate_per_s: float, count: int, gc_of
 
 async def _child(url: str, arrivals: str, rate_per_s: float, count: int, out: Path, gc_off: bool) -> None:
     from orchestrator.config.schema import Arrivals
-    from orchestrator.run.load import Prepared, run_window
-    from orchestrator.run.load_schedule import Pace, offsets_s
+    from orchestrator.run.load.generator import Prepared, run_window
+    from orchestrator.run.load.schedule import Pace, offsets_s
 
     offsets = offsets_s(Pace(rate_per_s, None, count, None), Arrivals(arrivals), 1.0, seed=0)
     assert offsets is not None

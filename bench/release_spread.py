@@ -273,8 +273,8 @@ def threads(port: int, n: int) -> int:
 def project(port: int, n: int) -> int:
     """orchestrator.run.release.release() as protocol._release calls it; every answer parsed as a run would."""
     from orchestrator.engines import profile_for
-    from orchestrator.run import release  # here: the recording server (this file, --serve) needs none of it
-    from orchestrator.run.client import json_bytes
+    from orchestrator.run.wire import release  # here: the recording server (this file, --serve) needs none of it
+    from orchestrator.run.wire.client import json_bytes
 
     async def batch() -> int:
         payloads = [(PATH, json_bytes(json.loads(BODY)))] * n

@@ -187,7 +187,7 @@ def _delegate(module: str, function: str) -> Callable[[list[str]], Outcome]:
 
 
 VERBS: dict[str, Callable[[list[str]], Outcome]] = {
-    "run": _run, "check": _delegate("orchestrator.run.check", "check"),
+    "run": _run, "check": _delegate("orchestrator.run.refusals", "check"),
     "plan": _delegate("orchestrator.run.plan", "plan_verb"), "compare": _compare, "reproduce": _reproduce,
     "clean": _clean, "fingerprint": _fingerprint, "probe": _probe,
     "ls": _delegate("orchestrator.report.listing", "ls_verb"),

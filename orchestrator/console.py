@@ -2,7 +2,7 @@
 for stdout, its notes for stderr, the statuses that apply); `finish` prints it and picks the status by the
 precedence of docs/conventions.md (`errors.worst`); `failed` is the outcome of an exception a verb raised.
 
-Progress while a run goes (the bars of run/progress.py, the `[arm] ...` lines of run/arms.py, on stderr) is
+Progress while a run goes (the bars of run/progress.py, the `[arm] ...` lines of run/study.py, on stderr) is
 printed where it happens: it is not an outcome, and a reader of stdout never sees it.
 """
 

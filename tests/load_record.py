@@ -79,7 +79,7 @@ def _rows(arm: str, plan: ArmPlan) -> list[dict[str, Any]]:
 
 
 def _memory_note(plan: ArmPlan) -> str:
-    """As run/resources.py writes it: 'memory: ..., every 0.5 s; GPU memory: ...'."""
+    """As run/arm/resources.py writes it: 'memory: ..., every 0.5 s; GPU memory: ...'."""
     memory = "cgroup" if plan.peak_memory_bytes else "not observable (no cgroup)"
     gpu = "nvidia-smi" if plan.peak_gpu_memory_bytes else "none, the arm has no GPUs"
     return f"memory: {memory}, every 0.5 s; GPU memory: {gpu}"

@@ -29,7 +29,8 @@ def complete(body: dict[str, object], model: str) -> dict[str, object]:
 
 def handler(model: str) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"  # keep-alive: a concurrent batch warms its connections first (run/release.py)
+        protocol_version = "HTTP/1.1"  # keep-alive: a concurrent batch warms its connections first
+        # (run/wire/release.py)
 
         def _send(self, status: int, value: object) -> None:
             data = json.dumps(value).encode()

@@ -11,7 +11,7 @@ from orchestrator import config
 from orchestrator.record.paths import RunPaths
 from orchestrator.record.recorded import Recorded, read_run
 from orchestrator.report.build import build
-from orchestrator.run.arms import StudyRunner
+from orchestrator.run.study import StudyRunner
 from tests.fake_engine import fake_runtime
 
 

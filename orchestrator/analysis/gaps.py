@@ -1,5 +1,5 @@
 """The top1 - top2 logprob gap at each generated position of one response: computed as the response is
-recorded (run/sending.py), so the comparison reads it from the record instead of decoding the top-k lists
+recorded (run/send/sender.py), so the comparison reads it from the record instead of decoding the top-k lists
 again; it tells a near-tie flip from a real defect. Plain Python, no numpy or pyarrow: the run imports it
 before any engine answers."""
 

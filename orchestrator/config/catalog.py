@@ -93,7 +93,7 @@ def errors_markdown() -> str:
              "`orchestrator/config/catalog.py`; a test fails when this page and the code differ.", "",
              "Every problem is one line on stderr starting with `error: ` (a bug: `internal error`), naming the",
              "field or file, the value, what is valid and the fix. A command line's and a config's problems are",
-             "listed all at once, one line each, by `check` and `run` alike (run/check.py `refusals`).",
+             "listed all at once, one line each, by `check` and `run` alike (run/refusals.py `refusals`).",
              "`--debug` (or `ORCHESTRATOR_DEBUG=1`) shows a bug's traceback.", "",
              "## Exit statuses (every verb)", "", "| status | meaning | what to do |", "| --- | --- | --- |"]
     lines += [f"| {int(s)} | {errors.MEANINGS[s][0]} | {errors.MEANINGS[s][1]} |" for s in order]

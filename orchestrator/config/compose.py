@@ -353,7 +353,7 @@ def resolve_prompts(prompt_set: schema.PromptSetConfig, config_dirs: list[str] |
                 problems.append(f"prompt '{prompt_id}': cannot repeat an empty text")
                 continue
             text = (text * (prompt.repeat_to_chars // len(text) + 1))[: prompt.repeat_to_chars]
-        if prompt.length_tokens and text:  # run/prompt_length.py sends the first length_tokens of it
+        if prompt.length_tokens and text:  # run/send/prompt_length.py sends the first length_tokens of it
             text = prompt_length.source_text(text, prompt.length_tokens)
         texts[prompt_id] = text
     if problems:

@@ -1,5 +1,5 @@
 """`length_tokens: N` on a prompt (docs/onset.md): the text is repeated until it surely holds N tokens under
-any tokenizer; each arm then sends exactly its first N tokens as ids (run/prompt_length.py)."""
+any tokenizer; each arm then sends exactly its first N tokens as ids (run/send/prompt_length.py)."""
 
 from __future__ import annotations
 

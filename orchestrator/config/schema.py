@@ -159,7 +159,7 @@ class PromptConfig:
     file: str | None = None  # relative to conf/prompts/, or absolute
     encoding: str = "utf-8"  # of `file` (any name Python's codecs know, e.g. latin-1, utf-16)
     repeat_to_chars: int | None = None  # repeat the text to this length (budget studies)
-    # exactly this many tokens under each arm's tokenizer: the text's first N, sent as ids (run/prompt_length.py)
+    # exactly this many tokens under each arm's tokenizer: the text's first N, sent as ids (run/send/prompt_length.py)
     length_tokens: int | None = None
     expect: ExpectConfig = field(default_factory=ExpectConfig)
 
@@ -239,7 +239,7 @@ class ProtocolConfig:
     # Sent after the arm's cold request and before the phases, round-robin over the prompts; recorded with
     # role `warmup`, never part of a cell.
     warmup_requests: int = 0
-    # None: grows with the work a request may wait behind (run/protocol.py `request_timeout_s`); `plan` prints it
+    # None: grows with the work a request may wait behind (run/send/protocol.py `request_timeout_s`); `plan` prints it
     request_timeout_s: float | None = None
     significant_digits: int = 12  # precision of top-logprob signatures
     # Sample size from the claim (docs/usage.md): the measured requests of every cell (prompt x phase), the
@@ -304,7 +304,7 @@ class RuntimeConfig:
     # refused for arms that share a GPU, a cache or a host port (guard/overlap.py). docs/runtimes.md
     overlap_arm_starts: bool = False
     # Stop an arm (its exit, logs, removal) while the next arm's container starts; the next arm sends nothing
-    # until it has ended. Docker arms that share nothing only (run/stop_behind.py). docs/runtimes.md
+    # until it has ended. Docker arms that share nothing only (run/arm/stop_behind.py). docs/runtimes.md
     stop_behind_next_start: bool = True
     # Docker hosts that arms without their own `docker_host` are placed on when they run side by side
     # (study.parallel_arms): "local" (runtime.docker_host) and others (ssh://gpu-2, tcp://...). [] = local only.

@@ -225,8 +225,8 @@ def _process_arms(config: Config) -> list[str]:
     return found
 
 
-# The highest rate a load point may ask for: what run/load.py was measured to pace on a 2-core machine against a
-# local server, its achieved rate within 1 % of the schedule (docs/load.md, "Pacing"). Above it the schedule
+# The highest rate a load point may ask for: what run/load/generator.py was measured to pace on a 2-core machine
+# against a local server, its achieved rate within 1 % of the schedule (docs/load.md, "Pacing"). Above it the schedule
 # would be a wish, not the traffic sent.
 MAX_RATE_PER_S = 1000.0
 

@@ -47,7 +47,7 @@ class Endpoints:
     tokenize: str | None = None  # POST {prompt} -> {tokens: [ids]} (protocol.request.prompt_as=token_ids)
     version: str | None = None  # GET -> JSON naming its version
     metrics: str | None = None  # Prometheus text, read during concurrent batches
-    # GET -> one flagged request's activation digests, "{request_id}" the answer's id (run/digests.py)
+    # GET -> one flagged request's activation digests, "{request_id}" the answer's id (run/send/digests.py)
     digests: str | None = None
 
     def overridden(self, health: str | None, metrics: str | None) -> Endpoints:
@@ -103,7 +103,7 @@ class EngineProfile:
     max_logprobs_flag: str | None = None  # the most logprobs a request may ask for
     default_max_logprobs: int | None = None  # when the arm does not set that flag
     # capabilities.digests: the flag whose false value turns the recording off (`--no-digests`), and how many
-    # flagged requests' digests it keeps (the oldest go first): fetched after each phase (run/digests.py)
+    # flagged requests' digests it keeps (the oldest go first): fetched after each phase (run/send/digests.py)
     digests_flag: str | None = None
     digest_capacity: int | None = None
     # Distributions whose versions are the engine's own (the matrix key's engine part; guard/fingerprint.py).

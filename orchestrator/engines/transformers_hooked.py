@@ -4,7 +4,7 @@ protocol and streaming. Its answers are the reference engine's (vLLM-shaped comp
 token ids and `engine_trace`; /tokenize, /metrics), so its dialect is the reference engine's. Completions only.
 A request flagged `"digest": true` gets forward hooks on every module but the model itself (containers as well
 as leaves, hookedengine/digests.py `Recorder`): its own rows' digests per
-(step, module call), fetched after each phase (run/digests.py, docs/locate.md). It lists its
+(step, module call), fetched after each phase (run/send/digests.py, docs/locate.md). It lists its
 knobs itself (`--list-knobs`), as the reference engine does."""
 
 from __future__ import annotations

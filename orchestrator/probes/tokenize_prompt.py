@@ -1,4 +1,4 @@
-"""`length_tokens: N` where the engine serves no tokenize endpoint (run/prompt_length.py): run inside the arm
+"""`length_tokens: N` where the engine serves no tokenize endpoint (run/send/prompt_length.py): run inside the arm
 as `python -c SOURCE PAYLOAD` with its own interpreter, offline. PAYLOAD is base64 of zlib of JSON
 {"model": folder, "prompts": {id: [text, N]}} (compressed: an argument holds at most 128 KiB, and the texts
 are repeats). For each prompt it prints the text of its first tokens that the model's tokenizer, called as a

@@ -61,7 +61,7 @@ RESPONSES = pa.schema([
     ("prompt_logprobs", pa.list_(pa.list_(_PROMPT_TOP))),  # null entry at position 0, as served
     ("sig_text", pa.string()), ("sig_token_ids", pa.string()),
     ("sig_top_logprobs", pa.string()), ("sig_logprob_vector", pa.string()),
-    # Load phases (run/load.py): when the schedule meant it to be sent (its send_ns is when it was: the pacing
+    # Load phases (run/load/generator.py): when the schedule meant it to be sent (its send_ns is when it was: the pacing
     # error), the answer's first byte, and streamed: its first token chunk and the gaps between token chunks.
     ("scheduled_ns", pa.int64()), ("first_byte_ns", pa.int64()), ("streamed", pa.bool_()),
     ("first_token_ns", pa.int64()), ("inter_token_ns", pa.list_(pa.int64())),
@@ -122,7 +122,7 @@ PROBES = pa.schema([
 ])
 
 # One row per (flagged request, engine step, leaf-module call): the engine's digest of the request's own rows
-# (run/digests.py fetches them; docs/record.md says what each column means).
+# (run/send/digests.py fetches them; docs/record.md says what each column means).
 DIGESTS = pa.schema([
     ("study", pa.string()), ("run_id", pa.string()), ("arm", pa.string()),
     ("request_id", pa.string()), ("attempt", pa.int64()),  # the request's, as in responses

@@ -112,7 +112,7 @@ def incomplete(run: RecordedRun, expected_per_arm: int | None, planned_arms: lis
 
 
 def _restart_cold(request_id: str | None) -> bool:
-    """A restarted arm's extra cold request (run/protocol.py `resent`): not one of the protocol's."""
+    """A restarted arm's extra cold request (run/send/protocol.py `resent`): not one of the protocol's."""
     return bool(request_id) and str(request_id).rsplit("/", 1)[-1].startswith("-")
 
 

@@ -166,7 +166,7 @@ def _p(metric: Metric, what: str) -> str:
 
 
 def _why(note: str, what: str) -> str:
-    """Why `what` ("memory", "GPU memory") has no peak, from the arm's memory_note (run/resources.py writes
+    """Why `what` ("memory", "GPU memory") has no peak, from the arm's memory_note (run/arm/resources.py writes
     'memory: ..., every 0.5 s; GPU memory: ...')."""
     for part in note.split("; "):
         if part.startswith(f"{what}: "):

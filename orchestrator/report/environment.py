@@ -143,7 +143,7 @@ def markdown_section(env: Environment) -> list[str]:
     if unprobed:
         out += ["", "Environment probe not run or failed (libraries and python unknown): " + "; ".join(unprobed) + "."]
     if missing := [f"{a.arm}: {a.digests_note}" for a in env.arms if a.digests_note]:
-        out += ["", "Digests not recorded (protocol.request.digests; run/digests.py): " + "; ".join(missing) + "."]
+        out += ["", "Digests not recorded (protocol.request.digests; run/send/digests.py): " + "; ".join(missing) + "."]
     early = [f"{a.arm} started while {a.started_during} ran its sequential phases" for a in env.arms
              if a.started_during]
     if line := side_by_side(env.arms):

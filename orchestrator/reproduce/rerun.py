@@ -212,7 +212,7 @@ def write_verdict(new: RunPaths, original: RunPaths, cells: list[dict[str, Any]]
 
 def new_run(output: list[str], out: Path | None, study: str, default: Path) -> RunPaths:
     """The re-run's dir (output_dir, else `default`), refused when it cannot be created."""
-    from orchestrator.run.check import new_run_dir_problems
+    from orchestrator.run.refusals import new_run_dir_problems
 
     where = output_dir(output, out, study) or default
     if problems := new_run_dir_problems(output[0].split("=", 1)[0] if output else "--out", str(where)):

@@ -25,8 +25,8 @@ from orchestrator.record.paths import RunPaths
 from orchestrator.record.recorded import read_run
 from orchestrator.record.tables import read_table
 from orchestrator.reproduce.rerun import REPRODUCE_ALLOW, load_config
-from orchestrator.run import protocol
-from orchestrator.run.launch import ResumePlan
+from orchestrator.run.arm.launch import ResumePlan
+from orchestrator.run.send import protocol
 
 
 def resume_plan(typed: Config, paths: RunPaths, arms: Mapping[str, ResolvedArm] | None = None) -> ResumePlan:

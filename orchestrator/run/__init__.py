@@ -1,9 +1,9 @@
-"""run: executing a study. The arm lifecycle (arms.py: image, start, readiness, fingerprint, protocol,
-stop), the protocol's phases (protocol.py) and their sending and rows (sending.py), the httpx client
-(client.py), batches released on their own sockets (release.py), the load generator (load*.py), a failed
-send's kind (transport.py), the arms' runtime specs and the `plan` verb (plan.py), kernel probes in an arm's
-image (kernel_probes.py). Answers are parsed by the arm's engine profile (engines/). `execute.execute_study`
-is what the `run` and `reproduce` verbs call.
+"""run: executing a study. The study's arms in order or in waves (study.py, placement.py), each arm's engine
+from image to stop (arm/), the protocol's requests sent and recorded (send/) through the HTTP exchanges (wire/)
+and the load generator (load/); every refusal before anything starts (refusals.py), what the `run` and
+`reproduce` verbs call (execute.py), the `plan` verb's rendering (plan.py, estimate.py), kernel probes in an
+arm's image (kernel_probes.py), and the run's timings, progress and early imports (timings.py, progress.py,
+prefetch.py). Answers are parsed by the arm's engine profile (engines/).
 
 May import: report, guard, analysis, record, config, runtime, engines, probes, console, errors,
 interrupts.

@@ -14,8 +14,8 @@ from pathlib import Path
 from orchestrator.config.schema import Config, PhaseConfig, PhaseKind
 from orchestrator.errors import RecordError, counted, ordinal
 from orchestrator.record.paths import RunPaths, read_json
-from orchestrator.run import protocol
-from orchestrator.run.load_schedule import WARMUP_WINDOW, has_warmup, label
+from orchestrator.run.load.schedule import WARMUP_WINDOW, has_warmup, label
+from orchestrator.run.send import protocol
 
 UNKNOWN = "unknown (no earlier run: `plan ... --like RUN_DIR`)"
 COLUMNS = ["arm", "prompt_id", "phase", "phase_kind", "batch_id", "role", "error", "send_ns", "recv_ns"]

@@ -29,10 +29,10 @@ from orchestrator.guard import knobs as guard_knobs
 from orchestrator.guard import observed as guard_observed
 from orchestrator.guard.results import GuardResult, KnobCheck
 from orchestrator.record.paths import RunPaths, atomic_write_bytes, atomic_write_text, read_json
-from orchestrator.run import protocol
-from orchestrator.run.arms import StudyRunner
-from orchestrator.run.check import Refusals, config_check, refusals
-from orchestrator.run.launch import ResumePlan
+from orchestrator.run.arm.launch import ResumePlan
+from orchestrator.run.refusals import Refusals, config_check, refusals
+from orchestrator.run.send import protocol
+from orchestrator.run.study import StudyRunner
 from orchestrator.run.timings import StageTimer
 from orchestrator.runtime.reaper import Reaper
 from orchestrator.runtime.traits import traits_of
@@ -50,7 +50,7 @@ def record_config(paths: RunPaths, typed: Config) -> None:
 
 def preflight(typed: Config, allow: list[str] | None = None, how_to_allow: str = OWN_CONFIG_ALLOW
               ) -> dict[str, ResolvedArm]:
-    """The config's problems (run/check.py `config_check`), all at once (exit 2); else each arm resolved."""
+    """The config's problems (run/refusals.py `config_check`), all at once (exit 2); else each arm resolved."""
     checked = config_check(typed, allow, how_to_allow)
     if checked.problems:
         raise ConfigError(checked.problems)
@@ -70,7 +70,7 @@ def execute_study(typed: Config, paths: RunPaths, allow: list[str], how_to_allow
         run_id = f"{recorded['run_id']}-r{resume.attempt}"
     else:
         run_id = f"{re.sub(r'[^A-Za-z0-9_.-]', '-', paths.root.name)}-{secrets.token_hex(3)}"
-    try:  # every refusal, as `check` makes them (run/check.py); writes nothing
+    try:  # every refusal, as `check` makes them (run/refusals.py); writes nothing
         checked = checked or refusals(typed, [], run_id, allow=allow, how_to_allow=how_to_allow, timer=timer)
         if checked.problems:
             raise ConfigError(checked.problems)

@@ -181,7 +181,7 @@ def waves(config: Config, inventory_of: Callable[[str], Inventory], arms: list[s
 
 def problems(config: Config, inventory_of: Callable[[str], Inventory],
              resolved: Mapping[str, ResolvedArm] | None = None) -> list[str]:
-    """One line for each arm that fits on no host even alone: refused before anything starts (run/check.py),
+    """One line for each arm that fits on no host even alone: refused before anything starts (run/refusals.py),
     by `check` as by `run`."""
     if not uses_placement(config):
         return []

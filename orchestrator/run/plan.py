@@ -13,7 +13,7 @@ from orchestrator.console import Outcome, answer, note
 from orchestrator.errors import ConfigError, DockerUnavailable, ImageError, OrchestratorError, counted
 from orchestrator.run import placement
 from orchestrator.run.estimate import arm_lines, group_seconds
-from orchestrator.run.protocol import request_timeout_s
+from orchestrator.run.send.protocol import request_timeout_s
 from orchestrator.runtime.spec import BuildSpec, ContainerSpec, run_labels
 from orchestrator.runtime.traits import traits_of
 

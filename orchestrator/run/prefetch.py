@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from importlib.machinery import ModuleSpec
 from types import ModuleType
 
-MODULES = ("httpx", "orchestrator.run.release", "orchestrator.record.tables", "pyarrow.compute",
+MODULES = ("httpx", "orchestrator.run.wire.release", "orchestrator.record.tables", "pyarrow.compute",
            "orchestrator.analysis.compare", "orchestrator.report.build", "orchestrator.report.verdict",
            "orchestrator.report.guard", "orchestrator.report.markdown")
 

@@ -1,6 +1,6 @@
 """Memory a server holds, read on this host: a container's cgroup, a process tree's resident memory from /proc,
 and the memory in use on GPUs from nvidia-smi. Each reading is a lower bound of the peak so far (a peak where the
-kernel keeps one); what cannot be read raises RuntimeFailure saying why (run/resources.py records it)."""
+kernel keeps one); what cannot be read raises RuntimeFailure saying why (run/arm/resources.py records it)."""
 
 from __future__ import annotations
 

@@ -17,8 +17,8 @@ from orchestrator.config.security import OWN_CONFIG_ALLOW
 from orchestrator.console import Outcome, failed, finish
 from orchestrator.errors import ConfigError, OrchestratorError, worst
 from orchestrator.record.paths import RunPaths
-from orchestrator.run.check import Refusals, refusals, run_dir_of, run_dir_problems, study_config
 from orchestrator.run.execute import execute_study, preflight
+from orchestrator.run.refusals import Refusals, refusals, run_dir_of, run_dir_problems, study_config
 from orchestrator.run.timings import StageTimer
 
 # Hydra's own flags, and those of them that take a value: not overrides (--out: a recorded run's new run dir).

@@ -18,8 +18,8 @@ import httpx
 import pytest
 
 from orchestrator.engines import ENGINES, SETTINGS, EngineProfile
-from orchestrator.run import protocol
-from orchestrator.run.client import CompletionClient
+from orchestrator.run.send import protocol
+from orchestrator.run.wire.client import CompletionClient
 from tests import own_server
 
 HERE = Path(__file__).parent

@@ -23,7 +23,7 @@ from orchestrator.config.arms import build_spec, container_spec
 from orchestrator.config.schema import ArmConfig, BuildConfig, RuntimeConfig
 from orchestrator.errors import ArmStartError, ConfigError, ImageError, RuntimeFailure
 from orchestrator.record.identity import identity_kind
-from orchestrator.run.client import wait_ready
+from orchestrator.run.wire.client import wait_ready
 from orchestrator.runtime.process import ProcessRuntime
 from orchestrator.runtime.spec import LABEL_NS, BuildSpec, ContainerSpec, Handle, Mount, Runtime
 from tests.wrapped_runtime import KIND as WRAPPED_KIND

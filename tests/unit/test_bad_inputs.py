@@ -16,8 +16,8 @@ from omegaconf import OmegaConf
 
 from orchestrator import cli, config
 from orchestrator.record.paths import RunPaths, atomic_write_text
-from orchestrator.run.arms import StudyRunner
 from orchestrator.run.execute import write_prompts
+from orchestrator.run.study import StudyRunner
 from tests.fake_engine import fake_runtime
 
 ARM = "defaults:\n  - reference\n  - _self_\nengine_args:\n  max-num-seqs: 8\n"

@@ -9,7 +9,7 @@ import pyarrow as pa
 
 from orchestrator.analysis import batches
 from orchestrator.analysis.results import Cell
-from orchestrator.run.protocol import server_view
+from orchestrator.run.send.protocol import server_view
 
 
 def cell() -> Cell:

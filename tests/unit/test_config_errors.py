@@ -1,4 +1,4 @@
-"""`check` is `run`'s checks (run/check.py `refusals`): every problem of a command line at once, one line
+"""`check` is `run`'s checks (run/refusals.py `refusals`): every problem of a command line at once, one line
 each, the same lines from both verbs, and nothing written by a refused run."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from orchestrator.config.search import ENV_VAR
 from orchestrator.console import Outcome
 from orchestrator.errors import ConfigError
 from orchestrator.run import placement
-from orchestrator.run.check import config_check, study_config
+from orchestrator.run.refusals import config_check, study_config
 from orchestrator.runtime.spec import Inventory
 
 

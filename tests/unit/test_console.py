@@ -13,7 +13,7 @@ from orchestrator.errors import ConfigError, ExitStatus, RuntimeFailure
 PACKAGE = Path(__file__).resolve().parents[2] / "orchestrator"
 # Who else may print, and why: what is said while a run goes (before the arms start, progress), and programs
 # of their own (the reaper sidecar, the probe files shipped into images).
-PRINTS_OF_THEIR_OWN = {"console.py", "run/arms.py", "run/execute.py", "reproduce/rerun.py", "reproduce/resume.py",
+PRINTS_OF_THEIR_OWN = {"console.py", "run/study.py", "run/execute.py", "reproduce/rerun.py", "reproduce/resume.py",
                        "runtime/reaper.py"}
 
 

@@ -1,4 +1,4 @@
-"""What `check` and `plan` refuse about digests, one line and exit 2 (config/engine_rules.py, run/digests.py
+"""What `check` and `plan` refuse about digests, one line and exit 2 (config/engine_rules.py, run/send/digests.py
 `capacity_problems`): a phase that flags more requests than the engine keeps, an arm of the hooked engine run
 with --no-digests, an engine without digests (the template named for the arm's runtime); and the profile's
 capacity is the engine's own."""
@@ -12,14 +12,15 @@ import pytest
 
 from orchestrator import cli, config
 from orchestrator.engines import ENGINES
-from orchestrator.run import check, digests
+from orchestrator.run import refusals
+from orchestrator.run.send import digests
 
 HOOKED = ENGINES["transformers_hooked"]
 ENGINE_DIGESTS = Path(__file__).parents[2] / "arms" / "transformers-hooked" / "hookedengine" / "digests.py"
 
 
 def _problems(*overrides: str) -> list[str]:
-    return check.config_check(config.to_typed(config.compose(["study=locate_tiny", *overrides]))).problems
+    return refusals.config_check(config.to_typed(config.compose(["study=locate_tiny", *overrides]))).problems
 
 
 def _refused(argv: list[str], capsys: pytest.CaptureFixture[str]) -> str:
@@ -71,7 +72,7 @@ def test_an_arm_that_turns_its_digests_off_is_refused(capsys: pytest.CaptureFixt
 def test_the_refusal_of_an_engine_without_digests_names_the_template_of_the_arm_s_runtime(
         runtime: str, template: str) -> None:
     arm = "reference" if runtime == "docker" else "reference_process"
-    [problem] = [p for p in check.config_check(config.to_typed(config.compose([
+    [problem] = [p for p in refusals.config_check(config.to_typed(config.compose([
         "protocol=locate", f"runtime={runtime}", f"arm@arms.baseline={arm}", f"arm@arms.wide_batch={arm}"]))
     ).problems if "arm 'baseline'" in p]
     assert problem.endswith(f"make it an arm of `engine: transformers_hooked` (template conf/arm/{template}.yaml), "

@@ -1,5 +1,5 @@
-"""Digests (run/digests.py): which requests are flagged, the fetch from the engine (httpx.MockTransport, and a whole
-study on the fake runtime), the rows of the `digests` table made from a body the hooked engine really answered
+"""Digests (run/send/digests.py): which requests are flagged, the fetch from the engine (httpx.MockTransport, and a
+whole study on the fake runtime), the rows of the `digests` table made from a body the hooked engine really answered
 (tests/contract/responses/transformers_hooked.digests.json), and a fetch that fails: a note, never a failed arm."""
 
 from __future__ import annotations
@@ -29,10 +29,10 @@ from orchestrator.engines import ENGINES, profile_for
 from orchestrator.record.paths import RunPaths
 from orchestrator.record.recorded import read
 from orchestrator.record.tables import DIGESTS, TableWriter, read_table
-from orchestrator.run import digests, protocol
-from orchestrator.run.arms import StudyRunner
-from orchestrator.run.client import CompletionClient
-from orchestrator.run.sending import RunContext
+from orchestrator.run.send import digests, protocol
+from orchestrator.run.send.sender import RunContext
+from orchestrator.run.study import StudyRunner
+from orchestrator.run.wire.client import CompletionClient
 from orchestrator.runtime.fake import FakeRuntime, FakeServer
 from orchestrator.runtime.spec import ContainerSpec
 from tests import fake_engine
@@ -271,7 +271,7 @@ def test_the_arm_s_note_is_a_line_of_the_report_and_of_show(tmp_path: Path) -> N
     paths, _, _ = _study(tmp_path, _hooked())
     env = environment.environment(read(paths))
     [line] = [text for text in environment.markdown_section(env) if text.startswith("Digests not recorded")]
-    assert line.startswith("Digests not recorded (protocol.request.digests; run/digests.py): baseline: digests of "
+    assert line.startswith("Digests not recorded (protocol.request.digests; run/send/digests.py): baseline: digests of "
                            "1 of 12 flagged requests not recorded (first: baseline/count/sequential/0/0: HTTP 500")
     paths.report_json.write_text(json.dumps({"study": "s", "run_id": "r", "environment": dataclasses.asdict(env)}))
     assert "    digests not recorded: digests of 1 of 12 flagged requests" in listing.show(paths.root)

@@ -1,4 +1,4 @@
-"""Errors as data: a failed send's kind is classified in one place (run/transport.py) at send time and recorded
+"""Errors as data: a failed send's kind is classified in one place (run/wire/transport.py) at send time and recorded
 next to its words; readers ask the kind (record/failures.py), and a record of schema 6 (words only) reads with
 the kind its words say, as its readers counted it."""
 
@@ -20,7 +20,7 @@ from orchestrator.analysis.results import Cell
 from orchestrator.record.failures import TRANSPORT, ErrorKind, kind_of
 from orchestrator.record.paths import RunPaths
 from orchestrator.record.tables import read_table
-from orchestrator.run.transport import kind
+from orchestrator.run.wire.transport import kind
 
 ROOT = Path(__file__).resolve().parents[2]
 OLD_RUN = ROOT / "docs/probe-results/h100-locate/attribution"  # written with record schema 6
@@ -115,7 +115,7 @@ def test_the_httpx_client_records_a_refused_connection_as_refused() -> None:
     import asyncio
     import socket
 
-    from orchestrator.run.client import CompletionClient
+    from orchestrator.run.wire.client import CompletionClient
 
     async def send(url: str) -> tuple[str | None, ErrorKind | None]:
         client = CompletionClient(url, timeout_s=5.0)

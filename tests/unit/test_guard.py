@@ -561,15 +561,15 @@ def test_a_mistyped_flag_gets_its_own_line_not_a_confound_it_causes_too(arm: str
                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
     """+arms.X.engine_args.max-num-seq=8 once said first 'engine_args.max-num-seq (8 -> <absent>) [NOT declared]'
     (a confound of the typo's making), then the knob check's 'Did you mean'."""
-    from orchestrator.run import check
+    from orchestrator.run import refusals
     from tests.fake_engine import fake_runtime
 
     typed = load(f"+arms.{arm}.engine_args.max-num-seq=8")
     for arm_config in typed.arms.values():
         arm_config.image, arm_config.build.context = "fake-engine", None
-    monkeypatch.setattr(check, "runtime_for", lambda *_: fake_runtime())
-    [said] = check.refusals(typed, [], "typo").problems
+    monkeypatch.setattr(refusals, "runtime_for", lambda *_: fake_runtime())
+    [said] = refusals.refusals(typed, [], "typo").problems
     assert said.startswith(f"arm '{arm}': flag --max-num-seq is not known") and "max-num-seqs" in said, said
     typed.study.allow_unknown_knobs = True  # run anyway: then the typo's leaf is a difference like any other
-    [said] = check.refusals(typed, [], "typo").problems
+    [said] = refusals.refusals(typed, [], "typo").problems
     assert "engine_args.max-num-seq (" in said and "[NOT declared]" in said, said

@@ -1,4 +1,4 @@
-"""A load point's schedule (run/load_schedule.py) and its place in the protocol's plan (run/protocol.py)."""
+"""A load point's schedule (run/load/schedule.py) and its place in the protocol's plan (run/send/protocol.py)."""
 
 from __future__ import annotations
 
@@ -8,8 +8,9 @@ import statistics
 import pytest
 
 from orchestrator.config.schema import Arrivals, LoadConfig, LoadWarmupConfig, PhaseConfig, PhaseKind, ProtocolConfig
-from orchestrator.run import load_schedule, protocol
-from orchestrator.run.load_schedule import Pace, offsets_s
+from orchestrator.run.load import schedule
+from orchestrator.run.load.schedule import Pace, offsets_s
+from orchestrator.run.send import protocol
 
 
 def test_constant_arrivals_are_exactly_one_over_the_rate_apart() -> None:
@@ -43,7 +44,7 @@ def test_a_duration_holds_every_arrival_before_it() -> None:
 
 def test_every_kth_request_is_a_probe_round_robin_over_the_prompts() -> None:
     load = LoadConfig(rate_per_s=10, requests=12, probe_every=3, background_max_tokens=[4, 8])
-    slots = load_schedule.slots(load, ["a", "b"], ["x", "y", "z"], 0)
+    slots = schedule.slots(load, ["a", "b"], ["x", "y", "z"], 0)
     assert [s.probe for s in slots] == [True, False, False] * 4
     assert [s.prompt_id for s in slots if s.probe] == ["a", "b", "a", "b"]
     background = [s for s in slots if not s.probe]
@@ -52,9 +53,9 @@ def test_every_kth_request_is_a_probe_round_robin_over_the_prompts() -> None:
 
 
 def test_labels_say_the_load_point() -> None:
-    assert load_schedule.label(LoadConfig(rate_per_s=8, concurrency=16)) == "poisson 8/s, at most 16 at once"
-    assert load_schedule.label(LoadConfig(concurrency=8)) == "closed loop of 8"
-    assert load_schedule.label(LoadConfig(rate_per_s=2.5, arrivals=Arrivals.gamma, gamma_shape=0.5)) == \
+    assert schedule.label(LoadConfig(rate_per_s=8, concurrency=16)) == "poisson 8/s, at most 16 at once"
+    assert schedule.label(LoadConfig(concurrency=8)) == "closed loop of 8"
+    assert schedule.label(LoadConfig(rate_per_s=2.5, arrivals=Arrivals.gamma, gamma_shape=0.5)) == \
         "gamma (shape 0.5) 2.5/s"
 
 

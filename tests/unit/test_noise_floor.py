@@ -14,7 +14,7 @@ from orchestrator.errors import ConfigError
 from orchestrator.guard import declared
 from orchestrator.record.paths import RunPaths
 from orchestrator.report.headline import sentences
-from orchestrator.run.arms import StudyRunner
+from orchestrator.run.study import StudyRunner
 from tests.fake_engine import fake_runtime
 
 

@@ -12,8 +12,8 @@ import pytest
 
 from orchestrator.engines import profile_for
 from orchestrator.errors import ConfigError
-from orchestrator.run.client import CompletionClient
-from orchestrator.run.prompt_length import exact
+from orchestrator.run.send.prompt_length import exact
+from orchestrator.run.wire.client import CompletionClient
 from orchestrator.sweep.onset import read_job, search
 from orchestrator.sweep.onset_config import AxisConf, OnsetSettings, TargetConf, grid, problems, resolve_outcome
 from orchestrator.sweep.onset_run import check, expectation

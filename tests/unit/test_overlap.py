@@ -10,7 +10,7 @@ from orchestrator.config.schema import ScratchConfig
 from orchestrator.guard import overlap
 from orchestrator.record.paths import RunPaths
 from orchestrator.record.tables import read_table
-from orchestrator.run.arms import StudyRunner
+from orchestrator.run.study import StudyRunner
 from tests.fake_engine import fake_runtime
 
 

@@ -13,9 +13,9 @@ from orchestrator.config.schema import PhaseKind
 from orchestrator.engines import profile_for
 from orchestrator.record.paths import RunPaths
 from orchestrator.record.tables import TableWriter, read_table
-from orchestrator.run.client import Exchange
-from orchestrator.run.protocol import Request
-from orchestrator.run.sending import RunContext, response_row
+from orchestrator.run.send.protocol import Request
+from orchestrator.run.send.sender import RunContext, response_row
+from orchestrator.run.wire.client import Exchange
 
 parse_completion = profile_for(None).parse  # a body in the default engine's dialect
 

@@ -16,8 +16,8 @@ from orchestrator.record.recorded import read
 from orchestrator.record.tables import read_table
 from orchestrator.report.environment import environment, markdown_section
 from orchestrator.run import placement
-from orchestrator.run.arms import StudyRunner
 from orchestrator.run.placement import Needs, place
+from orchestrator.run.study import StudyRunner
 from orchestrator.runtime.spec import Gpu, Inventory, cpuset_text, parse_cpuset
 from tests.fake_engine import fake_runtime
 

@@ -11,9 +11,9 @@ import pytest
 
 from orchestrator import config
 from orchestrator.errors import EngineFailure
-from orchestrator.run import protocol
-from orchestrator.run.client import CompletionClient, Exchange
-from orchestrator.run.sending import RunContext, response_row
+from orchestrator.run.send import protocol
+from orchestrator.run.send.sender import RunContext, response_row
+from orchestrator.run.wire.client import CompletionClient, Exchange
 
 
 def client(handler: httpx.MockTransport) -> CompletionClient:

@@ -16,8 +16,8 @@ import pytest
 from orchestrator.engines import profile_for
 from orchestrator.errors import ConfigError, EngineFailure
 from orchestrator.probes import tokenize_prompt
-from orchestrator.run.client import CompletionClient
-from orchestrator.run.prompt_length import ArmTokenizer, exact
+from orchestrator.run.send.prompt_length import ArmTokenizer, exact
+from orchestrator.run.wire.client import CompletionClient
 from orchestrator.runtime.fake import FakeRuntime, FakeServer
 from orchestrator.runtime.spec import ContainerSpec, ExecResult
 

@@ -146,7 +146,7 @@ def test_a_stand_in_run_records_the_reference_engine_and_its_report_speaks_with_
     from orchestrator.engines import ENGINES
     from orchestrator.record.recorded import Recorded
     from orchestrator.report.build import build
-    from orchestrator.run.arms import StudyRunner
+    from orchestrator.run.study import StudyRunner
     from tests.fake_engine import fake_runtime
 
     typed = config.to_typed(config.compose(["study=vllm_cpu_repeatability", "protocol=smoke",

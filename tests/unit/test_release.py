@@ -1,4 +1,4 @@
-"""The batch release (run/release.py) against a real HTTP server on loopback: every request of a batch in
+"""The batch release (run/wire/release.py) against a real HTTP server on loopback: every request of a batch in
 flight together, one Exchange each with the exact bytes, and what goes wrong recorded, never raised."""
 
 from __future__ import annotations
@@ -13,9 +13,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 from orchestrator.record.failures import ErrorKind
-from orchestrator.run import protocol
-from orchestrator.run.client import CompletionClient
-from orchestrator.run.release import release
+from orchestrator.run.send import protocol
+from orchestrator.run.wire.client import CompletionClient
+from orchestrator.run.wire.release import release
 
 
 class _Server(ThreadingHTTPServer):

@@ -19,7 +19,7 @@ from orchestrator.engines import profile_for
 from orchestrator.guard.fingerprint import matrix_material
 from orchestrator.record.paths import RunPaths
 from orchestrator.record.tables import read_table
-from orchestrator.run.arms import StudyRunner
+from orchestrator.run.study import StudyRunner
 from tests.fake_engine import fake_runtime
 
 ORCHESTRATOR = Path(config.__file__).parents[1]

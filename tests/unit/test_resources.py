@@ -11,7 +11,7 @@ import time
 import pytest
 
 from orchestrator.errors import RuntimeFailure
-from orchestrator.run.resources import MemorySampler
+from orchestrator.run.arm.resources import MemorySampler
 from orchestrator.runtime.fake import FakeRuntime, FakeServer
 from orchestrator.runtime.memory import parse_gpu_memory, process_tree_memory
 from orchestrator.runtime.spec import ContainerSpec, Handle

@@ -15,7 +15,7 @@ from orchestrator import config
 from orchestrator.record.paths import RunPaths
 from orchestrator.record.tables import read_table
 from orchestrator.reproduce.resume import resume_plan
-from orchestrator.run.arms import StudyRunner
+from orchestrator.run.study import StudyRunner
 from orchestrator.runtime.fake import FakeRuntime, FakeServer
 from orchestrator.runtime.spec import ContainerSpec
 from tests import fake_engine

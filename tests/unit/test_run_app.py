@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from orchestrator.config.schema import Config
-from orchestrator.run.check import Refusals
+from orchestrator.run.refusals import Refusals
 from orchestrator.sweep import app
 
 

@@ -17,7 +17,7 @@ from orchestrator.guard.knobs import check_knobs
 from orchestrator.record.paths import RunPaths
 from orchestrator.record.recorded import read_run
 from orchestrator.record.tables import read_table
-from orchestrator.run.arms import StudyRunner
+from orchestrator.run.study import StudyRunner
 from orchestrator.runtime.fake import FakeServer
 from orchestrator.runtime.spec import ContainerSpec
 from tests.fake_engine import VERSION, engine, fake_runtime

@@ -14,8 +14,8 @@ from orchestrator import config
 from orchestrator.config.arms import container_spec
 from orchestrator.engines import profile_for
 from orchestrator.errors import ArmStartError
-from orchestrator.run import protocol
-from orchestrator.run.client import FIRST_POLL_S, POLL_GROWTH, CompletionClient, wait_ready
+from orchestrator.run.send import protocol
+from orchestrator.run.wire.client import FIRST_POLL_S, POLL_GROWTH, CompletionClient, wait_ready
 
 
 def test_engine_argv_maps_bools_and_nulls() -> None:

@@ -19,8 +19,8 @@ from orchestrator.record.tables import read_table
 from orchestrator.report.headline import sample_size
 from orchestrator.report.markdown import rate
 from orchestrator.reproduce.resume import resume_plan
-from orchestrator.run import protocol
-from orchestrator.run.arms import StudyRunner
+from orchestrator.run.send import protocol
+from orchestrator.run.study import StudyRunner
 from tests.fake_engine import fake_runtime
 
 

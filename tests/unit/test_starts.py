@@ -10,8 +10,8 @@ from orchestrator.analysis.compare import compare
 from orchestrator.config.schema import Config
 from orchestrator.record.paths import RunPaths
 from orchestrator.record.tables import read_table
-from orchestrator.run.arms import StudyRunner
 from orchestrator.run.plan import render
+from orchestrator.run.study import StudyRunner
 from orchestrator.runtime.fake import FakeRuntime, FakeServer
 from orchestrator.runtime.spec import ContainerSpec
 from tests.fake_engine import engine, fake_runtime

@@ -62,7 +62,7 @@ def test_the_prefetch_imports_httpx_without_its_command_line_client() -> None:
 
 
 def test_the_checks_import_no_asyncio_and_no_paramiko() -> None:
-    out = _fresh("import sys\nimport orchestrator.cli, orchestrator.run.check, orchestrator.sweep.app\n"
+    out = _fresh("import sys\nimport orchestrator.cli, orchestrator.run.refusals, orchestrator.sweep.app\n"
                  "print(sorted(m for m in ('asyncio', 'paramiko', 'httpx') if m in sys.modules))")
     assert out == "[]"
 

@@ -11,8 +11,8 @@ import pytest
 from orchestrator import config
 from orchestrator.record.paths import RunPaths
 from orchestrator.record.tables import read_table
-from orchestrator.run.arms import StudyRunner
-from orchestrator.run.stop_behind import StopsBehind, may_stop_behind
+from orchestrator.run.arm.stop_behind import StopsBehind, may_stop_behind
+from orchestrator.run.study import StudyRunner
 from orchestrator.runtime.fake import FakeRuntime
 from orchestrator.runtime.spec import Handle
 from tests.fake_engine import fake_runtime

@@ -148,7 +148,7 @@ def label(load: LoadConfig) -> str:
 
 @dataclass(frozen=True, eq=False)
 class LoadWindow:
-    """What a window's requests are made of (run/protocol.py makes them; a closed loop stopped by a duration
+    """What a window's requests are made of (run/send/protocol.py makes them; a closed loop stopped by a duration
     makes more while it lasts): the bodies, the orders, where its request indices start."""
 
     phase: str

@@ -9,7 +9,7 @@ from typing import Any
 
 from orchestrator.config.arms import ResolvedArm
 from orchestrator.config.schema import ArmConfig
-from orchestrator.run.resources import MemorySampler
+from orchestrator.run.arm.resources import MemorySampler
 from orchestrator.runtime.spec import Handle, Runtime
 
 

@@ -25,7 +25,7 @@ def kind(exc: BaseException, stage: ErrorKind) -> ErrorKind:
     """What failed, where `stage` (CONNECT, WRITE or READ) is what the sender was doing. A refused connection,
     a timeout and a broken protocol say so at any stage; httpx's exceptions name their own stage."""
     import h11
-    import httpx  # imported where used (run/client.py: not before anything starts)
+    import httpx  # imported where used (run/wire/client.py: not before anything starts)
 
     causes = [exc]
     while (cause := causes[-1].__cause__ or causes[-1].__context__) is not None and cause not in causes:

@@ -1,7 +1,7 @@
 """Protocol phases: what is sent, in which order and grouping.
 
 sequential: each request waits for the previous answer. concurrent: `repeats` identical requests are
-released together (run/release.py: their connections opened and warmed first, their bytes sent in one
+released together (run/wire/release.py: their connections opened and warmed first, their bytes sent in one
 loop); the spread of their send times, taken as the bytes reach the kernel, is recorded.
 Roles (docs/conventions.md): an arm's very first request is `cold` (it may pay for compilation or
 autotuning), sent alone and kept apart from every cell; then `protocol.warmup_requests` requests marked
@@ -21,14 +21,14 @@ from orchestrator.analysis.stats import repeats_for_bound
 from orchestrator.config.schema import Endpoint, PhaseConfig, PhaseKind, ProtocolConfig
 from orchestrator.engines import EngineProfile, profile_for
 from orchestrator.errors import ConfigError, EngineFailure
-from orchestrator.run import load_schedule
-from orchestrator.run.client import CompletionClient, Exchange, json_bytes
+from orchestrator.run.load import schedule
+from orchestrator.run.wire.client import CompletionClient, Exchange, json_bytes
 
 if TYPE_CHECKING:
     import asyncio
 
 COLD, WARMUP, MEASURED = "cold", "warmup", "measured"
-DIGEST_FIELD = "digest"  # a request body's flag: the engine records its activation digests (run/digests.py)
+DIGEST_FIELD = "digest"  # a request body's flag: the engine records its activation digests (run/send/digests.py)
 BACKGROUND = "background"  # a load phase's traffic around its probes: never in a cell
 
 
@@ -43,9 +43,9 @@ class Request:
     body: dict[str, Any]
     path: str = "/v1/completions"
     role: str = MEASURED
-    # A load phase's (run/load.py): when it is meant to leave, from its window's start (None: a closed loop)
+    # A load phase's (run/load/generator.py): when it is meant to leave, from its window's start (None: a closed loop)
     offset_s: float | None = None
-    window: load_schedule.LoadWindow | None = None
+    window: schedule.LoadWindow | None = None
 
     def request_id(self, arm: str) -> str:
         """Stable across a resume: which request of the protocol this is, not when it was sent. A load phase's:
@@ -111,7 +111,7 @@ def cell_requests(phase: PhaseConfig, prompts: int = 1) -> int:
     """The measured requests of one cell (a prompt in this phase); a load phase's: its probes, those of a
     closed loop stopped by a duration counted for the requests it starts at once (it sends more)."""
     if phase.kind is PhaseKind.load:
-        per_window = [sum(s.probe and s.prompt_id == "0" for s in load_schedule.slots(
+        per_window = [sum(s.probe and s.prompt_id == "0" for s in schedule.slots(
             phase.load, [str(i) for i in range(prompts)], ["b"], window)) for window in range(phase.load.windows)]
         return sum(per_window)
     return phase.repeats * (phase.batches if phase.kind is PhaseKind.concurrent else 1)
@@ -119,13 +119,13 @@ def cell_requests(phase: PhaseConfig, prompts: int = 1) -> int:
 
 def window_requests(phase: PhaseConfig, window: int) -> int:
     """Requests a load window is planned to send (a closed loop stopped by a duration: those it starts at once)."""
-    return len(load_schedule.slots(phase.load, ["p"], ["b"], window, phase.load.concurrency))
+    return len(schedule.slots(phase.load, ["p"], ["b"], window, phase.load.concurrency))
 
 
 def load_requests(phase: PhaseConfig) -> int:
     """A load phase's planned requests: its warm-up and every window."""
     windows = range(phase.load.windows)
-    warmup = window_requests(phase, load_schedule.WARMUP_WINDOW) if load_schedule.has_warmup(phase.load) else 0
+    warmup = window_requests(phase, schedule.WARMUP_WINDOW) if schedule.has_warmup(phase.load) else 0
     return warmup + sum(window_requests(phase, w) for w in windows)
 
 
@@ -134,7 +134,7 @@ def plan(protocol: ProtocolConfig, model: str | None, prompts: Mapping[str, str 
          engine: EngineProfile | None = None,
          background: Mapping[str, Mapping[str, str]] | None = None) -> Iterator[list[Request]]:
     """Groups of requests in sending order: a group of one is sent alone, a larger group together, a load
-    phase's window as one group (run/load.py). A prompt is text, or the token ids its arm's server made of it
+    phase's window as one group (run/load/generator.py). A prompt is text, or the token ids its arm's server made of it
     (`prompt_as: token_ids`). The paths are those of the arm's engine profile (`engine`; None: the default
     engine's). `background`: load phase -> its background prompt set's texts (absent: the study's prompts)."""
     engine = engine or profile_for(None)
@@ -161,16 +161,16 @@ def plan(protocol: ProtocolConfig, model: str | None, prompts: Mapping[str, str 
             texts = dict((background or {}).get(phase_name) or {p: t for p, t in prompts.items() if isinstance(t, str)})
             stream = _stream_fields(phase, engine)
             streamed = bool(stream)
-            windows = [load_schedule.LoadWindow(
+            windows = [schedule.LoadWindow(
                 phase_name, w, phase.load,
-                {p: {**b, **stream} for p, b in (bodies if w == load_schedule.WARMUP_WINDOW else cells).items()},
+                {p: {**b, **stream} for p, b in (bodies if w == schedule.WARMUP_WINDOW else cells).items()},
                 {p: {**request_body(protocol, model, t, endpoint, arm_extra), **stream} for p, t in texts.items()},
                 texts, path, 0, streamed)
-                for w in ([load_schedule.WARMUP_WINDOW] if load_schedule.has_warmup(phase.load) else [])
+                for w in ([schedule.WARMUP_WINDOW] if schedule.has_warmup(phase.load) else [])
                 + list(range(phase.load.windows))]
             for window in windows:
                 window = dataclasses.replace(window, first_index=index)
-                group = [load_request(window, s.seq, s.offset_s) for s in load_schedule.slots(
+                group = [load_request(window, s.seq, s.offset_s) for s in schedule.slots(
                     phase.load, list(bodies), list(texts), window.index, phase.load.concurrency)]
                 index += len(group)
                 yield group
@@ -195,10 +195,10 @@ def _stream_fields(phase: PhaseConfig, engine: EngineProfile) -> dict[str, Any]:
     return {}
 
 
-def load_request(window: load_schedule.LoadWindow, seq: int, offset_s: float | None) -> Request:
+def load_request(window: schedule.LoadWindow, seq: int, offset_s: float | None) -> Request:
     """The seq-th request of a load window: a probe (the cell's body, role measured) or background."""
     at = window.slot(seq, offset_s)
-    role = WARMUP if window.index == load_schedule.WARMUP_WINDOW else MEASURED if at.probe else BACKGROUND
+    role = WARMUP if window.index == schedule.WARMUP_WINDOW else MEASURED if at.probe else BACKGROUND
     return Request(at.prompt_id, window.phase, PhaseKind.load, max(window.index, 0), seq, window.first_index + seq,
                    window.body(at), window.path, role, offset_s, window)
 
@@ -339,7 +339,7 @@ async def _release(client: CompletionClient, group: list[Request], warm_path: st
     if client.direct:
         # h11 only here: `run` imports this module before anything starts (its checks), and the release
         # module while the first engine starts (run/prefetch.py), never during a batch
-        from orchestrator.run import release
+        from orchestrator.run.wire import release
 
         payloads = [(r.path, json_bytes(r.body)) for r in group]
         return await release.release(client.base_url, warm_path, payloads, client.timeout_s)

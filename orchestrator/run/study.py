@@ -1,7 +1,7 @@
 """One study run: every arm in order (start, wait ready, protocol, stop), recorded as it goes.
 
 With `study.starts: N` each arm is started N - 1 more times right after (in its thread, its wave): each a fresh
-engine of the same spec, waited ready, sent one request per prompt, stopped (run/starts.py); a start that fails
+engine of the same spec, waited ready, sent one request per prompt, stopped (run/send/starts.py); a start that fails
 fails the arm (exit 4), and the next start still runs.
 
 With `runtime.overlap_arm_starts` the next arm is started while the current one runs its sequential phases
@@ -35,16 +35,18 @@ from orchestrator.guard.fingerprint import arm_cell, log_facts, matrix_key, prob
 from orchestrator.guard.model_revision import model_identity
 from orchestrator.interrupts import run_async
 from orchestrator.record.paths import RunPaths
-from orchestrator.run import digests, exits, hosts, placement, prompt_length, protocol, starts
-from orchestrator.run.client import CompletionClient, wait_ready
-from orchestrator.run.launch import Launch, ResumePlan
+from orchestrator.run import placement
+from orchestrator.run.arm import exits, hosts
+from orchestrator.run.arm.launch import Launch, ResumePlan
+from orchestrator.run.arm.resources import MemorySampler
+from orchestrator.run.arm.server_facts import server_facts
+from orchestrator.run.arm.stop_behind import StopsBehind, may_stop_behind
 from orchestrator.run.prefetch import Prefetch
 from orchestrator.run.progress import Progress
-from orchestrator.run.resources import MemorySampler
-from orchestrator.run.sending import ProtocolSender, RunContext
-from orchestrator.run.server_facts import server_facts
-from orchestrator.run.stop_behind import StopsBehind, may_stop_behind
+from orchestrator.run.send import digests, prompt_length, protocol, starts
+from orchestrator.run.send.sender import ProtocolSender, RunContext
 from orchestrator.run.timings import StageTimer
+from orchestrator.run.wire.client import CompletionClient, wait_ready
 from orchestrator.runtime.spec import Handle, Runtime, run_labels
 from orchestrator.runtime.traits import traits_of
 
@@ -75,7 +77,7 @@ class StudyRunner:
         self._prefetch = Prefetch()  # imports needed once the first engine answers, made while it loads
         self._upcoming: ResolvedArm | None = None  # the arm that may start early, while one runs
         self._early: dict[str, tuple[Launch, Future[None]]] = {}
-        self._stops = StopsBehind()  # an arm's stop while the next one starts (run/stop_behind.py)
+        self._stops = StopsBehind()  # an arm's stop while the next one starts (run/arm/stop_behind.py)
         self._interrupted = False  # Ctrl-C while arms ran side by side: their failures are the interruption
         self._prompts: dict[str, str] = {}
 
@@ -164,7 +166,7 @@ class StudyRunner:
         name, row, runtime = launch.name, launch.row, launch.runtime
         arm = launch.arm
         row["image_ref"] = arm.image
-        with self.timer.stage("image"):  # many hosts (run/hosts.py): shipped to the arm's Docker host, pinned by id
+        with self.timer.stage("image"):  # many hosts (run/arm/hosts.py): shipped to the arm's Docker host, pinned by id
             image, launch.image_source = hosts.resolve_image(runtime, self.default_runtime, arm.image,
                                                              launch.resolved.build)
         launch.resolved = dataclasses.replace(launch.resolved, identity=image.id)
@@ -232,7 +234,7 @@ class StudyRunner:
         self.say(f"[{name}] {counted(sent, 'request')} done")
 
     def _later_start(self, launch: Launch) -> None:
-        """A later start: ready, one request per prompt (run/starts.py), then stopped like the first."""
+        """A later start: ready, one request per prompt (run/send/starts.py), then stopped like the first."""
         self._launch(launch)
         assert launch.handle is not None and launch.model is not None
         launch.model.result()  # in its row, as the first start's
@@ -336,7 +338,7 @@ class StudyRunner:
                           self.resume.attempt if self.resume else 0, launch.start)
 
     async def _send(self, launch: Launch, handle: Handle) -> int:
-        """The protocol (start 0), or a later start's one request per prompt (run/starts.py)."""
+        """The protocol (start 0), or a later start's one request per prompt (run/send/starts.py)."""
         name, arm, runtime, proto = launch.name, launch.arm, launch.runtime, self.config.protocol
         client = CompletionClient(handle.base_url, protocol.request_timeout_s(proto), transport=runtime.http_transport)
         try:

@@ -20,10 +20,10 @@ from orchestrator.engines import EngineProfile
 from orchestrator.engines.stream import assembled, is_sse
 from orchestrator.errors import counted
 from orchestrator.record.paths import RunPaths
-from orchestrator.run import protocol
-from orchestrator.run.client import CompletionClient
-from orchestrator.run.protocol import DIGEST_FIELD
-from orchestrator.run.sending import RunContext
+from orchestrator.run.send import protocol
+from orchestrator.run.send.protocol import DIGEST_FIELD
+from orchestrator.run.send.sender import RunContext
+from orchestrator.run.wire.client import CompletionClient
 
 if TYPE_CHECKING:
     from orchestrator.record.tables import TableWriter

@@ -26,8 +26,8 @@ from urllib.parse import urlsplit
 import h11
 
 from orchestrator.record.failures import ErrorKind
-from orchestrator.run.client import Exchange, answered
-from orchestrator.run.transport import Failed, failed, unanswered
+from orchestrator.run.wire.client import Exchange, answered
+from orchestrator.run.wire.transport import Failed, failed, unanswered
 
 OPEN_TRIES = 3  # opening a connection again is not a retry of a request: nothing of the batch was sent yet
 READ_BYTES = 65536
@@ -101,7 +101,7 @@ async def _open(addresses: Sequence[Address], authority: str, warm_path: str, ti
 async def warm_connection(addresses: Sequence[Address], authority: str, warm_path: str,
                           timeout_s: float) -> Connection | Failed:
     """A connection the server has accepted and answered once (ready for its next request), or why there is
-    none (run/load.py opens its pool with it too)."""
+    none (run/load/generator.py opens its pool with it too)."""
     loop = asyncio.get_running_loop()
     error = Failed(ErrorKind.CONNECT, "no address")
     for family, kind, proto, _, address in list(addresses) * OPEN_TRIES:  # every address, OPEN_TRIES rounds

@@ -60,7 +60,7 @@ class CompletionClient:
         import httpx
 
         self.base_url, self.timeout_s = base_url, timeout_s
-        # Batches go out on their own connections (run/release.py), unless a transport stands in for the network.
+        # Batches go out on their own connections (run/wire/release.py), unless a transport stands in for the network.
         self.direct = transport is None and urlsplit(base_url).scheme == "http"
         self._client = httpx.AsyncClient(
             base_url=base_url, timeout=httpx.Timeout(timeout_s, connect=min(timeout_s, 10.0)),
@@ -74,7 +74,7 @@ class CompletionClient:
         try:
             response = await self._client.request(method, path, json=json)
         except httpx.HTTPError as exc:
-            from orchestrator.run import transport
+            from orchestrator.run.wire import transport
 
             return Exchange(None, b"", transport.said(exc), send_ns, time.time_ns(),
                             error_kind=transport.kind(exc, ErrorKind.READ))

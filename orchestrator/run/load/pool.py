@@ -1,6 +1,6 @@
-"""The load generator's requests and their HTTP/1.1 exchanges (run/load.py sends a window through them): keep-alive
-connections reused as answers end, each request's bytes made before the window and sent with one `socket.send`,
-a request with no idle connection waiting in turn for the first one freed or opened."""
+"""The load generator's requests and their HTTP/1.1 exchanges (run/load/generator.py sends a window through them):
+keep-alive connections reused as answers end, each request's bytes made before the window and sent with one
+`socket.send`, a request with no idle connection waiting in turn for the first one freed or opened."""
 
 from __future__ import annotations
 
@@ -15,10 +15,10 @@ import h11
 
 from orchestrator.engines.stream import SseReader
 from orchestrator.record.failures import ErrorKind
-from orchestrator.run import release
-from orchestrator.run.client import json_bytes
-from orchestrator.run.load_clock import Clock
-from orchestrator.run.transport import Failed, failed, unanswered
+from orchestrator.run.load.clock import Clock
+from orchestrator.run.wire import release
+from orchestrator.run.wire.client import json_bytes
+from orchestrator.run.wire.transport import Failed, failed, unanswered
 
 PREOPEN = 8  # connections opened before a window without a concurrency ceiling
 IDLE_NS = 2_000_000_000  # a connection idle longer is closed, not reused

@@ -1,6 +1,6 @@
 """`length_tokens: N` at run time: each such prompt is sent as exactly its first N tokens under the arm's
 own tokenizer. Where its engine profile serves a tokenize endpoint, as ids: the server's usage.prompt_tokens
-must count N (run/protocol.py prompt_token_check: a mismatch is an error on that request, never part of a
+must count N (run/send/protocol.py prompt_token_check: a mismatch is an error on that request, never part of a
 cell). Else from the model's tokenizer files, read inside the arm with its own interpreter
 (probes/tokenize_prompt.py), as the text of exactly N tokens: one request per such prompt (max_tokens 1)
 checks that the server counts N before the protocol, and a mismatch refuses the arm."""
@@ -18,8 +18,8 @@ from orchestrator import probes
 from orchestrator.config.schema import PromptSetConfig
 from orchestrator.engines.profile import EngineProfile
 from orchestrator.errors import ConfigError, EngineFailure
-from orchestrator.run import protocol
-from orchestrator.run.client import CompletionClient
+from orchestrator.run.send import protocol
+from orchestrator.run.wire.client import CompletionClient
 
 if TYPE_CHECKING:
     from orchestrator.runtime.spec import Handle, Runtime

@@ -17,8 +17,8 @@ from orchestrator.analysis.stopping import StopRule
 from orchestrator.engines import EngineProfile, profile_for
 from orchestrator.errors import EngineFailure, counted
 from orchestrator.record.failures import ErrorKind
-from orchestrator.run import protocol
-from orchestrator.run.client import CompletionClient, Exchange
+from orchestrator.run.send import protocol
+from orchestrator.run.wire.client import CompletionClient, Exchange
 
 if TYPE_CHECKING:
     from orchestrator.record.tables import TableWriter
@@ -31,7 +31,7 @@ class RunContext:
     arm: str
     significant_digits: int
     attempt: int = 0  # `run --resume`: 1 for the first re-send, and so on
-    start: int = 0  # study.starts: a later start's rows (run/starts.py) are ARM/PROMPT/start/S, in no cell
+    start: int = 0  # study.starts: a later start's rows (run/send/starts.py) are ARM/PROMPT/start/S, in no cell
 
 
 def response_row(ctx: RunContext, request: protocol.Request, exchange: Exchange, prompt: str,
@@ -95,7 +95,7 @@ class ProtocolSender:
                  ) -> None:
         self.ctx, self.prompts, self.writer, self.engine, self.stop = ctx, prompts, writer, engine, stop
         self.ended = ended  # told of each group the stop rule leaves unsent (progress counts it out)
-        self.phase_over = phase_over  # awaited between phases, once a phase's rows are written (run/digests.py)
+        self.phase_over = phase_over  # awaited between phases, once a phase's rows are written (run/send/digests.py)
         self.metrics_path, self.health_path = metrics_path, health_path
         self.exit_code, self.say, self.before_group = exit_code, say, before_group
         self.traced = False  # the engine traces its requests (server_* fields): exact co-residency, no sampling
@@ -116,8 +116,8 @@ class ProtocolSender:
             # every few ms would load the very engine whose batch it observes.
             metrics = None if self.traced or not self.engine.running_metric else self.metrics_path
             try:
-                if group[0].window is not None:  # a load phase's window (run/load_window.py)
-                    from orchestrator.run.load_window import send_window
+                if group[0].window is not None:  # a load phase's window (run/send/load_window.py)
+                    from orchestrator.run.send.load_window import send_window
 
                     rows = await send_window(client, group, metrics, self.health_path, self.engine,
                                              lambda r, e: response_row(self.ctx, r, e, self._text(r), self.engine))

@@ -6,7 +6,7 @@ import json
 from typing import Any
 
 from orchestrator.engines import Endpoints
-from orchestrator.run.client import CompletionClient
+from orchestrator.run.wire.client import CompletionClient
 from orchestrator.runtime.spec import Handle, Runtime
 
 

@@ -1,5 +1,5 @@
-"""The load generator's clock (run/load.py): wall-clock ns through one monotonic-to-wall offset per window, and
-a wait until a time that barely spins and does not let the loop's ms-grained timers make a send late.
+"""The load generator's clock (run/load/generator.py): wall-clock ns through one monotonic-to-wall offset per window,
+and a wait until a time that barely spins and does not let the loop's ms-grained timers make a send late.
 
 The wait sleeps on a Linux timerfd armed at an absolute time (CLOCK_MONOTONIC, the clock of perf_counter),
 read by the event loop like a socket, so answers keep being read meanwhile (AIPerf's services wait on one too).

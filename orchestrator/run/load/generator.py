@@ -1,5 +1,5 @@
 """Sending one window of a load point (docs/load.md): each request at its scheduled time, answers read as they
-arrive, and every request's timings kept raw (rows are made after the window, run/sending.py).
+arrive, and every request's timings kept raw (rows are made after the window, run/send/sender.py).
 
 The entry point, for the protocol and for benchmarks alike:
 
@@ -11,9 +11,9 @@ lasts). With a rate and a concurrency it sleeps, then waits for a slot (AIPerf's
 waited for shifts the rest of the schedule by that wait, never caught up. `result.timed[i]` is the i-th
 request's Timed (every request has one, also those cut by the grace period or left unsent by the duration).
 
-Pacing: run/load_clock.py waits until each send's time on a timerfd (no spinning); a request already late
+Pacing: run/load/clock.py waits until each send's time on a timerfd (no spinning); a request already late
 yields to the loop once first, so a late burst still reads answers between its sends. Keep-alive HTTP/1.1
-connections (h11, warmed as run/release.py warms a batch's), bytes made before the window, one `socket.send`
+connections (h11, warmed as run/wire/release.py warms a batch's), bytes made before the window, one `socket.send`
 each; a spare connection is opened whenever the last idle one is taken, up to the concurrency, and a request
 with none idle takes the first connection freed or opened, in turn. The garbage collector is frozen and off
 during a window (a full collection is a pause of tens of ms). A client with a transport (tests) sends through
@@ -29,11 +29,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from orchestrator.record.failures import ErrorKind
-from orchestrator.run.client import CompletionClient
-from orchestrator.run.load_clock import Clock
-from orchestrator.run.load_pool import Pool, Sender
-from orchestrator.run.load_pool import Prepared as Prepared
-from orchestrator.run.load_pool import Timed as Timed
+from orchestrator.run.load.clock import Clock
+from orchestrator.run.load.pool import Pool, Sender
+from orchestrator.run.load.pool import Prepared as Prepared
+from orchestrator.run.load.pool import Timed as Timed
+from orchestrator.run.wire.client import CompletionClient
 
 LEAD_NS = 20_000_000  # the window starts this long after its connections are warm
 SAMPLE_S = 0.1  # running requests on the metrics endpoint, sampled this often during a window

@@ -1,6 +1,6 @@
 """`study.starts`: what a later start of an arm sends once it is ready: one request per prompt, the body of its
 protocol's requests, alone and in order, role `measured` with `start` = the start's number (its request_id
-ARM/PROMPT/start/S, run/sending.py). Recorded like the protocol's rows and kept out of every cell
+ARM/PROMPT/start/S, run/send/sender.py). Recorded like the protocol's rows and kept out of every cell
 (analysis/compare.py leaves start > 0 out); analysis/starts.py reads them: the spread of first answers over starts."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from typing import Any
 
 from orchestrator.config.schema import Endpoint, PhaseKind, ProtocolConfig
 from orchestrator.engines import EngineProfile
-from orchestrator.run import protocol
+from orchestrator.run.send import protocol
 
 
 def requests(proto: ProtocolConfig, model: str | None, prompts: Mapping[str, str | list[int]],

@@ -33,7 +33,8 @@ from orchestrator.guard import declared as guard_declared
 from orchestrator.guard import knobs as guard_knobs
 from orchestrator.guard.results import KnobCheck
 from orchestrator.report.cost_md import size
-from orchestrator.run import digests, placement, protocol
+from orchestrator.run import placement
+from orchestrator.run.send import digests, protocol
 from orchestrator.run.timings import StageTimer
 from orchestrator.runtime.spec import Runtime
 from orchestrator.runtime.traits import traits_of

@@ -1,4 +1,4 @@
-"""A load phase's window as the protocol sends it: its requests prepared, sent by run/load.py, and then, once
+"""A load phase's window as the protocol sends it: its requests prepared, sent by run/load/generator.py, and then, once
 the window is over (never while it sends), one `responses` row per request with its load timings.
 
 Co-residency of a probe: where the engine traces its requests (server_* fields) the analysis reads the trace;
@@ -11,9 +11,10 @@ from collections.abc import Callable
 from typing import Any
 
 from orchestrator.engines import EngineProfile
-from orchestrator.run import load, protocol
-from orchestrator.run.client import CompletionClient, Exchange
-from orchestrator.run.load_schedule import WARMUP_WINDOW, window_pace
+from orchestrator.run.load import generator
+from orchestrator.run.load.schedule import WARMUP_WINDOW, window_pace
+from orchestrator.run.send import protocol
+from orchestrator.run.wire.client import CompletionClient, Exchange
 
 
 async def send_window(client: CompletionClient, group: list[protocol.Request], metrics_path: str | None,
@@ -27,7 +28,7 @@ async def send_window(client: CompletionClient, group: list[protocol.Request], m
     streamed = window.streamed and client.direct  # a transport standing in for the network answers unstreamed
     requests = list(group)
 
-    def more(seq: int) -> load.Prepared:
+    def more(seq: int) -> generator.Prepared:
         requests.append(protocol.load_request(window, seq, None))
         return _prepared(requests[-1], streamed)
 
@@ -37,7 +38,7 @@ async def send_window(client: CompletionClient, group: list[protocol.Request], m
             exchange = await client.request("GET", metrics_path)
             return engine.running_requests(exchange.body.decode("utf-8", "replace")) \
                 if exchange.status == 200 else None
-    result = await load.run_window(
+    result = await generator.run_window(
         client, [_prepared(r, streamed) for r in group], concurrency=pace.concurrency, duration_s=pace.duration_s,
         grace_s=window.load.grace_s, timeout_s=client.timeout_s, warm_path=health_path,
         more=more if pace.rate_per_s is None and pace.duration_s is not None else None, sample=sample)
@@ -55,5 +56,5 @@ async def send_window(client: CompletionClient, group: list[protocol.Request], m
     return rows
 
 
-def _prepared(request: protocol.Request, streamed: bool) -> load.Prepared:
-    return load.Prepared(request.path, request.body, request.offset_s, streamed)
+def _prepared(request: protocol.Request, streamed: bool) -> generator.Prepared:
+    return generator.Prepared(request.path, request.body, request.offset_s, streamed)
