@@ -90,8 +90,7 @@ def execute_study(typed: Config, paths: RunPaths, allow: list[str], how_to_allow
     many = traits_of(typed.runtime.kind).ships_images  # only such a runtime runs arms on other hosts
     runtimes = {(typed.runtime.kind, host) for host in [typed.runtime.docker_host, *(others if many else [])]}
     reaper = Reaper(run_id, runtimes, str(paths.reaper_log))
-    runner = StudyRunner(typed, paths, run_id, runtime, resume=resume, arms=checked.arms)
-    runner.timer = timer
+    runner = StudyRunner(typed, paths, run_id, runtime, resume=resume, arms=checked.arms, timer=timer)
     try:
         meta, guard = _record_start(typed, checked.arms, paths, run_id, knobs, extra_meta, recorded, resume)
         runner.run()

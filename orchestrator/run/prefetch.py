@@ -19,6 +19,11 @@ import threading
 from collections.abc import Sequence
 from importlib.machinery import ModuleSpec
 from types import ModuleType
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from orchestrator.record.paths import RunPaths
+    from orchestrator.record.tables import TableWriter
 
 MODULES = ("httpx", "orchestrator.run.wire.release", "orchestrator.record.tables", "pyarrow.compute",
            "orchestrator.analysis.compare", "orchestrator.report.build", "orchestrator.report.verdict",
@@ -92,3 +97,11 @@ def _import_httpx() -> None:
     finally:
         if sys.modules.get("httpx._main", 0) is None:
             del sys.modules["httpx._main"]
+
+
+def table_writer(paths: RunPaths, table: str, part_prefix: str, **options: Any) -> TableWriter:
+    """The record's writer, imported when first needed: pyarrow is imported while the first engine loads
+    (`Prefetch`), not before anything starts."""
+    from orchestrator.record.tables import TableWriter
+
+    return TableWriter(paths, table, part_prefix, **options)

@@ -7,9 +7,9 @@ from __future__ import annotations
 import hashlib
 import json
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from orchestrator.analysis import signatures
 from orchestrator.analysis.gaps import top_gaps
@@ -85,19 +85,37 @@ def _failed(row: dict[str, Any]) -> bool:
     return row["http_status"] is None or row["http_status"] >= 500
 
 
+@dataclass(frozen=True)
+class Server:
+    """The arm's server as its sender watches it: the profile that parses its answers, where it says it is
+    healthy and (for the running-requests gauge) its metrics, and whether its process has exited."""
+
+    engine: EngineProfile
+    health_path: str
+    metrics_path: str | None
+    exit_code: Callable[[], int | None]
+
+
+class SendHooks(Protocol):
+    """What the sender tells the arm's run as it goes."""
+
+    def say(self, text: str) -> None: ...
+
+    def before_group(self, group: list[protocol.Request]) -> None:
+        """Before a group is sent (overlapped starts wait here)."""
+
+    def skipped(self, group: list[protocol.Request]) -> None:
+        """A group the stop rule leaves unsent (progress counts it out)."""
+
+    async def phase_over(self, client: CompletionClient) -> None:
+        """Between phases, once a phase's rows are written (send/digests.py)."""
+
+
 class ProtocolSender:
-    def __init__(self, ctx: RunContext, prompts: dict[str, str], writer: TableWriter, metrics_path: str | None,
-                 health_path: str, exit_code: Callable[[], int | None], say: Callable[[str], None],
-                 engine: EngineProfile, before_group: Callable[[list[protocol.Request]], None] = lambda group: None,
-                 stop: StopRule | None = None,
-                 ended: Callable[[list[protocol.Request]], None] = lambda group: None,
-                 phase_over: Callable[[CompletionClient, Callable[[str], None]], Awaitable[object]] | None = None
-                 ) -> None:
-        self.ctx, self.prompts, self.writer, self.engine, self.stop = ctx, prompts, writer, engine, stop
-        self.ended = ended  # told of each group the stop rule leaves unsent (progress counts it out)
-        self.phase_over = phase_over  # awaited between phases, once a phase's rows are written (run/send/digests.py)
-        self.metrics_path, self.health_path = metrics_path, health_path
-        self.exit_code, self.say, self.before_group = exit_code, say, before_group
+    def __init__(self, ctx: RunContext, prompts: Mapping[str, str], writer: TableWriter, server: Server,
+                 hooks: SendHooks, stop: StopRule | None = None) -> None:
+        self.ctx, self.prompts, self.writer, self.stop = ctx, prompts, writer, stop
+        self.server, self.hooks, self.engine = server, hooks, server.engine
         self.traced = False  # the engine traces its requests (server_* fields): exact co-residency, no sampling
 
     async def send(self, client: CompletionClient, groups: list[list[protocol.Request]]) -> int:
@@ -106,23 +124,23 @@ class ProtocolSender:
         total, sent, answered, last_said = sum(len(g) for g in groups), 0, 0, time.monotonic()
         first_error: str | None = None
         for position, group in enumerate(groups):
-            if position and group[0].phase != groups[position - 1][0].phase and self.phase_over is not None:
-                await self.phase_over(client, self.say)
+            if position and group[0].phase != groups[position - 1][0].phase:
+                await self.hooks.phase_over(client)
             if self._ended(group):
-                self.ended(group)
+                self.hooks.skipped(group)
                 continue  # checked between groups only: a concurrent batch is never cut
-            self.before_group(group)
+            self.hooks.before_group(group)
             # Once answers carry the engine's trace, /metrics is not sampled: the trace is exact, and polling
             # every few ms would load the very engine whose batch it observes.
-            metrics = None if self.traced or not self.engine.running_metric else self.metrics_path
+            metrics = None if self.traced or not self.engine.running_metric else self.server.metrics_path
             try:
                 if group[0].window is not None:  # a load phase's window (run/send/load_window.py)
                     from orchestrator.run.send.load_window import send_window
 
-                    rows = await send_window(client, group, metrics, self.health_path, self.engine,
+                    rows = await send_window(client, group, metrics, self.server.health_path, self.engine,
                                              lambda r, e: response_row(self.ctx, r, e, self._text(r), self.engine))
                 else:
-                    result = await protocol.send_group(client, group, metrics, self.health_path,
+                    result = await protocol.send_group(client, group, metrics, self.server.health_path,
                                                        running_requests=self.engine.running_requests)
             except BaseException:  # Ctrl-C (a cancelled task) mid-group: its requests were sent; each gets a row.
                 # A load window cut short is not used in part (its cost is a whole window's): none of its
@@ -160,7 +178,7 @@ class ProtocolSender:
                                     f"({group[0].phase}/{group[0].prompt_id}): {rows[failing]['error']}"
                                     f"{self._status()}; {counted(total - sent, 'request')} not sent")
             if time.monotonic() - last_said >= 10:
-                self.say(f"{sent}/{counted(total, 'request')}")
+                self.hooks.say(f"{sent}/{counted(total, 'request')}")
                 last_said = time.monotonic()
         if total and not answered:
             raise EngineFailure(f"no successful response: all {total} requests failed (first: {first_error})")
@@ -181,13 +199,13 @@ class ProtocolSender:
 
     async def _dead(self, client: CompletionClient) -> bool:
         """Exited, or its health endpoint no longer answers 200 (vLLM: 503 once the engine core is gone)."""
-        if self.exit_code() is not None:
+        if self.server.exit_code() is not None:
             return True
-        health = await client.request("GET", self.health_path)
+        health = await client.request("GET", self.server.health_path)
         return health.status != 200
 
     def _status(self) -> str:
-        code = self.exit_code()
+        code = self.server.exit_code()
         return "" if code is None else f"; it exited with status {code}"
 
     def _not_sent(self, groups: list[list[protocol.Request]], reason: str, role: str | None = None) -> None:
