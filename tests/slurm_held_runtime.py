@@ -1,9 +1,10 @@
 """The process runtime as it runs in a SLURM job (a sweep with hydra/launcher=slurm* and runtime=process: the
 study, and so its runtime, runs inside the job), for the runtime contract (tests/contract). A driver started
-with `srun` holds a ProcessRuntime inside the job; `HeldRuntime`, here, sends it each call of the Runtime
-protocol over a local socket and returns what it answered or raises what it raised. So every server of the
-contract is started, watched and stopped by a process of the job, in the job's environment, and is one of
-the job's processes (`job_pids`, SLURM's own list). Needs a SLURM cluster on this node (tests/hosts.py).
+with `srun` (as submitit's sbatch script starts a sweep job's Python) holds a ProcessRuntime inside the job;
+`HeldRuntime`, here, sends it each call of the Runtime protocol over a local socket and returns what it
+answered or raises what it raised. So every server of the contract is started, watched and stopped by a
+process of the job, in the job's environment, and is one of the job's processes (`job_pids`, SLURM's own
+list). Needs a SLURM cluster on this node (tests/hosts.py).
 
     python -m tests.slurm_held_runtime ADDRESS STATE_DIR    (the driver; what `srun` runs)
 """
@@ -12,6 +13,7 @@ from __future__ import annotations
 
 import os
 import secrets
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -23,17 +25,7 @@ from typing import Any
 
 from orchestrator.config.locations import INHERIT_ENV
 from orchestrator.runtime.process import ProcessRuntime
-from orchestrator.runtime.spec import (
-    BuildSpec,
-    ContainerSpec,
-    ExecResult,
-    Handle,
-    ImageInfo,
-    Inventory,
-    LogLine,
-    MemoryReading,
-    Runtime,
-)
+from orchestrator.runtime.spec import Runtime
 from orchestrator.runtime.traits import PROCESS
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -57,7 +49,7 @@ class HeldRuntime:
         self.state_dir = state_dir
         self._env = dict(env)
         self._lock = threading.Lock()  # one call at a time on the connection
-        folder = tempfile.mkdtemp(prefix="held-", dir="/tmp")  # a unix socket path has 108 bytes
+        folder = self._folder = tempfile.mkdtemp(prefix="held-", dir="/tmp")  # a unix socket path: 108 bytes
         authkey = secrets.token_bytes(16)
         listener = Listener(f"{folder}/driver.sock", "AF_UNIX", authkey=authkey)
         self._log = Path(folder) / "srun.log"
@@ -111,61 +103,16 @@ class HeldRuntime:
         except subprocess.TimeoutExpired:
             self._srun.kill()
             self._srun.wait()
+        shutil.rmtree(self._folder, ignore_errors=True)
 
-    # the Runtime protocol, each call made in the job ----------------------------------------------
-    def resolve_image(self, ref: str, build: BuildSpec) -> ImageInfo:
-        return self._call("resolve_image", ref, build)
+    def __getattr__(self, name: str) -> Callable[..., Any]:
+        """Each method of the Runtime protocol, and the process runtime's `pid`: the call, made in the job."""
+        if name not in CALLS:
+            raise AttributeError(name)
+        return lambda *args, **kwargs: self._call(name, *args, **kwargs)
 
-    def ship_image(self, image: ImageInfo, to: Runtime) -> int:
-        return self._call("ship_image", image, to)
 
-    def host_name(self) -> str:
-        return self._call("host_name")
-
-    def start(self, spec: ContainerSpec) -> Handle:
-        return self._call("start", spec)
-
-    def pid(self, handle: Handle) -> int:
-        return self._call("pid", handle)
-
-    def exit_code(self, handle: Handle) -> int | None:
-        return self._call("exit_code", handle)
-
-    def exit_reason(self, handle: Handle) -> str | None:
-        return self._call("exit_reason", handle)
-
-    def logs(self, handle: Handle, tail: int | None = None) -> list[LogLine]:
-        return self._call("logs", handle, tail)
-
-    def exec(self, handle: Handle, argv: list[str]) -> ExecResult:
-        return self._call("exec", handle, argv)
-
-    def run_oneshot(self, image: str, command: list[str], labels: Mapping[str, str],
-                    entrypoint: list[str] | None = None, timeout_s: float = 120.0,
-                    env: Mapping[str, str] | None = None, gpus: str | None = None) -> ExecResult:
-        return self._call("run_oneshot", image, command, dict(labels), entrypoint,
-                          timeout_s, env, gpus)
-
-    def stop(self, handle: Handle, timeout_s: float) -> int | None:
-        return self._call("stop", handle, timeout_s)
-
-    def remove(self, handle: Handle) -> None:
-        self._call("remove", handle)
-
-    def inventory(self) -> Inventory:
-        return self._call("inventory")
-
-    def memory(self, handle: Handle) -> MemoryReading:
-        return self._call("memory", handle)
-
-    def gpu_memory(self, gpus: str) -> MemoryReading:
-        return self._call("gpu_memory", gpus)
-
-    def cleanup(self, labels: Mapping[str, str], keep: Callable[[Mapping[str, str]], bool] | None = None
-                ) -> list[str]:
-        if keep is not None:
-            raise NotImplementedError("a `keep` predicate is not sent to the job")
-        return self._call("cleanup", dict(labels))
+CALLS = {name for name in vars(Runtime) if not name.startswith("_")} - {"traits", "http_transport"} | {"pid"}
 
 
 def serve(address: str, state_dir: str) -> None:
