@@ -159,6 +159,7 @@ def kind(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactor
         yield Kind("docker", DockerRuntime(), REFERENCE_IMAGE, [], {}, BuildConfig(), PYTHON_IMAGE, None,
                    DockerRuntime)
     elif request.param == "ssh":
+        request.getfixturevalue("docker_client")  # its images come from the local engine
         yield from _over_ssh(request.getfixturevalue("hosts"))
     elif request.param == "slurm":
         yield from _held_by_slurm(request.getfixturevalue("hosts"), tmp_path_factory.mktemp("held-state"))
