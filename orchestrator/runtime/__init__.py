@@ -1,9 +1,10 @@
 """runtime: the only code that starts, inspects, execs in, reads logs of, stops, lists and removes
 servers. One seam (`spec.Runtime`, with what each runtime can do in `traits.py`), three implementations:
-docker.py (Docker SDK, local or over ssh.py), process.py (local processes, host.py), fake.py (in-process
-handlers reached through an httpx transport, for unit tests). All pass tests/contract. Besides: memory readings
-(memory.py), the reaper sidecar (reaper.py), SLURM's job states (slurm.py). Takes its own spec dataclasses
-(spec.py), never a config.
+docker.py (Docker SDK, local or over ssh.py; images built and shipped by docker_images.py), process.py (local
+processes, host.py; its state dir in process_state.py), fake.py (in-process handlers reached through an httpx
+transport, for unit tests). All pass tests/contract (Docker also over ssh://, processes also in a SLURM job).
+Besides: memory readings (memory.py), the reaper sidecar (reaper.py), SLURM's job states (slurm.py). Takes its
+own spec dataclasses (spec.py), never a config.
 
 May import: errors. Third-party: the Docker SDK, subprocess, paramiko, httpx; never Hydra or a config.
 """

@@ -1,17 +1,17 @@
-"""Docker implementation of the Runtime seam, through the Docker SDK (imported lazily)."""
+"""Docker implementation of the Runtime seam, through the Docker SDK (imported lazily, docker_sdk.py): a local
+Docker host or one reached over ssh:// (ssh.py); images built, matched and shipped by docker_images.py."""
 
 from __future__ import annotations
 
 import contextlib
-import difflib
 import os
 import threading
 import time
 from collections.abc import Callable, Mapping
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar
 
 from orchestrator.errors import ArmStartError, DockerUnavailable, ImageError, RuntimeFailure
+from orchestrator.runtime import docker_images
 from orchestrator.runtime.docker_sdk import docker_sdk, link_errors
 from orchestrator.runtime.host import local_gpus, with_owner
 from orchestrator.runtime.memory import cgroup_memory, gpu_memory, stats_memory
@@ -92,39 +92,17 @@ class DockerRuntime:
         try:
             image = self.client.images.get(ref)
         except self._errors.ImageNotFound:
-            absent = f"image '{ref}' is not present on this Docker host{self._closest_image(ref)}"
+            absent = f"image '{ref}' is not present on this Docker host{docker_images.closest(self.client, ref)}"
             if not build.context:
                 raise ImageError(
                     f"{absent} and the arm has no build.context. No registry is assumed: build or load it "
                     "(`make images` builds the project's own), or set the arm's build.context.", absent) from None
-            image = self._build(ref, build.context, build, absent)
+            image = docker_images.build(self.client, ref, build.context, build, absent)
         except self._errors.APIError as exc:
             raise ImageError(f"cannot inspect image '{ref}': {exc}") from exc
         info = self._images[ref] = ImageInfo(ref=ref, id=image.id,
                                              repo_digests=tuple(image.attrs.get("RepoDigests") or ()))
         return info
-
-    def _build(self, ref: str, context: Path, build: BuildSpec, absent: str) -> Any:
-        if not (context / build.dockerfile).is_file():
-            raise ImageError(f"{absent}, and it cannot be built: no {build.dockerfile} in {context}", absent)
-        try:
-            image, _ = self.client.images.build(path=str(context), dockerfile=build.dockerfile, tag=ref,
-                                                buildargs=dict(build.args), rm=True)
-        except self._errors.BuildError as exc:
-            tail = [str(c.get("stream", c.get("error", ""))).rstrip() for c in exc.build_log][-20:]
-            cause = " ".join(exc.msg.split()).rstrip(".")
-            raise ImageError(f"{absent}, and building it from {context} failed: {cause}.\n" + "\n".join(tail),
-                             absent) from exc
-        return image
-
-    def _closest_image(self, ref: str) -> str:
-        """' (the closest it has: 'TAG')' among the Docker host's tagged images: a typo names what was meant."""
-        try:
-            tags = [tag for image in self.client.images.list() for tag in image.tags]
-        except self._errors.APIError:
-            return ""
-        close = difflib.get_close_matches(ref, tags, n=1, cutoff=0.5)
-        return f" (the closest it has: '{close[0]}')" if close else ""
 
     # containers -------------------------------------------------------------------------------
     @over_link
@@ -353,34 +331,11 @@ class DockerRuntime:
 
     @over_link
     def ship_image(self, image: ImageInfo, to: Runtime) -> int:
-        """Copy an image of this Docker host to another (`docker save | docker load` over the link), tag it
-        there as `image.ref`, and check that it has the same id there; returns the bytes sent."""
+        """Copy an image of this Docker host to another (docker_images.ship); returns the bytes sent."""
         if not isinstance(to, DockerRuntime):
             raise ImageError(f"image {image.ref} cannot be shipped from the Docker host {self.host} to a runtime "
                              "without images")
-        sent = 0
-
-        def chunks() -> Any:
-            nonlocal sent
-            for chunk in self.client.api.get_image(image.id, chunk_size=1 << 20):
-                sent += len(chunk)
-                yield chunk
-
-        try:
-            if to.ssh:
-                to.ssh.load(chunks())
-            else:
-                for _ in to.client.api.load_image(chunks()):
-                    pass
-            shipped = to.client.images.get(image.id)
-        except (self._errors.APIError, self._errors.ImageNotFound) as exc:
-            raise ImageError(f"shipping image {image.ref} ({image.id[:19]}) from {self.host} to {to.host} "
-                             f"failed: {exc}") from exc
-        if shipped.id != image.id:
-            raise ImageError(f"image {image.ref} has id {shipped.id} on {to.host}, not {image.id} as on {self.host}")
-        repository, _, tag = image.ref.rpartition(":") if ":" in image.ref.split("/")[-1] else (image.ref, "", "")
-        shipped.tag(repository, tag or None)
-        return sent
+        return docker_images.ship(image, self.client, self.host, to.client, to.host, to.ssh)
 
 
 def _gone(handle: Handle) -> RuntimeFailure:

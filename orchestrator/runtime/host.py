@@ -1,41 +1,19 @@
-"""What the process runtime needs from this host: process-group bookkeeping through /proc, free ports,
-content hashes of source trees, state files, and how a mount maps a container path to a host path."""
+"""What the runtimes need from this host: process-group bookkeeping through /proc, owner labels, free ports,
+content hashes of source trees, its GPUs, cores and memory, and how a server is pinned to cores (the process
+runtime's state files are process_state.py's)."""
 
 from __future__ import annotations
 
 import contextlib
 import hashlib
-import json
 import os
 import shutil
 import socket
-import tempfile
-import time
 from collections.abc import Mapping
-from datetime import UTC, datetime
 from pathlib import Path
-from typing import IO, Any
 
 from orchestrator.errors import ImageError
 from orchestrator.runtime.spec import LABEL_NS, Gpu, Inventory, parse_cpuset
-
-STATE_ENV = "ORCHESTRATOR_PROCESS_DIR"  # where process state dirs live (default below)
-
-
-def default_state_dir() -> Path:
-    """$ORCHESTRATOR_PROCESS_DIR, else $XDG_RUNTIME_DIR/orchestrator-processes, else
-    TMPDIR/orchestrator-processes-UID: one folder per started process, removed by `remove`."""
-    if os.environ.get(STATE_ENV):
-        return Path(os.environ[STATE_ENV])
-    if os.environ.get("XDG_RUNTIME_DIR") and Path(os.environ["XDG_RUNTIME_DIR"]).is_dir():
-        return Path(os.environ["XDG_RUNTIME_DIR"]) / "orchestrator-processes"
-    return Path(tempfile.gettempdir()) / f"orchestrator-processes-{os.getuid()}"
-
-
-def rfc3339_ns(ns: int) -> str:
-    """2024-05-01T12:00:00.123456789Z: fixed width, so text order is time order (as Docker's)."""
-    seconds, frac = divmod(ns, 1_000_000_000)
-    return datetime.fromtimestamp(seconds, UTC).strftime("%Y-%m-%dT%H:%M:%S") + f".{frac:09d}Z"
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -128,27 +106,6 @@ def tree_hash(root: Path, max_bytes: int = MAX_HASHED_BYTES) -> str:
 def _status(returncode: int) -> int:
     """Popen's -N (killed by signal N) as a shell and Docker report it: 128 + N."""
     return 128 - returncode if returncode < 0 else returncode
-
-
-def _pump(pipe: IO[bytes], path: Path) -> None:
-    """Copy a pipe to `path` line by line, each line prefixed with its arrival time."""
-    with path.open("ab", buffering=0) as out:
-        for raw in iter(pipe.readline, b""):
-            text = raw.rstrip(b"\n").rstrip(b"\r")
-            out.write(rfc3339_ns(time.time_ns()).encode() + b" " + text + b"\n")
-    with contextlib.suppress(OSError):
-        pipe.close()
-
-
-def _write_json(path: Path, value: Any) -> None:
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(value, sort_keys=True))
-    os.replace(tmp, path)
-
-
-def _rmtree(path: Path) -> None:
-
-    shutil.rmtree(path, ignore_errors=True)
 
 
 def local_gpus() -> tuple[Gpu, ...]:

@@ -9,7 +9,7 @@ user's view; in short:
   cwd = the project root; its own session/process group, so `stop` reaches every child;
 - stdout/stderr are read line by line by threads and written with RFC 3339 UTC timestamps to files in a
   per-process state dir, which also holds process.json (pid, process group, labels) so `cleanup` finds
-  what a killed orchestrator left behind;
+  what a killed orchestrator left behind (process_state.py);
 - `exec` runs argv next to the server (same env and cwd): a process has no namespace to enter;
 - mounts: a mount's container path in the argv or env becomes its host path (`map_mounts`), so an arm
   written for Docker (`-v ~/models:/models`, `--model /models/x`) runs as a process unchanged; a mount
@@ -18,9 +18,7 @@ user's view; in short:
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
-import json
 import os
 import secrets
 import signal
@@ -38,23 +36,18 @@ if TYPE_CHECKING:
     import httpx
 
 from orchestrator.errors import ArmStartError, ConfigError, ImageError, RuntimeFailure
-from orchestrator.runtime.host import (
-    _alive,
-    _group_exists,
-    _kill_group,
-    _pump,
-    _rmtree,
-    _start_time,
-    _status,
-    _write_json,
-    default_state_dir,
-    free_port,
-    local_inventory,
-    pinned_argv,
-    tree_hash,
-    with_owner,
-)
+from orchestrator.runtime.host import _kill_group, _status, free_port, local_inventory, pinned_argv, tree_hash
 from orchestrator.runtime.memory import gpu_memory, process_tree_memory
+from orchestrator.runtime.process_state import (
+    default_state_dir,
+    kill_recorded,
+    matching,
+    new_folder,
+    pump,
+    read_logs,
+    remove_folder,
+    write_record,
+)
 from orchestrator.runtime.spec import (
     LABEL_NS,
     BuildSpec,
@@ -71,13 +64,11 @@ from orchestrator.runtime.spec import (
 )
 from orchestrator.runtime.traits import CODE_PREFIX, PROCESS
 
-RECORD = "process.json"
 # Cache dirs a process gets of its own (in its state dir) unless its env names them, as a container has
 # its own filesystem: without this, two process arms would share the libraries' default caches in $HOME
 # and /tmp (vLLM, Hugging Face and FlashInfer live under XDG_CACHE_HOME; guard/caches.py checks the rest).
 PRIVATE_CACHE_ENV = ("XDG_CACHE_HOME", "TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR", "CUDA_CACHE_PATH",
                      "FLASHINFER_WORKSPACE_BASE")
-STREAMS = ("stdout", "stderr")
 
 
 # Printed by the arm's interpreter: its version and its installed distributions, sorted (no paths).
@@ -193,25 +184,22 @@ class ProcessRuntime:
         argv = pinned_argv([*map_mounts(spec.command, spec.mounts),
                             *(arg.replace("{port}", str(port)) for arg in spec.process_port_args)],
                            spec.cpuset, sys.executable)
-        self.state_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
         handle_id = f"proc-{secrets.token_hex(6)}"
-        folder = self.state_dir / handle_id
-        folder.mkdir(mode=0o700)
+        folder = new_folder(self.state_dir, handle_id)
         env = self._env(spec.gpus, dict(zip(spec.env, map_mounts(list(spec.env.values()), spec.mounts),
                                             strict=True)) | spec.secret_env, folder / "cache")
         try:
             popen = subprocess.Popen(argv, cwd=self.workdir, env=env, stdin=subprocess.DEVNULL,
                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
         except OSError as exc:
-            _rmtree(folder)
+            remove_folder(folder)
             raise ArmStartError(f"could not start '{spec.name}' ({argv[0]}): {exc}") from exc
         proc = _Proc(popen, spec.name, folder, env, spec.cpuset)
         self._procs[handle_id] = proc
-        _write_json(folder / RECORD, {"pid": popen.pid, "pgid": popen.pid, "start_time": _start_time(popen.pid),
-                                      "name": spec.name, "labels": with_owner(spec.labels), "argv": argv, "port": port})
+        write_record(folder, popen.pid, spec.name, spec.labels, argv, port)
         for stream, pipe in (("stdout", popen.stdout), ("stderr", popen.stderr)):
             assert pipe is not None
-            thread = threading.Thread(target=_pump, args=(pipe, folder / f"{stream}.log"), daemon=True,
+            thread = threading.Thread(target=pump, args=(pipe, folder / f"{stream}.log"), daemon=True,
                                       name=f"{spec.name}-{stream}")
             thread.start()
             proc.readers.append(thread)
@@ -248,16 +236,7 @@ class ProcessRuntime:
         proc = self._proc(handle)
         if proc.popen.poll() is not None:
             self._drain(proc)
-        lines: list[LogLine] = []
-        for stream in STREAMS:
-            path = proc.dir / f"{stream}.log"
-            if not path.is_file():
-                continue
-            for raw in path.read_text("utf-8", "replace").split("\n")[:-1]:
-                stamp, _, text = raw.partition(" ")
-                lines.append(LogLine(stream=stream, timestamp=stamp, text=text))
-        lines.sort(key=lambda line: line.timestamp)
-        return lines[-tail:] if tail else lines
+        return read_logs(proc.dir, tail)
 
     def exec(self, handle: Handle, argv: list[str]) -> ExecResult:
         proc = self._proc(handle)
@@ -282,9 +261,7 @@ class ProcessRuntime:
         argv = [*(entrypoint or []), *command]
         if not argv:
             raise RuntimeFailure(f"nothing to run for '{image}': the process runtime needs entrypoint + command")
-        self.state_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
-        folder = self.state_dir / f"oneshot-{secrets.token_hex(6)}"
-        folder.mkdir(mode=0o700)
+        folder = new_folder(self.state_dir, f"oneshot-{secrets.token_hex(6)}")
         try:
             try:
                 popen = subprocess.Popen(argv, cwd=self.workdir, env=self._env(gpus, env or {}),
@@ -292,8 +269,7 @@ class ProcessRuntime:
                                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
             except OSError as exc:
                 raise RuntimeFailure(f"could not run {argv[0]} for '{image}': {exc}") from exc
-            _write_json(folder / RECORD, {"pid": popen.pid, "pgid": popen.pid, "start_time": _start_time(popen.pid),
-                                          "name": folder.name, "labels": with_owner(labels), "argv": argv})
+            write_record(folder, popen.pid, folder.name, labels, argv)
             try:
                 out, err = popen.communicate(timeout=timeout_s)
             except subprocess.TimeoutExpired as exc:
@@ -308,7 +284,7 @@ class ProcessRuntime:
                 output += err.decode("utf-8", "replace")[-2000:]
             return ExecResult(exit_code=status, output=output)
         finally:
-            _rmtree(folder)
+            remove_folder(folder)
 
     def stop(self, handle: Handle, timeout_s: float) -> int | None:
         """SIGTERM to the process group, SIGKILL after timeout_s; then any child left in the group."""
@@ -344,7 +320,7 @@ class ProcessRuntime:
             self.stop(handle, 0)
         _kill_group(proc.popen.pid, signal.SIGKILL)
         self._drain(proc, 1.0)
-        _rmtree(proc.dir)
+        remove_folder(proc.dir)
         del self._procs[handle.id]
 
     def cleanup(self, labels: Mapping[str, str], keep: Callable[[Mapping[str, str]], bool] | None = None
@@ -352,29 +328,14 @@ class ProcessRuntime:
         """Kill and forget every process (of any orchestrator on this host, under this state dir) whose
         recorded labels match: a value of "" matches any value, as Docker's label filter does."""
         removed: list[str] = []
-        if not self.state_dir.is_dir():
-            return removed
-        for record_path in sorted(self.state_dir.glob(f"*/{RECORD}")):
-            try:
-                record = json.loads(record_path.read_text())
-            except (OSError, ValueError):
-                continue
-            recorded = record.get("labels") or {}
-            if not all(key in recorded and (not value or recorded[key] == value) for key, value in labels.items()):
-                continue
-            if keep is not None and keep(recorded):
-                continue
-            pid, pgid = int(record["pid"]), int(record.get("pgid") or record["pid"])
-            ours = next((h for h, p in self._procs.items() if p.dir == record_path.parent), None)
+        for folder, record in matching(self.state_dir, labels, keep):
+            ours = next((h for h, p in self._procs.items() if p.dir == folder), None)
             if ours is not None:
                 self.remove(Handle(ours, record.get("name", ""), ""))
             else:
-                if _alive(pid, record.get("start_time")) or _group_exists(pgid):
-                    _kill_group(pgid, signal.SIGKILL)
-                    with contextlib.suppress(ProcessLookupError, PermissionError):
-                        os.kill(pid, signal.SIGKILL)
-                _rmtree(record_path.parent)
-            removed.append(str(record.get("name", record_path.parent.name)))
+                kill_recorded(record)
+                remove_folder(folder)
+            removed.append(str(record.get("name", folder.name)))
         return removed
 
 

@@ -1,6 +1,8 @@
-"""One contract, two runtimes: whatever the study does with a Runtime works the same on Docker and on
-local processes. Docker cases need an engine (fail under CI=true without one, skip otherwise); process
-cases always run (the reference engine from the source tree, torch from the venv)."""
+"""One contract over every runtime: whatever the study does with a Runtime works the same on Docker (the local
+engine, and the second one reached over ssh://), on local processes (here, and held by a SLURM job), on the
+unit tests' fake and on a runtime added outside runtime/. Docker cases need an engine, ssh:// and SLURM cases
+the hosts of scripts/ci-hosts.sh (tests/hosts.py): they fail under CI=true without them, skip otherwise;
+process cases always run (the reference engine from the source tree, torch from the venv)."""
 
 from __future__ import annotations
 
@@ -11,8 +13,8 @@ import secrets
 import socket
 import tempfile
 import time
-from collections.abc import Iterator
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -24,8 +26,11 @@ from orchestrator.config.schema import ArmConfig, BuildConfig, RuntimeConfig
 from orchestrator.errors import ArmStartError, ConfigError, ImageError, RuntimeFailure
 from orchestrator.record.identity import identity_kind
 from orchestrator.run.wire.client import wait_ready
+from orchestrator.runtime.docker import DockerRuntime
 from orchestrator.runtime.process import ProcessRuntime
 from orchestrator.runtime.spec import LABEL_NS, BuildSpec, ContainerSpec, Handle, Mount, Runtime
+from tests.hosts import Hosts, hosts_fixture  # noqa: F401 (a fixture)
+from tests.slurm_held_runtime import HeldRuntime
 from tests.wrapped_runtime import KIND as WRAPPED_KIND
 from tests.wrapped_runtime import WrappedRuntime
 
@@ -48,7 +53,9 @@ class Kind:
     engine_build: BuildConfig
     crash_image: str
     knobs_entrypoint: list[str] | None
+    fresh: Callable[[], Runtime]  # a new runtime object, as `orchestrator clean` has after the run's process died
     idle_image: str = ""  # a server that starts and idles (default: crash_image with an idle command)
+    orchestrator_pid: int = field(default_factory=os.getpid)  # the process that runs the runtime
 
     def env_argv(self, names: tuple[str, ...]) -> list[str]:
         """A command printing these env names as one JSON object."""
@@ -66,12 +73,6 @@ class Kind:
         if self.name == "fake":
             return ["fake-exit", str(code), text]
         return ["python3", "-c", f"import sys; print({text!r}); sys.exit({code})"]
-
-    def fresh(self) -> Runtime:
-        """A new runtime object, as `orchestrator clean` has after the run's process died."""
-        if isinstance(self.runtime, ProcessRuntime):
-            return type(self.runtime)(inherit_env=INHERIT_ENV, state_dir=self.runtime.state_dir)
-        return self.runtime if self.name == "fake" else type(self.runtime)()  # type: ignore[call-arg]
 
     def http(self) -> httpx.Client:
         return httpx.Client(transport=self.runtime.http_transport, timeout=60)
@@ -92,11 +93,11 @@ class Kind:
     def gone(self, handle: Handle, pid: int | None) -> bool:
         if self.name == "fake":
             return self.runtime._containers[handle.id].removed  # type: ignore[attr-defined]
-        if self.name == "docker":
+        if isinstance(self.runtime, DockerRuntime):
             import docker.errors
 
             try:
-                self.runtime.client.containers.get(handle.id)  # type: ignore[attr-defined]
+                self.runtime.client.containers.get(handle.id)
             except docker.errors.NotFound:
                 return True
             return False
@@ -136,32 +137,84 @@ def test_a_runtime_outside_runtime_is_its_module_plus_its_conf_entry() -> None:
 
 
 def _pid(kind: Kind, handle: Handle) -> int | None:
-    return kind.runtime.pid(handle) if isinstance(kind.runtime, ProcessRuntime) else None
+    return kind.runtime.pid(handle) if isinstance(kind.runtime, ProcessRuntime | HeldRuntime) else None
 
 
-# every runtime kind, the unit tests' in-process one, and one added outside runtime/ (tests/wrapped_runtime.py)
-UNDER_TEST = ("docker", "process", "fake", "wrapped")
+# every runtime kind: Docker here and over ssh:// (scripts/ci-hosts.sh's second engine), processes here and in
+# a SLURM job (tests/slurm_held_runtime.py), the unit tests' in-process one, and one added outside runtime/
+UNDER_TEST = ("docker", "ssh", "process", "slurm", "fake", "wrapped")
+MARKS = {"docker": [pytest.mark.docker], "ssh": [pytest.mark.docker, pytest.mark.hosts], "slurm": [pytest.mark.hosts]}
 
 
-@pytest.fixture(scope="module", params=[pytest.param(k, marks=pytest.mark.docker) if k == "docker" else k
-                                        for k in UNDER_TEST])
-def kind(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Kind:
+@pytest.fixture(scope="module", params=[pytest.param(k, marks=MARKS.get(k, [])) for k in UNDER_TEST])
+def kind(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Kind]:
     if request.param == "fake":
         from tests.fake_engine import fake_runtime
 
-        return Kind("fake", fake_runtime(), "fake-engine", [], {}, BuildConfig(), "fake-crash", None,
-                    idle_image="fake-idle")
-    if request.param == "docker":
+        made = fake_runtime()
+        yield Kind("fake", made, "fake-engine", [], {}, BuildConfig(), "fake-crash", None, lambda: made,
+                   idle_image="fake-idle")
+    elif request.param == "docker":
         request.getfixturevalue("docker_client")  # skip, or fail under CI=true, without an engine
-        from orchestrator.runtime.docker import DockerRuntime
+        yield Kind("docker", DockerRuntime(), REFERENCE_IMAGE, [], {}, BuildConfig(), PYTHON_IMAGE, None,
+                   DockerRuntime)
+    elif request.param == "ssh":
+        request.getfixturevalue("docker_client")  # its images come from the local engine
+        yield from _over_ssh(request.getfixturevalue("hosts"))
+    elif request.param == "slurm":
+        yield from _held_by_slurm(request.getfixturevalue("hosts"), tmp_path_factory.mktemp("held-state"))
+    else:
+        state = tmp_path_factory.mktemp("process-state")
+        made_class = ProcessRuntime if request.param == "process" else WrappedRuntime
+        yield Kind(request.param, made_class(inherit_env=INHERIT_ENV, state_dir=state), *PROCESS_ENGINE,
+                   lambda: made_class(inherit_env=INHERIT_ENV, state_dir=state))
 
-        return Kind("docker", DockerRuntime(), REFERENCE_IMAGE, [], {}, BuildConfig(), PYTHON_IMAGE, None)
-    state = tmp_path_factory.mktemp("process-state")
-    made = (ProcessRuntime(INHERIT_ENV, state_dir=state) if request.param == "process"
-            else WrappedRuntime(inherit_env=INHERIT_ENV, state_dir=state))
-    return Kind(request.param, made, "process", ["python3", "-m", "refengine"],
-                PROCESS_ENV, BuildConfig(context="arms/reference-engine/refengine"), "process",
-                ["env", "PYTHONPATH=arms/reference-engine", "python3", "-m", "refengine"])
+
+# what a process runtime runs: the reference engine from the source tree, its knobs listed by the same module
+PROCESS_ENGINE = ("process", ["python3", "-m", "refengine"], PROCESS_ENV,
+                  BuildConfig(context="arms/reference-engine/refengine"), "process",
+                  ["env", "PYTHONPATH=arms/reference-engine", "python3", "-m", "refengine"])
+
+
+def _over_ssh(hosts: Hosts) -> Iterator[Kind]:
+    """The second engine as a study's arm reaches it, `docker_host: ssh://...`: the client side's ~/.ssh by $HOME
+    (docs/hosts.md). What it lacks of the suite's images is shipped from the local engine, as a study ships an
+    arm's image (runtime.ship_image, run/arm/hosts.py)."""
+    home = os.environ["HOME"]
+    os.environ["HOME"] = hosts.ssh_home
+    try:
+        far, here = DockerRuntime(hosts.ssh_url), DockerRuntime()
+        for ref in (REFERENCE_IMAGE, PYTHON_IMAGE):
+            image = here.resolve_image(ref, BuildSpec())
+            try:
+                far.resolve_image(image.id, BuildSpec())
+            except ImageError:
+                assert here.ship_image(image, far) > 0
+        assert far.host_name() and far.ssh is not None
+        yield Kind("ssh", far, REFERENCE_IMAGE, [], {}, BuildConfig(), PYTHON_IMAGE, None,
+                   lambda: DockerRuntime(hosts.ssh_url))
+        for label in list(far.ssh.watchdogs):  # the far side removes what is left of each run
+            far.ssh.unwatch(label)
+    finally:
+        os.environ["HOME"] = home
+
+
+def _held_by_slurm(hosts: Hosts, state: Path) -> Iterator[Kind]:
+    """The process runtime inside a SLURM job (`srun`), as a sweep on SLURM with runtime=process runs it. The
+    job's orchestrator has CONTRACT_HOST_ONLY in its env, as the server fixture gives a runtime run here."""
+    opened: list[HeldRuntime] = []
+
+    def held() -> HeldRuntime:
+        opened.append(HeldRuntime(state, hosts.env(HOME=os.environ["HOME"], CONTRACT_HOST_ONLY="must not leak")))
+        return opened[-1]
+
+    try:
+        made = held()
+        assert made.job and made.node  # SLURM_JOB_ID and SLURMD_NODENAME, as the job saw them
+        yield Kind("slurm", made, *PROCESS_ENGINE, held, orchestrator_pid=made.driver_pid)
+    finally:
+        for runtime in opened:
+            runtime.close()
 
 
 @pytest.fixture(scope="module")
@@ -188,7 +241,8 @@ def test_resolve_image_is_stable_and_content_addressed(kind: Kind) -> None:
     first = kind.runtime.resolve_image(arm.image, build_spec(arm))
     assert first == kind.runtime.resolve_image(arm.image, build_spec(arm))
     assert first.ref == arm.image
-    assert first.id.startswith({"docker": "sha256:", "process": "process:sha256:", "fake": "fake:sha256:",
+    assert first.id.startswith({"docker": "sha256:", "ssh": "sha256:", "process": "process:sha256:",
+                                "slurm": "process:sha256:", "fake": "fake:sha256:",
                                 "wrapped": "process:sha256:"}[kind.name])
 
 
@@ -430,7 +484,7 @@ def test_a_runtime_with_image_ids_refuses_an_image_it_has_not_and_one_without_id
 
 
 def test_a_runtime_ships_an_image_to_another_of_its_kind_only_where_its_traits_say_so(kind: Kind) -> None:
-    small = PYTHON_IMAGE if kind.name == "docker" else kind.engine_image
+    small = PYTHON_IMAGE if isinstance(kind.runtime, DockerRuntime) else kind.engine_image
     image = kind.runtime.resolve_image(small, build_spec(kind.arm(image=small)))
     if not kind.runtime.traits.ships_images:
         with pytest.raises(ImageError):
@@ -464,18 +518,21 @@ def test_a_memory_limit_is_enforced_where_its_traits_say_so_and_refused_elsewher
 
 
 def test_a_server_runs_in_a_cgroup_of_its_own_where_its_traits_say_so(server: tuple[Kind, Handle]) -> None:
+    """Where not, a SLURM job holds its servers: they are the job's processes, and its cgroup binds them."""
     kind, handle = server
     if kind.name == "fake":
         pid = os.getpid()  # its servers are this process's handlers
-    elif kind.name == "docker":
-        pid = int(kind.runtime._container(handle).attrs["State"]["Pid"])  # type: ignore[attr-defined]
+    elif isinstance(kind.runtime, DockerRuntime):
+        pid = int(kind.runtime._container(handle).attrs["State"]["Pid"])
     else:
-        pid = kind.runtime.pid(handle)  # type: ignore[attr-defined]
+        pid = _pid(kind, handle)
     try:
         theirs = Path(f"/proc/{pid}/cgroup").read_text()
     except OSError:  # a daemon in another pid namespace: its server is not a process of this host's view
         theirs = None
-    assert (theirs != Path("/proc/self/cgroup").read_text()) == kind.runtime.traits.own_cgroup
+    assert (theirs != Path(f"/proc/{kind.orchestrator_pid}/cgroup").read_text()) == kind.runtime.traits.own_cgroup
+    if isinstance(kind.runtime, HeldRuntime):
+        assert pid in kind.runtime.job_pids()
 
 
 def test_its_host_name_is_where_its_servers_run(kind: Kind) -> None:
@@ -484,3 +541,5 @@ def test_its_host_name_is_where_its_servers_run(kind: Kind) -> None:
         assert named and named == kind.runtime.client.info()["Name"]  # type: ignore[attr-defined]
     else:
         assert named == socket.gethostname()
+    if isinstance(kind.runtime, HeldRuntime):  # the node SLURM ran the job on
+        assert named.split(".")[0] == kind.runtime.node
