@@ -12,7 +12,7 @@ import json
 import shlex
 from typing import Any
 
-from orchestrator.analysis.locate_results import BETWEEN, Difference, ProbeAsk
+from orchestrator.analysis.locate_results import BETWEEN, Difference, ProbeAsk, ProbeVerdict
 
 # (device kind) -> (GEMM preset, ops preset): the presets the shapes override
 PRESETS = {"cpu": ("cpu_small", "ops_cpu_small"), "cuda": ("h200_default", "ops_h200")}
@@ -107,3 +107,21 @@ def _ask(op: str, preset: str, sets: list[str], shape: dict[str, int], m: list[i
     for item in sets:
         words += ["--set", item]
     return ProbeAsk(op, preset, sets, shape, m, arm, shlex.join(words), note)
+
+
+def probe_verdict(rows: list[dict[str, Any]]) -> ProbeVerdict:
+    """M-variant when row 0 of any arm's output changed from its value at the smallest M."""
+    ran = [r for r in rows if r.get("unsupported") is None and r.get("process") in (1, None)]
+    if not ran:
+        reasons = sorted({str(r.get("unsupported")) for r in rows})
+        return ProbeVerdict(None, "the probe ran no cell here: " + "; ".join(reasons[:2]))
+    changed: dict[str, list[int]] = {}
+    for row in ran:
+        if row.get("row0_bits_equal_m1") is False:
+            changed.setdefault(str(row["arm"]), []).append(int(row["M"]))
+    sizes = ", ".join(str(m) for m in sorted({int(r["M"]) for r in ran}))
+    if not changed:
+        return ProbeVerdict(False, f"not M-variant: row 0 bitwise identical at M = {sizes} "
+                                   f"({', '.join(sorted({str(r['arm']) for r in ran}))})")
+    said = "; ".join(f"{arm} at M = {', '.join(map(str, sorted(ms)))}" for arm, ms in changed.items())
+    return ProbeVerdict(True, f"M-variant: row 0 differs from its value at M = 1 for {said}")

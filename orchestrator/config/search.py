@@ -14,15 +14,78 @@ job as in the checks made before it.
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from orchestrator.config.locations import CONF_DIR
 from orchestrator.errors import ConfigError
 
 MULTIRUN = ("-m", "--multirun")  # Hydra's flags for a sweep: `run -m` is a multirun
+# Hydra's own flags that take a value, and ours (--out: a recorded run's new run dir; --like: plan's earlier run)
+FLAGS_WITH_VALUE = {"--cfg", "-c", "--package", "-p", "--config-path", "-cp", "--config-name", "-cn", "--info",
+                    "-i", "--experimental-rerun", "--out", "--like"}
 
 ENV_VAR = "ORCHESTRATOR_CONFIG_PATH"
 FLAGS = ("--config-dir", "-cd")
+
+
+@dataclass(frozen=True)
+class CommandLine:
+    """A Hydra command line, as `run`, `check` and `plan` take it: the user's config dirs, the flags (a flag's
+    value follows it), the overrides."""
+
+    dirs: list[Path]
+    flags: list[str]
+    overrides: list[str]
+
+    @classmethod
+    def parse(cls, argv: list[str], environ: dict[str, str] | None = None) -> CommandLine:
+        dirs, rest = split_config_dirs(argv, environ)
+        flags, overrides, args = [], [], iter(rest)
+        for arg in args:
+            name = arg.split("=", 1)[0]
+            if not arg.startswith("-"):
+                overrides.append(arg)
+            elif name in FLAGS_WITH_VALUE and "=" in arg:  # --like=RUN
+                flags += [name, arg.split("=", 1)[1]]
+            else:
+                flags.append(arg)
+                if arg in FLAGS_WITH_VALUE:
+                    flags.append(next(args, ""))
+        return cls(dirs, flags, overrides)
+
+    def sweeps(self, composed: Any = None) -> bool:
+        """The one answer to "a sweep, or one run?": -m (--multirun), or the composed config's own
+        `hydra.mode: MULTIRUN`."""
+        if any(flag in MULTIRUN for flag in self.flags):
+            return True
+        from hydra.types import RunMode
+
+        return composed is not None and composed.hydra.mode == RunMode.MULTIRUN
+
+    def to_hydra(self) -> bool:
+        """Hydra's own flags besides -m (--cfg, --help, --info, ...): the command line goes to Hydra's main as it
+        is, unchecked."""
+        return any(flag not in MULTIRUN for flag in self.flags)
+
+    def value(self, flag: str, needs: str) -> str | None:
+        """A flag's value; None when it is not given. `needs`: what to say when it is given without one."""
+        if flag not in self.flags:
+            return None
+        value = self.flags[self.flags.index(flag) + 1]
+        if not value:
+            raise ConfigError(f"{flag} needs {needs}")
+        return value
+
+    def only(self, verb: str, *allowed: str) -> None:
+        """Refuse flags `verb` does not take (Hydra's own are `run`'s)."""
+        names = [f for i, f in enumerate(self.flags) if f.startswith("-") and not (
+            i and self.flags[i - 1] in FLAGS_WITH_VALUE)]
+        if unknown := [f for f in names if f not in allowed]:
+            takes = ", ".join(allowed) if allowed else "no flags"
+            raise ConfigError(f"{verb} does not take {', '.join(unknown)}: it takes Hydra overrides and {takes} "
+                              f"(`orchestrator {verb} --help`)")
 
 
 def split_config_dirs(argv: list[str], environ: dict[str, str] | None = None) -> tuple[list[Path], list[str]]:

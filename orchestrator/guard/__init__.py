@@ -2,6 +2,6 @@
 the knob listing (which flags and env names the engine in an image knows), the observed check of the
 arms' fingerprints, and the fingerprint itself (log facts, environment probe, matrix key).
 
-May import: record, config, runtime, engines, probes, console, errors. (The runtime through the `Runtime` protocol
+May import: record, config, runtime, engines, probes, errors. (The runtime through the `Runtime` protocol
 it is handed; probes: the knob listings and the environment probe it ships.)
 """

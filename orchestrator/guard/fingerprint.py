@@ -15,9 +15,8 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 from orchestrator import probes
-from orchestrator.console import Outcome, answer
 from orchestrator.engines import ENGINES, profile_for
-from orchestrator.errors import ConfigError, ExitStatus, ImageError
+from orchestrator.errors import ConfigError, ImageError
 from orchestrator.runtime.spec import BuildSpec, ExecResult, run_labels
 
 if TYPE_CHECKING:
@@ -174,11 +173,3 @@ def render(result: dict[str, Any]) -> str:
     ]
     width = max(len(name) for name, _ in rows)
     return "\n".join(f"{name.ljust(width)}  {value}" for name, value in rows)
-
-
-def fingerprint_verb(runtime: Runtime, image: str | None, as_json: bool) -> Outcome:
-    """`orchestrator fingerprint`: the fingerprint; 4 when the environment probe failed."""
-    result = fingerprint_target(runtime, image, "fingerprint")
-    failed = result["fingerprint"].get("probe", {}).get("error")
-    return answer(json.dumps(result, indent=2, sort_keys=True) if as_json else render(result),
-                  status=ExitStatus.MEASUREMENT_FAILED if failed else ExitStatus.OK)

@@ -5,7 +5,6 @@ report.json); nothing is re-computed."""
 
 from __future__ import annotations
 
-import argparse
 import json
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -15,7 +14,6 @@ from typing import Any
 from orchestrator.analysis.attribution import Attribution
 from orchestrator.analysis.locate_results import CellInside
 from orchestrator.config.catalog import line
-from orchestrator.console import Outcome, answer
 from orchestrator.errors import ConfigError, RecordError, counted
 from orchestrator.record.paths import RunPaths
 from orchestrator.report.locate import SECTION, answer_line
@@ -227,30 +225,3 @@ def _report(run_dir: Path) -> dict[str, Any]:
         raise RecordError(f"no report.json in {run_dir}: `orchestrator compare {run_dir}` re-makes it from the "
                           "record")
     return report
-
-
-def verb_main(verb: str, argv: list[str]) -> Outcome:
-    """The `ls` and `show` verbs: the listing, or the run's summary (a missing folder or report: RecordError,
-    exit 2); `show --cell`: where a cell split (in colour on a terminal)."""
-    if verb == "ls":
-        parser = argparse.ArgumentParser(prog="orchestrator ls", description="Every run below DIR: study, "
-                                         "started, arms, verdict, path.")
-        parser.add_argument("dir", type=Path, nargs="?", default=Path("runs"), help="default: runs")
-        return answer(render_runs(runs(parser.parse_args(argv).dir)))
-    parser = argparse.ArgumentParser(prog="orchestrator show", description="A run's verdict, the lines report.md "
-                                     "opens with, its environment and the cells that diverged; --cell: where one "
-                                     "cell split.")
-    parser.add_argument("run_dir", type=Path)
-    parser.add_argument("--cell", metavar="ARM/PROMPT/PHASE", help="where this cell's completions split")
-    args = parser.parse_args(argv)
-    if args.cell is None:
-        return answer(show(args.run_dir))
-    return answer(show_cell(args.run_dir, args.cell))  # --cell "" names no cell: show_cell says which there are
-
-
-def ls_verb(argv: list[str]) -> Outcome:
-    return verb_main("ls", argv)
-
-
-def show_verb(argv: list[str]) -> Outcome:
-    return verb_main("show", argv)

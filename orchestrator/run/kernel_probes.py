@@ -27,12 +27,11 @@ from pathlib import Path
 from typing import Any
 
 from orchestrator import probes
-from orchestrator.analysis.probes import ProbeSummary, gate_failures, summarize
+from orchestrator.analysis.probes import ProbeSummary, summarize
 from orchestrator.analysis.stats import divergence_bound
 from orchestrator.config.locations import INHERIT_ENV, PROJECT_ROOT
 from orchestrator.config.probe import ProbeConfig, RecordedArm, load_probe_config
-from orchestrator.console import Outcome, answer, note
-from orchestrator.errors import ConfigError, ExitStatus, ImageError, RuntimeFailure
+from orchestrator.errors import ConfigError, ImageError, RuntimeFailure
 from orchestrator.record.paths import RunPaths, atomic_write_text
 from orchestrator.runtime.spec import BuildSpec, Runtime, run_labels
 
@@ -210,21 +209,10 @@ def probe(config: ProbeConfig, runtime: Runtime, out: Path | None, local: bool,
     return ProbeRun(paths, rows, summarize(rows))
 
 
-def probe_verb(config: ProbeConfig, docker_host: str | None, out: Path | None, local: bool,
-               ingest: list[Path] | None, print_spec: bool) -> Outcome:
-    """`orchestrator probe`: run (or ingest) the probes; the table and where the record went; 3 when an
-    op expected invariant was not (`analysis.probes.gate_failures`)."""
-    from orchestrator.report.probes import render_markdown
+def probe_runtime(local: bool, docker_host: str | None) -> Runtime:
+    """The runtime a probe runs on, as RuntimeConfig's defaults make it, without the Hydra schema (absent on a
+    GPU machine): a local process, or Docker."""
     from orchestrator.runtime import make_runtime
 
-    if print_spec:
-        return answer(json.dumps(config.spec()))
-    local = local or bool(config.of_arm and config.of_arm.on_host)  # a study's process arm runs as one
-    # the runtime as RuntimeConfig's defaults make it, without the Hydra schema (absent on a GPU machine)
-    runtime = make_runtime("process" if local or ingest else "docker", docker_host=docker_host,
-                           inherit_env=INHERIT_ENV, workdir=PROJECT_ROOT)
-    run = probe(config, runtime, out, local, ingest)
-    failed = gate_failures(run.rows)
-    return (answer(render_markdown(run.rows),
-                   f"Record: {run.paths.table('probes')}\nReport: {run.paths.root / 'probes.md'}")
-            + note(*(f"GATE: {line}" for line in failed), status=ExitStatus.GATE_FAILED if failed else ExitStatus.OK))
+    return make_runtime("process" if local else "docker", docker_host=docker_host, inherit_env=INHERIT_ENV,
+                        workdir=PROJECT_ROOT)

@@ -9,7 +9,6 @@ from pathlib import Path
 
 from orchestrator.config.arms import Placement, ResolvedArm, resolve_arms, runtime_for
 from orchestrator.config.schema import Config
-from orchestrator.console import Outcome, answer, note
 from orchestrator.errors import ConfigError, DockerUnavailable, ImageError, OrchestratorError, counted
 from orchestrator.run import placement
 from orchestrator.run.estimate import arm_lines, group_seconds
@@ -101,32 +100,3 @@ def planned_waves(config: Config, arms: Mapping[str, ResolvedArm]) -> tuple[list
         return [], [f"# waves: not known, the hosts' inventories cannot be read ({str(exc).splitlines()[0]})"]
     return waves, [f"# study.parallel_arms={config.study.parallel_arms}: {counted(len(waves), 'wave')}",
                    *placement.render_waves(waves)]
-
-
-def plan_verb(argv: list[str]) -> Outcome:
-    """The `plan` verb: compose (with the user's config dirs), check the prompts, render."""
-    from orchestrator import config
-    from orchestrator.config.search import split_config_dirs
-    from orchestrator.run.execute import preflight
-
-    like, argv = _like(argv)
-    dirs, overrides = split_config_dirs(argv)
-    typed = config.to_typed(config.compose(overrides, dirs))
-    arms = preflight(typed)  # the checks `run` makes: a plan of a study that would be refused is refused
-    warnings = (f"warning: {w}" for w in absent_images(typed, arms))  # the plan itself does not depend on them
-    return note(*warnings) + answer(render(typed, like, arms).removesuffix("\n"))
-
-
-def _like(argv: list[str]) -> tuple[Path | None, list[str]]:
-    """`--like RUN_DIR` (or `--like=RUN_DIR`) taken out of the arguments."""
-    rest, like = list(argv), None
-    for i, arg in enumerate(rest):
-        if arg == "--like" or arg.startswith("--like="):
-            value = arg.split("=", 1)[1] if "=" in arg else (rest[i + 1] if i + 1 < len(rest) else "")
-            if not value:
-                raise ConfigError("--like needs a run dir: plan ... --like RUN_DIR")
-            del rest[i:i + (1 if "=" in arg else 2)]
-            like = Path(value)
-            break
-    return like, rest
-

@@ -26,9 +26,8 @@ from orchestrator.config.compose import compose_collecting, typed_collecting
 from orchestrator.config.schema import Config
 from orchestrator.config.security import OWN_CONFIG_ALLOW
 from orchestrator.config.validate import runtime_kind_problems, validate
-from orchestrator.console import Outcome, answer, note
 from orchestrator.engines import ENGINES
-from orchestrator.errors import ConfigError, DockerUnavailable, ImageError, counted
+from orchestrator.errors import DockerUnavailable, ImageError
 from orchestrator.guard import declared as guard_declared
 from orchestrator.guard import knobs as guard_knobs
 from orchestrator.guard.results import KnobCheck
@@ -207,26 +206,3 @@ def study_config(overrides: list[str], dirs: list[Path]) -> tuple[DictConfig, Co
 def run_dir_of(composed: DictConfig, multirun: bool) -> tuple[str, str]:
     """(the field, the dir as written) of Hydra's run dir (or sweep dir), for `refusals`."""
     return f"hydra.{'sweep' if multirun else 'run'}.dir", _run_dir_text(composed, multirun)
-
-
-def check(argv: list[str]) -> Outcome:
-    """`orchestrator check [--config-dir DIR] [OVERRIDES]`: every refusal of `run`, the problems at once; 0 or 2."""
-    from orchestrator.config.search import MULTIRUN, split_config_dirs
-
-    dirs, overrides = split_config_dirs(argv)
-    multirun = any(o in MULTIRUN for o in overrides)
-    composed, typed, found = study_config([o for o in overrides if o not in MULTIRUN], dirs)
-    checked = refusals(typed, found, "check", run_dir_of(composed, multirun))
-    if checked.problems:
-        raise ConfigError(checked.problems)
-    warnings = guard_declared.warnings(guard_declared.declared_check(typed, checked.arms))  # as `run` says them
-    return (note(*(f"warning: {warning}" for warning in warnings))
-            + answer(f"ok config: study {typed.study.name}, {counted(len(typed.arms), 'arm')}, protocol "
-                     f"{typed.protocol.name}, {counted(len(typed.prompts.prompts), 'prompt')}; guard: declared "
-                     "variables and caches",
-                     f"ok images, ports, run dir, disk (record about {size(expected_record_bytes(typed))})",
-                     "ok knobs: " + "; ".join(f"{arm}: {k.flags_known} flags, {k.env_known} env names known"
-                                              + (f" (from {k.listed_from})" if k.listed_from else "")
-                                              if k.checked else f"{arm}: not checked ({k.reason})"
-                                              for arm, k in checked.knobs.items()))
-            + note("check passed: nothing was started"))

@@ -12,7 +12,7 @@ from typing import Any
 
 from orchestrator import config
 from orchestrator.config.schema import Config
-from orchestrator.config.search import MULTIRUN, overrides_for, split_config_dirs
+from orchestrator.config.search import CommandLine, overrides_for
 from orchestrator.config.security import OWN_CONFIG_ALLOW
 from orchestrator.console import Outcome, failed, finish
 from orchestrator.errors import ConfigError, OrchestratorError, worst
@@ -21,26 +21,11 @@ from orchestrator.run.execute import execute_study, preflight
 from orchestrator.run.refusals import Refusals, refusals, run_dir_of, run_dir_problems, study_config
 from orchestrator.run.timings import StageTimer
 
-# Hydra's own flags, and those of them that take a value: not overrides (--out: a recorded run's new run dir).
-FLAGS_WITH_VALUE = {"--cfg", "-c", "--package", "-p", "--config-path", "-cp", "--config-name", "-cn", "--info",
-                    "-i", "--experimental-rerun", "--out"}
 MAX_CHECKED_JOBS = 256  # jobs whose configs are composed up front; a bigger sweep checks the first ones
 PRECHECK_S = {"seconds": 0.0}  # composing and checking every job up front, for the first job's timings
 # Whether this process ran one study as a single run, composed once (`run_composed`): no sweep, no launcher
 # (a joblib pool is shut down by the interpreter's exit hooks), so __main__ may leave without them.
 ALONE = {"ran": False}
-
-
-def split_flags(argv: list[str]) -> tuple[list[str], list[str]]:
-    flags, overrides, args = [], [], iter(argv)
-    for arg in args:
-        if arg.startswith("-"):
-            flags.append(arg)
-            if arg in FLAGS_WITH_VALUE:
-                flags.append(next(args, ""))
-        else:
-            overrides.append(arg)
-    return flags, overrides
 
 
 def jobs(overrides: list[str], dirs: list[Path]) -> list[list[str]]:
@@ -70,39 +55,36 @@ def jobs(overrides: list[str], dirs: list[Path]) -> list[list[str]]:
     return [list(job) for job in itertools.islice(itertools.product(*axes), MAX_CHECKED_JOBS)]
 
 
-def run_with_hydra(argv: list[str]) -> Outcome:
+def run_with_hydra(line: CommandLine) -> Outcome:
     """Check every job's composed config first (a typo is one clear line and exit 2, before anything
     starts), then hand the command line to Hydra's main, which makes the run dirs and calls `run_study`."""
-    dirs, argv = split_config_dirs(argv)
-    flags, overrides = split_flags(argv)
+    dirs, flags, overrides = line.dirs, list(line.flags), list(line.overrides)
     recorded = [d for d in dirs if (d / "config.yaml").is_file() and (d / "overrides.yaml").is_file()]
     if recorded:  # `--config-dir RUN/.hydra --config-name config`: Hydra's way to name a recorded run
         from orchestrator.reproduce.rerun import refused_overrides, run_from
 
-        if any(f in MULTIRUN for f in flags):
+        if line.sweeps():
             raise refused_overrides(recorded[0])
-        out = flags[flags.index("--out") + 1] if "--out" in flags else None  # as `run --from RUN --out DIR`
+        # as `run --from RUN --out DIR`
+        out = line.value("--out", "a dir: run --config-dir RUN/.hydra --config-name config --out DIR")
         return run_from(recorded[0].parent, Path(out) if out else None, [], overrides)  # hydra.run.dir & co only
     if "--out" in flags:  # Hydra would print its whole usage
         raise ConfigError("run takes no --out for a new study: name its run dir with hydra.run.dir=DIR (--out is for "
                           "a re-run: run --from RUN --out DIR)")
-    multirun = any(f in MULTIRUN for f in flags)
     started = time.perf_counter()
-    if not flags:  # one study: composed once, checked, and run as Hydra's main would run it
-        from hydra.types import RunMode
-
+    sweeps = line.sweeps()
+    if not flags:  # one study, unless the config makes itself a sweep: composed once, checked, run as Hydra runs it
         composed, typed, found = study_config(overrides, dirs)
-        if composed.hydra.mode != RunMode.MULTIRUN:  # a config may make itself a sweep (hydra.mode)
-            # every refusal, as `check` makes them, before Hydra makes the run dir
-            checked = refusals(typed, found, "check", run_dir_of(composed, multirun))
+        sweeps = line.sweeps(composed)
+        if not sweeps:  # every refusal, as `check` makes them, before Hydra makes the run dir
+            checked = refusals(typed, found, "check", run_dir_of(composed, sweeps))
             if checked.problems:
                 raise ConfigError(checked.problems)
             PRECHECK_S["seconds"] = time.perf_counter() - started
             return run_composed(composed, typed, checked)
         if found:
             raise ConfigError(found)
-        multirun = True
-    if all(f in MULTIRUN for f in flags):  # a sweep (Hydra's own flags, --cfg, --help, ..., go straight to it)
+    if sweeps and not line.to_hydra():  # Hydra's own flags, --cfg, --help, ..., go straight to it
         last = None
         for job in jobs(overrides, dirs):
             last = config.compose(job, dirs)
@@ -112,7 +94,7 @@ def run_with_hydra(argv: list[str]) -> Outcome:
 
             onset = onset_run.is_onset(last)
             # an onset search's own sweep dir resumes it (onset_run.check refuses another search's)
-            if not (onset and onset_run.recorded(last)) and (problems := run_dir_problems(last, multirun)):
+            if not (onset and onset_run.recorded(last)) and (problems := run_dir_problems(last, sweeps)):
                 raise ConfigError(problems)
             from orchestrator.sweep.callback import check_parallel_gpus
 

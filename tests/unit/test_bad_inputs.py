@@ -5,6 +5,7 @@ the one line it must get: no traceback, nothing started (docs/conventions.md, do
 
 from __future__ import annotations
 
+import importlib
 import os
 import shutil
 import subprocess
@@ -263,7 +264,7 @@ def test_a_bug_is_one_line_and_exit_1_and_debug_shows_the_traceback(monkeypatch:
     def broken(argv: list[str]) -> int:
         raise ZeroDivisionError("boom")
 
-    monkeypatch.setitem(cli.VERBS, "plan", broken)
+    monkeypatch.setattr(importlib.import_module("orchestrator.verbs.plan"), "main", broken)
     assert cli.main(["plan"]) == 1
     err = capsys.readouterr().err
     assert err.startswith("internal error (a bug in the orchestrator): ZeroDivisionError: boom") and err[-1] == "\n"
@@ -279,7 +280,7 @@ def test_a_reader_that_leaves_early_is_no_bug(monkeypatch: pytest.MonkeyPatch, t
     def piped(argv: list[str]) -> int:
         raise BrokenPipeError(32, "Broken pipe")
 
-    monkeypatch.setitem(cli.VERBS, "show", piped)
+    monkeypatch.setattr(importlib.import_module("orchestrator.verbs.show"), "main", piped)
     stdout = (tmp_path / "stdout").open("w")  # a real file descriptor for entry() to point at /dev/null
     monkeypatch.setattr(entry_point.sys, "stdout", stdout)
     monkeypatch.setattr(entry_point.sys, "argv", ["orchestrator", "show", "RUN"])

@@ -15,7 +15,8 @@ from orchestrator.analysis.results import Comparison
 from orchestrator.analysis.signatures import top_logprobs_signature
 from orchestrator.errors import ConfigError
 from orchestrator.report import explorer_html, explorer_md
-from orchestrator.report.listing import show, show_cell, show_verb
+from orchestrator.report.listing import show, show_cell
+from orchestrator.verbs import show as show_verb
 from tests.unit.test_compare import record, row
 
 NEAR = -0.1001  # top-2 logprob 1e-4 below top-1: a near-tie
@@ -114,7 +115,7 @@ def test_show_lists_the_divergent_cells_and_prints_one_in_plain_text(result: Com
     with pytest.raises(ConfigError, match="--cell"):
         show_cell(run, "a/p/nope")
     with pytest.raises(ConfigError, match="--cell='' names nothing"):  # not the run's summary, exit 0
-        show_verb([str(run), "--cell", ""])
+        show_verb.main([str(run), "--cell", ""])
 
 
 LONG = list(range(1, 49))  # 48 tokens: t1 .. t48

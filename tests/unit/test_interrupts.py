@@ -4,6 +4,7 @@ KeyboardInterrupt, never a library's RuntimeError from a cancel scope the interr
 from __future__ import annotations
 
 import asyncio
+import importlib
 import os
 import signal
 
@@ -49,7 +50,7 @@ def test_the_interrupt_line_carries_how_to_finish_the_run(monkeypatch: pytest.Mo
         exc.add_note("what it received is kept; `orchestrator run --resume /tmp/r` sends the rest")
         raise exc
 
-    monkeypatch.setitem(cli.VERBS, "run", stopped)
+    monkeypatch.setattr(importlib.import_module("orchestrator.verbs.run"), "main", stopped)
     assert cli.main(["run"]) == 130
     assert capsys.readouterr().err.splitlines() == [
         "interrupted: this run's containers and processes were stopped and removed",

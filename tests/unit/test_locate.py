@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from orchestrator.analysis.locate import locate
+from orchestrator.analysis.locate_probe import probe_verdict
 from orchestrator.analysis.locate_results import BETWEEN, KERNEL, Located
 from orchestrator.cli import main
 from orchestrator.errors import ConfigError, RecordError
@@ -17,7 +18,6 @@ from orchestrator.record.paths import RunPaths
 from orchestrator.record.recorded import Recorded, read_run
 from orchestrator.record.tables import TableWriter
 from orchestrator.report.locate import headline, render
-from orchestrator.run.locate_verb import verdict
 
 PROMPT_TOKENS = 9
 HIDDEN, HEAD_DIM, KV = 64, 16, 32
@@ -277,8 +277,8 @@ def test_a_split_in_a_packed_row_says_the_padded_probe_cannot_settle_it(tmp_path
     assert found.probe is not None and found.probe.packed and found.probe.op == "prefill_attention"
     assert found.probe.note is not None and "packed row, so its verdict can neither confirm nor refute" in \
         found.probe.note
-    found.verdict = verdict([{"process": 1, "arm": "eager", "M": m, "row0_bits_equal_m1": True, "unsupported": None}
-                             for m in (1, 3)])
+    found.verdict = probe_verdict([{"process": 1, "arm": "eager", "M": m, "row0_bits_equal_m1": True,
+                                    "unsupported": None} for m in (1, 3)])
     assert render(found).splitlines()[-1].endswith("(padded sequences: this can neither confirm nor refute the "
                                                    "split on a packed row)")
 
@@ -343,12 +343,12 @@ def test_the_explorer_gets_the_section_from_the_same_result(tmp_path: Path) -> N
 def test_the_probe_verdict_says_from_which_m_row_0_changed() -> None:
     rows = [{"process": 1, "arm": "fp32", "M": m, "row0_bits_equal_m1": m < 9, "unsupported": None}
             for m in (1, 9, 36)]
-    said = verdict(rows)
+    said = probe_verdict(rows)
     assert said.m_variant is True
     assert said.said == "M-variant: row 0 differs from its value at M = 1 for fp32 at M = 9, 36"
-    steady = verdict([{**r, "row0_bits_equal_m1": True} for r in rows])
+    steady = probe_verdict([{**r, "row0_bits_equal_m1": True} for r in rows])
     assert steady.m_variant is False and "row 0 bitwise identical at M = 1, 9, 36" in steady.said
-    assert verdict([{"process": 1, "unsupported": "no CUDA"}]).m_variant is None
+    assert probe_verdict([{"process": 1, "unsupported": "no CUDA"}]).m_variant is None
 
 
 @pytest.mark.parametrize("split", [(0, "model.layers.0.self_attn.q_proj", "out"),

@@ -20,6 +20,7 @@ from orchestrator.config.probe import RecordedArm, load_probe_config
 from orchestrator.errors import ConfigError, ExitStatus
 from orchestrator.report.probes import render_attribution, render_markdown
 from orchestrator.run import kernel_probes
+from orchestrator.verbs import probe as probe_verb
 
 pytest.importorskip("torch")
 
@@ -89,13 +90,19 @@ def test_the_gate_names_an_op_expected_invariant_that_is_not(cells: list[dict[st
     assert any("must-vary control did not vary" in line for line in gate_failures(blind))
 
 
+def _probe_verb(out: Path, *sets: str) -> ExitStatus:
+    """`orchestrator probe --preset ops_cpu_small --local --out OUT --set ...` (verbs/probe.py)."""
+    argv = ["--preset", "ops_cpu_small", "--local", "--out", str(out)]
+    for value in ("processes=1", *sets):
+        argv += ["--set", value]
+    return probe_verb.main(argv).status
+
+
 def test_probe_verb_exits_3_when_an_expected_invariant_op_varies(tmp_path: Path) -> None:
     varying = "ops={v: {op: control_must_vary, width: 256, expect_invariant: true}}"
-    config = load_probe_config("ops_cpu_small", ["processes=1", "m=[1, 2]", "repeats=3", varying])
-    assert kernel_probes.probe_verb(config, None, tmp_path / "bad", True, None, False).status == ExitStatus.GATE_FAILED
-    config = load_probe_config("ops_cpu_small", ["processes=1", "m=[1, 2]", "repeats=3",
-                                                  "ops={n: {op: rmsnorm, hidden: 64, expect_invariant: true}}"])
-    assert kernel_probes.probe_verb(config, None, tmp_path / "good", True, None, False).status == ExitStatus.OK
+    assert _probe_verb(tmp_path / "bad", "m=[1, 2]", "repeats=3", varying) == ExitStatus.GATE_FAILED
+    invariant = "ops={n: {op: rmsnorm, hidden: 64, expect_invariant: true}}"
+    assert _probe_verb(tmp_path / "good", "m=[1, 2]", "repeats=3", invariant) == ExitStatus.OK
     assert "## Kernel probes (ops)" in (tmp_path / "good" / "probes.md").read_text()
     assert (tmp_path / "good" / "probes-ops-raw-1.jsonl").is_file()
 
@@ -137,9 +144,9 @@ def test_an_ops_entry_of_the_wrong_shape_is_refused_before_anything_runs(entry: 
 def test_an_op_or_key_the_probe_does_not_know_is_bad_input_naming_the_choices(entry: str, said: str,
                                                                               tmp_path: Path) -> None:
     """The probe knows its ops (it runs where torch is): it refuses the spec, and that is exit 2, not 4."""
-    config = load_probe_config("ops_cpu_small", ["processes=1", f"ops={{x: {entry}}}"])
+    load_probe_config("ops_cpu_small", ["processes=1", f"ops={{x: {entry}}}"])  # the preset's checks pass it
     with pytest.raises(ConfigError, match=re.escape(said)):
-        kernel_probes.probe_verb(config, None, tmp_path / "out", True, None, False)
+        _probe_verb(tmp_path / "out", f"ops={{x: {entry}}}")
     assert not (tmp_path / "out").exists()  # nothing recorded, nothing left
 
 

@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from orchestrator.config.schema import Config
+from orchestrator.config.search import CommandLine
 from orchestrator.run.refusals import Refusals
 from orchestrator.sweep import app
 
@@ -42,7 +43,7 @@ def test_a_single_study_is_composed_once_and_a_sweep_goes_to_hydra(monkeypatch: 
                                                                    argv: list[str], route: str) -> None:
     seen = _route(monkeypatch)
     with pytest.raises(_Routed):
-        app.run_with_hydra(argv)
+        app.run_with_hydra(CommandLine.parse(argv))
     assert list(seen) == [route]
     if route == "single":
         assert isinstance(seen["single"], Config) and seen["single"].protocol.name == "probe"

@@ -1,0 +1,43 @@
+"""`orchestrator probe [--preset NAME]`: GEMM or ops kernel probes in an arm's image or as a local process
+(run/kernel_probes.py), recorded with RUN/probes.md; 3 when an op expected invariant was not
+(`analysis.probes.gate_failures`). docs/probes.md"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from orchestrator.console import Outcome, answer, note
+from orchestrator.errors import ExitStatus
+from orchestrator.verbs.arguments import parser
+
+
+def main(argv: list[str]) -> Outcome:
+    from orchestrator.analysis.probes import gate_failures
+    from orchestrator.config import search
+    from orchestrator.config.probe import presets
+    from orchestrator.report.probes import render_markdown
+    from orchestrator.run.kernel_probes import probe, probe_config, probe_runtime
+
+    made = parser("probe", docker_host=True, description="Kernel probes, GEMM or ops (docs/probes.md).")
+    made.add_argument("--preset", default="cpu_small", help=f"conf/probe/NAME or YAML ({', '.join(presets())})")
+    made.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a preset key")
+    made.add_argument("--local", action="store_true",
+                      help="run as a local process (hosts without Docker): under --arm's interpreter, else this one")
+    made.add_argument("--image", help="run in a container of this image (overrides the preset)")
+    made.add_argument("--arm", help="run as the arm ARM ran (an arm of the study in --out) or runs (conf/arm, "
+                      "DIR/arm of a --config-dir): its image and gpus, or as a process its interpreter and code")
+    made.add_argument("--out", type=Path, help="run directory (default runs/probes/PRESET-TIME)")
+    made.add_argument("--ingest", type=Path, nargs="+", metavar="RAW", help="record these raw JSONL outputs")
+    made.add_argument("--print-spec", action="store_true", help="print the JSON spec for the probe and exit")
+    dirs, rest = search.split_config_dirs(argv)  # --config-dir DIR: where --arm is found
+    a = made.parse_args(rest)
+    config = probe_config(a.preset, a.set, a.arm, a.image, dirs, a.out)
+    if a.print_spec:
+        return answer(json.dumps(config.spec()))
+    local = a.local or bool(config.of_arm and config.of_arm.on_host)  # a study's process arm runs as one
+    run = probe(config, probe_runtime(local or bool(a.ingest), a.docker_host), a.out, local, a.ingest)
+    failed = gate_failures(run.rows)
+    return (answer(render_markdown(run.rows),
+                   f"Record: {run.paths.table('probes')}\nReport: {run.paths.root / 'probes.md'}")
+            + note(*(f"GATE: {line}" for line in failed), status=ExitStatus.GATE_FAILED if failed else ExitStatus.OK))
