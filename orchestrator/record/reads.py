@@ -16,7 +16,8 @@ import pyarrow.parquet as pq
 from orchestrator.errors import RecordError
 from orchestrator.record import tables
 from orchestrator.record.paths import RunPaths
-from orchestrator.record.tables import SCHEMAS, damaged
+from orchestrator.record.schemas import SCHEMAS
+from orchestrator.record.tables import damaged
 
 Footers = dict[Path, pq.FileMetaData]  # each part's footer, read once (tables.iter_batches fills it)
 
