@@ -10,8 +10,8 @@ from dataclasses import dataclass, field, fields
 from typing import Any
 
 from orchestrator.record.identity import CODE, PREFIX, identity_kind
+from orchestrator.record.ledger import Reads
 from orchestrator.record.paths import RunPaths, read_json
-from orchestrator.record.tables import read_table
 
 
 @dataclass(frozen=True)
@@ -119,11 +119,12 @@ class RunMeta:
 @dataclass(frozen=True)
 class RecordedRun:
     """One run dir, read once (`read_run`). `label`: how a comparison of several names its arms
-    ('<run dir name>/'; '' alone)."""
+    ('<run dir name>/'; '' alone); `reads`: its tables, each read once for every reader (record/ledger.py)."""
 
     paths: RunPaths
     meta: RunMeta
     starts: tuple[ArmStart, ...]  # every arm's every start, in the order the table holds them
+    reads: Reads = field(compare=False, repr=False)
     label: str = ""
 
     @property
@@ -132,15 +133,16 @@ class RecordedRun:
         return [s for s in self.starts if not s.start]
 
     def labelled(self, label: str) -> RecordedRun:
-        return RecordedRun(self.paths, self.meta, self.starts, label)
+        return RecordedRun(self.paths, self.meta, self.starts, self.reads, label)
 
 
 def read_run(paths: RunPaths, meta: dict[str, Any] | None = None) -> RecordedRun:
     """run.json (`meta`: as read already; none in a probe's run dir) and the arms table, read once."""
     if meta is None:
         meta = read_json(paths.meta) if paths.meta.is_file() else {}
-    starts = tuple(ArmStart.of(row) for row in read_table(paths, "arms").to_pylist())
-    return RecordedRun(paths, RunMeta.of(meta), starts)
+    reads = Reads(paths)
+    starts = tuple(ArmStart.of(row) for row in reads.table("arms").to_pylist())
+    return RecordedRun(paths, RunMeta.of(meta), starts, reads)
 
 
 @dataclass(frozen=True)
@@ -166,3 +168,10 @@ class Recorded:
 def read(paths: RunPaths) -> Recorded:
     """One run dir, its reports into itself."""
     return Recorded.of([read_run(paths)])
+
+
+def of(sources: Recorded | RunPaths | list[RunPaths]) -> Recorded:
+    """The runs as one comparison reads them (each run dir read once); a `Recorded` as it is."""
+    if isinstance(sources, Recorded):
+        return sources
+    return Recorded.of([read_run(p) for p in ([sources] if isinstance(sources, RunPaths) else sources)])

@@ -90,27 +90,49 @@ class TableWriter:
         self.close()  # flush also on error and Ctrl-C: what was received is kept
 
 
-def read_table(paths: RunPaths, table: str, columns: list[str] | None = None) -> pa.Table:
-    files = part_files(paths, table)
-    if not files:
+def read_table(paths: RunPaths, table: str, columns: list[str] | None = None,
+               footers: dict[Path, pq.FileMetaData] | None = None, every_attempt: bool = False) -> pa.Table:
+    """The table's `columns` (None: all), in the order written, the rows of latest attempts (`every_attempt`: every
+    row); `footers`: its parts' footers as read already (footers_of), else read here."""
+    footers = footers_of(paths, table) if footers is None else footers
+    if not footers:
         if not paths.root.is_dir():
             raise RecordError(f"no run directory at {paths.root}: pass the folder that holds data/")
         return SCHEMAS[table].empty_table().select(columns) if columns else SCHEMAS[table].empty_table()
-    key = LATEST_KEY.get(table, ())
-    wanted = None if columns is None else list(dict.fromkeys([*columns, *key, *(("attempt",) if key else ())]))
-    for path in files:
-        _check_version(path, _footer(path))
-    try:
-        parts = [pq.read_table(f, columns=wanted, schema=SCHEMAS[table]) for f in files]
-    except (OSError, pa.ArrowInvalid) as exc:
-        raise damaged(paths.table(table), exc) from exc
+    key = () if every_attempt else LATEST_KEY.get(table, ())
+    wanted = list(dict.fromkeys([*(columns or SCHEMAS[table].names), *key, *(("attempt",) if key else ())]))
+    schema = pa.schema([SCHEMAS[table].field(c) for c in wanted])
+    parts = []
+    for path, footer in footers.items():
+        _check_version(path, footer)
+        try:
+            parts.append(_read_part(path, footer, schema))
+        except (OSError, pa.ArrowInvalid) as exc:
+            raise damaged(path, exc) from exc
     whole = pa.concat_tables(parts)
-    if key and pc.max(whole.column("attempt")).as_py():  # something was re-sent: keep the latest attempts
-        keys = [k if k[0] is not None else None for k in zip(*(whole.column(c).to_pylist() for c in key), strict=True)]
-        latest = _latest_attempts(keys, whole.column("attempt").to_pylist())
-        if latest is not None:
-            whole = whole.filter(pa.array(_is_latest(keys, whole.column("attempt").to_pylist(), latest)))
+    keep = latest_rows(whole, key) if key else None
+    whole = whole if keep is None else whole.filter(keep)
     return whole if columns is None else whole.select(columns)
+
+
+def _read_part(path: Path, footer: pq.FileMetaData, schema: pa.Schema) -> pa.Table:
+    """A part's columns of `schema`; a column an older part lacks comes as nulls."""
+    handle = pq.ParquetFile(path, metadata=footer)
+    present = set(handle.schema_arrow.names)
+    read = handle.read(columns=[c for c in schema.names if c in present])
+    columns = [read.column(c) if c in present else pa.nulls(read.num_rows, field.type)
+               for c, field in zip(schema.names, schema, strict=True)]
+    return pa.Table.from_arrays([c if c.type == f.type else c.cast(f.type) for c, f in zip(columns, schema,
+                                                                                        strict=True)], schema=schema)
+
+
+def latest_rows(rows: pa.Table, key: tuple[str, ...]) -> pa.Array | None:
+    """Which rows are of their key's latest attempt (a mask); None when nothing was re-sent (keep every row)."""
+    if not rows.num_rows or not pc.max(rows.column("attempt")).as_py():
+        return None
+    keys = [k if k[0] is not None else None for k in zip(*(rows.column(c).to_pylist() for c in key), strict=True)]
+    latest = _latest_attempts(keys, rows.column("attempt").to_pylist())
+    return None if latest is None else pa.array(_is_latest(keys, rows.column("attempt").to_pylist(), latest))
 
 
 # What a re-send (`run --resume`) supersedes: the rows of a key but its latest attempt; an arm's, per start.
@@ -135,19 +157,23 @@ def _is_latest(keys: list[Any], attempts: list[int | None], latest: dict[Any, in
 
 def iter_batches(paths: RunPaths, table: str, columns: list[str], batch_rows: int = 4096,
                  dictionary: tuple[str, ...] = (), stand_in: dict[str, str] | None = None,
-                 footers: dict[Path, pq.FileMetaData] | None = None) -> Iterator[pa.RecordBatch]:
+                 footers: dict[Path, pq.FileMetaData] | None = None, every_attempt: bool = False
+                 ) -> Iterator[pa.RecordBatch]:
     """Stream a table in file order (the order it was written), reading only `columns`; rows a later attempt
     superseded (`run --resume`) are left out. String columns named in `dictionary` come dictionary-encoded
     (strings, or their list values): Parquet stores them so, and decoding only the indices is several times
     cheaper than building every string. `stand_in` maps a column to the one it stands in for (tokens ->
     token_ids): it is read only in row groups where that one has a null row, and comes as nulls elsewhere.
-    `footers` receives each part's footer (read and checked once), for a later read of the same parts (the
-    explorer's representatives) to choose its parts and row groups by, without reading them again."""
+    `footers`: the parts' footers as read already (footers_of): those parts are read; else (None or empty) the
+    table's are listed and their footers put there, for a later read of the same parts (the explorer's
+    representatives) to choose its parts and row groups by, without reading them again. `every_attempt`: no row
+    left out (the caller keeps the latest: record/ledger.py)."""
     schema, stand_in = SCHEMAS[table], stand_in or {}
-    [key] = LATEST_KEY.get(table, (None,))  # a table streamed has a key of one column
-    parts = part_files(paths, table)
+    [key] = (None,) if every_attempt else LATEST_KEY.get(table, (None,))  # a table streamed has a key of one column
     footers = {} if footers is None else footers  # read once: the resent check, the read and the caller share them
-    footers.update({path: _footer(path) for path in parts if path not in footers})
+    if not footers:
+        footers.update(footers_of(paths, table))
+    parts = list(footers)
     for path, footer in footers.items():
         _check_version(path, footer)
     latest = _resent(footers, key) if key else None

@@ -17,9 +17,9 @@ from orchestrator.analysis.results import Comparison, WaveTime
 from orchestrator.config.catalog import line
 from orchestrator.errors import ConfigError, RecordError
 from orchestrator.guard.observed import read as read_guard
+from orchestrator.record.ledger import Reads
 from orchestrator.record.paths import RunPaths, atomic_write_text
 from orchestrator.record.recorded import ArmStart, Recorded, RecordedRun, RunMeta, read_run
-from orchestrator.record.tables import read_table
 from orchestrator.report import headline
 from orchestrator.report.environment import environment
 from orchestrator.report.headline import gate_verdict, sentences
@@ -40,7 +40,7 @@ def build(recorded: Recorded) -> StudyReport:
     missing = incomplete(runs[0], meta.expected_requests_per_arm, meta.planned_arms,
                          _not_sent(comparison, meta.sample_size)) if len(runs) == 1 else []
     arms = arms_summary(recorded)
-    probes = read_table(paths, "probes").to_pylist()  # recorded in this run dir (orchestrator probe --out RUN_DIR)
+    probes = _out_reads(recorded).table("probes").to_pylist()  # recorded in this run dir (probe --out RUN_DIR)
     why = {arm: profile.unobserved() for arm, (profile, _) in arm_engines(recorded).items()}
     report = StudyReport(study=meta.study, run_id=meta.run_id, baseline=meta.baseline, arms=arms,
                          comparison=comparison, guard=read_guard(paths), sweep=meta.sweep or None, failures=failed,
@@ -76,6 +76,11 @@ def wave_times(recorded: Recorded) -> list[WaveTime]:
             for number, arms in sorted(waves.items())]
 
 
+def _out_reads(recorded: Recorded) -> Reads:
+    """What is read of the dir the reports go to: a run compared (read once already), else the --out dir."""
+    return next((run.reads for run in recorded.runs if run.paths == recorded.out), None) or Reads(recorded.out)
+
+
 def _not_sent(comparison: Comparison, sample_size: dict[str, Any] | None) -> dict[str, int]:
     """Per arm, the requests the stop rule left unsent: each stopped cell's planned n less what it sent."""
     planned = (sample_size or {}).get("cell_requests") or {}
@@ -95,7 +100,7 @@ def incomplete(run: RecordedRun, expected_per_arm: int | None, planned_arms: lis
     if not expected_per_arm:
         return []
     paths = run.paths
-    rows = read_table(paths, "responses", ["arm", "request_id", "error"]).to_pylist()  # latest attempts
+    rows = run.reads.ledger().select(["arm", "request_id", "error"]).to_pylist()  # latest attempts
     status = {arm.arm: arm.status for arm in run.arms}  # the start that ran the protocol (study.starts)
     found = []
     for arm in dict.fromkeys([*(planned_arms or []), *status, *(str(r["arm"]) for r in rows)]):
