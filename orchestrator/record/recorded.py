@@ -50,7 +50,7 @@ class ArmStart:
     image_ref: str | None
     image_repo_digests: list[str]
     docker_run: str | None
-    fingerprint: dict[str, Any]
+    fingerprint: dict[str, Any] | None  # None: not taken (the arm failed before)
     matrix_key: str | None
     started_during: str | None
     placed_host: str | None
@@ -73,12 +73,12 @@ class ArmStart:
 
     @classmethod
     def of(cls, row: dict[str, Any]) -> ArmStart:
-        config = json.loads(row.get("config_json") or "{}")
+        config, taken = json.loads(row.get("config_json") or "{}"), row.get("fingerprint_json")
         return cls(arm=row["arm"], start=row.get("start") or 0, attempt=row.get("attempt") or 0,
                    status=row.get("status"), error=row.get("error"), config=config, config_json=row.get("config_json"),
                    engine=row.get("engine") or config.get("engine"), identity=Identity.parse(row.get("image_id")),
                    image_ref=row.get("image_ref"), image_repo_digests=list(row.get("image_repo_digests") or []),
-                   docker_run=row.get("docker_run"), fingerprint=json.loads(row.get("fingerprint_json") or "{}"),
+                   docker_run=row.get("docker_run"), fingerprint=json.loads(taken) if taken else None,
                    matrix_key=row.get("matrix_key"), started_during=row.get("started_during"),
                    placed_host=row.get("placed_host"), wave=row.get("wave"),
                    gpu_uuids=list(row.get("gpu_uuids") or []), cpuset=row.get("cpuset"),

@@ -40,7 +40,7 @@ def build(recorded: Recorded) -> StudyReport:
     missing = incomplete(runs[0], meta.expected_requests_per_arm, meta.planned_arms,
                          _not_sent(comparison, meta.sample_size)) if len(runs) == 1 else []
     arms = arms_summary(recorded)
-    probes = _out_reads(recorded).table("probes").to_pylist()  # recorded in this run dir (probe --out RUN_DIR)
+    probes = _probes_of(recorded).table("probes").to_pylist()  # recorded in the run dir (probe --out RUN_DIR)
     why = {arm: profile.unobserved() for arm, (profile, _) in arm_engines(recorded).items()}
     report = StudyReport(study=meta.study, run_id=meta.run_id, baseline=meta.baseline, arms=arms,
                          comparison=comparison, guard=read_guard(paths), sweep=meta.sweep or None, failures=failed,
@@ -76,9 +76,10 @@ def wave_times(recorded: Recorded) -> list[WaveTime]:
             for number, arms in sorted(waves.items())]
 
 
-def _out_reads(recorded: Recorded) -> Reads:
-    """What is read of the dir the reports go to: a run compared (read once already), else the --out dir."""
-    return next((run.reads for run in recorded.runs if run.paths == recorded.out), None) or Reads(recorded.out)
+def _probes_of(recorded: Recorded) -> Reads:
+    """Where the report's kernel probes are recorded: one run's dir (read once already), wherever its reports go;
+    several runs compared as one study: the dir their reports go to (`probe --out` that dir)."""
+    return recorded.runs[0].reads if len(recorded.runs) == 1 else Reads(recorded.out)
 
 
 def _not_sent(comparison: Comparison, sample_size: dict[str, Any] | None) -> dict[str, int]:
