@@ -130,7 +130,9 @@ def iter_cells(sources: Sources, batch_rows: int = 4096, cold: list[pa.Table] | 
 
 def _apart(recorded: Recorded, batch_rows: int) -> dict[Key, int]:
     """The cells whose measured rows lie in more than one run of the record, each with its count of them: from
-    the key columns alone (the ledger's), before the cells are cut."""
+    the key columns alone, before the cells are cut (of the ledger, read first: the pass streams beside it)."""
+    for run in recorded.runs:
+        run.reads.ledger()
     runs: dict[Key, int] = {}  # in the order cells first appear
     rows: dict[Key, int] = {}
     last: Key | None = None

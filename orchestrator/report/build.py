@@ -33,6 +33,8 @@ def build(recorded: Recorded) -> StudyReport:
     meta, runs, paths = recorded.meta, recorded.runs, recorded.out
     near_tie_gap = NEAR_TIE_GAP if meta.near_tie_gap is None else meta.near_tie_gap
     stop_after = (meta.sample_size or {}).get("stop_after_divergences")
+    for run in runs:  # failures, cost and the rest read the responses' ledger after the comparison's pass
+        run.reads.gather()
     comparison = compare(recorded, meta.baseline, meta.expectations, near_tie_gap, arm_pairs=meta.arm_pairs,
                          branches=MAX_BRANCHES if meta.explorer_branches is None else meta.explorer_branches,
                          stop_after_divergences=stop_after)

@@ -80,9 +80,8 @@ class Reads:
 
 def test_compare_of_a_four_arm_run_reads_each_table_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A run of 4 arms, 2 starts each, one start that failed (its logs read), a load phase whose windows interleave
-    the cells (record/tables.py interleaves), a request re-sent (`run --resume`): run.json once, each table's parts
-    listed once, each part's footer once, and each column of each row group of each part once, but the explorer's
-    representatives'."""
+    the cells (record/tables.py interleaves: the ledger is read first, the lists streamed beside it), a request
+    re-sent (`run --resume`): each table read once, but the explorer's representatives' rows (`_read_once`)."""
     root = tmp_path / "run"
     plans = {arm: ArmPlan([0.1, 0.1], ready_s=[4.0, 4.2], tokens=True) for arm in ARMS}
     plans["c"] = ArmPlan([0.1, 0.1], ready_s=[4.0, 4.2], tokens=True, divergent_probes=1)
@@ -91,6 +90,36 @@ def test_compare_of_a_four_arm_run_reads_each_table_once(tmp_path: Path, monkeyp
     [resent] = [r for r in tables.read_table(paths, "responses").to_pylist() if r["request_id"] == "b/load_8/1/0"]
     with TableWriter(paths, "responses", "resent") as writer:
         writer.append({**resent, "attempt": 1})
+    report = _read_once(paths, monkeypatch)
+    assert report["arms"][-1]["arm"] == "d" and [c["n"] for c in report["cells"]] == [4] * 4
+
+
+def test_compare_of_a_four_arm_run_in_phases_reads_each_table_once(tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """4 arms in a sequential and a concurrent phase, each cell's rows together (no part interleaves them: the
+    comparison's pass reads the ledger's columns too, for the report's other sections), an arm that failed."""
+    from tests.unit.test_compare import row
+
+    paths = RunPaths(tmp_path / "run").make()
+    paths.meta.write_text(json.dumps({"study": "s", "run_id": "r", "baseline": "a"}))
+    with TableWriter(paths, "responses", "r", flush_rows=3) as writer:
+        for arm in ARMS:
+            writer.append(row(arm, "p", "seq", [1, 2], cold=True, role="cold", request_id=f"{arm}/p/cold"))
+            for phase, kind in (("seq", "sequential"), ("conc", "concurrent")):
+                for i in range(4):
+                    ids = [1, 3] if (arm, phase, i) == ("c", "seq", 3) else [1, 2]  # one cell varies
+                    writer.append(row(arm, "p", phase, ids, kind=kind, role="measured",
+                                      request_id=f"{arm}/p/{phase}/0/{i}", repeat=i))
+    with TableWriter(paths, "arms", "arms") as writer:
+        for arm in ARMS:
+            writer.append(_arms_row(arm, config_json="{}", status="failed" if arm == "d" else "completed"))
+    report = _read_once(paths, monkeypatch)
+    assert [c["n"] for c in report["cells"]] == [4] * 8
+
+
+def _read_once(paths: RunPaths, monkeypatch: pytest.MonkeyPatch) -> dict[str, object]:
+    """`compare` of the run, its reads counted: run.json once, each table's parts listed once, each part's footer
+    once, and each column of each row group of each part once, but the explorer's representatives'."""
     reads, read_text = Reads(monkeypatch), Path.read_text
     meta: collections.Counter[str] = collections.Counter()
 
@@ -99,11 +128,10 @@ def test_compare_of_a_four_arm_run_reads_each_table_once(tmp_path: Path, monkeyp
         return read_text(path, *args, **kwargs)  # type: ignore[arg-type]
 
     monkeypatch.setattr(Path, "read_text", counted_text)
-    assert cli.main(["compare", str(root)]) == 4  # the failed start: the measurement failed
-    report = json.loads(read_text(root / "report.json"))
-    assert report["arms"][-1]["arm"] == "d" and [c["n"] for c in report["cells"]] == [4] * 4
+    assert cli.main(["compare", str(paths.root)]) == 4  # arm d failed: the measurement failed
+    report: dict[str, object] = json.loads(read_text(paths.report_json))
     assert meta["run.json"] == 1
-    assert set(reads.listed) == {"arms", "responses", "logs", "probes", "digests"}  # the logs: of the failed start
+    assert set(reads.listed) == {"arms", "responses", "logs", "probes", "digests"}  # the logs: of the failed arm
     assert max(reads.listed.values()) == 1
     assert len(reads.footers) == sum(len(tables.part_files(paths, t)) for t in reads.listed)
     assert max(reads.footers.values()) == 1
@@ -111,10 +139,11 @@ def test_compare_of_a_four_arm_run_reads_each_table_once(tmp_path: Path, monkeyp
     # The one second read: the explorer's, of the row groups whose request-id statistics admit a representative of
     # the cell that varies (c's two branches; their top-k lists were never read, and a request's tokens are shown
     # as the server sent them), not a pass over the table.
-    assert [c["distinct_signatures"] for c in report["cells"]].count(2) == 1
+    assert [c["distinct_signatures"] for c in report["cells"]].count(2) == 1  # type: ignore[attr-defined]
     read_twice = sorted(chunk for chunk, times in reads.chunks.items() if times > 1)
     assert {column for _, _, column in read_twice} <= set(DETAIL)
     assert 0 < len({(part, group) for part, group, _ in read_twice}) <= 2
+    return report
 
 
 def _arms_row(arm: str, **row: object) -> dict[str, object]:
