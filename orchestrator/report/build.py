@@ -42,10 +42,11 @@ def build(recorded: Recorded) -> StudyReport:
     missing = incomplete(runs[0], meta.expected_requests_per_arm, meta.planned_arms,
                          _not_sent(comparison, meta.sample_size)) if len(runs) == 1 else []
     arms = arms_summary(recorded)
-    probes = _probes_of(recorded).table("probes").to_pylist()  # recorded in the run dir (probe --out RUN_DIR)
+    own = _own(recorded)
+    probes = own.table("probes").to_pylist()  # recorded in the run dir (orchestrator probe --out RUN_DIR)
     why = {arm: profile.unobserved() for arm, (profile, _) in arm_engines(recorded).items()}
     report = StudyReport(study=meta.study, run_id=meta.run_id, baseline=meta.baseline, arms=arms,
-                         comparison=comparison, guard=read_guard(paths), sweep=meta.sweep or None, failures=failed,
+                         comparison=comparison, guard=read_guard(own.paths), sweep=meta.sweep or None, failures=failed,
                          probes=probes, attribution=attribute(comparison, arms, probes),
                          headline=[*missing, *sentences(comparison, [f.arm for f in failed  # interrupted: in missing
                                                                      if f.status != "interrupted"], near_tie_gap,
@@ -78,9 +79,9 @@ def wave_times(recorded: Recorded) -> list[WaveTime]:
             for number, arms in sorted(waves.items())]
 
 
-def _probes_of(recorded: Recorded) -> Reads:
-    """Where the report's kernel probes are recorded: one run's dir (read once already), wherever its reports go;
-    several runs compared as one study: the dir their reports go to (`probe --out` that dir)."""
+def _own(recorded: Recorded) -> Reads:
+    """The dir whose guard.json and kernel probes the report states: one run's (read once already), wherever its
+    reports go; several runs compared as one study: the dir their reports go to."""
     return recorded.runs[0].reads if len(recorded.runs) == 1 else Reads(recorded.out)
 
 

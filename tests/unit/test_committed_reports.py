@@ -1,7 +1,10 @@
 """Every committed report.json under docs/probe-results/ re-made by `compare` from its run dir's record, into
 another dir: the same verdicts (each cell's counts and bounds, each pair's and schedule's verdict, the headline, the
-gate, what each arm's engine cannot observe). A committed report whose run dir kept no record is named here with
-why, and the test checks it still has none: nothing is skipped unsaid."""
+gate, the guard's checks, what each arm's engine cannot observe, the candidate causes). A committed report whose run
+dir kept no record is named here with why, and the test checks it still has none: nothing is skipped unsaid.
+Beside these, a re-made report differs from the committed one where the report grew (fields added to cells since,
+`front`), in the paths its commands name, in "where inside the model" (the digests tables were not committed) and
+in the kernel probes recorded in a run dir after its report (scripts/compare-report-json.py lists every difference)."""
 
 from __future__ import annotations
 
@@ -44,7 +47,7 @@ def _verdicts(report: dict[str, Any], cell_fields: dict[tuple[str, str, str], se
             "pairs": [(p["arm_a"], p["arm_b"], p["prompt_id"], p["phase"], p["verdict"]) for p in report["pairs"]],
             "schedules": [(s["arm"], s["prompt_id"], s["phase_a"], s["phase_b"], s["verdict"])
                           for s in report["schedules"]],
-            "pooled": report.get("pooled"), "headline": headline, "gate": report["gate"],
+            "pooled": report.get("pooled"), "headline": headline, "gate": report["gate"], "guard": report.get("guard"),
             "unobserved": report.get("unobserved"), "arms": [(a["arm"], a["status"]) for a in report["arms"]]}
 
 
