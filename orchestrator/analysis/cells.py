@@ -4,7 +4,9 @@ later start's are in no cell (docs/conventions.md). A first run's sequential and
 measured rows together, so memory holds one cell at a time. Two kinds of part interleave cells (record/tables.py
 `interleaves`): a load phase's windows, each written whole as it ends with every cell's probes in it, and what
 `run --resume` sent again, after the rows it completes. Where the footers show either, the cell keys are read
-first, and a cell whose rows lie apart is held until its last row, then handed on in the order it was planned."""
+first (the run's ledger, record/ledger.py: the pass streams the lists beside it), and a cell whose rows lie apart
+is held until its last row, then handed on in the order it was planned. Each run's responses are read through its
+`reads`, once for every reader of the run."""
 
 from __future__ import annotations
 
