@@ -45,7 +45,12 @@ if TREE not in sys.path:
 
 from orchestrator.analysis.signatures import text_signature, token_ids_signature, top_logprobs_signature  # noqa: E402
 from orchestrator.record.paths import RunPaths  # noqa: E402
-from orchestrator.record.tables import RESPONSES, SCHEMA_VERSION, iter_batches  # noqa: E402
+
+try:  # the schemas moved to record/schemas.py; an older checkout (--before) has them in record/tables.py
+    from orchestrator.record.schemas import RESPONSES, SCHEMA_VERSION
+except ImportError:
+    from orchestrator.record.tables import RESPONSES, SCHEMA_VERSION  # type: ignore[attr-defined,no-redef]
+from orchestrator.record.tables import iter_batches  # noqa: E402
 
 VOCAB = 50_000
 SHIFT = 12_347  # variant v's tokens are (base + v * SHIFT) % VOCAB: never the base token for v in 1, 2

@@ -36,7 +36,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from orchestrator.record.tables import DIGESTS
+from orchestrator.record.schemas import DIGESTS
 from orchestrator.run.send.digests import digest_rows
 
 ROOT = Path(__file__).resolve().parent.parent

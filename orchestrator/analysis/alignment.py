@@ -10,8 +10,8 @@ from itertools import pairwise
 from typing import Any
 
 from orchestrator.analysis.results import Completion, Flip, TopEntry
-from orchestrator.record.paths import RunPaths
-from orchestrator.record.reads import Footers, rows_by_id
+from orchestrator.record.reads import rows_by_id
+from orchestrator.record.recorded import Recorded
 
 BEFORE, AFTER, WIDEST = 4, 8, 40  # the window: positions before and after each split and flip; at most, in all
 DETAIL = ["request_id", "attempt", "tokens", "token_ids", "token_logprobs", "top_logprobs", "top_gaps",
@@ -29,18 +29,17 @@ class Detail:
 
 
 
-def read_details(labelled: list[tuple[RunPaths, str]], wanted: set[str], footers: Footers | None = None
-                 ) -> dict[str, Detail]:
-    """The tokens and top-k lists of the wanted requests (ids as the comparison labels them), latest attempts;
-    `footers`: the parts' footers as the comparison's pass read them (record/tables.py iter_batches)."""
+def read_details(recorded: Recorded, wanted: set[str]) -> dict[str, Detail]:
+    """The tokens and top-k lists of the wanted requests (ids as the comparison labels them), latest attempts, from
+    the row groups that hold them (the parts' footers as the comparison's pass read them)."""
     out: dict[str, Detail] = {}
     attempts: dict[str, int] = {}
-    for paths, label in labelled:
-        ids = sorted(i[len(label):] for i in wanted if i.startswith(label))
+    for run in recorded.runs:
+        ids = sorted(i[len(run.label):] for i in wanted if i.startswith(run.label))
         if not ids:
             continue
-        for row in rows_by_id(paths, ids, DETAIL, footers):
-            key, attempt = label + row["request_id"], row["attempt"] or 0
+        for row in rows_by_id(run.reads.parts("responses"), ids, DETAIL):
+            key, attempt = run.label + row["request_id"], row["attempt"] or 0
             if attempt < attempts.get(key, -1):
                 continue
             attempts[key] = attempt

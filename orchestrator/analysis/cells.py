@@ -4,7 +4,9 @@ later start's are in no cell (docs/conventions.md). A first run's sequential and
 measured rows together, so memory holds one cell at a time. Two kinds of part interleave cells (record/tables.py
 `interleaves`): a load phase's windows, each written whole as it ends with every cell's probes in it, and what
 `run --resume` sent again, after the rows it completes. Where the footers show either, the cell keys are read
-first, and a cell whose rows lie apart is held until its last row, then handed on in the order it was planned."""
+first (the run's ledger, record/ledger.py: the pass streams the lists beside it), and a cell whose rows lie apart
+is held until its last row, then handed on in the order it was planned. Each run's responses are read through its
+`reads`, once for every reader of the run."""
 
 from __future__ import annotations
 
@@ -18,8 +20,8 @@ import pyarrow.compute as pc
 from orchestrator.analysis import batches, explorer
 from orchestrator.errors import RecordError
 from orchestrator.record.paths import RunPaths
-from orchestrator.record.reads import Footers
-from orchestrator.record.tables import footers_of, interleaves, iter_batches
+from orchestrator.record.recorded import Recorded, of
+from orchestrator.record.tables import interleaves
 
 KEY = ("arm", "prompt_id", "phase")
 Key = tuple[str, str, str]  # a cell: arm, prompt_id, phase
@@ -33,27 +35,20 @@ STAND_IN = {"tokens": "token_ids"}
 TEXTS = "completion_text"  # read only when a prompt has an expectation on it (quality)
 
 
-def labelled(sources: RunPaths | list[RunPaths]) -> list[tuple[RunPaths, str]]:
-    """Several run dirs compare as one study: their arms become '<run dir name>/<arm>'."""
-    if isinstance(sources, RunPaths):
-        return [(sources, "")]
-    if len(sources) == 1:
-        return [(sources[0], "")]
-    return [(p, f"{p.root.name}/") for p in sources]
+Sources = Recorded | RunPaths | list[RunPaths]  # the runs compared, or run dirs to read so (record/recorded.py of)
 
 
-def responses(sources: RunPaths | list[RunPaths], texts: bool = True, batch_rows: int = 4096,
-              footers: Footers | None = None,
+def responses(sources: Sources, texts: bool = True, batch_rows: int = 4096,
               columns: list[str] | None = None) -> Iterator[pa.RecordBatch]:
     """The responses as the comparison reads them (COLUMNS, or `columns`; the completion texts as nulls unless
-    `texts`); `footers` receives the parts' footers (record/tables.py iter_batches)."""
+    `texts`), each run's as its `reads` keep them (record/ledger.py: read once); several runs' arms labelled."""
     columns = [c for c in columns or COLUMNS if texts or c != TEXTS]
-    for paths, label in labelled(sources):
-        for batch in iter_batches(paths, "responses", columns, batch_rows, DICTIONARY, STAND_IN, footers):
+    for run in of(sources).runs:
+        for batch in run.reads.responses(columns, batch_rows, DICTIONARY, STAND_IN):
             if not texts:
                 batch = batch.append_column(TEXTS, pa.nulls(batch.num_rows, pa.string()))
-            if label:
-                arms = pc.binary_join_element_wise(label, batch.column("arm"), "")
+            if run.label:
+                arms = pc.binary_join_element_wise(run.label, batch.column("arm"), "")
                 batch = batch.set_column(batch.schema.get_field_index("arm"), "arm", arms)
             yield batch
 
@@ -84,20 +79,19 @@ class Cut(NamedTuple):
     concurrent: bool
 
 
-def iter_cells(sources: RunPaths | list[RunPaths], batch_rows: int = 4096, cold: list[pa.Table] | None = None,
-               texts: bool = True, footers: Footers | None = None) -> Iterator[Cut]:
-    """Each cell's measured rows; the cold rows go to `cold`, warm-up rows nowhere; `footers` as `responses`."""
-    footers = {} if footers is None else footers
-    for paths, _ in labelled(sources):
-        footers.update(footers_of(paths, "responses"))
-    apart = _apart(sources, batch_rows, footers) if any(map(interleaves, footers.values())) else {}
+def iter_cells(sources: Sources, batch_rows: int = 4096, cold: list[pa.Table] | None = None,
+               texts: bool = True) -> Iterator[Cut]:
+    """Each cell's measured rows; the cold rows go to `cold`, warm-up rows nowhere."""
+    recorded = of(sources)
+    parts = [footer for run in recorded.runs for footer in run.reads.parts("responses").values()]
+    apart = _apart(recorded, batch_rows) if any(map(interleaves, parts)) else {}
     rank = {key: i for i, key in enumerate(apart)}  # the order cells first appear in
     current: Key | None = None
     buffer: list[pa.RecordBatch] = []  # the cell's slices of record batches: one table made of them at its end
     done: set[Key] = set()
     concurrent = False
     held: dict[Key, tuple[list[pa.RecordBatch], list[bool]]] = {}  # a cell whose rows lie apart: its slices so far
-    for batch in responses(sources, texts, batch_rows, footers):
+    for batch in responses(recorded, texts, batch_rows):
         measured = _measured(batch).to_numpy(zero_copy_only=False)
         kinds = pc.equal(batch.column("phase_kind"), "concurrent")
         kinds = (pc.fill_null(kinds, False) if kinds.null_count else kinds).to_numpy(zero_copy_only=False)
@@ -136,13 +130,15 @@ def iter_cells(sources: RunPaths | list[RunPaths], batch_rows: int = 4096, cold:
         yield Cut(current, pa.Table.from_batches(buffer), concurrent)
 
 
-def _apart(sources: RunPaths | list[RunPaths], batch_rows: int, footers: Footers) -> dict[Key, int]:
-    """The cells whose measured rows lie in more than one run of the record, each with its count of them: read
-    from the key columns alone, before the cells are cut."""
+def _apart(recorded: Recorded, batch_rows: int) -> dict[Key, int]:
+    """The cells whose measured rows lie in more than one run of the record, each with its count of them: from
+    the key columns alone, before the cells are cut (of the ledger, read first: the pass streams beside it)."""
+    for run in recorded.runs:
+        run.reads.ledger()
     runs: dict[Key, int] = {}  # in the order cells first appear
     rows: dict[Key, int] = {}
     last: Key | None = None
-    for batch in responses(sources, True, batch_rows, footers, [*KEY, "role", "cold", "start"]):
+    for batch in responses(recorded, True, batch_rows, [*KEY, "role", "cold", "start"]):
         measured = _measured(batch).to_numpy(zero_copy_only=False)
         bounds = _runs(batch, measured)
         for key, start, stop in zip(_keys(batch, bounds[:-1]), bounds[:-1].tolist(), bounds[1:].tolist(),

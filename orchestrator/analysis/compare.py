@@ -18,7 +18,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from orchestrator.analysis import batches, explorer, locate, positions, quality
-from orchestrator.analysis.cells import Cut, Key, iter_cells, labelled
+from orchestrator.analysis.cells import Cut, Key, iter_cells
 from orchestrator.analysis.results import (
     BASIS_WORDS,
     SIGNATURE_BASES,
@@ -41,8 +41,7 @@ from orchestrator.analysis.stats import (
 )
 from orchestrator.engines import EngineProfile, profile_for
 from orchestrator.record.paths import RunPaths
-from orchestrator.record.reads import Footers
-from orchestrator.record.recorded import Recorded, read_run
+from orchestrator.record.recorded import Recorded, of
 
 FLIP_POSITIONS = 8  # positions listed in a cell's top1_flip_positions; the rest counted
 NEAR_TIE_GAP = 1e-2  # nats: a first divergence whose top1-top2 gap is below this is a near-tie flip
@@ -88,10 +87,9 @@ def compare(recorded: Recorded | RunPaths | list[RunPaths], baseline: str | None
     """`arm_pairs`: compare these (a, b) arms instead of every arm against the baseline (sweeps); `branches`:
     the explorer's branches per cell; `stop_after_divergences`: the rule the run stopped cells by."""
     recorded = of(recorded)
-    sources = recorded.paths
     acc = _Accumulator(capacities=capacities(recorded), explore=explorer.Explorer(branches, near_tie_gap))
-    cold, footers = list[pa.Table](), Footers()
-    for cut in iter_cells(sources, cold=cold, texts=bool(expectations), footers=footers):
+    cold = list[pa.Table]()
+    for cut in iter_cells(recorded, cold=cold, texts=bool(expectations)):
         _analyse(cut, acc, (expectations or {}).get(cut.key[1]), near_tie_gap, stop_after_divergences)
     result = acc.result
     cold_rows = [row for table in cold for row in table.to_pylist()]
@@ -103,9 +101,8 @@ def compare(recorded: Recorded | RunPaths | list[RunPaths], baseline: str | None
     result.schedules = _schedules(acc.refs)
     result.pairs = _pairs(acc.refs, pairs)
     result.pooled = _pooled(result.cells)
-    result.explorer, result.pair_explorer, result.explorer_left_out = acc.explore.finish(labelled(sources),
-                                                                                          result.pairs, footers)
-    result.inside = locate.attach(result.explorer, labelled(sources))  # where the run has digests
+    result.explorer, result.pair_explorer, result.explorer_left_out = acc.explore.finish(recorded, result.pairs)
+    result.inside = locate.attach(result.explorer, recorded)  # where the run has digests
     return result
 
 
@@ -314,13 +311,6 @@ def _pooled(cells: list[Cell]) -> list[PooledBound]:
         out.append(PooledBound(arm, len(members), **asdict(rate),
                                left_out=[c.label for c in measured if c.stopped_after is not None]))
     return out
-
-
-def of(recorded: Recorded | RunPaths | list[RunPaths]) -> Recorded:
-    """The runs as one comparison reads them (each run dir read once); a `Recorded` as it is."""
-    if isinstance(recorded, Recorded):
-        return recorded
-    return Recorded.of([read_run(p) for p in ([recorded] if isinstance(recorded, RunPaths) else recorded)])
 
 
 def arm_engines(recorded: Recorded) -> dict[str, tuple[EngineProfile, dict[str, Any]]]:

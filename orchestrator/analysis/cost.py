@@ -6,7 +6,8 @@ first send to last answer), end-to-end latency, time to first token and inter-to
 only: "not observable" otherwise, never 0), errors, send lateness (the pacing error). Per pair of arms (each A/B
 and the baseline's A/A), the ratio B/A of each metric: the geometric mean ratio of the replicates (windows; for
 time to ready and memory, starts) with Welch's t interval on their logs; and the two arms' divergence rates
-compared cell by cell (analysis/rates.py). Only the columns named here are read, so `compare` stays fast.
+compared cell by cell (analysis/rates.py). The columns named here are the run's ledger's (record/ledger.py):
+read once for every reader of the run, so `compare` stays fast.
 """
 
 from __future__ import annotations
@@ -25,8 +26,7 @@ from orchestrator.analysis.rates import compare_rates
 from orchestrator.analysis.results import Cell, Comparison
 from orchestrator.analysis.stats import beta_ppf, pooled_bound
 from orchestrator.record.paths import RunPaths
-from orchestrator.record.recorded import Recorded
-from orchestrator.record.tables import iter_batches
+from orchestrator.record.recorded import Recorded, RecordedRun, of
 
 COLUMNS = ["arm", "prompt_id", "phase", "phase_kind", "role", "batch_id", "start", "error", "send_ns",
            "scheduled_ns", "recv_ns", "streamed", "first_token_ns", "inter_token_ns", "completion_tokens",
@@ -43,15 +43,16 @@ SETTING = {"window": "load.windows", "start": "study.starts"}
 CONFIDENCE = 0.95
 
 
-def load_groups(sources: RunPaths | list[RunPaths]) -> dict[tuple[str, str], dict[str, Any]]:
+def load_groups(sources: Recorded | RunPaths | list[RunPaths]) -> dict[tuple[str, str], dict[str, Any]]:
     """(arm, phase) -> its probes and background of the first start (no warm-up, and no row of a window that
     Ctrl-C cut short: those are `interrupted`, and a window counts whole or not at all), as numpy columns (NaN
     for null numbers; the streamed rows' inter-token gaps flattened, in seconds)."""
     tables: dict[tuple[str, str], list[pa.Table]] = {}
-    for paths, label in starts.labelled(sources):
-        if not _has_load(paths):  # most records: one column read, not twenty
+    for run in of(sources).runs:
+        if not _has_load(run):
             continue
-        for batch in iter_batches(paths, "responses", COLUMNS):
+        label = run.label
+        for batch in run.reads.responses(COLUMNS):
             role = batch.column("role")  # a load window's rows that count (docs/record.md)
             counted = pc.or_(pc.equal(role, "measured"), pc.equal(role, "background"))
             keep = pc.and_(pc.equal(batch.column("phase_kind"), "load"), counted)
@@ -66,9 +67,8 @@ def load_groups(sources: RunPaths | list[RunPaths]) -> dict[tuple[str, str], dic
     return {key: _columns(pa.concat_tables(parts)) for key, parts in tables.items()}
 
 
-def _has_load(paths: RunPaths) -> bool:
-    return any(pc.any(pc.equal(batch.column("phase_kind"), "load")).as_py()
-               for batch in iter_batches(paths, "responses", ["phase_kind"]))
+def _has_load(run: RecordedRun) -> bool:
+    return bool(pc.any(pc.equal(run.reads.ledger().column("phase_kind"), "load")).as_py())
 
 
 def _columns(table: pa.Table) -> dict[str, Any]:
@@ -229,7 +229,7 @@ def cost(recorded: Recorded, comparison: Comparison,
     """The cost of every arm at every load point, the starts, the ratios and rate comparisons of each pair,
     and the probes' co-residents; each list in the study's `order` of arms (the baseline, then as planned),
     arms it does not name after, as the record has them."""
-    groups = load_groups(recorded.paths)
+    groups = load_groups(recorded)
     report = CostReport(starts=starts.summarise(recorded))
     for (arm, phase), rows in groups.items():
         report.phases.append(phase_cost(arm, phase, rows))

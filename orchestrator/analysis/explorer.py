@@ -26,8 +26,7 @@ from orchestrator.analysis.batches import seen_running
 from orchestrator.analysis.positions import as_array
 from orchestrator.analysis.results import Completion, Explored, PairCheck
 from orchestrator.errors import noun
-from orchestrator.record.paths import RunPaths
-from orchestrator.record.reads import Footers
+from orchestrator.record.recorded import Recorded
 
 MAX_BRANCHES = 4  # branches shown per cell besides the modal one (study.explorer_branches); the rest counted
 MAX_IDS = 16  # request ids listed per branch; the rest counted
@@ -159,10 +158,8 @@ class Explorer:
         self.pending.append(_Pending(key, len(codes), kind, groups, len(hidden), sum(tally[c] for c in hidden),
                                      batch_ids))
 
-    def finish(self, labelled: list[tuple[RunPaths, str]], pairs: list[PairCheck],
-               footers: Footers | None = None) -> tuple[list[Explored], list[Explored], int]:
-        """The explored cells, the explored pairs (those that differ), and how many were left out; `footers`: the
-        parts' footers as the comparison's pass read them (alignment.read_details)."""
+    def finish(self, recorded: Recorded, pairs: list[PairCheck]) -> tuple[list[Explored], list[Explored], int]:
+        """The explored cells, the explored pairs (those that differ), and how many were left out."""
         differ = [p for p in pairs if p.verdict == "differ" and (p.arm_a, p.prompt_id, p.phase) in self.modal
                   and (p.arm_b, p.prompt_id, p.phase) in self.modal]
         cells = self.pending[:MAX_EXPLORED - min(len(differ), MAX_EXPLORED // 4)]  # a quarter kept for pairs
@@ -171,7 +168,7 @@ class Explorer:
         wanted = {g.representative for p in cells for g in p.groups}
         wanted |= {self.modal[(arm, p.prompt_id, p.phase)][0].representative
                    for p in shown_pairs for arm in (p.arm_a, p.arm_b)}
-        details = read_details(labelled, wanted, footers)
+        details = read_details(recorded, wanted)
         explored = [self._cell(p, details) for p in cells]
         explored_pairs = [self._pair(p, details) for p in shown_pairs]
         return ([e for e in explored if e is not None], [e for e in explored_pairs if e is not None], left_out)

@@ -9,7 +9,6 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from orchestrator.record.recorded import RecordedRun
-from orchestrator.record.tables import read_table
 
 TRACEBACK = "Traceback (most recent call last)"
 ERROR_LEVEL = re.compile(r"\b(ERROR|FATAL|CRITICAL)\b")
@@ -90,9 +89,8 @@ def cause_line(block: list[str]) -> str | None:
 
 def arm_failures(run: RecordedRun) -> list[ArmFailure]:
     """Every arm that failed or got no successful response, with where and why (named as the run's label says)."""
-    paths = run.paths
-    responses = read_table(paths, "responses", columns=["arm", "phase", "prompt_id", "request_index", "error",
-                                                         "http_status", "send_ns", "recv_ns"]).to_pylist()
+    responses = run.reads.ledger().select(["arm", "phase", "prompt_id", "request_index", "error", "http_status",
+                                           "send_ns", "recv_ns"]).to_pylist()
     failures = []
     logs: list[dict[str, object]] | None = None
     for arm in run.starts:
@@ -109,7 +107,7 @@ def arm_failures(run: RecordedRun) -> list[ArmFailure]:
             failure.died_at = (f"request {index} of {len(rows)} ({first['phase']}/{first['prompt_id']} "
                                f"#{first['request_index']}): {first['error']}")
         if logs is None:
-            logs = read_table(paths, "logs", columns=["arm", "seq", "timestamp", "text"]).to_pylist()
+            logs = run.reads.table("logs").select(["arm", "seq", "timestamp", "text"]).to_pylist()
         lines = [(str(line["timestamp"]), str(line["text"])) for line in logs if line["arm"] == arm.arm]
         block = error_block(lines, ok[-1]["recv_ns"] if ok else None)
         failure.root_cause, failure.cause = shortened(block), cause_line(block)

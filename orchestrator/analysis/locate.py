@@ -25,26 +25,29 @@ from orchestrator.analysis.results import SIGNATURE_BASES, Explored
 from orchestrator.engines import ENGINES
 from orchestrator.errors import ConfigError, RecordError, did_you_mean
 from orchestrator.record.paths import RunPaths
+from orchestrator.record.recorded import Recorded, RecordedRun, read_run
 
 
-def locate(paths: RunPaths, label: str, against: str | None = None) -> Located:
-    """One cell's pair, walked; bad input (no such cell, no digests) is one RecordError or ConfigError line."""
+def locate(source: RecordedRun | RunPaths, label: str, against: str | None = None) -> Located:
+    """One cell's pair, walked, of a run (a run dir: read once here); bad input (no such cell, no digests) is one
+    RecordError or ConfigError line."""
+    run = source if isinstance(source, RecordedRun) else read_run(source)
     arm, prompt_id, phase = _split(label)
-    rows = locate_read.answers(paths, arm, prompt_id)
+    rows = locate_read.answers(run, arm, prompt_id)
     if not rows:
-        _unknown(paths, label, arm, prompt_id)
-    return _located(paths, label, _pair(paths, rows, phase, against, locate_read.digested(paths)))
+        _unknown(run, label, arm, prompt_id)
+    return _located(run, label, _pair(run, rows, phase, against, locate_read.digested(run)))
 
 
-def attach(explored: list[Explored], sources: list[tuple[RunPaths, str]]) -> list[CellInside]:
+def attach(explored: list[Explored], recorded: Recorded) -> list[CellInside]:
     """A run with digests: each explored cell gets its `inside`, and every cell that ran beside others (not
     sequential) with digests its answer line against its default pair (the report's "Where inside the model")."""
-    if len(sources) != 1 or not locate_read.has_digests(sources[0][0]):
+    if len(recorded.runs) != 1 or not locate_read.has_digests(recorded.runs[0]):
         return []
-    paths = sources[0][0]
-    have = locate_read.digested(paths)
+    run = recorded.runs[0]
+    have = locate_read.digested(run)
     by_prompt: dict[tuple[str, str], list[dict[str, Any]]] = {}
-    for row in locate_read.answers(paths):
+    for row in locate_read.answers(run):
         by_prompt.setdefault((row["arm"], row["prompt_id"]), []).append(row)
     cells = {(r["arm"], r["prompt_id"], r["phase"]): r["phase_kind"] for rows in by_prompt.values() for r in rows
              if _key(r) in have}
@@ -57,7 +60,7 @@ def attach(explored: list[Explored], sources: list[tuple[RunPaths, str]]) -> lis
             found[label] = "no measured answer without an error"
         if label not in found:
             try:
-                found[label] = _located(paths, label, _pair(paths, rows or [], phase, None, have))
+                found[label] = _located(run, label, _pair(run, rows or [], phase, None, have))
             except (RecordError, ConfigError) as exc:
                 found[label] = str(exc)
         return found[label]
@@ -69,7 +72,8 @@ def attach(explored: list[Explored], sources: list[tuple[RunPaths, str]]) -> lis
     for (arm, prompt_id, phase), kind in cells.items():
         if kind != "sequential":
             got, label = answer(arm, prompt_id, phase), f"{arm}/{prompt_id}/{phase}"
-            out.append(CellInside(label, shlex.join(["orchestrator", "locate", str(paths.root), "--cell", label]),
+            command = shlex.join(["orchestrator", "locate", str(run.paths.root), "--cell", label])
+            out.append(CellInside(label, command,
                                   got if isinstance(got, Located) else None, got if isinstance(got, str) else None))
     return out
 
@@ -81,19 +85,20 @@ def _split(label: str) -> tuple[str, str, str]:
     return parts[0], parts[1], parts[2]
 
 
-def _unknown(paths: RunPaths, label: str, arm: str, prompt_id: str) -> NoReturn:
+def _unknown(run: RecordedRun, label: str, arm: str, prompt_id: str) -> NoReturn:
     """No answers of ARM/PROMPT: the closest arm, prompt or cell the run has."""
-    rows = locate_read.answers(paths)
+    rows = locate_read.answers(run)
     arms, prompts = {r["arm"] for r in rows}, {r["prompt_id"] for r in rows}
     name, value, names = ("arm", arm, arms) if arm not in arms else ("prompt", prompt_id, prompts) \
         if prompt_id not in prompts else ("cell", label, {f"{r['arm']}/{r['prompt_id']}/{r['phase']}" for r in rows})
-    raise ConfigError(f"--cell {label}: no {name} {value!r} with answers in {paths.root}.{did_you_mean(value, names)}")
+    raise ConfigError(f"--cell {label}: no {name} {value!r} with answers in {run.paths.root}."
+                      f"{did_you_mean(value, names)}")
 
 
 _Pair = tuple[str, Side, Side, dict[str, int]]  # words, the two sides, request id -> attempt
 
 
-def _pair(paths: RunPaths, rows: list[dict[str, Any]], phase: str, against: str | None,
+def _pair(run: RecordedRun, rows: list[dict[str, Any]], phase: str, against: str | None,
           have: dict[tuple[str, int], int]) -> _Pair:
     """`rows`: the measured answers of the cell's arm and prompt, every phase."""
     arm, prompt_id = rows[0]["arm"], rows[0]["prompt_id"]
@@ -101,7 +106,8 @@ def _pair(paths: RunPaths, rows: list[dict[str, Any]], phase: str, against: str 
     cell = [r for r in rows if r["phase"] == phase]
     phases = list(dict.fromkeys(r["phase"] for r in rows))
     if not cell:
-        raise ConfigError(f"--cell {label}: no such cell with answers in {paths.root}.{did_you_mean(phase, phases)}")
+        raise ConfigError(f"--cell {label}: no such cell with answers in {run.paths.root}."
+                          f"{did_you_mean(phase, phases)}")
     basis = _basis(cell)
     counts = Counter(_signature(r, basis) for r in cell)
     if against is None and len(counts) > 1:
@@ -112,10 +118,10 @@ def _pair(paths: RunPaths, rows: list[dict[str, Any]], phase: str, against: str 
             assert a is not None and b is not None
             return (f"the cell's two most common branches ({n_first} and {n_second} of {len(cell)} requests)", a, b,
                     {a.request_id: _attempt(cell, a.request_id), b.request_id: _attempt(cell, b.request_id)})
-        _no_digests(paths, label)
+        _no_digests(run, label)
     mine = [r for r in cell if _key(r) in have]
     if not mine:
-        _no_digests(paths, label)
+        _no_digests(run, label)
     chosen = max(mine, key=lambda r: have[_key(r)])  # the first of the largest prefill batch
     others = [p for p in phases if p != phase]
     sequential = cell[0]["phase_kind"] == "sequential"
@@ -131,7 +137,7 @@ def _pair(paths: RunPaths, rows: list[dict[str, Any]], phase: str, against: str 
                           f"({_valid(others)})")
     digested = [r for r in theirs if _key(r) in have]
     if not digested:
-        _no_digests(paths, f"{arm}/{prompt_id}/{other_phase}")
+        _no_digests(run, f"{arm}/{prompt_id}/{other_phase}")
     other = max(digested, key=lambda r: have[_key(r)])
     their_basis = _basis([r for r in rows if r["phase"] == other_phase])
     a = Side(**_where(chosen, basis), requests=counts[_signature(chosen, basis)])
@@ -178,16 +184,16 @@ def _side(row: dict[str, Any] | None, basis: str | None, requests: int) -> Side 
     return None if row is None else Side(**_where(row, basis), requests=requests)
 
 
-def _no_digests(paths: RunPaths, label: str) -> NoReturn:
+def _no_digests(run: RecordedRun, label: str) -> NoReturn:
     engines = ", ".join(f"`engine: {name}`" for name, p in ENGINES.items() if p.capabilities.digests) or \
         "an engine whose profile has capabilities.digests"
-    raise RecordError(f"{paths.root} has no digests for cell {label}: run it again with "
+    raise RecordError(f"{run.paths.root} has no digests for cell {label}: run it again with "
                       f"protocol.request.digests=true on an arm with {engines}")
 
 
-def _located(paths: RunPaths, label: str, pair: _Pair) -> Located:
+def _located(run: RecordedRun, label: str, pair: _Pair) -> Located:
     words, a, b, attempts = pair
-    rows = locate_read.digest_rows(paths, attempts)
+    rows = locate_read.digest_rows(run, attempts)
     steps = {side.request_id: by_step(rows[side.request_id]) for side in (a, b)}
     for side in (a, b):
         mine = rows[side.request_id]
@@ -196,13 +202,13 @@ def _located(paths: RunPaths, label: str, pair: _Pair) -> Located:
     found = walk(steps[a.request_id], steps[b.request_id])
     located = Located(label, words, a, b, found.steps_compared, found.calls_compared, found.realigned_steps,
                       found.one_sided_calls, found.one_sided_steps, found.mixed_calls, found.difference)
-    located.margin = margin(locate_read.tokens(paths, attempts), a.request_id, b.request_id)
+    located.margin = margin(locate_read.tokens(run, attempts), a.request_id, b.request_id)
     if found.difference is not None:
         located.no_probe = not_applicable(found.difference)
     if found.difference is not None and located.no_probe is None:
-        device = locate_read.device_and_dtype(paths, label.split("/")[0])
+        device = locate_read.device_and_dtype(run, label.split("/")[0])
         located.probe = probe_ask(found.difference, steps[a.request_id][found.difference.step],
-                                  label.split("/")[0], str(paths.root), device)
+                                  label.split("/")[0], str(run.paths.root), device)
     return located
 
 

@@ -14,20 +14,11 @@ import pyarrow.compute as pc
 
 from orchestrator.analysis.cost_results import Metric, StartsSummary
 from orchestrator.analysis.stats import divergence_bound
-from orchestrator.record.paths import RunPaths
 from orchestrator.record.recorded import ArmStart, Recorded
-from orchestrator.record.tables import iter_batches
 
 SIGNATURES = ("sig_top_logprobs", "sig_token_ids", "sig_text")  # finest first, as analysis/results.py
 ANSWER_COLUMNS = ["arm", "prompt_id", "role", "start", "send_ns", "error", *SIGNATURES]
 NOT_COUNTED = ("interrupted",)  # a start stopped by Ctrl-C neither started nor failed
-
-
-def labelled(sources: RunPaths | list[RunPaths]) -> list[tuple[RunPaths, str]]:
-    """Several run dirs compare as one study: their arms become '<run dir name>/<arm>' (as analysis/compare.py)."""
-    if isinstance(sources, RunPaths):
-        sources = [sources]
-    return [(sources[0], "")] if len(sources) == 1 else [(p, f"{p.root.name}/") for p in sources]
 
 
 def metric(values: list[float] | np.ndarray, unit: str, why_none: str = "") -> Metric:
@@ -51,7 +42,7 @@ def arm_rows(recorded: Recorded) -> list[tuple[str, ArmStart]]:
 def summarise(recorded: Recorded) -> list[StartsSummary]:
     rows = arm_rows(recorded)
     several = any(r.start > 0 for _, r in rows)
-    firsts = first_signatures(recorded.paths) if several else {}
+    firsts = first_signatures(recorded) if several else {}
     by_arm: dict[str, list[ArmStart]] = {}
     for name, row in rows:
         by_arm.setdefault(name, []).append(row)
@@ -95,11 +86,12 @@ def per_start(recorded: Recorded) -> dict[str, dict[str, list[float]]]:
     return out
 
 
-def first_signatures(sources: RunPaths | list[RunPaths]) -> dict[str, dict[str, dict[int, tuple[Any, ...]]]]:
+def first_signatures(recorded: Recorded) -> dict[str, dict[str, dict[int, tuple[Any, ...]]]]:
     """arm -> prompt -> start -> the signatures (finest first) of that start's first successful answer."""
     best: dict[tuple[str, str, int], tuple[int, tuple[Any, ...]]] = {}
-    for paths, label in labelled(sources):
-        for batch in iter_batches(paths, "responses", ANSWER_COLUMNS):
+    for run in recorded.runs:
+        label = run.label
+        for batch in run.reads.responses(ANSWER_COLUMNS):
             keep = pc.and_(pc.is_null(batch.column("error")), pc.is_in(batch.column("role"),
                                                                         value_set=pa.array(["cold", "measured"])))
             for row in batch.filter(pc.fill_null(keep, False)).to_pylist():

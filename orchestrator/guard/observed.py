@@ -28,6 +28,7 @@ from orchestrator.record.paths import read_json
 if TYPE_CHECKING:
     from orchestrator.config.schema import Config
     from orchestrator.record.paths import RunPaths
+    from orchestrator.record.recorded import RecordedRun
 
 
 def observed_fields(fingerprint: Mapping[str, Any], image_id: str | None = None) -> dict[str, Any]:
@@ -127,20 +128,9 @@ def read(paths: RunPaths) -> GuardResult | None:
     return GuardResult.from_json(read_json(paths.guard_json)) if paths.guard_json.is_file() else None
 
 
-def after_run(config: Config, paths: RunPaths, guard: GuardResult) -> GuardResult:
-    """The observed check over the arms table of a finished run, added to `guard` and guard.json."""
-    from orchestrator.record.tables import read_table
-
-    fingerprints: dict[str, Any] = {}
-    try:
-        rows = read_table(paths, "arms").to_pylist()
-    except Exception:  # no arms table at all: every pair is unknown
-        rows = []
-    for row in rows:
-        if row.get("start"):  # a later start (study.starts) is not probed
-            continue
-        text = row.get("fingerprint_json")
-        fingerprints[row["arm"]] = json.loads(text) if text else None
-    guard.observed = observed_check(config, fingerprints)
-    write(paths, guard)
+def after_run(config: Config, run: RecordedRun, guard: GuardResult) -> GuardResult:
+    """The observed check over the arms of a finished run as read once (record/recorded.py; a later start,
+    study.starts, is not probed; an arm without a row: unknown), added to `guard` and guard.json."""
+    guard.observed = observed_check(config, {arm.arm: arm.fingerprint for arm in run.arms})
+    write(run.paths, guard)
     return guard

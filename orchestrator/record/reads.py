@@ -14,24 +14,19 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from orchestrator.errors import RecordError
-from orchestrator.record import tables
-from orchestrator.record.paths import RunPaths
-from orchestrator.record.tables import SCHEMAS, damaged
+from orchestrator.record.schemas import SCHEMAS
+from orchestrator.record.tables import damaged
 
 Footers = dict[Path, pq.FileMetaData]  # each part's footer, read once (tables.iter_batches fills it)
 
 
-def has_rows(paths: RunPaths, table: str) -> bool:
-    """Whether the table has a part (a run without digests has none)."""
-    return bool(tables.part_files(paths, table))
-
-
-def read_where(paths: RunPaths, table: str, columns: list[str], where: Mapping[str, Any]) -> pa.Table:
-    """The rows whose every column in `where` holds its value (a list: one of its values), of the table's parts
-    (older parts lack newer columns: nulls). pyarrow.dataset, imported here alone: it imports pandas."""
+def read_where(parts: Footers, table: str, columns: list[str], where: Mapping[str, Any]) -> pa.Table:
+    """The rows whose every column in `where` holds its value (a list: one of its values), of the table's `parts`
+    (their footers as read already: record/tables.py footers_of; older parts lack newer columns: nulls).
+    pyarrow.dataset, imported here alone: it imports pandas."""
     import pyarrow.dataset as ds
 
-    files = [str(p) for p in tables.part_files(paths, table)]
+    files = [str(p) for p in parts]
     if not files:
         return pa.table({c: pa.array([], pa.null()) for c in columns})
     tests = [ds.field(c).isin(v) if isinstance(v, list) else ds.field(c) == v for c, v in where.items()]
@@ -42,29 +37,25 @@ def read_where(paths: RunPaths, table: str, columns: list[str], where: Mapping[s
         return ds.dataset(files, schema=SCHEMAS.get(table), format="parquet").to_table(columns=columns,
                                                                                        filter=condition)
     except (OSError, pa.ArrowInvalid) as exc:
-        raise RecordError(f"cannot read {table} in {paths.table(table)} ({exc}): the run dir is damaged; copy it "
-                          "again from its source") from exc
+        raise RecordError(f"cannot read {table} in {Path(files[0]).parent} ({exc}): the run dir is damaged; copy "
+                          "it again from its source") from exc
 
 
-def rows_by_id(paths: RunPaths, ids: list[str], columns: list[str], footers: Footers | None = None
-               ) -> list[dict[str, Any]]:
-    """The `columns` of the responses whose request id is in `ids` (sorted), every attempt, in part order.
-    Only row groups whose request-id statistics admit one of them are read, and a part without one is not opened:
-    cheaper than a pyarrow dataset scan of every part, which cost about twice as much on the benchmark's record
-    (docs/benchmarks.md). `footers`: the parts' footers, where the caller read them already."""
-    footers = footers or {}
+def rows_by_id(parts: Footers, ids: list[str], columns: list[str]) -> list[dict[str, Any]]:
+    """The `columns` of the responses whose request id is in `ids` (sorted), every attempt, in part order, of the
+    `parts` (their footers as read already: record/tables.py footers_of). Only row groups whose request-id
+    statistics admit one of them are read, and a part without one is not opened: cheaper than a pyarrow dataset
+    scan of every part, which cost about twice as much on the benchmark's record (docs/benchmarks.md)."""
     out = []
-    for path in tables.part_files(paths, "responses"):
+    for path, footer in parts.items():
         try:
-            out += _wanted_rows(path, footers.get(path), ids, columns)
+            out += _wanted_rows(path, footer, ids, columns)
         except (OSError, pa.ArrowInvalid) as exc:
             raise damaged(path, exc) from exc
     return out
 
 
-def _wanted_rows(path: Path, footer: pq.FileMetaData | None, ids: list[str], columns: list[str]
-                 ) -> list[dict[str, Any]]:
-    footer = pq.read_metadata(path) if footer is None else footer
+def _wanted_rows(path: Path, footer: pq.FileMetaData, ids: list[str], columns: list[str]) -> list[dict[str, Any]]:
     leaf = next((i for i in range(footer.num_columns) if footer.schema.column(i).path == "request_id"), None)
     groups = []
     for group in range(footer.num_row_groups if leaf is not None else 0):

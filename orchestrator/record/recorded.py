@@ -10,8 +10,8 @@ from dataclasses import dataclass, field, fields
 from typing import Any
 
 from orchestrator.record.identity import CODE, PREFIX, identity_kind
+from orchestrator.record.ledger import Reads
 from orchestrator.record.paths import RunPaths, read_json
-from orchestrator.record.tables import read_table
 
 
 @dataclass(frozen=True)
@@ -50,7 +50,7 @@ class ArmStart:
     image_ref: str | None
     image_repo_digests: list[str]
     docker_run: str | None
-    fingerprint: dict[str, Any]
+    fingerprint: dict[str, Any] | None  # None: not taken (the arm failed before)
     matrix_key: str | None
     started_during: str | None
     placed_host: str | None
@@ -73,12 +73,12 @@ class ArmStart:
 
     @classmethod
     def of(cls, row: dict[str, Any]) -> ArmStart:
-        config = json.loads(row.get("config_json") or "{}")
+        config, taken = json.loads(row.get("config_json") or "{}"), row.get("fingerprint_json")
         return cls(arm=row["arm"], start=row.get("start") or 0, attempt=row.get("attempt") or 0,
                    status=row.get("status"), error=row.get("error"), config=config, config_json=row.get("config_json"),
                    engine=row.get("engine") or config.get("engine"), identity=Identity.parse(row.get("image_id")),
                    image_ref=row.get("image_ref"), image_repo_digests=list(row.get("image_repo_digests") or []),
-                   docker_run=row.get("docker_run"), fingerprint=json.loads(row.get("fingerprint_json") or "{}"),
+                   docker_run=row.get("docker_run"), fingerprint=json.loads(taken) if taken else None,
                    matrix_key=row.get("matrix_key"), started_during=row.get("started_during"),
                    placed_host=row.get("placed_host"), wave=row.get("wave"),
                    gpu_uuids=list(row.get("gpu_uuids") or []), cpuset=row.get("cpuset"),
@@ -119,11 +119,12 @@ class RunMeta:
 @dataclass(frozen=True)
 class RecordedRun:
     """One run dir, read once (`read_run`). `label`: how a comparison of several names its arms
-    ('<run dir name>/'; '' alone)."""
+    ('<run dir name>/'; '' alone); `reads`: its tables, each read once for every reader (record/ledger.py)."""
 
     paths: RunPaths
     meta: RunMeta
     starts: tuple[ArmStart, ...]  # every arm's every start, in the order the table holds them
+    reads: Reads = field(compare=False, repr=False)
     label: str = ""
 
     @property
@@ -132,15 +133,16 @@ class RecordedRun:
         return [s for s in self.starts if not s.start]
 
     def labelled(self, label: str) -> RecordedRun:
-        return RecordedRun(self.paths, self.meta, self.starts, label)
+        return RecordedRun(self.paths, self.meta, self.starts, self.reads, label)
 
 
 def read_run(paths: RunPaths, meta: dict[str, Any] | None = None) -> RecordedRun:
     """run.json (`meta`: as read already; none in a probe's run dir) and the arms table, read once."""
     if meta is None:
         meta = read_json(paths.meta) if paths.meta.is_file() else {}
-    starts = tuple(ArmStart.of(row) for row in read_table(paths, "arms").to_pylist())
-    return RecordedRun(paths, RunMeta.of(meta), starts)
+    reads = Reads(paths)
+    starts = tuple(ArmStart.of(row) for row in reads.table("arms").to_pylist())
+    return RecordedRun(paths, RunMeta.of(meta), starts, reads)
 
 
 @dataclass(frozen=True)
@@ -166,3 +168,10 @@ class Recorded:
 def read(paths: RunPaths) -> Recorded:
     """One run dir, its reports into itself."""
     return Recorded.of([read_run(paths)])
+
+
+def of(sources: Recorded | RunPaths | list[RunPaths]) -> Recorded:
+    """The runs as one comparison reads them (each run dir read once); a `Recorded` as it is."""
+    if isinstance(sources, Recorded):
+        return sources
+    return Recorded.of([read_run(p) for p in ([sources] if isinstance(sources, RunPaths) else sources)])

@@ -17,9 +17,9 @@ from orchestrator.analysis.results import Comparison, WaveTime
 from orchestrator.config.catalog import line
 from orchestrator.errors import ConfigError, RecordError
 from orchestrator.guard.observed import read as read_guard
+from orchestrator.record.ledger import Reads
 from orchestrator.record.paths import RunPaths, atomic_write_text
 from orchestrator.record.recorded import ArmStart, Recorded, RecordedRun, RunMeta, read_run
-from orchestrator.record.tables import read_table
 from orchestrator.report import headline
 from orchestrator.report.environment import environment
 from orchestrator.report.headline import gate_verdict, sentences
@@ -33,6 +33,8 @@ def build(recorded: Recorded) -> StudyReport:
     meta, runs, paths = recorded.meta, recorded.runs, recorded.out
     near_tie_gap = NEAR_TIE_GAP if meta.near_tie_gap is None else meta.near_tie_gap
     stop_after = (meta.sample_size or {}).get("stop_after_divergences")
+    for run in runs:  # failures, cost and the rest read the responses' ledger after the comparison's pass
+        run.reads.gather()
     comparison = compare(recorded, meta.baseline, meta.expectations, near_tie_gap, arm_pairs=meta.arm_pairs,
                          branches=MAX_BRANCHES if meta.explorer_branches is None else meta.explorer_branches,
                          stop_after_divergences=stop_after)
@@ -40,10 +42,11 @@ def build(recorded: Recorded) -> StudyReport:
     missing = incomplete(runs[0], meta.expected_requests_per_arm, meta.planned_arms,
                          _not_sent(comparison, meta.sample_size)) if len(runs) == 1 else []
     arms = arms_summary(recorded)
-    probes = read_table(paths, "probes").to_pylist()  # recorded in this run dir (orchestrator probe --out RUN_DIR)
+    own = _own(recorded)
+    probes = own.table("probes").to_pylist()  # recorded in the run dir (orchestrator probe --out RUN_DIR)
     why = {arm: profile.unobserved() for arm, (profile, _) in arm_engines(recorded).items()}
     report = StudyReport(study=meta.study, run_id=meta.run_id, baseline=meta.baseline, arms=arms,
-                         comparison=comparison, guard=read_guard(paths), sweep=meta.sweep or None, failures=failed,
+                         comparison=comparison, guard=read_guard(own.paths), sweep=meta.sweep or None, failures=failed,
                          probes=probes, attribution=attribute(comparison, arms, probes),
                          headline=[*missing, *sentences(comparison, [f.arm for f in failed  # interrupted: in missing
                                                                      if f.status != "interrupted"], near_tie_gap,
@@ -76,6 +79,12 @@ def wave_times(recorded: Recorded) -> list[WaveTime]:
             for number, arms in sorted(waves.items())]
 
 
+def _own(recorded: Recorded) -> Reads:
+    """The dir whose guard.json and kernel probes the report states: one run's (read once already), wherever its
+    reports go; several runs compared as one study: the dir their reports go to."""
+    return recorded.runs[0].reads if len(recorded.runs) == 1 else Reads(recorded.out)
+
+
 def _not_sent(comparison: Comparison, sample_size: dict[str, Any] | None) -> dict[str, int]:
     """Per arm, the requests the stop rule left unsent: each stopped cell's planned n less what it sent."""
     planned = (sample_size or {}).get("cell_requests") or {}
@@ -95,7 +104,7 @@ def incomplete(run: RecordedRun, expected_per_arm: int | None, planned_arms: lis
     if not expected_per_arm:
         return []
     paths = run.paths
-    rows = read_table(paths, "responses", ["arm", "request_id", "error"]).to_pylist()  # latest attempts
+    rows = run.reads.ledger().select(["arm", "request_id", "error"]).to_pylist()  # latest attempts
     status = {arm.arm: arm.status for arm in run.arms}  # the start that ran the protocol (study.starts)
     found = []
     for arm in dict.fromkeys([*(planned_arms or []), *status, *(str(r["arm"]) for r in rows)]):

@@ -54,7 +54,7 @@ def _engine_package(arm: ArmStart, packages: dict[str, str]) -> str | None:
 
 
 def arm_environment(arm: ArmStart, label: str = "") -> ArmEnvironment:
-    fingerprint = arm.fingerprint
+    fingerprint = arm.fingerprint or {}
     probe = fingerprint.get("probe") or {}
     gpu = probe.get("gpu") or {}
     packages = probe.get("packages") or {}

@@ -138,10 +138,10 @@ def show_interrupted(paths: RunPaths, meta: dict[str, Any]) -> str:
     """A run without its report (stopped by Ctrl-C or SIGTERM, killed, or still running): per arm, its status and
     the answers recorded."""
     from orchestrator.record.recorded import read_run
-    from orchestrator.record.tables import read_table
 
-    status = {arm.arm: arm.status for arm in read_run(paths, meta).arms}  # the start that ran the protocol
-    rows = read_table(paths, "responses", ["arm", "role", "error"]).to_pylist()
+    run = read_run(paths, meta)
+    status = {arm.arm: arm.status for arm in run.arms}  # the start that ran the protocol
+    rows = run.reads.ledger().select(["arm", "role", "error"]).to_pylist()
     expected = meta.get("expected_requests_per_arm")
     state = f"INTERRUPTED at {meta['interrupted']}, before its report" if meta.get("interrupted") else NO_REPORT
     out = [f"study {meta.get('study')}, run {meta.get('run_id')} ({paths.root}): {state}", ""]
@@ -194,9 +194,9 @@ def show_cell(run_dir: Path, label: str) -> str:
         raise ConfigError(line("unknown-name", "--cell", label, list(explored) or cells))
     reason = "it has one signature" if label not in diverged_labels(report) else \
         f"the report explores at most a limited number; `orchestrator compare {run_dir}` re-makes it"
-    from orchestrator.analysis.locate_read import has_digests  # pyarrow.compute: only here
+    from orchestrator.record.ledger import Reads  # pyarrow: only here
 
-    if has_digests(RunPaths(run_dir)):
+    if Reads(RunPaths(run_dir)).parts("digests"):
         beside = {c["label"] for c in report.get("inside") or []}  # the cells that ran beside others
         reason += (f"; `orchestrator locate {run_dir} --cell {label}` compares its digests against "
                    f"{'a sequential request' if label in beside else 'a request of another phase'}")

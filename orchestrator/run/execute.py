@@ -103,17 +103,17 @@ def execute_study(typed: Config, paths: RunPaths, allow: list[str], how_to_allow
         runner.cleanup()  # belt and braces: nothing of this run survives, on any host it used
         reaper.release()
     # The report's modules were imported while the first engine loaded (run/prefetch.py), not at start-up.
-    from orchestrator.record.recorded import Recorded, read_run
+    from orchestrator.record.recorded import Recorded, RunMeta, read_run
     from orchestrator.report import verdict
     from orchestrator.report.build import build as build_reports
     from orchestrator.report.guard import headline as guard_headline
     from orchestrator.report.markdown import timings_line
 
     with timer.stage("guard"):
-        guard_observed.after_run(typed, paths, guard)
+        guard_observed.after_run(typed, run := read_run(paths, meta), guard)  # the run read once, for the report too
     outcome = note(f"guard: {guard_headline(guard).replace('**', '')}")
     with timer.stage("report"):
-        report = build_reports(Recorded.of([read_run(paths, {**meta, "timings_s": timer.rounded()})]))  # but its own
+        report = build_reports(Recorded.of([run], meta=RunMeta.of({**meta, "timings_s": timer.rounded()})))  # + own
     meta["timings_s"] = timer.rounded()
     atomic_write_text(paths.meta, json.dumps(meta, indent=2) + "\n")
     outcome += note(f"time: {timings_line(meta['timings_s'], report.waves)}")

@@ -139,7 +139,7 @@ def parse(output: str) -> tuple[dict[str, Any], list[dict[str, Any]]]:
 
 def rows_from_outputs(outputs: list[str], study: str, run_id: str, at: Where | None) -> list[dict[str, Any]]:
     """Probe rows (store.PROBES) with the cross-process comparison and per-cell bounds filled in."""
-    from orchestrator.record.tables import PROBES
+    from orchestrator.record.schemas import PROBES
 
     parsed = [parse(o) for o in outputs]
     first_by_cell: dict[tuple[Any, ...], list[str | None]] = defaultdict(list)

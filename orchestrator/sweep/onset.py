@@ -85,13 +85,11 @@ def _max_tokens(run_dir: Path) -> int | None:
 
 
 def _prompt_tokens(run_dir: Path, cells: list[dict[str, Any]]) -> int | None:
-    """The server's usage.prompt_tokens of the target cells' requests, their most common value."""
-    data = run_dir / "data" / "responses"
-    if not data.is_dir():
-        return None
-    from orchestrator.record.tables import read_table  # pyarrow: only where a job is read
+    """The server's usage.prompt_tokens of the target cells' requests, their most common value (the job's ledger:
+    record/ledger.py, the one reader of a run's tables)."""
+    from orchestrator.record.ledger import Reads  # pyarrow: only where a job is read
 
-    table = read_table(RunPaths(run_dir), "responses", ["arm", "prompt_id", "prompt_tokens"])
+    table = Reads(RunPaths(run_dir)).ledger()
     keys = {(c["arm"], c["prompt_id"]) for c in cells}
     seen = Counter(t for a, p, t in zip(*(table.column(n).to_pylist() for n in ("arm", "prompt_id", "prompt_tokens")),
                                         strict=True) if (a, p) in keys and t is not None)

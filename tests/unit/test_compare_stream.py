@@ -14,6 +14,7 @@ from orchestrator.analysis import positions
 from orchestrator.analysis.alignment import read_details
 from orchestrator.analysis.cells import iter_cells
 from orchestrator.analysis.compare import compare
+from orchestrator.record.recorded import of
 from tests.unit.test_compare import record, row
 
 
@@ -54,21 +55,20 @@ def test_the_explorer_reads_the_same_rows_from_the_streams_footers(tmp_path: Pat
     rows = [row("a", "p", "seq", [1, 2], request_id=f"a/p/seq/0/{i}") for i in range(6)]
     rows += [row("a", "p", "seq", [1, 3], request_id="a/p/seq/0/6")]
     paths = record(tmp_path, rows)
-    footers: dict[Path, pq.FileMetaData] = {}
-    for _ in iter_cells(paths, footers=footers):
+    recorded = of(paths)
+    for _ in iter_cells(recorded):
         pass
-    assert len(footers) == 3  # parts of 3 rows
+    assert len(recorded.runs[0].reads.parts("responses")) == 3  # parts of 3 rows, their footers kept
     wanted = {"a/p/seq/0/1", "a/p/seq/0/6"}
-    shared, alone = read_details([(paths, "")], wanted, footers), read_details([(paths, "")], wanted)
+    shared, alone = read_details(recorded, wanted), read_details(of(paths), wanted)
     assert shared.keys() == alone.keys() == wanted
     assert [shared[i].codes for i in sorted(wanted)] == [[1, 2], [1, 3]] == [alone[i].codes for i in sorted(wanted)]
 
 
 def test_a_part_without_a_wanted_request_is_not_opened(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     rows = [row("a", "p", "seq", [1], request_id=f"a/p/seq/0/{i}") for i in range(6)]
-    paths = record(tmp_path, rows)
-    footers: dict[Path, pq.FileMetaData] = {}
-    for _ in iter_cells(paths, footers=footers):
+    recorded = of(record(tmp_path, rows))
+    for _ in iter_cells(recorded):
         pass
     opened: list[Path] = []
     real = pq.ParquetFile
@@ -77,5 +77,5 @@ def test_a_part_without_a_wanted_request_is_not_opened(tmp_path: Path, monkeypat
         opened.append(Path(path))
         return real(path, *args, **kwargs)
     monkeypatch.setattr(pq, "ParquetFile", spy)
-    found = read_details([(paths, "")], {"a/p/seq/0/4"}, footers)
+    found = read_details(recorded, {"a/p/seq/0/4"})
     assert list(found) == ["a/p/seq/0/4"] and len(opened) == 1

@@ -28,7 +28,8 @@ from orchestrator.config.schema import (
 from orchestrator.engines import ENGINES, profile_for
 from orchestrator.record.paths import RunPaths
 from orchestrator.record.recorded import read
-from orchestrator.record.tables import DIGESTS, TableWriter, read_table
+from orchestrator.record.schemas import DIGESTS
+from orchestrator.record.tables import TableWriter, read_table
 from orchestrator.run.send import digests, protocol
 from orchestrator.run.send.sender import RunContext
 from orchestrator.run.study import StudyRunner

@@ -11,7 +11,8 @@ import re
 import pytest
 
 from orchestrator.record.paths import RunPaths
-from orchestrator.record.tables import SCHEMAS, read_table
+from orchestrator.record.schemas import SCHEMAS
+from orchestrator.record.tables import read_table
 from tests.conftest import ROOT
 from tests.recorded import noisy_study_run
 

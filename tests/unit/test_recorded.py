@@ -1,6 +1,7 @@
-"""A run dir is read once on the read side: `compare` of a 4-arm run reads run.json and the arms table once (the
-typed `RecordedRun`, record/recorded.py), every section of the report takes that value; the arms table records the
-engine that answered, and the report speaks with its profile (older records: the declared engine)."""
+"""A run dir is read once on the read side: `compare` of a 4-arm run reads run.json once and each table once (the
+typed `RecordedRun`, record/recorded.py, and the tables it keeps, record/ledger.py), every section of the report takes
+that value; the arms table records the engine that answered, and the report speaks with its profile (older records:
+the declared engine)."""
 
 from __future__ import annotations
 
@@ -9,9 +10,11 @@ import json
 import re
 from pathlib import Path
 
+import pyarrow.parquet as pq
 import pytest
 
 from orchestrator import cli
+from orchestrator.analysis.alignment import DETAIL
 from orchestrator.record import tables
 from orchestrator.record.identity import CODE, IMAGE
 from orchestrator.record.paths import RunPaths
@@ -23,27 +26,124 @@ from tests.load_record import ArmPlan, write_load_record
 ARMS = ("a", "b", "c", "d")
 
 
-def test_compare_of_a_four_arm_run_reads_run_json_and_each_small_table_once(tmp_path: Path,
-                                                                            monkeypatch: pytest.MonkeyPatch) -> None:
-    root = tmp_path / "run"
-    write_load_record(root, {arm: ArmPlan([0.1, 0.1], ready_s=[4.0, 4.2]) for arm in ARMS})
-    reads: collections.Counter[str] = collections.Counter()
-    parts, read_text = tables.part_files, Path.read_text
+class Reads:
+    """Every read of a record's Parquet: a table's parts listed, a part's footer, and each column of a part's row
+    group (pyarrow.parquet.ParquetFile is how record/ reads every part's data but a filtered read's)."""
 
-    def counted_parts(paths: RunPaths, table: str) -> list[Path]:  # every read of a table lists its parts once
-        reads[table] += 1
-        return parts(paths, table)
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.listed: collections.Counter[str] = collections.Counter()
+        self.footers: collections.Counter[str] = collections.Counter()
+        self.chunks: collections.Counter[tuple[str, int, str]] = collections.Counter()
+        parts, footer, reads = tables.part_files, tables._footer, self
+
+        def listed(paths: RunPaths, table: str) -> list[Path]:
+            reads.listed[table] += 1
+            return parts(paths, table)
+
+        def footed(path: Path) -> pq.FileMetaData:
+            reads.footers[f"{path.parent.name}/{path.name}"] += 1
+            return footer(path)
+
+        class File(pq.ParquetFile):  # type: ignore[misc]
+            def __init__(self, source: Path, **kwargs: object) -> None:
+                super().__init__(source, **kwargs)
+                self.name = f"{Path(source).parent.name}/{Path(source).name}"
+
+            def _count(self, groups: list[int], columns: list[str] | None) -> None:
+                for group in groups:
+                    for column in columns if columns is not None else self.schema_arrow.names:
+                        reads.chunks[(self.name, group, column)] += 1
+
+            def read(self, columns: list[str] | None = None, **kwargs: object) -> object:
+                self._count(list(range(self.metadata.num_row_groups)), columns)
+                return super().read(columns=columns, **kwargs)
+
+            def iter_batches(self, *args: object, row_groups: list[int] | None = None,
+                             columns: list[str] | None = None, **kwargs: object) -> object:
+                self._count(row_groups if row_groups is not None else list(range(self.metadata.num_row_groups)),
+                            columns)
+                return super().iter_batches(*args, row_groups=row_groups, columns=columns, **kwargs)
+
+            def read_row_group(self, group: int, columns: list[str] | None = None, **kwargs: object) -> object:
+                self._count([group], columns)
+                return super().read_row_group(group, columns=columns, **kwargs)
+
+            def read_row_groups(self, groups: list[int], columns: list[str] | None = None,
+                                **kwargs: object) -> object:
+                self._count(groups, columns)
+                return super().read_row_groups(groups, columns=columns, **kwargs)
+
+        monkeypatch.setattr(tables, "part_files", listed)
+        monkeypatch.setattr(tables, "_footer", footed)
+        monkeypatch.setattr(pq, "ParquetFile", File)
+
+
+def test_compare_of_a_four_arm_run_reads_each_table_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A run of 4 arms, 2 starts each, one start that failed (its logs read), a load phase whose windows interleave
+    the cells (record/tables.py interleaves: the ledger is read first, the lists streamed beside it), a request
+    re-sent (`run --resume`): each table read once, but the explorer's representatives' rows (`_read_once`)."""
+    root = tmp_path / "run"
+    plans = {arm: ArmPlan([0.1, 0.1], ready_s=[4.0, 4.2], tokens=True) for arm in ARMS}
+    plans["c"] = ArmPlan([0.1, 0.1], ready_s=[4.0, 4.2], tokens=True, divergent_probes=1)
+    plans["d"] = ArmPlan([0.1, 0.1], ready_s=[4.0, 4.2], failed_starts=1)
+    paths = write_load_record(root, plans)
+    [resent] = [r for r in tables.read_table(paths, "responses").to_pylist() if r["request_id"] == "b/load_8/1/0"]
+    with TableWriter(paths, "responses", "resent") as writer:
+        writer.append({**resent, "attempt": 1})
+    report = _read_once(paths, monkeypatch)
+    assert report["arms"][-1]["arm"] == "d" and [c["n"] for c in report["cells"]] == [4] * 4
+
+
+def test_compare_of_a_four_arm_run_in_phases_reads_each_table_once(tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """4 arms in a sequential and a concurrent phase, each cell's rows together (no part interleaves them: the
+    comparison's pass reads the ledger's columns too, for the report's other sections), an arm that failed."""
+    from tests.unit.test_compare import row
+
+    paths = RunPaths(tmp_path / "run").make()
+    paths.meta.write_text(json.dumps({"study": "s", "run_id": "r", "baseline": "a"}))
+    with TableWriter(paths, "responses", "r", flush_rows=3) as writer:
+        for arm in ARMS:
+            writer.append(row(arm, "p", "seq", [1, 2], cold=True, role="cold", request_id=f"{arm}/p/cold"))
+            for phase, kind in (("seq", "sequential"), ("conc", "concurrent")):
+                for i in range(4):
+                    ids = [1, 3] if (arm, phase, i) == ("c", "seq", 3) else [1, 2]  # one cell varies
+                    writer.append(row(arm, "p", phase, ids, kind=kind, role="measured",
+                                      request_id=f"{arm}/p/{phase}/0/{i}", repeat=i))
+    with TableWriter(paths, "arms", "arms") as writer:
+        for arm in ARMS:
+            writer.append(_arms_row(arm, config_json="{}", status="failed" if arm == "d" else "completed"))
+    report = _read_once(paths, monkeypatch)
+    assert [c["n"] for c in report["cells"]] == [4] * 8
+
+
+def _read_once(paths: RunPaths, monkeypatch: pytest.MonkeyPatch) -> dict[str, object]:
+    """`compare` of the run, its reads counted: run.json once, each table's parts listed once, each part's footer
+    once, and each column of each row group of each part once, but the explorer's representatives'."""
+    reads, read_text = Reads(monkeypatch), Path.read_text
+    meta: collections.Counter[str] = collections.Counter()
 
     def counted_text(path: Path, *args: object, **kwargs: object) -> str:
-        reads[path.name] += path.name == "run.json"
+        meta[path.name] += path.name == "run.json"
         return read_text(path, *args, **kwargs)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(tables, "part_files", counted_parts)
     monkeypatch.setattr(Path, "read_text", counted_text)
-    assert cli.main(["compare", str(root)]) == 0
-    assert json.loads((root / "report.json").read_text())["arms"][-1]["arm"] == "d"
-    assert (reads["run.json"], reads["arms"], reads["probes"]) == (1, 1, 1)
-    assert reads["logs"] <= 1  # only where an arm failed
+    assert cli.main(["compare", str(paths.root)]) == 4  # arm d failed: the measurement failed
+    report: dict[str, object] = json.loads(read_text(paths.report_json))
+    assert meta["run.json"] == 1
+    assert set(reads.listed) == {"arms", "responses", "logs", "probes", "digests"}  # the logs: of the failed arm
+    assert max(reads.listed.values()) == 1
+    assert len(reads.footers) == sum(len(tables.part_files(paths, t)) for t in reads.listed)
+    assert max(reads.footers.values()) == 1
+    assert {column for _, _, column in reads.chunks} >= {"arm", "token_ids", "send_ns", "engine"}
+    # The one second read: the explorer's, of the row groups whose request-id statistics admit a representative of
+    # the cell that varies (c's two branches; their top-k lists were never read, and a request's tokens are shown
+    # as the server sent them), not a pass over the table.
+    assert [c["distinct_signatures"] for c in report["cells"]].count(2) == 1  # type: ignore[attr-defined]
+    read_twice = sorted(chunk for chunk, times in reads.chunks.items() if times > 1)
+    assert {column for _, _, column in read_twice} <= set(DETAIL)
+    assert 0 < len({(part, group) for part, group, _ in read_twice}) <= 2
+    return report
 
 
 def _arms_row(arm: str, **row: object) -> dict[str, object]:

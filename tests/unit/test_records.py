@@ -107,7 +107,8 @@ def test_a_previous_version_part_is_read_and_later_attempts_supersede_earlier_ro
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from orchestrator.record.tables import RESPONSES, iter_batches
+    from orchestrator.record.schemas import RESPONSES
+    from orchestrator.record.tables import iter_batches
 
     paths = RunPaths(tmp_path).make()
     v1 = pa.schema([f for f in RESPONSES if f.name not in ("request_id", "attempt", "role")])
@@ -144,7 +145,8 @@ def test_a_part_without_statistics_is_read_for_its_attempts(tmp_path) -> None:  
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from orchestrator.record.tables import RESPONSES, iter_batches
+    from orchestrator.record.schemas import RESPONSES
+    from orchestrator.record.tables import iter_batches
 
     paths = RunPaths(tmp_path).make()
     sent = (("p", "x", 0), ("q", "x", 1), ("s", "y", 0))
@@ -173,7 +175,8 @@ def test_a_part_from_a_newer_schema_is_refused_naming_the_file(tmp_path, reader:
     import pyarrow.parquet as pq
 
     from orchestrator.errors import RecordError
-    from orchestrator.record.tables import RESPONSES, SCHEMA_VERSION, iter_batches
+    from orchestrator.record.schemas import RESPONSES, SCHEMA_VERSION
+    from orchestrator.record.tables import iter_batches
 
     paths = RunPaths(tmp_path).make()
     with TableWriter(paths, "responses", "a") as writer:
