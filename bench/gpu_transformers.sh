@@ -24,6 +24,7 @@ declare -A arms=(
   [transformers_attention]="sdpa eager"
   [transformers_continuous_batching]="plain cb"
   [transformers_load]="plain cb eager"
+  [transformers_load_cost]="cb plain"
   [onset_transformers_batch]="a"
 )
 declare -A protocol=(
