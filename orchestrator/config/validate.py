@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from orchestrator.config import security
+from orchestrator.config import security, series
 from orchestrator.config.background import phase_backgrounds
 from orchestrator.config.catalog import line
 from orchestrator.config.compose import compose, resolve_prompts, to_typed
@@ -252,7 +252,8 @@ def _load_point(at: str, load: LoadConfig) -> list[str]:
                           f"lower it, or use a closed loop ({at}.rate_per_s=null, {at}.concurrency=N)"))
     if concurrency is not None and concurrency < 1:
         found.append(line("range", f"{at}.concurrency", concurrency, ">= 1", "set it >= 1, or null under a rate"))
-    if rate is None and concurrency is None:
+    found += [line("cross-field", *problem) for problem in series.problems(at, load)]
+    if rate is None and concurrency is None and not load.series.points:  # a series sets its points' rates
         found.append(line("cross-field", f"{at}.rate_per_s", None, "a rate, a concurrency, or both",
                           f"set {at}.rate_per_s (e.g. 8) or {at}.concurrency (a closed loop, e.g. 8)"))
     if (load.requests is None) == (load.duration_s is None):
