@@ -2,15 +2,19 @@
 
 A point over-saturates when the server falls behind its arrivals and its backlog grows, the two signals of
 GuideLLM's over-saturation stop (its `OverSaturationConstraint`: the response rate not keeping up with the
-request rate, and time to first token rising while requests pile up), decided here on a point's whole windows:
+request rate, and time to first token rising while requests pile up), decided here on a point's whole
+windows, pooled and in each window alike (a stable queue swings over a short window; a backlog is in each):
 
 - behind: the answers' rate (answered requests less one over the first to the last answer of a window) is below
   (1 - tolerance) x the arrivals' rate (scheduled requests less one over the first to the last scheduled send),
   pooled over the windows. Rates of the window's own schedule, not the nominal rate: a Poisson draw of a few
   dozen arrivals is itself some 15 % off its rate, and a server that keeps up answers as fast as they arrive;
 - growing: each request's wait (time to first token, or to its answer where not streamed, from its scheduled
-  send, so a wait for a free slot under the concurrency ceiling counts) rises with its scheduled send: the least
-  squares slope within the windows, its 95 % t interval above 0.
+  send) rises with its scheduled send: the least squares slope within the windows, its 95 % t interval above 0,
+  and at least the tolerance (over-saturated at rho times the capacity, the wait grows 1 - 1/rho seconds a
+  second as the answers' share falls to 1/rho).
+
+How often the rule calls a planted queue over-saturated, below and above its capacity: bench/saturation_stop.py.
 
 The same rule decides at run time whether the series goes on (run/send/series.py, on the rows as they are
 recorded) and in the report (analysis/cost.py, on the record): a resumed run decides as the first one did.
@@ -52,13 +56,25 @@ class Verdict:
 
 
 def verdict(windows: list[Window], tolerance: float, offered_rate_per_s: float | None) -> Verdict:
-    """A point's verdict from its whole windows (see the module's docstring); a closed loop (no offered rate)
-    sends each request as one is answered: it keeps up by construction."""
+    """A point's verdict from its whole windows (see the module's docstring): over-saturated pooled over them
+    and in each one (a stable queue swings over a short window; a backlog is in every window); a closed loop
+    (no offered rate) sends each request as one is answered: it keeps up by construction."""
+    if offered_rate_per_s is None:
+        return Verdict(False, None, None, "a closed loop: keeps up by construction")
+    pooled = _judged(windows, tolerance)
+    if not pooled.over_saturated or len(windows) < 2:
+        return pooled
+    each = sum(_judged([w], tolerance).over_saturated for w in windows)
+    if each == len(windows):
+        return Verdict(True, pooled.answer_share, pooled.wait_slope, f"{pooled.why}, in each of its windows")
+    return Verdict(False, pooled.answer_share, pooled.wait_slope, f"{pooled.why}, yet in {each} of "
+                   f"{len(windows)} windows only")
+
+
+def _judged(windows: list[Window], tolerance: float) -> Verdict:
     arrivals = sum(len(w.scheduled_s) - 1 for w in windows)
     arrival_span = sum(_span(w.scheduled_s) for w in windows)
     answered = [w.answered_s[~np.isnan(w.answered_s)] for w in windows]
-    if offered_rate_per_s is None:
-        return Verdict(False, None, None, "a closed loop: keeps up by construction")
     if not arrivals or not arrival_span > 0:
         return Verdict(False, None, None, "too few requests a window to judge (load.requests of 3 or more)")
     answer_span = sum(_span(a) for a in answered)
@@ -66,7 +82,10 @@ def verdict(windows: list[Window], tolerance: float, offered_rate_per_s: float |
         if answer_span > 0 else 0.0
     slope, lower = _slope(windows)
     behind = share < 1 - tolerance
-    growing = lower is not None and lower > 0
+    # over-saturated, the wait grows by 1 - 1/rho seconds a second of schedule, as the answers' share falls to
+    # 1/rho: the slope must clear the tolerance too (and be shown above 0), so a stable queue's swing over a
+    # short window does not pass for a backlog
+    growing = lower is not None and lower > 0 and slope is not None and slope >= tolerance
     said = f"answers at {share:.0%} of the arrivals' rate" + (
         "" if slope is None else f", wait {'growing' if growing else 'not shown growing'} "
                                  f"({slope:+.3g} s per s of schedule)")

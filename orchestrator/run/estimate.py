@@ -59,7 +59,8 @@ def arm_lines(config: Config, arm: str, seconds: dict[tuple[str, str], float] | 
         if proto.stop_after_divergences is not None else ""
     lines = [f"# arm {arm} requests:{most} {protocol.requests_per_arm(proto, prompts)} (1 cold, "
              f"{proto.warmup_requests} warm-up, per cell of {counted(prompts, 'prompt')}: {cells}{stop})"]
-    lines += [f"# arm {arm} {name}: {series.describe(p.load)}" for name, p in proto.phases.items() if series.is_series(p)]
+    lines += [f"# arm {arm} {name}: {series.describe(p.load)}"
+              for name, p in proto.phases.items() if series.is_series(p)]
     if seconds is None:
         return [*lines, f"# arm {arm} expected engine time: {UNKNOWN}"]
     groups = {"cold": 1, "warmup": proto.warmup_requests}
