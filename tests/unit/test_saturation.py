@@ -62,6 +62,18 @@ def test_falling_behind_without_a_growing_wait_is_not_over_saturation() -> None:
     growing = Window(kept.scheduled_s, kept.scheduled_s * 0.01 + 0.03, kept.answered_s)
     assert not verdict([growing, growing], 0.1, 5.0).over_saturated
     assert not verdict([queue(None, 40, 1)], 0.1, None).over_saturated  # a closed loop keeps up by construction
+    # behind, and a wait shown growing, but by less than the tolerance (0.05 s a second): a swing, not a backlog
+    creeping = Window(kept.scheduled_s, kept.scheduled_s * 0.05 + 0.03, kept.answered_s * 1.5)
+    said = verdict([creeping, creeping], 0.1, 5.0)
+    assert not said.over_saturated and said.wait_slope == pytest.approx(0.05), said
+
+
+def test_a_backlog_in_one_window_only_is_not_over_saturation() -> None:
+    """Pooled, the windows read over-saturated; one of them kept up: the point is not called over-saturated."""
+    swamped, calm = queue(25.0, 40, 3), queue(8.0, 40, 6)  # 2.5 and 0.8 times the capacity
+    assert verdict([swamped, swamped], 0.1, 25.0).over_saturated
+    said = verdict([swamped, calm], 0.1, 25.0)
+    assert not said.over_saturated and said.why.endswith("yet in 1 of 2 windows only"), said
 
 
 def _rows(phase: str, window: Window, rate: float | None, batch: int) -> list[dict[str, object]]:
