@@ -200,10 +200,7 @@ class LoadWarmupConfig:
 
 @dataclass
 class LoadSeriesConfig:
-    """A load phase as a series of load points, from one request at a time to saturation (docs/load.md, "To
-    saturation"): point 0 is a closed loop of one, whose mean latency L sets the later points' offered rates by
-    Little's law, spaced geometrically from 1/L up to `in_flight`/L; the series stops after the first point that
-    over-saturates (analysis/saturation.py)."""
+    """A load phase as load points from one request at a time to saturation (config/series.py, docs/load.md)."""
 
     points: int = 0  # 0: one load point (no series); N >= 2: at most N points, point 0 one request at a time
     in_flight: int = 16  # the capacity estimate: this many requests in flight at latency L, the last point's rate

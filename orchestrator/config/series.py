@@ -12,6 +12,8 @@ known (run/send/series.py)."""
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
+from typing import Any
 
 from orchestrator.config.schema import LoadConfig, LoadSeriesConfig, PhaseConfig, PhaseKind
 
@@ -58,6 +60,16 @@ def expand(phases: dict[str, PhaseConfig]) -> dict[str, PhaseConfig]:
         for k in range(phase.load.series.points):
             out[point_name(name, k)] = dataclasses.replace(phase, load=point_load(phase.load, k))
     return out
+
+
+def settings(phases: dict[str, PhaseConfig], requests: Callable[[PhaseConfig], int]) -> dict[str, dict[str, Any]]:
+    """What run.json keeps of each series (`sample_size.series`, read by analysis/saturation.py): its points'
+    phases, the stop's tolerance, the `requests` of one point (those after the stop are never sent: no row, and
+    nothing for `run --resume`)."""
+    return {name: {"points": [point_name(name, k) for k in range(p.load.series.points)],
+                   "tolerance": p.load.series.tolerance,
+                   "point_requests": requests(expand({name: p})[point_name(name, 0)])}
+            for name, p in phases.items() if is_series(p)}
 
 
 def point_load(load: LoadConfig, k: int, latency_s: float = 1.0) -> LoadConfig:

@@ -224,15 +224,9 @@ def request_timeout_s(protocol: ProtocolConfig) -> float:
 
 def sample_size(protocol: ProtocolConfig, prompts: int = 1) -> dict[str, Any]:
     """What run.json keeps of the sample size: the rules, and each phase's measured requests per cell."""
-    phases = cell_phases(protocol)
-    # a series to saturation (config/series.py): its points' phases, the stop's tolerance, each point's requests
-    # (those of the points after the stop are never sent: no row, and nothing to resume)
-    sets = {name: {"points": [series.point_name(name, k) for k in range(p.load.series.points)],
-                   "tolerance": p.load.series.tolerance,
-                   "point_requests": load_requests(phases[series.point_name(name, 0)])}
-            for name, p in protocol.phases.items() if series.is_series(p)}
+    sets = series.settings(protocol.phases, load_requests)
     return {"target_bound": protocol.target_bound, "stop_after_divergences": protocol.stop_after_divergences,
-            "cell_requests": {name: cell_requests(phase, prompts) for name, phase in phases.items()},
+            "cell_requests": {name: cell_requests(phase, prompts) for name, phase in cell_phases(protocol).items()},
             **({"series": sets} if sets else {})}
 
 
