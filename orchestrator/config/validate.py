@@ -234,9 +234,13 @@ MAX_RATE_PER_S = 1000.0
 def _load_points(config: Config) -> list[str]:
     """A load phase's settings (docs/load.md): one line each, the fix named."""
     found = []
-    for name, phase in config.protocol.phases.items():
+    phases = config.protocol.phases
+    for name, phase in phases.items():
         if phase.kind is PhaseKind.load:
             found += _load_point(f"protocol.phases.{name}.load", phase.load)
+        if series.MARK in name and any(series.is_series(p) for p in phases.values()):
+            found.append(line("cross-field", "protocol.phases", name, f"phase names without {series.MARK!r} in a "
+                              f"protocol with a series (PHASE{series.MARK}K names its points)", "rename the phase"))
     return found
 
 

@@ -173,3 +173,15 @@ def test_window_interval_is_the_geometric_mean_with_a_t_interval_on_the_logs() -
     assert mean == pytest.approx((8 * 10 * 12) ** (1 / 3)) and low is not None and high is not None
     assert 0 < low < mean < high
     assert window_interval([9.0]) == (9.0, None, None)
+
+
+def test_a_phase_named_like_a_point_is_refused_beside_a_series() -> None:
+    from types import SimpleNamespace
+
+    from orchestrator.config.validate import _load_points
+
+    phases = {"sat": PhaseConfig(PhaseKind.load, load=_load()), "sat@1": PhaseConfig()}
+    found = _load_points(SimpleNamespace(protocol=SimpleNamespace(phases=phases)))  # type: ignore[arg-type]
+    assert len(found) == 1 and found[0].startswith("protocol.phases='sat@1': must be phase names without '@'"), found
+    del phases["sat"]
+    assert _load_points(SimpleNamespace(protocol=SimpleNamespace(phases=phases))) == []  # type: ignore[arg-type]
