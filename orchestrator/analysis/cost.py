@@ -230,9 +230,10 @@ def cost(recorded: Recorded, comparison: Comparison,
         report.co_residents += coresidents.per_cell(arm, phase, rows["prompt_id"], rows["role"],
                                                      rows["server_first_step"], rows["server_last_step"],
                                                      rows["batch_running_max"])
-    report.saturation = saturation.series_of(report.phases, groups, (recorded.meta.sample_size or {}).get("series", {}))
+    sets = (recorded.meta.sample_size or {}).get("series", {})  # load.series: analysis/saturation.py
+    report.saturation = saturation.series_of(report.phases, groups, sets)
     pairs = _pairs(comparison, arm_pairs)
-    report.ratios = ratios(report.phases, starts.per_start(recorded), pairs)
+    report.ratios = saturation.same_load(ratios(report.phases, starts.per_start(recorded), pairs), sets)
     report.rates = rate_comparisons(comparison.cells, pairs)
     return in_order(report, order or [])
 

@@ -31,7 +31,7 @@ from typing import Any
 
 import numpy as np
 
-from orchestrator.analysis.cost_results import PhaseCost, SaturationPoint, SaturationSeries
+from orchestrator.analysis.cost_results import CostRatio, PhaseCost, SaturationPoint, SaturationSeries
 from orchestrator.analysis.stats import t_quantile
 
 CONFIDENCE = 0.95
@@ -153,6 +153,13 @@ def series_of(costs: list[PhaseCost], rows: Mapping[tuple[str, str], Mapping[str
                       for c in mine]
             out.append(series_summary(arm, phase, setting["tolerance"], judged, len(names)))
     return out
+
+
+def same_load(ratios: list[CostRatio], settings: Mapping[str, Mapping[str, Any]]) -> list[CostRatio]:
+    """The ratios B/A but those at a series' later points: each arm is offered its own rates there (from its own
+    single-request latency), so a ratio would compare two load points; point 0, one at a time, is the same."""
+    later = {name for setting in settings.values() for name in list(setting["points"])[1:]}
+    return [r for r in ratios if r.phase not in later]
 
 
 def _windows(rows: Mapping[str, Any]) -> list[Window]:

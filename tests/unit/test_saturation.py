@@ -185,3 +185,12 @@ def test_a_phase_named_like_a_point_is_refused_beside_a_series() -> None:
     assert len(found) == 1 and found[0].startswith("protocol.phases='sat@1': must be phase names without '@'"), found
     del phases["sat"]
     assert _load_points(SimpleNamespace(protocol=SimpleNamespace(phases=phases))) == []  # type: ignore[arg-type]
+
+
+def test_no_ratio_between_arms_at_a_later_point_of_a_series() -> None:
+    from orchestrator.analysis.cost_results import CostRatio
+    from orchestrator.analysis.saturation import same_load
+
+    made = [CostRatio("a", "b", phase, "latency_s", 1.0, 0.9, 1.1, 2, 2) for phase in ("sat@0", "sat@1", "other")]
+    kept = same_load(made, {"sat": {"points": ["sat@0", "sat@1", "sat@2"], "tolerance": 0.1}})
+    assert [r.phase for r in kept] == ["sat@0", "other"]  # each arm's sat@1 had its own rate
