@@ -172,6 +172,9 @@ def series_summary(arm: str, phase: str, tolerance: float, points: list[tuple[Ph
     out = SaturationSeries(arm=arm, phase=phase, tolerance=tolerance, planned_points=planned)
     kept: float | None = None
     for cost, said in points:
+        if cost.request_throughput_per_s.avg is None:  # nothing answered (an engine that died): no verdict
+            out.lower_per_s, out.note = kept, f"not reached: {cost.phase} had no answer"
+            return out
         out.points.append(SaturationPoint(cost.phase, cost.load_point, cost.offered_rate_per_s,
                                           cost.request_throughput_per_s.avg, said.answer_share, said.wait_slope,
                                           said.over_saturated, said.why))

@@ -194,3 +194,11 @@ def test_no_ratio_between_arms_at_a_later_point_of_a_series() -> None:
     made = [CostRatio("a", "b", phase, "latency_s", 1.0, 0.9, 1.1, 2, 2) for phase in ("sat@0", "sat@1", "other")]
     kept = same_load(made, {"sat": {"points": ["sat@0", "sat@1", "sat@2"], "tolerance": 0.1}})
     assert [r.phase for r in kept] == ["sat@0", "other"]  # each arm's sat@1 had its own rate
+
+
+def test_a_point_without_an_answer_ends_the_summary_without_a_bound() -> None:
+    dead = dataclasses.replace(_cost("sat@1", 16.8, [0.0]), request_throughput_per_s=Metric("requests/s"))
+    judged = [(_cost("sat@0", None, [9.0, 9.2]), verdict([queue(None, 40, 0)], 0.1, None)),
+              (dead, verdict([queue(16.8, 40, 1)], 0.1, 16.8))]
+    summary = series_summary("a", "sat", 0.1, judged, 5)
+    assert summary.upper_per_s is None and summary.note == "not reached: sat@1 had no answer", summary
