@@ -20,11 +20,11 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from orchestrator.analysis import coresidents, starts
+from orchestrator.analysis import coresidents, saturation, starts
 from orchestrator.analysis.cost_results import CostRatio, CostReport, Metric, PhaseCost, RateComparison
 from orchestrator.analysis.rates import compare_rates
 from orchestrator.analysis.results import Cell, Comparison
-from orchestrator.analysis.stats import beta_ppf, pooled_bound
+from orchestrator.analysis.stats import pooled_bound, t_quantile
 from orchestrator.record.paths import RunPaths
 from orchestrator.record.recorded import Recorded, RecordedRun, of
 
@@ -148,12 +148,6 @@ def _pooled(per_window: list[float], total: float, spans: list[float], unit: str
     return spread
 
 
-def t_quantile(q: float, df: float) -> float:
-    """Student's t quantile (q > 0.5) from the incomplete beta: P(|T| > t) = I_x(df/2, 1/2), x = df/(df+t^2)."""
-    x = beta_ppf(2 * (1 - q), df / 2, 0.5)
-    return math.sqrt(df * (1 - x) / x)
-
-
 def ratio(a: list[float], b: list[float], what: str = "window") -> tuple[float | None, float | None,
                                                                         float | None, str]:
     """(B/A, lower, upper, note): the geometric means' ratio of the replicates, with Welch's t interval on
@@ -236,8 +230,10 @@ def cost(recorded: Recorded, comparison: Comparison,
         report.co_residents += coresidents.per_cell(arm, phase, rows["prompt_id"], rows["role"],
                                                      rows["server_first_step"], rows["server_last_step"],
                                                      rows["batch_running_max"])
+    sets = (recorded.meta.sample_size or {}).get("series", {})  # load.series: analysis/saturation.py
+    report.saturation = saturation.series_of(report.phases, groups, sets)
     pairs = _pairs(comparison, arm_pairs)
-    report.ratios = ratios(report.phases, starts.per_start(recorded), pairs)
+    report.ratios = saturation.same_load(ratios(report.phases, starts.per_start(recorded), pairs), sets)
     report.rates = rate_comparisons(comparison.cells, pairs)
     return in_order(report, order or [])
 
@@ -253,6 +249,7 @@ def in_order(report: CostReport, order: list[str]) -> CostReport:
     report.starts.sort(key=lambda s: at(s.arm))
     report.phases.sort(key=lambda c: at(c.arm))
     report.co_residents.sort(key=lambda c: at(c.arm))
+    report.saturation.sort(key=lambda c: at(c.arm))
     report.ratios.sort(key=lambda r: (at(r.arm_b), at(r.arm_a)))
     report.rates.sort(key=lambda r: (at(r.arm_b), at(r.arm_a)))
     return report

@@ -123,6 +123,36 @@ class CoResidents:
 
 
 @dataclass
+class SaturationPoint:
+    """One point of a series to saturation (analysis/saturation.py): what was offered, what the server did."""
+
+    phase: str
+    load_point: str | None
+    offered_rate_per_s: float | None  # None: point 0, one request at a time
+    throughput_per_s: float | None
+    answer_share: float | None  # the answers' rate over the arrivals' (None: a closed loop)
+    wait_slope: float | None  # the wait's growth, s per s of schedule
+    over_saturated: bool
+    why: str
+
+
+@dataclass
+class SaturationSeries:
+    """An arm's series to saturation: its points in order (the last one the first that over-saturated, where
+    one did), and the saturation point's bound: above `lower_per_s` (the most a point that kept up reached),
+    below `upper_per_s` (the offered rate the server could not keep up with); None where not reached."""
+
+    arm: str
+    phase: str
+    tolerance: float
+    planned_points: int
+    points: list[SaturationPoint] = field(default_factory=list)
+    lower_per_s: float | None = None
+    upper_per_s: float | None = None
+    note: str = ""
+
+
+@dataclass
 class CostReport:
     """report.json `cost`: versioned apart from the rest, so a reader can tell what its fields mean."""
 
@@ -132,3 +162,4 @@ class CostReport:
     ratios: list[CostRatio] = field(default_factory=list)
     rates: list[RateComparison] = field(default_factory=list)
     co_residents: list[CoResidents] = field(default_factory=list)
+    saturation: list[SaturationSeries] = field(default_factory=list)  # load.series: each arm's series

@@ -79,6 +79,12 @@ def beta_ppf(q: float, a: float, b: float) -> float:
 
 
 @functools.lru_cache(maxsize=4096)
+def t_quantile(q: float, df: float) -> float:
+    """Student's t quantile (q > 0.5) from the incomplete beta: P(|T| > t) = I_x(df/2, 1/2), x = df/(df+t^2)."""
+    x = beta_ppf(2 * (1 - q), df / 2, 0.5)
+    return math.sqrt(df * (1 - x) / x)
+
+
 def clopper_pearson(k: int, n: int, confidence: float = CONFIDENCE) -> tuple[float, float]:
     """Two-sided exact interval for k divergent of n: the Beta quantiles of Clopper and Pearson. Cached:
     a study's cells share n (its repeats) and few values of k, and each interval costs ~100 beta_cdf calls."""

@@ -199,6 +199,15 @@ class LoadWarmupConfig:
 
 
 @dataclass
+class LoadSeriesConfig:
+    """A load phase as load points from one request at a time to saturation (config/series.py, docs/load.md)."""
+
+    points: int = 0  # 0: one load point (no series); N >= 2: at most N points, point 0 one request at a time
+    in_flight: int = 16  # the capacity estimate: this many requests in flight at latency L, the last point's rate
+    tolerance: float = 0.1  # over-saturated once the answers' rate is below (1 - tolerance) x the arrivals' rate
+
+
+@dataclass
 class LoadConfig:
     """A load point (phase kind `load`, docs/load.md), in AIPerf's terms: a rate with an arrival pattern, a
     concurrency (a ceiling under a rate, or a closed loop alone), a stop (a count or a duration) and a grace
@@ -220,6 +229,7 @@ class LoadConfig:
     stream: bool = True  # streamed answers: time to first token and inter-token latencies
     seed: int = 0  # of the arrival times and the background's order
     warmup: LoadWarmupConfig = field(default_factory=LoadWarmupConfig)
+    series: LoadSeriesConfig = field(default_factory=LoadSeriesConfig)  # points >= 2: to saturation
 
 
 @dataclass

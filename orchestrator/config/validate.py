@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from orchestrator.config import security
+from orchestrator.config import security, series
 from orchestrator.config.background import phase_backgrounds
 from orchestrator.config.catalog import line
 from orchestrator.config.compose import compose, resolve_prompts, to_typed
@@ -234,9 +234,13 @@ MAX_RATE_PER_S = 1000.0
 def _load_points(config: Config) -> list[str]:
     """A load phase's settings (docs/load.md): one line each, the fix named."""
     found = []
-    for name, phase in config.protocol.phases.items():
+    phases = config.protocol.phases
+    for name, phase in phases.items():
         if phase.kind is PhaseKind.load:
             found += _load_point(f"protocol.phases.{name}.load", phase.load)
+        if series.MARK in name and any(series.is_series(p) for p in phases.values()):
+            found.append(line("cross-field", "protocol.phases", name, f"phase names without {series.MARK!r} in a "
+                              f"protocol with a series (PHASE{series.MARK}K names its points)", "rename the phase"))
     return found
 
 
@@ -252,7 +256,8 @@ def _load_point(at: str, load: LoadConfig) -> list[str]:
                           f"lower it, or use a closed loop ({at}.rate_per_s=null, {at}.concurrency=N)"))
     if concurrency is not None and concurrency < 1:
         found.append(line("range", f"{at}.concurrency", concurrency, ">= 1", "set it >= 1, or null under a rate"))
-    if rate is None and concurrency is None:
+    found += [line("cross-field", *problem) for problem in series.problems(at, load)]
+    if rate is None and concurrency is None and not load.series.points:  # a series sets its points' rates
         found.append(line("cross-field", f"{at}.rate_per_s", None, "a rate, a concurrency, or both",
                           f"set {at}.rate_per_s (e.g. 8) or {at}.concurrency (a closed loop, e.g. 8)"))
     if (load.requests is None) == (load.duration_s is None):

@@ -11,6 +11,7 @@ from typing import Any
 from orchestrator.analysis.attribution import attribute
 from orchestrator.analysis.compare import NEAR_TIE_GAP, arm_engines, arms_summary, compare
 from orchestrator.analysis.cost import cost
+from orchestrator.analysis.cost_results import CostReport
 from orchestrator.analysis.explorer import MAX_BRANCHES
 from orchestrator.analysis.failures import arm_failures
 from orchestrator.analysis.results import Comparison, WaveTime
@@ -39,8 +40,10 @@ def build(recorded: Recorded) -> StudyReport:
                          branches=MAX_BRANCHES if meta.explorer_branches is None else meta.explorer_branches,
                          stop_after_divergences=stop_after)
     failed = [f for run in runs for f in arm_failures(run)]
+    costs = cost(recorded, comparison, meta.arm_pairs, [*([meta.baseline] if meta.baseline else []),
+                                                        *(meta.planned_arms or [])])
     missing = incomplete(runs[0], meta.expected_requests_per_arm, meta.planned_arms,
-                         _not_sent(comparison, meta.sample_size)) if len(runs) == 1 else []
+                         _not_sent(comparison, meta.sample_size, costs)) if len(runs) == 1 else []
     arms = arms_summary(recorded)
     own = _own(recorded)
     probes = own.table("probes").to_pylist()  # recorded in the run dir (orchestrator probe --out RUN_DIR)
@@ -55,8 +58,7 @@ def build(recorded: Recorded) -> StudyReport:
                          summary=headline.summary(comparison),
                          gate=gate_verdict(comparison, meta.gate), environment=environment(recorded),
                          timings_s=meta.timings_s or {}, waves=wave_times(recorded), incomplete=missing,
-                         unobserved=why, cost=cost(recorded, comparison, meta.arm_pairs, [
-                             *([meta.baseline] if meta.baseline else []), *(meta.planned_arms or [])]))
+                         unobserved=why, cost=costs)
     shown = {**report.to_json(), "front": front(report)}  # report.md's first lines, for `show`
     atomic_write_text(paths.report_json, json.dumps(shown, indent=2, sort_keys=True, allow_nan=False) + "\n")
     atomic_write_text(paths.report_md, markdown(report))
@@ -85,10 +87,15 @@ def _own(recorded: Recorded) -> Reads:
     return recorded.runs[0].reads if len(recorded.runs) == 1 else Reads(recorded.out)
 
 
-def _not_sent(comparison: Comparison, sample_size: dict[str, Any] | None) -> dict[str, int]:
-    """Per arm, the requests the stop rule left unsent: each stopped cell's planned n less what it sent."""
+def _not_sent(comparison: Comparison, sample_size: dict[str, Any] | None, costs: CostReport) -> dict[str, int]:
+    """Per arm, the requests the stop rules left unsent: each stopped cell's planned n less what it sent, and
+    every request of a series' points after the one that over-saturated (load.series)."""
     planned = (sample_size or {}).get("cell_requests") or {}
+    per_point = {name: s["point_requests"] for name, s in ((sample_size or {}).get("series") or {}).items()}
     out: dict[str, int] = {}
+    for s in costs.saturation:
+        if any(p.over_saturated for p in s.points):
+            out[s.arm] = out.get(s.arm, 0) + (s.planned_points - len(s.points)) * per_point.get(s.phase, 0)
     for cell in comparison.cells:
         if cell.stopped_after is not None and cell.phase in planned:
             sent = cell.n + cell.errors + (cell.batches_kept_out or 0) * (cell.batch_size or 0)

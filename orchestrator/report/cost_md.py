@@ -20,7 +20,7 @@ from orchestrator.analysis.cost_results import (
 from orchestrator.analysis.results import Cell
 from orchestrator.config.noise_floor import copy_name
 from orchestrator.errors import counted
-from orchestrator.report import svg
+from orchestrator.report import saturation_md, svg
 
 RATIO_WORDS = {"request_throughput_per_s": "throughput", "output_tokens_per_s": "output tokens/s",
                "latency_s": "latency", "time_to_first_token_s": "time to first token",
@@ -224,7 +224,7 @@ def opening(cost: CostReport | None, cells: list[Cell], arms: list[str]) -> list
     for arm in dict.fromkeys([*starts, *arms]):
         phases = [c for c in cost.phases if c.arm == arm]
         lines = [starts_line(starts.get(arm)), *correct_lines(cells, arm, phases, cost.co_residents, cost.rates),
-                 *costs_lines(arm, phases, cost.ratios, starts.get(arm))]
+                 *costs_lines(arm, phases, cost.ratios, starts.get(arm)), *saturation_md.opening_lines(cost, arm)]
         out += [f"- **{arm}**", *(f"  {line}" if line.startswith("  - ") else f"  - {line}" for line in lines)]
     return [*out, ""]
 
@@ -296,7 +296,7 @@ def sections(cost: CostReport | None, cells: list[Cell], sweep: dict[str, Any] |
             [c.arm, c.prompt_id, c.phase, str(c.probes), _num(c.observed), _num(c.least), _num(c.median),
              _num(c.most), c.source] for c in cost.co_residents])
     out += frontier_table(cost, cells, series(sweep))
-    return out
+    return out + saturation_md.section(cost, cells)
 
 
 def series(sweep: dict[str, Any] | None) -> dict[str, str]:
@@ -345,4 +345,4 @@ def charts(cost: CostReport | None, cells: list[Cell], sweep: dict[str, Any] | N
         return []
     return [svg.frontier(f"{arm}: divergence against offered load, beside throughput",
                          [(rate, k / n if n else 0.0, low, high, thr) for rate, k, n, low, high, thr in points])
-            for arm, points in frontier(cost, cells, series(sweep)).items()]
+            for arm, points in frontier(cost, cells, series(sweep)).items()] + saturation_md.charts(cost, cells)

@@ -220,3 +220,46 @@ def frontier(title: str, points: list[tuple[float, float, float, float, float | 
             body.append(f'<circle class="dot tie" cx="{tx:.1f}" cy="{y_of(throughput, most_thr):.1f}" r="4"><title>'
                         f"offered {offered:.3g} req/s: {throughput:.3g} req/s reached</title></circle>")
     return _svg(top + height + 36, title, body)
+
+
+def against_load(title: str, panels: list[tuple[str, list[tuple[float, float, float | None, float | None]]]],
+                 band: tuple[float | None, float | None]) -> str:
+    """Panels side by side against offered load (req/s), each `(caption, [(offered, value, lower, upper)])`: a
+    dot, and a bar from lower to upper (its 95 % interval) where there is one; `band`: the saturation point's
+    bound on the load axis, shaded in every panel (an end None: not known)."""
+    drawn = [(caption, points) for caption, points in panels if points]
+    if not drawn:
+        return ""
+    panel, top, height = (WIDTH - 60) / len(drawn) - 60, 34, 170
+    most_x = max(p[0] for _, points in drawn for p in points) or 1.0
+    body = [_text(0, 14, title, cls="caption")]
+    for i, (caption, points) in enumerate(drawn):
+        left = 60 + i * (panel + 60)
+        most = max(max(p[1], p[3] or 0.0) for p in points) or 1.0
+
+        def x_of(value: float, left: float = left) -> float:
+            return left + panel * value / most_x * 0.95
+
+        def y_of(value: float, most: float = most) -> float:
+            return top + height * (1 - value / most)
+
+        if band[0] is not None or band[1] is not None:
+            low, high = x_of(band[0] or 0.0), x_of(min(band[1] or most_x, most_x / 0.95))
+            body.append(f'<rect class="tie" opacity="0.2" x="{low:.1f}" y="{top}" width="{max(high - low, 1):.1f}" '
+                        f'height="{height}"><title>saturation point: between {band[0] or 0:.3g} and '
+                        f'{"?" if band[1] is None else f"{band[1]:.3g}"} req/s</title></rect>')
+        body += [f'<line class="axis" x1="{left}" x2="{left + panel}" y1="{top + height}" y2="{top + height}"/>',
+                 f'<line class="axis" x1="{left}" x2="{left}" y1="{top}" y2="{top + height}"/>',
+                 _text(left + panel / 2, top - 6, caption, "middle"), _text(left - 4, top + 8, f"{most:.3g}", "end"),
+                 _text(left - 4, top + height, "0", "end"),
+                 _text(left + panel, top + height + 28, "offered load (req/s)", "end")]
+        for offered, value, lower, upper in points:
+            x = x_of(offered)
+            body.append(_text(x, top + height + 14, f"{offered:.3g}", "middle"))
+            if lower is not None and upper is not None:
+                body.append(f'<line class="dot" x1="{x:.1f}" x2="{x:.1f}" y1="{y_of(max(lower, 0.0)):.1f}" '
+                            f'y2="{y_of(upper):.1f}"/>')
+            interval = "" if lower is None or upper is None else f" ({lower:.3g}-{upper:.3g} at 95 %)"
+            body.append(f'<circle class="dot" cx="{x:.1f}" cy="{y_of(value):.1f}" r="4"><title>offered {offered:.3g} '
+                        f"req/s: {caption} {value:.3g}{interval}</title></circle>")
+    return _svg(top + height + 36, title, body)

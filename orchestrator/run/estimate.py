@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections import defaultdict
 from pathlib import Path
 
+from orchestrator.config import series
 from orchestrator.config.schema import Config, PhaseConfig, PhaseKind
 from orchestrator.errors import RecordError, counted, ordinal
 from orchestrator.record.paths import RunPaths, read_json
@@ -52,11 +53,14 @@ def arm_lines(config: Config, arm: str, seconds: dict[tuple[str, str], float] | 
     proto, prompts = config.protocol, len(config.prompts.prompts)
     phases = protocol.cell_phases(proto)
     cells = ", ".join(_cell(name, p, prompts) for name, p in phases.items())
-    most = " at most" if proto.stop_after_divergences is not None else ""
+    most = " at most" if proto.stop_after_divergences is not None or any(
+        series.is_series(p) for p in proto.phases.values()) else ""
     stop = f"; a cell ends once {proto.stop_after_divergences} diverged (protocol.stop_after_divergences)" \
         if proto.stop_after_divergences is not None else ""
     lines = [f"# arm {arm} requests:{most} {protocol.requests_per_arm(proto, prompts)} (1 cold, "
              f"{proto.warmup_requests} warm-up, per cell of {counted(prompts, 'prompt')}: {cells}{stop})"]
+    lines += [f"# arm {arm} {name}: {series.describe(p.load)}"
+              for name, p in proto.phases.items() if series.is_series(p)]
     if seconds is None:
         return [*lines, f"# arm {arm} expected engine time: {UNKNOWN}"]
     groups = {"cold": 1, "warmup": proto.warmup_requests}
@@ -82,7 +86,9 @@ def _cell(name: str, phase: PhaseConfig, prompts: int) -> str:
         warm = f", {protocol.window_requests(phase, WARMUP_WINDOW)} warm-up" if has_warmup(load) else ""
         closed = " and more while it lasts" if load.rate_per_s is None and load.duration_s is not None else ""
         every = "every request a probe" if load.probe_every == 1 else f"every {ordinal(load.probe_every)} a probe"
+        point = series.parse(name)  # a series' later point: its rate is known once point 0's latency L is
+        at = f"{load.arrivals.value} {load.rate_per_s:.3g}/L" if point and point[1] and load.rate_per_s else label(load)
         return (f"{name} {counted(protocol.cell_requests(phase, prompts), 'probe')} ({counted(load.windows, 'window')} "
-                f"of {stop}{closed} at {label(load)}, {every}{warm}; "
+                f"of {stop}{closed} at {at}, {every}{warm}; "
                 f"{protocol.load_requests(phase)} in all)")
     return f"{name} {phase.repeats}"

@@ -50,7 +50,7 @@ def test_report_json_holds_the_cost_under_a_versioned_key(tmp_path: Path) -> Non
     paths = _report(tmp_path / "run", {"base": ArmPlan([0.1, 0.1]), "other": ArmPlan([0.1, 0.1], divergent_probes=1)})
     cost = json.loads(paths.report_json.read_text())["cost"]
     assert cost["schema_version"] == 1
-    assert set(cost) == {"schema_version", "starts", "phases", "ratios", "rates", "co_residents"}
+    assert set(cost) == {"schema_version", "starts", "phases", "ratios", "rates", "co_residents", "saturation"}
     latency = cost["phases"][0]["latency_s"]
     assert set(latency) >= {"unit", "avg", "p50", "p90", "p99", "std", "count"} and latency["unit"] == "s"
     assert [r["verdict"] for r in cost["rates"]] == ["not shown lower"]

@@ -18,6 +18,7 @@ from orchestrator.run.prefetch import table_writer
 from orchestrator.run.progress import Progress
 from orchestrator.run.send import digests, prompt_length, protocol, starts
 from orchestrator.run.send.sender import ProtocolSender, RunContext, Server
+from orchestrator.run.send.series import SeriesRule
 from orchestrator.run.wire.client import CompletionClient
 from orchestrator.runtime.spec import Handle
 
@@ -85,16 +86,18 @@ async def send_arm(study: StudySend, launch: Launch, handle: Handle) -> int:
             if study.resume is not None:
                 groups = protocol.resent(groups, study.resume.groups[name], name, study.resume.attempt)
             study.progress.arm(name, dict(Counter(request.phase for group in groups for request in group)))
-        if stop is not None and study.resume is not None:
-            stop.observe(study.resume.recorded.get(name, []))
+        series = None if launch.start else SeriesRule(proto)  # a series to saturation: its rates, its stop
+        if study.resume is not None:
+            for rule in (r for r in (stop, series) if r is not None):
+                rule.observe(study.resume.recorded.get(name, []))
         fetch = digests.DigestFetch(study.context(launch), engine, study.paths)  # after each phase, and the last
         hooks = _Hooks(study, launch, fetch)
         paths = engine.endpoints.overridden(arm.health_path, arm.metrics_path)
         server = Server(engine, paths.health, paths.metrics, lambda: runtime.exit_code(handle))
         with table_writer(study.paths, "responses", name,
                           on_row=fetch.noting(None if launch.start else study.progress.row)) as writer:
-            done = await ProtocolSender(study.context(launch), study.prompts, writer, server, hooks, stop).send(
-                client, groups)
+            done = await ProtocolSender(study.context(launch), study.prompts, writer, server, hooks, stop,
+                                        series).send(client, groups)
         launch.row["digests_note"] = await fetch.fetch(client, hooks.say)
         return done
     finally:

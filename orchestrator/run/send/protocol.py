@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from orchestrator.analysis.stats import repeats_for_bound
+from orchestrator.config import series
 from orchestrator.config.schema import Endpoint, PhaseConfig, PhaseKind, ProtocolConfig
 from orchestrator.engines import EngineProfile, profile_for
 from orchestrator.errors import ConfigError, EngineFailure
@@ -98,13 +99,14 @@ def cell_phases(protocol: ProtocolConfig) -> dict[str, PhaseConfig]:
     """The phases as they run. With `target_bound`, every cell takes at least n = repeats_for_bound(bound)
     measured requests, overriding what the phase says: a sequential phase sends n repeats; a concurrent one
     keeps its batch size (`repeats`) and sends ceil(n / repeats) batches."""
+    phases = series.expand(protocol.phases)  # a series to saturation: its points (config/series.py)
     if protocol.target_bound is None:
-        return dict(protocol.phases)
+        return phases
     n = repeats_for_bound(protocol.target_bound)
     return {name: phase if phase.kind is PhaseKind.load  # a load point's probes are its rate's share
             else PhaseConfig(phase.kind, n, 1) if phase.kind is PhaseKind.sequential
             else PhaseConfig(phase.kind, phase.repeats, math.ceil(n / phase.repeats))
-            for name, phase in protocol.phases.items()}
+            for name, phase in phases.items()}
 
 
 def cell_requests(phase: PhaseConfig, prompts: int = 1) -> int:
@@ -158,7 +160,8 @@ def plan(protocol: ProtocolConfig, model: str | None, prompts: Mapping[str, str 
     index = 1 + protocol.warmup_requests
     for phase_name, phase in cell_phases(protocol).items():
         if phase.kind is PhaseKind.load:
-            texts = dict((background or {}).get(phase_name) or {p: t for p, t in prompts.items() if isinstance(t, str)})
+            texts = dict((background or {}).get(series.base_name(phase_name))
+                         or {p: t for p, t in prompts.items() if isinstance(t, str)})
             stream = _stream_fields(phase, engine)
             streamed = bool(stream)
             windows = [schedule.LoadWindow(
@@ -212,16 +215,19 @@ def request_timeout_s(protocol: ProtocolConfig) -> float:
     slow engine is not cut off by a limit sized for one request."""
     if protocol.request_timeout_s is not None:
         return protocol.request_timeout_s
-    largest = max([p.repeats for p in protocol.phases.values() if p.kind is PhaseKind.concurrent]
-                  + [p.load.concurrency or window_requests(p, 0) for p in protocol.phases.values()
-                     if p.kind is PhaseKind.load], default=1)
+    phases = cell_phases(protocol).values()
+    largest = max([p.repeats for p in phases if p.kind is PhaseKind.concurrent]
+                  + [p.load.concurrency or window_requests(p, 0) for p in phases if p.kind is PhaseKind.load],
+                  default=1)
     return TIMEOUT_FLOOR_S + TIMEOUT_PER_TOKEN_S * max(protocol.request.max_tokens, 1) * largest
 
 
 def sample_size(protocol: ProtocolConfig, prompts: int = 1) -> dict[str, Any]:
     """What run.json keeps of the sample size: the rules, and each phase's measured requests per cell."""
+    sets = series.settings(protocol.phases, load_requests)
     return {"target_bound": protocol.target_bound, "stop_after_divergences": protocol.stop_after_divergences,
-            "cell_requests": {name: cell_requests(phase, prompts) for name, phase in cell_phases(protocol).items()}}
+            "cell_requests": {name: cell_requests(phase, prompts) for name, phase in cell_phases(protocol).items()},
+            **({"series": sets} if sets else {})}
 
 
 def requests_per_arm(protocol: ProtocolConfig, prompts: int) -> int:

@@ -18,6 +18,7 @@ from orchestrator.engines import EngineProfile, profile_for
 from orchestrator.errors import EngineFailure, counted
 from orchestrator.record.failures import ErrorKind
 from orchestrator.run.send import protocol
+from orchestrator.run.send.series import SeriesRule
 from orchestrator.run.wire.client import CompletionClient, Exchange
 
 if TYPE_CHECKING:
@@ -113,8 +114,8 @@ class SendHooks(Protocol):
 
 class ProtocolSender:
     def __init__(self, ctx: RunContext, prompts: Mapping[str, str], writer: TableWriter, server: Server,
-                 hooks: SendHooks, stop: StopRule | None = None) -> None:
-        self.ctx, self.prompts, self.writer, self.stop = ctx, prompts, writer, stop
+                 hooks: SendHooks, stop: StopRule | None = None, series: SeriesRule | None = None) -> None:
+        self.ctx, self.prompts, self.writer, self.stop, self.series = ctx, prompts, writer, stop, series
         self.server, self.hooks, self.engine = server, hooks, server.engine
         self.traced = False  # the engine traces its requests (server_* fields): exact co-residency, no sampling
 
@@ -126,9 +127,11 @@ class ProtocolSender:
         for position, group in enumerate(groups):
             if position and group[0].phase != groups[position - 1][0].phase:
                 await self.hooks.phase_over(client)
-            if self._ended(group):
+            resolved = group if self.series is None else self.series.resolve(group)  # a series' point's rate
+            if self._ended(group) or resolved is None:
                 self.hooks.skipped(group)
                 continue  # checked between groups only: a concurrent batch is never cut
+            group = resolved
             self.hooks.before_group(group)
             # Once answers carry the engine's trace, /metrics is not sampled: the trace is exact, and polling
             # every few ms would load the very engine whose batch it observes.
@@ -161,6 +164,8 @@ class ProtocolSender:
                                batch_arrival_spread_ns=arrival_spread, batch_server_together=together)
             if self.stop is not None:
                 self.stop.observe(rows)
+            if self.series is not None:
+                self.series.observe(rows)
             if group[0].window is not None:
                 self.writer.append_whole(rows)  # a window is whole or absent in the record, even after kill -9
             else:
