@@ -17,14 +17,21 @@ STUDY = "study"  # load.background: the study's own prompts (as null)
 DEFAULT_PROMPTS = 100  # AIPerf's --num-dataset-entries
 
 # Common English words: on a BPE tokenizer most are one token each
-WORDS = tuple("""the of and to in is was he for it with as his on be at by had are but from or have an they which
-one you were her all she there would their we him been has when who will more no if out so said what up its about
-into than them can only other new some could time these two may then do first any my now such like our over man me
-even most made after also did many before must through back years where much your way well down should because
-each just those people how too little state good very make world still own see men work long get here between
-both life being under never day same another know while last might us great old year off come since against go
-came right used take three small large house water place found study light city river tree road story song
-garden window morning evening market table letter paper music picture question answer number school""".split())
+WORDS = (
+    "the", "of", "and", "to", "in", "is", "was", "he", "for", "it", "with", "as", "his", "on", "be", "at", "by",
+    "had", "are", "but", "from", "or", "have", "an", "they", "which", "one", "you", "were", "her", "all", "she",
+    "there", "would", "their", "we", "him", "been", "has", "when", "who", "will", "more", "no", "if", "out", "so",
+    "said", "what", "up", "its", "about", "into", "than", "them", "can", "only", "other", "new", "some", "could",
+    "time", "these", "two", "may", "then", "do", "first", "any", "my", "now", "such", "like", "our", "over", "man",
+    "me", "even", "most", "made", "after", "also", "did", "many", "before", "must", "through", "back", "years",
+    "where", "much", "your", "way", "well", "down", "should", "because", "each", "just", "those", "people", "how",
+    "too", "little", "state", "good", "very", "make", "world", "still", "own", "see", "men", "work", "long", "get",
+    "here", "between", "both", "life", "being", "under", "never", "day", "same", "another", "know", "while", "last",
+    "might", "us", "great", "old", "year", "off", "come", "since", "against", "go", "came", "right", "used", "take",
+    "three", "small", "large", "house", "water", "place", "found", "study", "light", "city", "river", "tree",
+    "road", "story", "song", "garden", "window", "morning", "evening", "market", "table", "letter", "paper",
+    "music", "picture", "question", "answer", "number", "school",
+)
 
 
 @dataclass(frozen=True)

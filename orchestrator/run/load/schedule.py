@@ -195,7 +195,8 @@ class LoadWindow:
     def text(self, prompt_id: str) -> str:
         """A background request's prompt: its own, or the prefix it reuses and its own first words."""
         lead = self.lead(prompt_id)
-        return self.texts[prompt_id] if lead is None else led_text(self.texts[lead], self.texts[prompt_id.partition("+")[2]])
+        own = prompt_id.partition("+")[2]
+        return self.texts[prompt_id] if lead is None else led_text(self.texts[lead], self.texts[own])
 
     def body(self, at: Slot) -> dict[str, Any]:
         if at.probe:
