@@ -26,7 +26,8 @@ class Workload:
         """`plan`'s line for the phase."""
         more = self.distinct_prompts - self.probes
         what = f"the study's {self.probes}, its background too" if self.background == "study" else \
-            f"{self.probes} of the probes, {more} more of the {self.background} background"
+            f"{self.probes} of the probes, {more} more of " + \
+            ("the synthetic background" if self.synthetic else f"prompt set {self.background}")
         line = f"# load phase {self.phase}: {self.distinct_prompts} distinct prompts ({what})"
         if (s := self.synthetic) is not None:
             line += (f"; input {s.input_words_mean:g} words (sd {s.input_words_stddev:g}), max_tokens "

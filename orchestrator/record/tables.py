@@ -21,11 +21,10 @@ import pyarrow.parquet as pq
 from orchestrator.errors import RecordError
 from orchestrator.record.paths import RunPaths, atomic_write_bytes
 
-# 2: request_id, attempt, role (responses), attempt (arms); 3: probes' op columns, placement (arms);
-# 4: probes' image_id; 5: load points (responses: scheduled_ns .. offered_rate_per_s, start; arms: start,
-# model, memory peaks); 6: the digests table (per-module activation digests of flagged requests), arms'
-# digests_note; 7: responses' error_kind, arms' engine (the one that answered); 8: responses' prefix_seen. Older
-# parts read with nulls.
+# 2: request_id, attempt, role (responses), attempt (arms); 3: probes' op columns, placement (arms); 4: probes'
+# image_id; 5: load points (responses: scheduled_ns .. offered_rate_per_s, start; arms: start, model, memory peaks);
+# 6: the digests table (per-module activation digests of flagged requests), arms' digests_note; 7: responses'
+# error_kind, arms' engine (the one that answered); 8: responses' prefix_seen. Older parts read with nulls.
 SCHEMA_VERSION = "8"
 
 _TOP = pa.struct([("token", pa.string()), ("logprob", pa.float64())])
@@ -146,8 +145,7 @@ SCHEMAS = {"responses": RESPONSES, "logs": LOGS, "arms": ARMS, "probes": PROBES,
 
 
 def _with_metadata(name: str) -> pa.Schema:
-    return SCHEMAS[name].with_metadata({"orchestrator.schema_version": SCHEMA_VERSION,
-                                        "orchestrator.table": name})
+    return SCHEMAS[name].with_metadata({"orchestrator.schema_version": SCHEMA_VERSION, "orchestrator.table": name})
 
 
 class TableWriter:
