@@ -1,8 +1,8 @@
 """A load phase's default background (docs/load.md, `load.synthetic`): a seeded set of distinct prompts of random
 words, each with its input length and its max_tokens drawn from a normal distribution of the set's mean and
 spread (clipped at 1), as AIPerf's synthetic prompts (--synthetic-input-tokens-mean/-stddev,
---output-tokens-mean/-stddev). Input lengths are in words, a stated proxy for tokens: the orchestrator has no
-tokenizer of an arm's model (each answer's usage.prompt_tokens, recorded as `prompt_tokens`, is the real count).
+--output-tokens-mean/-stddev). Input lengths are in words, a proxy for tokens of no stated ratio: the orchestrator
+has no tokenizer of an arm's model (each answer's usage.prompt_tokens, recorded as `prompt_tokens`, is the count).
 The output length is exact as a ceiling: max_tokens, which an answer may stop short of."""
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ SYNTHETIC = "synthetic"  # load.background: this set
 STUDY = "study"  # load.background: the study's own prompts (as null)
 DEFAULT_PROMPTS = 100  # AIPerf's --num-dataset-entries
 
-# Common English words: on a BPE tokenizer most are one token each
+# Common English words, drawn at random
 WORDS = (
     "the", "of", "and", "to", "in", "is", "was", "he", "for", "it", "with", "as", "his", "on", "be", "at", "by",
     "had", "are", "but", "from", "or", "have", "an", "they", "which", "one", "you", "were", "her", "all", "she",

@@ -34,7 +34,8 @@ def test_the_synthetic_set_has_the_lengths_it_is_set_to_and_is_the_same_every_ru
     tokens = [p.max_tokens for p in made.values()]
     assert len({p.text for p in made.values()}) == 2000  # distinct
     assert all(len(p.text.split(" ")) == p.words for p in made.values())
-    assert statistics.mean(words) == pytest.approx(60, abs=1.5) and statistics.stdev(words) == pytest.approx(15, abs=1.5)
+    assert statistics.mean(words) == pytest.approx(60, abs=1.5)
+    assert statistics.stdev(words) == pytest.approx(15, abs=1.5)
     assert statistics.mean(tokens) == pytest.approx(40, abs=1) and statistics.stdev(tokens) == pytest.approx(10, abs=1)
     assert synthetic_prompts(settings, 2000, seed=3) == made
     assert synthetic_prompts(settings, 2000, seed=4) != made
@@ -63,7 +64,8 @@ def test_two_prompts_at_a_concurrency_of_24_are_warned() -> None:
 def test_check_prints_the_warning_and_plan_the_workload(capsys: pytest.CaptureFixture[str]) -> None:
     assert cli.main(["check", "study=load_point", f"{AT}.background=study", f"{AT}.concurrency=24"]) == 0
     assert "warning: load phase load: 2 distinct prompts for 24 requests in flight" in capsys.readouterr().err
-    assert cli.main(["plan", "study=load_point", f"{AT}.background=synthetic", f"{AT}.synthetic.prefix_share=0.25"]) == 0
+    assert cli.main(["plan", "study=load_point", f"{AT}.background=synthetic",
+                     f"{AT}.synthetic.prefix_share=0.25"]) == 0
     assert ("# load phase load: 102 distinct prompts (2 of the probes, 100 more of the synthetic background); input "
             "100 words (sd 25), max_tokens 32 (sd 8), 25% of the background reusing a prefix sent before in its window"
             ) in capsys.readouterr().out
