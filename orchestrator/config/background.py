@@ -16,12 +16,11 @@ from orchestrator.errors import ConfigError
 
 @dataclass(frozen=True)
 class Background:
-    """A load phase's background prompts: id -> text; the synthetic set's own max_tokens per id (empty: the
-    phase's background_max_tokens, cycled) and the share of its requests that reuse a prefix."""
+    """A load phase's background prompts: id -> text, and the synthetic set's own max_tokens per id (empty: the
+    phase's background_max_tokens, cycled; its prefix reuse is run/load/schedule.py's, from load.synthetic)."""
 
     texts: dict[str, str]
     max_tokens: dict[str, int] = field(default_factory=dict)
-    prefix_share: float = 0.0
 
 
 def background_prompts(name: str, config_dirs: list[str] | None = None) -> dict[str, str]:
@@ -64,8 +63,7 @@ def phase_backgrounds(config: Config) -> dict[str, Background]:
             continue
         if load.background == SYNTHETIC:
             made = synthetic_prompts(load.synthetic, prompt_count(config, load.synthetic), load.seed)
-            found[name] = Background({i: p.text for i, p in made.items()}, {i: p.max_tokens for i, p in made.items()},
-                                     load.synthetic.prefix_share)
+            found[name] = Background({i: p.text for i, p in made.items()}, {i: p.max_tokens for i, p in made.items()})
         else:
             found[name] = Background(background_prompts(load.background, config.config_dirs))
     return found
