@@ -20,7 +20,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from orchestrator.analysis import coresidents, saturation, starts
+from orchestrator.analysis import coresidents, saturation, starts, variety
 from orchestrator.analysis.cost_results import CostRatio, CostReport, Metric, PhaseCost, RateComparison
 from orchestrator.analysis.rates import compare_rates
 from orchestrator.analysis.results import Cell, Comparison
@@ -30,7 +30,8 @@ from orchestrator.record.recorded import Recorded, RecordedRun, of
 
 COLUMNS = ["arm", "prompt_id", "phase", "phase_kind", "role", "batch_id", "start", "error", "send_ns",
            "scheduled_ns", "recv_ns", "streamed", "first_token_ns", "inter_token_ns", "completion_tokens",
-           "load_point", "offered_rate_per_s", "server_first_step", "server_last_step", "batch_running_max"]
+           "load_point", "offered_rate_per_s", "server_first_step", "server_last_step", "batch_running_max",
+           "prefix_seen"]
 NUMBERS = ["batch_id", "start", "send_ns", "scheduled_ns", "recv_ns", "first_token_ns", "completion_tokens",
            "offered_rate_per_s", "server_first_step", "server_last_step", "batch_running_max"]
 # The metrics a ratio B/A is given for, per load point (per-window values) and per arm (per-start values).
@@ -77,7 +78,7 @@ def _columns(table: pa.Table) -> dict[str, Any]:
                            pc.fill_null(table.column(c).cast(pa.float64(), safe=False), math.nan)
                            .to_numpy(zero_copy_only=False)  # ns since 1970 lose their last bits either way
                            for c in NUMBERS}
-    for c in ("prompt_id", "role", "load_point"):
+    for c in ("prompt_id", "role", "load_point", "prefix_seen"):
         out[c] = table.column(c).to_pylist()
     out["ok"] = pc.is_null(table.column("error")).to_numpy(zero_copy_only=False) & ~np.isnan(out["recv_ns"])
     out["streamed"] = pc.fill_null(table.column("streamed"), False).to_numpy(zero_copy_only=False)
@@ -227,6 +228,7 @@ def cost(recorded: Recorded, comparison: Comparison,
     report = CostReport(starts=starts.summarise(recorded))
     for (arm, phase), rows in groups.items():
         report.phases.append(phase_cost(arm, phase, rows))
+        report.workloads.append(variety.workload(arm, phase, rows))
         report.co_residents += coresidents.per_cell(arm, phase, rows["prompt_id"], rows["role"],
                                                      rows["server_first_step"], rows["server_last_step"],
                                                      rows["batch_running_max"])
@@ -250,6 +252,7 @@ def in_order(report: CostReport, order: list[str]) -> CostReport:
     report.phases.sort(key=lambda c: at(c.arm))
     report.co_residents.sort(key=lambda c: at(c.arm))
     report.saturation.sort(key=lambda c: at(c.arm))
+    report.workloads.sort(key=lambda w: at(w.arm))
     report.ratios.sort(key=lambda r: (at(r.arm_b), at(r.arm_a)))
     report.rates.sort(key=lambda r: (at(r.arm_b), at(r.arm_a)))
     return report

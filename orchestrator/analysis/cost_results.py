@@ -153,6 +153,19 @@ class SaturationSeries:
 
 
 @dataclass
+class PhaseWorkload:
+    """Whether an arm's load point ran a workload that is one (analysis/variety.py): its distinct prompts against
+    the requests it held in flight, and how often a request's prompt started with one sent before in its window."""
+
+    arm: str
+    phase: str
+    distinct_prompts: int  # the fewest distinct prompts (probes and background) of a window
+    in_flight: float | None  # requests in flight on average over a window's span (Little's law), windows' mean
+    prefix_seen_share: float | None  # of the requests with a prefix_seen (schema 8 on), those whose was seen
+    warning: str | None  # fewer distinct prompts than requests in flight
+
+
+@dataclass
 class CostReport:
     """report.json `cost`: versioned apart from the rest, so a reader can tell what its fields mean."""
 
@@ -163,3 +176,4 @@ class CostReport:
     rates: list[RateComparison] = field(default_factory=list)
     co_residents: list[CoResidents] = field(default_factory=list)
     saturation: list[SaturationSeries] = field(default_factory=list)  # load.series: each arm's series
+    workloads: list[PhaseWorkload] = field(default_factory=list)

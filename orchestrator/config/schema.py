@@ -208,6 +208,18 @@ class LoadSeriesConfig:
 
 
 @dataclass
+class SyntheticConfig:
+    """The default background (docs/load.md): AIPerf's synthetic ISL/OSL, input lengths in words (no tokenizer)."""
+
+    prompts: int | None = None  # distinct prompts; null: 100, or the study's highest concurrency where higher
+    input_words_mean: float = 100.0
+    input_words_stddev: float = 25.0
+    output_tokens_mean: float = 32.0
+    output_tokens_stddev: float = 8.0
+    prefix_share: float = 0.0  # share of its requests that start with a prompt sent before in the window
+
+
+@dataclass
 class LoadConfig:
     """A load point (phase kind `load`, docs/load.md), in AIPerf's terms: a rate with an arrival pattern, a
     concurrency (a ceiling under a rate, or a closed loop alone), a stop (a count or a duration) and a grace
@@ -223,11 +235,13 @@ class LoadConfig:
     grace_s: float = 30.0  # after a window's stop, answers are awaited this long; later ones are cut, recorded
     windows: int = 3  # repeated windows of the load point: the intervals of its cost
     probe_every: int = 4  # every k-th request is a probe: probes arrive at rate_per_s / k
-    # Background traffic: a prompt set's file under prompts/ (its prompts cycled); null: the study's own prompts
-    background: str | None = None
-    background_max_tokens: list[int] = field(default_factory=lambda: [16, 32, 64])  # cycled per background request
+    # Background traffic: synthetic (load.synthetic); study (or null): the study's own prompts; else a prompt set's
+    # file under prompts/. The last two cycle background_max_tokens
+    background: str | None = "synthetic"
+    synthetic: SyntheticConfig = field(default_factory=SyntheticConfig)
+    background_max_tokens: list[int] = field(default_factory=lambda: [16, 32, 64])
     stream: bool = True  # streamed answers: time to first token and inter-token latencies
-    seed: int = 0  # of the arrival times and the background's order
+    seed: int = 0  # of the arrival times, the background's order and its synthetic prompts
     warmup: LoadWarmupConfig = field(default_factory=LoadWarmupConfig)
     series: LoadSeriesConfig = field(default_factory=LoadSeriesConfig)  # points >= 2: to saturation
 

@@ -19,6 +19,7 @@ from orchestrator.config.background import phase_backgrounds
 from orchestrator.config.catalog import line
 from orchestrator.config.compose import compose, resolve_prompts, to_typed
 from orchestrator.config.schema import Arrivals, Config, Endpoint, LoadConfig, PhaseKind, PromptAs
+from orchestrator.config.synthetic import SYNTHETIC
 from orchestrator.engines import ENGINES
 from orchestrator.errors import ConfigError
 from orchestrator.runtime.spec import Mount, map_mounts
@@ -279,6 +280,7 @@ def _load_point(at: str, load: LoadConfig) -> list[str]:
     if not tokens or any(t < 1 for t in tokens):
         found.append(line("range", f"{at}.background_max_tokens", tokens, "a non-empty list of max_tokens >= 1",
                           f"e.g. {at}.background_max_tokens=[16,32,64]"))
+    found += _synthetic(load, at)
     warm = load.warmup
     if warm.requests < 0:
         found.append(line("range", f"{at}.warmup.requests", warm.requests, ">= 0"))
@@ -289,4 +291,24 @@ def _load_point(at: str, load: LoadConfig) -> list[str]:
         found.append(line("range", f"{at}.warmup.rate_per_s", warm.rate_per_s, f"in (0, {MAX_RATE_PER_S:g}]"))
     if warm.concurrency is not None and warm.concurrency < 1:
         found.append(line("range", f"{at}.warmup.concurrency", warm.concurrency, ">= 1"))
+    return found
+
+
+def _synthetic(load: LoadConfig, at: str) -> list[str]:
+    """The synthetic background's settings (config/synthetic.py)."""
+    syn, found = load.synthetic, []
+    for leaf, value, valid in (("input_words_mean", syn.input_words_mean, (">= 1 (words)", lambda v: v >= 1)),
+                               ("output_tokens_mean", syn.output_tokens_mean, (">= 1 (tokens)", lambda v: v >= 1)),
+                               ("input_words_stddev", syn.input_words_stddev, NON_NEGATIVE),
+                               ("output_tokens_stddev", syn.output_tokens_stddev, NON_NEGATIVE),
+                               ("prefix_share", syn.prefix_share, ("in [0, 1]", lambda v: 0 <= v <= 1))):
+        if not (value == value and valid[1](value)):  # NaN fails too
+            found.append(line("range", f"{at}.synthetic.{leaf}", value, valid[0]))
+    if syn.prompts is not None and syn.prompts < 1:
+        found.append(line("range", f"{at}.synthetic.prompts", syn.prompts, ">= 1, or null (100, or the study's "
+                          "highest concurrency)"))
+    if syn.prefix_share and load.background != SYNTHETIC:
+        found.append(line("cross-field", f"{at}.synthetic.prefix_share", syn.prefix_share, "0 unless "
+                          f"background={SYNTHETIC} (only the synthetic set reuses prefixes)",
+                          f"set {at}.background={SYNTHETIC}, or {at}.synthetic.prefix_share=0"))
     return found

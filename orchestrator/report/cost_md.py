@@ -4,6 +4,7 @@ other arm of each pair, divergence rates compared, the probes' co-residents, div
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from orchestrator.analysis.coresidents import MISSED
@@ -14,6 +15,7 @@ from orchestrator.analysis.cost_results import (
     CostReport,
     Metric,
     PhaseCost,
+    PhaseWorkload,
     RateComparison,
     StartsSummary,
 )
@@ -194,11 +196,13 @@ def peaks(s: StartsSummary | None) -> list[str]:
             for m, what in ((s.peak_memory_bytes, "memory"), (s.peak_gpu_memory_bytes, "GPU memory"))]
 
 
-def costs_lines(arm: str, phases: list[PhaseCost], ratios: list[CostRatio], start: StartsSummary | None = None
-                ) -> list[str]:
-    """One load point: a line, the arm's memory in it; several: the memory, then a sub-bullet per load point."""
+def costs_lines(arm: str, phases: list[PhaseCost], ratios: list[CostRatio], start: StartsSummary | None = None,
+                workloads: Sequence[PhaseWorkload] = ()) -> list[str]:
+    """One load point: a line, the arm's memory in it; several: the memory, then a sub-bullet per load point;
+    a load point whose workload is thin (analysis/variety.py) ends with a warning saying so."""
     if not phases:
         return [f"Costs: not measured: no load phase recorded; {memory(start)}"]
+    thin = {(w.arm, w.phase): w.warning for w in workloads if w.warning}
     parts = []
     for c in phases:
         numbers = (f"at {c.load_point or c.phase}: {_num(c.request_throughput_per_s.avg, 2)} req/s, "
@@ -206,8 +210,9 @@ def costs_lines(arm: str, phases: list[PhaseCost], ratios: list[CostRatio], star
                    f"{_p(c.time_to_first_token_s, 'time to first token')}, errors {c.errors} of {c.requests}")
         mine = [r for r in ratios if r.arm_b == arm and r.phase == c.phase and r.metric in OPENING_RATIOS
                 and r.ratio is not None]
-        parts.append((numbers, f"; against {other_arm(mine[0].arm_a, arm)}: " + ", ".join(_ratio(r) for r in mine)
-                      if mine else ""))
+        against = f"; against {other_arm(mine[0].arm_a, arm)}: " + ", ".join(_ratio(r) for r in mine) if mine else ""
+        warning = thin.get((c.arm, c.phase))
+        parts.append((numbers, against + (f"; warning: {warning}" if warning else "")))
     if len(parts) == 1:
         numbers, against = parts[0]
         return [f"Costs {numbers}; {memory(start)}{against}"]
@@ -224,7 +229,8 @@ def opening(cost: CostReport | None, cells: list[Cell], arms: list[str]) -> list
     for arm in dict.fromkeys([*starts, *arms]):
         phases = [c for c in cost.phases if c.arm == arm]
         lines = [starts_line(starts.get(arm)), *correct_lines(cells, arm, phases, cost.co_residents, cost.rates),
-                 *costs_lines(arm, phases, cost.ratios, starts.get(arm)), *saturation_md.opening_lines(cost, arm)]
+                 *costs_lines(arm, phases, cost.ratios, starts.get(arm), cost.workloads),
+                 *saturation_md.opening_lines(cost, arm)]
         out += [f"- **{arm}**", *(f"  {line}" if line.startswith("  - ") else f"  - {line}" for line in lines)]
     return [*out, ""]
 

@@ -7,6 +7,7 @@ import dataclasses
 from collections.abc import Mapping
 from pathlib import Path
 
+from orchestrator.config import workload
 from orchestrator.config.arms import Placement, ResolvedArm, resolve_arms, runtime_for
 from orchestrator.config.schema import Config
 from orchestrator.errors import ConfigError, DockerUnavailable, ImageError, OrchestratorError, counted
@@ -41,6 +42,7 @@ def render(config: Config, like: Path | None = None, arms: Mapping[str, Resolved
     derived = "" if config.protocol.request_timeout_s is not None else \
         " (derived from the largest batch and max_tokens; set protocol.request_timeout_s to fix it)"
     lines.append(f"# requests time out after {request_timeout_s(config.protocol):g} s{derived}")
+    lines += [w.sentence() for w in workload.workloads(config)]
     if config.study.starts > 1:
         n = config.study.starts
         lines.append(f"# study.starts={n}: each arm is started {n} times; the first runs the protocol, each later "

@@ -14,6 +14,7 @@ every problem at once, one line each; exit 0 or 2. Nothing is started, no run di
 
 
 def main(argv: list[str]) -> Outcome:
+    from orchestrator.config import workload
     from orchestrator.guard import declared
     from orchestrator.report.cost_md import size
     from orchestrator.run.refusals import expected_record_bytes, refusals, run_dir_of, study_config
@@ -36,7 +37,7 @@ def main(argv: list[str]) -> Outcome:
     if sweeps and onset_run.is_onset(composed):  # axis, target and `per`, as `run -m` checks them
         onset_run.check(composed, line.overrides, len(each), line.dirs)
         said = ["ok onset search: its axis, target and per; its jobs are made as it goes (docs/onset.md)"]
-    warnings = declared.warnings(declared.declared_check(typed, checked.arms))  # as `run` says them
+    warnings = declared.warnings(declared.declared_check(typed, checked.arms)) + workload.warnings(typed)  # as `run`
     return (note(*(f"warning: {warning}" for warning in warnings))
             + answer(*said, f"ok config: study {typed.study.name}, {counted(len(typed.arms), 'arm')}, protocol "
                      f"{typed.protocol.name}, {counted(len(typed.prompts.prompts), 'prompt')}; guard: declared "

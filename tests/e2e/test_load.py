@@ -65,3 +65,34 @@ def test_probes_form_the_cells_and_the_background_none(load_run: Path) -> None:
     assert {(c["arm"], c["prompt_id"]) for c in cells} == {(a, p) for a in ("baseline", "wide_batch")
                                                             for p in ("capital", "count")}
     assert all(c["n"] == 9 for c in cells), cells
+
+
+def test_the_synthetic_background_is_varied_and_each_row_says_if_its_prefix_was_seen(tmp_path: Path) -> None:
+    """The default background with half of it reusing a prefix, one arm's worth of windows on the reference engine:
+    the recorded prompts are varied, and prefix_seen matches the prompts the window had sent before."""
+    at = "protocol.phases.load.load"
+    run_dir = tmp_path / "run"
+    result = orchestrator("run", "study=load_point", f"hydra.run.dir={run_dir}", f"{at}.background=synthetic",
+                          f"{at}.synthetic.prefix_share=0.5", f"{at}.synthetic.input_words_mean=30", f"{at}.windows=2")
+    assert result.returncode == 0, result.stderr[-3000:]
+    rows = pq.read_table(run_dir / "data" / "responses").to_pylist()
+    assert {r["prefix_seen"] for r in rows if r["phase_kind"] != "load"} == {None}
+    for arm in ("baseline", "wide_batch"):
+        for window in (0, 1):
+            mine = sorted((r for r in rows if r["arm"] == arm and r["batch_id"] == window and r["role"] != "warmup"
+                           and r["phase_kind"] == "load"), key=lambda r: r["repeat"])
+            prompts = [json.loads(r["request_json"])["prompt"] for r in mine]
+            background = [p for p, r in zip(prompts, mine, strict=True) if r["role"] == "background"]
+            assert len(set(background)) == len(background) == 18  # every background request its own prompt
+            reusing = [r for r in mine if "+" in r["prompt_id"]]
+            assert 3 <= len(reusing) <= 15
+            for i, r in enumerate(mine):  # seen: an earlier request of the window started as this one does
+                if "+" in r["prompt_id"]:  # LEAD+OWN: LEAD began an earlier request
+                    lead = r["prompt_id"].split("+")[0]
+                    assert r["prefix_seen"] and any(q["prompt_id"].split("+")[0] == lead for q in mine[:i])
+                else:
+                    assert r["prefix_seen"] == any(p.startswith(prompts[i]) for p in prompts[:i]), r["request_id"]
+            assert [r["prefix_seen"] for r in mine if r["role"] == "measured"] == [False, False, True, True, True,
+                                                                                     True]
+    report = json.loads((run_dir / "report.json").read_text())
+    assert all(w["warning"] is None and w["distinct_prompts"] >= 16 for w in report["cost"]["workloads"])

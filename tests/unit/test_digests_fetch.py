@@ -17,6 +17,7 @@ import httpx
 import pytest
 
 from orchestrator import config
+from orchestrator.config.background import Background
 from orchestrator.config.schema import (
     LoadConfig,
     LoadWarmupConfig,
@@ -96,7 +97,7 @@ def test_the_cells_requests_carry_the_flag_and_nothing_else_does() -> None:
         "load": PhaseConfig(PhaseKind.load, load=LoadConfig(concurrency=2, requests=8, windows=1, probe_every=4,
                                                             warmup=LoadWarmupConfig(requests=2)))})
     requests = [r for group in protocol.plan(proto, "m", {"p": "hello"}, engine=HOOKED,
-                                             background={"load": {"b": "other"}}) for r in group]
+                                             background={"load": Background({"b": "other"})}) for r in group]
     by_role = {role: [r.body.get("digest") for r in requests if r.role == role]
                for role in (protocol.COLD, protocol.WARMUP, protocol.MEASURED, protocol.BACKGROUND)}
     assert by_role[protocol.MEASURED] and set(by_role[protocol.MEASURED]) == {True}

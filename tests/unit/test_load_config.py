@@ -39,6 +39,11 @@ def test_the_shipped_load_point_is_valid() -> None:
     ([f"{AT}.background_max_tokens=[]"], "a non-empty list of max_tokens >= 1"),
     ([f"{AT}.background_max_tokens=[8,0]"], "a non-empty list of max_tokens >= 1"),
     ([f"{AT}.background=no_such_set"], "load.background no_such_set: no prompt set no_such_set.yaml"),
+    ([f"{AT}.background=synthetic", f"{AT}.synthetic.prefix_share=1.5"],
+     "synthetic.prefix_share=1.5: must be in [0, 1]"),
+    ([f"{AT}.synthetic.input_words_mean=0"], f"{AT}.synthetic.input_words_mean=0.0: must be >= 1"),
+    ([f"{AT}.synthetic.prompts=0"], f"{AT}.synthetic.prompts=0: must be >= 1, or null"),
+    ([f"{AT}.background=study", f"{AT}.synthetic.prefix_share=0.5"], "must be 0 unless background=synthetic"),
     ([f"{AT}.warmup.requests=2", f"{AT}.warmup.duration_s=1"], "only with warmup.requests=0 (one stop)"),
 ])
 def test_a_bad_load_point_is_one_line_naming_the_fix(overrides: list[str], said: str) -> None:

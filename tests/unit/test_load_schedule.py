@@ -7,6 +7,7 @@ import statistics
 
 import pytest
 
+from orchestrator.config.background import Background
 from orchestrator.config.schema import Arrivals, LoadConfig, LoadWarmupConfig, PhaseConfig, PhaseKind, ProtocolConfig
 from orchestrator.run.load import schedule
 from orchestrator.run.load.schedule import Pace, offsets_s
@@ -66,7 +67,7 @@ def _protocol(load: LoadConfig) -> ProtocolConfig:
 def test_plan_sends_each_window_as_one_group_with_stable_ids_and_roles() -> None:
     load = LoadConfig(rate_per_s=10, requests=8, windows=2, probe_every=4, warmup=LoadWarmupConfig(requests=3))
     proto = _protocol(load)
-    groups = list(protocol.plan(proto, "m", {"a": "A", "b": "B"}, background={"load": {"x": "X"}}))
+    groups = list(protocol.plan(proto, "m", {"a": "A", "b": "B"}, background={"load": Background({"x": "X"})}))
     assert [len(g) for g in groups] == [1, 3, 8, 8]  # the cold request, the warm-up, two windows
     assert {r.role for r in groups[1]} == {protocol.WARMUP}
     window = groups[2]
@@ -81,7 +82,7 @@ def test_plan_sends_each_window_as_one_group_with_stable_ids_and_roles() -> None
     assert len(ids) == len(set(ids))
     assert protocol.requests_per_arm(proto, 2) == sum(len(g) for g in groups)
     assert protocol.cell_requests(proto.phases["load"], 2) == 2 * 1  # a probe of each prompt per window
-    again = list(protocol.plan(proto, "m", {"a": "A", "b": "B"}, background={"load": {"x": "X"}}))
+    again = list(protocol.plan(proto, "m", {"a": "A", "b": "B"}, background={"load": Background({"x": "X"})}))
     assert [[r.offset_s for r in g] for g in again] == [[r.offset_s for r in g] for g in groups]
 
 

@@ -50,7 +50,8 @@ def test_report_json_holds_the_cost_under_a_versioned_key(tmp_path: Path) -> Non
     paths = _report(tmp_path / "run", {"base": ArmPlan([0.1, 0.1]), "other": ArmPlan([0.1, 0.1], divergent_probes=1)})
     cost = json.loads(paths.report_json.read_text())["cost"]
     assert cost["schema_version"] == 1
-    assert set(cost) == {"schema_version", "starts", "phases", "ratios", "rates", "co_residents", "saturation"}
+    assert set(cost) == {"schema_version", "starts", "phases", "ratios", "rates", "co_residents", "saturation",
+                         "workloads"}
     latency = cost["phases"][0]["latency_s"]
     assert set(latency) >= {"unit", "avg", "p50", "p90", "p99", "std", "count"} and latency["unit"] == "s"
     assert [r["verdict"] for r in cost["rates"]] == ["not shown lower"]
@@ -161,3 +162,16 @@ def test_a_huge_ratio_interval_stays_readable() -> None:
     phase = PhaseCost("b", "load", "poisson 8/s", 8.0, 3, 24, 0, 0.0, m, m, m, m, m, m)
     line = costs_lines("b", [phase], [CostRatio("a", "b", "load", "latency_s", 3.0, 0.0, 196170.37, 3, 3)])[0]
     assert line.endswith("; against a: latency ×3.00 [<0.01, 2e+05]")
+
+
+def test_a_load_point_with_fewer_prompts_than_requests_in_flight_is_warned(tmp_path: Path) -> None:
+    """Two prompts (a probe's and one background), answers of 3 s every 1/8 s: about 6 requests in flight."""
+    paths = _report(tmp_path / "run", {"base": ArmPlan([0.1, 0.1]), "slow": ArmPlan([3.0, 3.0])})
+    lines = _opening(paths)
+    assert "warning" not in lines[3]
+    assert lines[-1].endswith("time to first token ×30.00 [30.00, 30.00]; warning: 2 distinct prompts for 6.2 "
+                              "requests in flight: a prefix cache serves most of them from prompts it has seen "
+                              "(load.background: synthetic, the default, is a varied set)"), lines[-1]
+    workloads = json.loads(paths.report_json.read_text())["cost"]["workloads"]
+    assert [(w["arm"], w["distinct_prompts"], round(w["in_flight"], 1), w["warning"] is not None)
+            for w in workloads] == [("base", 2, 0.8, False), ("slow", 2, 6.2, True)]

@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import math
 import random
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from orchestrator.config.schema import Arrivals, LoadConfig
+from orchestrator.config.synthetic import SYNTHETIC, led_text
 
 WARMUP_WINDOW = -1  # the warm-up's window: its own seed, never a batch of the record
 
@@ -28,8 +29,8 @@ class Slot:
     seq: int
     offset_s: float | None
     probe: bool
-    prompt_id: str  # a probe: the study's prompt; background: the background prompt's id
-    max_tokens: int | None  # background: its max_tokens (cycled); a probe: the protocol's
+    prompt_id: str  # a probe: the study's prompt; background: the background prompt's id, LEAD+OWN reusing LEAD
+    max_tokens: int | None  # background: its prompt's own or background_max_tokens cycled; a probe: the protocol's
 
 
 @dataclass(frozen=True)
@@ -99,25 +100,41 @@ def has_warmup(load: LoadConfig) -> bool:
 
 
 def slots(load: LoadConfig, prompts: Sequence[str], background: Sequence[str], window: int,
-          count: int | None = None) -> list[Slot]:
+          count: int | None = None, max_tokens: Mapping[str, int] | None = None) -> list[Slot]:
     """The window's requests in sending order (the warm-up's: window=WARMUP_WINDOW). Every probe_every-th is a
     probe, the study's prompts round robin; the others cycle the background prompts (shuffled per window, from
-    the seed) and background_max_tokens. `count`: a closed loop's length when its stop is a duration (as many
-    as are sent: slot(seq) makes each)."""
+    the seed), each with its own max_tokens (`max_tokens`: the synthetic set's) or background_max_tokens cycled.
+    `count`: a closed loop's length when its stop is a duration (as many as are sent: slot(seq) makes each)."""
     pace = window_pace(load, window == WARMUP_WINDOW)
     times = offsets_s(pace, load.arrivals, load.gamma_shape, load.seed + window)
     n = len(times) if times is not None else (pace.requests if pace.requests is not None else count or 0)
     order = _background_order(load, background, window)
-    return [slot(load, prompts, order, seq, None if times is None else times[seq]) for seq in range(n)]
+    return [slot(load, prompts, order, seq, None if times is None else times[seq], window, max_tokens or {})
+            for seq in range(n)]
 
 
 def slot(load: LoadConfig, prompts: Sequence[str], background_order: Sequence[str], seq: int,
-         offset_s: float | None) -> Slot:
+         offset_s: float | None, window: int, max_tokens: Mapping[str, int]) -> Slot:
     if seq % load.probe_every == 0:  # the first request of a window is a probe: every window has one
         return Slot(seq, offset_s, True, prompts[(seq // load.probe_every) % len(prompts)], None)
     k = seq - seq // load.probe_every - 1  # the k-th background request of the window
-    tokens = load.background_max_tokens
-    return Slot(seq, offset_s, False, background_order[k % len(background_order)], tokens[k % len(tokens)])
+    own, cycled = background_order[k % len(background_order)], load.background_max_tokens
+    lead = _lead(load, background_order, window, k)
+    return Slot(seq, offset_s, False, own if lead == own else f"{lead}+{own}",
+                max_tokens.get(own, cycled[k % len(cycled)]))
+
+
+def _lead(load: LoadConfig, order: Sequence[str], window: int, k: int) -> str:
+    """The prompt the k-th background request starts with: its own, or, for a share `synthetic.prefix_share` of
+    them (each decided from the seed, the window and k), the one an earlier background request of the window
+    started with (drawn among them alike), so every such prefix was sent before in the window."""
+    share = load.synthetic.prefix_share if load.background == SYNTHETIC else 0.0
+    while k > 0 and share > 0:
+        rng = random.Random(f"{load.seed}/{window}/{k}")
+        if rng.random() >= share:
+            break
+        k = rng.randrange(k)
+    return order[k % len(order)]
 
 
 def _background_order(load: LoadConfig, background: Sequence[str], window: int) -> list[str]:
@@ -155,21 +172,33 @@ class LoadWindow:
     index: int  # the window (batch_id), or WARMUP_WINDOW
     load: LoadConfig
     probes: dict[str, dict[str, Any]]  # study prompt id -> the cell's body
-    background: dict[str, dict[str, Any]]  # background prompt id -> its body (max_tokens set per request)
+    compose: Callable[[str], dict[str, Any]]  # a background prompt's text -> its body (max_tokens set per request)
     texts: dict[str, str]  # background prompt id -> its text (the record's prompt hash)
     path: str
     first_index: int
     streamed: bool
+    max_tokens: Mapping[str, int] = field(default_factory=dict)  # the synthetic set's, per prompt id
 
     @property
     def label(self) -> str:
         return label(self.load)
 
     def slot(self, seq: int, offset_s: float | None = None) -> Slot:
-        order = _background_order(self.load, list(self.background), self.index)
-        return slot(self.load, list(self.probes), order, seq, offset_s)
+        order = _background_order(self.load, list(self.texts), self.index)
+        return slot(self.load, list(self.probes), order, seq, offset_s, self.index, self.max_tokens)
+
+    def lead(self, prompt_id: str) -> str | None:
+        """The prompt a background request reusing a prefix starts with (None: it reuses none)."""
+        lead, _, own = prompt_id.partition("+")
+        return lead if prompt_id not in self.texts and lead in self.texts and own in self.texts else None
+
+    def text(self, prompt_id: str) -> str:
+        """A background request's prompt: its own, or the prefix it reuses and its own first words."""
+        lead = self.lead(prompt_id)
+        own = prompt_id.partition("+")[2]
+        return self.texts[prompt_id] if lead is None else led_text(self.texts[lead], self.texts[own])
 
     def body(self, at: Slot) -> dict[str, Any]:
         if at.probe:
             return self.probes[at.prompt_id]
-        return {**self.background[at.prompt_id], "max_tokens": at.max_tokens}
+        return {**self.compose(self.text(at.prompt_id)), "max_tokens": at.max_tokens}

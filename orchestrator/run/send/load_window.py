@@ -3,10 +3,14 @@ the window is over (never while it sends), one `responses` row per request with 
 
 Co-residency of a probe: where the engine traces its requests (server_* fields) the analysis reads the trace;
 else, where it counts running requests on its metrics endpoint, the most it showed while the probe was in
-flight goes in `batch_running_max` (null: no sample fell within it, or no such count)."""
+flight goes in `batch_running_max` (null: no sample fell within it, or no such count).
+
+`prefix_seen`: the prompt a request starts with (its whole prompt, or the prefix a background request reuses) was
+sent before in the window, whole or as the start of another's, by sending order: what a prefix cache could serve."""
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable
 from typing import Any
 
@@ -44,9 +48,14 @@ async def send_window(client: CompletionClient, group: list[protocol.Request], m
         more=more if pace.rate_per_s is None and pace.duration_s is not None else None, sample=sample)
     rows = []
     rate = pace.rate_per_s
+    led: set[str] = set()  # the prompts a request of the window started with so far (their hashes)
     for request, timed in zip(requests, result.timed, strict=True):
         base = row(request, Exchange(timed.status, timed.body, timed.error, timed.send_ns, timed.recv_ns,
                                      timed.sent, timed.error_kind))
+        lead = window.lead(request.prompt_id) if request.body is not window.probes.get(request.prompt_id) else None
+        start = base["prompt_sha256"] if lead is None else hashlib.sha256(window.texts[lead].encode()).hexdigest()
+        base["prefix_seen"] = start in led
+        led.add(start)
         base.update(scheduled_ns=timed.scheduled_ns, first_byte_ns=timed.first_byte_ns, streamed=timed.streamed,
                     first_token_ns=timed.first_token_ns, inter_token_ns=timed.inter_token_ns,
                     load_point=window.label, offered_rate_per_s=rate)

@@ -11,6 +11,7 @@ autotuning), sent alone and kept apart from every cell; then `protocol.warmup_re
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import math
 from collections.abc import Callable, Iterator, Mapping
@@ -19,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from orchestrator.analysis.stats import repeats_for_bound
 from orchestrator.config import series
+from orchestrator.config.background import Background
 from orchestrator.config.schema import Endpoint, PhaseConfig, PhaseKind, ProtocolConfig
 from orchestrator.engines import EngineProfile, profile_for
 from orchestrator.errors import ConfigError, EngineFailure
@@ -134,11 +136,11 @@ def load_requests(phase: PhaseConfig) -> int:
 def plan(protocol: ProtocolConfig, model: str | None, prompts: Mapping[str, str | list[int]],
          endpoint: Endpoint | None = None, arm_extra: dict[str, Any] | None = None,
          engine: EngineProfile | None = None,
-         background: Mapping[str, Mapping[str, str]] | None = None) -> Iterator[list[Request]]:
+         background: Mapping[str, Background] | None = None) -> Iterator[list[Request]]:
     """Groups of requests in sending order: a group of one is sent alone, a larger group together, a load
     phase's window as one group (run/load/generator.py). A prompt is text, or the token ids its arm's server made of it
     (`prompt_as: token_ids`). The paths are those of the arm's engine profile (`engine`; None: the default
-    engine's). `background`: load phase -> its background prompt set's texts (absent: the study's prompts)."""
+    engine's). `background`: load phase -> its background (absent: the study's prompts)."""
     engine = engine or profile_for(None)
     path = request_path(engine, endpoint or protocol.endpoint)
     bodies = {prompt_id: request_body(protocol, model, text, endpoint, arm_extra)
@@ -160,21 +162,21 @@ def plan(protocol: ProtocolConfig, model: str | None, prompts: Mapping[str, str 
     index = 1 + protocol.warmup_requests
     for phase_name, phase in cell_phases(protocol).items():
         if phase.kind is PhaseKind.load:
-            texts = dict((background or {}).get(series.base_name(phase_name))
-                         or {p: t for p, t in prompts.items() if isinstance(t, str)})
+            own = (background or {}).get(series.base_name(phase_name))
+            texts = dict(own.texts) if own else {p: t for p, t in prompts.items() if isinstance(t, str)}
             stream = _stream_fields(phase, engine)
             streamed = bool(stream)
+            compose = functools.partial(_composed, protocol, model, endpoint, arm_extra, stream)
             windows = [schedule.LoadWindow(
                 phase_name, w, phase.load,
                 {p: {**b, **stream} for p, b in (bodies if w == schedule.WARMUP_WINDOW else cells).items()},
-                {p: {**request_body(protocol, model, t, endpoint, arm_extra), **stream} for p, t in texts.items()},
-                texts, path, 0, streamed)
+                compose, texts, path, 0, streamed, own.max_tokens if own else {})
                 for w in ([schedule.WARMUP_WINDOW] if schedule.has_warmup(phase.load) else [])
                 + list(range(phase.load.windows))]
             for window in windows:
                 window = dataclasses.replace(window, first_index=index)
                 group = [load_request(window, s.seq, s.offset_s) for s in schedule.slots(
-                    phase.load, list(bodies), list(texts), window.index, phase.load.concurrency)]
+                    phase.load, list(bodies), list(texts), window.index, phase.load.concurrency, window.max_tokens)]
                 index += len(group)
                 yield group
             continue
@@ -188,6 +190,12 @@ def plan(protocol: ProtocolConfig, model: str | None, prompts: Mapping[str, str 
                     yield [Request(prompt_id, phase_name, phase.kind, batch, r, index + r, body, path)
                            for r in range(phase.repeats)]
                     index += phase.repeats
+
+
+def _composed(protocol: ProtocolConfig, model: str | None, endpoint: Endpoint | None, arm_extra: dict[str, Any] | None,
+              stream: dict[str, Any], text: str) -> dict[str, Any]:
+    """A background request's body for its text (max_tokens set per request)."""
+    return {**request_body(protocol, model, text, endpoint, arm_extra), **stream}
 
 
 def _stream_fields(phase: PhaseConfig, engine: EngineProfile) -> dict[str, Any]:

@@ -199,7 +199,7 @@ class ProtocolSender:
     def _text(self, request: protocol.Request) -> str:
         """The prompt a request carries: the study's, or a load phase's background prompt."""
         if request.window is not None and request.body is not request.window.probes.get(request.prompt_id):
-            return request.window.texts[request.prompt_id]
+            return request.window.text(request.prompt_id)
         return self.prompts[request.prompt_id]
 
     async def _dead(self, client: CompletionClient) -> bool:

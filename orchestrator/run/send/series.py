@@ -70,7 +70,8 @@ class SeriesRule:
         latency_s = self.latency_s(name)
         assert latency_s is not None, "a later point is sent once point 0 is recorded"
         window = dataclasses.replace(first.window, load=series.point_load(self.loads[name], k, latency_s))
-        slots = schedule.slots(window.load, list(window.probes), list(window.background), window.index)
+        slots = schedule.slots(window.load, list(window.probes), list(window.texts), window.index,
+                               max_tokens=window.max_tokens)
         return [protocol.load_request(window, s.seq, s.offset_s) for s in slots]
 
     def latency_s(self, name: str) -> float | None:
