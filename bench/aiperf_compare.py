@@ -63,8 +63,8 @@ def _config(folder: Path, requests: int) -> Path:
                                                           service=", ".join(SERVICE)))
     phases = {}
     for name, (rate, concurrency) in POINTS.items():
-        load = {"rate_per_s": rate, "concurrency": concurrency, "requests": requests, "windows": 1,
-                "stream": True, "seed": 0, "warmup": {"requests": 0}}
+        load: dict[str, object] = {"rate_per_s": rate, "concurrency": concurrency, "requests": requests, "windows": 1,
+                                   "stream": True, "seed": 0, "warmup": {"requests": 0}}
         if rate is not None:
             load["arrivals"] = "constant"
         phases[name] = {"kind": "load", "load": load}

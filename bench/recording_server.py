@@ -143,7 +143,8 @@ class _Connection(asyncio.Protocol):
                 request = {}
             chat = path.endswith("chat/completions")
             request = request if isinstance(request, dict) else {}
-            service, tokens = self.recording.service, TOKENS
+            service = self.recording.service
+            tokens: tuple[str, ...] = TOKENS
             if service is not None:
                 tokens = tuple(f" t{i}" for i in range(service.tokens))
             if request.get("stream"):
