@@ -5,13 +5,17 @@ time, three load phases), exported with `orchestrator compare RUN --export aiper
 load point. Goal: our request throughput and the p50, p90 and p99 of request latency and time to first token
 within 5 % of AIPerf's.
 
-    .venv/bin/python bench/aiperf_compare.py [--requests 200] [--keep DIR]
+    .venv/bin/python bench/aiperf_compare.py [--server recording|reference] [--requests 200] [--keep DIR]
 
-The server (bench/recording_server.py --ttft-ms): the n-th completion request it reads gets its first token
-after a lognormal quantile of median 100 ms (spread 0.5), then 7 more tokens 10 ms apart, every request side by
-side. Its service times repeat every 100 requests, so both tools, each sending a multiple of 100 at a load
-point, are served the same 100 times (ours after a cold request: an offset, not another set). Load points:
-constant 10/s and 40/s (no ceiling), a closed loop of 8; streamed; `requests` per load point, one window.
+The servers: `recording` (bench/recording_server.py --ttft-ms, a process arm): the n-th completion request it
+reads gets its first token after a lognormal quantile of median 100 ms (spread 0.5), then 7 more tokens 10 ms
+apart, every request side by side. Its service times repeat every 100 requests, so both tools, each sending a
+multiple of 100 at a load point, are served the same 100 times (ours after a cold request: an offset, not
+another set). `reference`: the reference engine's image (Docker; AIPerf's copy started with `docker run`, the
+arm's own flags) with every engine step 20 ms slower (--step-delay-ms 20), 8 tokens a request (ignore_eos), up
+to 16 at once. Load points: constant 10/s and 40/s (no ceiling), a closed loop of 8; streamed; `requests` per
+load point, one window. AIPerf sends the prompts ours sent at that load point, in the same order (its
+single_turn dataset, read from our record).
 Both figures come from each tool's `profile_export_aiperf.json`: ours is the export of our record (its
 figures are report.json's cost), AIPerf's its own. `--keep DIR` copies both summaries there.
 """
@@ -27,6 +31,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.request
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -38,6 +43,10 @@ POINTS = {"constant_10": (10.0, None), "constant_40": (40.0, None), "closed_8": 
 COMPARED = [("request_throughput", "avg"), *((m, p) for m in ("request_latency", "time_to_first_token")
                                               for p in ("p50", "p90", "p99"))]
 GOAL_PCT = 5.0
+
+IMAGE = "orchestrator/reference-engine:0.1.0"
+REFERENCE = ["--served-model-name", "reference", "--seed", "0", "--max-num-seqs", "16", "--max-model-len", "8192",
+             "--step-delay-ms", "20"]  # conf/arm/reference.yaml's engine_args, and the planted step
 
 ARM = """engine: openai
 description: bench/recording_server.py with a known service time
@@ -55,31 +64,36 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def _config(folder: Path, requests: int) -> Path:
+def _config(folder: Path, requests: int, server: str) -> Path:
     (folder / "arm").mkdir(parents=True)
     (folder / "protocol").mkdir()
-    server = ROOT / "bench/recording_server.py"
-    (folder / "arm/recording.yaml").write_text(ARM.format(python=sys.executable, server=server, port=_free_port(),
+    program = ROOT / "bench/recording_server.py"
+    (folder / "arm/recording.yaml").write_text(ARM.format(python=sys.executable, server=program, port=_free_port(),
                                                           service=", ".join(SERVICE)))
     phases = {}
     for name, (rate, concurrency) in POINTS.items():
         load: dict[str, object] = {"rate_per_s": rate, "concurrency": concurrency, "requests": requests, "windows": 1,
-                                   "stream": True, "seed": 0, "warmup": {"requests": 0}}
+                                   "stream": True, "seed": 0, "warmup": {"requests": 0}, "background_max_tokens": [8]}
         if rate is not None:
             load["arrivals"] = "constant"
         phases[name] = {"kind": "load", "load": load}
-    protocol = {"name": "aiperf_compare", "request": {"max_tokens": 8, "temperature": 0.0}, "phases": phases}
+    request: dict[str, object] = {"max_tokens": 8, "temperature": 0.0, "logprobs": None}  # as AIPerf: no logprobs
+    if server == "reference":
+        request["extra"] = {"ignore_eos": True}
+    protocol = {"name": "aiperf_compare", "request": request, "phases": phases}
     (folder / "protocol/aiperf_compare.yaml").write_text(json.dumps(protocol, indent=2))  # JSON is YAML
     return folder
 
 
-def run_ours(work: Path, requests: int) -> dict[str, dict[str, object]]:
+def run_ours(work: Path, requests: int, server: str) -> dict[str, dict[str, object]]:
     """`orchestrator run` then `orchestrator compare --export aiperf`, as a user would: phase -> our summary."""
-    config = _config(work / "config", requests)
+    config = _config(work / "config", requests, server)
     env = {**os.environ, "PYTHONPATH": str(ROOT), "ORCHESTRATOR_PROCESS_DIR": str(work / "state")}
     run_dir = work / "run"
-    steps = [["run", "--config-dir", str(config), "runtime=process", "arm@arms.baseline=recording",
-              "~arms.wide_batch", "protocol=aiperf_compare", "study.name=aiperf_compare", f"hydra.run.dir={run_dir}"],
+    arm = (["runtime=process", "arm@arms.baseline=recording"] if server == "recording"
+           else ["+arms.baseline.engine_args.step-delay-ms=20"])
+    steps = [["run", "--config-dir", str(config), *arm, "~arms.wide_batch", "protocol=aiperf_compare",
+              "study.name=aiperf_compare", f"hydra.run.dir={run_dir}"],
              ["compare", str(run_dir), "--export", "aiperf"]]
     for argv in steps:
         done = subprocess.run([sys.executable, "-m", "orchestrator", *argv], cwd=work, env=env, capture_output=True,
@@ -92,20 +106,72 @@ def run_ours(work: Path, requests: int) -> dict[str, dict[str, object]]:
             for phase in POINTS}
 
 
-def run_aiperf(work: Path, phase: str, requests: int) -> dict[str, object]:
+def our_prompts(work: Path) -> dict[str, Path]:
+    """Each load point's prompts as ours sent them, in order (probes and background), as AIPerf's single_turn
+    dataset: AIPerf sends the same prompts (the engine's prefill depends on them)."""
+    sys.path.insert(0, str(ROOT))
+    from orchestrator.record.paths import RunPaths
+    from orchestrator.record.tables import read_table
+
+    rows = read_table(RunPaths(work / "run"), "responses", ["phase", "role", "send_ns", "request_json"]).to_pylist()
+    out = {}
+    for phase in POINTS:
+        sent = sorted((r for r in rows if r["phase"] == phase and r["role"] in ("measured", "background")),
+                      key=lambda r: r["send_ns"])
+        out[phase] = work / f"prompts-{phase}.jsonl"
+        out[phase].write_text("".join(json.dumps({"text": json.loads(r["request_json"])["prompt"]}) + "\n"
+                                      for r in sent))
+    return out
+
+
+class Recording:
+    """A fresh recording server in its own process."""
+
+    def __enter__(self) -> str:
+        self.process = subprocess.Popen([sys.executable, str(ROOT / "bench/recording_server.py"), "--port", "0",
+                                         *SERVICE], stdout=subprocess.PIPE, text=True)
+        assert self.process.stdout is not None
+        return self.process.stdout.readline().split()[-1]
+
+    def __exit__(self, *_: object) -> None:
+        self.process.terminate()
+        self.process.wait(10)
+
+
+class Reference:
+    """A fresh reference engine container, the arm's flags, ready."""
+
+    def __enter__(self) -> str:
+        port = _free_port()
+        self.id = subprocess.run(["docker", "run", "-d", "--rm", "-p", f"127.0.0.1:{port}:8000", IMAGE, "--host",
+                                  "0.0.0.0", "--port", "8000", *REFERENCE], capture_output=True, text=True,
+                                 check=True).stdout.strip()
+        url = f"http://127.0.0.1:{port}"
+        for _ in range(600):
+            try:
+                with urllib.request.urlopen(url + "/health", timeout=2):
+                    return url
+            except OSError:
+                time.sleep(0.2)
+        raise SystemExit("the reference engine did not become ready in 2 minutes")
+
+    def __exit__(self, *_: object) -> None:
+        subprocess.run(["docker", "rm", "-f", self.id], capture_output=True, check=False)
+
+
+def run_aiperf(work: Path, phase: str, requests: int, server: str, prompts: Path) -> dict[str, object]:
     """AIPerf at one load point against a fresh copy of the server: its summary."""
     rate, concurrency = POINTS[phase]
-    server = subprocess.Popen([sys.executable, str(ROOT / "bench/recording_server.py"), "--port", "0", *SERVICE],
-                              stdout=subprocess.PIPE, text=True)
-    try:
-        assert server.stdout is not None
-        url = server.stdout.readline().split()[-1]
+    model = "recording" if server == "recording" else "reference"
+    extra = [] if server == "recording" else ["--extra-inputs", "ignore_eos:true"]
+    with Recording() if server == "recording" else Reference() as url:
         out = work / "aiperf" / phase
         load = (["--request-rate", f"{rate:g}", "--arrival-pattern", "constant"] if rate is not None
                 else ["--concurrency", str(concurrency)])
-        argv = [str(AIPERF), "profile", "--model", "recording", "--url", url, "--endpoint-type", "completions",
-                "--streaming", "--tokenizer", str(TOKENIZER), *load, "--request-count", str(requests),
-                "--random-seed", "0", "--isl", "8", "--osl", "8", "--ui", "none", "--no-server-metrics",
+        argv = [str(AIPERF), "profile", "--model", model, "--url", url, "--endpoint-type", "completions",
+                "--streaming", "--tokenizer", str(TOKENIZER), *load, *extra, "--request-count", str(requests),
+                "--random-seed", "0", "--input-file", str(prompts), "--custom-dataset-type", "single_turn",
+                "--dataset-sampling-strategy", "sequential", "--osl", "8", "--ui", "none", "--no-server-metrics",
                 "--no-gpu-telemetry", "--artifact-dir", str(out)]
         done = subprocess.run(argv, capture_output=True, text=True)
         print(f"$ aiperf profile {' '.join(load)} --request-count {requests} --streaming ...: exit "
@@ -113,9 +179,6 @@ def run_aiperf(work: Path, phase: str, requests: int) -> dict[str, object]:
         if done.returncode != 0:
             raise SystemExit((done.stdout + done.stderr)[-3000:])
         return json.loads((out / "profile_export_aiperf.json").read_text())  # type: ignore[no-any-return]
-    finally:
-        server.terminate()
-        server.wait(10)
 
 
 def value(summary: dict[str, object], metric: str, stat: str) -> float:
@@ -126,20 +189,23 @@ def value(summary: dict[str, object], metric: str, stat: str) -> float:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--server", choices=["recording", "reference"], default="recording")
     parser.add_argument("--requests", type=int, default=200, help="per load point: a multiple of 100")
     parser.add_argument("--keep", type=Path, help="copy both tools' profile_export_aiperf.json here")
     args = parser.parse_args()
     if args.requests % 100:
         raise SystemExit("--requests: a multiple of 100 (the server's service times repeat every 100)")
-    print(f"load before: {os.getloadavg()[0]:.2f} (1 min), {os.cpu_count()} cores; server {' '.join(SERVICE)}",
-          flush=True)
+    flags = SERVICE if args.server == "recording" else [IMAGE, *REFERENCE]
+    print(f"load before: {os.getloadavg()[0]:.2f} (1 min), {os.cpu_count()} cores; server {args.server}: "
+          f"{' '.join(flags)}", flush=True)
     with tempfile.TemporaryDirectory(prefix="aiperf-compare-") as tmp:
         work = Path(tmp)
-        ours = run_ours(work, args.requests)
+        ours = run_ours(work, args.requests, args.server)
+        prompts = our_prompts(work)
         theirs = {}
         for phase in POINTS:
             time.sleep(1.0)  # the last tool's processes gone
-            theirs[phase] = run_aiperf(work, phase, args.requests)
+            theirs[phase] = run_aiperf(work, phase, args.requests, args.server, prompts[phase])
         if args.keep:
             for phase in POINTS:
                 for tool, summary in (("ours", ours[phase]), ("aiperf", theirs[phase])):
