@@ -17,7 +17,9 @@ to 16 at once. Load points: constant 10/s and 40/s (no ceiling), a closed loop o
 load point, one window. AIPerf sends the prompts ours sent at that load point, in the same order (its
 single_turn dataset, read from our record).
 Both figures come from each tool's `profile_export_aiperf.json`: ours is the export of our record (its
-figures are report.json's cost), AIPerf's its own. `--keep DIR` copies both summaries there.
+figures are report.json's cost), AIPerf's its own. On the recording server the table also gives what the server
+was told to take (`planted`: the percentiles of its service times over the load point's requests, what a client
+that adds nothing would measure) and each tool against it. `--keep DIR` copies both summaries there.
 """
 
 from __future__ import annotations
@@ -181,6 +183,24 @@ def run_aiperf(work: Path, phase: str, requests: int, server: str, prompts: Path
         return json.loads((out / "profile_export_aiperf.json").read_text())  # type: ignore[no-any-return]
 
 
+def planted(requests: int) -> dict[tuple[str, str], float]:
+    """The recording server's own service times at a load point (any `requests` in a row: the same set), in ms:
+    what a client that adds nothing would measure; numpy's linear percentiles, as both tools take them."""
+    import numpy as np
+
+    sys.path.insert(0, str(ROOT / "bench"))
+    from recording_server import Service
+
+    ttft_ms, gap_ms, tokens = (float(SERVICE[i]) for i in (1, 5, 7))
+    service = Service(ttft_ms / 1e3, float(SERVICE[3]), gap_ms / 1e3, int(tokens))
+    first = np.array([service.ttft_s(n) * 1e3 for n in range(requests)])
+    out = {}
+    for metric, times in (("time_to_first_token", first), ("request_latency", first + (tokens - 1) * gap_ms)):
+        for q in (50, 90, 99):
+            out[(metric, f"p{q}")] = float(np.percentile(times, q))
+    return out
+
+
 def value(summary: dict[str, object], metric: str, stat: str) -> float:
     block = summary[metric]
     assert isinstance(block, dict)
@@ -213,7 +233,9 @@ def main() -> None:
                     (args.keep / tool / phase / "profile_export_aiperf.json").write_text(
                         json.dumps(summary, indent=2) + "\n")
         shutil.rmtree(work / "state", ignore_errors=True)
-    print("\n| load point | metric | ours | AIPerf | ours vs AIPerf |\n| --- | --- | --- | --- | --- |")
+    truth = planted(args.requests) if args.server == "recording" else {}
+    print("\n| load point | metric | ours | AIPerf | ours vs AIPerf | planted | ours vs planted | AIPerf vs "
+          "planted |\n|" + " --- |" * 8)
     worst = 0.0
     for phase in POINTS:
         for metric, stat in COMPARED:
@@ -221,7 +243,10 @@ def main() -> None:
             diff = 100 * (mine - other) / other
             worst = max(worst, abs(diff))
             unit = ours[phase][metric]["unit"]  # type: ignore[index]
-            print(f"| {phase} | {metric} {stat} ({unit}) | {mine:.2f} | {other:.2f} | {diff:+.2f} % |")
+            known = truth.get((metric, stat))
+            against = ("| - | - | - |" if known is None else f"| {known:.2f} | {100 * (mine - known) / known:+.2f} % "
+                       f"| {100 * (other - known) / known:+.2f} % |")
+            print(f"| {phase} | {metric} {stat} ({unit}) | {mine:.2f} | {other:.2f} | {diff:+.2f} % {against}")
     counts = {phase: (value(ours[phase], "request_count", "avg"), value(theirs[phase], "request_count", "avg"))
               for phase in POINTS}
     print(f"\ncompleted requests (ours, AIPerf's): {counts}")
