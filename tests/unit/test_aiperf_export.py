@@ -18,6 +18,8 @@ from tests.conftest import ROOT
 from tests.load_record import ArmPlan, write_load_record
 
 AIPERF_PYTHON = Path(os.environ.get("AIPERF_PYTHON", Path.home() / ".cache/orchestrator/aiperf-venv/bin/python"))
+NO_AIPERF = (f"AIPerf is not installed at {AIPERF_PYTHON} (python3 -m venv ~/.cache/orchestrator/aiperf-venv && "
+             "~/.cache/orchestrator/aiperf-venv/bin/pip install aiperf; or set AIPERF_PYTHON)")
 
 
 def _exported(tmp_path: Path) -> Path:
@@ -76,9 +78,7 @@ def test_a_run_without_a_load_phase_is_bad_input_and_nothing_is_written(tmp_path
         compare.main([str(run), "--export", "genai-perf"])
 
 
-@pytest.mark.skipif(not AIPERF_PYTHON.is_file(), reason=f"AIPerf is not installed at {AIPERF_PYTHON} (python3 -m venv "
-                    "~/.cache/orchestrator/aiperf-venv && ~/.cache/orchestrator/aiperf-venv/bin/pip install aiperf; "
-                    "or set AIPERF_PYTHON)")
+@pytest.mark.skipif(not AIPERF_PYTHON.is_file(), reason=NO_AIPERF)
 def test_aiperfs_own_reader_reads_the_export(tmp_path: Path) -> None:
     run = _exported(tmp_path)
     done = subprocess.run([str(AIPERF_PYTHON), str(ROOT / "tests/aiperf_reader.py"), str(run / "aiperf")],
