@@ -165,7 +165,7 @@ def summary(arm: str, phase: str, rows: dict[str, Any], lines: list[dict[str, An
     starts = [line["metadata"]["request_start_ns"] for line in lines]
     ends = [line["metadata"]["request_end_ns"] for line in lines]
     out |= {"run_info": {"benchmark_id": f"{arm}/{phase}", "run_label": f"{arm}/{phase}",
-                         "variation_label": rows["load_point"][0] if rows["load_point"] else None},
+                         "variation_label": next((p for p in rows["load_point"] if p), None)},
             "was_cancelled": False, "is_complete": True,
             "error_summary": [{"error_details": error, "count": n} for error, n in kinds.values()],
             "start_time": _iso(min(starts)) if starts else None, "end_time": _iso(max(ends)) if ends else None}
