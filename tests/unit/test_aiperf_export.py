@@ -94,3 +94,13 @@ def test_aiperfs_own_reader_reads_the_export(tmp_path: Path) -> None:
         assert again[stat] == pytest.approx(written[stat]), stat
     assert a["loaded_latency_p50"] == pytest.approx(100.0) and a["time_to_first_token"]["p50"] == pytest.approx(20.0)
     assert read["b/load_8"]["time_to_first_token"] is None
+
+
+def test_a_sweep_dir_is_refused_before_anything_is_written(tmp_path: Path) -> None:
+    sweep = tmp_path / "sweep"
+    (sweep / "0").mkdir(parents=True)
+    (sweep / "multirun.yaml").write_text("hydra: {}\n")
+    write_load_record(sweep / "0", {"a": ArmPlan([0.1])})
+    with pytest.raises(ConfigError, match="is a sweep; export one of its job dirs"):
+        compare.main([str(sweep), "--export", "aiperf"])
+    assert not (sweep / "0" / "aiperf").exists() and not (sweep / "0" / "report.json").exists()
