@@ -6,6 +6,14 @@ each request arrived: `first_ns` (time.time_ns when the first byte of its reques
 process so it does not share the client's event loop:
 
     .venv/bin/python bench/recording_server.py --port 0      # prints "listening on http://127.0.0.1:PORT"
+    .venv/bin/python bench/recording_server.py --port 0 --ttft-ms 40 --spread 0.5 --gap-ms 5 --tokens 8
+
+With `--ttft-ms` it has a known service time (bench/aiperf_compare.py): the n-th completion request it reads
+sends its first token chunk `ttft` after it was read and each later token `gap` after the one before; `ttft` is
+the lognormal quantile ((37 n mod 100) + 0.5) / 100 of median `--ttft-ms` and log spread `--spread` (0: every
+request alike). Any 100 requests in a row (any multiple of 100) get the same service times, whatever came
+before: two clients that each send a multiple of 100 see the same distribution. Requests run side by side (no
+capacity limit).
 
 Control routes, never recorded: GET /_recorded (the records as JSON: [[method, path, first_ns, done_ns,
 connection], ...]) and POST /_reset (forget them).
@@ -17,12 +25,29 @@ import argparse
 import asyncio
 import contextlib
 import json
+import math
+import statistics
 import time
 from dataclasses import dataclass, field
 
 MODEL = "recording"
 COMPLETION_PATHS = ("/v1/completions", "/v1/chat/completions")
-TOKENS = (" a", " b")  # every answer: two tokens
+TOKENS = (" a", " b")  # every answer: two tokens, unless a service time says how many
+CYCLE = 100  # the service times repeat every CYCLE completion requests
+
+
+@dataclass(frozen=True)
+class Service:
+    """A known service time: the n-th completion request's first token after `ttft`, then a token every `gap_s`."""
+
+    ttft_median_s: float
+    spread: float  # the log-normal's sigma
+    gap_s: float
+    tokens: int
+
+    def ttft_s(self, n: int) -> float:
+        q = ((37 * n) % CYCLE + 0.5) / CYCLE  # 37 is prime to 100: each quantile once per cycle
+        return self.ttft_median_s * math.exp(self.spread * statistics.NormalDist().inv_cdf(q))
 
 
 @dataclass(frozen=True)
@@ -38,6 +63,8 @@ class Arrival:
 class Recording:
     arrivals: list[Arrival] = field(default_factory=list)
     connections: int = 0  # accepted so far
+    service: Service | None = None  # None: every answer at once
+    served: int = 0  # completion requests answered so far (their service time's index)
 
     def completions(self) -> list[Arrival]:
         """The completion requests, in order of arrival (what a pacing benchmark counts)."""
@@ -115,13 +142,45 @@ class _Connection(asyncio.Protocol):
             except ValueError:
                 request = {}
             chat = path.endswith("chat/completions")
-            if isinstance(request, dict) and request.get("stream"):
-                self._send(200, "text/event-stream", _events(request, chat), close)
+            request = request if isinstance(request, dict) else {}
+            service = self.recording.service
+            tokens: tuple[str, ...] = TOKENS
+            if service is not None:
+                tokens = tuple(f" t{i}" for i in range(service.tokens))
+            if request.get("stream"):
+                events = _events(request, chat, tokens)
+                if service is None:
+                    self._send(200, "text/event-stream", b"".join(events), close)
+                else:
+                    self._later(service, events, close)
             else:
-                answer = _completion(request if isinstance(request, dict) else {}, chat)
-                self._send(200, "application/json", json.dumps(answer).encode(), close)
+                answer = json.dumps(_completion(request, chat, tokens)).encode()
+                if service is None:
+                    self._send(200, "application/json", answer, close)
+                else:
+                    self._later(service, [answer], close, "application/json")
         else:
             self._send(404, "application/json", b'{"error": {"message": "no such route"}}', close)
+
+    def _later(self, service: Service, pieces: list[bytes], close: bool, content_type: str = "text/event-stream"
+               ) -> None:
+        """The answer in pieces at its service times: the head and the first piece at ttft, each token's event
+        a gap later (the last piece, usage and [DONE], with the last token); unstreamed: all of it at the end."""
+        assert self.transport is not None
+        ttft_s, self.recording.served = service.ttft_s(self.recording.served), self.recording.served + 1
+        head = (f"HTTP/1.1 200 OK\r\ncontent-type: {content_type}\r\ncontent-length: {sum(map(len, pieces))}"
+                f"\r\nconnection: {'close' if close else 'keep-alive'}\r\n\r\n").encode()
+        loop, transport = asyncio.get_running_loop(), self.transport
+        if len(pieces) == 1:  # unstreamed: the whole answer once its last token is made
+            loop.call_later(ttft_s + (service.tokens - 1) * service.gap_s, transport.write, head + pieces[0])
+        else:
+            *tokens, rest = pieces
+            for i, piece in enumerate(tokens):
+                last = i == len(tokens) - 1
+                loop.call_later(ttft_s + i * service.gap_s, transport.write,
+                                (head if i == 0 else b"") + piece + (rest if last else b""))
+        if close:
+            loop.call_later(ttft_s + service.tokens * service.gap_s, transport.close)
 
     def _send(self, status: int, content_type: str, payload: bytes, close: bool) -> None:
         assert self.transport is not None
@@ -148,28 +207,28 @@ def _choice(request: dict[str, object], chat: bool, tokens: tuple[str, ...], fin
     return {"index": 0, "text": text, "logprobs": logprobs, "finish_reason": finish}
 
 
-def _usage() -> dict[str, int]:
-    return {"prompt_tokens": 1, "completion_tokens": len(TOKENS), "total_tokens": 1 + len(TOKENS)}
+def _usage(tokens: tuple[str, ...]) -> dict[str, int]:
+    return {"prompt_tokens": 1, "completion_tokens": len(tokens), "total_tokens": 1 + len(tokens)}
 
 
-def _completion(request: dict[str, object], chat: bool) -> dict[str, object]:
+def _completion(request: dict[str, object], chat: bool, tokens: tuple[str, ...] = TOKENS) -> dict[str, object]:
     return {"id": "cmpl-rec", "object": "chat.completion" if chat else "text_completion", "created": 0,
-            "model": MODEL, "choices": [_choice(request, chat, TOKENS, "stop")], "usage": _usage()}
+            "model": MODEL, "choices": [_choice(request, chat, tokens, "stop")], "usage": _usage(tokens)}
 
 
-def _events(request: dict[str, object], chat: bool) -> bytes:
-    """The answer as server-sent events, a chunk per token, then usage and [DONE]."""
+def _events(request: dict[str, object], chat: bool, tokens: tuple[str, ...] = TOKENS) -> list[bytes]:
+    """The answer as server-sent events: a chunk per token, then one piece with usage and [DONE]."""
     kind = "chat.completion.chunk" if chat else "text_completion"
     out = []
-    for i, token in enumerate(TOKENS):
-        finish = "stop" if i == len(TOKENS) - 1 else None
+    for i, token in enumerate(tokens):
+        finish = "stop" if i == len(tokens) - 1 else None
         chunk = ({"index": 0, "delta": {"content": token}, "finish_reason": finish} if chat
                  else _choice(request, chat, (token,), finish))
         doc = {"id": "cmpl-rec", "object": kind, "created": 0, "model": MODEL, "choices": [chunk]}
         out.append(f"data: {json.dumps(doc)}\n\n")
-    usage = {"id": "cmpl-rec", "object": kind, "created": 0, "model": MODEL, "choices": [], "usage": _usage()}
+    usage = {"id": "cmpl-rec", "object": kind, "created": 0, "model": MODEL, "choices": [], "usage": _usage(tokens)}
     out.append(f"data: {json.dumps(usage)}\n\ndata: [DONE]\n\n")
-    return "".join(out).encode()
+    return [event.encode() for event in out]
 
 
 async def serve(recording: Recording, host: str = "127.0.0.1", port: int = 0) -> asyncio.Server:
@@ -178,9 +237,9 @@ async def serve(recording: Recording, host: str = "127.0.0.1", port: int = 0) ->
     return await loop.create_server(lambda: _Connection(recording), host, port, backlog=4096)
 
 
-async def _main(port: int) -> None:
-    server = await serve(Recording(), port=port)
-    print(f"listening on http://127.0.0.1:{server.sockets[0].getsockname()[1]}", flush=True)
+async def _main(host: str, port: int, service: Service | None) -> None:
+    server = await serve(Recording(service=service), host, port)
+    print(f"listening on http://{host}:{server.sockets[0].getsockname()[1]}", flush=True)
     async with server:
         await server.serve_forever()
 
@@ -188,5 +247,12 @@ async def _main(port: int) -> None:
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--port", type=int, default=0, help="0: a free port (printed)")
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--ttft-ms", type=float, help="a known service time: the median time to first token")
+    parser.add_argument("--spread", type=float, default=0.0, help="its log spread (sigma)")
+    parser.add_argument("--gap-ms", type=float, default=5.0, help="between tokens")
+    parser.add_argument("--tokens", type=int, default=8, help="per answer")
+    args = parser.parse_args()
+    timed = None if args.ttft_ms is None else Service(args.ttft_ms / 1e3, args.spread, args.gap_ms / 1e3, args.tokens)
     with contextlib.suppress(KeyboardInterrupt):
-        asyncio.run(_main(parser.parse_args().port))
+        asyncio.run(_main(args.host, args.port, timed))

@@ -13,7 +13,7 @@ read once for every reader of the run, so `compare` stays fast.
 from __future__ import annotations
 
 import math
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from typing import Any
 
 import numpy as np
@@ -44,16 +44,17 @@ SETTING = {"window": "load.windows", "start": "study.starts"}
 CONFIDENCE = 0.95
 
 
-def load_groups(sources: Recorded | RunPaths | list[RunPaths]) -> dict[tuple[str, str], dict[str, Any]]:
+def load_groups(sources: Recorded | RunPaths | list[RunPaths], extra: tuple[str, ...] = ()
+                ) -> dict[tuple[str, str], dict[str, Any]]:
     """(arm, phase) -> its probes and background of the first start (no warm-up, and no row of a window that
     Ctrl-C cut short: those are `interrupted`, and a window counts whole or not at all), as numpy columns (NaN
-    for null numbers; the streamed rows' inter-token gaps flattened, in seconds)."""
+    for null numbers; `gaps`: the streamed rows' inter-token gaps, ns); `extra` columns as lists."""
     tables: dict[tuple[str, str], list[pa.Table]] = {}
     for run in of(sources).runs:
         if not _has_load(run):
             continue
         label = run.label
-        for batch in run.reads.responses(COLUMNS):
+        for batch in run.reads.responses(list(dict.fromkeys([*COLUMNS, *extra]))):
             role = batch.column("role")  # a load window's rows that count (docs/record.md)
             counted = pc.or_(pc.equal(role, "measured"), pc.equal(role, "background"))
             keep = pc.and_(pc.equal(batch.column("phase_kind"), "load"), counted)
@@ -65,20 +66,20 @@ def load_groups(sources: Recorded | RunPaths | list[RunPaths]) -> dict[tuple[str
                                                 strict=True)):
                 mine = pc.and_(pc.equal(rows.column("arm"), arm), pc.equal(rows.column("phase"), phase))
                 tables.setdefault((label + arm, phase), []).append(pa.Table.from_batches([rows.filter(mine)]))
-    return {key: _columns(pa.concat_tables(parts)) for key, parts in tables.items()}
+    return {key: _columns(pa.concat_tables(parts), extra) for key, parts in tables.items()}
 
 
 def _has_load(run: RecordedRun) -> bool:
     return bool(pc.any(pc.equal(run.reads.ledger().column("phase_kind"), "load")).as_py())
 
 
-def _columns(table: pa.Table) -> dict[str, Any]:
+def _columns(table: pa.Table, extra: tuple[str, ...]) -> dict[str, Any]:
     out: dict[str, Any] = {c: table.column(c).to_numpy(zero_copy_only=False).astype(np.float64)
                            if table.column(c).null_count == 0 else
                            pc.fill_null(table.column(c).cast(pa.float64(), safe=False), math.nan)
                            .to_numpy(zero_copy_only=False)  # ns since 1970 lose their last bits either way
                            for c in NUMBERS}
-    for c in ("prompt_id", "role", "load_point", "prefix_seen"):
+    for c in ("prompt_id", "role", "load_point", "prefix_seen", *extra):
         out[c] = table.column(c).to_pylist()
     out["ok"] = pc.is_null(table.column("error")).to_numpy(zero_copy_only=False) & ~np.isnan(out["recv_ns"])
     out["streamed"] = pc.fill_null(table.column("streamed"), False).to_numpy(zero_copy_only=False)
@@ -86,12 +87,27 @@ def _columns(table: pa.Table) -> dict[str, Any]:
     return out
 
 
+@dataclass(frozen=True)
+class RequestTimes:
+    """Each request's times as the cost reads them (seconds, NaN where not measured), in the rows' order."""
+
+    ok: np.ndarray  # answered, no error
+    streamed: np.ndarray  # ok and streamed: the rows with a time to first token and inter-token gaps
+    latency_s: np.ndarray  # the answer's end less the send
+    time_to_first_token_s: np.ndarray  # the first token chunk less the send
+    send_lateness_s: np.ndarray  # the send less the schedule's time
+
+
+def request_times(rows: dict[str, Any]) -> RequestTimes:
+    send = rows["send_ns"]
+    return RequestTimes(rows["ok"], rows["ok"] & rows["streamed"], (rows["recv_ns"] - send) / 1e9,
+                        (rows["first_token_ns"] - send) / 1e9, (send - rows["scheduled_ns"]) / 1e9)
+
+
 def phase_cost(arm: str, phase: str, rows: dict[str, Any]) -> PhaseCost:
-    ok, streamed = rows["ok"], rows["ok"] & rows["streamed"]
-    send, recv = rows["send_ns"], rows["recv_ns"]
-    latency = (recv - send) / 1e9
-    ttft = (rows["first_token_ns"] - send) / 1e9
-    late = (send - rows["scheduled_ns"]) / 1e9
+    times = request_times(rows)
+    ok, streamed, send, recv = times.ok, times.streamed, rows["send_ns"], rows["recv_ns"]
+    latency, ttft, late = times.latency_s, times.time_to_first_token_s, times.send_lateness_s
     windows = [w for w in np.unique(rows["batch_id"]) if not math.isnan(w)] or [math.nan]
     per: dict[str, list[float]] = {name: [] for name in WINDOW_METRICS}
     spans, done, tokens = [], 0, 0.0

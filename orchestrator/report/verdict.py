@@ -14,7 +14,7 @@ from orchestrator.config.catalog import line
 from orchestrator.console import Outcome, answer, note
 from orchestrator.errors import ConfigError, ExitStatus, RecordError
 from orchestrator.record.paths import RunPaths, read_json
-from orchestrator.report import onset
+from orchestrator.report import aiperf_export, onset
 from orchestrator.report.build import read_sources, rebuild
 from orchestrator.report.markdown import cells_table
 from orchestrator.report.model import StudyReport
@@ -72,14 +72,18 @@ def _recompare_sweep(sweep_dir: Path, with_options: bool, gate_job: Callable[[Pa
 
 def recompare(run_dirs: list[Path], out: Path | None, baseline: str | None, as_json: bool, run_gate: bool,
               max_divergence_rate: float | None, expect_pairs: list[str], expect_schedules: list[str],
-              branches: int | None = None) -> Outcome:
-    """The `compare` verb: the reports again from the record, the gate asked for, the run's exit status."""
+              branches: int | None = None, export: str | None = None) -> Outcome:
+    """The `compare` verb: the reports again from the record, the gate asked for, the run's exit status; with
+    `export` ("aiperf"), the load phases as AIPerf's profile export beside the reports."""
     if max_divergence_rate is not None and not 0 <= max_divergence_rate <= 1:
         raise ConfigError(line("range", "--max-divergence-rate", max_divergence_rate, "in [0, 1]",
                                "give a rate, e.g. 0.05 for 5 %"))
     if branches is not None and branches < 1:
         raise ConfigError(line("range", "--branches", branches, ">= 1", "show at least one branch, e.g. 4"))
     asked = run_gate or max_divergence_rate is not None or bool(expect_pairs or expect_schedules)
+    if export and len(run_dirs) == 1 and ((run_dirs[0] / onset.FILE).is_file() or is_sweep_dir(run_dirs[0])):
+        raise ConfigError(f"--export {export}: {run_dirs[0]} is a sweep; export one of its job dirs (SWEEP_DIR/N), "
+                          "each a run")
     if len(run_dirs) == 1 and (run_dirs[0] / onset.FILE).is_file():  # an onset search's own report, not a sweep's
         if out is not None or baseline is not None or asked:
             raise ConfigError(f"{run_dirs[0]} is an onset search: compare takes no --out, --baseline or gate for "
@@ -90,6 +94,7 @@ def recompare(run_dirs: list[Path], out: Path | None, baseline: str | None, as_j
             [job], None, None, as_json, run_gate, max_divergence_rate, expect_pairs, expect_schedules, branches))
             if asked else None)
     runs = read_sources(run_dirs)  # each read once, handed on
+    exported = aiperf_export.load_phases([run.paths for run in runs]) if export else None  # before any report
     gate = gate_from_flags(runs[0].meta.gate if run_gate else None, max_divergence_rate, expect_pairs,
                            expect_schedules)
     if len(runs) == 1 and runs[0].starts:  # an arm the run lacks is bad input, not a gate
@@ -101,4 +106,6 @@ def recompare(run_dirs: list[Path], out: Path | None, baseline: str | None, as_j
     # the reports state the gate this compare applies; asked for none, the run's own, as the run wrote them
     paths, report = rebuild(runs, out, baseline, branches, gate if asked else None)
     shown = answer(paths.report_json.read_text().removesuffix("\n")) if as_json else cells_summary(paths, report)
+    if exported is not None:
+        shown += note(aiperf_export.write(exported, paths.root / "aiperf"))
     return shown + verdict(report, gate)

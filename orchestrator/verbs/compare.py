@@ -1,4 +1,5 @@
-"""`orchestrator compare RUN_DIR... [--gate]`: the reports re-made from the record (report/verdict.py); exit 3
+"""`orchestrator compare RUN_DIR... [--gate] [--export aiperf]`: the reports re-made from the record
+(report/verdict.py), and the load phases as AIPerf's profile export if asked (report/aiperf_export.py); exit 3
 on a failed gate."""
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from orchestrator.verbs.arguments import parser
 
 
 def main(argv: list[str]) -> Outcome:
+    from orchestrator.report.aiperf_export import FORMATS
     from orchestrator.report.verdict import recompare
 
     made = parser("compare", "Re-make a run's report.")
@@ -23,6 +25,8 @@ def main(argv: list[str]) -> Outcome:
     made.add_argument("--gate", action="store_true", help="also apply the gate the run was configured with")
     made.add_argument("--branches", type=int, help="explorer: branches shown per divergent cell (default: the "
                       "run's study.explorer_branches, 4)")
+    made.add_argument("--export", choices=FORMATS, help="also write the load phases in this tool's format: aiperf, "
+                      "AIPerf's profile export per arm and load point under OUT/aiperf/ (docs/load.md)")
     a = made.parse_args(argv)
     return recompare(a.run_dirs, a.out, a.baseline, a.json, a.gate, a.max_divergence_rate, a.expect_pair,
-                     a.expect_schedule, a.branches)
+                     a.expect_schedule, a.branches, a.export)

@@ -5,10 +5,13 @@ from __future__ import annotations
 
 import json
 import statistics
+import subprocess
+from pathlib import Path
 
 import pytest
 
-from tests.conftest import orchestrator
+from tests.conftest import ROOT, orchestrator
+from tests.unit.test_aiperf_export import AIPERF_PYTHON, NO_AIPERF
 
 pytestmark = pytest.mark.docker
 
@@ -16,10 +19,15 @@ PLANTED_S = 0.020  # conf/study/load_planted_cost.yaml: --step-delay-ms 20
 
 
 @pytest.fixture(scope="module")
-def report(tmp_path_factory: pytest.TempPathFactory, docker_client) -> dict:  # type: ignore[no-untyped-def,type-arg]
-    run_dir = tmp_path_factory.mktemp("cost") / "run"
-    result = orchestrator("run", "study=load_planted_cost", f"hydra.run.dir={run_dir}")
+def run_dir(tmp_path_factory: pytest.TempPathFactory, docker_client) -> Path:  # type: ignore[no-untyped-def]
+    made = tmp_path_factory.mktemp("cost") / "run"
+    result = orchestrator("run", "study=load_planted_cost", f"hydra.run.dir={made}")
     assert result.returncode == 0, result.stderr[-3000:]
+    return made
+
+
+@pytest.fixture(scope="module")
+def report(run_dir: Path) -> dict:  # type: ignore[type-arg]
     return json.loads((run_dir / "report.json").read_text())  # type: ignore[no-any-return]
 
 
@@ -48,3 +56,26 @@ def test_a_cost_is_not_a_divergence(report: dict) -> None:  # type: ignore[type-
         assert cell["distinct_signatures"] == 1, cell
     for rate in report["cost"]["rates"]:
         assert rate["verdict"] == "not shown lower" and rate["k_a"] == rate["k_b"] == 0, rate
+
+
+def test_its_load_points_are_read_by_aiperfs_own_reader(run_dir: Path, report: dict) -> None:  # type: ignore[type-arg]
+    """`compare --export aiperf` on a real run, as a user runs it; AIPerf's models and plot loader read it where
+    AIPerf is installed, and its figures are the report's."""
+    result = orchestrator("compare", str(run_dir), "--export", "aiperf")
+    assert result.returncode == 0 and f"AIPerf profile export: {run_dir / 'aiperf'}" in result.stderr, result.stderr
+    phases = {p["arm"]: p for p in report["cost"]["phases"]}
+    for arm in ("baseline", "slow"):
+        summary = json.loads((run_dir / "aiperf" / arm / "load" / "profile_export_aiperf.json").read_text())
+        assert summary["request_latency"]["p50"] == pytest.approx(1e3 * phases[arm]["latency_s"]["p50"])
+        assert summary["time_to_first_token"]["count"] == phases[arm]["time_to_first_token_s"]["count"]
+    if not AIPERF_PYTHON.is_file():
+        pytest.skip(NO_AIPERF)
+    done = subprocess.run([str(AIPERF_PYTHON), str(ROOT / "tests/aiperf_reader.py"), str(run_dir / "aiperf")],
+                          capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stderr[-3000:]
+    read = json.loads(done.stdout)
+    assert sorted(read) == ["baseline/load", "slow/load"]
+    for arm in ("baseline", "slow"):
+        mine = read[f"{arm}/load"]
+        assert mine["records"] == mine["loaded_rows"] == phases[arm]["requests"]
+        assert mine["request_latency_again"]["p99"] == pytest.approx(mine["request_latency"]["p99"])

@@ -80,3 +80,12 @@ def test_pacing_measures_on_planted_arrivals() -> None:
     assert bench.lateness_ms(gaps_ns, bench.constant_schedule(5, 100.0)) == pytest.approx([0, 0, 0, 1, 0])
     assert bench.lateness_ms([t + 5 for t in gaps_ns], bench.constant_schedule(5, 100.0))[3] == pytest.approx(1)
     assert bench.percentile([float(i) for i in range(1, 101)], 99) == 99.0
+
+
+def test_its_service_times_are_the_same_set_over_any_hundred_requests_in_a_row() -> None:
+    """bench/aiperf_compare.py gives two tools the same service times: any 100 in a row, whatever came before."""
+    service = benches.load("recording_server").Service(0.1, 0.5, 0.01, 8)
+    first = sorted(service.ttft_s(n) for n in range(100))
+    assert sorted(service.ttft_s(n) for n in range(37, 137)) == first  # after a cold request or a warm-up
+    assert len(set(first)) == 100 and first[49] < 0.1 < first[50]  # a lognormal of median 100 ms
+    assert first[-1] > 2.5 * first[49]  # spread 0.5: the slowest 1 % about 3.2 times the median
