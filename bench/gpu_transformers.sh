@@ -25,6 +25,7 @@ declare -A arms=(
   [transformers_continuous_batching]="plain cb"
   [transformers_load]="plain cb eager"
   [transformers_load_cost]="cb plain"
+  [transformers_saturation]="cb plain"
   [onset_transformers_batch]="a"
 )
 declare -A protocol=(
