@@ -212,7 +212,7 @@ class LoadConfig:
     requests: int | None = None  # a window ends after this many requests are sent, or
     duration_s: float | None = None  # after this long (not both)
     grace_s: float = 30.0  # after a window's stop, answers are awaited this long; later ones are cut, recorded
-    windows: int = 3  # repeated windows of the load point: the intervals of its cost
+    windows: int = 6  # repeated windows of the load point: paired, their intervals (docs/load.md "How many windows")
     probe_every: int = 4  # every k-th request is a probe: probes arrive at rate_per_s / k
     # Background traffic: a prompt set's file under prompts/ (its prompts cycled); null: the study's own prompts
     background: str | None = None
