@@ -14,8 +14,8 @@ import pytest
 from orchestrator.analysis.compare import compare
 from orchestrator.analysis.coresidents import METRICS, TRACE, UNSEEN, overlapping
 from orchestrator.analysis.cost import NOT_STREAMED, cost
-from orchestrator.analysis.pairing import PAIRED, t_quantile, welch
 from orchestrator.analysis.cost_results import CostReport
+from orchestrator.analysis.pairing import PAIRED, t_quantile, welch
 from orchestrator.record.recorded import read
 from orchestrator.report.cost_md import size
 from tests.load_record import ArmPlan, write_load_record
