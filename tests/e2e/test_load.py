@@ -14,7 +14,7 @@ from tests.conftest import orchestrator
 
 pytestmark = pytest.mark.docker
 
-WINDOW, WINDOWS = 12, 6  # conf/protocol/load.yaml: 6 windows of 12, every 4th a probe, a warm-up of 4
+WINDOW, WINDOWS = 12, 6  # conf/protocol/load.yaml: 6 windows of 12, every 3rd a probe, a warm-up of 4
 
 
 @pytest.fixture(scope="module")
@@ -31,8 +31,8 @@ def test_every_request_of_the_load_point_has_one_row_with_its_role(load_run: Pat
     for arm in ("baseline", "wide_batch"):
         mine = [r for r in rows if r["arm"] == arm]
         assert len(mine) == meta["expected_requests_per_arm"] == 1 + 4 + WINDOWS * WINDOW
-        assert Counter(r["role"] for r in mine) == {"cold": 1, "warmup": 4, "measured": WINDOWS * WINDOW // 4,
-                                                    "background": WINDOWS * WINDOW * 3 // 4}
+        assert Counter(r["role"] for r in mine) == {"cold": 1, "warmup": 4, "measured": WINDOWS * WINDOW // 3,
+                                                    "background": WINDOWS * WINDOW * 2 // 3}
         assert len({r["request_id"] for r in mine}) == len(mine)
         load = [r for r in mine if r["phase_kind"] == "load" and r["role"] != "warmup"]
         assert Counter(r["batch_id"] for r in load) == dict.fromkeys(range(WINDOWS), WINDOW)
@@ -64,4 +64,4 @@ def test_probes_form_the_cells_and_the_background_none(load_run: Path) -> None:
     cells = [c for c in report["cells"] if c["phase"] == "load"]
     assert {(c["arm"], c["prompt_id"]) for c in cells} == {(a, p) for a in ("baseline", "wide_batch")
                                                             for p in ("capital", "count")}
-    assert all(c["n"] == 9 for c in cells), cells
+    assert all(c["n"] == 12 for c in cells), cells  # 2 probes of each prompt a window
