@@ -1,15 +1,15 @@
 """Do the cost's intervals cover? (issue 47; docs/load.md, "Reading the cost"). Each trial is one real run of
-conf/study/load_calibration.yaml on the reference engine (Docker): its A/A (the baseline started again) and a
-planted cost (every engine step PLANTED_MS slower in `slow`), at the default windows of conf/protocol/load.yaml,
-each trial with its own load.seed. It prints every trial's ratios and then the coverage:
+conf/study/load_calibration.yaml on the reference engine (Docker), arms side by side: its A/A (the baseline
+started again) and a planted cost (every engine step PLANTED_MS slower in `slow`), at the default load point of
+conf/protocol/load.yaml, each trial with its own load.seed. It prints every trial's ratios and then the coverage:
 
 - A/A: how many intervals hold 1, for throughput, latency and time to first token (the goal: 38 of 40);
 - planted: how many inter-token latency intervals hold the true ratio (the goal: 19 of 20), and how many
   exclude 1. Each gap of `slow` is the baseline's gap plus PLANTED_MS (refengine's --step-delay-ms: one engine
   step more per token), so the true ratio is the geometric mean of (gap + PLANTED_MS) / gap over the baseline's
-  windows, every trial's pooled (about 2: the engine's own step takes about as long as the planted one).
+  windows, every trial's pooled (about 2: the baseline's step is 10 ms of sleep and the engine's own work).
 
-    .venv/bin/python bench/cost_calibration.py --trials 40          # about 40 s a trial
+    .venv/bin/python bench/cost_calibration.py --trials 40          # about 20 s a trial
     .venv/bin/python bench/cost_calibration.py --trials 2 --work-dir /tmp/cal
 """
 
@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-PLANTED_MS = 2.0  # conf/study/load_calibration.yaml: slow's --step-delay-ms
+PLANTED_MS = 11.0  # conf/study/load_calibration.yaml: slow's --step-delay-ms less the baseline's
 AA_METRICS = ("request_throughput_per_s", "latency_s", "time_to_first_token_s")
 PLANTED_METRIC = "inter_token_latency_s"
 

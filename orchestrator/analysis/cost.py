@@ -195,12 +195,12 @@ def ratios(phases: list[PhaseCost], per_start: dict[str, dict[str, list[float]]]
 def _window_ratio(a: str, b: str, phase: str, name: str, base: PhaseCost, cost: PhaseCost) -> CostRatio:
     found = pairing.window_ratio(base.window_ids, base.per_window[name], base.schedules, cost.window_ids,
                                  cost.per_window[name], cost.schedules)
-    counts = [sum(v is not None for v in c.per_window[name]) for c in (base, cost)]
+    n_a, n_b = (sum(v is not None for v in c.per_window[name]) for c in (base, cost))
     unsteady = [c.arm for c in (base, cost) if not c.steady.steady]
     if unsteady and found.value is not None:  # no interval on a moving part
-        return CostRatio(a, b, phase, name, found.value, None, None, *counts,
+        return CostRatio(a, b, phase, name, found.value, None, None, n_a, n_b,
                          f"no interval: {' and '.join(unsteady)} not steady", found.method)
-    return CostRatio(a, b, phase, name, found.value, found.lower, found.upper, *counts, found.note, found.method)
+    return CostRatio(a, b, phase, name, found.value, found.lower, found.upper, n_a, n_b, found.note, found.method)
 
 
 def rate_comparisons(cells: list[Cell], pairs: list[tuple[str, str]]) -> list[RateComparison]:

@@ -84,7 +84,8 @@ def steady_part(send_ns: np.ndarray, latency_s: np.ndarray, window: np.ndarray) 
             np.zeros(len(send_ns), dtype=bool)
     since_ns = send_ns[answered[cut.at]] if cut.at < len(answered) else math.inf
     kept = send_ns >= since_ns if cut.at else np.ones(len(send_ns), dtype=bool)
-    counted, out = [], []
+    counted: list[int] = []
+    out: list[int] = []
     for w in ids:
         mine = window == w
         (counted if kept[mine].sum() * 2 >= mine.sum() else out).append(w)
