@@ -1,12 +1,14 @@
 """What an arm costs at each load point, from the record alone (docs/load.md, "Reading the cost").
 
-Per arm and `load` phase, over every row of the phase but its warm-up (probes and background, start 0): request
-throughput and output tokens/s per window (completed requests, or their completion tokens, over the window's
-first send to last answer), end-to-end latency, time to first token and inter-token latency (streamed rows
-only: "not observable" otherwise, never 0), errors, send lateness (the pacing error). Per pair of arms (each A/B
-and the baseline's A/A), the ratio B/A of each metric: the geometric mean ratio of the replicates (windows; for
-time to ready and memory, starts) with Welch's t interval on their logs; and the two arms' divergence rates
-compared cell by cell (analysis/rates.py). Only the columns named here are read, so `compare` stays fast.
+Per arm and `load` phase, over its steady part (analysis/steady.py: the phase's warm-up, and what MSER-5 finds
+before the server settled, kept out; probes and background, start 0): request throughput and output tokens/s per
+window (completed requests, or their completion tokens, over the window's first counted send to last answer),
+end-to-end latency, time to first token and inter-token latency (streamed rows only: "not observable"
+otherwise, never 0), errors, send lateness (the pacing error). Per pair of arms (each A/B and the baseline's
+A/A), the ratio B/A of each metric with its interval (analysis/pairing.py: paired over windows of one schedule,
+else Welch's t on the logs of the replicates: windows; for time to ready and memory, starts); and the two arms'
+divergence rates compared cell by cell (analysis/rates.py). Only the columns named here are read, so `compare`
+stays fast.
 """
 
 from __future__ import annotations

@@ -89,7 +89,8 @@ def steady_part(send_ns: np.ndarray, latency_s: np.ndarray, window: np.ndarray) 
     for w in ids:
         mine = window == w
         (counted if kept[mine].sum() * 2 >= mine.sum() else out).append(w)
-    kept &= np.isin(window, counted)
+    if ids:  # a record without windows counts from the point alone
+        kept &= np.isin(window, counted)
     return SteadyPart(True, windows=counted, windows_kept_out=out, requests_kept_out=int((~kept).sum()),
                       from_request=int(np.searchsorted(np.sort(send_ns), since_ns)) if cut.at else 0), kept
 
