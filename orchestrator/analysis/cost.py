@@ -1,13 +1,14 @@
 """What an arm costs at each load point, from the record alone (docs/load.md, "Reading the cost").
 
-Per arm and `load` phase, over every row of the phase but its warm-up (probes and background, start 0): request
-throughput and output tokens/s per window (completed requests, or their completion tokens, over the window's
-first send to last answer), end-to-end latency, time to first token and inter-token latency (streamed rows
-only: "not observable" otherwise, never 0), errors, send lateness (the pacing error). Per pair of arms (each A/B
-and the baseline's A/A), the ratio B/A of each metric: the geometric mean ratio of the replicates (windows; for
-time to ready and memory, starts) with Welch's t interval on their logs; and the two arms' divergence rates
-compared cell by cell (analysis/rates.py). The columns named here are the run's ledger's (record/ledger.py):
-read once for every reader of the run, so `compare` stays fast.
+Per arm and `load` phase, over its steady part (analysis/steady.py: the phase's warm-up, and what MSER-5 finds
+before the server settled, kept out; probes and background, start 0): request throughput and output tokens/s per
+window (completed requests, or their completion tokens, over the window's first counted send to last answer),
+end-to-end latency, time to first token and inter-token latency (streamed rows only: "not observable"
+otherwise, never 0), errors, send lateness (the pacing error). Per pair of arms (each A/B and the baseline's
+A/A), the ratio B/A of each metric with its interval (analysis/pairing.py: paired over windows of one schedule,
+else Welch's t on the logs of the replicates: windows; for time to ready and memory, starts); and the two arms'
+divergence rates compared cell by cell (analysis/rates.py). The columns named here are the run's ledger's
+(record/ledger.py): read once for every reader of the run, so `compare` stays fast.
 """
 
 from __future__ import annotations
@@ -20,11 +21,11 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from orchestrator.analysis import coresidents, saturation, starts, variety
+from orchestrator.analysis import coresidents, pairing, saturation, starts, steady, variety
 from orchestrator.analysis.cost_results import CostRatio, CostReport, Metric, PhaseCost, RateComparison
 from orchestrator.analysis.rates import compare_rates
 from orchestrator.analysis.results import Cell, Comparison
-from orchestrator.analysis.stats import pooled_bound, t_quantile
+from orchestrator.analysis.stats import pooled_bound
 from orchestrator.record.paths import RunPaths
 from orchestrator.record.recorded import Recorded, RecordedRun, of
 
@@ -39,9 +40,6 @@ WINDOW_METRICS = ("request_throughput_per_s", "output_tokens_per_s", "latency_s"
                   "inter_token_latency_s")
 START_METRICS = ("time_to_ready_s", "peak_memory_bytes", "peak_gpu_memory_bytes")
 NOT_STREAMED = "not observable: not streamed (load.stream false, or the engine cannot stream)"
-ONE_REPLICATE = "no interval: one {what} on a side ({setting} of 2 or more gives one)"
-SETTING = {"window": "load.windows", "start": "study.starts"}
-CONFIDENCE = 0.95
 
 
 def load_groups(sources: Recorded | RunPaths | list[RunPaths], extra: tuple[str, ...] = ()
@@ -105,44 +103,68 @@ def request_times(rows: dict[str, Any]) -> RequestTimes:
 
 
 def phase_cost(arm: str, phase: str, rows: dict[str, Any]) -> PhaseCost:
+    """The arm's cost at one load point over its steady part (analysis/steady.py); where none is found, over every
+    window, with the trend said (its ratios get no interval)."""
     times = request_times(rows)
-    ok, streamed, send, recv = times.ok, times.streamed, rows["send_ns"], rows["recv_ns"]
-    latency, ttft, late = times.latency_s, times.time_to_first_token_s, times.send_lateness_s
-    windows = [w for w in np.unique(rows["batch_id"]) if not math.isnan(w)] or [math.nan]
-    per: dict[str, list[float]] = {name: [] for name in WINDOW_METRICS}
-    spans, done, tokens = [], 0, 0.0
-    for window in windows:
-        at = rows["batch_id"] == window if not math.isnan(window) else np.ones(len(send), dtype=bool)
-        finished = at & ok
-        span_s = (np.nanmax(recv[finished]) - np.nanmin(send[at])) / 1e9 if finished.any() else math.nan
-        produced = float(np.nansum(rows["completion_tokens"][finished]))
-        if span_s > 0:
-            spans.append(span_s)
-            done, tokens = done + int(finished.sum()), tokens + produced
-            per["request_throughput_per_s"].append(int(finished.sum()) / span_s)
-            per["output_tokens_per_s"].append(produced / span_s)
-        _window_mean(per["latency_s"], latency[finished])
-        _window_mean(per["time_to_first_token_s"], ttft[at & streamed])
-        _window_mean(per["inter_token_latency_s"], _gaps(rows["gaps"], at & streamed))
-    errors = int((~ok).sum())
+    send, latency = rows["send_ns"], times.latency_s
+    part, kept = steady.steady_part(send, np.where(rows["ok"], latency, math.nan), rows["batch_id"])
+    if not part.steady:
+        _, every, _ = _per_window(rows, np.ones(len(send), dtype=bool))
+        part.note += "; " + steady.trend([v for v in every["request_throughput_per_s"] if v is not None])
+        kept = np.ones(len(send), dtype=bool)
+    ok = rows["ok"] & kept
+    streamed = ok & rows["streamed"]
+    ids, per, spans = _per_window(rows, kept)
+    ttft, late = times.time_to_first_token_s, times.send_lateness_s
+    done, tokens = int(ok.sum()), float(np.nansum(rows["completion_tokens"][ok]))
+    requests, errors = int(kept.sum()), int((kept & ~rows["ok"]).sum())
     offered = rows["offered_rate_per_s"][~np.isnan(rows["offered_rate_per_s"])]
     return PhaseCost(
         arm=arm, phase=phase, load_point=next((p for p in rows["load_point"] if p), None),
-        offered_rate_per_s=float(offered[0]) if offered.size else None, windows=len(spans), requests=len(send),
-        errors=errors, error_share=errors / len(send) if len(send) else None,
+        offered_rate_per_s=float(offered[0]) if offered.size else None, windows=len(spans), requests=requests,
+        errors=errors, error_share=errors / requests if requests else None,
         request_throughput_per_s=_pooled(per["request_throughput_per_s"], done, spans, "requests/s"),
         output_tokens_per_s=_pooled(per["output_tokens_per_s"], tokens, spans, "tokens/s"),
         latency_s=starts.metric(latency[ok], "s"),
         time_to_first_token_s=_streamed(ttft[streamed], streamed),
         inter_token_latency_s=_streamed(_gaps(rows["gaps"], streamed), streamed),
-        send_lateness_s=starts.metric(late[~np.isnan(late)], "s", "not recorded: no scheduled send time"),
-        per_window=per)
+        send_lateness_s=starts.metric(late[kept & ~np.isnan(late)], "s", "not recorded: no scheduled send time"),
+        per_window=per, window_ids=ids, schedules=pairing.schedules(rows, ids), steady=part)
 
 
-def _window_mean(into: list[float], values: np.ndarray) -> None:
+def _per_window(rows: dict[str, Any], kept: np.ndarray
+                ) -> tuple[list[int], dict[str, list[float | None]], list[float]]:
+    """Each window with a counted request, each metric's value in it (None: nothing measured it there), and the
+    spans of those with an answer; throughput: its answered requests over its first counted send to its last
+    answer."""
+    window, send = rows["batch_id"], rows["send_ns"]
+    ok = rows["ok"] & kept
+    whole = bool(np.isnan(window).all())  # a record without windows: one
+    ids = [0] if whole else sorted({int(w) for w in window[kept] if not math.isnan(w)})
+    per: dict[str, list[float | None]] = {name: [] for name in WINDOW_METRICS}
+    spans = []
+    for w in ids:
+        at = kept if whole else kept & (window == w)
+        done, span_s = at & ok, _span_s(rows, at)
+        spans += [span_s] if span_s > 0 else []
+        per["request_throughput_per_s"].append(int(done.sum()) / span_s if span_s > 0 else None)
+        per["output_tokens_per_s"].append(float(np.nansum(rows["completion_tokens"][done])) / span_s
+                                          if span_s > 0 else None)
+        per["latency_s"].append(_mean((rows["recv_ns"] - send)[done] / 1e9))
+        per["time_to_first_token_s"].append(_mean((rows["first_token_ns"] - send)[done & rows["streamed"]] / 1e9))
+        per["inter_token_latency_s"].append(_mean(_gaps(rows["gaps"], done & rows["streamed"])))
+    return ids, per, spans
+
+
+def _span_s(rows: dict[str, Any], at: np.ndarray) -> float:
+    """First send to last answer of the rows `at`; nan where none was answered."""
+    done = at & rows["ok"]
+    return float(np.nanmax(rows["recv_ns"][done]) - np.nanmin(rows["send_ns"][at])) / 1e9 if done.any() else math.nan
+
+
+def _mean(values: np.ndarray) -> float | None:
     values = values[~np.isnan(values)]
-    if values.size:
-        into.append(float(values.mean()))
+    return float(values.mean()) if values.size else None
 
 
 def _gaps(column: pa.ChunkedArray, rows: np.ndarray) -> np.ndarray:
@@ -157,32 +179,12 @@ def _streamed(values: np.ndarray, streamed: np.ndarray) -> Metric:
     return starts.metric(values[~np.isnan(values)], "s", "streamed, yet no token chunk was timed")
 
 
-def _pooled(per_window: list[float], total: float, spans: list[float], unit: str) -> Metric:
+def _pooled(per_window: list[float | None], total: float, spans: list[float], unit: str) -> Metric:
     """The windows' values' spread, with the pooled rate as avg: all of it over all their time."""
-    spread = starts.metric(per_window, unit, "no window with a completed request")
+    spread = starts.metric([v for v in per_window if v is not None], unit, "no window with a completed request")
     if spans:
         spread.avg = total / sum(spans)
     return spread
-
-
-def ratio(a: list[float], b: list[float], what: str = "window") -> tuple[float | None, float | None,
-                                                                        float | None, str]:
-    """(B/A, lower, upper, note): the geometric means' ratio of the replicates, with Welch's t interval on
-    the logs (df by Welch-Satterthwaite); one replicate on a side: the ratio alone, and the note says so."""
-    if not a or not b:
-        return None, None, None, "not measured on both sides"
-    if min(a) <= 0 or min(b) <= 0:
-        return None, None, None, "a value of 0: no ratio"
-    la, lb = np.log(a), np.log(b)
-    estimate = float(math.exp(lb.mean() - la.mean()))
-    if len(a) < 2 or len(b) < 2:
-        return estimate, None, None, ONE_REPLICATE.format(what=what, setting=SETTING[what])
-    va, vb = float(la.var(ddof=1)) / len(a), float(lb.var(ddof=1)) / len(b)
-    if va + vb == 0:
-        return estimate, estimate, estimate, f"every {what} gave the same value"
-    df = (va + vb) ** 2 / (va ** 2 / (len(a) - 1) + vb ** 2 / (len(b) - 1))
-    half = t_quantile(0.5 + CONFIDENCE / 2, df) * math.sqrt(va + vb)
-    return estimate, estimate * math.exp(-half), estimate * math.exp(half), ""
 
 
 def _pairs(comparison: Comparison, arm_pairs: list[tuple[str, str]] | None) -> list[tuple[str, str]]:
@@ -197,19 +199,27 @@ def ratios(phases: list[PhaseCost], per_start: dict[str, dict[str, list[float]]]
         for name in START_METRICS:
             values = per_start.get(a, {}).get(name), per_start.get(b, {}).get(name)
             if values[0] and values[1]:
-                out.append(CostRatio(a, b, "", name, *_ratio(values[0], values[1], "start")))
+                found = pairing.welch(values[0], values[1], "start")
+                out.append(CostRatio(a, b, "", name, found.value, found.lower, found.upper, len(values[0]),
+                                     len(values[1]), found.note, found.method))
         for (arm, phase), cost in by.items():
             base = by.get((a, phase))
             if arm != b or base is None:
                 continue
             for name in WINDOW_METRICS:
-                out.append(CostRatio(a, b, phase, name, *_ratio(base.per_window[name], cost.per_window[name])))
+                out.append(_window_ratio(a, b, phase, name, base, cost))
     return out
 
 
-def _ratio(a: list[float], b: list[float], what: str = "window") -> tuple[Any, ...]:
-    value, low, high, note = ratio(a, b, what)
-    return value, low, high, len(a), len(b), note
+def _window_ratio(a: str, b: str, phase: str, name: str, base: PhaseCost, cost: PhaseCost) -> CostRatio:
+    found = pairing.window_ratio(base.window_ids, base.per_window[name], base.schedules, cost.window_ids,
+                                 cost.per_window[name], cost.schedules)
+    n_a, n_b = (sum(v is not None for v in c.per_window[name]) for c in (base, cost))
+    unsteady = [c.arm for c in (base, cost) if not c.steady.steady]
+    if unsteady and found.value is not None:  # no interval on a moving part
+        return CostRatio(a, b, phase, name, found.value, None, None, n_a, n_b,
+                         f"no interval: {' and '.join(unsteady)} not steady", found.method)
+    return CostRatio(a, b, phase, name, found.value, found.lower, found.upper, n_a, n_b, found.note, found.method)
 
 
 def rate_comparisons(cells: list[Cell], pairs: list[tuple[str, str]]) -> list[RateComparison]:

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from orchestrator.analysis.steady import SteadyPart
+
 
 @dataclass
 class Metric:
@@ -25,9 +27,11 @@ class Metric:
 
 @dataclass
 class PhaseCost:
-    """What an arm cost at one load point (a `load` phase), over its warm requests, probes and background
-    (analysis/cost.py). Throughput's avg is pooled (requests over the windows' summed spans), its percentiles
-    and std are over the windows; `per_window` holds each metric's value per window, for the ratios."""
+    """What an arm cost at one load point (a `load` phase), over the steady part of its warm requests, probes and
+    background (analysis/cost.py, steady.py). Throughput's avg is pooled (requests over the windows' summed spans),
+    its percentiles and std are over the windows; `per_window` holds each metric's value in each counted window
+    of `window_ids` (None: not measured there), for the ratios, and `schedules` each one's schedule digest (the
+    same in A and B: the windows pair)."""
 
     arm: str
     phase: str
@@ -43,7 +47,10 @@ class PhaseCost:
     time_to_first_token_s: Metric  # streamed requests only
     inter_token_latency_s: Metric  # streamed requests only: every gap between token chunks
     send_lateness_s: Metric  # actual send less scheduled send: the pacing error
-    per_window: dict[str, list[float]] = field(default_factory=dict)
+    per_window: dict[str, list[float | None]] = field(default_factory=dict)
+    window_ids: list[int] = field(default_factory=list)
+    schedules: list[str] = field(default_factory=list)
+    steady: SteadyPart = field(default_factory=lambda: SteadyPart(True))
 
 
 @dataclass
@@ -69,7 +76,8 @@ class StartsSummary:
 @dataclass
 class CostRatio:
     """B's cost over A's for one metric at one load point ("" for the arm's own: time to ready, memory), the
-    geometric mean ratio of the replicates (windows, or starts) with Welch's t interval on their logs."""
+    ratio of the replicates (windows, or starts) and its interval, found as `method` says: paired over windows of
+    one schedule, else Welch's t on the logs (analysis/pairing.py)."""
 
     arm_a: str
     arm_b: str
@@ -80,7 +88,8 @@ class CostRatio:
     upper_95: float | None
     replicates_a: int
     replicates_b: int
-    note: str = ""  # why no ratio or no interval (one window, a value of 0, nothing measured)
+    note: str = ""  # why no ratio or no interval (one window, a value of 0, nothing measured, not steady)
+    method: str = ""
 
 
 @dataclass
@@ -169,7 +178,7 @@ class PhaseWorkload:
 class CostReport:
     """report.json `cost`: versioned apart from the rest, so a reader can tell what its fields mean."""
 
-    schema_version: int = 1
+    schema_version: int = 2  # 2: phases' steady part, window ids, schedules; ratios' method
     starts: list[StartsSummary] = field(default_factory=list)
     phases: list[PhaseCost] = field(default_factory=list)
     ratios: list[CostRatio] = field(default_factory=list)

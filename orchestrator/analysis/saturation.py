@@ -190,11 +190,11 @@ def series_summary(arm: str, phase: str, tolerance: float, points: list[tuple[Ph
     return out
 
 
-def window_interval(values: list[float]) -> tuple[float | None, float | None, float | None]:
+def window_interval(per_window: list[float | None]) -> tuple[float | None, float | None, float | None]:
     """(mean, lower, upper): the geometric mean of the windows' values with the 95 % t interval of the mean of
     their logs, taken back (as the cost's ratios are: a rate or a latency spreads log-normally, and its interval
-    stays above 0); no interval with one window, or a value of 0."""
-    values = [v for v in values if not math.isnan(v)]
+    stays above 0); no interval with one window, or a value of 0. A window nothing measured (None) is left out."""
+    values = [v for v in per_window if v is not None and not math.isnan(v)]
     if not values:
         return None, None, None
     if len(values) < 2 or min(values) <= 0:

@@ -233,7 +233,7 @@ class LoadConfig:
     requests: int | None = None  # a window ends after this many requests are sent, or
     duration_s: float | None = None  # after this long (not both)
     grace_s: float = 30.0  # after a window's stop, answers are awaited this long; later ones are cut, recorded
-    windows: int = 3  # repeated windows of the load point: the intervals of its cost
+    windows: int = 6  # repeated windows of the load point: paired, their intervals (docs/load.md "How many windows")
     probe_every: int = 4  # every k-th request is a probe: probes arrive at rate_per_s / k
     # Background traffic: synthetic (load.synthetic); study (or null): the study's own prompts; else a prompt set's
     # file under prompts/. The last two cycle background_max_tokens

@@ -205,14 +205,22 @@ def costs_lines(arm: str, phases: list[PhaseCost], ratios: list[CostRatio], star
     thin = {(w.arm, w.phase): w.warning for w in workloads if w.warning}
     parts = []
     for c in phases:
+        if not c.steady.steady:  # numbers of a moving server are not its cost
+            parts.append((f"at {c.load_point or c.phase}: {c.steady.note.split('; ')[-1]}: not steady; warm up "
+                          "longer (load.warmup)", ""))
+            continue
         numbers = (f"at {c.load_point or c.phase}: {_num(c.request_throughput_per_s.avg, 2)} req/s, "
                    f"{_num(c.output_tokens_per_s.avg, 3)} tokens/s, {_p(c.latency_s, 'latency')}, "
-                   f"{_p(c.time_to_first_token_s, 'time to first token')}, errors {c.errors} of {c.requests}")
+                   f"{_p(c.time_to_first_token_s, 'time to first token')}, errors {c.errors} of {c.requests}"
+                   + (f" ({c.steady.requests_kept_out} kept out as warm-up)" if c.steady.requests_kept_out else ""))
         mine = [r for r in ratios if r.arm_b == arm and r.phase == c.phase and r.metric in OPENING_RATIOS
                 and r.ratio is not None]
-        against = f"; against {other_arm(mine[0].arm_a, arm)}: " + ", ".join(_ratio(r) for r in mine) if mine else ""
+        against = ", ".join(_ratio(r) for r in mine)
+        if any(r.note.endswith("not steady") for r in mine):
+            against = f"{mine[0].arm_a} not steady: no interval"
         warning = thin.get((c.arm, c.phase))
-        parts.append((numbers, against + (f"; warning: {warning}" if warning else "")))
+        parts.append((numbers, (f"; against {other_arm(mine[0].arm_a, arm)}: {against}" if mine else "")
+                      + (f"; warning: {warning}" if warning else "")))
     if len(parts) == 1:
         numbers, against = parts[0]
         return [f"Costs {numbers}; {memory(start)}{against}"]
@@ -257,16 +265,17 @@ def sections(cost: CostReport | None, cells: list[Cell], sweep: dict[str, Any] |
              size(s.peak_gpu_memory_bytes.max), s.model or "-", s.model_revision or "-"] for s in cost.starts])
     if cost.phases:
         out += ["## Cost per load point", "",
-                "Over every request of the phase but its warm-up (probes and background). Throughput: completed "
+                "Over the steady part of the phase (probes and background; its warm-up and the requests MSER-5 "
+                "finds before the server settled are kept out, docs/load.md). Throughput: completed "
                 "requests over each window's first send to last answer, pooled over the windows (their range "
                 "beside it). Latencies are p50 / p90 / p99 over requests, in seconds; time to first token and "
                 "inter-token latency only from streamed requests. Send lateness: actual less scheduled send. "
                 "Memory: the arm's peaks over its whole run (every load point; the highest over starts).", ""]
         starts = {s.arm: s for s in cost.starts}
-        out += _table(["arm", "load point", "windows", "requests", "req/s (windows' range)", "tokens/s",
-                       "latency", "time to first token", "inter-token latency", "errors", "send lateness p99",
-                       "peak memory", "peak GPU memory"], [
-            [c.arm, c.load_point or c.phase, str(c.windows), str(c.requests),
+        out += _table(["arm", "load point", "steady", "windows", "requests", "kept out", "req/s (windows' range)",
+                       "tokens/s", "latency", "time to first token", "inter-token latency", "errors",
+                       "send lateness p99", "peak memory", "peak GPU memory"], [
+            [c.arm, c.load_point or c.phase, _steady(c), str(c.windows), str(c.requests), _kept_out(c),
              f"{_num(c.request_throughput_per_s.avg)} ({_num(c.request_throughput_per_s.min)}-"
              f"{_num(c.request_throughput_per_s.max)})", _num(c.output_tokens_per_s.avg), _spread(c.latency_s),
              _spread(c.time_to_first_token_s), _spread(c.inter_token_latency_s),
@@ -274,15 +283,18 @@ def sections(cost: CostReport | None, cells: list[Cell], sweep: dict[str, Any] |
             for c in cost.phases])
     if cost.ratios:
         out += ["## What B costs against A", "",
-                "The ratio B/A of the geometric means over the replicates (the load point's windows; for time to "
-                "ready and memory, the starts), with a 95 % interval from Welch's t on their logs (docs/load.md). "
+                "The ratio B/A over the replicates (the load point's counted windows; for time to ready and "
+                "memory, the starts) with a 95 % interval: paired where A's and B's windows sent one schedule (t on "
+                "the pairs' log ratios), else Welch's t on the logs; the method column says which (docs/load.md). "
                 + ("The A/A of the baseline (two starts of one config) is the cost's noise floor."
                    if any(r.arm_b == copy_name(r.arm_a) for r in cost.ratios) else
                    "No A/A gives this study a cost noise floor (`study.noise_floor: true` adds one)."), ""]
-        out += _table(["A", "B", "load point", "metric", "B/A", "95 % interval", "replicates A, B", "note"], [
+        out += _table(["A", "B", "load point", "metric", "B/A", "95 % interval", "replicates A, B", "method",
+                       "note"], [
             [r.arm_a, r.arm_b, r.phase or "(the arm)", RATIO_WORDS[r.metric], _num(r.ratio),
              f"{r.lower_95:.3g}-{r.upper_95:.3g}" if r.lower_95 is not None and r.upper_95 is not None else "-",
-             f"{r.replicates_a}, {r.replicates_b}", r.note or "-"] for r in cost.ratios])
+             f"{r.replicates_a}, {r.replicates_b}", r.method.split(":")[0].split(" (")[0], r.note or "-"]
+            for r in cost.ratios])
     if cost.rates:
         out += ["## Divergence rates compared", "",
                 "B's divergence rate less A's per cell (prompt `*`: the phase's cells pooled, assuming one rate "
@@ -303,6 +315,16 @@ def sections(cost: CostReport | None, cells: list[Cell], sweep: dict[str, Any] |
              _num(c.most), c.source] for c in cost.co_residents])
     out += frontier_table(cost, cells, series(sweep))
     return out + saturation_md.section(cost, cells)
+
+
+def _steady(c: PhaseCost) -> str:
+    return "yes" if c.steady.steady else f"no: {c.steady.note.split('; ')[-1]}"
+
+
+def _kept_out(c: PhaseCost) -> str:
+    """'9 (window 0 whole)': the requests MSER-5 left out as warm-up, and the windows wholly so."""
+    whole = ", ".join(map(str, c.steady.windows_kept_out))
+    return "-" if not c.steady.steady else f"{c.steady.requests_kept_out}" + (f" (window {whole} whole)" * bool(whole))
 
 
 def series(sweep: dict[str, Any] | None) -> dict[str, str]:

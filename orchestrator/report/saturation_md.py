@@ -17,7 +17,7 @@ def _n(value: float | None) -> str:
     return "-" if value is None else f"{value:.3g}"
 
 
-def _interval(values: list[float]) -> str:
+def _interval(values: list[float | None]) -> str:
     mean, low, high = window_interval(values)
     return _n(mean) if low is None or high is None else f"{_n(mean)} [{_n(low)}, {_n(high)}]"
 

@@ -14,7 +14,7 @@ from tests.conftest import orchestrator
 
 pytestmark = pytest.mark.docker
 
-WINDOW = 24  # conf/protocol/load.yaml: 3 windows of 24, every 4th a probe, a warm-up of 4
+WINDOW, WINDOWS = 12, 6  # conf/protocol/load.yaml: 6 windows of 12, every 3rd a probe, a warm-up of 4
 
 
 @pytest.fixture(scope="module")
@@ -30,12 +30,12 @@ def test_every_request_of_the_load_point_has_one_row_with_its_role(load_run: Pat
     meta = json.loads((load_run / "run.json").read_text())
     for arm in ("baseline", "wide_batch"):
         mine = [r for r in rows if r["arm"] == arm]
-        assert len(mine) == meta["expected_requests_per_arm"] == 1 + 4 + 3 * WINDOW
-        assert Counter(r["role"] for r in mine) == {"cold": 1, "warmup": 4, "measured": 3 * WINDOW // 4,
-                                                    "background": 3 * WINDOW * 3 // 4}
+        assert len(mine) == meta["expected_requests_per_arm"] == 1 + 4 + WINDOWS * WINDOW
+        assert Counter(r["role"] for r in mine) == {"cold": 1, "warmup": 4, "measured": WINDOWS * WINDOW // 3,
+                                                    "background": WINDOWS * WINDOW * 2 // 3}
         assert len({r["request_id"] for r in mine}) == len(mine)
         load = [r for r in mine if r["phase_kind"] == "load" and r["role"] != "warmup"]
-        assert Counter(r["batch_id"] for r in load) == {0: WINDOW, 1: WINDOW, 2: WINDOW}
+        assert Counter(r["batch_id"] for r in load) == dict.fromkeys(range(WINDOWS), WINDOW)
         assert all(r["error"] is None and r["http_status"] == 200 for r in mine)
         assert {r["load_point"] for r in load} == {"poisson 8/s, at most 16 at once"}
         assert {r["offered_rate_per_s"] for r in load} == {8.0}
@@ -52,7 +52,7 @@ def test_sends_keep_to_the_schedule(load_run: Path) -> None:
     lateness_ms = [(r["send_ns"] - r["scheduled_ns"]) / 1e6 for r in load]
     assert statistics.median(lateness_ms) < 5, sorted(lateness_ms)[-10:]
     for arm in ("baseline", "wide_batch"):
-        for window in range(3):
+        for window in range(WINDOWS):
             mine = sorted((r for r in load if r["arm"] == arm and r["batch_id"] == window), key=lambda r: r["repeat"])
             sent = (mine[-1]["send_ns"] - mine[0]["send_ns"]) / 1e9
             meant = (mine[-1]["scheduled_ns"] - mine[0]["scheduled_ns"]) / 1e9
@@ -64,7 +64,7 @@ def test_probes_form_the_cells_and_the_background_none(load_run: Path) -> None:
     cells = [c for c in report["cells"] if c["phase"] == "load"]
     assert {(c["arm"], c["prompt_id"]) for c in cells} == {(a, p) for a in ("baseline", "wide_batch")
                                                             for p in ("capital", "count")}
-    assert all(c["n"] == 9 for c in cells), cells
+    assert all(c["n"] == 12 for c in cells), cells  # 2 probes of each prompt a window
 
 
 def test_the_synthetic_background_is_varied_and_each_row_says_if_its_prefix_was_seen(tmp_path: Path) -> None:

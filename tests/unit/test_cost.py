@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
+from dataclasses import astuple
 from pathlib import Path
 
 import numpy as np
@@ -12,8 +13,9 @@ import pytest
 
 from orchestrator.analysis.compare import compare
 from orchestrator.analysis.coresidents import METRICS, TRACE, UNSEEN, overlapping
-from orchestrator.analysis.cost import NOT_STREAMED, cost, ratio, t_quantile
+from orchestrator.analysis.cost import NOT_STREAMED, cost
 from orchestrator.analysis.cost_results import CostReport
+from orchestrator.analysis.pairing import PAIRED, t_quantile, welch
 from orchestrator.record.recorded import read
 from orchestrator.report.cost_md import size
 from tests.load_record import ArmPlan, write_load_record
@@ -80,20 +82,20 @@ def test_welch_interval_matches_a_hand_computation() -> None:
     va, vb = la.var(ddof=1) / 4, lb.var(ddof=1) / 3
     df = (va + vb) ** 2 / (va ** 2 / 3 + vb ** 2 / 2)
     half = t_quantile(0.975, df) * math.sqrt(va + vb)
-    value, low, high, note = ratio(a, b)
+    value, low, high, note, _ = astuple(welch(a, b))
     assert value is not None
     assert value == pytest.approx(math.exp(lb.mean() - la.mean()))
     assert (low, high) == pytest.approx((value * math.exp(-half), value * math.exp(half))) and note == ""
     assert t_quantile(0.975, 2) == pytest.approx(4.302653, abs=1e-6)  # Student's table
     assert t_quantile(0.975, 10) == pytest.approx(2.228139, abs=1e-6)
-    assert ratio([1.0, 0.0], [1.0, 1.0])[0] is None
+    assert welch([1.0, 0.0], [1.0, 1.0]).value is None
 
 
 def test_the_aa_pair_is_the_cost_noise_floor(tmp_path: Path) -> None:
     report = _cost(tmp_path, {"base": ArmPlan([0.1, 0.1]), "base_aa": ArmPlan([0.1, 0.1])})
     floor = next(r for r in report.ratios if r.metric == "latency_s")
     assert (floor.arm_a, floor.arm_b) == ("base", "base_aa") and floor.ratio == pytest.approx(1.0)
-    assert floor.note == "every window gave the same value"
+    assert floor.note == "every pair gave the same ratio" and floor.method == PAIRED  # one schedule: windows pair
 
 
 def test_starts_failure_rate_time_to_ready_and_memory(tmp_path: Path) -> None:

@@ -81,6 +81,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--batch-window-ms", type=float, default=20.0)
     p.add_argument("--step-delay-ms", type=_non_negative_ms, default=0.0,
                    help="a planted cost: every engine step (prefill, decode) sleeps this much more; answers unchanged")
+    p.add_argument("--warmup-slow-requests", type=int, default=0,
+                   help="a planted warm-up: batches begun before this many requests were served are slower")
+    p.add_argument("--warmup-delay-ms", type=_non_negative_ms, default=0.0,
+                   help="how much slower: every step of such a batch sleeps this much more")
     p.add_argument("--log-level", default="INFO")
     p.add_argument("--list-knobs", action="store_true", help="print known flags and env vars as JSON and exit")
     p.set_defaults(ignored=[])
@@ -148,6 +152,8 @@ def config_from_args(ns: argparse.Namespace) -> EngineConfig:
         autotune_legacy_key=ns.autotune_legacy_key,
         batch_window_ms=ns.batch_window_ms,
         step_delay_ms=ns.step_delay_ms,
+        warmup_slow_requests=ns.warmup_slow_requests,
+        warmup_delay_ms=ns.warmup_delay_ms,
     )
 
 

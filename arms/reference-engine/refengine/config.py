@@ -32,6 +32,10 @@ class EngineConfig:
     autotune_legacy_key: bool = False
     batch_window_ms: float = 20.0
     step_delay_ms: float = 0.0  # a planted cost: every engine step (a prefill, a decode) sleeps this much more
+    # A planted warm-up: every step of a batch begun before this many requests were served sleeps
+    # warmup_delay_ms more (a server that is slow at first, as a JIT-compiling or cache-filling one is)
+    warmup_slow_requests: int = 0
+    warmup_delay_ms: float = 0.0
 
     @property
     def served_name(self) -> str:

@@ -83,6 +83,7 @@ class Engine:
         self.cfg = cfg
         self.model = model
         self.tuner = tuner
+        self.served = 0  # requests whose batch has run: the planted warm-up's clock
 
     def kernel_params(self) -> KernelParams:
         k_chunk, fused = self.tuner.kernel_choice()
@@ -95,9 +96,13 @@ class Engine:
         )
 
     def _step_delay(self) -> None:
-        """The planted cost (--step-delay-ms): every engine step takes that much longer, nothing else changes."""
-        if self.cfg.step_delay_ms > 0:
-            time.sleep(self.cfg.step_delay_ms / 1000.0)
+        """The planted cost (--step-delay-ms): every engine step takes that much longer, nothing else changes;
+        and the planted warm-up (--warmup-delay-ms) on top while fewer than --warmup-slow-requests were served."""
+        delay_ms = self.cfg.step_delay_ms
+        if self.served < self.cfg.warmup_slow_requests:
+            delay_ms += self.cfg.warmup_delay_ms
+        if delay_ms > 0:
+            time.sleep(delay_ms / 1000.0)
 
     @torch.inference_mode()
     def run_batch(self, reqs: list[GenRequest], on_token: OnToken | None = None) -> list[GenResult]:
@@ -143,6 +148,7 @@ class Engine:
             lps = model.logits(hid, stacked)
             step_lp = {i: lp[0] for i, lp in zip(active, lps, strict=True)}
         self.tuner.after_batch()
+        self.served += len(reqs)
         return results
 
     def _prompt_logprobs(self, r: GenRequest, hidden: torch.Tensor) -> list[TokenLogprobs | None]:
