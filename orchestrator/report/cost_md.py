@@ -1,11 +1,10 @@
 """The page's opening (three lines per arm: does it start, does it stay correct, what does it cost) and the
 cost sections of report.md (report.html renders the same Markdown): cost per load point, ratios against the
-other arm of each pair, divergence rates compared, the probes' co-residents, divergence against offered load."""
+other arm of each pair, divergence rates compared, the probes' co-residents. Against offered load: frontier_md.py."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
 from orchestrator.analysis.coresidents import MISSED
 from orchestrator.analysis.cost import stays_correct
@@ -22,42 +21,14 @@ from orchestrator.analysis.cost_results import (
 from orchestrator.analysis.results import Cell
 from orchestrator.config.noise_floor import copy_name
 from orchestrator.errors import counted
-from orchestrator.report import saturation_md, svg
+from orchestrator.report import saturation_md
+from orchestrator.report.table import compact, markdown_table, num, pct, seconds, size
 
 RATIO_WORDS = {"request_throughput_per_s": "throughput", "output_tokens_per_s": "output tokens/s",
                "latency_s": "latency", "time_to_first_token_s": "time to first token",
                "inter_token_latency_s": "inter-token latency", "time_to_ready_s": "time to ready",
                "peak_memory_bytes": "peak memory", "peak_gpu_memory_bytes": "peak GPU memory"}
 OPENING_RATIOS = ("request_throughput_per_s", "latency_s", "time_to_first_token_s")
-LOAD_KEYS = ("rate_per_s", "concurrency", "arrivals", "gamma_shape")  # a sweep over these draws one frontier
-
-
-def pct(value: float | None) -> str:
-    return "n/a" if value is None else f"{100 * value:.2g} %" if value < 0.1 else f"{100 * value:.0f} %"
-
-
-def seconds(value: float | None) -> str:
-    return "n/a" if value is None else f"{value:.2g} s" if value < 1 else f"{value:.1f} s"
-
-
-def _num(value: float | None, digits: int = 3) -> str:
-    return "-" if value is None else f"{value:.{digits}g}"
-
-
-def size(value: float | None) -> str:
-    """Bytes as a person reads them, never 0 for something not empty: 700 B, 512 KiB, 3.2 MiB, 80 MiB, 1.5 GiB."""
-    if value is None:
-        return "-"
-    for limit, unit, digits, scale in ((2**10, "B", 0, 1), (2**20, "KiB", 0, 2**10), (10 * 2**20, "MiB", 1, 2**20),
-                                       (2**30, "MiB", 0, 2**20)):
-        if value < limit:
-            return f"{value / scale:.{digits}f} {unit}"
-    return f"{value / 2**30:.1f} GiB"
-
-
-def compact(value: float) -> str:
-    """A ratio or bound for a line a person reads: two decimals, but 2e+05 and <0.01 at the extremes."""
-    return f"{value:.0e}" if value >= 1000 else "<0.01" if value < 0.01 else f"{value:.2f}"
 
 
 def starts_line(s: StartsSummary | None) -> str:
@@ -209,8 +180,8 @@ def costs_lines(arm: str, phases: list[PhaseCost], ratios: list[CostRatio], star
             parts.append((f"at {c.load_point or c.phase}: {c.steady.note.split('; ')[-1]}: not steady; warm up "
                           "longer (load.warmup)", ""))
             continue
-        numbers = (f"at {c.load_point or c.phase}: {_num(c.request_throughput_per_s.avg, 2)} req/s, "
-                   f"{_num(c.output_tokens_per_s.avg, 3)} tokens/s, {_p(c.latency_s, 'latency')}, "
+        numbers = (f"at {c.load_point or c.phase}: {num(c.request_throughput_per_s.avg, 2)} req/s, "
+                   f"{num(c.output_tokens_per_s.avg, 3)} tokens/s, {_p(c.latency_s, 'latency')}, "
                    f"{_p(c.time_to_first_token_s, 'time to first token')}, errors {c.errors} of {c.requests}"
                    + (f" ({c.steady.requests_kept_out} kept out as warm-up)" if c.steady.requests_kept_out else ""))
         mine = [r for r in ratios if r.arm_b == arm and r.phase == c.phase and r.metric in OPENING_RATIOS
@@ -243,25 +214,20 @@ def opening(cost: CostReport | None, cells: list[Cell], arms: list[str]) -> list
     return [*out, ""]
 
 
-def _table(header: list[str], rows: list[list[str]]) -> list[str]:
-    return ["| " + " | ".join(header) + " |", "|" + " --- |" * len(header),
-            *("| " + " | ".join(row) + " |" for row in rows), ""]
-
-
 def _spread(m: Metric) -> str:
-    return m.note or "-" if not m.count else f"{_num(m.p50)} / {_num(m.p90)} / {_num(m.p99)}"
+    return m.note or "-" if not m.count else f"{num(m.p50)} / {num(m.p90)} / {num(m.p99)}"
 
 
-def sections(cost: CostReport | None, cells: list[Cell], sweep: dict[str, Any] | None = None) -> list[str]:
+def sections(cost: CostReport | None, cells: list[Cell]) -> list[str]:
     if cost is None or not (cost.phases or cost.rates or any(s.starts > 1 for s in cost.starts)):
         return []
     out: list[str] = []
     if any(s.starts > 1 for s in cost.starts):
         out += ["## Starts", ""]
-        out += _table(["arm", "starts", "ready", "failure rate at most (95 %)", "time to ready p50 (s)",
-                       "min-max (s)", "peak memory", "peak GPU memory", "model", "revision"], [
-            [s.arm, str(s.starts), str(s.ready), pct(s.failure_upper_95), _num(s.time_to_ready_s.p50),
-             f"{_num(s.time_to_ready_s.min)}-{_num(s.time_to_ready_s.max)}", size(s.peak_memory_bytes.max),
+        out += markdown_table(["arm", "starts", "ready", "failure rate at most (95 %)", "time to ready p50 (s)",
+                               "min-max (s)", "peak memory", "peak GPU memory", "model", "revision"], [
+            [s.arm, str(s.starts), str(s.ready), pct(s.failure_upper_95), num(s.time_to_ready_s.p50),
+             f"{num(s.time_to_ready_s.min)}-{num(s.time_to_ready_s.max)}", size(s.peak_memory_bytes.max),
              size(s.peak_gpu_memory_bytes.max), s.model or "-", s.model_revision or "-"] for s in cost.starts])
     if cost.phases:
         out += ["## Cost per load point", "",
@@ -272,14 +238,15 @@ def sections(cost: CostReport | None, cells: list[Cell], sweep: dict[str, Any] |
                 "inter-token latency only from streamed requests. Send lateness: actual less scheduled send. "
                 "Memory: the arm's peaks over its whole run (every load point; the highest over starts).", ""]
         starts = {s.arm: s for s in cost.starts}
-        out += _table(["arm", "load point", "steady", "windows", "requests", "kept out", "req/s (windows' range)",
-                       "tokens/s", "latency", "time to first token", "inter-token latency", "errors",
-                       "send lateness p99", "peak memory", "peak GPU memory"], [
+        out += markdown_table(["arm", "load point", "steady", "windows", "requests", "kept out",
+                               "req/s (windows' range)", "tokens/s", "latency", "time to first token",
+                               "inter-token latency", "errors", "send lateness p99", "peak memory",
+                               "peak GPU memory"], [
             [c.arm, c.load_point or c.phase, _steady(c), str(c.windows), str(c.requests), _kept_out(c),
-             f"{_num(c.request_throughput_per_s.avg)} ({_num(c.request_throughput_per_s.min)}-"
-             f"{_num(c.request_throughput_per_s.max)})", _num(c.output_tokens_per_s.avg), _spread(c.latency_s),
+             f"{num(c.request_throughput_per_s.avg)} ({num(c.request_throughput_per_s.min)}-"
+             f"{num(c.request_throughput_per_s.max)})", num(c.output_tokens_per_s.avg), _spread(c.latency_s),
              _spread(c.time_to_first_token_s), _spread(c.inter_token_latency_s),
-             f"{c.errors} ({pct(c.error_share)})", _num(c.send_lateness_s.p99), *peaks(starts.get(c.arm))]
+             f"{c.errors} ({pct(c.error_share)})", num(c.send_lateness_s.p99), *peaks(starts.get(c.arm))]
             for c in cost.phases])
     if cost.ratios:
         out += ["## What B costs against A", "",
@@ -289,9 +256,9 @@ def sections(cost: CostReport | None, cells: list[Cell], sweep: dict[str, Any] |
                 + ("The A/A of the baseline (two starts of one config) is the cost's noise floor."
                    if any(r.arm_b == copy_name(r.arm_a) for r in cost.ratios) else
                    "No A/A gives this study a cost noise floor (`study.noise_floor: true` adds one)."), ""]
-        out += _table(["A", "B", "load point", "metric", "B/A", "95 % interval", "replicates A, B", "method",
-                       "note"], [
-            [r.arm_a, r.arm_b, r.phase or "(the arm)", RATIO_WORDS[r.metric], _num(r.ratio),
+        out += markdown_table(["A", "B", "load point", "metric", "B/A", "95 % interval", "replicates A, B", "method",
+                               "note"], [
+            [r.arm_a, r.arm_b, r.phase or "(the arm)", RATIO_WORDS[r.metric], num(r.ratio),
              f"{r.lower_95:.3g}-{r.upper_95:.3g}" if r.lower_95 is not None and r.upper_95 is not None else "-",
              f"{r.replicates_a}, {r.replicates_b}", r.method.split(":")[0].split(" (")[0], r.note or "-"]
             for r in cost.ratios])
@@ -300,21 +267,20 @@ def sections(cost: CostReport | None, cells: list[Cell], sweep: dict[str, Any] |
                 "B's divergence rate less A's per cell (prompt `*`: the phase's cells pooled, assuming one rate "
                 "across them), with Newcombe's hybrid score interval (95 %) and Fisher's exact test: lower when the "
                 "interval lies wholly below 0, higher when wholly above, else not shown lower.", ""]
-        out += _table(["A", "B", "prompt", "phase", "A: k of n", "B: k of n", "difference", "95 % interval",
-                       "p (B lower)", "p (two-sided)", "verdict"], [
+        out += markdown_table(["A", "B", "prompt", "phase", "A: k of n", "B: k of n", "difference", "95 % interval",
+                               "p (B lower)", "p (two-sided)", "verdict"], [
             [r.arm_a, r.arm_b, r.prompt_id, r.phase, f"{r.k_a} of {r.n_a}", f"{r.k_b} of {r.n_b}",
-             f"{r.difference:+.3f}", f"{r.lower_95:+.3f} to {r.upper_95:+.3f}", _num(r.p_lower),
-             _num(r.p_two_sided), r.verdict] for r in cost.rates])
+             f"{r.difference:+.3f}", f"{r.lower_95:+.3f} to {r.upper_95:+.3f}", num(r.p_lower),
+             num(r.p_two_sided), r.verdict] for r in cost.rates])
     if cost.co_residents:
         out += ["## Probes' co-residents under load", "",
                 "Other requests of the arm that ran alongside each probe: from the server's trace (engine steps "
                 "that overlap), else its /metrics sampled while the probe was in flight (a probe no sample showed "
                 "running has no count: not observed), else not observable.", ""]
-        out += _table(["arm", "prompt", "phase", "probes", "observed", "least", "median", "most", "from"], [
-            [c.arm, c.prompt_id, c.phase, str(c.probes), _num(c.observed), _num(c.least), _num(c.median),
-             _num(c.most), c.source] for c in cost.co_residents])
-    out += frontier_table(cost, cells, series(sweep))
-    return out + saturation_md.section(cost, cells)
+        out += markdown_table(["arm", "prompt", "phase", "probes", "observed", "least", "median", "most", "from"], [
+            [c.arm, c.prompt_id, c.phase, str(c.probes), num(c.observed), num(c.least), num(c.median),
+             num(c.most), c.source] for c in cost.co_residents])
+    return out
 
 
 def _steady(c: PhaseCost) -> str:
@@ -325,52 +291,3 @@ def _kept_out(c: PhaseCost) -> str:
     """'9 (window 0 whole)': the requests MSER-5 left out as warm-up, and the windows wholly so."""
     whole = ", ".join(map(str, c.steady.windows_kept_out))
     return "-" if not c.steady.steady else f"{c.steady.requests_kept_out}" + (f" (window {whole} whole)" * bool(whole))
-
-
-def series(sweep: dict[str, Any] | None) -> dict[str, str]:
-    """A sweep over load points: each job is an arm ('N/arm') with one load phase; the jobs that differ only in
-    a load key (a rate, a concurrency) are one series, named by the arm and the other swept keys' values."""
-    if not sweep:
-        return {}
-    swept = [k for k in sweep.get("swept_keys", []) if not any(word in k for word in LOAD_KEYS)]
-    out = {}
-    for job in sweep.get("jobs", {}).values():
-        if job.get("arm"):
-            others = ", ".join(f"{k}={job['overrides'].get(k, '')}" for k in swept)
-            out[job["arm"]] = job["arm"].split("/", 1)[-1] + (f" ({others})" if others else "")
-    return out
-
-
-def frontier(cost: CostReport, cells: list[Cell], named: dict[str, str] | None = None
-             ) -> dict[str, list[tuple[float, int, int, float, float, float | None]]]:
-    """Per arm (or sweep series, `named`: arm -> series) with two load points or more: (offered rate, divergent,
-    n, lower, upper, throughput) each."""
-    out: dict[str, list[tuple[float, int, int, float, float, float | None]]] = {}
-    for c in cost.phases:
-        if c.offered_rate_per_s is None:
-            continue
-        k, n, low, high, _ = stays_correct(cells, c.arm, c.phase)
-        out.setdefault((named or {}).get(c.arm, c.arm), []).append(
-            (c.offered_rate_per_s, k, n, low, high, c.request_throughput_per_s.avg))
-    return {arm: sorted(points) for arm, points in out.items() if len(points) > 1}
-
-
-def frontier_table(cost: CostReport, cells: list[Cell], named: dict[str, str] | None = None) -> list[str]:
-    points = frontier(cost, cells, named)
-    if not points:
-        return []
-    out = ["## Divergence against offered load", "",
-           "Each arm's probes' divergence rate (95 % bounds) at each offered rate, beside the throughput it "
-           "reached: the frontier between repeatability and cost.", ""]
-    return out + _table(["arm", "offered (req/s)", "divergent", "rate (95 %)", "throughput (req/s)"], [
-        [arm, _num(rate), f"{k} of {n}", f"{pct(low)}-{pct(high)}", _num(thr)]
-        for arm, rows in points.items() for rate, k, n, low, high, thr in rows])
-
-
-def charts(cost: CostReport | None, cells: list[Cell], sweep: dict[str, Any] | None = None) -> list[str]:
-    """report.html's pictures of the frontier: one per arm (or sweep series) with two load points or more."""
-    if cost is None:
-        return []
-    return [svg.frontier(f"{arm}: divergence against offered load, beside throughput",
-                         [(rate, k / n if n else 0.0, low, high, thr) for rate, k, n, low, high, thr in points])
-            for arm, points in frontier(cost, cells, series(sweep)).items()] + saturation_md.charts(cost, cells)

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 from orchestrator.analysis.results import Comparison, PairCheck
 from orchestrator.config.noise_floor import copy_name
-from orchestrator.report import cost_md, explorer_html, locate, svg
+from orchestrator.report import explorer_html, frontier_md, locate, svg
 from orchestrator.report.environment import markdown_section as environment_section
 from orchestrator.report.markdown import details, opening, title, verdict
 
@@ -197,7 +197,7 @@ def to_html(report: StudyReport) -> str:
     def section(name: str, lines: list[str]) -> str:
         return f'<section id="{name}">\n' + "\n".join(markdown_to_html("\n".join(lines))) + "\n</section>"
 
-    figures = [*pictures(report.comparison), *cost_md.charts(report.cost, report.comparison.cells, report.sweep)]
+    figures = [*pictures(report.comparison), *frontier_md.charts(report.cost, report.comparison.cells, report.sweep)]
     body = [section("title", title(report)), section("opening", opening(report)), section("verdict", verdict(report)),
             section("environment", environment_section(report.environment)),
             '<section id="pictures">\n<h2>Pictures</h2>\n' + "\n".join(figures) + "\n</section>",

@@ -14,7 +14,7 @@ from orchestrator.analysis.results import BASIS_WORDS, BatchCheck, Cell, Compari
 from orchestrator.analysis.stats import ALPHA
 from orchestrator.config.noise_floor import copy_name
 from orchestrator.errors import counted
-from orchestrator.report import cost_md, explorer_md, locate
+from orchestrator.report import cost_md, explorer_md, frontier_md, locate
 from orchestrator.report.environment import markdown_section as environment_section
 from orchestrator.report.guard import markdown_section
 from orchestrator.report.headline import COMPARED_ON, compared_on, stopped_rate, unobserved
@@ -239,7 +239,7 @@ def details(report: StudyReport) -> list[str]:
             [c.arm, c.prompt_id, c.phase, c.quality_note, _pct(c.quality_pass),
              c.distinct_completions] for c in quality])
     out += _batches_section(result, report.unobserved)
-    out += cost_md.sections(report.cost, result.cells, report.sweep)
+    out += cost_md.sections(report.cost, result.cells) + frontier_md.sections(report.cost, result.cells, report.sweep)
     if result.cold:
         out += ["## Cold first request vs warm repeats", ""]
         out += _table(["arm", "prompt", "phase", "cold matches warm"], [

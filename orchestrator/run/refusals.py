@@ -31,7 +31,7 @@ from orchestrator.errors import DockerUnavailable, ImageError
 from orchestrator.guard import declared as guard_declared
 from orchestrator.guard import knobs as guard_knobs
 from orchestrator.guard.results import KnobCheck
-from orchestrator.report.cost_md import size
+from orchestrator.report.table import size
 from orchestrator.run import placement
 from orchestrator.run.send import digests, protocol
 from orchestrator.run.timings import StageTimer

@@ -16,7 +16,7 @@ every problem at once, one line each; exit 0 or 2. Nothing is started, no run di
 def main(argv: list[str]) -> Outcome:
     from orchestrator.config import workload
     from orchestrator.guard import declared
-    from orchestrator.report.cost_md import size
+    from orchestrator.report.table import size
     from orchestrator.run.refusals import expected_record_bytes, refusals, run_dir_of, study_config
     from orchestrator.sweep import onset_run
     from orchestrator.sweep.app import jobs

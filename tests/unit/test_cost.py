@@ -17,7 +17,7 @@ from orchestrator.analysis.cost import NOT_STREAMED, cost
 from orchestrator.analysis.cost_results import CostReport
 from orchestrator.analysis.pairing import PAIRED, t_quantile, welch
 from orchestrator.record.recorded import read
-from orchestrator.report.cost_md import size
+from orchestrator.report.table import size
 from tests.load_record import ArmPlan, write_load_record
 
 

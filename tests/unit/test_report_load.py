@@ -154,7 +154,8 @@ def test_top1_flips_in_the_cell_table_and_the_stays_correct_line(tmp_path: Path)
 
 def test_a_huge_ratio_interval_stays_readable() -> None:
     from orchestrator.analysis.cost_results import CostRatio
-    from orchestrator.report.cost_md import compact, costs_lines
+    from orchestrator.report.cost_md import costs_lines
+    from orchestrator.report.table import compact
 
     assert [compact(v) for v in (196170.37, 1000.0, 999.4, 1.26, 0.01, 0.004, 0.0)] == [
         "2e+05", "1e+03", "999.40", "1.26", "0.01", "<0.01", "<0.01"]
