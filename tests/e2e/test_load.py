@@ -73,7 +73,8 @@ def test_the_synthetic_background_is_varied_and_each_row_says_if_its_prefix_was_
     at = "protocol.phases.load.load"
     run_dir = tmp_path / "run"
     result = orchestrator("run", "study=load_point", f"hydra.run.dir={run_dir}", f"{at}.background=synthetic",
-                          f"{at}.synthetic.prefix_share=0.5", f"{at}.synthetic.input_words_mean=30", f"{at}.windows=2")
+                          f"{at}.synthetic.prefix_share=0.5", f"{at}.synthetic.input_words_mean=30", f"{at}.windows=2",
+                          f"{at}.requests=24", f"{at}.probe_every=4")  # 6 probes and 18 background a window
     assert result.returncode == 0, result.stderr[-3000:]
     rows = pq.read_table(run_dir / "data" / "responses").to_pylist()
     assert {r["prefix_seen"] for r in rows if r["phase_kind"] != "load"} == {None}
