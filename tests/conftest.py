@@ -85,6 +85,14 @@ def orchestrator(*args: str, timeout_s: float = 600, **kwargs) -> subprocess.Com
                           text=True, timeout=timeout_s, **kwargs)
 
 
+def ran(tmp_path_factory: pytest.TempPathFactory, label: str, *args: str, timeout_s: float = 600) -> Path:
+    """`orchestrator run ARGS` into a fresh run dir (tmp/LABEL*/run), which it must finish with exit 0."""
+    run_dir = tmp_path_factory.mktemp(label) / "run"
+    result = orchestrator("run", f"hydra.run.dir={run_dir}", *args, timeout_s=timeout_s)
+    assert result.returncode == 0, result.stderr[-3000:]
+    return run_dir
+
+
 def interrupt(proc: subprocess.Popen[str], timeout_s: float = 60) -> str:
     """Ctrl-C a running `orchestrator run` and wait for it; returns its stderr (killed if it hangs)."""
     import signal

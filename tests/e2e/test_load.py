@@ -10,7 +10,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from tests.conftest import orchestrator
+from tests.conftest import orchestrator, ran
 
 pytestmark = pytest.mark.docker
 
@@ -19,10 +19,7 @@ WINDOW, WINDOWS = 12, 6  # conf/protocol/load.yaml: 6 windows of 12, every 3rd a
 
 @pytest.fixture(scope="module")
 def load_run(tmp_path_factory: pytest.TempPathFactory, docker_client) -> Path:  # type: ignore[no-untyped-def]
-    run_dir = tmp_path_factory.mktemp("load") / "run"
-    result = orchestrator("run", "study=load_point", f"hydra.run.dir={run_dir}")
-    assert result.returncode == 0, result.stderr[-3000:]
-    return run_dir
+    return ran(tmp_path_factory, "load", "study=load_point")
 
 
 def test_every_request_of_the_load_point_has_one_row_with_its_role(load_run: Path) -> None:

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import ROOT, orchestrator
+from tests.conftest import ROOT, orchestrator, ran
 from tests.unit.test_aiperf_export import AIPERF_PYTHON, NO_AIPERF
 
 pytestmark = pytest.mark.docker
@@ -20,10 +20,7 @@ PLANTED_S = 0.020  # conf/study/load_planted_cost.yaml: --step-delay-ms 20
 
 @pytest.fixture(scope="module")
 def run_dir(tmp_path_factory: pytest.TempPathFactory, docker_client) -> Path:  # type: ignore[no-untyped-def]
-    made = tmp_path_factory.mktemp("cost") / "run"
-    result = orchestrator("run", "study=load_planted_cost", f"hydra.run.dir={made}")
-    assert result.returncode == 0, result.stderr[-3000:]
-    return made
+    return ran(tmp_path_factory, "cost", "study=load_planted_cost")
 
 
 @pytest.fixture(scope="module")

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import orchestrator
+from tests.conftest import orchestrator, ran
 
 pytestmark = pytest.mark.docker
 
@@ -20,10 +20,7 @@ CAPACITY_PER_S = 1 / (STEPS * STEP_S)  # the most it can answer; its compute tak
 
 @pytest.fixture(scope="module")
 def run_dir(tmp_path_factory: pytest.TempPathFactory, docker_client) -> Path:  # type: ignore[no-untyped-def]
-    out = tmp_path_factory.mktemp("saturation") / "run"
-    result = orchestrator("run", "study=load_saturation", f"hydra.run.dir={out}")
-    assert result.returncode == 0, result.stderr[-3000:]
-    return out
+    return ran(tmp_path_factory, "saturation", "study=load_saturation")
 
 
 def test_the_saturation_point_is_bounded_around_the_known_capacity(run_dir: Path) -> None:

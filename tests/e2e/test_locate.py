@@ -19,7 +19,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from tests.conftest import CACHE, orchestrator, require_engine_build
+from tests.conftest import CACHE, orchestrator, ran, require_engine_build
 
 VENV_PYTHON = CACHE / "transformers-serve-5.25.0" / "venv" / "bin" / "python"
 PLANTED = "model.layers.0.mlp.down_proj"
@@ -30,10 +30,7 @@ pytestmark = pytest.mark.transformers
 @pytest.fixture(scope="module")
 def run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     require_engine_build(VENV_PYTHON, "transformers-serve", "transformers serve")
-    out = tmp_path_factory.mktemp("locate") / "run"
-    result = orchestrator("run", "study=locate_tiny", f"hydra.run.dir={out}", timeout_s=600)
-    assert result.returncode == 0, result.stderr[-3000:]
-    return out
+    return ran(tmp_path_factory, "locate", "study=locate_tiny")
 
 
 def _locate(run: Path, cell: str, *extra: str) -> list[str]:
