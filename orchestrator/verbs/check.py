@@ -27,17 +27,19 @@ def main(argv: list[str]) -> Outcome:
     # a sweep (-m, or a config that makes itself one, hydra.mode): every job's config, as `run` checks them
     sweeps = line.sweeps() or line.sweeps(study_config(line.overrides, line.dirs)[0])
     each = jobs(line.overrides, line.dirs) if sweeps else [line.overrides]
+    warnings: dict[str, None] = {}  # every job's, as `run` says them, each once
     for number, job in enumerate(each, 1):
         composed, typed, found = study_config(job, line.dirs)
         checked = refusals(typed, found, "check", run_dir_of(composed, sweeps))
+        named = f"job {number} ({' '.join(job)}): " if len(each) > 1 else ""
         if checked.problems:
-            raise ConfigError([f"job {number} ({' '.join(job)}): {problem}" if len(each) > 1 else problem
-                               for problem in checked.problems])
+            raise ConfigError([named + problem for problem in checked.problems])
+        warnings.update(dict.fromkeys(named + w for w in declared.warnings(declared.declared_check(
+            typed, checked.arms)) + workload.warnings(typed)))
     said = [f"ok sweep: {counted(len(each), 'job')}, each checked; below, the last one's"] if sweeps else []
     if sweeps and onset_run.is_onset(composed):  # axis, target and `per`, as `run -m` checks them
         onset_run.check(composed, line.overrides, len(each), line.dirs)
         said = ["ok onset search: its axis, target and per; its jobs are made as it goes (docs/onset.md)"]
-    warnings = declared.warnings(declared.declared_check(typed, checked.arms)) + workload.warnings(typed)  # as `run`
     return (note(*(f"warning: {warning}" for warning in warnings))
             + answer(*said, f"ok config: study {typed.study.name}, {counted(len(typed.arms), 'arm')}, protocol "
                      f"{typed.protocol.name}, {counted(len(typed.prompts.prompts), 'prompt')}; guard: declared "

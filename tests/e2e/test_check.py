@@ -67,3 +67,14 @@ def test_check_refuses_what_run_refuses_with_the_same_lines(tmp_path: Path) -> N
         assert [r.returncode for r in said.values()] == [2, 2], said["run"].stderr[-2000:]
         assert said["check"].stderr == said["run"].stderr and said["run"].stderr.startswith("error: ")
         assert not (tmp_path / "run").exists()
+
+
+def test_check_of_a_sweep_says_each_job_s_warnings_naming_the_job() -> None:
+    """`check -m`: every job checked as `run -m` checks it; a warning of any job is said, named by its job (the
+    workload's: 2 distinct prompts for 8, then 24, requests in flight)."""
+    at = "protocol.phases.load.load"
+    result = orchestrator("check", "-m", "study=load_point", f"{at}.background=study", f"{at}.concurrency=8,24")
+    assert result.returncode == 0, result.stderr
+    assert "ok sweep: 2 jobs, each checked" in result.stdout
+    warned = [line for line in result.stderr.splitlines() if "distinct prompts for" in line]
+    assert [w.split(":", 1)[1].split(")", 1)[0].rsplit("=", 1)[-1] for w in warned] == ["8", "24"], warned
