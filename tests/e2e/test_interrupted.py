@@ -54,7 +54,9 @@ def _verdicts(run_dir: Path) -> dict[str, Any]:
         "pairs": {(p["arm_b"], p["prompt_id"], p["phase"]): p["verdict"] for p in report["pairs"]},
         "schedules": {(s["arm"], s["prompt_id"], s["phase_a"], s["phase_b"]): s["verdict"]
                       for s in report["schedules"]},
-        "windows": {(p["arm"], p["load_point"]): (p["errors"], p["latency_s"]["count"])
+        # every request of the load point once, counted or kept out as warm-up (where the steady part starts
+        # depends on the timings, which a stop and a resume change)
+        "windows": {(p["arm"], p["load_point"]): p["requests"] + ((p.get("steady") or {}).get("requests_kept_out") or 0)
                     for p in report["cost"]["phases"]},
         "starts": {(r["arm"], r["start"]): r["status"]
                    for r in read_table(RunPaths(run_dir), "arms", ["arm", "start", "status"]).to_pylist()},
