@@ -111,6 +111,11 @@ class UsageError(OrchestratorError):
     exit_status = 2
 
 
+# A load point with fewer distinct prompts than requests in flight: what it risks, said by `check` and the report
+# alike (an engine without a prefix cache is not served from it).
+FEW_PROMPTS = "an engine with a prefix cache could serve most of them from prompts it has seen"
+
+
 def did_you_mean(name: str, choices: Iterable[str]) -> str:
     """' Did you mean 'x'? Available: a, b, c' — the tail of every 'unknown X' message."""
     options = sorted(set(choices))

@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 
 from orchestrator.analysis.cost_results import PhaseWorkload
+from orchestrator.errors import FEW_PROMPTS
 
 
 def workload(arm: str, phase: str, rows: dict[str, Any]) -> PhaseWorkload:
@@ -30,6 +31,6 @@ def workload(arm: str, phase: str, rows: dict[str, Any]) -> PhaseWorkload:
     in_flight = float(np.mean(flights)) if flights else None
     fewest = min(distinct, default=0)
     warning = None if in_flight is None or fewest >= in_flight else (
-        f"{fewest} distinct prompts for {in_flight:.1f} requests in flight: a prefix cache serves most of them from "
-        "prompts it has seen (load.background: synthetic, the default, is a varied set)")
+        f"{fewest} distinct prompts for {in_flight:.1f} requests in flight: {FEW_PROMPTS} (load.background: "
+        "synthetic, the default, is a varied set)")
     return PhaseWorkload(arm, phase, fewest, in_flight, sum(seen) / len(seen) if seen else None, warning)

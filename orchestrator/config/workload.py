@@ -11,6 +11,7 @@ from orchestrator.config.background import Background, phase_backgrounds, uses_s
 from orchestrator.config.compose import resolve_prompts
 from orchestrator.config.schema import Config, PhaseKind, SyntheticConfig
 from orchestrator.config.synthetic import SYNTHETIC
+from orchestrator.errors import FEW_PROMPTS
 
 
 @dataclass(frozen=True)
@@ -40,7 +41,7 @@ class Workload:
         if self.in_flight is None or self.distinct_prompts >= self.in_flight:
             return None
         return (f"load phase {self.phase}: {self.distinct_prompts} distinct prompts for {self.in_flight} requests in "
-                f"flight: a prefix cache serves most of them from prompts it has seen; set "
+                f"flight: {FEW_PROMPTS}; set "
                 f"protocol.phases.{self.phase}.load.background={SYNTHETIC} (the default, a varied set)")
 
 
