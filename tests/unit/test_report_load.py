@@ -173,7 +173,8 @@ def test_a_load_point_with_fewer_prompts_than_requests_in_flight_is_warned(tmp_p
     assert "warning" not in lines[3]
     assert lines[-1].endswith("time to first token ×30.00 [30.00, 30.00]; warning: 2 distinct prompts for 6.2 "
                               "requests in flight: an engine with a prefix cache could serve most of them from "
-                              "prompts it has seen (load.background: synthetic, the default, is a varied set)"), lines[-1]
+                              "prompts it has seen (load.background: synthetic, the default, is a varied set)"), \
+        lines[-1]
     workloads = json.loads(paths.report_json.read_text())["cost"]["workloads"]
     assert [(w["arm"], w["distinct_prompts"], round(w["in_flight"], 1), w["warning"] is not None)
             for w in workloads] == [("base", 2, 0.8, False), ("slow", 2, 6.2, True)]
