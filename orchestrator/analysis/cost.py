@@ -252,8 +252,12 @@ def cost(recorded: Recorded, comparison: Comparison,
     arms it does not name after, as the record has them."""
     groups = load_groups(recorded)
     report = CostReport(starts=starts.summarise(recorded))
+    planned = (recorded.meta.sample_size or {}).get("load_windows", {})  # run.json; older runs: not said
     for (arm, phase), rows in groups.items():
         report.phases.append(phase_cost(arm, phase, rows))
+        if phase in planned:  # the windows sent past the planned ones: the warm-up extended until steady
+            ids = np.unique(rows["batch_id"][~np.isnan(rows["batch_id"])])
+            report.phases[-1].steady.windows_added = [int(w) for w in ids if w >= planned[phase]]
         report.workloads.append(variety.workload(arm, phase, rows))
         report.co_residents += coresidents.per_cell(arm, phase, rows["prompt_id"], rows["role"],
                                                      rows["server_first_step"], rows["server_last_step"],

@@ -33,6 +33,7 @@ import numpy as np
 
 from orchestrator.analysis.cost_results import CostRatio, PhaseCost, SaturationPoint, SaturationSeries
 from orchestrator.analysis.stats import t_quantile
+from orchestrator.analysis.steady import row_column
 
 CONFIDENCE = 0.95
 
@@ -132,12 +133,9 @@ def windows_of(batch: np.ndarray, scheduled_ns: np.ndarray, first_token_ns: np.n
 def windows_of_rows(rows: Iterable[Mapping[str, Any]]) -> list[Window]:
     """The same from `responses` rows as the sender records them."""
     rows = list(rows)
-
-    def column(name: str) -> np.ndarray:
-        return np.array([math.nan if r.get(name) is None else float(r[name]) for r in rows], dtype=np.float64)
-
     ok = np.array([r.get("error") is None and r.get("recv_ns") is not None for r in rows], dtype=bool)
-    return windows_of(column("batch_id"), column("scheduled_ns"), column("first_token_ns"), column("recv_ns"), ok)
+    return windows_of(row_column(rows, "batch_id"), row_column(rows, "scheduled_ns"),
+                      row_column(rows, "first_token_ns"), row_column(rows, "recv_ns"), ok)
 
 
 def series_of(costs: list[PhaseCost], rows: Mapping[tuple[str, str], Mapping[str, Any]],

@@ -14,7 +14,9 @@ whole, the others count from there.
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -35,6 +37,7 @@ class SteadyPart:
     requests_kept_out: int = 0  # sent before the truncation point (in counted windows too)
     from_request: int = 0  # the first counted request, in send order over the load point (0: all of it)
     note: str = ""
+    windows_added: list[int] = field(default_factory=list)  # sent past the planned ones (load.warmup.extend_windows)
 
 
 @dataclass(frozen=True)
@@ -93,6 +96,20 @@ def steady_part(send_ns: np.ndarray, latency_s: np.ndarray, window: np.ndarray) 
         kept &= np.isin(window, counted)
     return SteadyPart(True, windows=counted, windows_kept_out=out, requests_kept_out=int((~kept).sum()),
                       from_request=int(np.searchsorted(np.sort(send_ns), since_ns)) if cut.at else 0), kept
+
+
+def row_column(rows: list[Mapping[str, Any]], name: str) -> np.ndarray:
+    """One number per `responses` row as the sender records it (NaN for null)."""
+    return np.array([math.nan if r.get(name) is None else float(r[name]) for r in rows], dtype=np.float64)
+
+
+def steady_of_rows(rows: Iterable[Mapping[str, Any]]) -> SteadyPart:
+    """The steady part of a load point's rows as the sender records them (probes and background, start 0), as
+    the cost finds it (analysis/cost.py): the run asks it whether to extend the warm-up."""
+    rows = list(rows)
+    send, recv = row_column(rows, "send_ns"), row_column(rows, "recv_ns")
+    ok = np.array([r.get("error") is None for r in rows], dtype=bool)
+    return steady_part(send, np.where(ok, (recv - send) / 1e9, math.nan), row_column(rows, "batch_id"))[0]
 
 
 def trend(per_window: list[float], unit: str = "requests/s") -> str:

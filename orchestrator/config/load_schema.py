@@ -24,6 +24,9 @@ class LoadWarmupConfig:
     duration_s: float | None = None  # a duration (not both)
     rate_per_s: float | None = None  # null: the load point's
     concurrency: int | None = None  # null: the load point's
+    # After the planned windows, up to this many more, each sent while the load point has no steady part or its
+    # steady part has fewer windows than planned (analysis/steady.py): the warm-up extended until steady. 0: never
+    extend_windows: int = 3
 
 
 @dataclass

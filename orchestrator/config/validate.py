@@ -282,8 +282,9 @@ def _load_point(at: str, load: LoadConfig) -> list[str]:
                           f"e.g. {at}.background_max_tokens=[16,32,64]"))
     found += _synthetic(load, at)
     warm = load.warmup
-    if warm.requests < 0:
-        found.append(line("range", f"{at}.warmup.requests", warm.requests, ">= 0"))
+    for leaf, count in (("requests", warm.requests), ("extend_windows", warm.extend_windows)):
+        if count < 0:
+            found.append(line("range", f"{at}.warmup.{leaf}", count, ">= 0"))
     if warm.duration_s is not None and (warm.requests or not warm.duration_s > 0):
         found.append(line("cross-field", f"{at}.warmup.duration_s", warm.duration_s, "> 0, and only with "
                           "warmup.requests=0 (one stop)", f"keep one: {at}.warmup.requests or {at}.warmup.duration_s"))

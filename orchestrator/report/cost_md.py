@@ -176,14 +176,18 @@ def costs_lines(arm: str, phases: list[PhaseCost], ratios: list[CostRatio], star
     thin = {(w.arm, w.phase): w.warning for w in workloads if w.warning}
     parts = []
     for c in phases:
+        added = counted(len(c.steady.windows_added), "window")
         if not c.steady.steady:  # numbers of a moving server are not its cost
-            parts.append((f"at {c.load_point or c.phase}: {c.steady.note.split('; ')[-1]}: not steady; warm up "
-                          "longer (load.warmup)", ""))
+            parts.append((f"at {c.load_point or c.phase}: {c.steady.note.split('; ')[-1]}: not steady"
+                          + f" with {added} added" * bool(c.steady.windows_added) + "; warm up longer (load.warmup)",
+                          ""))
             continue
+        kept_out = [f"{c.steady.requests_kept_out} kept out as warm-up"] * bool(c.steady.requests_kept_out) + \
+            [f"{added} added until steady"] * bool(c.steady.windows_added)
         numbers = (f"at {c.load_point or c.phase}: {num(c.request_throughput_per_s.avg, 2)} req/s, "
                    f"{num(c.output_tokens_per_s.avg, 3)} tokens/s, {_p(c.latency_s, 'latency')}, "
                    f"{_p(c.time_to_first_token_s, 'time to first token')}, errors {c.errors} of {c.requests}"
-                   + (f" ({c.steady.requests_kept_out} kept out as warm-up)" if c.steady.requests_kept_out else ""))
+                   + (f" ({', '.join(kept_out)})" if kept_out else ""))
         mine = [r for r in ratios if r.arm_b == arm and r.phase == c.phase and r.metric in OPENING_RATIOS
                 and r.ratio is not None]
         against = ", ".join(_ratio(r) for r in mine)
@@ -290,4 +294,6 @@ def _steady(c: PhaseCost) -> str:
 def _kept_out(c: PhaseCost) -> str:
     """'9 (window 0 whole)': the requests MSER-5 left out as warm-up, and the windows wholly so."""
     whole = ", ".join(map(str, c.steady.windows_kept_out))
-    return "-" if not c.steady.steady else f"{c.steady.requests_kept_out}" + (f" (window {whole} whole)" * bool(whole))
+    added = f"; windows {', '.join(map(str, c.steady.windows_added))} added" * bool(c.steady.windows_added)
+    return ("-" if not c.steady.steady else f"{c.steady.requests_kept_out}" + (f" (window {whole} whole)" * bool(whole))
+            ) + added

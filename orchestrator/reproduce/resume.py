@@ -27,6 +27,7 @@ from orchestrator.record.tables import read_table
 from orchestrator.reproduce.rerun import REPRODUCE_ALLOW, load_config
 from orchestrator.run.arm.launch import ResumePlan
 from orchestrator.run.send import protocol
+from orchestrator.run.send.extension import EXTENSION_COLUMNS, WarmupExtension
 from orchestrator.run.send.series import SERIES_COLUMNS, SeriesRule
 
 
@@ -36,9 +37,11 @@ def resume_plan(typed: Config, paths: RunPaths, arms: Mapping[str, ResolvedArm] 
     protocol.stop_after_divergences, a cell whose recorded rows already hold its divergences sends nothing more
     (its requests were never sent, so they have no row), and the others resume counting from their rows."""
     series = SeriesRule(typed.protocol)  # a series to saturation: the points after its stop are not sent
-    responses = read_table(paths, "responses", ["arm", "request_id", "error", "attempt", "prompt_id", "phase",
-                                                "role", "http_status", *SIGNATURE_COLUMNS,
-                                                *(SERIES_COLUMNS if series.loads else ())]).to_pylist()
+    extension = WarmupExtension(typed.protocol)  # a warm-up extended until steady: the windows it did not need
+    rules = [rule for rule in (series, extension) if rule.loads]
+    responses = read_table(paths, "responses", list(dict.fromkeys(
+        ["arm", "request_id", "error", "attempt", "prompt_id", "phase", "role", "http_status", *SIGNATURE_COLUMNS,
+         *(SERIES_COLUMNS if series.loads else ()), *(EXTENSION_COLUMNS if extension.loads else ())]))).to_pylist()
     digested = {(r["request_id"], r["attempt"]) for r in read_table(paths, "digests", ["request_id", "attempt"])
                 .to_pylist()} if typed.protocol.request.digests else set()
     run = read_run(paths)
@@ -59,16 +62,19 @@ def resume_plan(typed: Config, paths: RunPaths, arms: Mapping[str, ResolvedArm] 
             groups.setdefault(name, set())
         completed = status.get(name) == "completed"
         stop = None if k is None else StopRule(k)
-        if stop is not None or series.loads:
+        if stop is not None or rules:
             recorded_by_arm[name] = [row for row in rows.values() if row["arm"] == name]
-            for rule in (r for r in (stop, series) if r is not None):
-                rule.observe(recorded_by_arm[name])
+            for rule in (stop, *rules):
+                if rule is not None:
+                    rule.observe(recorded_by_arm[name])
         for group in protocol.plan(typed.protocol, arm.served_model_name, prompts, arm.endpoint,
                                    dict(resolved.request_extra), background=phase_backgrounds(typed)):
             if stop is not None and group[0].role == protocol.MEASURED and stop.stopped(group[0].prompt_id,
                                                                                         group[0].phase):
                 continue
             if series.ended(group[0].phase) is not None:
+                continue
+            if group[0].window is not None and extension.wanted(group[0].phase, group[0].window.index) is False:
                 continue
             recorded = [rows.get(request.request_id(name)) for request in group]
             if any(r is None for r in recorded) or (not completed and any(

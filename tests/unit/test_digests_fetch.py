@@ -95,7 +95,7 @@ def test_the_cells_requests_carry_the_flag_and_nothing_else_does() -> None:
     proto = ProtocolConfig(name="p", request=RequestConfig(digests=True), warmup_requests=1, phases={
         "sequential": PhaseConfig(PhaseKind.sequential, 2), "concurrent": PhaseConfig(PhaseKind.concurrent, 3, 1),
         "load": PhaseConfig(PhaseKind.load, load=LoadConfig(concurrency=2, requests=8, windows=1, probe_every=4,
-                                                            warmup=LoadWarmupConfig(requests=2)))})
+                                                            warmup=LoadWarmupConfig(requests=2, extend_windows=0)))})
     requests = [r for group in protocol.plan(proto, "m", {"p": "hello"}, engine=HOOKED,
                                              background={"load": Background({"b": "other"})}) for r in group]
     by_role = {role: [r.body.get("digest") for r in requests if r.role == role]

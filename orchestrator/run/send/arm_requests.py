@@ -17,6 +17,7 @@ from orchestrator.run.arm.launch import Launch, ResumePlan
 from orchestrator.run.prefetch import table_writer
 from orchestrator.run.progress import Progress
 from orchestrator.run.send import digests, prompt_length, protocol, starts
+from orchestrator.run.send.extension import WarmupExtension
 from orchestrator.run.send.sender import ProtocolSender, RunContext, Server
 from orchestrator.run.send.series import SeriesRule
 from orchestrator.run.wire.client import CompletionClient
@@ -86,9 +87,10 @@ async def send_arm(study: StudySend, launch: Launch, handle: Handle) -> int:
             if study.resume is not None:
                 groups = protocol.resent(groups, study.resume.groups[name], name, study.resume.attempt)
             study.progress.arm(name, dict(Counter(request.phase for group in groups for request in group)))
-        series = None if launch.start else SeriesRule(proto)  # a series to saturation: its rates, its stop
+        # a series to saturation: its rates, its stop; a warm-up extended until steady: its further windows
+        rules = () if launch.start else (SeriesRule(proto), WarmupExtension(proto))
         if study.resume is not None:
-            for rule in (r for r in (stop, series) if r is not None):
+            for rule in (r for r in (stop, *rules) if r is not None):
                 rule.observe(study.resume.recorded.get(name, []))
         fetch = digests.DigestFetch(study.context(launch), engine, study.paths)  # after each phase, and the last
         hooks = _Hooks(study, launch, fetch)
@@ -97,7 +99,7 @@ async def send_arm(study: StudySend, launch: Launch, handle: Handle) -> int:
         with table_writer(study.paths, "responses", name,
                           on_row=fetch.noting(None if launch.start else study.progress.row)) as writer:
             done = await ProtocolSender(study.context(launch), study.prompts, writer, server, hooks, stop,
-                                        series).send(client, groups)
+                                        rules).send(client, groups)
         launch.row["digests_note"] = await fetch.fetch(client, hooks.say)
         return done
     finally:

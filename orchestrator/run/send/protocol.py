@@ -172,7 +172,7 @@ def plan(protocol: ProtocolConfig, model: str | None, prompts: Mapping[str, str 
                 {p: {**b, **stream} for p, b in (bodies if w == schedule.WARMUP_WINDOW else cells).items()},
                 compose, texts, path, 0, streamed, own.max_tokens if own else {})
                 for w in ([schedule.WARMUP_WINDOW] if schedule.has_warmup(phase.load) else [])
-                + list(range(phase.load.windows))]
+                + list(range(phase.load.windows + phase.load.warmup.extend_windows))]  # the further: extension.py
             for window in windows:
                 window = dataclasses.replace(window, first_index=index)
                 group = [load_request(window, s.seq, s.offset_s) for s in schedule.slots(
@@ -233,8 +233,11 @@ def request_timeout_s(protocol: ProtocolConfig) -> float:
 def sample_size(protocol: ProtocolConfig, prompts: int = 1) -> dict[str, Any]:
     """What run.json keeps of the sample size: the rules, and each phase's measured requests per cell."""
     sets = series.settings(protocol.phases, load_requests)
+    phases = cell_phases(protocol)
     return {"target_bound": protocol.target_bound, "stop_after_divergences": protocol.stop_after_divergences,
-            "cell_requests": {name: cell_requests(phase, prompts) for name, phase in cell_phases(protocol).items()},
+            "cell_requests": {name: cell_requests(phase, prompts) for name, phase in phases.items()},
+            # the windows planned per load point: those past them were sent to extend its warm-up (extension.py)
+            "load_windows": {name: p.load.windows for name, p in phases.items() if p.kind is PhaseKind.load},
             **({"series": sets} if sets else {})}
 
 

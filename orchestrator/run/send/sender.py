@@ -7,7 +7,7 @@ from __future__ import annotations
 import hashlib
 import json
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -18,7 +18,6 @@ from orchestrator.engines import EngineProfile, profile_for
 from orchestrator.errors import EngineFailure, counted
 from orchestrator.record.failures import ErrorKind
 from orchestrator.run.send import protocol
-from orchestrator.run.send.series import SeriesRule
 from orchestrator.run.wire.client import CompletionClient, Exchange
 
 if TYPE_CHECKING:
@@ -112,10 +111,20 @@ class SendHooks(Protocol):
         """Between phases, once a phase's rows are written (send/digests.py)."""
 
 
+class GroupRule(Protocol):
+    """A rule that decides, from the rows recorded so far, how a later group is sent: a series' point's rate
+    (send/series.py), a further window of a warm-up extended until steady (send/extension.py)."""
+
+    def observe(self, rows: Iterable[Mapping[str, Any]]) -> None: ...
+
+    def resolve(self, group: list[protocol.Request]) -> list[protocol.Request] | None:
+        """The group as it is sent; None: not sent."""
+
+
 class ProtocolSender:
     def __init__(self, ctx: RunContext, prompts: Mapping[str, str], writer: TableWriter, server: Server,
-                 hooks: SendHooks, stop: StopRule | None = None, series: SeriesRule | None = None) -> None:
-        self.ctx, self.prompts, self.writer, self.stop, self.series = ctx, prompts, writer, stop, series
+                 hooks: SendHooks, stop: StopRule | None = None, rules: Sequence[GroupRule] = ()) -> None:
+        self.ctx, self.prompts, self.writer, self.stop, self.rules = ctx, prompts, writer, stop, rules
         self.server, self.hooks, self.engine = server, hooks, server.engine
         self.traced = False  # the engine traces its requests (server_* fields): exact co-residency, no sampling
 
@@ -127,7 +136,9 @@ class ProtocolSender:
         for position, group in enumerate(groups):
             if position and group[0].phase != groups[position - 1][0].phase:
                 await self.hooks.phase_over(client)
-            resolved = group if self.series is None else self.series.resolve(group)  # a series' point's rate
+            resolved: list[protocol.Request] | None = group
+            for rule in self.rules:  # a series' point's rate; a further window, or none
+                resolved = None if resolved is None else rule.resolve(resolved)
             if self._ended(group) or resolved is None:
                 self.hooks.skipped(group)
                 continue  # checked between groups only: a concurrent batch is never cut
@@ -164,8 +175,8 @@ class ProtocolSender:
                                batch_arrival_spread_ns=arrival_spread, batch_server_together=together)
             if self.stop is not None:
                 self.stop.observe(rows)
-            if self.series is not None:
-                self.series.observe(rows)
+            for rule in self.rules:
+                rule.observe(rows)
             if group[0].window is not None:
                 self.writer.append_whole(rows)  # a window is whole or absent in the record, even after kill -9
             else:
