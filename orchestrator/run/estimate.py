@@ -88,8 +88,8 @@ def _cell(name: str, phase: PhaseConfig, prompts: int) -> str:
         every = "every request a probe" if load.probe_every == 1 else f"every {ordinal(load.probe_every)} a probe"
         point = series.parse(name)  # a series' later point: its rate is known once point 0's latency L is
         at = f"{load.arrivals.value} {load.rate_per_s:.3g}/L" if point and point[1] and load.rate_per_s else label(load)
-        more = f", up to {counted(load.warmup.extend_windows, 'window')} more until steady" * bool(
-            load.warmup.extend_windows)
+        further = protocol.extended(name, phase)
+        more = f", up to {counted(further, 'window')} more until steady" * bool(further)
         return (f"{name} {counted(protocol.cell_requests(phase, prompts), 'probe')} ({counted(load.windows, 'window')} "
                 f"of {stop}{closed} at {at}, {every}{warm}; "
                 f"{protocol.load_requests(phase)} in all{more})")

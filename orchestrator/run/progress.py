@@ -7,16 +7,19 @@ from __future__ import annotations
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 
 @dataclass
 class PhaseCount:
-    total: int  # requests the phase will send (less those the stop rule leaves unsent)
+    total: int  # requests the phase will send (less those a rule leaves unsent)
     done: int = 0
     failed: int = 0
-    unsent: int = 0  # left unsent by protocol.stop_after_divergences
+    unsent: dict[str, int] = field(default_factory=dict)  # why -> requests a rule left unsent
+
+
+STOPPED = "stop_after_divergences"
 
 
 class Progress:
@@ -66,14 +69,14 @@ class Progress:
         counts.failed += row.get("error") is not None
         self._update(key)
 
-    def ended(self, arm: str, phase: str, requests: int) -> None:
-        """Requests of a phase the stop rule (protocol.stop_after_divergences) leaves unsent: out of its total."""
+    def ended(self, arm: str, phase: str, requests: int, why: str = STOPPED) -> None:
+        """Requests of a phase a rule leaves unsent (`why`, the setting that did): out of its total."""
         key = (arm, phase)
         counts = self._counts.get(key)
         if counts is None:
             return
         counts.total -= requests
-        counts.unsent += requests
+        counts.unsent[why] = counts.unsent.get(why, 0) + requests
         if self._bars is not None:
             self._bars.update(self._tasks[key], total=counts.total)
         self._update(key)
@@ -84,6 +87,6 @@ class Progress:
             self._bars.update(self._tasks[key], completed=counts.done, failed=counts.failed)
         elif counts.done == counts.total and key in self._started:
             elapsed = time.monotonic() - self._started.pop(key)
-            unsent = f", {counts.unsent} not sent (stop_after_divergences)" if counts.unsent else ""
+            unsent = "".join(f", {n} not sent ({why})" for why, n in counts.unsent.items())
             self.say(f"[{key[0]}] {key[1]}: {counts.done}/{counts.total} requests, {counts.failed} failed{unsent}, "
                      f"{elapsed:.1f} s")

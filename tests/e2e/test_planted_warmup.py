@@ -20,6 +20,9 @@ def test_the_warm_up_is_kept_out_and_the_steady_ratio_is_the_truth(tmp_path, doc
     run_dir = tmp_path / "run"
     result = orchestrator("run", "study=load_planted_warmup", f"hydra.run.dir={run_dir}")
     assert result.returncode == 0, result.stderr[-3000:]
+    # the further windows a load point did not need were never sent, and are not missing
+    again = orchestrator("run", "--resume", str(run_dir))
+    assert again.returncode == 0 and "nothing to resume" in again.stderr, again.stderr[-2000:]
     cost = json.loads((run_dir / "report.json").read_text())["cost"]
     warming = next(p for p in cost["phases"] if p["arm"] == "warming")
     opening = (run_dir / "report.md").read_text().split("## Verdict")[0]

@@ -7,7 +7,14 @@ from __future__ import annotations
 import random
 from typing import Any
 
-from orchestrator.config.schema import LoadConfig, LoadWarmupConfig, PhaseConfig, PhaseKind, ProtocolConfig
+from orchestrator.config.schema import (
+    LoadConfig,
+    LoadSeriesConfig,
+    LoadWarmupConfig,
+    PhaseConfig,
+    PhaseKind,
+    ProtocolConfig,
+)
 from orchestrator.run.send import protocol
 from orchestrator.run.send.extension import WarmupExtension
 
@@ -90,3 +97,12 @@ def test_rows_of_other_roles_and_starts_do_not_count() -> None:
     rows = _rows(range(6))
     rule.observe([{**r, "start": 1} for r in rows] + [{**r, "role": protocol.WARMUP} for r in rows])
     assert rule.wanted("load", 6) is None
+
+
+def test_a_series_point_is_not_extended() -> None:
+    """Past saturation a point's backlog only grows: the series stops there, its points get no further window."""
+    load = LoadConfig(requests=PER_WINDOW, windows=2, series=LoadSeriesConfig(points=3))
+    proto = ProtocolConfig(name="p", phases={"sat": PhaseConfig(PhaseKind.load, load=load)})
+    windows = [(g[0].phase, g[0].window.index) for g in protocol.plan(proto, "m", {"a": "A"}) if g[0].window]
+    assert windows == [(f"sat@{k}", w) for k in range(3) for w in range(2)]
+    assert not WarmupExtension(proto).loads

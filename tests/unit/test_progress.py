@@ -7,6 +7,7 @@ import io
 import pytest
 
 from orchestrator.run.progress import Progress
+from orchestrator.run.send.extension import WarmupExtension
 
 
 def rows(arm: str, phase: str, n: int, failed: int = 0) -> list[dict[str, object]]:
@@ -50,3 +51,14 @@ def test_a_phase_the_stop_rule_ends_early_still_gets_its_line() -> None:
         progress.ended("a", "batched", 20)  # so did prompt 2
     assert [line.split(", ")[:3] for line in lines] == [
         ["[a] batched: 40/40 requests", "0 failed", "40 not sent (stop_after_divergences)"]]
+
+
+def test_each_rule_says_why_its_requests_were_not_sent() -> None:
+    """A warm-up extended until steady leaves its unneeded windows unsent, and says so, not the stop rule."""
+    lines: list[str] = []
+    with Progress(lines.append, live=False) as progress:
+        progress.arm("a", {"load": 36})
+        for row in rows("a", "load", 24):
+            progress.row(row)
+        progress.ended("a", "load", 12, WarmupExtension.skipped_because)
+    assert lines[0].split(", ")[2] == "12 not sent (steady without them: load.warmup.extend_windows)"

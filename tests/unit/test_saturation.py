@@ -12,15 +12,7 @@ import pytest
 from orchestrator.analysis.cost_results import CostReport, Metric, PhaseCost
 from orchestrator.analysis.saturation import Window, series_summary, verdict, window_interval
 from orchestrator.config import series
-from orchestrator.config.schema import (
-    Arrivals,
-    LoadConfig,
-    LoadSeriesConfig,
-    LoadWarmupConfig,
-    PhaseConfig,
-    PhaseKind,
-    ProtocolConfig,
-)
+from orchestrator.config.schema import Arrivals, LoadConfig, LoadSeriesConfig, PhaseConfig, PhaseKind, ProtocolConfig
 from orchestrator.config.validate import _load_point
 from orchestrator.report import saturation_md
 from orchestrator.run.send import protocol
@@ -33,8 +25,7 @@ queue, SERVICE_S = BENCH.queue, BENCH.SERVICE_S  # 100 ms a request: capacity 10
 
 def _load(points: int = 5, in_flight: int = 8, requests: int = 40) -> LoadConfig:
     return LoadConfig(arrivals=Arrivals.poisson, requests=requests, windows=2, background_max_tokens=[4],
-                      series=LoadSeriesConfig(points=points, in_flight=in_flight, tolerance=0.1),
-                      warmup=LoadWarmupConfig(extend_windows=0))  # the series alone (extension: test_extension.py)
+                      series=LoadSeriesConfig(points=points, in_flight=in_flight, tolerance=0.1))
 
 
 def test_points_are_spaced_by_littles_law_from_the_single_request_latency() -> None:

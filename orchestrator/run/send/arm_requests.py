@@ -56,8 +56,8 @@ class _Hooks:
         if not self.launch.start:
             self.study.before_group(self.launch.name, group)
 
-    def skipped(self, group: list[protocol.Request]) -> None:
-        self.study.progress.ended(self.launch.name, group[0].phase, len(group))
+    def skipped(self, group: list[protocol.Request], why: str) -> None:
+        self.study.progress.ended(self.launch.name, group[0].phase, len(group), why)
 
     async def phase_over(self, client: CompletionClient) -> None:
         await self.fetch.fetch(client, self.say)

@@ -23,9 +23,11 @@ EXTENSION_COLUMNS = ("start", "batch_id", "send_ns", "recv_ns", "error")
 
 
 class WarmupExtension:
+    skipped_because = "steady without them: load.warmup.extend_windows"
+
     def __init__(self, proto: ProtocolConfig) -> None:
         self.loads: dict[str, LoadConfig] = {name: p.load for name, p in protocol.cell_phases(proto).items()
-                                             if p.kind is PhaseKind.load and p.load.warmup.extend_windows}
+                                             if p.kind is PhaseKind.load and protocol.extended(name, p)}
         self.rows: dict[str, dict[int, dict[str, Mapping[str, Any]]]] = {}  # phase -> window -> request id -> row
 
     def observe(self, rows: Iterable[Mapping[str, Any]]) -> None:

@@ -121,6 +121,12 @@ def cell_requests(phase: PhaseConfig, prompts: int = 1) -> int:
     return phase.repeats * (phase.batches if phase.kind is PhaseKind.concurrent else 1)
 
 
+def extended(name: str, phase: PhaseConfig) -> int:
+    """How many further windows a load phase may send while not steady (run/send/extension.py): none for a
+    series' points, whose backlog only grows once over-saturated (the series stops there)."""
+    return 0 if series.parse(name) is not None else phase.load.warmup.extend_windows
+
+
 def window_requests(phase: PhaseConfig, window: int) -> int:
     """Requests a load window is planned to send (a closed loop stopped by a duration: those it starts at once)."""
     return len(schedule.slots(phase.load, ["p"], ["b"], window, phase.load.concurrency))
@@ -172,7 +178,7 @@ def plan(protocol: ProtocolConfig, model: str | None, prompts: Mapping[str, str 
                 {p: {**b, **stream} for p, b in (bodies if w == schedule.WARMUP_WINDOW else cells).items()},
                 compose, texts, path, 0, streamed, own.max_tokens if own else {})
                 for w in ([schedule.WARMUP_WINDOW] if schedule.has_warmup(phase.load) else [])
-                + list(range(phase.load.windows + phase.load.warmup.extend_windows))]  # the further: extension.py
+                + list(range(phase.load.windows + extended(phase_name, phase)))]  # the further: extension.py
             for window in windows:
                 window = dataclasses.replace(window, first_index=index)
                 group = [load_request(window, s.seq, s.offset_s) for s in schedule.slots(

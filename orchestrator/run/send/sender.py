@@ -17,6 +17,7 @@ from orchestrator.analysis.stopping import StopRule
 from orchestrator.engines import EngineProfile, profile_for
 from orchestrator.errors import EngineFailure, counted
 from orchestrator.record.failures import ErrorKind
+from orchestrator.run.progress import STOPPED
 from orchestrator.run.send import protocol
 from orchestrator.run.wire.client import CompletionClient, Exchange
 
@@ -104,8 +105,8 @@ class SendHooks(Protocol):
     def before_group(self, group: list[protocol.Request]) -> None:
         """Before a group is sent (overlapped starts wait here)."""
 
-    def skipped(self, group: list[protocol.Request]) -> None:
-        """A group the stop rule leaves unsent (progress counts it out)."""
+    def skipped(self, group: list[protocol.Request], why: str) -> None:
+        """A group a rule leaves unsent (progress counts it out); `why`: the setting that did."""
 
     async def phase_over(self, client: CompletionClient) -> None:
         """Between phases, once a phase's rows are written (send/digests.py)."""
@@ -114,6 +115,8 @@ class SendHooks(Protocol):
 class GroupRule(Protocol):
     """A rule that decides, from the rows recorded so far, how a later group is sent: a series' point's rate
     (send/series.py), a further window of a warm-up extended until steady (send/extension.py)."""
+
+    skipped_because: str  # what progress says of the groups it leaves unsent
 
     def observe(self, rows: Iterable[Mapping[str, Any]]) -> None: ...
 
@@ -137,10 +140,12 @@ class ProtocolSender:
             if position and group[0].phase != groups[position - 1][0].phase:
                 await self.hooks.phase_over(client)
             resolved: list[protocol.Request] | None = group
+            why = STOPPED if self._ended(group) else None
             for rule in self.rules:  # a series' point's rate; a further window, or none
-                resolved = None if resolved is None else rule.resolve(resolved)
-            if self._ended(group) or resolved is None:
-                self.hooks.skipped(group)
+                if why is None and resolved is not None and (resolved := rule.resolve(resolved)) is None:
+                    why = rule.skipped_because
+            if why is not None or resolved is None:
+                self.hooks.skipped(group, why or STOPPED)
                 continue  # checked between groups only: a concurrent batch is never cut
             group = resolved
             self.hooks.before_group(group)

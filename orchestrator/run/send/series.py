@@ -26,6 +26,8 @@ SERIES_COLUMNS = ("start", "batch_id", "offered_rate_per_s", "scheduled_ns", "fi
 
 
 class SeriesRule:
+    skipped_because = "the series stopped: load.series"
+
     def __init__(self, proto: ProtocolConfig) -> None:
         self.loads: dict[str, LoadConfig] = {name: p.load for name, p in proto.phases.items() if series.is_series(p)}
         self.rows: dict[str, dict[str, Mapping[str, Any]]] = {}  # point phase -> request id -> its latest row
