@@ -35,7 +35,6 @@ class ArmPlan:
     phase: str = "load_8"
     errors: int = 0  # background requests that failed, in window 0
     kind: str = "load"  # "sequential": the same probes, no load point (no cost to measure)
-    probe_every: int = 4  # every 4th request a probe; another count sends another schedule (the windows do not pair)
 
 
 def _rows(arm: str, plan: ArmPlan) -> list[dict[str, Any]]:
@@ -51,7 +50,7 @@ def _rows(arm: str, plan: ArmPlan) -> list[dict[str, Any]]:
         t0 = (100 + 10 * window) * S
         for i in range(PER_WINDOW):
             send = t0 + int(i * SPACING_S * S)
-            is_probe = i % plan.probe_every == 0
+            is_probe = i % 4 == 0
             error = None
             if not is_probe and failed < plan.errors and window == 0:
                 error, failed = "server dropped the connection", failed + 1

@@ -6,9 +6,7 @@ window (completed requests, or their completion tokens, over the window's first 
 end-to-end latency, time to first token and inter-token latency (streamed rows only: "not observable"
 otherwise, never 0), errors, send lateness (the pacing error). Per pair of arms (each A/B and the baseline's
 A/A), the ratio B/A of each metric with its interval (analysis/pairing.py: paired over windows of one schedule,
-else a block bootstrap over the steady requests for latency, time to first token and inter-token latency,
-analysis/bootstrap.py, and Welch's t on the windows' logs for throughput and tokens/s; for time to ready and
-memory, Welch's t on the starts' logs); and the two arms'
+else Welch's t on the logs of the replicates: windows; for time to ready and memory, starts); and the two arms'
 divergence rates compared cell by cell (analysis/rates.py). The columns named here are the run's ledger's
 (record/ledger.py): read once for every reader of the run, so `compare` stays fast.
 """
@@ -23,7 +21,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from orchestrator.analysis import bootstrap, coresidents, pairing, saturation, starts, steady, variety
+from orchestrator.analysis import coresidents, pairing, saturation, starts, steady, variety
 from orchestrator.analysis.cost_results import CostRatio, CostReport, Metric, PhaseCost, RateComparison
 from orchestrator.analysis.rates import compare_rates
 from orchestrator.analysis.results import Cell, Comparison
@@ -111,7 +109,7 @@ def phase_cost(arm: str, phase: str, rows: dict[str, Any]) -> PhaseCost:
 
 
 def counted_cost(arm: str, phase: str, rows: dict[str, Any]) -> tuple[PhaseCost, np.ndarray]:
-    """phase_cost, and the mask of the rows it counted."""
+    """phase_cost, and the mask of the rows it counted (bench/block_bootstrap.py resamples them)."""
     times = request_times(rows)
     send, latency = rows["send_ns"], times.latency_s
     part, kept = steady.steady_part(send, np.where(rows["ok"], latency, math.nan), rows["batch_id"])
@@ -137,23 +135,6 @@ def counted_cost(arm: str, phase: str, rows: dict[str, Any]) -> tuple[PhaseCost,
         inter_token_latency_s=_streamed(_gaps(rows["gaps"], streamed), streamed),
         send_lateness_s=starts.metric(late[kept & ~np.isnan(late)], "s", "not recorded: no scheduled send time"),
         per_window=per, window_ids=ids, schedules=pairing.schedules(rows, ids), steady=part), kept
-
-
-def request_series(rows: dict[str, Any], kept: np.ndarray) -> dict[str, bootstrap.Series]:
-    """Per metric of the requests, the counted answered ones in send order, as the block bootstrap reads them:
-    each latency and time to first token (weight 1), each request's inter-token gaps' sum (weight: how many)."""
-    times = request_times(rows)
-    order = np.argsort(rows["send_ns"], kind="stable")
-    done = order[(rows["ok"] & kept)[order]]
-    timed = done[times.streamed[done] & ~np.isnan(times.time_to_first_token_s[done])]
-    chosen = rows["gaps"].take(pa.array(done[times.streamed[done]], type=pa.int64()))
-    counts = pc.fill_null(pc.list_value_length(chosen), 0).to_numpy(zero_copy_only=False).astype(np.int64)
-    flat = pc.list_flatten(chosen).to_numpy(zero_copy_only=False).astype(np.float64) / 1e9
-    total = np.concatenate(([0.0], np.cumsum(flat)))
-    ends = np.cumsum(counts)
-    return {"latency_s": bootstrap.Series(times.latency_s[done], np.ones(len(done))),
-            "time_to_first_token_s": bootstrap.Series(times.time_to_first_token_s[timed], np.ones(len(timed))),
-            "inter_token_latency_s": bootstrap.Series(total[ends] - total[ends - counts], counts.astype(np.float64))}
 
 
 def _per_window(rows: dict[str, Any], kept: np.ndarray
@@ -215,12 +196,9 @@ def _pairs(comparison: Comparison, arm_pairs: list[tuple[str, str]] | None) -> l
     return arm_pairs if arm_pairs is not None else list(dict.fromkeys((p.arm_a, p.arm_b) for p in comparison.pairs))
 
 
-def ratios(phases: list[PhaseCost], per_start: dict[str, dict[str, list[float]]], pairs: list[tuple[str, str]],
-           series: dict[tuple[str, str], dict[str, bootstrap.Series]] | None = None) -> list[CostRatio]:
-    """Each pair's ratios; `series` (per arm and phase, request_series): where windows do not pair, the
-    per-request metrics' block bootstrap (without: Welch on the windows)."""
+def ratios(phases: list[PhaseCost], per_start: dict[str, dict[str, list[float]]],
+           pairs: list[tuple[str, str]]) -> list[CostRatio]:
     by = {(c.arm, c.phase): c for c in phases}
-    series = series or {}
     out = []
     for a, b in pairs:
         for name in START_METRICS:
@@ -234,19 +212,14 @@ def ratios(phases: list[PhaseCost], per_start: dict[str, dict[str, list[float]]]
             if arm != b or base is None:
                 continue
             for name in WINDOW_METRICS:
-                mine = series.get((a, phase), {}).get(name), series.get((b, phase), {}).get(name)
-                out.append(_window_ratio(a, b, phase, name, base, cost, mine))
+                out.append(_window_ratio(a, b, phase, name, base, cost))
     return out
 
 
-def _window_ratio(a: str, b: str, phase: str, name: str, base: PhaseCost, cost: PhaseCost,
-                  series: tuple[bootstrap.Series | None, bootstrap.Series | None]) -> CostRatio:
-    sa, sb = series
-    unpaired = None if sa is None or sb is None else lambda: bootstrap.ratio(sa, sb)
+def _window_ratio(a: str, b: str, phase: str, name: str, base: PhaseCost, cost: PhaseCost) -> CostRatio:
     found = pairing.window_ratio(base.window_ids, base.per_window[name], base.schedules, cost.window_ids,
-                                 cost.per_window[name], cost.schedules, unpaired)
-    windows = [sum(v is not None for v in c.per_window[name]) for c in (base, cost)]
-    n_a, n_b = found.replicates or (windows[0], windows[1])
+                                 cost.per_window[name], cost.schedules)
+    n_a, n_b = (sum(v is not None for v in c.per_window[name]) for c in (base, cost))
     unsteady = [c.arm for c in (base, cost) if not c.steady.steady]
     if unsteady and found.value is not None:  # no interval on a moving part
         return CostRatio(a, b, phase, name, found.value, None, None, n_a, n_b,
@@ -284,11 +257,8 @@ def cost(recorded: Recorded, comparison: Comparison,
     arms it does not name after, as the record has them."""
     groups = load_groups(recorded)
     report = CostReport(starts=starts.summarise(recorded))
-    series: dict[tuple[str, str], dict[str, bootstrap.Series]] = {}
     for (arm, phase), rows in groups.items():
-        found, kept = counted_cost(arm, phase, rows)
-        report.phases.append(found)
-        series[(arm, phase)] = request_series(rows, kept)
+        report.phases.append(phase_cost(arm, phase, rows))
         report.workloads.append(variety.workload(arm, phase, rows))
         report.co_residents += coresidents.per_cell(arm, phase, rows["prompt_id"], rows["role"],
                                                      rows["server_first_step"], rows["server_last_step"],
@@ -296,8 +266,7 @@ def cost(recorded: Recorded, comparison: Comparison,
     sets = (recorded.meta.sample_size or {}).get("series", {})  # load.series: analysis/saturation.py
     report.saturation = saturation.series_of(report.phases, groups, sets)
     pairs = _pairs(comparison, arm_pairs)
-    report.ratios = saturation.same_load(ratios(report.phases, starts.per_start(recorded), pairs, series),
-                                            sets)
+    report.ratios = saturation.same_load(ratios(report.phases, starts.per_start(recorded), pairs), sets)
     report.rates = rate_comparisons(comparison.cells, pairs)
     return in_order(report, order or [])
 

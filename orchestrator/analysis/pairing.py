@@ -1,7 +1,5 @@
 """B/A with an interval that covers (docs/load.md, "Reading the cost"): paired window by window where the two arms
-sent the same schedule; else, for a metric of the requests (latency, time to first token, inter-token latency), a
-block bootstrap over them (analysis/bootstrap.py), and for one of the windows (throughput, tokens/s) Welch's t on
-their logs.
+sent the same schedule, else Welch's t on the windows' logs.
 
 A load point's window i draws its arrivals and its requests' order from the load's seed and i
 (run/load/schedule.py), so A's window i and B's window i send the same requests at the same offsets: what the two
@@ -15,7 +13,6 @@ from __future__ import annotations
 
 import hashlib
 import math
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -39,7 +36,6 @@ class Ratio:
     upper: float | None
     note: str
     method: str
-    replicates: tuple[int, int] | None = None  # what the interval resampled (requests), where not the windows
 
 
 def schedules(rows: dict[str, Any], ids: list[int]) -> list[str]:
@@ -94,17 +90,12 @@ def welch(a: list[float], b: list[float], what: str = "window") -> Ratio:
 
 
 def window_ratio(ids_a: list[int], a: list[float | None], schedules_a: list[str], ids_b: list[int],
-                 b: list[float | None], schedules_b: list[str], unpaired: Callable[[], Ratio] | None = None
-                 ) -> Ratio:
+                 b: list[float | None], schedules_b: list[str]) -> Ratio:
     """Paired over the windows both sides counted where each such window's schedule is the same on both (and there
-    are two or more); else, where the schedules differ, `unpaired` (the requests' block bootstrap); else Welch
-    over each side's windows."""
+    are two or more); else Welch over each side's windows."""
     mine_a = dict(zip(ids_a, zip(a, schedules_a, strict=True), strict=True))
     mine_b = dict(zip(ids_b, zip(b, schedules_b, strict=True), strict=True))
     both = [w for w in mine_a if w in mine_b and mine_a[w][0] is not None and mine_b[w][0] is not None]
-    alike = all(mine_a[w][1] == mine_b[w][1] for w in both)
-    if len(both) >= 2 and alike:
+    if len(both) >= 2 and all(mine_a[w][1] == mine_b[w][1] for w in both):
         return paired([float(mine_a[w][0] or 0) for w in both], [float(mine_b[w][0] or 0) for w in both])
-    if unpaired is not None and not (both and alike):  # one window of one schedule: Welch says "one window"
-        return unpaired()
     return welch([v for v in a if v is not None], [v for v in b if v is not None])

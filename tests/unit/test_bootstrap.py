@@ -1,22 +1,23 @@
-"""analysis/bootstrap.py: the block bootstrap that compares A and B where their windows do not pair, on synthetic
-series whose ratio is known, and in the cost of a record whose arms sent different schedules."""
+"""bench/block_bootstrap.py: the block bootstrap that bench/cost_calibration.py --unmatched measures against Welch
+where A's and B's windows do not pair, on synthetic series whose ratio is known, and on a record's requests."""
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
 
-from orchestrator.analysis import bootstrap
-from orchestrator.analysis.compare import compare
-from orchestrator.analysis.cost import cost
-from orchestrator.analysis.pairing import WELCH
+from orchestrator.analysis.cost import counted_cost, load_groups
 from orchestrator.record.recorded import read
+from tests import benches
 from tests.load_record import ArmPlan, write_load_record
 
+bootstrap = benches.load("block_bootstrap")
 
-def _latencies(rng: np.random.Generator, n: int, scale: float, phi: float = 0.5) -> bootstrap.Series:
+
+def _latencies(rng: np.random.Generator, n: int, scale: float, phi: float = 0.5) -> Any:
     """n log-normal latencies whose logs are AR(1) (each request shares half its neighbour's deviation, as
     requests in flight together share a batch), mean `scale` times exp(sigma^2 / 2)."""
     noise = rng.normal(0, 0.3, n)
@@ -68,18 +69,15 @@ def test_block_length_is_the_cube_root_rounded_up() -> None:
     assert [bootstrap.block_length(n) for n in (1, 8, 27, 28, 1000, 10_000)] == [1, 2, 3, 4, 10, 22]
 
 
-def test_arms_of_different_schedules_are_compared_by_the_bootstrap_over_their_requests(tmp_path: Path) -> None:
-    """B sent another schedule (a probe every 2nd request, not 4th): its windows do not pair with A's, so latency,
-    time to first token and inter-token latency are bootstrapped over the 24 requests a side, and throughput keeps
-    Welch on the windows."""
-    plans = {"a": ArmPlan([0.10, 0.11, 0.09]), "b": ArmPlan([0.20, 0.22, 0.18], probe_every=2)}
-    recorded = read(write_load_record(tmp_path / "run", plans))
-    report = cost(recorded, compare(recorded, "a"))
-    by = {r.metric: r for r in report.ratios}
+def test_a_records_requests_in_send_order_give_the_ratio(tmp_path: Path) -> None:
+    """On the synthetic record (3 windows of 8 requests, B twice as slow): every metric's series holds the 24
+    counted requests, inter-token latency weighs each by its 9 gaps, and each ratio is 2 within its interval."""
+    plans = {"a": ArmPlan([0.10, 0.11, 0.09]), "b": ArmPlan([0.20, 0.22, 0.18])}
+    groups = load_groups(read(write_load_record(tmp_path / "run", plans)))
+    series = {arm: bootstrap.request_series(rows, counted_cost(arm, phase, rows)[1])
+              for (arm, phase), rows in groups.items()}
+    assert list(series["a"]["inter_token_latency_s"].weights) == [9.0] * 24
     for metric in ("latency_s", "time_to_first_token_s", "inter_token_latency_s"):
-        found = by[metric]
-        assert found.method == bootstrap.METHOD and (found.replicates_a, found.replicates_b) == (24, 24)
-        assert found.ratio == pytest.approx(2.0, rel=1e-3)
-        assert found.lower_95 is not None and found.upper_95 is not None
-        assert found.lower_95 <= found.ratio <= found.upper_95 and found.upper_95 < 2.5
-    assert by["request_throughput_per_s"].method == WELCH and by["request_throughput_per_s"].replicates_a == 3
+        assert len(series["a"][metric]) == len(series["b"][metric]) == 24
+        found = bootstrap.ratio(series["a"][metric], series["b"][metric])
+        assert found.value == pytest.approx(2.0, rel=1e-3) and found.lower <= found.value <= found.upper < 2.5

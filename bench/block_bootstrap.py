@@ -1,6 +1,7 @@
-"""B/A of a per-request metric where the two arms' windows do not pair (their schedules differ: another load.seed,
-another load, runs merged from two places): a circular block bootstrap over each arm's steady requests in send
-order (docs/load.md, "Reading the cost").
+"""A block bootstrap over a load point's steady requests: B/A of a per-request metric where the two arms' windows do
+not pair (their schedules differ), the alternative to Welch's t on the windows that bench/cost_calibration.py
+--unmatched measures. It is not the cost's fallback: on the reference engine its intervals held 1 less often than
+Welch's (docs/benchmarks.md, "The cost's intervals: coverage"; docs/load.md, "Reading the cost").
 
 Requests in flight together share the server's state (its batch, its queue), so neighbours in send order are
 correlated and resampling requests one by one would understate the spread. Blocks of consecutive requests keep
@@ -19,15 +20,18 @@ from __future__ import annotations
 import hashlib
 import math
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
 
+from orchestrator.analysis.cost import request_times
 from orchestrator.analysis.pairing import CONFIDENCE, Ratio
 
 RESAMPLES = 2000
 FEWEST_REQUESTS = 20  # fewer: under 7 blocks of ceil(n^(1/3)), too few to resample a spread from
-METHOD = (f"block bootstrap: circular blocks of ceil(n^(1/3)) requests in send order, {RESAMPLES} resamples, "
-          "percentile interval (the schedules differ)")
+METHOD = f"block bootstrap: circular blocks of ceil(n^(1/3)) requests in send order, {RESAMPLES} resamples, percentile"
 
 
 @dataclass(frozen=True)
@@ -64,18 +68,16 @@ def ratio(a: Series, b: Series, resamples: int = RESAMPLES) -> Ratio:
     short = min(len(a), len(b))
     if short < FEWEST_REQUESTS:
         return Ratio(estimate, None, None, f"no interval: {short} requests on a side, too few for a block bootstrap "
-                     f"(it needs {FEWEST_REQUESTS}: more load.requests or load.windows)", METHOD,
-                     (len(a), len(b)))
+                     f"(it needs {FEWEST_REQUESTS}: more load.requests or load.windows)", METHOD)
     rng = np.random.default_rng(_seed(a, b))
     with np.errstate(divide="ignore", invalid="ignore"):
         found = _resampled(b, rng, resamples) / _resampled(a, rng, resamples)
     found = found[np.isfinite(found)]
     if not found.size:
-        return Ratio(estimate, None, None, "no interval: no resample had a weight", METHOD, (len(a), len(b)))
+        return Ratio(estimate, None, None, "no interval: no resample had a weight", METHOD)
     tail = (1 - CONFIDENCE) / 2
     lower, upper = (float(q) for q in np.quantile(found, [tail, 1 - tail]))
-    note = "every resample gave the same ratio" if lower == upper else ""
-    return Ratio(estimate, lower, upper, note, METHOD, (len(a), len(b)))
+    return Ratio(estimate, lower, upper, "every resample gave the same ratio" if lower == upper else "", METHOD)
 
 
 def _resampled(series: Series, rng: np.random.Generator, resamples: int) -> np.ndarray:
@@ -99,3 +101,21 @@ def _seed(a: Series, b: Series) -> int:
     for column in (a.values, a.weights, b.values, b.weights):
         digest.update(np.ascontiguousarray(column, dtype=np.float64).tobytes())
     return int.from_bytes(digest.digest()[:8], "big")
+
+
+def request_series(rows: dict[str, Any], kept: np.ndarray) -> dict[str, Series]:
+    """Per metric of the requests, the counted answered ones in send order (`rows` as analysis/cost.py's
+    load_groups gives them, `kept` as its counted_cost): each latency and time to first token (weight 1), each
+    request's inter-token gaps' sum (weight: how many)."""
+    times = request_times(rows)
+    order = np.argsort(rows["send_ns"], kind="stable")
+    done = order[(rows["ok"] & kept)[order]]
+    timed = done[times.streamed[done] & ~np.isnan(times.time_to_first_token_s[done])]
+    chosen = rows["gaps"].take(pa.array(done[times.streamed[done]], type=pa.int64()))
+    counts = pc.fill_null(pc.list_value_length(chosen), 0).to_numpy(zero_copy_only=False).astype(np.int64)
+    flat = pc.list_flatten(chosen).to_numpy(zero_copy_only=False).astype(np.float64) / 1e9
+    total = np.concatenate(([0.0], np.cumsum(flat)))
+    ends = np.cumsum(counts)
+    return {"latency_s": Series(times.latency_s[done], np.ones(len(done))),
+            "time_to_first_token_s": Series(times.time_to_first_token_s[timed], np.ones(len(timed))),
+            "inter_token_latency_s": Series(total[ends] - total[ends - counts], counts.astype(np.float64))}
