@@ -11,6 +11,11 @@ conf/protocol/load.yaml, each trial with its own load.seed. It prints every tria
 
     .venv/bin/python bench/cost_calibration.py --trials 40          # about 20 s a trial
     .venv/bin/python bench/cost_calibration.py --trials 2 --work-dir /tmp/cal
+    .venv/bin/python bench/cost_calibration.py --trials 30 --unmatched --work-dir /tmp/cal    # 30 pairs of runs
+
+--unmatched runs, in place of the trials above, the A/A whose schedules differ (bench/cost_unmatched.py): per
+trial two runs of the baseline side by side at two load.seeds, so no window pairs; the coverage of Welch's and of
+the block bootstrap's intervals on the same runs.
 """
 
 from __future__ import annotations
@@ -126,10 +131,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--trials", type=int, default=40)
     parser.add_argument("--work-dir", type=Path, default=None, help="the runs' folder (default: a temporary one)")
     parser.add_argument("--reuse", action="store_true", help="read the runs already in --work-dir again")
+    parser.add_argument("--unmatched", action="store_true",
+                        help="the A/A of two runs at two load.seeds instead: Welch against the block bootstrap")
     args = parser.parse_args(argv)
     work_dir = args.work_dir or Path(tempfile.mkdtemp(prefix="cost-calibration-"))
     work_dir.mkdir(parents=True, exist_ok=True)
     print("$ .venv/bin/python bench/cost_calibration.py", *(argv if argv is not None else sys.argv[1:]))
+    if args.unmatched:
+        sys.path.insert(0, str(ROOT / "bench"))
+        from cost_unmatched import unmatched_lines
+
+        print(*unmatched_lines(work_dir, args.trials, _run, args.reuse), sep="\n")
+        return 0
     trials = []
     for seed in range(args.trials):
         trials.append(run_trial(seed, work_dir, reuse=args.reuse))

@@ -105,6 +105,11 @@ def request_times(rows: dict[str, Any]) -> RequestTimes:
 def phase_cost(arm: str, phase: str, rows: dict[str, Any]) -> PhaseCost:
     """The arm's cost at one load point over its steady part (analysis/steady.py); where none is found, over every
     window, with the trend said (its ratios get no interval)."""
+    return counted_cost(arm, phase, rows)[0]
+
+
+def counted_cost(arm: str, phase: str, rows: dict[str, Any]) -> tuple[PhaseCost, np.ndarray]:
+    """phase_cost, and the mask of the rows it counted (bench/block_bootstrap.py resamples them)."""
     times = request_times(rows)
     send, latency = rows["send_ns"], times.latency_s
     part, kept = steady.steady_part(send, np.where(rows["ok"], latency, math.nan), rows["batch_id"])
@@ -129,7 +134,7 @@ def phase_cost(arm: str, phase: str, rows: dict[str, Any]) -> PhaseCost:
         time_to_first_token_s=_streamed(ttft[streamed], streamed),
         inter_token_latency_s=_streamed(_gaps(rows["gaps"], streamed), streamed),
         send_lateness_s=starts.metric(late[kept & ~np.isnan(late)], "s", "not recorded: no scheduled send time"),
-        per_window=per, window_ids=ids, schedules=pairing.schedules(rows, ids), steady=part)
+        per_window=per, window_ids=ids, schedules=pairing.schedules(rows, ids), steady=part), kept
 
 
 def _per_window(rows: dict[str, Any], kept: np.ndarray

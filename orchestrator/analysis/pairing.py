@@ -6,7 +6,9 @@ A load point's window i draws its arrivals and its requests' order from the load
 windows share (the schedule's bursts, its mix of long and short requests) cancels in their ratio. The pairs' log
 ratios are then one sample, with Student's t interval on their mean (df = pairs - 1); their geometric mean is the
 ratio. Whether the schedules match is read from the record alone: each window's digest of its requests' prompts in
-send order and their scheduled offsets (to the millisecond).
+send order and their scheduled offsets (to the millisecond). Where they differ, Welch's t on the windows rather than
+a block bootstrap over the requests (bench/block_bootstrap.py): on the A/A of two runs at two seeds, Welch's
+intervals held 1 as often as they claim and the bootstrap's did not (docs/benchmarks.md, "The cost's intervals").
 """
 
 from __future__ import annotations
