@@ -137,7 +137,7 @@ class PlantedTrial:
     seed: int
     found: dict[tuple[str, str], Interval | None]
     every_window: dict[tuple[str, str], Interval | None]  # the same over every window: no steady cut
-    ttft_overhead_s: dict[str, float]  # mean time to first token less the server's draws
+    served: planted_recording.Served  # the client's overhead, the servers' draws
     gap_overhead_s: dict[str, float]  # at the open load point: mean inter-token latency less the planted gap
     not_steady: list[str]
     kept_out: dict[str, int]  # load point -> requests the steady part kept out, both arms
@@ -156,7 +156,7 @@ def run_planted(seed: int, work_dir: Path, reuse: bool = False) -> PlantedTrial:
     every = {key: None if r.lower is None or r.upper is None or r.value is None
              else Interval(r.value, r.lower, r.upper, r.method)
              for key, r in planted_recording.every_window(run_dir).items()}
-    return PlantedTrial(seed, found, every, planted_recording.overhead_s(run_dir, seed),
+    return PlantedTrial(seed, found, every, planted_recording.served(run_dir, seed),
                         {a: sum(g) / len(g) - services[a].gap_s for a, g in gaps.items()}, not_steady(cost),
                         {phase: sum(p["steady"]["requests_kept_out"] for p in cost["phases"] if p["phase"] == phase)
                          for phase in planted_recording.PHASES})
@@ -176,10 +176,13 @@ def planted_coverage(trials: list[PlantedTrial]) -> list[str]:
     for phase in planted_recording.PHASES:
         cut = sum(1 for t in trials if t.kept_out[phase])
         out.append(f"{phase}: the steady part kept requests out of either arm in {cut} of {len(trials)} trials")
+    out.append("the servers' draws, slow/base, geometric mean over the trials: " + ", ".join(
+        f"{phase} {math.exp(statistics.mean(math.log(t.served.drawn_ratio[phase]) for t in trials)):.3f}"
+        for phase in planted_recording.PHASES))
     services = planted_recording.services(0)
-    for name, overhead, what in (("time to first token", "ttft_overhead_s", "ttft_median_s"),
-                                 ("inter-token latency", "gap_overhead_s", "gap_s")):
-        c = {a: statistics.mean(getattr(t, overhead)[a] for t in trials) for a in services}
+    for name, what in (("time to first token", "ttft_median_s"), ("inter-token latency", "gap_s")):
+        c = {a: statistics.mean((t.served.overhead_s if what == "ttft_median_s" else t.gap_overhead_s)[a]
+                                for t in trials) for a in services}
         base = getattr(services["base"], what) * (math.exp(planted_recording.SPREAD ** 2 / 2)
                                                   if what == "ttft_median_s" else 1.0)
         widths = [i.upper / i.lower for t in trials if (i := t.found[("load", _METRIC[name])]) is not None]
@@ -204,9 +207,11 @@ def _show(i: Interval | None) -> str:
 def _planted_line(t: PlantedTrial) -> str:
     found = "; ".join(f"{phase} {metric} {_show(i)}" for (phase, metric), i in t.found.items())
     steady = f"; not steady: {', '.join(t.not_steady)}" if t.not_steady else ""
-    overhead = ", ".join(f"{a} {v * 1e3:+.2f} ms" for a, v in t.ttft_overhead_s.items())
+    overhead = ", ".join(f"{a} {v * 1e3:+.2f} ms" for a, v in t.served.overhead_s.items())
+    drawn = ", ".join(f"{phase} {v:.3f}" for phase, v in t.served.drawn_ratio.items())
     cut = ", ".join(f"{phase} {n}" for phase, n in t.kept_out.items() if n)
-    return (f"trial seed={t.seed}: {found}; client overhead on time to first token: {overhead}{steady}"
+    return (f"trial seed={t.seed}: {found}; client overhead on time to first token: {overhead}; the servers' "
+            f"draws, slow/base: {drawn}{steady}"
             + (f"; kept out as not steady: {cut} requests" if cut else ""))
 
 

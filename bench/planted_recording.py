@@ -103,17 +103,30 @@ def run(trial: int, run_dir: Path, work_dir: Path) -> None:
         raise SystemExit(f"trial {trial} failed ({done.returncode}): {done.stdout[-1500:]}{done.stderr[-2000:]}")
 
 
-def overhead_s(run_dir: Path, trial: int) -> dict[str, float]:
-    """Per arm: the mean of its requests' time to first token less the server's draws (every phase, warm-ups
-    included, as the server counted them)."""
-    rows = read_table(RunPaths(run_dir), "responses", ["arm", "send_ns", "first_token_ns"]).to_pylist()
-    out = {}
+@dataclass(frozen=True)
+class Served:
+    """One trial as its servers served it: per arm, the client's overhead on time to first token (the mean of its
+    requests' less the server's draws, every phase, warm-ups included, as the server counted them); per load
+    point, slow/base of the mean draw over the counted requests (what the trial's interval estimates, less the
+    client)."""
+
+    overhead_s: dict[str, float]
+    drawn_ratio: dict[str, float]
+
+
+def served(run_dir: Path, trial: int) -> Served:
+    rows = read_table(RunPaths(run_dir), "responses", ["arm", "phase", "role", "send_ns", "first_token_ns"])
+    overhead, drawn_mean = {}, {}
     for name, service in services(trial).items():
-        sent = sorted((r for r in rows if r["arm"] == name), key=lambda r: r["send_ns"])
+        sent = sorted((r for r in rows.to_pylist() if r["arm"] == name), key=lambda r: r["send_ns"])
         measured = [(r["first_token_ns"] - r["send_ns"]) / 1e9 for r in sent if r["first_token_ns"] is not None]
         drawn = [service.ttft_s(n) for n in range(len(sent))]
-        out[name] = sum(measured) / len(measured) - sum(drawn) / len(drawn)
-    return out
+        overhead[name] = sum(measured) / len(measured) - sum(drawn) / len(drawn)
+        for phase in PHASES:
+            mine = [d for r, d in zip(sent, drawn, strict=True)
+                    if r["phase"] == phase and r["role"] in ("measured", "background")]
+            drawn_mean[(name, phase)] = sum(mine) / len(mine)
+    return Served(overhead, {phase: drawn_mean[("slow", phase)] / drawn_mean[("base", phase)] for phase in PHASES})
 
 
 def every_window(run_dir: Path) -> dict[tuple[str, str], pairing.Ratio]:
