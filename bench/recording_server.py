@@ -12,8 +12,10 @@ With `--ttft-ms` it has a known service time (bench/aiperf_compare.py): the n-th
 sends its first token chunk `ttft` after it was read and each later token `gap` after the one before; `ttft` is
 the lognormal quantile ((37 n mod 100) + 0.5) / 100 of median `--ttft-ms` and log spread `--spread` (0: every
 request alike). Any 100 requests in a row (any multiple of 100) get the same service times, whatever came
-before: two clients that each send a multiple of 100 see the same distribution. Requests run side by side (no
-capacity limit).
+before: two clients that each send a multiple of 100 see the same distribution. With `--seed N` the n-th
+request's `ttft` is instead an independent lognormal draw of that median and spread, the same for the same N and
+n (bench/cost_calibration.py --planted recording: two arms, or two trials, served independent times, so an
+interval on their ratio has a sampling error to cover). Requests run side by side (no capacity limit).
 
 Control routes, never recorded: GET /_recorded (the records as JSON: [[method, path, first_ns, done_ns,
 connection], ...]) and POST /_reset (forget them).
@@ -26,6 +28,7 @@ import asyncio
 import contextlib
 import json
 import math
+import random
 import statistics
 import time
 from dataclasses import dataclass, field
@@ -44,10 +47,15 @@ class Service:
     spread: float  # the log-normal's sigma
     gap_s: float
     tokens: int
+    seed: int | None = None  # None: the quantile cycle; else each request's own draw
 
     def ttft_s(self, n: int) -> float:
-        q = ((37 * n) % CYCLE + 0.5) / CYCLE  # 37 is prime to 100: each quantile once per cycle
-        return self.ttft_median_s * math.exp(self.spread * statistics.NormalDist().inv_cdf(q))
+        if self.seed is None:
+            q = ((37 * n) % CYCLE + 0.5) / CYCLE  # 37 is prime to 100: each quantile once per cycle
+            z = statistics.NormalDist().inv_cdf(q)
+        else:  # seeded by (seed, n), not one stream: draw n is known without drawing those before it
+            z = random.Random(f"{self.seed}/{n}").gauss(0.0, 1.0)
+        return self.ttft_median_s * math.exp(self.spread * z)
 
 
 @dataclass(frozen=True)
@@ -252,7 +260,10 @@ if __name__ == "__main__":
     parser.add_argument("--spread", type=float, default=0.0, help="its log spread (sigma)")
     parser.add_argument("--gap-ms", type=float, default=5.0, help="between tokens")
     parser.add_argument("--tokens", type=int, default=8, help="per answer")
+    parser.add_argument("--seed", type=int, help="each request's time to first token an independent lognormal draw "
+                        "(seeded by this and its index), not the quantile cycle")
     args = parser.parse_args()
-    timed = None if args.ttft_ms is None else Service(args.ttft_ms / 1e3, args.spread, args.gap_ms / 1e3, args.tokens)
+    timed = None if args.ttft_ms is None else Service(args.ttft_ms / 1e3, args.spread, args.gap_ms / 1e3, args.tokens,
+                                                      args.seed)
     with contextlib.suppress(KeyboardInterrupt):
         asyncio.run(_main(args.host, args.port, timed))

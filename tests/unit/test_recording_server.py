@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import math
+import statistics
 import time
 
 import httpx
@@ -89,3 +91,17 @@ def test_its_service_times_are_the_same_set_over_any_hundred_requests_in_a_row()
     assert sorted(service.ttft_s(n) for n in range(37, 137)) == first  # after a cold request or a warm-up
     assert len(set(first)) == 100 and first[49] < 0.1 < first[50]  # a lognormal of median 100 ms
     assert first[-1] > 2.5 * first[49]  # spread 0.5: the slowest 1 % about 3.2 times the median
+
+
+def test_with_a_seed_each_request_draws_its_own_service_time() -> None:
+    """bench/cost_calibration.py --planted recording: arms (and trials) of other seeds are served independent
+    lognormal draws of the median and spread, the same again for the same seed and index."""
+    module = benches.load("recording_server")
+    a, b = module.Service(0.1, 0.5, 0.01, 8, seed=1), module.Service(0.1, 0.5, 0.01, 8, seed=2)
+    draws = [a.ttft_s(n) for n in range(2000)]
+    assert draws[:5] == [module.Service(0.1, 0.5, 0.01, 8, seed=1).ttft_s(n) for n in range(5)]  # reproducible
+    assert sorted(draws[:100]) != sorted(draws[100:200])  # no cycle: another hundred, other times
+    assert all(x != y for x, y in zip(draws, (b.ttft_s(n) for n in range(2000)), strict=True))  # another seed
+    logs = [math.log(d / 0.1) for d in draws]
+    assert abs(statistics.median(logs)) < 0.05 and abs(statistics.stdev(logs) - 0.5) < 0.03
+    assert abs(statistics.correlation(logs[:-1], logs[1:])) < 0.1  # each request's own draw
