@@ -5,8 +5,9 @@ Simulation 69(6), 1997; White, Cobb and Spratt, "A comparison of five steady-sta
 WSC 2000; the rule AIPerf's steady-state detection applies): the load point's requests' latencies, in send order
 over all its windows, are averaged in slices of 5; the truncation point d minimises the marginal standard error
 of the slices after it, sum((z_i - mean(z[d:]))^2) / (n - d)^2, searched over the first half of the slices (past it
-the statistic rests on too few slices). A minimum at that bound, half the series, finds no steady part: the
-series still moves, and the load point is "not steady". Otherwise every request sent before
+the statistic rests on too few slices); a cut stands only where the slices before d differ from those after it
+beyond the latter's noise (`_biased`). A part after d with a trend (Mann-Kendall, `kendall_z`) is no steady
+part: the series still moves, and the load point is "not steady". Otherwise every request sent before
 the truncation point is kept out as warm-up: a window with less than half of its requests left is kept out
 whole, the others count from there.
 """
@@ -63,7 +64,22 @@ def mser5(values: np.ndarray) -> Truncation:
     # the first of the least (a flat series' zeros differ only by rounding): no truncation without a gain
     best = int(np.flatnonzero(searched <= searched.min() + 1e-9 * float(np.mean(z * z)) / n)[0])
     moving = abs(kendall_z(z[best:])) > TREND_Z
+    if not moving and best and not _biased(z[:best], z[best:]):
+        best = 0  # what MSER-5 would cut is the noise of a steady series: cutting it biases the rest
     return Truncation(None if moving else best * SLICE, n)
+
+
+def _biased(head: np.ndarray, tail: np.ndarray) -> bool:
+    """Whether the slices MSER-5 cuts differ from the rest beyond the rest's own noise: |mean difference| over
+    the tail's slice spread times sqrt(1/h + 1/t) above TREND_Z (a test of initialization bias, after Schruben,
+    Singh and Tierney 1983). On a stationary, heavy-tailed series MSER-5 alone cuts a slow start half the time."""
+    if len(tail) < 2:
+        return True
+    spread = float(tail.std(ddof=1))
+    if spread == 0:
+        return bool(np.any(head != tail[0]))
+    z = abs(float(head.mean()) - float(tail.mean())) / (spread * math.sqrt(1 / len(head) + 1 / len(tail)))
+    return z > TREND_Z
 
 
 def kendall_z(z: np.ndarray) -> float:
