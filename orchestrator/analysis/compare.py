@@ -19,6 +19,7 @@ import pyarrow.compute as pc
 
 from orchestrator.analysis import batches, explorer, locate, positions, quality
 from orchestrator.analysis.cells import Cut, Key, iter_cells
+from orchestrator.analysis.control import drift
 from orchestrator.analysis.results import (
     BASIS_WORDS,
     SIGNATURE_BASES,
@@ -60,6 +61,7 @@ class _Reference:
     basis: str = "top_logprobs"  # what `signatures` hash (SIGNATURE_BASES)
     first: str | None = None  # the signature of the cell's first warm request
     sequential: bool = False  # the cell is of a sequential phase
+    logprobs: np.ndarray | None = None  # the modal request's chosen tokens' logprobs (analysis/control.py)
 
 
 BASIS_NOTES = {basis: f"signature: {words.removeprefix('the ')}" for basis, words in BASIS_WORDS.items()
@@ -83,9 +85,10 @@ class _Accumulator:
 def compare(recorded: Recorded | RunPaths | list[RunPaths], baseline: str | None = None,
             expectations: dict[str, Any] | None = None, near_tie_gap: float = NEAR_TIE_GAP,
             arm_pairs: list[tuple[str, str]] | None = None, branches: int = explorer.MAX_BRANCHES,
-            stop_after_divergences: int | None = None) -> Comparison:
+            stop_after_divergences: int | None = None, control: str | None = None) -> Comparison:
     """`arm_pairs`: compare these (a, b) arms instead of every arm against the baseline (sweeps); `branches`:
-    the explorer's branches per cell; `stop_after_divergences`: the rule the run stopped cells by."""
+    the explorer's branches per cell; `stop_after_divergences`: the rule the run stopped cells by; `control`: an
+    arm of higher precision every other arm's drift is measured from (analysis/control.py)."""
     recorded = of(recorded)
     acc = _Accumulator(capacities=capacities(recorded), explore=explorer.Explorer(branches, near_tie_gap))
     cold = list[pa.Table]()
@@ -101,6 +104,8 @@ def compare(recorded: Recorded | RunPaths | list[RunPaths], baseline: str | None
     result.schedules = _schedules(acc.refs)
     result.pairs = _pairs(acc.refs, pairs)
     result.pooled = _pooled(result.cells)
+    if control is not None and control in arms:
+        result.control_drift = drift(acc.refs, control)
     result.explorer, result.pair_explorer, result.explorer_left_out = acc.explore.finish(recorded, result.pairs)
     result.inside = locate.attach(result.explorer, recorded)  # where the run has digests
     return result
@@ -168,6 +173,8 @@ def _positions(cell: Cell, warm: pa.Table, reference: int, ref: _Reference, near
     if codes.size:
         gen = positions.generated_positions(codes, warm.column("token_logprobs"), reference)
         ref.tokens = gen.reference_tokens
+        chosen = warm.column("token_logprobs")[reference].as_py() or []
+        ref.logprobs = np.array([math.nan if v is None else v for v in chosen], dtype=np.float64)
         cell.first_divergent_position = gen.first_divergent
         parted = np.flatnonzero(np.nan_to_num(gen.spread) > 0)
         cell.first_logprob_position = int(parted[0]) if len(parted) else None

@@ -265,6 +265,23 @@ class Explored:
 
 
 @dataclass
+class ControlDrift:
+    """One arm's cell against the control arm's cell of the same prompt and phase (study.control,
+    analysis/control.py)."""
+
+    arm: str
+    control: str
+    prompt_id: str
+    phase: str
+    n: int  # the arm's answered requests in the cell
+    as_control: int  # of them, those whose text is the control's modal answer
+    first_token_split: int | None  # where the modal answers' tokens part (None: they never do)
+    max_logprob_drift: float | None  # |logprob - the control's| of the chosen tokens, before they part
+    mean_logprob_drift: float | None
+    note: str = ""  # why a figure is missing
+
+
+@dataclass
 class Comparison:
     cells: list[Cell] = field(default_factory=list)
     cold: list[ColdCheck] = field(default_factory=list)
@@ -277,6 +294,7 @@ class Comparison:
     pair_explorer: list[Explored] = field(default_factory=list)  # every A/B pair that differs
     explorer_left_out: int = 0  # cells and pairs past explorer.MAX_EXPLORED, counted only
     inside: list[CellInside] = field(default_factory=list)  # a run with digests: where each cell split inside
+    control_drift: list[ControlDrift] = field(default_factory=list)  # study.control: each arm's drift from it
 
     def to_json(self) -> dict[str, Any]:
         """As report.json holds it (a position series keeps only the series it has)."""
@@ -285,6 +303,7 @@ class Comparison:
         for explored in [*out["explorer"], *out["pair_explorer"]]:
             if explored["inside"] is None:  # only a run with digests has it (analysis/locate.py)
                 del explored["inside"]
-        if not out["inside"]:  # only a run with digests has it
-            del out["inside"]
+        for only in ("inside", "control_drift"):  # a run with digests, a study with a control
+            if not out[only]:
+                del out[only]
         return out

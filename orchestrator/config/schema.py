@@ -219,6 +219,9 @@ class StudyConfig:
     name: str = MISSING
     description: str = ""
     baseline: str | None = None  # the arm others are compared against; default: the first arm
+    # A control arm of higher precision (e.g. fp32 beside bf16, the same requests): every other arm's drift from
+    # it in the report, so "different" can be told from "worse" (analysis/control.py, docs/usage.md)
+    control: str | None = None
     # Single-variable guard (docs/guard.md). Arm -> the leaves it changes against the baseline, as dotted
     # paths inside the arm config (engine_args.fused-finalize, env.VLLM_X, image). Empty: not checked.
     variables: dict[str, list[str]] = field(default_factory=dict)

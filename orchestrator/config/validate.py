@@ -131,8 +131,9 @@ def _names(config: Config) -> list[str]:
                           "add `- /arm@arms.NAME: TEMPLATE` to the study's defaults"))
     found += [line("unknown-name", f"arms.{name}.engine", arm.engine, sorted(ENGINES))
               for name, arm in config.arms.items() if arm.engine not in ENGINES]
-    if config.study.baseline is not None and config.study.baseline not in config.arms:
-        found.append(line("unknown-name", "study.baseline", config.study.baseline, arms))
+    for leaf, name in (("baseline", config.study.baseline), ("control", config.study.control)):
+        if name is not None and name not in config.arms:
+            found.append(line("unknown-name", f"study.{leaf}", name, arms))
     if len(arms) > 1:  # one arm (e.g. `~arms.B` on the command line) has no A/B to declare
         found += [line("unknown-name", f"study.variables.{arm}", arm, arms, f"remove it (~study.variables.{arm})")
                   for arm in config.study.variables if arm not in config.arms]

@@ -97,6 +97,7 @@ class RunMeta:
     study: str = ""
     run_id: str = ""
     baseline: str | None = None
+    control: str | None = None  # study.control
     expectations: dict[str, Any] | None = None
     arm_pairs: list[tuple[str, str]] | None = None
     sweep: dict[str, Any] | None = None

@@ -38,7 +38,7 @@ def build(recorded: Recorded) -> StudyReport:
         run.reads.gather()
     comparison = compare(recorded, meta.baseline, meta.expectations, near_tie_gap, arm_pairs=meta.arm_pairs,
                          branches=MAX_BRANCHES if meta.explorer_branches is None else meta.explorer_branches,
-                         stop_after_divergences=stop_after)
+                         stop_after_divergences=stop_after, control=meta.control)
     failed = [f for run in runs for f in arm_failures(run)]
     costs = cost(recorded, comparison, meta.arm_pairs, [*([meta.baseline] if meta.baseline else []),
                                                         *(meta.planned_arms or [])])

@@ -14,7 +14,7 @@ from orchestrator.analysis.results import BASIS_WORDS, BatchCheck, Cell, Compari
 from orchestrator.analysis.stats import ALPHA
 from orchestrator.config.noise_floor import copy_name
 from orchestrator.errors import counted
-from orchestrator.report import cost_md, explorer_md, frontier_md, locate
+from orchestrator.report import control_md, cost_md, explorer_md, frontier_md, locate
 from orchestrator.report.environment import markdown_section as environment_section
 from orchestrator.report.guard import markdown_section
 from orchestrator.report.headline import COMPARED_ON, compared_on, stopped_rate, unobserved
@@ -256,6 +256,7 @@ def details(report: StudyReport) -> list[str]:
             out += _table([*first, "prompt", "verdict", "how", "first differing token", "max prompt logprob diff"], [
                 [*(getattr(r, k) for k in first), r.prompt_id, r.verdict, _how(r),
                  _num(r.first_divergent_position, "d"), _num(r.max_prompt_logprob_diff)] for r in rows])
+    out += control_md.sections(result)
     if report.attribution:
         out += [render_attribution(report.attribution), ""]
     if report.probes:

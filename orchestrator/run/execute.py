@@ -154,6 +154,7 @@ def _record_start(typed: Config, arms: dict[str, ResolvedArm], paths: RunPaths, 
         meta.pop("interrupted", None)  # being finished now; marked again if stopped again
     else:
         meta = {"study": typed.study.name, "run_id": run_id, "baseline": typed.baseline_arm,
+                "control": typed.study.control,
                 "expectations": expectations(typed), "gate": dataclasses.asdict(typed.gate),
                 "config_dirs": keep_config_dirs(paths, typed.config_dirs),
                 "expected_requests_per_arm": expected_requests(typed), "planned_arms": list(typed.arms),

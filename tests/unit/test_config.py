@@ -33,6 +33,7 @@ def test_default_study_composes_two_reference_arms() -> None:
     ("protocol.request.echo=maybe", "is not a valid bool (type str) (on the command line); give true or false"),
     ("protocol.phases.sequential.kind=paralel", "expected one of [sequential, concurrent, load]"),
     ("study.baseline=nope", "study.baseline='nope' names nothing that exists. Available: baseline, wide_batch"),
+    ("study.control=nope", "study.control='nope' names nothing that exists. Available: baseline, wide_batch"),
     ("arms.baseline.gpus=al", "arms.baseline.gpus='al': must be null, 'all' or device ids"),
 ])
 def test_bad_config_is_one_clear_error(override: str, expected: str) -> None:
