@@ -2,7 +2,7 @@
 token ids, then the answer's) with `prompt_logprobs` and max_tokens 1: one prefill's logprobs of the very tokens the
 decode steps chose. Role and phase `rescore`, request id ARM/PROMPT/rescore/ANSWER (ANSWER: the answer's token-id
 signature, so one row per distinct answer, the same id on a resume); in no cell. analysis/decode_prefill.py compares
-each answer with its re-score, position by position (docs/record.md, docs/report.md)."""
+each answer with its re-score, position by position (docs/record.md, docs/usage.md)."""
 
 from __future__ import annotations
 
