@@ -46,7 +46,8 @@ def _check(tmp_path: Path, *runtime: str) -> None:
     cells = {(c["arm"], c["prompt_id"], c["phase"]): c for c in found["cells"]}
     assert len(cells) == 8 and not found["unobservable"]
     for (arm, _, _), cell in cells.items():
-        assert cell["answers"] > 0 and cell["unscored"] == 0 and cell["positions"] == 16 * cell["answers"], cell
+        assert cell["answers"] > 0 and cell["unscored"] == 0, cell
+        assert 0 < cell["positions"] <= 16 * cell["answers"], cell  # 16 tokens each, fewer where one ended early
         if arm == "exact":
             assert cell["argmax_share"] == 1 and cell["disagree_positions"] == [], cell
             assert cell["max_abs_delta"] <= ROUNDING, cell
