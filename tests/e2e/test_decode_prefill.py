@@ -28,7 +28,8 @@ def _run(tmp_path: Path, *overrides: str) -> tuple[dict[str, Any], list[dict[str
 
 
 @pytest.mark.docker
-def test_in_docker(tmp_path: Path, docker_client: Any) -> None:
+@pytest.mark.usefixtures("docker_client", "no_leftover_containers")
+def test_in_docker(tmp_path: Path) -> None:
     _check(tmp_path)
 
 
