@@ -212,6 +212,10 @@ class ProtocolConfig:
     # End a cell's requests once this many diverged from its modal signature so far (a concurrent cell stops
     # between batches); such a cell reports a lower bound only. None: every cell runs its full n.
     stop_after_divergences: int | None = None
+    # After an arm's phases, each distinct answer of its cells sent again as a prompt (the prompt's token ids and
+    # the answer's) with prompt logprobs, role `rescore`: the report compares decode with prefill per position
+    # (run/send/rescore.py, analysis/decode_prefill.py). Engines without prompt logprobs: "not observable".
+    rescore: bool = False
 
 
 @dataclass

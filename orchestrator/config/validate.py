@@ -190,6 +190,10 @@ def _cross_field(config: Config) -> list[str]:
             found.append(line("cross-field", "protocol.request.prompt_as", "token_ids",
                               "text for an engine that serves no tokenize endpoint",
                               "set protocol.request.prompt_as=text, or another engine for " + ", ".join(untokenized)))
+    if config.protocol.rescore and (not config.protocol.request.logprobs or config.protocol.endpoint is Endpoint.chat):
+        found.append(line("cross-field", "protocol.rescore", True, "the completions endpoint, and the answers' own "
+                          "logprobs to compare with the prefill's", "set protocol.request.logprobs=1 (or more) and "
+                          "protocol.endpoint=completions, or protocol.rescore=false"))
     for prompt_id, prompt in config.prompts.prompts.items():
         if (prompt.text is None) == (prompt.file is None):
             found.append(line("cross-field", f"prompts.prompts.{prompt_id}", "text and file" if prompt.text

@@ -68,6 +68,9 @@ class Capabilities:
     trace: bool = False  # its own per-request trace in each answer: exact co-residency
     streaming: bool = False  # answers streamed as server-sent events (time to first token, inter-token latency)
     digests: bool = False  # per-module activation digests of requests flagged `"digest": true` (its digests path)
+    # `prompt_logprobs: k` on its completions: each prompt position's token and top-k logprobs (a prefill's), so an
+    # answer re-scored as a prompt tells a decode-path difference from a prefill-path one (protocol.rescore)
+    prompt_logprobs: bool = False
 
 
 @dataclass(frozen=True)

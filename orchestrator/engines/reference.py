@@ -34,6 +34,7 @@ PROFILE = dataclasses.replace(
     knob_probe=None,  # its templates list knobs with the engine's own --list-knobs
     env_prefixes=("VLLM_", "REFENGINE_"),  # it reads vLLM's names for the mechanisms it models
     cache_args={**vllm.CACHE_ARGS, "autotune-cache-dir": "autotune"},
+    log_patterns={**vllm.LOG_PATTERNS, "decode_defect": r"Planted decode-only defect: (on)"},  # --decode-defect
     request_extra={},  # as before this profile: its templates ask for nothing extra
     packages=("refengine",),
     modules=("refengine",),

@@ -41,7 +41,8 @@ class VllmDialect(Dialect):
 
 
 ENDPOINTS = Endpoints(tokenize="/tokenize", version="/version", metrics="/metrics")
-CAPABILITIES = Capabilities(logprobs=True, token_ids=True, tokenize=True, metrics=True, streaming=True)
+CAPABILITIES = Capabilities(logprobs=True, token_ids=True, tokenize=True, metrics=True, streaming=True,
+                            prompt_logprobs=True)
 SETTINGS: dict[str, str] = {
     "max_batch": "max-num-seqs", "attention_backend": "attention-backend",
     "prefix_cache": "enable-prefix-caching", "graphs": "enforce-eager", "compile": "compilation-config",

@@ -109,6 +109,7 @@ class RunMeta:
     planned_arms: list[str] | None = None
     explorer_branches: int | None = None
     sample_size: dict[str, Any] | None = None
+    rescore: bool | None = None  # protocol.rescore: answers re-scored as prompts (analysis/decode_prefill.py)
     written: dict[str, Any] = field(default_factory=dict, repr=False)  # run.json whole, to merge several's
 
     @classmethod

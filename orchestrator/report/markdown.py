@@ -14,7 +14,7 @@ from orchestrator.analysis.results import BASIS_WORDS, BatchCheck, Cell, Compari
 from orchestrator.analysis.stats import ALPHA
 from orchestrator.config.noise_floor import copy_name
 from orchestrator.errors import counted
-from orchestrator.report import control_md, cost_md, explorer_md, frontier_md, locate
+from orchestrator.report import control_md, cost_md, decode_prefill_md, explorer_md, frontier_md, locate
 from orchestrator.report.environment import markdown_section as environment_section
 from orchestrator.report.guard import markdown_section
 from orchestrator.report.headline import COMPARED_ON, compared_on, stopped_rate, unobserved
@@ -232,6 +232,7 @@ def details(report: StudyReport) -> list[str]:
             [c.arm, c.prompt_id, c.phase, _num(c.max_prompt_spread),
              _num(c.first_prompt_position_with_spread, "d"), _num(c.min_top1_agreement),
              _num(c.min_topk_overlap)] for c in positional])
+    out += decode_prefill_md.section(report.decode_prefill)
     quality = [c for c in result.cells if c.quality_note]
     if quality:
         out += ["## Answer quality (separate from repeatability)", ""]

@@ -57,8 +57,9 @@ def arm_lines(config: Config, arm: str, seconds: dict[tuple[str, str], float] | 
         series.is_series(p) for p in proto.phases.values()) else ""
     stop = f"; a cell ends once {proto.stop_after_divergences} diverged (protocol.stop_after_divergences)" \
         if proto.stop_after_divergences is not None else ""
+    rescore = ", then a re-score per distinct answer (protocol.rescore)" if proto.rescore else ""
     lines = [f"# arm {arm} requests:{most} {protocol.requests_per_arm(proto, prompts)} (1 cold, "
-             f"{proto.warmup_requests} warm-up, per cell of {counted(prompts, 'prompt')}: {cells}{stop})"]
+             f"{proto.warmup_requests} warm-up, per cell of {counted(prompts, 'prompt')}: {cells}{stop}){rescore}"]
     lines += [f"# arm {arm} {name}: {series.describe(p.load)}"
               for name, p in proto.phases.items() if series.is_series(p)]
     if seconds is None:

@@ -159,7 +159,7 @@ def _record_start(typed: Config, arms: dict[str, ResolvedArm], paths: RunPaths, 
                 "config_dirs": keep_config_dirs(paths, typed.config_dirs),
                 "expected_requests_per_arm": expected_requests(typed), "planned_arms": list(typed.arms),
                 "sample_size": protocol.sample_size(typed.protocol, len(typed.prompts.prompts)),
-                "near_tie_gap": typed.study.near_tie_gap,
+                "near_tie_gap": typed.study.near_tie_gap, **({"rescore": True} if typed.protocol.rescore else {}),
                 "explorer_branches": typed.study.explorer_branches, "host": socket.gethostname(),
                 "started": datetime.now(UTC).isoformat(timespec="seconds"), **(extra_meta or {})}
     atomic_write_text(paths.meta, json.dumps(meta, indent=2) + "\n")

@@ -48,7 +48,8 @@ def _verdicts(report: dict[str, Any], cell_fields: dict[tuple[str, str, str], se
             "schedules": [(s["arm"], s["prompt_id"], s["phase_a"], s["phase_b"], s["verdict"])
                           for s in report["schedules"]],
             "pooled": report.get("pooled"), "headline": headline, "gate": report["gate"], "guard": report.get("guard"),
-            "unobserved": report.get("unobserved"), "arms": [(a["arm"], a["status"]) for a in report["arms"]]}
+            "unobserved": report.get("unobserved"), "arms": [(a["arm"], a["status"]) for a in report["arms"]],
+            "decode_prefill": report.get("decode_prefill")}
 
 
 def test_every_committed_report_is_either_re_made_or_named_as_without_its_record() -> None:

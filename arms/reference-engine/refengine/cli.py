@@ -85,6 +85,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="a planted warm-up: batches begun before this many requests were served are slower")
     p.add_argument("--warmup-delay-ms", type=_non_negative_ms, default=0.0,
                    help="how much slower: every step of such a batch sleeps this much more")
+    p.add_argument("--decode-defect", action="store_true",
+                   help="a planted decode-only defect: decode steps' lm_head in bf16 split-K partials; prefill exact")
     p.add_argument("--log-level", default="INFO")
     p.add_argument("--list-knobs", action="store_true", help="print known flags and env vars as JSON and exit")
     p.set_defaults(ignored=[])
@@ -154,6 +156,7 @@ def config_from_args(ns: argparse.Namespace) -> EngineConfig:
         step_delay_ms=ns.step_delay_ms,
         warmup_slow_requests=ns.warmup_slow_requests,
         warmup_delay_ms=ns.warmup_delay_ms,
+        decode_defect=ns.decode_defect,
     )
 
 

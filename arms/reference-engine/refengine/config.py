@@ -36,6 +36,9 @@ class EngineConfig:
     # warmup_delay_ms more (a server that is slow at first, as a JIT-compiling or cache-filling one is)
     warmup_slow_requests: int = 0
     warmup_delay_ms: float = 0.0
+    # A planted decode-only defect: the decode steps' lm_head reduces in split-K partials rounded to bfloat16
+    # (model.py `decode_logits`), the prefill's does not, so re-scoring an answer as a prompt disagrees with it
+    decode_defect: bool = False
 
     @property
     def served_name(self) -> str:

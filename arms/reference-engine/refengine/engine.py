@@ -145,7 +145,8 @@ class Engine:
             toks = [torch.tensor([results[i].output_ids[-1]], dtype=torch.long) for i in active]
             hid = model.forward([caches[i] for i in active], toks, stacked, kp)
             self._step_delay()
-            lps = model.logits(hid, stacked)
+            # the planted decode-only defect: the decode steps' logits only (the first token is the prefill's)
+            lps = model.decode_logits(hid) if self.cfg.decode_defect else model.logits(hid, stacked)
             step_lp = {i: lp[0] for i, lp in zip(active, lps, strict=True)}
         self.tuner.after_batch()
         self.served += len(reqs)

@@ -27,6 +27,7 @@ INDEXER_DIM = 16
 INDEXER_LEVELS = 8  # coarse quantisation: dense ties at the top-k threshold
 QUERY_CHUNK = 512
 POS_STD = 0.7  # bounds the [heads, chunk, keys] score tensor during long prefills
+DEFECT_SPLITS = 8  # the planted decode-only defect's split-K partials (`decode_logits`)
 
 
 @dataclass
@@ -125,6 +126,19 @@ class TinyMoE:
             out = head(torch.cat(rows))
             return list(out.split([r.shape[0] for r in rows]))
         return [head(r) for r in rows]
+
+    def decode_logits(self, rows: list[torch.Tensor]) -> list[torch.Tensor]:
+        """The planted decode-only defect (--decode-defect): `logits` with the lm_head's reduction split in
+        DEFECT_SPLITS partials, each rounded to bfloat16 and summed last to first, as a split-K decode kernel
+        of lower precision would; the prefill path (`logits`) has no such step."""
+        x = torch.cat(rows)
+        step = D_MODEL // DEFECT_SPLITS
+        acc = torch.zeros(x.shape[0], VOCAB_SIZE, device=self.device, dtype=torch.bfloat16)
+        for s in reversed(range(DEFECT_SPLITS)):
+            part = x[:, s * step : (s + 1) * step] @ self.lm_head[:, s * step : (s + 1) * step].T
+            acc = acc + part.to(torch.bfloat16)
+        out = torch.log_softmax(acc.float() + self.lm_bias, dim=-1)
+        return list(out.split([r.shape[0] for r in rows]))
 
     def _forward_packed(
         self, caches: list[SeqCache], tokens: list[torch.Tensor], kp: KernelParams

@@ -9,16 +9,17 @@ from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
+from orchestrator.analysis import decode_prefill
 from orchestrator.analysis.stopping import StopRule
 from orchestrator.config.background import phase_backgrounds
-from orchestrator.config.schema import Config, PromptAs
+from orchestrator.config.schema import Config, Endpoint, PromptAs
 from orchestrator.record.paths import RunPaths
 from orchestrator.run.arm.launch import Launch, ResumePlan
 from orchestrator.run.prefetch import table_writer
 from orchestrator.run.progress import Progress
-from orchestrator.run.send import digests, prompt_length, protocol, starts
+from orchestrator.run.send import digests, prompt_length, protocol, rescore, starts
 from orchestrator.run.send.extension import WarmupExtension
-from orchestrator.run.send.sender import ProtocolSender, RunContext, Server
+from orchestrator.run.send.sender import GroupRule, ProtocolSender, RunContext, Server
 from orchestrator.run.send.series import SeriesRule
 from orchestrator.run.wire.client import CompletionClient
 from orchestrator.runtime.spec import Handle
@@ -78,6 +79,11 @@ async def send_arm(study: StudySend, launch: Launch, handle: Handle) -> int:
                                                engine.model(arm.engine_args, arm.command))
             sent = await prompt_length.exact(client, model, sent, wanted, engine, name, files)
         extra = dict(launch.resolved.request_extra)
+        # protocol.rescore: the distinct answers, re-scored after the phases (send/rescore.py), each answer with its
+        # token ids (vLLM's field, the reference and hooked engines': the templates of the reference engine omit it)
+        answers = rescore.Answers() if proto.rescore and not launch.start and decode_prefill.unobservable(
+            engine, (arm.endpoint or proto.endpoint) is Endpoint.chat) is None else None
+        extra = {**rescore.ASKED, **extra} if answers is not None else extra
         stop = None if proto.stop_after_divergences is None else StopRule(proto.stop_after_divergences)
         if launch.start:
             groups, stop = starts.requests(proto, model, sent, arm.endpoint, extra, engine), None
@@ -88,7 +94,8 @@ async def send_arm(study: StudySend, launch: Launch, handle: Handle) -> int:
                 groups = protocol.resent(groups, study.resume.groups[name], name, study.resume.attempt)
             study.progress.arm(name, dict(Counter(request.phase for group in groups for request in group)))
         # a series to saturation: its rates, its stop; a warm-up extended until steady: its further windows
-        rules = () if launch.start else (SeriesRule(proto), WarmupExtension(proto))
+        rules: tuple[GroupRule, ...] = () if launch.start else (SeriesRule(proto), WarmupExtension(proto),
+                                                                 *([answers] if answers else []))
         if study.resume is not None:
             for rule in (r for r in (stop, *rules) if r is not None):
                 rule.observe(study.resume.recorded.get(name, []))
@@ -100,6 +107,12 @@ async def send_arm(study: StudySend, launch: Launch, handle: Handle) -> int:
                           on_row=fetch.noting(None if launch.start else study.progress.row)) as writer:
             done = await ProtocolSender(study.context(launch), study.prompts, writer, server, hooks, stop,
                                         rules).send(client, groups)
+            if answers is not None and answers.seen:
+                again = await rescore.requests(client, answers, sent, proto, model, engine, extra)
+                study.progress.arm(name, {rescore.RESCORE: len(again)})
+                hooks.say(f"re-scoring {len(again)} distinct answers as prompts (protocol.rescore)")
+                done += await ProtocolSender(study.context(launch), study.prompts, writer, server,
+                                             hooks).send(client, again)
         launch.row["digests_note"] = await fetch.fetch(client, hooks.say)
         return done
     finally:
