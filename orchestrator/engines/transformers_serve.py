@@ -41,7 +41,7 @@ PROFILE = TransformersServeProfile(
     # Logprobs ignored, no token ids, no metrics, no trace; both endpoints stream (text deltas, no [DONE]).
     capabilities=Capabilities(streaming=True),
     settings={"attention_backend": "attn-implementation", "continuous_batching": "continuous-batching",
-              "graphs": "cb-use-cuda-graph", "compile": "compile", "quantization": "quantization"},
+              "cuda_graphs": "cb-use-cuda-graph", "compile": "compile", "quantization": "quantization"},
     knob_probe="transformers_knobs",  # the serve command's own click parameters
     env_prefixes=(),  # it documents no env names of its own: none is checked
     log_patterns={
