@@ -85,6 +85,11 @@ def build_parser() -> argparse.ArgumentParser:
                    help="a planted warm-up: batches begun before this many requests were served are slower")
     p.add_argument("--warmup-delay-ms", type=_non_negative_ms, default=0.0,
                    help="how much slower: every step of such a batch sleeps this much more")
+    p.add_argument("--cuda-graphs", action=argparse.BooleanOptionalAction, default=False,
+                   help="a simulated CUDA-graph capture of the decode step, with the seed's stale-step defect: each "
+                        "replay reads the previous step's tokens (default off)")
+    p.add_argument("--graph-sync-fix", action=argparse.BooleanOptionalAction, default=False,
+                   help="the defect's fix: a replay waits for its step's tokens (default off)")
     p.add_argument("--log-level", default="INFO")
     p.add_argument("--list-knobs", action="store_true", help="print known flags and env vars as JSON and exit")
     p.set_defaults(ignored=[])
@@ -154,6 +159,8 @@ def config_from_args(ns: argparse.Namespace) -> EngineConfig:
         step_delay_ms=ns.step_delay_ms,
         warmup_slow_requests=ns.warmup_slow_requests,
         warmup_delay_ms=ns.warmup_delay_ms,
+        cuda_graphs=ns.cuda_graphs,
+        graph_sync_fix=ns.graph_sync_fix,
     )
 
 

@@ -36,6 +36,10 @@ class EngineConfig:
     # warmup_delay_ms more (a server that is slow at first, as a JIT-compiling or cache-filling one is)
     warmup_slow_requests: int = 0
     warmup_delay_ms: float = 0.0
+    # A simulated CUDA-graph capture of the decode step (graphs.py), with the seed's stale-step defect: each
+    # replay reads its input buffer before the step's copy lands; graph_sync_fix: the replay waits for it
+    cuda_graphs: bool = False
+    graph_sync_fix: bool = False
 
     @property
     def served_name(self) -> str:
