@@ -10,6 +10,7 @@ from typing import Any
 import torch
 from refengine.engine import GenRequest, GenResult, OnToken, TokenLogprobs, generator, position_logprobs, sample
 
+from hookedengine import compiled
 from hookedengine.config import HookedConfig
 from hookedengine.digests import DigestStore, Recorder, StepLayout, Target
 
@@ -36,6 +37,8 @@ class HookedEngine:
     def _forward(self, ids: torch.Tensor, mask: torch.Tensor, pos: torch.Tensor, cache: Any) -> torch.Tensor:
         out = self.model(input_ids=ids.to(self.device), attention_mask=mask.to(self.device),
                          position_ids=pos.to(self.device), past_key_values=cache, use_cache=True)
+        if self.cfg.cuda_graphs:  # out of the graphs' pool, which the next replay overwrites
+            return compiled.keep(out.logits, cache)
         return out.logits  # type: ignore[no-any-return]
 
     def _run_group(self, reqs: list[GenRequest], group: list[int], results: list[GenResult],

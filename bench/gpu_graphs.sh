@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# CUDA graphs and torch.compile as variables on a GPU box with no Docker host (the lent H100/H200), through the
+# process runtime (issue 48): study hooked_graphs_compile, the hooked Transformers engine as local processes on
+# CUDA in bf16 on the random-weight small-llama (0.4 B, hidden 2048, 8 layers) that scripts/make-tiny-models.py makes
+# there; eager code (the baseline) against its forward replayed as CUDA graphs and against torch.compile: the
+# answers of each against eager, and the cost at a load point (the report's "What B costs against A"). Usage:
+#   bash bench/gpu_graphs.sh OUT_DIR
+#   (MODEL=small-llama, DEVICE=cuda, DTYPE=bfloat16, ENGINE_PYTHON=python3, EXTRA="..." more overrides;
+#   ORCHESTRATOR_VERB=plan shows the commands; on a CPU, DEVICE=cpu DTYPE=float32 MODEL=tiny-llama
+#   ENGINE_PYTHON=<the transformers-serve venv's python> EXTRA="~arms.graphs ~study.variables.graphs": CUDA graphs
+#   need a GPU, and the engine refuses them on a CPU in one line)
+# python3 must have torch (CUDA), transformers, hydra-core, pyarrow and httpx (hydra travels as wheels on PYTHONPATH,
+# docs/gpu-validation.md); the engine needs only torch and transformers.
+set -uo pipefail
+out=${1:?usage: gpu_graphs.sh OUT_DIR}
+export ORCHESTRATOR_CACHE_DIR=${ORCHESTRATOR_CACHE_DIR:-/tmp/orchestrator-cache}
+model=${MODEL:-small-llama}
+device=${DEVICE:-cuda}
+python3 scripts/make-tiny-models.py --out "$ORCHESTRATOR_CACHE_DIR/models" --models "$model" || exit 1
+overrides=()
+for arm in eager graphs compile; do
+  overrides+=("arms.$arm.python=${ENGINE_PYTHON:-python3}" "arms.$arm.engine_args.model=/models/$model"
+    "arms.$arm.engine_args.device=$device" "arms.$arm.engine_args.dtype=${DTYPE:-bfloat16}")
+  [ "$device" = cuda ] && overrides+=("arms.$arm.gpus=all")
+done
+# shellcheck disable=SC2086  # EXTRA's overrides are words
+python3 -m orchestrator "${ORCHESTRATOR_VERB:-run}" study=hooked_graphs_compile runtime.venv_on_path=false \
+  "hydra.run.dir=$out" "${overrides[@]}" ${EXTRA:-} 2>&1 | grep -v '^\[20' | grep -v '^\[.*\] [0-9]*/[0-9]* requests'
