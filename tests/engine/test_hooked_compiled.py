@@ -3,6 +3,8 @@ refused in one line where they cannot run, and the graphs' pool copied out of ea
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import pytest
 import torch
 from hookedengine import compiled
@@ -39,14 +41,8 @@ def test_the_modes_are_refused_in_one_line_where_they_cannot_run(graphs: bool, c
 
 
 def test_what_a_step_keeps_is_copied_out_of_the_pool() -> None:
-    class Layer:
-        def __init__(self) -> None:
-            self.keys, self.values = torch.ones(2), torch.zeros(2)
-
-    class Cache:
-        layers = [Layer()]
-
-    cache, logits = Cache(), torch.arange(3.0)
+    cache = SimpleNamespace(layers=[SimpleNamespace(keys=torch.ones(2), values=torch.zeros(2))])
+    logits = torch.arange(3.0)
     before = cache.layers[0].keys
     kept = compiled.keep(logits, cache)
     assert torch.equal(kept, logits) and kept.data_ptr() != logits.data_ptr()
