@@ -26,7 +26,9 @@ def test_each_profile_maps_graphs_and_compile_to_a_flag_of_its_own() -> None:
     assert not profile_for("reference").coupled  # its --enforce-eager is accepted and does nothing
     hooked = profile_for("transformers_hooked")
     assert (hooked.settings["cuda_graphs"], hooked.settings["compile"]) == ("cuda-graphs", "compile")
-    assert profile_for("transformers_serve").settings["cuda_graphs"] == "cb-use-cuda-graph"
+    serve = profile_for("transformers_serve")
+    assert serve.settings["cuda_graphs"] == "cb-use-cuda-graph" and "compile" not in serve.settings
+    assert serve.coupled["compile"] == ("cuda_graphs", "compile")  # static cache + reduce-overhead: both
     assert all("graphs" not in p.settings for p in ENGINES.values())  # the old name is gone everywhere
 
 
@@ -41,14 +43,13 @@ def test_a_setting_that_is_a_key_of_a_json_flag_reads_the_map_or_its_json_text()
     assert profile_for("transformers_hooked").setting({"no-cuda-graphs": True}, "cuda_graphs") is False
 
 
-def enforce_eager_ab(*more: str):  # type: ignore[no-untyped-def]
-    return load("study=vllm_cpu_max_num_seqs", "arms.seqs16.engine_args.max-num-seqs=1",
-                "arms.seqs16.engine_args.enforce-eager=false", "study.variables.seqs16=[engine_args.enforce-eager]",
-                *more)
-
-
-def test_an_ab_of_enforce_eager_is_said_to_move_two_variables_in_check_and_the_report() -> None:
-    checked = guard_declared.enforce_declared(enforce_eager_ab())
+@pytest.mark.parametrize("eager_off", [["arms.seqs16.engine_args.enforce-eager=false"],  # either spelling
+                                       ["~arms.seqs16.engine_args.enforce-eager",
+                                        "+arms.seqs16.engine_args.no-enforce-eager=true"]])
+def test_an_ab_of_enforce_eager_is_said_to_move_two_variables_in_check_and_the_report(eager_off: list[str]) -> None:
+    checked = guard_declared.enforce_declared(load(
+        "study=vllm_cpu_max_num_seqs", "arms.seqs16.engine_args.max-num-seqs=1", *eager_off,
+        "study.variables.seqs16=[engine_args.enforce-eager]"))
     [pair] = checked.pairs
     assert pair.verdict == SINGLE  # one leaf in config: still runs, not refused
     [said] = guard_declared.warnings(checked)
@@ -60,11 +61,9 @@ def test_an_ab_of_enforce_eager_is_said_to_move_two_variables_in_check_and_the_r
     assert GuardResult.from_json(GuardResult(declared=checked).to_json()).declared == checked  # guard.json keeps it
 
 
-@pytest.mark.parametrize("override", ["arms.seqs16.engine_args.enforce-eager=true",  # equal: no A/B of it
-                                      "+arms.seqs16.engine_args.no-enforce-eager=false"])
-def test_no_line_where_the_arms_run_the_coupled_flag_alike(override: str) -> None:
-    cfg = load("study=vllm_cpu_max_num_seqs", override)
-    assert not any("moves 2 variables" in w for w in guard_declared.warnings(guard_declared.declared_check(cfg)))
+def test_no_line_where_the_arms_run_the_coupled_flag_alike() -> None:
+    cfg = load("study=vllm_cpu_max_num_seqs")  # both arms eager: the A/B is max-num-seqs alone
+    assert guard_declared.warnings(guard_declared.declared_check(cfg)) == []
 
 
 def test_one_key_of_the_compilation_config_is_one_variable_with_no_line() -> None:

@@ -51,7 +51,9 @@ def compile_forward(model: torch.nn.Module, cuda_graphs: bool, compile: bool) ->
         return
     import torch._dynamo
 
-    torch._dynamo.config.recompile_limit = max(torch._dynamo.config.recompile_limit, RECOMPILE_LIMIT)
+    config = torch._dynamo.config
+    name = "recompile_limit" if hasattr(config, "recompile_limit") else "cache_size_limit"  # before torch 2.6
+    setattr(config, name, max(getattr(config, name), RECOMPILE_LIMIT))
     model.forward = torch.compile(model.forward, **kwargs)  # type: ignore[method-assign]
 
 
