@@ -47,3 +47,14 @@ def test_what_a_step_keeps_is_copied_out_of_the_pool() -> None:
     kept = compiled.keep(logits, cache)
     assert torch.equal(kept, logits) and kept.data_ptr() != logits.data_ptr()
     assert torch.equal(cache.layers[0].keys, before) and cache.layers[0].keys.data_ptr() != before.data_ptr()
+
+
+def test_graphs_torch_skipped_are_counted() -> None:
+    from torch._dynamo.utils import counters
+
+    before = compiled.graph_skips()
+    counters["inductor"]["cudagraph_skips"] += 2
+    try:
+        assert compiled.graph_skips() == before + 2
+    finally:
+        counters["inductor"]["cudagraph_skips"] -= 2

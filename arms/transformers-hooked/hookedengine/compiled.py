@@ -65,3 +65,12 @@ def keep(logits: torch.Tensor, cache: Any) -> torch.Tensor:
             if isinstance(value, torch.Tensor):
                 setattr(layer, name, value.clone())
     return logits.clone()
+
+
+def graph_skips() -> int:
+    """Compiled graphs torch ran without CUDA graphs (it says why only with TORCH_LOGS=perf_hints): a forward that
+    is partly eager code under --cuda-graphs, which the engine's log says once."""
+    from torch._dynamo.utils import counters
+
+    return int(counters["inductor"]["cudagraph_skips"])
+
