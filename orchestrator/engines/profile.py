@@ -13,6 +13,7 @@ overrides `argv`. Nothing here starts, execs or reads a server.
 from __future__ import annotations
 
 import dataclasses
+import json
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -29,8 +30,8 @@ SETTINGS = (
     "attention_backend",
     "continuous_batching",  # the switch, where the engine has one (vLLM always batches continuously)
     "prefix_cache",
-    "graphs",  # the switch of CUDA graph capture, either polarity (vLLM's enforce-eager turns it off)
-    "compile",  # the compilation switch or config
+    "cuda_graphs",  # CUDA graph capture of the forward: on, off, or unset (the engine's default)
+    "compile",  # torch.compile of the forward (vLLM: its compilation mode): on, off, or unset
     "quantization",
     "tensor_parallel", "pipeline_parallel", "data_parallel",
 )
@@ -83,8 +84,12 @@ class EngineProfile:
     names_model: bool = True  # requests carry `model`; False: the server answers with the one it loaded
     dialect: Dialect = field(default_factory=Dialect)
     capabilities: Capabilities = Capabilities()
-    # Neutral setting (SETTINGS) -> the engine's flag; a setting the engine has no flag for is absent.
+    # Neutral setting (SETTINGS) -> the engine's flag; a setting the engine has no flag for is absent. A key of
+    # a flag whose value is a JSON object is "FLAG.KEY" (vLLM's compilation-config.cudagraph_mode).
     settings: Mapping[str, str] = field(default_factory=dict)
+    # A flag that moves several neutral settings at once -> those settings (vLLM's enforce-eager turns off both
+    # CUDA graphs and torch.compile): an A/B that varies it varies all of them (guard/coupled.py says so).
+    coupled: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     # A switch set false is its flag with this prefix ({batch-invariant: false} -> --no-batch-invariant, as
     # argparse's BooleanOptionalAction spells it); so `no-batch-invariant: true` names the same flag.
     negated_prefix: str = "no-"
@@ -118,7 +123,8 @@ class EngineProfile:
 
     def argv(self, engine_args: Mapping[str, Any]) -> list[str]:
         """{seed: 0, enforce-eager: true, enable-prefix-caching: false} ->
-        ['--seed', '0', '--enforce-eager', '--no-enable-prefix-caching']; null omits a flag."""
+        ['--seed', '0', '--enforce-eager', '--no-enable-prefix-caching']; null omits a flag; a map is one JSON
+        value ({compilation-config: {mode: 0}} -> ['--compilation-config', '{"mode": 0}'])."""
         argv: list[str] = []
         for name, value in engine_args.items():
             if value is None:
@@ -130,6 +136,8 @@ class EngineProfile:
                 argv.append(f"--{self.negated_prefix}{flag.lstrip('-')}")
             elif isinstance(value, list | tuple):
                 argv += [flag, *map(str, value)]
+            elif isinstance(value, Mapping):
+                argv += [flag, json.dumps(value)]
             else:
                 argv += [flag, str(value)]
         return argv
@@ -176,9 +184,18 @@ class EngineProfile:
         return None
 
     def setting(self, engine_args: Mapping[str, Any], neutral: str) -> Any:
-        """A neutral setting's value as the arm's flags set it; None: not set, or no such flag here."""
-        flag = self.settings.get(neutral)
-        return None if flag is None else self.flag_value(engine_args, flag)
+        """A neutral setting's value as the arm's flags set it (a "FLAG.KEY" setting: that key of the flag's map or
+        JSON text); None: not set, or no such flag here."""
+        flag, _, key = self.settings.get(neutral, "").partition(".")
+        value = self.flag_value(engine_args, flag) if flag else None
+        if not key or value is None:
+            return value
+        if isinstance(value, str):
+            try:
+                value = json.loads(value)
+            except ValueError:
+                return None
+        return value.get(key) if isinstance(value, Mapping) else None
 
     def capacity(self, engine_args: Mapping[str, Any]) -> int | None:
         """Requests the engine runs at once, as the arm's flags set it; None: unknown (its default)."""

@@ -29,8 +29,11 @@ PROFILE = dataclasses.replace(
     endpoints=dataclasses.replace(vllm.ENDPOINTS, chat=None),  # completions only
     dialect=TracedDialect(),
     capabilities=dataclasses.replace(vllm.CAPABILITIES, trace=True),  # and it streams, as vLLM does
-    # its flags of vLLM's: no pipeline or data parallelism, no compilation config
-    settings={k: v for k, v in vllm.SETTINGS.items() if k not in ("pipeline_parallel", "data_parallel", "compile")},
+    # its flags of vLLM's (no pipeline or data parallelism, no compilation config), and its simulated graph
+    # capture (--cuda-graphs: the seed's stale-step defect, docs/mechanisms.md); its --enforce-eager does nothing
+    settings={**{k: v for k, v in vllm.SETTINGS.items() if k not in ("pipeline_parallel", "data_parallel", "compile")},
+              "cuda_graphs": "cuda-graphs"},
+    coupled={},
     knob_probe=None,  # its templates list knobs with the engine's own --list-knobs
     env_prefixes=("VLLM_", "REFENGINE_"),  # it reads vLLM's names for the mechanisms it models
     cache_args={**vllm.CACHE_ARGS, "autotune-cache-dir": "autotune"},

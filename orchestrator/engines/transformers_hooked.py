@@ -33,7 +33,7 @@ PROFILE = EngineProfile(
     dialect=reference.TracedDialect(),
     capabilities=dataclasses.replace(vllm.CAPABILITIES, trace=True, digests=True),
     settings={"max_batch": "max-num-seqs", "attention_backend": "attn-implementation",
-              "continuous_batching": "continuous-batching"},
+              "continuous_batching": "continuous-batching", "cuda_graphs": "cuda-graphs", "compile": "compile"},
     knob_probe=None,  # its templates list knobs with the engine's own --list-knobs
     env_prefixes=(),  # it reads no env names of its own: none is checked
     # Token ids in every answer, top-logprob keys as token ids (the reference engine's protocol, vLLM's fields)

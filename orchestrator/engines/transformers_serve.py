@@ -40,8 +40,12 @@ PROFILE = TransformersServeProfile(
     names_model=False,  # FORCE_MODEL: every request pinned to the model it loaded
     # Logprobs ignored, no token ids, no metrics, no trace; both endpoints stream (text deltas, no [DONE]).
     capabilities=Capabilities(streaming=True),
+    # cb-use-cuda-graph: CUDA graphs of continuous batching's own forward. Its --compile generates with a static cache
+    # and generate's own torch.compile, whose default mode is reduce-overhead (Inductor in CUDA graphs) on a GPU:
+    # it moves both (transformers' CompileConfig), so no setting is that flag alone
     settings={"attention_backend": "attn-implementation", "continuous_batching": "continuous-batching",
-              "graphs": "cb-use-cuda-graph", "compile": "compile", "quantization": "quantization"},
+              "cuda_graphs": "cb-use-cuda-graph", "quantization": "quantization"},
+    coupled={"compile": ("cuda_graphs", "compile")},
     knob_probe="transformers_knobs",  # the serve command's own click parameters
     env_prefixes=(),  # it documents no env names of its own: none is checked
     log_patterns={

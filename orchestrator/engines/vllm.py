@@ -45,10 +45,15 @@ CAPABILITIES = Capabilities(logprobs=True, token_ids=True, tokenize=True, metric
                             prompt_logprobs=True)
 SETTINGS: dict[str, str] = {
     "max_batch": "max-num-seqs", "attention_backend": "attention-backend",
-    "prefix_cache": "enable-prefix-caching", "graphs": "enforce-eager", "compile": "compilation-config",
+    "prefix_cache": "enable-prefix-caching",
+    # one key each of --compilation-config; --enforce-eager moves both (COUPLED; docs/vllm.md)
+    "cuda_graphs": "compilation-config.cudagraph_mode", "compile": "compilation-config.mode",
     "quantization": "quantization", "tensor_parallel": "tensor-parallel-size",
     "pipeline_parallel": "pipeline-parallel-size", "data_parallel": "data-parallel-size",
 }
+# vLLM's VllmConfig.__post_init__ (vllm/config/vllm.py): "Enforce eager set, disabling torch.compile and
+# CUDAGraphs. This is equivalent to setting -cc.mode=none -cc.cudagraph_mode=none"; -O0 sets both to none too.
+COUPLED = {"enforce-eager": ("cuda_graphs", "compile"), "optimization-level": ("cuda_graphs", "compile")}
 FLAG_ALIASES = {"tensor-parallel-size": ("tp",), "pipeline-parallel-size": ("pp",), "data-parallel-size": ("dp",),
                 "quantization": ("q",)}
 CACHE_ARGS = {"download-dir": "hugging_face"}
@@ -61,6 +66,7 @@ PROFILE = EngineProfile(
     dialect=VllmDialect(),
     capabilities=CAPABILITIES,
     settings=SETTINGS,
+    coupled=COUPLED,
     flag_aliases=FLAG_ALIASES,
     knob_probe="vllm_knobs",
     env_prefixes=("VLLM_",),

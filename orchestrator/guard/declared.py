@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 from orchestrator.config.arms import ResolvedArm, resolve_arms
 from orchestrator.config.catalog import line
 from orchestrator.errors import ConfigError, counted
-from orchestrator.guard import caches, held, overlap
+from orchestrator.guard import caches, coupled, held, overlap
 from orchestrator.guard.leaves import arm_leaves, describe_all, describe_extra, differences, matches, positive, show
 from orchestrator.guard.results import (
     ABSENT,
@@ -99,8 +99,10 @@ def declared_check(config: Config, arms: Mapping[str, ResolvedArm] | None = None
         unused = [d for d in declared if not any(matches(leaf, named[d]) for leaf in every_diff)]
         as_run = differences(arm_leaves(arms[baseline].arm, []), arm_leaves(arms[arm].arm, []))
         equal = [d for d in declared if d not in unused and not any(matches(leaf, named[d]) for leaf in as_run)]
+        several = [coupled.sentence(arm, baseline, leaf, moves, arm_config.engine)
+                   for leaf, moves in coupled.moved(diff, arm_config.engine).items()]
         pairs.append(DeclaredPair(arm, list(declared), diff, extra=extra, unused=unused, stand_in_equal=equal,
-                                  verdict=CONFOUNDED if extra else SINGLE))
+                                  coupled=several, verdict=CONFOUNDED if extra else SINGLE))
     return DeclaredCheck(checked=bool(study.variables), baseline=baseline, allow_confounded=study.allow_confounded,
                          pairs=pairs, not_in_study=[arm for arm in study.variables if arm not in config.arms],
                          shared_caches=shared_caches(config),
@@ -176,7 +178,7 @@ def warnings(declared: DeclaredCheck) -> list[str]:
     if declared.allow_confounded:
         found += [f"CONFOUNDED (allowed): arm '{p.arm}' also differs in {describe_extra(p)}"
                   for p in declared.pairs if p.verdict == CONFOUNDED]
-    found += declared.stand_in_sentences()
+    found += declared.stand_in_sentences() + declared.coupled_sentences()
     for cache in declared.shared_caches:
         if cache.flagged:
             found.append(f"shared cache {cache.dir} across arms that differ in "

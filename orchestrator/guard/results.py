@@ -29,6 +29,9 @@ class DeclaredPair(PairDifference):
     # declared, and different as configured, but made equal by the stand-in (stand_in=IMAGE replaces the image,
     # build, GPUs and mounts of every arm): what such an arm's A/B compares is the stand-in with itself
     stand_in_equal: list[str] = field(default_factory=list)
+    # one sentence per differing flag that moves several variables at once (--enforce-eager: CUDA graphs and
+    # torch.compile), guard/coupled.py: one leaf in config, not one variable
+    coupled: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -65,6 +68,10 @@ class DeclaredCheck:
                 + (", so their A/B compares the stand-in with itself (an A/A)"
                    if set(p.stand_in_equal) == set(p.declared or []) else "")
                 for p in self.pairs if p.stand_in_equal]
+
+    def coupled_sentences(self) -> list[str]:
+        """Each pair's flags that move several variables at once, said (guard/coupled.py)."""
+        return [said for p in self.pairs for said in p.coupled]
 
     @property
     def confounded(self) -> bool:

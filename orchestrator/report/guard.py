@@ -18,7 +18,7 @@ def headline(guard: GuardResult) -> str:
     if declared is None or not declared.checked:
         return ("Single-variable check: not declared (set study.variables to check that each arm changes "
                 "one thing)")
-    void = "".join(f". **But {v}**" for v in declared.stand_in_sentences())
+    void = "".join(f". **But {v}**" for v in declared.stand_in_sentences() + declared.coupled_sentences())
     if not declared.pairs:
         return f"Single-variable check: one arm ({base}), nothing to compare it with{void}"
     unknown = [f"{p.arm}: {', '.join(p.unknown)}" for p in (observed.pairs if observed else []) if p.verdict == UNKNOWN]

@@ -100,10 +100,12 @@ def test_tokenize_and_version_answer_where_the_profile_says_they_do(profile: Eng
 def test_neutral_settings_and_the_port_and_host_flags_are_flags_the_engines_listing_knows(
         profile: EngineProfile) -> None:
     assert set(profile.settings) <= set(SETTINGS)
+    assert all(set(moved) <= set(SETTINGS) and len(moved) > 1 for moved in profile.coupled.values())
     flags = listing(profile)
-    named = [*profile.settings.values(), profile.port_flag, profile.host_flag, profile.max_logprobs_flag]
+    named = [*(flag.partition(".")[0] for flag in profile.settings.values()), *profile.coupled,  # FLAG.KEY: FLAG
+             profile.port_flag, profile.host_flag, profile.max_logprobs_flag]
     if flags is None:  # nothing assumed of its flags
-        assert not profile.settings and profile.port_flag is None and profile.host_flag is None
+        assert not profile.settings and not profile.coupled and profile.port_flag is None and profile.host_flag is None
         return
     unknown = [flag for flag in named if flag is not None and f"--{flag}" not in flags]
     assert not unknown, f"{profile.name}: {unknown} are not in its listing"

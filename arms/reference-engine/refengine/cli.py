@@ -87,6 +87,11 @@ def build_parser() -> argparse.ArgumentParser:
                    help="how much slower: every step of such a batch sleeps this much more")
     p.add_argument("--decode-defect", action="store_true",
                    help="a planted decode-only defect: decode steps' lm_head in bf16 split-K partials; prefill exact")
+    p.add_argument("--cuda-graphs", action=argparse.BooleanOptionalAction, default=False,
+                   help="a simulated CUDA-graph capture of the decode step, with the seed's stale-step defect: each "
+                        "replay reads the previous step's tokens (default off)")
+    p.add_argument("--graph-sync-fix", action=argparse.BooleanOptionalAction, default=False,
+                   help="the defect's fix: a replay waits for its step's tokens (default off)")
     p.add_argument("--log-level", default="INFO")
     p.add_argument("--list-knobs", action="store_true", help="print known flags and env vars as JSON and exit")
     p.set_defaults(ignored=[])
@@ -157,6 +162,8 @@ def config_from_args(ns: argparse.Namespace) -> EngineConfig:
         warmup_slow_requests=ns.warmup_slow_requests,
         warmup_delay_ms=ns.warmup_delay_ms,
         decode_defect=ns.decode_defect,
+        cuda_graphs=ns.cuda_graphs,
+        graph_sync_fix=ns.graph_sync_fix,
     )
 
 

@@ -39,6 +39,10 @@ class EngineConfig:
     # A planted decode-only defect: the decode steps' lm_head reduces in split-K partials rounded to bfloat16
     # (model.py `decode_logits`), the prefill's does not, so re-scoring an answer as a prompt disagrees with it
     decode_defect: bool = False
+    # A simulated CUDA-graph capture of the decode step (graphs.py), with the seed's stale-step defect: each
+    # replay reads its input buffer before the step's copy lands; graph_sync_fix: the replay waits for it
+    cuda_graphs: bool = False
+    graph_sync_fix: bool = False
 
     @property
     def served_name(self) -> str:

@@ -12,6 +12,7 @@ import torch
 
 from refengine.autotune import Autotuner
 from refengine.config import EngineConfig
+from refengine.graphs import CapturedDecode
 from refengine.model import KernelParams, TinyMoE
 from refengine.tokenizer import EOS_ID
 
@@ -84,6 +85,7 @@ class Engine:
         self.model = model
         self.tuner = tuner
         self.served = 0  # requests whose batch has run: the planted warm-up's clock
+        self.graphs = CapturedDecode(cfg.graph_sync_fix) if cfg.cuda_graphs else None  # decode steps replayed
 
     def kernel_params(self) -> KernelParams:
         k_chunk, fused = self.tuner.kernel_choice()
@@ -142,7 +144,10 @@ class Engine:
             active = nxt
             if not active:
                 break
-            toks = [torch.tensor([results[i].output_ids[-1]], dtype=torch.long) for i in active]
+            inputs = [results[i].output_ids[-1] for i in active]
+            if self.graphs is not None:  # a captured graph's replay: what it reads (graphs.py)
+                inputs = self.graphs.replay_inputs(inputs)
+            toks = [torch.tensor([tok], dtype=torch.long) for tok in inputs]
             hid = model.forward([caches[i] for i in active], toks, stacked, kp)
             self._step_delay()
             # the planted decode-only defect: the decode steps' logits only (the first token is the prefill's)

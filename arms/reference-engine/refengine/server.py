@@ -78,6 +78,8 @@ def build_app(cfg: EngineConfig, log_startup: bool = True) -> App:
         )
         logger.info("Fused finalize: %s", "on" if cfg.fused_finalize else "off")
         logger.info("Batch invariant: %s", "on" if cfg.batch_invariant else "off")
+        logger.info("CUDA graphs: %s, graph sync fix: %s", "on (simulated capture of the decode step)"
+                    if cfg.cuda_graphs else "off", "on" if cfg.graph_sync_fix else "off")
         logger.info("Indexer budget: %d, top-k tie-break: %s", cfg.indexer_budget, cfg.topk_tiebreak)
         if cfg.decode_defect:  # said only when planted: a log without it reads as before
             logger.info("Planted decode-only defect: on")

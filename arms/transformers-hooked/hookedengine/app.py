@@ -15,7 +15,7 @@ from refengine.metrics import Metrics
 from refengine.scheduler import Scheduler
 from refengine.server import App, resolve_device
 
-from hookedengine import __version__
+from hookedengine import __version__, compiled
 from hookedengine.config import HookedConfig
 from hookedengine.digests import DigestStore
 from hookedengine.engine import HookedEngine
@@ -55,6 +55,9 @@ def build_app(cfg: HookedConfig) -> App:
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     device, dtype, desc = resolve_device(cfg)
+    if refused := compiled.refusal(cfg.cuda_graphs, cfg.compile, device, cfg.digests,
+                                   cfg.continuous_batching):
+        raise ValueError(refused)
     tok = AutoTokenizer.from_pretrained(cfg.model)
     model = AutoModelForCausalLM.from_pretrained(cfg.model, dtype=dtype,
                                                  attn_implementation=cfg.attn_implementation).to(device).eval()
@@ -77,6 +80,7 @@ def build_app(cfg: HookedConfig) -> App:
         scheduler = Scheduler(engine, metrics, cfg.max_num_seqs, cfg.batch_window_ms)
     if cfg.plant_batch_variant:
         plant_batch_variant(model, cfg.plant_batch_variant, lambda: engine.window)
+    compiled.compile_forward(model, cfg.cuda_graphs, cfg.compile)  # after the plant: it is compiled in
     scheduler.start()
     return App(cfg, engine, scheduler, metrics, tokenizer=tokenizer, owner="hookedengine", version=__version__,
                routes={"/v1/digests/": store.route(cfg.digest_head)})
@@ -91,3 +95,5 @@ def log_startup(cfg: HookedConfig, facts: dict[str, Any]) -> None:
     logger.info("Attention implementation: %s", cfg.attn_implementation)
     logger.info("Planted batch-variant module: %s", cfg.plant_batch_variant or "none")
     logger.info("Digests of flagged requests: %s", "on" if cfg.digests else "off")
+    logger.info("CUDA graphs: %s, torch.compile: %s", "on" if cfg.cuda_graphs else "off",
+                "on" if cfg.compile else "off")

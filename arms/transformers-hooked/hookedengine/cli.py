@@ -42,6 +42,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--continuous-batching", action=argparse.BooleanOptionalAction, default=False,
                    help="Transformers' continuous batching (paged KV cache, packed forwards) instead of a static batch "
                         "window; with --batch-invariant: one request per forward")
+    p.add_argument("--cuda-graphs", action=argparse.BooleanOptionalAction, default=False,
+                   help="the forward captured and replayed as CUDA graphs (a CUDA device; needs --no-digests; "
+                        "default off)")
+    p.add_argument("--compile", action=argparse.BooleanOptionalAction, default=False,
+                   help="torch.compile of the forward, Inductor's kernels (needs --no-digests; default off)")
     p.add_argument("--digest-head", type=int, default=8, help="first values kept per digest")
     p.add_argument("--digests", action=argparse.BooleanOptionalAction, default=True,
                    help="digest flagged requests (default on; off: no hooks ever, flagged requests served as others)")
@@ -61,6 +66,7 @@ def config_from_args(ns: argparse.Namespace) -> HookedConfig:
         batch_invariant=ns.batch_invariant, batch_window_ms=ns.batch_window_ms,
         attn_implementation=ns.attn_implementation, plant_batch_variant=ns.plant_batch_variant,
         digest_head=ns.digest_head, digests=ns.digests, continuous_batching=ns.continuous_batching,
+        cuda_graphs=ns.cuda_graphs, compile=ns.compile,
     )
 
 

@@ -5,13 +5,17 @@ its `generate` does), or, batch-invariant, each request alone. Flagged requests 
 from __future__ import annotations
 
 import contextlib
+import logging
 from typing import Any
 
 import torch
 from refengine.engine import GenRequest, GenResult, OnToken, TokenLogprobs, generator, position_logprobs, sample
 
+from hookedengine import compiled
 from hookedengine.config import HookedConfig
 from hookedengine.digests import DigestStore, Recorder, StepLayout, Target
+
+logger = logging.getLogger(__name__)
 
 
 class HookedEngine:
@@ -21,6 +25,7 @@ class HookedEngine:
         self.store = store
         self.recorder = Recorder(model, cfg.digest_head, store)
         self.window = 1  # requests in the current window: what a planted batch-variant module splits by
+        self.skips_said = False  # --cuda-graphs: whether the log said that torch ran a graph without them
 
     @torch.no_grad()  # not inference_mode: the hooks tell an unchanged tensor by its version counter
     def run_batch(self, reqs: list[GenRequest], on_token: OnToken | None = None) -> list[GenResult]:
@@ -36,6 +41,12 @@ class HookedEngine:
     def _forward(self, ids: torch.Tensor, mask: torch.Tensor, pos: torch.Tensor, cache: Any) -> torch.Tensor:
         out = self.model(input_ids=ids.to(self.device), attention_mask=mask.to(self.device),
                          position_ids=pos.to(self.device), past_key_values=cache, use_cache=True)
+        if self.cfg.cuda_graphs:  # out of the graphs' pool, which the next replay overwrites
+            if not self.skips_said and (skips := compiled.graph_skips()):
+                self.skips_said = True
+                logger.warning("CUDA graphs skipped for %d compiled graph(s): part of the forward runs without them "
+                               "(TORCH_LOGS=perf_hints says why)", skips)
+            return compiled.keep(out.logits, cache)
         return out.logits  # type: ignore[no-any-return]
 
     def _run_group(self, reqs: list[GenRequest], group: list[int], results: list[GenResult],
