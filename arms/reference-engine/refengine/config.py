@@ -36,6 +36,9 @@ class EngineConfig:
     # warmup_delay_ms more (a server that is slow at first, as a JIT-compiling or cache-filling one is)
     warmup_slow_requests: int = 0
     warmup_delay_ms: float = 0.0
+    # A prefix cache (refengine/prefix_cache.py): a prompt's kept block-aligned prefix is not prefilled again,
+    # and the rest of it runs another path, whose last bits differ from a cold prefill's
+    prefix_cache: bool = False
 
     @property
     def served_name(self) -> str:
