@@ -8,6 +8,7 @@ from typing import Any
 from orchestrator.analysis.attribution import Attribution
 from orchestrator.analysis.cost_results import CostReport
 from orchestrator.analysis.failures import ArmFailure
+from orchestrator.analysis.prefix_served import PrefixServed
 from orchestrator.analysis.results import ArmSummary, Comparison, WaveTime
 from orchestrator.guard.results import GuardResult
 from orchestrator.report.environment import Environment
@@ -36,6 +37,7 @@ class StudyReport:
     # Per arm, why its co-residency may go unseen, from its engine profile (report.md's "not observable")
     unobserved: dict[str, str] = field(default_factory=dict)
     cost: CostReport | None = None  # analysis/cost.py: starts, cost per load point, ratios, rates compared
+    prefix_cache: list[PrefixServed] = field(default_factory=list)  # analysis/prefix_served.py; [] where none said
 
     def to_json(self) -> dict[str, Any]:
         """report.json: the comparison's lists at the top level, the rest only where present."""
@@ -59,4 +61,6 @@ class StudyReport:
             out["sweep"] = self.sweep
         if self.cost is not None:
             out["cost"] = asdict(self.cost)
+        if self.prefix_cache:
+            out["prefix_cache"] = [{**asdict(p), "off_held": p.off_held} for p in self.prefix_cache]
         return out

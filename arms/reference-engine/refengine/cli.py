@@ -27,6 +27,8 @@ IGNORED_VALUE_FLAGS = (
 )
 IGNORED_BOOL_FLAGS = (
     "--enforce-eager",
+    "--enable-prompt-tokens-details",  # its usage always says the prompt tokens its prefix cache served
+    "--no-enable-prompt-tokens-details",
     "--trust-remote-code",
     "--disable-log-stats",
     "--async-scheduling",
