@@ -123,8 +123,8 @@ class Engine:
         for r, res, cache in zip(reqs, results, caches, strict=True):
             if prefix is not None and r.prompt_logprobs is None:  # prompt logprobs need every position computed
                 res.cached_tokens = prefix.serve(r.prompt_ids, cache)
-        prompts = [torch.tensor(r.prompt_ids[res.cached_tokens:], dtype=torch.long) for r, res in zip(reqs, results,
-                                                                                                   strict=True)]
+        prompts = [torch.tensor(r.prompt_ids[res.cached_tokens:], dtype=torch.long)
+                   for r, res in zip(reqs, results, strict=True)]
         hidden = model.forward(caches, prompts, stacked, kp)
         if prefix is not None:
             for r, cache in zip(reqs, caches, strict=True):
