@@ -62,6 +62,14 @@ class PromptAs(str, Enum):
     token_ids = "token_ids"  # tokenized once per arm by its server's /tokenize, then sent as ids (completions)
 
 
+class FlushPrefixCache(str, Enum):
+    """When the engine's prefix cache is emptied (its profile's reset route, POST /reset_prefix_cache)."""
+
+    never = "never"
+    between_requests = "between_requests"  # before every request (a concurrent batch: before the batch)
+    between_phases = "between_phases"  # before the first request of each phase
+
+
 class Endpoint(str, Enum):
     completions = "completions"  # /v1/completions: prompt text, logprobs=k
     chat = "chat"  # /v1/chat/completions: one user message, logprobs=true, top_logprobs=k
@@ -205,6 +213,9 @@ class ProtocolConfig:
     # None: grows with the work a request may wait behind (run/send/protocol.py `request_timeout_s`); `plan` prints it
     request_timeout_s: float | None = None
     significant_digits: int = 12  # precision of top-logprob signatures
+    # Empty the engine's prefix cache so that no request is served a prefix another left (docs/usage.md); an
+    # engine without a reset route is refused by `check`
+    flush_prefix_cache: FlushPrefixCache = FlushPrefixCache.never
     # Sample size from the claim (docs/usage.md): the measured requests of every cell (prompt x phase), the
     # fewest whose zero-divergence 95 % upper bound is at most this (0.01 -> 299). It overrides a sequential
     # phase's repeats; a concurrent phase keeps its batch size (repeats) and gets ceil(n / repeats) batches.

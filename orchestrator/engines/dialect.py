@@ -18,6 +18,9 @@ class ParsedCompletion:
     finish_reason: str | None = None
     prompt_tokens: int | None = None
     completion_tokens: int | None = None
+    # usage.prompt_tokens_details.cached_tokens: how many prompt tokens the engine's prefix cache served (vLLM
+    # says it with --enable-prompt-tokens-details, the reference engine always); None: the answer does not say
+    cached_prompt_tokens: int | None = None
     token_ids: list[int] | None = None
     tokens: list[str] | None = None
     token_logprobs: list[float] | None = None
@@ -122,6 +125,10 @@ def _parse_usage(usage: Any, out: ParsedCompletion) -> None:
         for key in ("prompt_tokens", "completion_tokens"):
             with contextlib.suppress(TypeError):  # usage is informative only
                 setattr(out, key, int64(usage.get(key)))
+        details = usage.get("prompt_tokens_details")
+        if isinstance(details, dict):
+            with contextlib.suppress(TypeError):
+                out.cached_prompt_tokens = int64(details.get("cached_tokens"))
 
 
 def _parse_logprobs(logprobs: dict[str, Any], out: ParsedCompletion) -> None:

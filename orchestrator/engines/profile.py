@@ -50,6 +50,8 @@ class Endpoints:
     metrics: str | None = None  # Prometheus text, read during concurrent batches
     # GET -> one flagged request's activation digests, "{request_id}" the answer's id (run/send/digests.py)
     digests: str | None = None
+    # POST -> its prefix cache emptied (vLLM's /reset_prefix_cache): protocol.flush_prefix_cache sends it
+    reset_prefix_cache: str | None = None
 
     def overridden(self, health: str | None, metrics: str | None) -> Endpoints:
         """With the arm's own `health_path` and `metrics_path` where it sets them (None: the profile's; a
@@ -114,6 +116,12 @@ class EngineProfile:
     # flagged requests' digests it keeps (the oldest go first): fetched after each phase (run/send/digests.py)
     digests_flag: str | None = None
     digest_capacity: int | None = None
+    # The switch under which its usage says how many prompt tokens its prefix cache served, and says it only where
+    # some were (vLLM's enable-prompt-tokens-details): with it on, an answer that says nothing had none. None: it
+    # says so always (the reference engine), or never
+    cached_tokens_flag: str | None = None
+    # Env the arm must set for the engine to serve its endpoints.reset_prefix_cache (vLLM: only in dev mode)
+    reset_prefix_cache_env: Mapping[str, str] = field(default_factory=dict)
     # Distributions whose versions are the engine's own (the matrix key's engine part; guard/fingerprint.py).
     packages: tuple[str, ...] = ()
     # What the engine's own command runs: its top-level modules (`python -m vllm.entrypoints...`) and programs

@@ -29,7 +29,9 @@ LOG_PATTERNS: dict[str, str] = {
 PROFILE = EngineProfile(
     name="transformers_hooked",
     description="the project's hooked Transformers engine (arms/transformers-hooked): per-module digests",
-    endpoints=dataclasses.replace(vllm.ENDPOINTS, chat=None, digests="/v1/digests/{request_id}"),
+    # no prefix cache: no reset route, no prefix_cache setting (every prompt prefilled whole)
+    endpoints=dataclasses.replace(vllm.ENDPOINTS, chat=None, digests="/v1/digests/{request_id}",
+                                  reset_prefix_cache=None),
     dialect=reference.TracedDialect(),
     capabilities=dataclasses.replace(vllm.CAPABILITIES, trace=True, digests=True),
     settings={"max_batch": "max-num-seqs", "attention_backend": "attn-implementation",

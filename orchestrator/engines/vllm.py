@@ -23,6 +23,8 @@ LOG_PATTERNS: dict[str, str] = {
     "autotune_entry_finalize": r"Loaded autotune entry tuned for finalize=(\w+)",
     "max_model_len": r"Using max model len (\d+)",
     "speculative": r"speculative_config=(None|\w+\([^)]*\))",  # vLLM's engine config line; None: off
+    # vLLM's engine config line (True/False); the reference engine's own line (on/off)
+    "prefix_cache": r"(?:enable_prefix_caching=|Prefix caching: )(True|False|on|off)\b",
 }
 
 
@@ -40,7 +42,8 @@ class VllmDialect(Dialect):
         return None
 
 
-ENDPOINTS = Endpoints(tokenize="/tokenize", version="/version", metrics="/metrics")
+ENDPOINTS = Endpoints(tokenize="/tokenize", version="/version", metrics="/metrics",
+                      reset_prefix_cache="/reset_prefix_cache")
 CAPABILITIES = Capabilities(logprobs=True, token_ids=True, tokenize=True, metrics=True, streaming=True,
                             prompt_logprobs=True)
 SETTINGS: dict[str, str] = {
@@ -80,6 +83,9 @@ PROFILE = EngineProfile(
     running_metric="vllm:num_requests_running",
     max_logprobs_flag="max-logprobs",
     default_max_logprobs=20,
+    # its /reset_prefix_cache is served only in its dev mode (vllm/entrypoints: VLLM_SERVER_DEV_MODE)
+    reset_prefix_cache_env={"VLLM_SERVER_DEV_MODE": "1"},
+    cached_tokens_flag="enable-prompt-tokens-details",
     packages=("vllm",),
     modules=("vllm",),
     programs=("vllm",),

@@ -9,9 +9,9 @@ import pyarrow as pa
 # 2: request_id, attempt, role (responses), attempt (arms); 3: probes' op columns, placement (arms);
 # 4: probes' image_id; 5: load points (responses: scheduled_ns .. offered_rate_per_s, start; arms: start,
 # model, memory peaks); 6: the digests table (per-module activation digests of flagged requests), arms'
-# digests_note; 7: responses' error_kind, arms' engine (the one that answered); 8: responses' prefix_seen.
-# Older parts read with nulls.
-SCHEMA_VERSION = "8"
+# digests_note; 7: responses' error_kind, arms' engine (the one that answered); 8: responses' prefix_seen;
+# 9: responses' cached_prompt_tokens. Older parts read with nulls.
+SCHEMA_VERSION = "9"
 
 _TOP = pa.struct([("token", pa.string()), ("logprob", pa.float64())])
 _PROMPT_TOP = pa.struct([("token_id", pa.int64()), ("token", pa.string()), ("logprob", pa.float64()),
@@ -55,6 +55,9 @@ RESPONSES = pa.schema([
     ("offered_rate_per_s", pa.float64()),  # its rate; null: a closed loop
     ("start", pa.int64()),  # study.starts: which start of the arm (0: the one that runs the protocol)
     ("prefix_seen", pa.bool_()),  # a load window's: its prompt's start was sent before in the window; null elsewhere
+    # the engine's word: prompt tokens its prefix cache served (usage.prompt_tokens_details.cached_tokens); null:
+    # it does not say
+    ("cached_prompt_tokens", pa.int64()),
 ])
 
 LOGS = pa.schema([

@@ -15,6 +15,7 @@ from orchestrator.analysis.cost_results import CostReport
 from orchestrator.analysis.decode_prefill import decode_prefill
 from orchestrator.analysis.explorer import MAX_BRANCHES
 from orchestrator.analysis.failures import arm_failures
+from orchestrator.analysis.prefix_served import prefix_served
 from orchestrator.analysis.results import Comparison, WaveTime
 from orchestrator.config.catalog import line
 from orchestrator.errors import ConfigError, RecordError
@@ -59,7 +60,8 @@ def build(recorded: Recorded) -> StudyReport:
                          summary=headline.summary(comparison),
                          gate=gate_verdict(comparison, meta.gate), environment=environment(recorded),
                          timings_s=meta.timings_s or {}, waves=wave_times(recorded), incomplete=missing,
-                         unobserved=why, cost=costs, decode_prefill=decode_prefill(recorded))
+                         unobserved=why, cost=costs, decode_prefill=decode_prefill(recorded),
+                         prefix_cache=prefix_served(recorded))
     shown = {**report.to_json(), "front": front(report)}  # report.md's first lines, for `show`
     atomic_write_text(paths.report_json, json.dumps(shown, indent=2, sort_keys=True, allow_nan=False) + "\n")
     atomic_write_text(paths.report_md, markdown(report))

@@ -14,7 +14,15 @@ from orchestrator.analysis.results import BASIS_WORDS, BatchCheck, Cell, Compari
 from orchestrator.analysis.stats import ALPHA
 from orchestrator.config.noise_floor import copy_name
 from orchestrator.errors import counted
-from orchestrator.report import control_md, cost_md, decode_prefill_md, explorer_md, frontier_md, locate
+from orchestrator.report import (
+    control_md,
+    cost_md,
+    decode_prefill_md,
+    explorer_md,
+    frontier_md,
+    locate,
+    prefix_cache_md,
+)
 from orchestrator.report.environment import markdown_section as environment_section
 from orchestrator.report.guard import markdown_section
 from orchestrator.report.headline import COMPARED_ON, compared_on, stopped_rate, unobserved
@@ -246,6 +254,7 @@ def details(report: StudyReport) -> list[str]:
         out += _table(["arm", "prompt", "phase", "cold matches warm"], [
             [c.arm, c.prompt_id, c.phase,
              {True: "yes", False: "**no**", None: "not comparable"}[c.matches_warm]] for c in result.cold])
+    out += prefix_cache_md.section(report.prefix_cache)
     parity = f"Parity with the baseline `{report.baseline}`" if report.baseline else "Parity of arm pairs"
     checks: tuple[tuple[str, Sequence[Divergence], tuple[str, ...]], ...] = (
         ("Schedules within an arm", result.schedules, ("arm", "phase_a", "phase_b")),

@@ -9,6 +9,7 @@ from orchestrator.analysis.attribution import Attribution
 from orchestrator.analysis.cost_results import CostReport
 from orchestrator.analysis.decode_prefill import DecodePrefill
 from orchestrator.analysis.failures import ArmFailure
+from orchestrator.analysis.prefix_served import PrefixServed
 from orchestrator.analysis.results import ArmSummary, Comparison, WaveTime
 from orchestrator.guard.results import GuardResult
 from orchestrator.report.environment import Environment
@@ -38,6 +39,7 @@ class StudyReport:
     unobserved: dict[str, str] = field(default_factory=dict)
     cost: CostReport | None = None  # analysis/cost.py: starts, cost per load point, ratios, rates compared
     decode_prefill: DecodePrefill | None = None  # protocol.rescore: each cell's decode against its prefill
+    prefix_cache: list[PrefixServed] = field(default_factory=list)  # analysis/prefix_served.py; [] where none said
 
     def to_json(self) -> dict[str, Any]:
         """report.json: the comparison's lists at the top level, the rest only where present."""
@@ -63,4 +65,6 @@ class StudyReport:
             out["cost"] = asdict(self.cost)
         if self.decode_prefill is not None:
             out["decode_prefill"] = self.decode_prefill.to_json()
+        if self.prefix_cache:
+            out["prefix_cache"] = [{**asdict(p), "off_held": p.off_held} for p in self.prefix_cache]
         return out

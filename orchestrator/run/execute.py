@@ -18,7 +18,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from orchestrator.config import resolve_prompts, workload
+from orchestrator.config import prefix_flush, resolve_prompts, workload
 from orchestrator.config.arms import ResolvedArm
 from orchestrator.config.schema import Config
 from orchestrator.config.security import OWN_CONFIG_ALLOW
@@ -169,7 +169,8 @@ def _record_start(typed: Config, arms: dict[str, ResolvedArm], paths: RunPaths, 
     declared = guard_declared.declared_check(typed, arms)  # before anything starts (docs/guard.md)
     guard = GuardResult(declared=declared, knobs=knobs)
     guard_observed.write(paths, guard)
-    for line in [*guard_declared.warnings(declared), *guard_knobs.warnings(knobs), *workload.warnings(typed)]:
+    for line in [*guard_declared.warnings(declared), *guard_knobs.warnings(knobs), *workload.warnings(typed),
+                 *prefix_flush.warnings(typed, arms)]:
         print(f"warning: {line}", file=sys.stderr)
     return meta, guard
 

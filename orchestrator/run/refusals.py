@@ -19,7 +19,7 @@ from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
 
-from orchestrator.config import engine_rules
+from orchestrator.config import engine_rules, prefix_flush
 from orchestrator.config.arms import ResolvedArm, missing_executables, resolve_arms, runtime_for
 from orchestrator.config.catalog import line
 from orchestrator.config.compose import compose_collecting, typed_collecting
@@ -126,7 +126,8 @@ def config_check(typed: Config, allow: list[str] | None = None, how_to_allow: st
     if any(arm.engine not in ENGINES for arm in typed.arms.values()) or runtime_kind_problems(typed):
         return ConfigCheck(found, {})  # nothing to resolve an arm with
     arms = resolve_arms(typed)
-    return ConfigCheck(found or [*engine_rules.problems(typed, arms), *digests.capacity_problems(typed, arms),
+    return ConfigCheck(found or [*engine_rules.problems(typed, arms), *prefix_flush.problems(typed, arms),
+                                 *digests.capacity_problems(typed, arms),
                                  *guard_declared.problems(typed, arms), *missing_executables(arms)], arms)
 
 

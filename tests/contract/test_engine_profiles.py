@@ -44,7 +44,8 @@ def listing(profile: EngineProfile) -> set[str] | None:
 @pytest.mark.parametrize("profile", PROFILES)
 def test_every_endpoint_is_a_path_or_absent(profile: EngineProfile) -> None:
     paths = vars(profile.endpoints)
-    assert paths.keys() == {"health", "completions", "chat", "models", "tokenize", "version", "metrics", "digests"}
+    assert paths.keys() == {"health", "completions", "chat", "models", "tokenize", "version", "metrics", "digests",
+                           "reset_prefix_cache"}
     assert all(path is None or (path.startswith("/") and " " not in path) for path in paths.values()), paths
     assert profile.endpoints.health and profile.endpoints.completions  # readiness, and the requests of a study
 

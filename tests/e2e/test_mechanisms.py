@@ -150,3 +150,25 @@ def test_position_parity_locates_the_budget_onset(tmp_path: Path) -> None:
             assert b["split"] in e["window_positions"]
             if b["flip"] is not None:
                 assert b["split_kind"] == "logprob" and b["split"] < b["flip"]["position"] in e["window_positions"]
+
+
+def test_prefix_cache_first_request_differs_from_its_repeats_and_a_flush_makes_every_repeat_identical(
+        tmp_path: Path) -> None:
+    """The seed's uncontrolled prefix-cache exclusion: with the cache on, a prompt's first request is prefilled
+    cold and its repeats from the cache (another path), so the cold request (capital) matches no warm one and the
+    count cell, whose first measured request is its prompt's first, holds two signatures; the answers' usage says
+    which were served from the cache. Off, or flushed before every request, every repeat is identical."""
+    report = run_study(tmp_path / "on", "study=prefix_cache")
+    assert distinct(report, "cached", "count") == 2 and not cold_matches(report, "cached")
+    assert distinct(report, "uncached", "capital") == distinct(report, "uncached", "count") == 1
+    assert cold_matches(report, "uncached")
+    served = {row["arm"]: row for row in report["prefix_cache"]}
+    assert served["cached"]["served"] == 15 and served["cached"]["off_held"] is False  # all but count's first
+    assert served["uncached"]["served"] == 0 and served["uncached"]["off_held"] is True
+    assert (report["facts"]["cached"]["prefix_cache"], report["facts"]["uncached"]["prefix_cache"]) == ("on", "off")
+
+    flushed = run_study(tmp_path / "flushed", "study=prefix_cache", "protocol.flush_prefix_cache=between_requests")
+    for arm in ("cached", "uncached"):
+        assert distinct(flushed, arm, "capital") == distinct(flushed, arm, "count") == 1
+        assert cold_matches(flushed, arm)
+    assert [row["served"] for row in flushed["prefix_cache"]] == [0, 0]

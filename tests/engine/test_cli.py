@@ -21,7 +21,7 @@ def test_defaults(monkeypatch) -> None:
     cfg, ns, unknown, parser = _cfg([])
     assert not cfg.fused_finalize and cfg.batch_invariant and cfg.indexer_budget == 2048
     assert cfg.topk_tiebreak == "stable" and cfg.moe_backend == "auto" and cfg.resolved_backend == "flashinfer_cutlass"
-    assert cfg.autotune_cache_dir is None and ns.port == 8000 and ns.host == "0.0.0.0"
+    assert cfg.autotune_cache_dir is None and ns.port == 8000 and ns.host == "0.0.0.0" and not cfg.prefix_cache
     assert cli.non_default_args(parser, ns) == {} and unknown == []
 
 
@@ -34,8 +34,8 @@ def test_vllm_style_command_line(monkeypatch) -> None:
             "--frobnicate", "7", "--weird=1"]
     cfg, ns, unknown, parser = _cfg(argv)
     assert cfg.model == "Qwen/Qwen3-30B" and cfg.served_name == "q" and not cfg.batch_invariant
-    assert cfg.moe_backend == "flashinfer_cutlass"
-    assert ns.ignored[:3] == ["--gpu-memory-utilization 0.85", "--enforce-eager", "--no-enable-prefix-caching"]
+    assert cfg.moe_backend == "flashinfer_cutlass" and not cfg.prefix_cache
+    assert ns.ignored[:2] == ["--gpu-memory-utilization 0.85", "--enforce-eager"]  # prefix caching is a switch
     assert "-tp 1" in ns.ignored and "-q fp8" in ns.ignored
     assert unknown == ["--frobnicate", "7", "--weird=1"]
     nd = cli.non_default_args(parser, ns)

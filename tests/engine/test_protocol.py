@@ -77,7 +77,8 @@ def _complete(body):
 def test_response_shape_with_logprobs() -> None:
     _, r = _complete({"prompt": "Hello there", "max_tokens": 5, "temperature": 0, "logprobs": 3})
     assert r["object"] == "text_completion" and r["model"] == "tiny" and r["id"].startswith("cmpl-")
-    assert r["usage"] == {"prompt_tokens": 11, "completion_tokens": 5, "total_tokens": 16}
+    assert r["usage"] == {"prompt_tokens": 11, "completion_tokens": 5, "total_tokens": 16,
+                          "prompt_tokens_details": {"cached_tokens": 0}}  # no prefix cache: none cached
     (c,) = r["choices"]
     assert c["index"] == 0 and c["finish_reason"] == "length" and c["stop_reason"] is None
     assert c["prompt_logprobs"] is None and "token_ids" not in c

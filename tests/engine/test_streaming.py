@@ -70,7 +70,7 @@ def test_a_streamed_answer_parses_as_the_unstreamed_one(ports, usage: bool) -> N
     assert streamed.endswith(b"data: [DONE]\n\n")
     want = _fields(plain)
     if not usage:  # usage comes only with include_usage, as in vLLM
-        want.update(prompt_tokens=None, completion_tokens=None)
+        want.update(prompt_tokens=None, completion_tokens=None, cached_prompt_tokens=None)
     assert _fields(streamed) == want and not want["problems"]
     assert want["prompt_logprobs"] and len(want["tokens"]) == 12
     assert reference.PROFILE.parse(streamed).server_steps is not None

@@ -27,8 +27,8 @@ IGNORED_VALUE_FLAGS = (
 )
 IGNORED_BOOL_FLAGS = (
     "--enforce-eager",
-    "--enable-prefix-caching",
-    "--no-enable-prefix-caching",
+    "--enable-prompt-tokens-details",  # its usage always says the prompt tokens its prefix cache served
+    "--no-enable-prompt-tokens-details",
     "--trust-remote-code",
     "--disable-log-stats",
     "--async-scheduling",
@@ -73,6 +73,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="MoE finalize with atomics-like order (default off; env REFENGINE_FUSED_FINALIZE)")
     p.add_argument("--batch-invariant", action=argparse.BooleanOptionalAction, default=None,
                    help="per-sequence linear layers (default on; env VLLM_BATCH_INVARIANT)")
+    p.add_argument("--enable-prefix-caching", dest="prefix_cache", action=argparse.BooleanOptionalAction,
+                   default=False, help="serve a prompt's kept block-aligned prefix from the cache (default off)")
     p.add_argument("--indexer-budget", type=int, default=2048)
     p.add_argument("--topk-tiebreak", choices=("stable", "random"), default="stable")
     p.add_argument("--moe-backend", choices=MOE_BACKENDS, default="auto")
@@ -164,6 +166,7 @@ def config_from_args(ns: argparse.Namespace) -> EngineConfig:
         decode_defect=ns.decode_defect,
         cuda_graphs=ns.cuda_graphs,
         graph_sync_fix=ns.graph_sync_fix,
+        prefix_cache=ns.prefix_cache,
     )
 
 

@@ -43,6 +43,9 @@ class EngineConfig:
     # replay reads its input buffer before the step's copy lands; graph_sync_fix: the replay waits for it
     cuda_graphs: bool = False
     graph_sync_fix: bool = False
+    # A prefix cache (refengine/prefix_cache.py): a prompt's kept block-aligned prefix is not prefilled again,
+    # and the rest of it runs another path, whose last bits differ from a cold prefill's
+    prefix_cache: bool = False
 
     @property
     def served_name(self) -> str:

@@ -14,6 +14,7 @@ from refengine.autotune import Autotuner
 from refengine.config import EngineConfig
 from refengine.graphs import CapturedDecode
 from refengine.model import KernelParams, TinyMoE
+from refengine.prefix_cache import PrefixCache
 from refengine.tokenizer import EOS_ID
 
 
@@ -47,6 +48,7 @@ class GenResult:
     prompt_logprobs: list[TokenLogprobs | None] | None = None
     finish_reason: str = "length"
     batch_size: int = 1
+    cached_tokens: int = 0  # of its prompt, served from the prefix cache (usage.prompt_tokens_details)
 
 
 # Called as each token is sampled: (index in the batch, its result so far, whether the sequence is finished).
@@ -86,6 +88,7 @@ class Engine:
         self.tuner = tuner
         self.served = 0  # requests whose batch has run: the planted warm-up's clock
         self.graphs = CapturedDecode(cfg.graph_sync_fix) if cfg.cuda_graphs else None  # decode steps replayed
+        self.prefix_cache = PrefixCache() if cfg.prefix_cache else None
 
     def kernel_params(self) -> KernelParams:
         k_chunk, fused = self.tuner.kernel_choice()
@@ -96,6 +99,10 @@ class Engine:
             indexer_budget=self.cfg.indexer_budget,
             topk_tiebreak=self.cfg.topk_tiebreak,
         )
+
+    def reset_prefix_cache(self) -> int:
+        """Empty the prefix cache (POST /reset_prefix_cache); returns the blocks it held (0: none, or off)."""
+        return 0 if self.prefix_cache is None else self.prefix_cache.reset()
 
     def _step_delay(self) -> None:
         """The planted cost (--step-delay-ms): every engine step takes that much longer, nothing else changes;
@@ -114,8 +121,16 @@ class Engine:
         results = [GenResult(batch_size=len(reqs)) for _ in reqs]
         gens = [generator(r) for r in reqs]
         caches = [model.new_cache(len(r.prompt_ids), r.max_tokens, kp.indexer_budget) for r in reqs]
-        prompts = [torch.tensor(r.prompt_ids, dtype=torch.long) for r in reqs]
+        prefix = self.prefix_cache
+        for r, res, cache in zip(reqs, results, caches, strict=True):
+            if prefix is not None and r.prompt_logprobs is None:  # prompt logprobs need every position computed
+                res.cached_tokens = prefix.serve(r.prompt_ids, cache)
+        prompts = [torch.tensor(r.prompt_ids[res.cached_tokens:], dtype=torch.long)
+                   for r, res in zip(reqs, results, strict=True)]
         hidden = model.forward(caches, prompts, stacked, kp)
+        if prefix is not None:
+            for r, cache in zip(reqs, caches, strict=True):
+                prefix.keep(r.prompt_ids, cache)
         self._step_delay()
         # Last-position logits take the same path whether or not prompt logprobs are requested.
         last = model.logits([h[-1:] for h in hidden], stacked)

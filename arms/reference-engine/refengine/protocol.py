@@ -241,9 +241,13 @@ def build_response(
         choice["prompt_token_ids"] = list(req.prompt_ids)
         choice["token_ids"] = list(res.output_ids)
         body["prompt_token_ids"] = list(req.prompt_ids)
-    body["usage"] = {
-        "prompt_tokens": len(req.prompt_ids),
-        "completion_tokens": len(res.output_ids),
-        "total_tokens": len(req.prompt_ids) + len(res.output_ids),
-    }
+    body["usage"] = usage(req, res)
     return body
+
+
+def usage(req: GenRequest, res: GenResult) -> dict[str, Any]:
+    """The answer's usage, as vLLM's with --enable-prompt-tokens-details: how many of the prompt's tokens came
+    from the prefix cache (0 with it off)."""
+    prompt, completion = len(req.prompt_ids), len(res.output_ids)
+    return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion,
+            "prompt_tokens_details": {"cached_tokens": res.cached_tokens}}

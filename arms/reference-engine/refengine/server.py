@@ -60,6 +60,9 @@ class App:
     owner: str = "refengine"  # /v1/models' owned_by
     version: str = __version__
     routes: Mapping[str, Route] = field(default_factory=dict)  # GET path prefix -> its handler
+    # POST /reset_prefix_cache: empties the prefix cache, returns the blocks it held (0 with the cache off);
+    # None: no such route (an engine without a prefix cache)
+    reset_prefix_cache: Callable[[], int] | None = None
 
 
 def build_app(cfg: EngineConfig, log_startup: bool = True) -> App:
@@ -80,6 +83,7 @@ def build_app(cfg: EngineConfig, log_startup: bool = True) -> App:
         logger.info("Batch invariant: %s", "on" if cfg.batch_invariant else "off")
         logger.info("CUDA graphs: %s, graph sync fix: %s", "on (simulated capture of the decode step)"
                     if cfg.cuda_graphs else "off", "on" if cfg.graph_sync_fix else "off")
+        logger.info("Prefix caching: %s", "on" if cfg.prefix_cache else "off")
         logger.info("Indexer budget: %d, top-k tie-break: %s", cfg.indexer_budget, cfg.topk_tiebreak)
         if cfg.decode_defect:  # said only when planted: a log without it reads as before
             logger.info("Planted decode-only defect: on")
@@ -94,7 +98,7 @@ def build_app(cfg: EngineConfig, log_startup: bool = True) -> App:
     metrics = Metrics(cfg.served_name)
     scheduler = Scheduler(engine, metrics, cfg.max_num_seqs, cfg.batch_window_ms)
     scheduler.start()
-    return App(cfg, engine, scheduler, metrics)
+    return App(cfg, engine, scheduler, metrics, reset_prefix_cache=engine.reset_prefix_cache)
 
 
 class Handler(BaseHTTPRequestHandler):
@@ -140,6 +144,10 @@ class Handler(BaseHTTPRequestHandler):
         length = int(self.headers.get("Content-Length") or 0)
         raw = self.rfile.read(length) if length else b""
         arrival_ns = time.time_ns()
+        if path == "/reset_prefix_cache" and self.app.reset_prefix_cache is not None:
+            logger.info("Prefix cache reset: %d blocks dropped", self.app.reset_prefix_cache())  # as vLLM's: 200
+            self._send(200, b"")
+            return
         if path not in ("/v1/completions", "/tokenize"):
             self._json(404, protocol.APIError(404, f"Not found: {path}", "NotFoundError").body())
             return

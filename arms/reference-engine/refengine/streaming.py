@@ -72,10 +72,8 @@ class _Chunks:
         return chunk
 
     def usage(self, res: GenResult) -> dict[str, Any]:
-        prompt, completion = len(self.req.prompt_ids), len(res.output_ids)
         return {"id": self.rid, "object": "text_completion", "created": self.created, "model": self.served,
-                "choices": [], "usage": {"prompt_tokens": prompt, "completion_tokens": completion,
-                                         "total_tokens": prompt + completion}}
+                "choices": [], "usage": protocol.usage(self.req, res)}
 
 
 def events(job: Job, rid: str, served: str, opts: protocol.CompletionOptions, timeout_s: float,

@@ -19,6 +19,7 @@ from orchestrator.run.prefetch import table_writer
 from orchestrator.run.progress import Progress
 from orchestrator.run.send import digests, prompt_length, protocol, rescore, starts
 from orchestrator.run.send.extension import WarmupExtension
+from orchestrator.run.send.flush import PrefixFlush
 from orchestrator.run.send.sender import GroupRule, ProtocolSender, RunContext, Server
 from orchestrator.run.send.series import SeriesRule
 from orchestrator.run.wire.client import CompletionClient
@@ -105,8 +106,9 @@ async def send_arm(study: StudySend, launch: Launch, handle: Handle) -> int:
         server = Server(engine, paths.health, paths.metrics, lambda: runtime.exit_code(handle))
         with table_writer(study.paths, "responses", name,
                           on_row=fetch.noting(None if launch.start else study.progress.row)) as writer:
+            flush = PrefixFlush(proto.flush_prefix_cache, engine.endpoints.reset_prefix_cache)
             done = await ProtocolSender(study.context(launch), study.prompts, writer, server, hooks, stop,
-                                        rules).send(client, groups)
+                                        rules, flush).send(client, groups)
             if answers is not None and answers.seen:
                 again = await rescore.requests(client, answers, sent, proto, model, engine, extra)
                 study.progress.arm(name, {rescore.RESCORE: len(again)})

@@ -19,6 +19,7 @@ from orchestrator.errors import EngineFailure, counted
 from orchestrator.record.failures import ErrorKind
 from orchestrator.run.progress import STOPPED
 from orchestrator.run.send import protocol
+from orchestrator.run.send.flush import PrefixFlush
 from orchestrator.run.wire.client import CompletionClient, Exchange
 
 if TYPE_CHECKING:
@@ -51,6 +52,7 @@ def response_row(ctx: RunContext, request: protocol.Request, exchange: Exchange,
         "attempt": ctx.attempt, "role": request.role, "start": ctx.start,
         "prompt_sha256": hashlib.sha256(prompt.encode()).hexdigest(), "prompt_chars": len(prompt),
         "prompt_tokens": parsed.prompt_tokens if parsed else None,
+        "cached_prompt_tokens": parsed.cached_prompt_tokens if parsed else None,
         "request_json": json.dumps(request.body, ensure_ascii=False, sort_keys=True),
         "response_body": exchange.body, "http_status": exchange.status,
         "error": "; ".join(errors) or None,
@@ -126,8 +128,10 @@ class GroupRule(Protocol):
 
 class ProtocolSender:
     def __init__(self, ctx: RunContext, prompts: Mapping[str, str], writer: TableWriter, server: Server,
-                 hooks: SendHooks, stop: StopRule | None = None, rules: Sequence[GroupRule] = ()) -> None:
+                 hooks: SendHooks, stop: StopRule | None = None, rules: Sequence[GroupRule] = (),
+                 flush: PrefixFlush | None = None) -> None:
         self.ctx, self.prompts, self.writer, self.stop, self.rules = ctx, prompts, writer, stop, rules
+        self.flush = flush  # protocol.flush_prefix_cache (send/flush.py)
         self.server, self.hooks, self.engine = server, hooks, server.engine
         self.traced = False  # the engine traces its requests (server_* fields): exact co-residency, no sampling
 
@@ -148,6 +152,12 @@ class ProtocolSender:
                 self.hooks.skipped(group, why or STOPPED)
                 continue  # checked between groups only: a concurrent batch is never cut
             group = resolved
+            if self.flush is not None:
+                try:
+                    await self.flush.before(client, group)
+                except EngineFailure as exc:
+                    self._not_sent([g for g in groups[position:] if not self._ended(g)], f"not sent: {exc}")
+                    raise
             self.hooks.before_group(group)
             # Once answers carry the engine's trace, /metrics is not sampled: the trace is exact, and polling
             # every few ms would load the very engine whose batch it observes.
