@@ -21,6 +21,7 @@ from typing import Any
 
 from orchestrator.engines import stream
 from orchestrator.engines.dialect import Dialect, ParsedCompletion
+from orchestrator.engines.known_issues import KnownIssue
 
 # The settings the guard and the report compare across engines, by neutral name; each profile maps the ones
 # it has to its own flag (`settings`), as a launcher maps neutral resources to each scheduler's options.
@@ -108,6 +109,9 @@ class EngineProfile:
     digest_capacity: int | None = None
     # Distributions whose versions are the engine's own (the matrix key's engine part; guard/fingerprint.py).
     packages: tuple[str, ...] = ()
+    # Known defects by version of its stack (engines/known_issues.py), judged against each arm's recorded
+    # versions by `check` and the report (guard/versions.py)
+    known_issues: tuple[KnownIssue, ...] = ()
     # What the engine's own command runs: its top-level modules (`python -m vllm.entrypoints...`) and programs
     # (`vllm serve`). Only an arm whose command runs one of them must be able to import the engine.
     modules: tuple[str, ...] = ()
