@@ -36,6 +36,11 @@ SETTINGS = (
     "tensor_parallel", "pipeline_parallel", "data_parallel",
 )
 
+# The log facts (profiles' `log_patterns`) that say which code path ran, where an engine's log says so: the
+# report lists them per arm; the observed check compares them as every log fact (docs/guard.md)
+PATH_FACTS = ("attention_backend", "cb_attention", "moe_backend", "moe_experts", "moe_prepare_finalize", "router",
+              "router_topk", "indexer_topk", "topk_tiebreak", "fused_finalize", "reduction", "batch_invariant")
+
 
 @dataclass(frozen=True)
 class Endpoints:
