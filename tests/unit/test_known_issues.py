@@ -45,6 +45,12 @@ def test_the_autotune_key_collision_is_judged_by_pep_440_prereleases_included(ve
     assert versions.affects(COLLISION, version) is affected
 
 
+def test_a_pre_release_inside_a_range_with_no_pre_release_bound_is_affected() -> None:
+    attention = ISSUES["env VLLM_ATTENTION_BACKEND has no effect"]  # >=0.15.0
+    assert versions.affects(attention, "0.20.0rc1") and versions.affects(attention, "0.28.1.dev12+g6d4562c59")
+    assert not versions.affects(attention, "0.14.0")
+
+
 def test_an_arm_on_an_affected_flashinfer_gets_one_line_naming_the_defect_version_and_fix() -> None:
     cfg = fused_finalize()
     found = versions.run_notes(cfg, {"fused": fingerprint({"vllm": "0.28.0", "flashinfer": "0.6.17"}),
