@@ -31,8 +31,6 @@ class Versions:
     complete: bool
 
 
-
-
 def affects(issue: KnownIssue, version: str) -> bool:
     """Whether `version` lies in the issue's range, by PEP 440 (pre-releases count: 0.6.18rc1 < 0.6.18rc2 <
     0.6.18). Raises InvalidVersion for a version PEP 440 cannot read."""
