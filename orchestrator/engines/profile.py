@@ -22,6 +22,7 @@ from typing import Any
 
 from orchestrator.engines import stream
 from orchestrator.engines.dialect import Dialect, ParsedCompletion
+from orchestrator.engines.known_issues import KnownIssue
 
 # The settings the guard and the report compare across engines, by neutral name; each profile maps the ones
 # it has to its own flag (`settings`), as a launcher maps neutral resources to each scheduler's options.
@@ -35,6 +36,11 @@ SETTINGS = (
     "quantization",
     "tensor_parallel", "pipeline_parallel", "data_parallel",
 )
+
+# The log facts (profiles' `log_patterns`) that say which code path ran, where an engine's log says so: the
+# report lists them per arm; the observed check compares them as every log fact (docs/guard.md)
+PATH_FACTS = ("attention_backend", "cb_attention", "moe_backend", "moe_experts", "moe_prepare_finalize", "router",
+              "router_topk", "indexer_topk", "topk_tiebreak", "fused_finalize", "reduction", "batch_invariant")
 
 
 @dataclass(frozen=True)
@@ -124,6 +130,9 @@ class EngineProfile:
     reset_prefix_cache_env: Mapping[str, str] = field(default_factory=dict)
     # Distributions whose versions are the engine's own (the matrix key's engine part; guard/fingerprint.py).
     packages: tuple[str, ...] = ()
+    # Known defects by version of its stack (engines/known_issues.py), judged against each arm's recorded
+    # versions by `check` and the report (guard/versions.py)
+    known_issues: tuple[KnownIssue, ...] = ()
     # What the engine's own command runs: its top-level modules (`python -m vllm.entrypoints...`) and programs
     # (`vllm serve`). Only an arm whose command runs one of them must be able to import the engine.
     modules: tuple[str, ...] = ()

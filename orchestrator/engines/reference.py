@@ -12,6 +12,15 @@ from typing import Any
 from orchestrator.engines import vllm
 from orchestrator.engines.dialect import ParsedCompletion, int64
 
+# The path it takes, beside vLLM's lines it prints (arms/reference-engine/refengine/paths.py): its router and
+# that router's top-k kernel, its indexer's top-k kernel, its linear layers' reduction path
+PATH_PATTERNS: dict[str, str] = {
+    "router": r"MoE router: (\w+)",
+    "router_topk": r"MoE router: \w+, top-k kernel: ([\w.]+)",
+    "indexer_topk": r"Indexer top-k kernel: (\w+)",
+    "reduction": r"Reduction path: (\w+)",
+}
+
 
 class TracedDialect(vllm.VllmDialect):
     def trace(self, doc: dict[str, Any], out: ParsedCompletion) -> None:
@@ -37,11 +46,13 @@ PROFILE = dataclasses.replace(
     knob_probe=None,  # its templates list knobs with the engine's own --list-knobs
     env_prefixes=("VLLM_", "REFENGINE_"),  # it reads vLLM's names for the mechanisms it models
     cache_args={**vllm.CACHE_ARGS, "autotune-cache-dir": "autotune"},
-    log_patterns={**vllm.LOG_PATTERNS, "decode_defect": r"Planted decode-only defect: (on)"},  # --decode-defect
     request_extra={},  # as before this profile: its templates ask for nothing extra
     reset_prefix_cache_env={},  # its /reset_prefix_cache is always served (0 blocks dropped with the cache off)
     cached_tokens_flag=None,  # its usage always says the prompt tokens its prefix cache served (0 with it off)
+    log_patterns={**vllm.LOG_PATTERNS, **PATH_PATTERNS,
+                  "decode_defect": r"Planted decode-only defect: (on)"},  # --decode-defect
     packages=("refengine",),
+    known_issues=(),  # vLLM's defects are not its own: it models them, and reads no such version
     modules=("refengine",),
     programs=(),
 )

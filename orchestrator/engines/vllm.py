@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from orchestrator.engines.dialect import Dialect, int64
 from orchestrator.engines.profile import Capabilities, Endpoints, EngineProfile
+from orchestrator.engines.vllm_issues import KNOWN_ISSUES
 
 # vLLM's startup lines; the reference engine prints the same ones (engines/reference.py shares them).
 LOG_PATTERNS: dict[str, str] = {
@@ -12,7 +13,17 @@ LOG_PATTERNS: dict[str, str] = {
     "engine_version": r"(?:vLLM server version |refengine version |█ +version |LLM engine \(v)([0-9][^,\s)]*)",
     "moe_backend": r"Using '?(.+?)'? (?:Unquantized|Fp8|NvFp4|Mxfp4|Mxfp8|Int8|WNA16) MoE (?:LoRA )?backend",
     "moe_backend_requested": r"MoE backend requested: (\S+)",
-    "attention_backend": r"Using (\S+) attention backend",
+    # the attention backend: 0.20.0 and later "Using FLASH_ATTN attention backend out of potential backends: [...]",
+    # forced "Using AttentionBackendEnum.FLASH_ATTN backend.", MLA on CPU "Using CPU_MLA backend.", 0.11.0 "Using
+    # Flash Attention backend on V1 engine."; the CPU build's own CPU_ATTN is selected without a line (0.32.0
+    # platforms/cpu.py): on it the fact is absent, never guessed
+    "attention_backend": r"Using (?:AttentionBackendEnum\.)?([A-Z][A-Z0-9_]*|Flash Attention|Torch SDPA|FlashInfer"
+                         r"|XFormers)(?: attention)? backend(?: out of|\.| on )",
+    # the fused MoE kernel's classes (0.32.0 fused_moe/oracle/*.py): "Using TritonExperts MoE backend",
+    # "Using MoEPrepareAndFinalizeNoDPEPModular". The router (FusedTopKRouter, GroupedTopKRouter, ...) and its
+    # top-k kernel (topk_softmax) are chosen without a line (fused_moe/router/, 0.32.0): no fact reads them
+    "moe_experts": r"Using (\w+) MoE backend\.?\s*$",
+    "moe_prepare_finalize": r"Using (\w*PrepareAndFinalize\w*)\.?\s*$",
     "fused_finalize": r"Fused finalize: (on|off)",
     "finalize_patch": r"Non-fused finalize patch active: (use_fused_finalize=False)",  # arms/vllm-nonfused
     "batch_invariant": r"Batch invariant: (on|off)",
@@ -87,6 +98,7 @@ PROFILE = EngineProfile(
     reset_prefix_cache_env={"VLLM_SERVER_DEV_MODE": "1"},
     cached_tokens_flag="enable-prompt-tokens-details",
     packages=("vllm",),
+    known_issues=KNOWN_ISSUES,  # engines/vllm_issues.py
     modules=("vllm",),
     programs=("vllm",),
 )

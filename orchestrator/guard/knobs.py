@@ -147,7 +147,7 @@ def check_knobs(config: Config, runtime: Runtime, run_id: str, arms: Mapping[str
         found = unknown_knobs(arm, arm_config, known)
         results[arm] = KnobCheck(True, found, flags_known=len(known.get("flags") or ()),
                                  env_known=len(known.get("env") or ()), listed_from=_listed_from(known),
-                                 bad_values=bad_values(arm, arm_config, known))
+                                 bad_values=bad_values(arm, arm_config, known), versions=_versions(known))
     return results
 
 
@@ -200,6 +200,14 @@ def _listed_from(known: Mapping[str, Any]) -> str | None:
                                f"parser {known['parser_module']}") if part]
     return f"{known['engine']} {known.get('version') or '(version unknown)'}" + (f" ({'; '.join(where)})" if where
                                                                                else "")
+
+
+def _versions(known: Mapping[str, Any]) -> dict[str, str | None] | None:
+    """The engine's version and the packages the listing names ({"vllm": "0.32.0", "flashinfer": None})."""
+    versions = dict(known.get("packages") or {})
+    if known.get("engine") and known.get("version"):
+        versions[str(known["engine"])] = str(known["version"])
+    return versions or None
 
 
 def knob_refusal(config: Config, knobs: Mapping[str, KnobCheck], arms: Mapping[str, ResolvedArm] | None = None

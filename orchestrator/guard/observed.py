@@ -11,7 +11,7 @@ import json
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from orchestrator.guard import held
+from orchestrator.guard import held, versions
 from orchestrator.guard.leaves import differences, matches, positive, positive_keys
 from orchestrator.guard.results import (
     ABSENT,
@@ -130,7 +130,10 @@ def read(paths: RunPaths) -> GuardResult | None:
 
 def after_run(config: Config, run: RecordedRun, guard: GuardResult) -> GuardResult:
     """The observed check over the arms of a finished run as read once (record/recorded.py; a later start,
-    study.starts, is not probed; an arm without a row: unknown), added to `guard` and guard.json."""
-    guard.observed = observed_check(config, {arm.arm: arm.fingerprint for arm in run.arms})
+    study.starts, is not probed; an arm without a row: unknown), and the known issues of the versions they
+    recorded (guard/versions.py), added to `guard` and guard.json."""
+    fingerprints = {arm.arm: arm.fingerprint for arm in run.arms}
+    guard.observed = observed_check(config, fingerprints)
+    guard.known_issues = versions.run_notes(config, fingerprints)
     write(run.paths, guard)
     return guard

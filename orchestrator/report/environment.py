@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from orchestrator.engines import ENGINES
+from orchestrator.engines.profile import PATH_FACTS
 from orchestrator.record.recorded import ArmStart, Recorded
 
 
@@ -35,6 +36,8 @@ class ArmEnvironment:
     placement: str | None = None  # "local, GPU GPU-1f.., cores 0-3"
     probe_error: str | None = None  # the environment probe did not run: packages and python are unknown
     digests_note: str | None = None  # protocol.request.digests: flagged requests whose digests were not recorded
+    # which code path ran, as its log states it (engines/profile.py PATH_FACTS): fact -> value
+    path: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass
@@ -58,7 +61,8 @@ def arm_environment(arm: ArmStart, label: str = "") -> ArmEnvironment:
     probe = fingerprint.get("probe") or {}
     gpu = probe.get("gpu") or {}
     packages = probe.get("packages") or {}
-    version = (fingerprint.get("log_facts") or {}).get("engine_version") or \
+    facts = fingerprint.get("log_facts") or {}
+    version = facts.get("engine_version") or \
         (fingerprint.get("version") or {}).get("version") or _engine_package(arm, packages)
     gpu_text = None
     if gpu.get("count"):
@@ -74,7 +78,8 @@ def arm_environment(arm: ArmStart, label: str = "") -> ArmEnvironment:
         python=probe.get("python"), gpu=gpu_text, cuda=probe.get("cuda"), os=probe.get("os"),
         host=host, matrix_key=arm.matrix_key, command=arm.docker_run or "",
         started_during=arm.started_during, wave=arm.wave, placement=_placement(arm),
-        probe_error=probe.get("error"), digests_note=arm.digests_note)
+        probe_error=probe.get("error"), digests_note=arm.digests_note,
+        path={name: facts[name] for name in PATH_FACTS if name in facts})
 
 
 def _placement(arm: ArmStart) -> str | None:
@@ -144,6 +149,9 @@ def markdown_section(env: Environment) -> list[str]:
         out += ["", "Environment probe not run or failed (libraries and python unknown): " + "; ".join(unprobed) + "."]
     if missing := [f"{a.arm}: {a.digests_note}" for a in env.arms if a.digests_note]:
         out += ["", "Digests not recorded (protocol.request.digests; run/send/digests.py): " + "; ".join(missing) + "."]
+    if any(a.path for a in env.arms):
+        out += ["", "Code path, as each arm's log states it (log facts; docs/guard.md): " + "; ".join(
+            f"{a.arm}: " + (", ".join(f"{k} {v}" for k, v in a.path.items()) or "not stated") for a in env.arms) + "."]
     early = [f"{a.arm} started while {a.started_during} ran its sequential phases" for a in env.arms
              if a.started_during]
     if line := side_by_side(env.arms):

@@ -64,4 +64,5 @@ def markdown_section(guard: GuardResult) -> list[str]:
         if knobs.checked and knobs.listed_from:
             lines.append(f"- Knobs of {arm} checked against {knobs.flags_known} flags and {knobs.env_known} env "
                          f"names listed from {knobs.listed_from}")
+    lines += [f"- Known issue{'' if note.affected else ' (not checked)'}: {note.line}" for note in guard.known_issues]
     return lines

@@ -27,6 +27,7 @@ from orchestrator.errors import ConfigError, ExitStatus
 from orchestrator.guard import declared as guard_declared
 from orchestrator.guard import knobs as guard_knobs
 from orchestrator.guard import observed as guard_observed
+from orchestrator.guard import versions as guard_versions
 from orchestrator.guard.results import GuardResult, KnobCheck
 from orchestrator.record.paths import RunPaths, atomic_write_bytes, atomic_write_text, read_json
 from orchestrator.run.arm.launch import ResumePlan
@@ -170,7 +171,8 @@ def _record_start(typed: Config, arms: dict[str, ResolvedArm], paths: RunPaths, 
     guard = GuardResult(declared=declared, knobs=knobs)
     guard_observed.write(paths, guard)
     for line in [*guard_declared.warnings(declared), *guard_knobs.warnings(knobs), *workload.warnings(typed),
-                 *prefix_flush.warnings(typed, arms)]:
+                 *prefix_flush.warnings(typed, arms),
+                 *(issue.line for issue in guard_versions.check_notes(typed, knobs))]:  # as `check` warns
         print(f"warning: {line}", file=sys.stderr)
     return meta, guard
 

@@ -15,7 +15,7 @@ every problem at once, one line each; exit 0 or 2. Nothing is started, no run di
 
 def main(argv: list[str]) -> Outcome:
     from orchestrator.config import prefix_flush, workload
-    from orchestrator.guard import declared
+    from orchestrator.guard import declared, versions
     from orchestrator.report.table import size
     from orchestrator.run.refusals import expected_record_bytes, refusals, run_dir_of, study_config
     from orchestrator.sweep import onset_run
@@ -35,7 +35,8 @@ def main(argv: list[str]) -> Outcome:
         if checked.problems:
             raise ConfigError([named + problem for problem in checked.problems])
         warnings.update(dict.fromkeys(named + w for w in declared.warnings(declared.declared_check(
-            typed, checked.arms)) + workload.warnings(typed) + prefix_flush.warnings(typed, checked.arms)))
+            typed, checked.arms)) + workload.warnings(typed) + prefix_flush.warnings(typed, checked.arms)
+            + [note.line for note in versions.check_notes(typed, checked.knobs)]))
     said = [f"ok sweep: {counted(len(each), 'job')}, each checked; below, the last one's"] if sweeps else []
     if sweeps and onset_run.is_onset(composed):  # axis, target and `per`, as `run -m` checks them
         onset_run.check(composed, line.overrides, len(each), line.dirs)

@@ -36,8 +36,10 @@ def _recorded(run_dir: Path) -> bool:
     return any((run_dir / "data" / "responses").glob("*.parquet"))
 
 
-def _verdicts(report: dict[str, Any], cell_fields: dict[tuple[str, str, str], set[str]]) -> dict[str, Any]:
-    """What a report decided; of each cell, the fields the committed report has (a later report adds some)."""
+def _verdicts(report: dict[str, Any], cell_fields: dict[tuple[str, str, str], set[str]],
+              guard_keys: set[str]) -> dict[str, Any]:
+    """What a report decided; of each cell and of the guard, the fields the committed report has (a later
+    report adds some)."""
     headline = report["headline"]
     for old, new in WORDS.items():
         headline = [sentence.replace(old, new) for sentence in headline]
@@ -47,7 +49,8 @@ def _verdicts(report: dict[str, Any], cell_fields: dict[tuple[str, str, str], se
             "pairs": [(p["arm_a"], p["arm_b"], p["prompt_id"], p["phase"], p["verdict"]) for p in report["pairs"]],
             "schedules": [(s["arm"], s["prompt_id"], s["phase_a"], s["phase_b"], s["verdict"])
                           for s in report["schedules"]],
-            "pooled": report.get("pooled"), "headline": headline, "gate": report["gate"], "guard": report.get("guard"),
+            "pooled": report.get("pooled"), "headline": headline, "gate": report["gate"],
+            "guard": {k: v for k, v in (report.get("guard") or {}).items() if k in guard_keys},
             "unobserved": report.get("unobserved"), "arms": [(a["arm"], a["status"]) for a in report["arms"]],
             "decode_prefill": report.get("decode_prefill")}
 
@@ -68,6 +71,7 @@ def test_a_committed_report_re_made_by_compare_has_the_same_verdicts(name: str, 
     remade = json.loads((tmp_path / "report.json").read_text())
     assert status == (3 if committed["gate"]["verdict"] == "fail" else 0)
     fields = {(c["arm"], c["prompt_id"], c["phase"]): set(c) for c in committed["cells"]}
-    assert _verdicts(remade, fields) == _verdicts(committed, fields)
+    guard_keys = set(committed.get("guard") or {})
+    assert _verdicts(remade, fields, guard_keys) == _verdicts(committed, fields, guard_keys)
     if committed.get("attribution") is not None:  # the run's kernel probes, read from it though the report goes away
         assert remade["attribution"] == committed["attribution"]

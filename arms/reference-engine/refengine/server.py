@@ -14,7 +14,7 @@ from typing import Any
 
 import torch
 
-from refengine import __version__, protocol, streaming
+from refengine import __version__, paths, protocol, streaming
 from refengine.autotune import Autotuner
 from refengine.config import EngineConfig
 from refengine.engine import Engine
@@ -87,6 +87,7 @@ def build_app(cfg: EngineConfig, log_startup: bool = True) -> App:
         logger.info("Indexer budget: %d, top-k tie-break: %s", cfg.indexer_budget, cfg.topk_tiebreak)
         if cfg.decode_defect:  # said only when planted: a log without it reads as before
             logger.info("Planted decode-only defect: on")
+        paths.log_paths(cfg)  # attention, router, top-k kernels, reduction path
     tuner = Autotuner(
         cfg.autotune_cache_dir, cfg.moe_backend, cfg.resolved_backend, cfg.fused_finalize,
         desc, cfg.autotune_legacy_key,

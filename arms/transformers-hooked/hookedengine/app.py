@@ -64,7 +64,10 @@ def build_app(cfg: HookedConfig) -> App:
     if not cfg.max_model_len:
         cfg = dataclasses.replace(cfg, max_model_len=int(getattr(model.config, "max_position_embeddings", 2048)))
     facts: dict[str, Any] = {"torch": torch.__version__, "transformers": transformers.__version__, "device": desc,
-                             "dtype": str(dtype).removeprefix("torch.")}
+                             "dtype": str(dtype).removeprefix("torch."),
+                             # what Transformers resolved the requested implementation to, as it runs
+                             "attention": getattr(model.config, "_attn_implementation", None)
+                             or cfg.attn_implementation}
     log_startup(cfg, facts)
     tokenizer = HFTokenizer(tok)
     pad_id = tok.pad_token_id if tok.pad_token_id is not None else (tokenizer.eos_id or 0)
@@ -92,7 +95,7 @@ def log_startup(cfg: HookedConfig, facts: dict[str, Any]) -> None:
     logger.info("Model %s, max model len %d", cfg.model, cfg.max_model_len)
     logger.info("Batch invariant: %s", "on" if cfg.batch_invariant else "off")
     logger.info("Continuous batching: %s", "on" if cfg.continuous_batching else "off")
-    logger.info("Attention implementation: %s", cfg.attn_implementation)
+    logger.info("Attention implementation: %s", facts.get("attention", cfg.attn_implementation))
     logger.info("Planted batch-variant module: %s", cfg.plant_batch_variant or "none")
     logger.info("Digests of flagged requests: %s", "on" if cfg.digests else "off")
     logger.info("CUDA graphs: %s, torch.compile: %s", "on" if cfg.cuda_graphs else "off",
