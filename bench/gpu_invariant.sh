@@ -28,8 +28,8 @@ runs=${RUNS:-/tmp/gpu-invariant-runs}
 mkdir -p "$out" "$runs"
 exec > >(tee "$out/gpu_invariant.log") 2>&1
 date -u
-python3 -c "import torch, transformers; print('torch', torch.__version__, 'transformers', transformers.__version__,
-'device', torch.cuda.get_device_name(0) if torch.cuda.is_available() else 'cpu')"
+"${ENGINE_PYTHON:-python3}" -c "import torch, transformers; print('engine: torch', torch.__version__, 'transformers',
+transformers.__version__, 'device', torch.cuda.get_device_name(0) if torch.cuda.is_available() else 'cpu')"
 python3 scripts/make-tiny-models.py --out "$ORCHESTRATOR_CACHE_DIR/models" --models "$model" || exit 1
 overrides=(runtime.venv_on_path=false)
 for arm in kernels default; do
@@ -37,7 +37,7 @@ for arm in kernels default; do
     "arms.$arm.engine_args.device=$device" "arms.$arm.engine_args.dtype=$dtype")
   [ "$device" = cuda ] && overrides+=("arms.$arm.gpus=all")
 done
-quiet() { grep -v '^\[20' | grep -v '^\[.*\] [0-9]*/[0-9]* requests'; }
+quiet() { grep --line-buffered -v -e '^\[20' -e '^\[.*\] [0-9]*/[0-9]* requests'; }  # no progress lines
 
 echo "=== (a) locate: $model, kernels on and off, batches of 16 against alone"
 rm -rf "$runs/locate"

@@ -10,6 +10,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 from hookedengine import invariant
+from hookedengine.cli import main
 
 
 @pytest.fixture(autouse=True)
@@ -107,3 +108,9 @@ def test_attention_refuses_dropout() -> None:
     with pytest.raises(ValueError, match="dropout"):
         invariant.attention(_Attn, torch.randn(1, 4, 2, 8), torch.randn(1, 2, 2, 8), torch.randn(1, 2, 2, 8), None,
                             1.0, dropout=0.1)
+
+
+def test_the_kernels_with_continuous_batching_are_refused_in_one_line(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["--model", "/nowhere", "--invariant-kernels", "--continuous-batching"]) == 2
+    out = capsys.readouterr().out.splitlines()  # the engine logs to stdout
+    assert len(out) == 1 and out[0].endswith("drop --continuous-batching or --invariant-kernels"), out

@@ -75,11 +75,12 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if not (ns.model or ns.model_tag):
         parser.error("give the model's folder: --model PATH")
-    if ns.invariant_kernels and ns.continuous_batching:
-        parser.error("--invariant-kernels runs the static batch window (its attention takes padded rows, not "
-                     "continuous batching's packed ones): drop --continuous-batching or --invariant-kernels")
     for name in ("refengine", "hookedengine"):
         setup_logging(ns.log_level, name)
+    if ns.invariant_kernels and ns.continuous_batching:
+        logger.error("--invariant-kernels runs the static batch window (its attention takes padded rows, not "
+                     "continuous batching's packed ones): drop --continuous-batching or --invariant-kernels")
+        return 2
     cfg = config_from_args(ns)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")  # a local folder; nothing is fetched
     if not (Path(cfg.model) / "config.json").is_file():

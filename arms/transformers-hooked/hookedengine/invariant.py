@@ -68,8 +68,8 @@ def mm(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     rows = a.new_empty((m, _padded(k, a.dtype)))
     rows[:, :k].copy_(a)
     out = a.new_empty((m, _padded(n, a.dtype)))
-    for i in range(m):
-        torch.mm(rows[i:i + 1, :k], b, out=out[i:i + 1, :n])
+    for row, dest in zip(rows[:, None, :k].unbind(0), out[:, None, :n].unbind(0), strict=True):  # [1, K], [1, N]
+        torch.mm(row, b, out=dest)
     return out[:, :n].contiguous()
 
 
