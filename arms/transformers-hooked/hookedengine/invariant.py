@@ -12,8 +12,8 @@ torch, on any device (registered over the aten kernels with torch.library while 
 - mean (RMSNorm's), softmax and log_softmax: `tree_sum`, a binary tree of elementwise adds over the row (max is
   exact in any order).
 - attention (`attention`, registered with Transformers as the model's attention): scores, softmax and the
-  weighted sum of values as fp32 products and `tree_sum`s, one sequence's keys per row; the tree is aligned on
-  the right, where a left-padded row's keys end, so the masked pad keys on its left only add exact zeros.
+  weighted sum of values as fp32 products and `tree_sum`s, each query over its own sequence's keys; the tree is
+  aligned on the right, where a left-padded row's keys end, so the masked pad keys on its left add exact zeros.
 """
 
 from __future__ import annotations
