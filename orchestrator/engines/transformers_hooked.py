@@ -15,14 +15,15 @@ from orchestrator.engines import reference, vllm
 from orchestrator.engines.profile import EngineProfile
 
 # Its startup lines: "hookedengine version V, torch T, transformers X, device D, dtype P", "Model M, max model
-# len N", "Batch invariant: on|off", "Attention implementation: eager" (model.config._attn_implementation, as
-# Transformers resolved it), "Planted batch-variant module: NAME|none".
+# len N", "Batch invariant: on|off", "Batch invariant kernels: on|off", "Attention implementation: eager|invariant"
+# (model.config._attn_implementation, as Transformers resolved it), "Planted batch-variant module: NAME|none".
 LOG_PATTERNS: dict[str, str] = {
     "engine_version": r"hookedengine version ([0-9][^,\s]*)",
     "device": r"hookedengine version .*, device (\w+)",
     "dtype": r"hookedengine version .*, dtype (\w+)",
     "max_model_len": r"Model \S+, max model len (\d+)",
     "batch_invariant": r"Batch invariant: (on|off)",
+    "invariant_kernels": r"Batch invariant kernels: (on|off)",
     "attention_backend": r"Attention implementation: (\S+)",
     # Transformers' continuous batching runs its own (paged) attention: "Continuous batching runs attention X, ..."
     "cb_attention": r"Continuous batching runs attention ([^,\s]+)",

@@ -58,6 +58,10 @@ def build_app(cfg: HookedConfig) -> App:
     if refused := compiled.refusal(cfg.cuda_graphs, cfg.compile, device, cfg.digests,
                                    cfg.continuous_batching):
         raise ValueError(refused)
+    if cfg.invariant_kernels:  # before the model: its attention is ours, and every op from here on
+        from hookedengine import invariant
+
+        cfg = dataclasses.replace(cfg, attn_implementation=invariant.enable())
     tok = AutoTokenizer.from_pretrained(cfg.model)
     model = AutoModelForCausalLM.from_pretrained(cfg.model, dtype=dtype,
                                                  attn_implementation=cfg.attn_implementation).to(device).eval()
@@ -94,6 +98,7 @@ def log_startup(cfg: HookedConfig, facts: dict[str, Any]) -> None:
                 facts["torch"], facts["transformers"], facts["device"], facts["dtype"])
     logger.info("Model %s, max model len %d", cfg.model, cfg.max_model_len)
     logger.info("Batch invariant: %s", "on" if cfg.batch_invariant else "off")
+    logger.info("Batch invariant kernels: %s", "on" if cfg.invariant_kernels else "off")
     logger.info("Continuous batching: %s", "on" if cfg.continuous_batching else "off")
     logger.info("Attention implementation: %s", facts.get("attention", cfg.attn_implementation))
     logger.info("Planted batch-variant module: %s", cfg.plant_batch_variant or "none")

@@ -37,6 +37,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--batch-invariant", action=argparse.BooleanOptionalAction, default=False,
                    help="each request of a window runs alone, its rows computed as if alone (default off)")
+    p.add_argument("--invariant-kernels", action=argparse.BooleanOptionalAction, default=False,
+                   help="batch-invariant kernels (matmul, mean, softmax, log-softmax, attention): the window runs as "
+                        "one batch, each row computed as if alone (default off)")
     p.add_argument("--plant-batch-variant", default=None, metavar="MODULE",
                    help="test switch: that Linear's reduction split into as many chunks as the window has requests")
     p.add_argument("--continuous-batching", action=argparse.BooleanOptionalAction, default=False,
@@ -63,7 +66,7 @@ def config_from_args(ns: argparse.Namespace) -> HookedConfig:
     return HookedConfig(
         model=ns.model or ns.model_tag, served_model_name=ns.served_model_name, max_model_len=ns.max_model_len or 0,
         max_num_seqs=ns.max_num_seqs, max_logprobs=ns.max_logprobs, seed=ns.seed, device=ns.device, dtype=ns.dtype,
-        batch_invariant=ns.batch_invariant, batch_window_ms=ns.batch_window_ms,
+        batch_invariant=ns.batch_invariant, invariant_kernels=ns.invariant_kernels, batch_window_ms=ns.batch_window_ms,
         attn_implementation=ns.attn_implementation, plant_batch_variant=ns.plant_batch_variant,
         digest_head=ns.digest_head, digests=ns.digests, continuous_batching=ns.continuous_batching,
         cuda_graphs=ns.cuda_graphs, compile=ns.compile,
@@ -80,6 +83,10 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("give the model's folder: --model PATH")
     for name in ("refengine", "hookedengine"):
         setup_logging(ns.log_level, name)
+    if ns.invariant_kernels and ns.continuous_batching:
+        logger.error("--invariant-kernels runs the static batch window (its attention takes padded rows, not "
+                     "continuous batching's packed ones): drop --continuous-batching or --invariant-kernels")
+        return 2
     cfg = config_from_args(ns)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")  # a local folder; nothing is fetched
     if not (Path(cfg.model) / "config.json").is_file():

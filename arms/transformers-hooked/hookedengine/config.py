@@ -14,6 +14,7 @@ class HookedConfig(EngineConfig):
     digest_head: int = 8  # first values kept per digest
     digests: bool = True  # off: flagged requests are served as any other, with no digests (no hooks ever)
     batch_invariant: bool = False  # on: each request of a window runs alone (its rows as if alone)
+    invariant_kernels: bool = False  # on: batch-invariant kernels (invariant.py): a batch's rows as if alone
     continuous_batching: bool = False  # on: Transformers' continuous batching (continuous.py), not a static window
     compile: bool = False  # on: torch.compile of the model's forward, Inductor's kernels (compiled.py)
     # cuda_graphs, EngineConfig's field: on, the forward captured and replayed as CUDA graphs (compiled.py), with
