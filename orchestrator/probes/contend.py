@@ -17,7 +17,8 @@ from collections.abc import Iterator
 from typing import Any
 
 KINDS = ("process", "stream")
-SIZE = 1024  # the busy matmul's side: long enough to occupy the device, short enough to stop at once
+SIZE = 1024  # the busy matmul's side on the CPU: long enough to occupy the cores, short enough to stop at once
+GPU_SIZE = 4096  # on a GPU: a few ms of fp32 per matmul, every SM busy
 
 # The busy process: `python -c BUSY DEVICE`. Without torch on the CPU, a Python loop on one core.
 BUSY = f'''import os, signal, sys
@@ -37,7 +38,7 @@ if torch is None:
         sum(i * i for i in range(10000)); done[0] += 1
 if device == "cpu":
     torch.set_num_threads(os.cpu_count() or 1)
-a = torch.randn({SIZE}, {SIZE}, device=device)
+a = torch.randn(*(2 * [{SIZE} if device == "cpu" else {GPU_SIZE}]), device=device)
 b = a @ a
 done[0] = 1
 print("ready", flush=True)
@@ -102,7 +103,7 @@ def _stream(device: str, facts: dict[str, Any]) -> Iterator[None]:
 
     def loop() -> None:
         with torch.cuda.stream(stream):
-            a = torch.randn(SIZE, SIZE, device=device)
+            a = torch.randn(GPU_SIZE, GPU_SIZE, device=device)
             b = a @ a
             while not stop.is_set():
                 b = a @ b.clamp_(-1, 1)
