@@ -17,7 +17,7 @@ def verdict(found: Sequence[Agreement], repeats: int) -> str:
         return f"Digests across {repeats} repeats: none printed (no digest line in the stdout; docs/probes.md)"
     differ = [a for a in found if not a.identical]
     if not differ:
-        return f"Digests across {repeats} repeats: identical ({len(found)} digests)"
+        return f"Digests across {repeats} repeats: identical ({len(found)} digest{'s' if len(found) > 1 else ''})"
     return (f"Digests across {repeats} repeats: not identical ({len(differ)} of {len(found)} digests differ: "
             f"{', '.join(a.name for a in differ[:8])}{' ...' if len(differ) > 8 else ''})")
 
