@@ -26,7 +26,7 @@ from orchestrator.config.probe import ProbeConfig
 from orchestrator.errors import ConfigError, RuntimeFailure
 from orchestrator.record.paths import RunPaths, atomic_write_text
 from orchestrator.run.kernel_probes import Where, where
-from orchestrator.runtime.spec import Runtime, run_labels
+from orchestrator.runtime.spec import Mount, Runtime, run_labels
 
 MAX_SCRIPT_BYTES = 96 * 1024  # it travels as one argument of the one-shot's command (Linux: 128 KiB at most)
 CONTEND = ("process",)  # a script's own process cannot host a second stream of ours
@@ -77,6 +77,12 @@ def arm_env(config: ProbeConfig) -> dict[str, str]:
     return {**config.env, **arm.env, **{n: os.environ[n] for n in arm.secret_env if n in os.environ}}
 
 
+def arm_mounts(config: ProbeConfig, local: bool) -> list[Mount]:
+    """The arm's volumes, in its container (a local process reads the host's files where they are)."""
+    arm = config.of_arm.arm if config.of_arm and not local else None
+    return [Mount(v.host, v.container, v.read_only) for v in arm.volumes] if arm else []
+
+
 def run_script(script: Script, config: ProbeConfig, runtime: Runtime, local: bool, repeats: int,
                contend: str | None, timeout_s: float, out: Path | None) -> ScriptRun:
     """Run the script `repeats` times where the probe config says (`kernel_probes.where`), record the rows."""
@@ -89,7 +95,7 @@ def run_script(script: Script, config: ProbeConfig, runtime: Runtime, local: boo
             "repeats": repeats, "timeout_s": timeout_s, "contend": contend}
     result = runtime.run_oneshot(at.identity, ["-c", probes.bundle("script_runner"), "--spec", json.dumps(spec)],
                                  run_labels(run_id, purpose="script"), [at.python], repeats * timeout_s + 120,
-                                 env=arm_env(config), gpus=at.gpus)
+                                 env=arm_env(config), gpus=at.gpus, mounts=arm_mounts(config, local))
     if result.exit_code != 0:
         raise RuntimeFailure(f"the script runner in {at.image} exited {result.exit_code}: "
                              f"{result.output.strip()[-2000:]}")

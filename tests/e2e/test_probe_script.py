@@ -110,3 +110,25 @@ def test_a_script_runs_unchanged_in_the_reference_image(scripts: Path) -> None:
     assert all(r["exit_code"] == 0 and r["digest_names"] == ["layer 0", "layer 1"] for r in ran)
     assert "MODE 0o444 /tmp/user-probe-" in str(ran[0]["stdout"])  # copied into the container, not mounted
     assert "Digests across 2 repeats: identical (2 digests)" in (scripts / "out" / "script.md").read_text()
+
+
+@docker
+def test_a_script_in_an_image_gets_the_arm_s_env_and_volumes(scripts: Path) -> None:
+    """An arm of the user's config dir: the reference image, an env var and a read-only volume it declares."""
+    (scripts / "data").mkdir()
+    (scripts / "data" / "weights.bin").write_bytes(b"\x00\x01" * 1000)
+    (scripts / "conf" / "arm").mkdir(parents=True)
+    (scripts / "conf" / "arm" / "mine.yaml").write_text(
+        "defaults:\n  - reference\n  - _self_\nenv:\n  MY_SETTING: 'on'\n"
+        f"volumes:\n  - {{host: {scripts / 'data'}, container: /weights}}\n")
+    (scripts / "reads.py").write_text("import hashlib, os\n"
+                                      "print('weights', hashlib.sha256(open('/weights/weights.bin', 'rb').read())"
+                                      ".hexdigest())\nprint('MY_SETTING', os.environ.get('MY_SETTING'))\n")
+    result = probe(scripts, "--config-dir", "conf", "--script", "reads.py", "--arm", "mine", "--repeats", "1",
+                   "--out", "out")
+    assert result.returncode == 0, result.stderr[-3000:]
+    (run,) = rows(scripts / "out")
+    import hashlib
+
+    assert run["digest_values"] == [hashlib.sha256(b"\x00\x01" * 1000).hexdigest()]
+    assert "MY_SETTING on" in str(run["stdout"])
