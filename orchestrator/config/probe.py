@@ -21,11 +21,12 @@ if TYPE_CHECKING:  # config/arms.py needs Hydra's schema, absent on a GPU machin
     from orchestrator.config.arms import ResolvedArm
 
 PRESETS_DIR = CONF_DIR / "probe"
-COMMON_KEYS = ("m", "repeats", "hash_repeats", "seed", "device", "perturb_allocator", "mode")
+COMMON_KEYS = ("m", "repeats", "hash_repeats", "seed", "device", "perturb_allocator", "mode", "contend")
 SPEC_KEYS = {"gemm": (*COMMON_KEYS, "shapes", "arms", "backend", "layout_tolerance_ulps"),
              "ops": (*COMMON_KEYS, "ops")}
 MODES = ("all", "repeats", "m_invariance")
 BACKENDS = ("auto", "scaled_mm", "emulate")
+CONTEND = ("process", "stream")  # orchestrator/probes/contend.py
 
 
 @dataclass(frozen=True)
@@ -61,6 +62,7 @@ class ProbeConfig:
     backend: str | None = None
     perturb_allocator: bool | None = None
     mode: str | None = None
+    contend: str | None = None  # null: alone; process | stream: busy on the same device while it repeats
     layout_tolerance_ulps: float | None = None
     # probe: ops: entry name -> {op, arms, m, expect_invariant, params} (orchestrator/probes/ops.py)
     ops: dict[str, dict[str, Any]] | None = None
@@ -82,6 +84,8 @@ class ProbeConfig:
             problems.append("m: a non-empty list of positive batch sizes")
         if self.mode is not None and self.mode not in MODES:
             problems.append(f"mode '{self.mode}': expected one of {', '.join(MODES)}")
+        if self.contend is not None and self.contend not in CONTEND:
+            problems.append(f"contend '{self.contend}': expected one of {', '.join(CONTEND)} (or null)")
         if self.backend is not None and self.backend not in BACKENDS:
             problems.append(f"backend '{self.backend}': expected one of {', '.join(BACKENDS)}")
         if self.probe not in SPEC_KEYS:

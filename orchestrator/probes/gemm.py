@@ -43,6 +43,7 @@ from typing import Any
 
 import torch
 
+from orchestrator.probes import contend
 from orchestrator.probes.harness import (
     Call,
     Emit,
@@ -74,6 +75,7 @@ DEFAULTS = {
     "backend": "auto",  # auto | scaled_mm | emulate  (FP8 arms)
     "perturb_allocator": False,
     "mode": "all",  # all | repeats | m_invariance
+    "contend": None,  # null | process | stream (CUDA): busy on the same device while it repeats (contend.py)
     "layout_tolerance_ulps": 4.0,  # vs float64 beyond this: the scale layout (or the kernel) is wrong
 }
 
@@ -255,6 +257,12 @@ def probe(spec: dict[str, Any], emit: Emit) -> None:
     device = pick_device(spec["device"])
     emit({"kind": "env", **environment(device), "spec": spec})
     started = time.perf_counter()
+    with contend.running(spec["contend"], str(device)) as contention:
+        _sweep(spec, device, emit)
+    emit({"kind": "done", "wall_s": time.perf_counter() - started, **contention})
+
+
+def _sweep(spec: dict[str, Any], device: torch.device, emit: Emit) -> None:
     ms = sorted(set(int(m) for m in spec["m"]))
     for shape, (k, n) in spec["shapes"].items():
         ops = Operands(int(k), int(n), max(ms), int(spec["seed"]), device)
@@ -273,7 +281,6 @@ def probe(spec: dict[str, Any], emit: Emit) -> None:
 
             sweep_m(ms, base, bind, spec, device, emit, extra)
         del ops
-    emit({"kind": "done", "wall_s": time.perf_counter() - started})
 
 
 def _arm_facts(arm: str) -> dict[str, Any]:
@@ -303,6 +310,9 @@ def main(argv: list[str] | None = None) -> int:
     bad = [a for a in spec["arms"] if a not in ARMS]
     if bad:
         refuse("gemm.py", [f"unknown arm(s) {bad}; known: {list(ARMS)}"])
+    contention = contend.check(spec["contend"], str(pick_device(spec["device"])))
+    if contention:
+        refuse("gemm.py", [contention])
     if spec["mode"] not in ("all", "repeats", "m_invariance") or \
             spec["backend"] not in ("auto", "scaled_mm", "emulate"):
         refuse("gemm.py", ["mode must be all|repeats|m_invariance; backend auto|scaled_mm|emulate"])

@@ -100,27 +100,27 @@ def run_cell(call: Call, first: Output, spec: dict[str, Any], device: torch.devi
     perturb = bool(spec.get("perturb_allocator"))
     digests = [digest(first)]
     divergent = 0
-    ptrs = {_tensors(first)[0].data_ptr()}
-    held: list[torch.Tensor] = []  # the allocator perturbation, alive across one call
+    ptrs = [_tensors(first)[0].data_ptr()]  # each repeat's output address: the perturbation's evidence
+    held: list[torch.Tensor] = []  # the allocator perturbation: the previous output and a block, across a call
     compare_s = 0.0
     sync(device)
     start = time.perf_counter()
     for r in range(1, repeats):
-        if perturb:  # hold an extra block of varying size across the next call: new addresses
+        if perturb:  # an extra block of varying size, beside the previous output: no address can be replayed
             held.append(torch.empty(((r * 7919) % 61 + 1) * 65536, dtype=torch.uint8, device=device))
         out = call()
         sync(device)
         t0 = time.perf_counter()
         same = same_bits(out, first)
         compare_s += time.perf_counter() - t0
-        ptrs.add(_tensors(out)[0].data_ptr())
+        ptrs.append(_tensors(out)[0].data_ptr())
         if not same:
             divergent += 1
             d = digest(out)
             if d not in digests:
                 digests.append(d)
+        held[:] = _tensors(out) if perturb else ()
         del out
-        held.clear()
     device_loop_s = time.perf_counter() - start
     hash_repeats = min(int(spec["hash_repeats"]), repeats) if spec.get("mode", "all") != "m_invariance" else 0
     hash_digests = []
@@ -132,7 +132,8 @@ def run_cell(call: Call, first: Output, spec: dict[str, Any], device: torch.devi
     per_hash = hash_loop_s / hash_repeats if hash_repeats else None
     return {
         "repeats": repeats, "distinct_digests": len(digests), "divergent_repeats": divergent,
-        "first_digest": digests[0], "digests": digests, "out_ptrs_distinct": len(ptrs),
+        "first_digest": digests[0], "digests": digests, "out_ptrs": ptrs,
+        "out_ptrs_distinct": len(set(ptrs)),
         "hash_repeats": hash_repeats, "hash_divergent": sum(d != digests[0] for d in hash_digests),
         "device_loop_s": device_loop_s, "device_compare_s": compare_s, "hash_loop_s": hash_loop_s,
         "device_s_per_call": per_device if repeats > 1 else None, "hash_s_per_call": per_hash,
@@ -157,7 +158,7 @@ def sweep_m(ms: list[int], base: dict[str, Any], build: Callable[[int], tuple[Ca
     the reference; where it is unsupported, the smallest M that ran is."""
     ref: tuple[int, Output] | None = None
     for m in sorted(set(ms) | {1}):
-        cell = {**base, "kind": "cell", "M": m}
+        cell = {**base, "kind": "cell", "M": m, "contend": spec.get("contend")}
         t0 = time.perf_counter()
         try:
             call, first, facts = build(m)

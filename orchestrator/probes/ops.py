@@ -21,7 +21,7 @@ from typing import Any
 
 import torch
 
-from orchestrator.probes import ops_attention, ops_controls, ops_moe, ops_norm, ops_sampling
+from orchestrator.probes import contend, ops_attention, ops_controls, ops_moe, ops_norm, ops_sampling
 from orchestrator.probes.harness import (
     DTYPES,
     Call,
@@ -49,6 +49,7 @@ DEFAULTS: dict[str, Any] = {
     "device": "auto",  # auto: cuda when available, else cpu
     "perturb_allocator": False,
     "mode": "all",  # all | repeats | m_invariance
+    "contend": None,  # null | process | stream (CUDA): busy on the same device while it repeats (contend.py)
 }
 
 
@@ -70,6 +71,12 @@ def probe(spec: dict[str, Any], emit: Emit) -> None:
     device = pick_device(spec["device"])
     emit({"kind": "env", **environment(device), "spec": spec})
     started = time.perf_counter()
+    with contend.running(spec["contend"], str(device)) as contention:
+        _sweep(spec, device, emit)
+    emit({"kind": "done", "wall_s": time.perf_counter() - started, **contention})
+
+
+def _sweep(spec: dict[str, Any], device: torch.device, emit: Emit) -> None:
     for name, entry in spec["ops"].items():
         kind = OPS[entry["op"]]
         params = {**kind.defaults, **{k: v for k, v in entry.items() if k not in ENTRY_KEYS}}
@@ -91,12 +98,12 @@ def probe(spec: dict[str, Any], emit: Emit) -> None:
 
             sweep_m(ms, base, bind, spec, device, emit)
         del inputs
-    emit({"kind": "done", "wall_s": time.perf_counter() - started})
 
 
 def main(argv: list[str] | None = None) -> int:
     spec = parse_spec("ops.py", DEFAULTS, sys.argv[1:] if argv is None else argv)
     problems = [p for name, entry in spec["ops"].items() for p in entry_problems(name, entry)]
+    problems += filter(None, [contend.check(spec["contend"], str(pick_device(spec["device"])))])
     if spec["mode"] not in ("all", "repeats", "m_invariance"):
         problems.append(f"mode {spec['mode']!r} is not one of all, repeats, m_invariance")
     if problems:

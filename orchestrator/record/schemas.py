@@ -10,8 +10,10 @@ import pyarrow as pa
 # 4: probes' image_id; 5: load points (responses: scheduled_ns .. offered_rate_per_s, start; arms: start,
 # model, memory peaks); 6: the digests table (per-module activation digests of flagged requests), arms'
 # digests_note; 7: responses' error_kind, arms' engine (the one that answered); 8: responses' prefix_seen;
-# 9: responses' cached_prompt_tokens. Older parts read with nulls.
-SCHEMA_VERSION = "9"
+# 9: responses' cached_prompt_tokens.
+# 10: probes' out_ptrs, contend, contend_matmuls; the scripts table (`orchestrator probe --script`).
+# Older parts read with nulls.
+SCHEMA_VERSION = "10"
 
 _TOP = pa.struct([("token", pa.string()), ("logprob", pa.float64())])
 _PROMPT_TOP = pa.struct([("token_id", pa.int64()), ("token", pa.string()), ("logprob", pa.float64()),
@@ -109,6 +111,17 @@ PROBES = pa.schema([
     ("wall_s", pa.float64()),
     # ops probes (orchestrator/probes/ops.py): context tokens, the harness's controls, the preset's expectation
     ("context", pa.int64()), ("control", pa.string()), ("expect_invariant", pa.bool_()), ("params", pa.string()),
+    ("out_ptrs", pa.list_(pa.int64())),  # each repeat's output address, the first call's first
+    ("contend", pa.string()), ("contend_matmuls", pa.int64()),  # probes/contend.py: the kind, what the busy side ran
+])
+
+# One row per run of a user's script (`orchestrator probe --script`; run/script_probe.py), as it printed.
+SCRIPTS = pa.schema([
+    ("study", pa.string()), ("run_id", pa.string()), ("image", pa.string()), ("image_id", pa.string()),
+    ("script", pa.string()), ("script_sha256", pa.string()), ("repeat", pa.int64()),
+    ("exit_code", pa.int64()), ("wall_s", pa.float64()), ("stdout", pa.string()), ("stderr_tail", pa.string()),
+    ("digest_names", pa.list_(pa.string())), ("digest_values", pa.list_(pa.string())),
+    ("contend", pa.string()), ("contend_matmuls", pa.int64()),
 ])
 
 # One row per (flagged request, engine step, leaf-module call): the engine's digest of the request's own rows
@@ -130,4 +143,5 @@ DIGESTS = pa.schema([
     ("batch_size", pa.int64()), ("batch_request_ids", pa.list_(pa.string())), ("context_tokens", pa.int64()),
 ])
 
-SCHEMAS = {"responses": RESPONSES, "logs": LOGS, "arms": ARMS, "probes": PROBES, "digests": DIGESTS}
+SCHEMAS = {"responses": RESPONSES, "logs": LOGS, "arms": ARMS, "probes": PROBES, "digests": DIGESTS,
+           "scripts": SCRIPTS}

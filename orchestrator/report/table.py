@@ -23,7 +23,9 @@ def probe_setup(rows: list[dict[str, Any]]) -> str:
     return (f"torch {head.get('torch')}, device {head.get('device')}"
             + (f" ({head['gpu']})" if head.get("gpu") else "")
             + (f", image {head['image']}" if head.get("image") else "")
-            + f"; {max(r.get('process') or 1 for r in rows)} process(es), seed {head.get('seed')}")
+            + f"; {max(r.get('process') or 1 for r in rows)} process(es), seed {head.get('seed')}"
+            + (f"; contended by a busy {head['contend']} ({head.get('contend_matmuls')} matmuls)"
+               if head.get("contend") else ""))
 
 
 def pct(value: float | None) -> str:

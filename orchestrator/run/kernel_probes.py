@@ -134,6 +134,8 @@ def parse(output: str) -> tuple[dict[str, Any], list[dict[str, Any]]]:
             env = row
         elif row.get("kind") == "cell":
             cells.append(row)
+        elif row.get("kind") == "done":  # what the contention ran, known once the probe is over
+            env["contend_matmuls"] = row.get("contend_matmuls")
     return env, cells
 
 
@@ -155,7 +157,7 @@ def rows_from_outputs(outputs: list[str], study: str, run_id: str, at: Where | N
             supported = [d for d in seen if d is not None]
             row.update(study=study, run_id=run_id, process=process, image=at.image if at else None,
                        image_id=at.identity if at else None, torch=env.get("torch"),
-                       gpu=env.get("gpu"), process_digests=seen,
+                       gpu=env.get("gpu"), process_digests=seen, contend_matmuls=env.get("contend_matmuls"),
                        processes_agree=(len(set(supported)) == 1) if len(supported) == len(outputs) > 1 else None)
             if cell.get("unsupported") is None and cell.get("repeats"):
                 row["upper_bound_95"] = divergence_bound(int(cell["divergent_repeats"]), int(cell["repeats"]))[1]

@@ -7,7 +7,7 @@ import contextlib
 import os
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar
 
 from orchestrator.errors import ArmStartError, DockerUnavailable, ImageError, RuntimeFailure
@@ -25,6 +25,7 @@ from orchestrator.runtime.spec import (
     Inventory,
     LogLine,
     MemoryReading,
+    Mount,
     Runtime,
 )
 from orchestrator.runtime.ssh import SshLink
@@ -131,8 +132,7 @@ class DockerRuntime:
         if spec.cap_add:
             kwargs["cap_add"] = list(spec.cap_add)
         if spec.mounts:
-            kwargs["volumes"] = {m.host: {"bind": m.container, "mode": "ro" if m.read_only else "rw"}
-                                 for m in spec.mounts}
+            kwargs["volumes"] = _volumes(spec.mounts)
         if self.ssh and f"{LABEL_NS}.run" in spec.labels:  # before the container exists: nothing escapes it
             self.ssh.watch(f"{LABEL_NS}.run={spec.labels[f'{LABEL_NS}.run']}")
         try:
@@ -216,11 +216,13 @@ class DockerRuntime:
     @over_link
     def run_oneshot(self, image: str, command: list[str], labels: Mapping[str, str],
                     entrypoint: list[str] | None = None, timeout_s: float = 120.0,
-                    env: Mapping[str, str] | None = None, gpus: str | None = None) -> ExecResult:
+                    env: Mapping[str, str] | None = None, gpus: str | None = None,
+                    mounts: Sequence[Mount] = ()) -> ExecResult:
         try:
             container = self.client.containers.create(
                 image=image, command=command, entrypoint=entrypoint, labels=with_owner(labels), network_mode="none",
-                environment=dict(env or {}), device_requests=_device_requests(gpus) if gpus else None)
+                environment=dict(env or {}), device_requests=_device_requests(gpus) if gpus else None,
+                volumes=_volumes(mounts) if mounts else None)
         except self._errors.APIError as exc:
             raise RuntimeFailure(f"docker could not create a container of '{image}': {exc.explanation or exc}") \
                 from exc
@@ -340,6 +342,10 @@ class DockerRuntime:
 
 def _gone(handle: Handle) -> RuntimeFailure:
     return RuntimeFailure(f"container '{handle.name}' no longer exists (removed from outside?)")
+
+
+def _volumes(mounts: Sequence[Mount]) -> dict[str, dict[str, str]]:
+    return {m.host: {"bind": m.container, "mode": "ro" if m.read_only else "rw"} for m in mounts}
 
 
 def _device_requests(gpus: str) -> list[Any]:

@@ -20,7 +20,7 @@ import itertools
 import json
 import os
 import socket
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
@@ -36,6 +36,7 @@ from orchestrator.runtime.spec import (
     Inventory,
     LogLine,
     MemoryReading,
+    Mount,
     Runtime,
 )
 from orchestrator.runtime.traits import FAKE
@@ -156,7 +157,8 @@ class FakeRuntime:
 
     def run_oneshot(self, image: str, command: list[str], labels: Mapping[str, str],
                     entrypoint: list[str] | None = None, timeout_s: float = 120.0,
-                    env: Mapping[str, str] | None = None, gpus: str | None = None) -> ExecResult:
+                    env: Mapping[str, str] | None = None, gpus: str | None = None,
+                    mounts: Sequence[Mount] = ()) -> ExecResult:
         self._ref_of(image)  # a missing image fails as it would in Docker
         return self._command([*(entrypoint or []), *command], dict(env or {}), self.commands)
 

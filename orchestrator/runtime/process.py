@@ -27,7 +27,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -58,6 +58,7 @@ from orchestrator.runtime.spec import (
     Inventory,
     LogLine,
     MemoryReading,
+    Mount,
     Runtime,
     map_mounts,
     missing_mounts,
@@ -254,7 +255,8 @@ class ProcessRuntime:
 
     def run_oneshot(self, image: str, command: list[str], labels: Mapping[str, str],
                     entrypoint: list[str] | None = None, timeout_s: float = 120.0,
-                    env: Mapping[str, str] | None = None, gpus: str | None = None) -> ExecResult:
+                    env: Mapping[str, str] | None = None, gpus: str | None = None,
+                    mounts: Sequence[Mount] = ()) -> ExecResult:
         """argv = entrypoint + command (there is no image entrypoint to fall back on), with the base
         env only (no arm env: put `env NAME=VALUE` in the entrypoint), cwd the project root. Unlike a
         container it is not cut off from the network."""

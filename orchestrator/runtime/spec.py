@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import os
 import shlex
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
@@ -286,10 +286,12 @@ class Runtime(Protocol):
 
     def run_oneshot(self, image: str, command: list[str], labels: Mapping[str, str],
                     entrypoint: list[str] | None = None, timeout_s: float = 120.0,
-                    env: Mapping[str, str] | None = None, gpus: str | None = None) -> ExecResult:
+                    env: Mapping[str, str] | None = None, gpus: str | None = None,
+                    mounts: Sequence[Mount] = ()) -> ExecResult:
         """Run a short-lived container of `image` with no network (knob listings, fingerprints, kernel
         probes) and return its exit status and stdout (plus the stderr tail when it failed); it is always
-        removed, and carries `labels` for `cleanup`. `gpus`: None, "all" or device ids, as for an arm."""
+        removed, and carries `labels` for `cleanup`. `gpus`: None, "all" or device ids, as for an arm;
+        `mounts`: an arm's volumes (a local process sees the host's files as they are)."""
         ...
 
     def stop(self, handle: Handle, timeout_s: float) -> int | None:

@@ -1,9 +1,11 @@
 """`orchestrator probe [--preset NAME]`: GEMM or ops kernel probes in an arm's image or as a local process
 (run/kernel_probes.py), recorded with RUN/probes.md; 3 when an op expected invariant was not
-(`analysis.probes.gate_failures`). docs/probes.md"""
+(`analysis.probes.gate_failures`). `--script FILE`: a user's own script instead (run/script_probe.py), recorded
+with RUN/script.md; 4 when it exited non-zero. docs/probes.md"""
 
 from __future__ import annotations
 
+import argparse
 import json
 from pathlib import Path
 
@@ -30,9 +32,18 @@ def main(argv: list[str]) -> Outcome:
     made.add_argument("--out", type=Path, help="run directory (default runs/probes/PRESET-TIME)")
     made.add_argument("--ingest", type=Path, nargs="+", metavar="RAW", help="record these raw JSONL outputs")
     made.add_argument("--print-spec", action="store_true", help="print the JSON spec for the probe and exit")
+    made.add_argument("--script", type=Path, help="run this Python script of yours, unmodified, where --arm runs "
+                      "(docs/probes.md: Your own script); its digest lines are recorded")
+    made.add_argument("--repeats", type=int, help="runs of --script (default 3), or the kernel probe's repeats")
+    made.add_argument("--contend", choices=("process", "stream"),
+                      help="a second process (or, on a GPU, CUDA stream) busy on the same device while it repeats")
+    made.add_argument("--timeout-s", type=float, default=600.0, help="per run of --script (default 600)")
     dirs, rest = search.split_config_dirs(argv)  # --config-dir DIR: where --arm is found
     a = made.parse_args(rest)
-    config = probe_config(a.preset, a.set, a.arm, a.image, dirs, a.out)
+    if a.script:
+        return script(a, dirs)
+    sets = [*a.set, *([f"repeats={a.repeats}"] if a.repeats else []), *([f"contend={a.contend}"] if a.contend else [])]
+    config = probe_config(a.preset, sets, a.arm, a.image, dirs, a.out)
     if a.print_spec:
         return answer(json.dumps(config.spec()))
     local = a.local or bool(config.of_arm and config.of_arm.on_host)  # a study's process arm runs as one
@@ -41,3 +52,25 @@ def main(argv: list[str]) -> Outcome:
     return (answer(render_markdown(run.rows),
                    f"Record: {run.paths.table('probes')}\nReport: {run.paths.root / 'probes.md'}")
             + note(*(f"GATE: {line}" for line in failed), status=ExitStatus.GATE_FAILED if failed else ExitStatus.OK))
+
+
+def script(a: argparse.Namespace, dirs: list[Path]) -> Outcome:
+    """`--script FILE`: the script run unmodified where the arm (or --image, or this interpreter) runs."""
+    from orchestrator.config.probe import load_probe_config
+    from orchestrator.report.script_probe import render_script
+    from orchestrator.run.kernel_probes import probe_runtime, study_arm
+    from orchestrator.run.script_probe import check_options, read_script, run_script
+
+    given = read_script(a.script)
+    repeats = 3 if a.repeats is None else a.repeats
+    check_options(repeats, a.contend)
+    config = load_probe_config(None, [], (study_arm(a.out, a.arm) or a.arm) if a.arm else None, a.image, dirs)
+    local = a.local or bool(config.of_arm and config.of_arm.on_host)
+    run = run_script(given, config, probe_runtime(local, a.docker_host), local, repeats, a.contend, a.timeout_s,
+                     a.out)
+    failed = [r for r in run.rows if r["exit_code"] != 0]
+    return (answer(render_script(run.rows), f"Record: {run.paths.table('scripts')}\n"
+                   f"Report: {run.paths.root / 'script.md'}")
+            + note(*([f"the script exited non-zero in {len(failed)} of {len(run.rows)} runs (their stderr is in "
+                      "the report)"] if failed else []),
+                   status=ExitStatus.MEASUREMENT_FAILED if failed else ExitStatus.OK))

@@ -82,7 +82,7 @@ def test_store_roundtrip_is_atomic_and_exact(tmp_path) -> None:  # type: ignore[
     import pyarrow.parquet as pq
 
     meta = pq.read_schema(next(paths.table("responses").glob("*.parquet"))).metadata
-    assert meta[b"orchestrator.schema_version"] == b"9"
+    assert meta[b"orchestrator.schema_version"] == b"10"
 
 
 def test_writer_continues_numbering_after_existing_parts(tmp_path) -> None:  # type: ignore[no-untyped-def]
