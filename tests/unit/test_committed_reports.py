@@ -36,8 +36,18 @@ def _recorded(run_dir: Path) -> bool:
     return any((run_dir / "data" / "responses").glob("*.parquet"))
 
 
+def _shaped(value: Any, like: Any) -> Any:
+    """`value` with only the keys `like` has, all the way down: the guard grew fields (the pairs' `coupled`, the
+    known issues) after a committed report was made, and what it decided then is what is compared."""
+    if isinstance(value, dict) and isinstance(like, dict):
+        return {k: _shaped(value.get(k), v) for k, v in like.items()}
+    if isinstance(value, list) and isinstance(like, list) and len(value) == len(like):
+        return [_shaped(v, w) for v, w in zip(value, like, strict=True)]
+    return value
+
+
 def _verdicts(report: dict[str, Any], cell_fields: dict[tuple[str, str, str], set[str]],
-              guard_keys: set[str]) -> dict[str, Any]:
+              guard: dict[str, Any]) -> dict[str, Any]:
     """What a report decided; of each cell and of the guard, the fields the committed report has (a later
     report adds some)."""
     headline = report["headline"]
@@ -50,7 +60,7 @@ def _verdicts(report: dict[str, Any], cell_fields: dict[tuple[str, str, str], se
             "schedules": [(s["arm"], s["prompt_id"], s["phase_a"], s["phase_b"], s["verdict"])
                           for s in report["schedules"]],
             "pooled": report.get("pooled"), "headline": headline, "gate": report["gate"],
-            "guard": {k: v for k, v in (report.get("guard") or {}).items() if k in guard_keys},
+            "guard": _shaped(report.get("guard") or {}, guard),
             "unobserved": report.get("unobserved"), "arms": [(a["arm"], a["status"]) for a in report["arms"]],
             "decode_prefill": report.get("decode_prefill")}
 
@@ -71,7 +81,7 @@ def test_a_committed_report_re_made_by_compare_has_the_same_verdicts(name: str, 
     remade = json.loads((tmp_path / "report.json").read_text())
     assert status == (3 if committed["gate"]["verdict"] == "fail" else 0)
     fields = {(c["arm"], c["prompt_id"], c["phase"]): set(c) for c in committed["cells"]}
-    guard_keys = set(committed.get("guard") or {})
-    assert _verdicts(remade, fields, guard_keys) == _verdicts(committed, fields, guard_keys)
+    guard = committed.get("guard") or {}
+    assert _verdicts(remade, fields, guard) == _verdicts(committed, fields, guard)
     if committed.get("attribution") is not None:  # the run's kernel probes, read from it though the report goes away
         assert remade["attribution"] == committed["attribution"]
