@@ -93,6 +93,7 @@ class Engine:
             fused_finalize=fused,
             indexer_budget=self.cfg.indexer_budget,
             topk_tiebreak=self.cfg.topk_tiebreak,
+            router_tie_share=self.cfg.router_tie_share,
         )
 
     def _step_delay(self) -> None:

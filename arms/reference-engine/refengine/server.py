@@ -79,6 +79,7 @@ def build_app(cfg: EngineConfig, log_startup: bool = True) -> App:
         logger.info("Fused finalize: %s", "on" if cfg.fused_finalize else "off")
         logger.info("Batch invariant: %s", "on" if cfg.batch_invariant else "off")
         logger.info("Indexer budget: %d, top-k tie-break: %s", cfg.indexer_budget, cfg.topk_tiebreak)
+        logger.info("Router tie share: %g", cfg.router_tie_share)
     tuner = Autotuner(
         cfg.autotune_cache_dir, cfg.moe_backend, cfg.resolved_backend, cfg.fused_finalize,
         desc, cfg.autotune_legacy_key,
