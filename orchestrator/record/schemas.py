@@ -106,6 +106,10 @@ PROBES = pa.schema([
     ("wall_s", pa.float64()),
     # ops probes (orchestrator/probes/ops.py): context tokens, the harness's controls, the preset's expectation
     ("context", pa.int64()), ("control", pa.string()), ("expect_invariant", pa.bool_()), ("params", pa.string()),
+    # the top-k tie probe (orchestrator/probes/ops_ties.py): rows of the cell with a tie at the k-th value, rows
+    # whose selected set / order differs across repeats, from the row selected alone, from the stable control
+    ("tie_rows", pa.int64()), ("set_differs_repeats", pa.int64()), ("order_differs_repeats", pa.int64()),
+    ("set_differs_alone", pa.int64()), ("order_differs_alone", pa.int64()), ("set_differs_stable", pa.int64()),
 ])
 
 # One row per (flagged request, engine step, leaf-module call): the engine's digest of the request's own rows
