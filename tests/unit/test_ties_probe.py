@@ -100,3 +100,28 @@ def test_the_bundle_runs_the_tie_probe_with_its_facts_and_table() -> None:
 def test_a_tie_setting_out_of_range_is_refused_naming_the_range() -> None:
     done = _ops({"ops": {"t": {"op": "topk_ties", "experts": 64, "tie_share": 1.5}}, "device": "cpu"})
     assert done.returncode == 2 and "ops.t: tie_share 1.5 must be within 0..1" in done.stderr
+
+
+def test_the_moe_and_sampling_probes_take_ties_and_the_unsorted_per_call_route() -> None:
+    """Their `tie_share` ties exactly that share of rows at the k-th score; the MoE probe routes each call with
+    the unsorted top-k on the device; left at their defaults, both draw and route as before."""
+    from orchestrator.probes import ops_moe, ops_sampling
+
+    gen = torch.Generator
+    moe = {**ops_moe.DEFAULTS, "experts": 64, "top_k": 8, "hidden": 32, "intermediate": 16, "dtype": "fp32"}
+    tied = ops_moe._prepare({**moe, "tie_share": 0.2}, 50, gen().manual_seed(0), torch.device("cpu"))
+    assert int(ops_ties.has_tie(tied["scores"], 8).sum()) == 10
+    before = ops_moe._prepare(moe, 50, gen().manual_seed(0), torch.device("cpu"))
+    router = torch.randn(50, 64, generator=gen().manual_seed(0)) + torch.linspace(1.5, -1.5, 64)
+    assert torch.equal(before["route"][1], torch.topk(torch.softmax(router, -1), 8, dim=-1).indices)
+    per_call = {**moe, "tie_share": 0.2, "route": "per_call"}
+    prepared = ops_moe._bind(tied, "per_expert_loop", 50, {**per_call, "route": "prepared"})()
+    assert torch.equal(ops_moe._bind(tied, "per_expert_loop", 50, per_call)(), prepared)  # the same routing
+    unsorted = ops_moe._bind(tied, "per_expert_loop", 50, {**per_call, "sorted": False})()
+    assert torch.allclose(unsorted, prepared, atol=1e-5)  # the same experts, the slots summed in another order
+    assert ops_moe._check({**moe, "route": "lazy"}) == ["route 'lazy' is not one of ['prepared', 'per_call']"]
+    sampling = {**ops_sampling.DEFAULTS, "vocab": 1000, "top_k": 5}
+    logits = ops_sampling._prepare({**sampling, "tie_share": 0.5}, 30, gen().manual_seed(0), torch.device("cpu"))
+    assert logits.dtype == torch.bfloat16 and int(ops_ties.has_tie(logits, 5).sum()) == 15
+    drawn = ops_sampling._prepare(sampling, 30, gen().manual_seed(0), torch.device("cpu"))
+    assert torch.equal(drawn, (torch.randn(30, 1000, generator=gen().manual_seed(0)) * 4).to(torch.bfloat16))
