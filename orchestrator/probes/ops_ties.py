@@ -46,8 +46,9 @@ def _next_down(x: torch.Tensor) -> torch.Tensor:
 
 
 def place_ties(scores: torch.Tensor, k: int, share: float, width: int = 2) -> torch.Tensor:
-    """`scores` ([rows, n], its dtype kept, on the CPU) with the top k + width - 1 values of every row made
-    strictly decreasing (a value equal to the one above it is stepped down by one ulp), then, in the rows
+    """`scores` ([rows, n], its dtype kept, on the CPU) with the top k + width values of every row made
+    strictly decreasing (a value equal to the one above it is stepped down by one ulp; the rest held below
+    them), then, in the rows
     `tie_rows_wanted` picks, the k-th value copied into the next width - 1: an exact tie at the k-th
     threshold. The other rows have no tie there, nor within their top k."""
     problem = tie_problem(k, share, width, scores.shape[-1])
@@ -57,6 +58,8 @@ def place_ties(scores: torch.Tensor, k: int, share: float, width: int = 2) -> to
     for r in range(1, k + width):
         clash = values[:, r] >= values[:, r - 1]
         values[:, r] = torch.where(clash, _next_down(values[:, r - 1]), values[:, r])
+    # a value below that range may now equal or pass a stepped one: keep it under the last
+    values[:, k + width:] = torch.minimum(values[:, k + width:], _next_down(values[:, k + width - 1:k + width]))
     rows = torch.tensor([tie_rows_wanted(i + 1, share) > tie_rows_wanted(i, share) for i in range(scores.shape[0])])
     for r in range(k, k + width - 1):
         values[:, r] = torch.where(rows, values[:, k - 1], values[:, r])
