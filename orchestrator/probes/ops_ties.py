@@ -48,9 +48,8 @@ def _next_down(x: torch.Tensor) -> torch.Tensor:
 def place_ties(scores: torch.Tensor, k: int, share: float, width: int = 2) -> torch.Tensor:
     """`scores` ([rows, n], its dtype kept, on the CPU) with the top k + width values of every row made
     strictly decreasing (a value equal to the one above it is stepped down by one ulp; the rest held below
-    them), then, in the rows
-    `tie_rows_wanted` picks, the k-th value copied into the next width - 1: an exact tie at the k-th
-    threshold. The other rows have no tie there, nor within their top k."""
+    them), then, in the rows `tie_rows_wanted` picks, the k-th value copied into the next width - 1: an exact
+    tie at the k-th threshold. The other rows have no tie there, nor within their top k."""
     problem = tie_problem(k, share, width, scores.shape[-1])
     if problem:
         raise ValueError(problem)
