@@ -65,7 +65,10 @@ def entry_problems(name: str, entry: dict[str, Any]) -> list[str]:
     if "dtype" in entry and entry["dtype"] not in DTYPES:
         problems.append(f"ops.{name}: dtype {entry['dtype']!r} is not one of {sorted(DTYPES)}")
     if kind.check is not None and not problems:
-        problems += [f"ops.{name}: {p}" for p in kind.check({**kind.defaults, **entry})]
+        try:
+            problems += [f"ops.{name}: {p}" for p in kind.check({**kind.defaults, **entry})]
+        except (TypeError, ValueError) as exc:  # a number given as text, or a list
+            problems.append(f"ops.{name}: a parameter is not a number ({exc}); known: {sorted(kind.defaults)}")
     return problems
 
 

@@ -101,6 +101,8 @@ def test_the_bundle_runs_the_tie_probe_with_its_facts_and_table() -> None:
 def test_a_tie_setting_out_of_range_is_refused_naming_the_range() -> None:
     done = _ops({"ops": {"t": {"op": "topk_ties", "experts": 64, "tie_share": 1.5}}, "device": "cpu"})
     assert done.returncode == 2 and "ops.t: tie_share 1.5 must be within 0..1" in done.stderr
+    done = _ops({"ops": {"t": {"op": "moe_grouped_gemm", "tie_share": "many"}}, "device": "cpu"})
+    assert done.returncode == 2 and "ops.t: a parameter is not a number" in done.stderr
 
 
 def test_the_moe_and_sampling_probes_take_ties_and_the_unsorted_per_call_route() -> None:
