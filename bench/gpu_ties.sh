@@ -21,6 +21,8 @@ sets=()
   start=$(date +%s)
   timeout "${PROBE_S:-540}" python3 -m orchestrator probe --local --preset ties_grid --out "$out/ties_grid" "${sets[@]}"
   echo "exit $? after $(( $(date +%s) - start )) s"
+  echo "=== python3 bench/ties_table.py $out/ties_grid --m 4096"
+  python3 bench/ties_table.py "$out/ties_grid" --m 4096
 } 2>&1 | tee "$out/gpu_ties.log"
 rm -rf "$out/ties_grid/data"  # the Parquet table: `orchestrator probe --ingest` rebuilds it from the raw JSONL
 ls -la "$out" "$out/ties_grid"
