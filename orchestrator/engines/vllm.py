@@ -29,6 +29,7 @@ LOG_PATTERNS: dict[str, str] = {
     "batch_invariant": r"Batch invariant: (on|off)",
     "indexer_budget": r"Indexer budget: (\d+)",
     "topk_tiebreak": r"top-k tie-break: (\w+)",
+    "router_tie_share": r"Router tie share: (\S+)",  # the reference engine's router ties (--router-tie-share)
     "autotune_key": r"Autotune cache key: (\S+)",
     "autotune_file": r"Using FlashInfer autotune cache file: (\S+?)\.?(?:\s|$)",
     "autotune_entry_finalize": r"Loaded autotune entry tuned for finalize=(\w+)",

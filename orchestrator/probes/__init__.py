@@ -14,7 +14,8 @@ from pathlib import Path
 PROBES_DIR = Path(__file__).resolve().parent
 # what each kernel probe's bundle holds besides itself (the modules it imports from this folder)
 BUNDLED = {"gemm": ("harness", "contend"),
-           "ops": ("harness", "contend", "ops_attention", "ops_controls", "ops_moe", "ops_norm", "ops_sampling"),
+           "ops": ("harness", "contend", "ops_attention", "ops_controls", "ops_moe", "ops_norm", "ops_sampling",
+                   "ops_ties"),
            "script_runner": ("contend",)}
 
 _BOOTSTRAP = '''import importlib, importlib.abc, importlib.machinery, sys

@@ -235,15 +235,20 @@ def print_json(row: dict[str, Any]) -> None:
 class OpKind:
     """One kind of op for ops.py: its arms (implementations), its parameters' defaults, `prepare` (inputs for
     the largest M, drawn once from a CPU generator so every device and process gets the same values) and
-    `bind` (the call at M over the first M rows; raises Unsupported where this arm cannot run here)."""
+    `bind` (the call at M over the first M rows; raises Unsupported where this arm cannot run here); optional
+    `facts` (more of a cell's columns from (inputs, arm, M, params, call, first output, repeats)) and `check`
+    (what is wrong with the parameters, each naming the valid choices)."""
 
     def __init__(self, arms: tuple[str, ...], defaults: dict[str, Any],
                  prepare: Callable[[dict[str, Any], int, torch.Generator, torch.device], Any],
                  bind: Callable[[Any, str, int, dict[str, Any]], Call],
                  dims: Callable[[dict[str, Any]], tuple[int, int, int | None]],
-                 control: str | None = None) -> None:
+                 control: str | None = None,
+                 facts: Callable[[Any, str, int, dict[str, Any], Call, Output, int], dict[str, Any]] | None = None,
+                 check: Callable[[dict[str, Any]], list[str]] | None = None) -> None:
         self.arms, self.defaults, self.prepare, self.bind, self.dims = arms, defaults, prepare, bind, dims
         self.control = control  # "must_vary" | "must_not_vary": a negative control of the harness itself
+        self.facts, self.check = facts, check
 
 
 DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}

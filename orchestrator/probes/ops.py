@@ -1,6 +1,7 @@
 """Kernel probes beyond GEMM: decode and prefill attention, RMSNorm, log_softmax with top-k/argmax, grouped
-MoE GEMM, and the harness's two negative controls; on the same harness as gemm.py (harness.py): fixed-M
-repeats with distinct outputs counted, row 0 compared bitwise at every M against M=1, the per-call cost.
+MoE GEMM, top-k under controlled ties (ops_ties.py), and the harness's two negative controls; on the same
+harness as gemm.py (harness.py): fixed-M repeats with distinct outputs counted, row 0 compared bitwise at
+every M against M=1, the per-call cost; an op's own `facts` add columns (the tie probe's per-row counts).
 
 Shipped bundled with its modules (`probes.bundle("ops")`, stdlib + torch only). From the repository root:
 
@@ -21,7 +22,7 @@ from typing import Any
 
 import torch
 
-from orchestrator.probes import contend, ops_attention, ops_controls, ops_moe, ops_norm, ops_sampling
+from orchestrator.probes import contend, ops_attention, ops_controls, ops_moe, ops_norm, ops_sampling, ops_ties
 from orchestrator.probes.harness import (
     DTYPES,
     Call,
@@ -38,7 +39,7 @@ from orchestrator.probes.harness import (
 )
 
 OPS: dict[str, OpKind] = {**ops_attention.OPS, **ops_norm.OPS, **ops_sampling.OPS, **ops_moe.OPS,
-                          **ops_controls.OPS}
+                          **ops_controls.OPS, **ops_ties.OPS}
 ENTRY_KEYS = ("op", "arms", "m", "expect_invariant")
 DEFAULTS: dict[str, Any] = {
     "ops": {"norm": {"op": "rmsnorm", "hidden": 256}},
@@ -64,6 +65,11 @@ def entry_problems(name: str, entry: dict[str, Any]) -> list[str]:
                  if a not in kind.arms]
     if "dtype" in entry and entry["dtype"] not in DTYPES:
         problems.append(f"ops.{name}: dtype {entry['dtype']!r} is not one of {sorted(DTYPES)}")
+    if kind.check is not None and not problems:
+        try:
+            problems += [f"ops.{name}: {p}" for p in kind.check({**kind.defaults, **entry})]
+        except (TypeError, ValueError) as exc:  # a number given as text, or a list
+            problems.append(f"ops.{name}: a parameter is not a number ({exc}); known: {sorted(kind.defaults)}")
     return problems
 
 
@@ -94,7 +100,9 @@ def _sweep(spec: dict[str, Any], device: torch.device, emit: Emit) -> None:
             def bind(m: int, kind: OpKind = kind, arm: str = arm, params: dict[str, Any] = params,
                      inputs: Any = inputs) -> tuple[Call, Output, dict[str, Any]]:
                 call = kind.bind(inputs, arm, m, params)
-                return call, first_call(call, device), {}
+                first = first_call(call, device)
+                repeats = int(spec["repeats"]) if spec["mode"] != "m_invariance" else 1
+                return call, first, kind.facts(inputs, arm, m, params, call, first, repeats) if kind.facts else {}
 
             sweep_m(ms, base, bind, spec, device, emit)
         del inputs

@@ -11,7 +11,8 @@ import pyarrow as pa
 # model, memory peaks); 6: the digests table (per-module activation digests of flagged requests), arms'
 # digests_note; 7: responses' error_kind, arms' engine (the one that answered); 8: responses' prefix_seen;
 # 9: responses' cached_prompt_tokens.
-# 10: probes' out_ptrs, contend, contend_matmuls; the scripts table (`orchestrator probe --script`).
+# 10: probes' out_ptrs, contend, contend_matmuls and the tie probe's counts (tie_rows, set_ and order_differs_*);
+#     the scripts table (`orchestrator probe --script`).
 # Older parts read with nulls.
 SCHEMA_VERSION = "10"
 
@@ -113,6 +114,10 @@ PROBES = pa.schema([
     ("context", pa.int64()), ("control", pa.string()), ("expect_invariant", pa.bool_()), ("params", pa.string()),
     ("out_ptrs", pa.list_(pa.int64())),  # each repeat's output address, the first call's first
     ("contend", pa.string()), ("contend_matmuls", pa.int64()),  # probes/contend.py: the kind, what the busy side ran
+    # the top-k tie probe (orchestrator/probes/ops_ties.py): rows of the cell with a tie at the k-th value, rows
+    # whose selected set / order differs across repeats, from the row selected alone, from the stable control
+    ("tie_rows", pa.int64()), ("set_differs_repeats", pa.int64()), ("order_differs_repeats", pa.int64()),
+    ("set_differs_alone", pa.int64()), ("order_differs_alone", pa.int64()), ("set_differs_stable", pa.int64()),
 ])
 
 # One row per run of a user's script (`orchestrator probe --script`; run/script_probe.py), as it printed.

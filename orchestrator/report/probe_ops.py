@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from orchestrator.analysis.probes import OpVerdict, invariant, verdicts
+from orchestrator.report.probe_ties import render_ties
 from orchestrator.report.table import fmt as _fmt
 from orchestrator.report.table import probe_setup
 
@@ -66,4 +67,4 @@ def render_ops(rows: list[dict[str, Any]]) -> str:
                          f"| {_fmt(r.get('processes_agree'))} | {_fmt(r.get('row0_bits_equal_m1'))} "
                          f"({_fmt(r.get('row0_max_ulps_vs_m1'))}, M={r.get('row0_ref_m')}) "
                          f"| {'-' if per_call is None else f'{per_call * 1e3:.3g} ms'} | |")
-    return "\n".join(lines) + "\n"
+    return "\n".join(lines + render_ties(rows)) + "\n"

@@ -57,12 +57,15 @@ def test_ops_preset_in_the_reference_image(tmp_path: Path) -> None:
     assert result.returncode == 0, result.stderr[-3000:]  # every op the preset expects invariant was
     rows = pq.read_table(tmp_path / "data" / "probes").to_pylist()
     assert {r["op"] for r in rows} == {"decode_attention", "prefill_attention", "rmsnorm", "log_softmax_topk",
-                                       "moe_grouped_gemm", "control_must_vary", "control_must_not_vary"}
+                                       "moe_grouped_gemm", "control_must_vary", "control_must_not_vary", "topk_ties"}
     assert all(r["image"] == "orchestrator/reference-engine:0.1.0" and r["process"] in (1, 2) for r in rows)
     assert all(r["distinct_digests"] > 1 for r in rows if r["control"] == "must_vary")
     assert all(r["distinct_digests"] == 1 and r["row0_bits_equal_m1"] for r in rows if r["control"] == "must_not_vary")
+    stable = [r for r in rows if r["arm"] == "stable_sort"]  # the tie control: ties to the lowest index, always
+    assert stable and all(r["tie_rows"] == -(-r["M"] * 2 // 10) and r["set_differs_alone"] == 0
+                          and r["set_differs_repeats"] == 0 for r in stable)
     text = (tmp_path / "probes.md").read_text()
-    assert "## Kernel probes (ops)" in text and "### moe_grouped_gemm" in text
+    assert "## Kernel probes (ops)" in text and "### moe_grouped_gemm" in text and "### top-k under ties" in text
     assert (tmp_path / "probes-ops-raw-2.jsonl").is_file()
 
 

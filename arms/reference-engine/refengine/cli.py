@@ -54,6 +54,13 @@ def _non_negative_ms(text: str) -> float:
     return value
 
 
+def _share(text: str) -> float:
+    value = float(text)
+    if not 0.0 <= value <= 1.0:  # also refuses nan
+        raise argparse.ArgumentTypeError(f"{text} is not a share: give a number from 0 to 1")
+    return value
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="refengine", description="Reference engine (vLLM-shaped) with known nondeterminism"
@@ -76,7 +83,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--enable-prefix-caching", dest="prefix_cache", action=argparse.BooleanOptionalAction,
                    default=False, help="serve a prompt's kept block-aligned prefix from the cache (default off)")
     p.add_argument("--indexer-budget", type=int, default=2048)
-    p.add_argument("--topk-tiebreak", choices=("stable", "random"), default="stable")
+    p.add_argument("--topk-tiebreak", choices=("stable", "random"), default="stable",
+                   help="how the indexer's top-k, and the router's where --router-tie-share ties it, break ties")
+    p.add_argument("--router-tie-share", type=_share, default=0.0,
+                   help="a share (0..1) of the MoE router's rows given an exact tie at the k-th expert (default 0)")
     p.add_argument("--moe-backend", choices=MOE_BACKENDS, default="auto")
     p.add_argument("--autotune-cache-dir", default=None, help="env VLLM_FLASHINFER_AUTOTUNE_CACHE_DIR")
     p.add_argument("--autotune-legacy-key", action="store_true", help="omit finalize mode from the cache key")
@@ -156,6 +166,7 @@ def config_from_args(ns: argparse.Namespace) -> EngineConfig:
         batch_invariant=inv,
         indexer_budget=ns.indexer_budget,
         topk_tiebreak=ns.topk_tiebreak,
+        router_tie_share=ns.router_tie_share,
         moe_backend=ns.moe_backend,
         autotune_cache_dir=cache_dir,
         autotune_legacy_key=ns.autotune_legacy_key,

@@ -26,7 +26,8 @@ class EngineConfig:
     fused_finalize: bool = False
     batch_invariant: bool = True
     indexer_budget: int = 2048
-    topk_tiebreak: str = "stable"  # stable | random
+    topk_tiebreak: str = "stable"  # stable | random: the indexer's top-k and, with ties there, the router's
+    router_tie_share: float = 0.0  # the share of router rows with an exact tie at the k-th expert (0: none)
     moe_backend: str = "auto"
     autotune_cache_dir: str | None = None
     autotune_legacy_key: bool = False

@@ -98,6 +98,7 @@ class Engine:
             fused_finalize=fused,
             indexer_budget=self.cfg.indexer_budget,
             topk_tiebreak=self.cfg.topk_tiebreak,
+            router_tie_share=self.cfg.router_tie_share,
         )
 
     def reset_prefix_cache(self) -> int:

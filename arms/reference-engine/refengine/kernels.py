@@ -123,3 +123,37 @@ def topk_select(levels: torch.Tensor, valid: torch.Tensor, k: int, tiebreak: str
     else:
         chosen = tie & (tie.long().cumsum(1) <= need[:, None])
     return (keep | chosen) & valid
+
+
+TIE_HASH_MOD = 9973  # a prime: the row hash's range, so tie_share is honoured to 1/9973
+
+
+def tied_rows(scores: torch.Tensor, share: float) -> torch.Tensor:
+    """Which rows get a tie: those whose hash of their own scores' bits falls under ``share``. Row-local, so a
+    row ties wherever its scores are the same (alone or in any batch); about ``share`` of distinct rows."""
+    words = scores.float().contiguous().view(torch.int32).long()
+    coeff = torch.arange(1, scores.shape[-1] + 1, device=scores.device, dtype=torch.long) * 7919
+    return (words * coeff).sum(-1).remainder(TIE_HASH_MOD) < share * TIE_HASH_MOD
+
+
+def tie_scores(probs: torch.Tensor, k: int, tie_share: float) -> torch.Tensor:
+    """``probs`` with, in the rows ``tied_rows`` picks, the (k+1)-th largest value raised to the k-th."""
+    values, order = probs.sort(dim=-1, descending=True, stable=True)
+    values[:, k] = torch.where(tied_rows(probs, tie_share), values[:, k - 1], values[:, k])
+    return torch.empty_like(probs).scatter_(1, order, values)
+
+
+def router_topk(probs: torch.Tensor, k: int, tie_share: float, tiebreak: str) -> tuple[torch.Tensor, torch.Tensor]:
+    """The router's top-``k`` (weights, experts) of each row. ``tie_share`` 0: ``probs.topk`` as ever. Above 0,
+    the rows ``tied_rows`` picks get an exact tie at the k-th value (the (k+1)-th score raised to it, as
+    quantised router logits tie), and the selection breaks it as ``topk_select`` does: ``stable`` the lowest
+    expert index (the stable-sort fix), ``random`` an order drawn from an unseeded source per call."""
+    if tie_share <= 0:
+        return probs.topk(k, dim=-1)
+    scores = tie_scores(probs, k, tie_share)
+    perm = torch.arange(scores.shape[1], device=scores.device)
+    if tiebreak == "random":
+        perm = torch.randperm(scores.shape[1], generator=unseeded_generator()).to(scores.device)
+    picked = scores[:, perm].sort(dim=-1, descending=True, stable=True).indices[:, :k]
+    experts = perm[picked]
+    return scores.gather(1, experts), experts

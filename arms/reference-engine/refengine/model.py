@@ -39,6 +39,7 @@ class KernelParams:
     fused_finalize: bool = False
     indexer_budget: int = 2048
     topk_tiebreak: str = "stable"
+    router_tie_share: float = 0.0  # the share of router rows given a tie at the k-th value (0: none)
 
 
 @dataclass
@@ -215,7 +216,7 @@ class TinyMoE:
 
     def _moe(self, h: torch.Tensor, p: dict[str, torch.Tensor], kp: KernelParams) -> torch.Tensor:
         probs = torch.softmax(kernels.linear(h, p["wr"]).float(), dim=-1)
-        weights, experts = probs.topk(TOP_K, dim=-1)
+        weights, experts = kernels.router_topk(probs, TOP_K, kp.router_tie_share, kp.topk_tiebreak)
         weights = weights / weights.sum(dim=-1, keepdim=True)
         contrib = torch.zeros(h.shape[0], TOP_K, D_MODEL, device=self.device, dtype=torch.float32)
         for e in range(N_EXPERTS):

@@ -88,6 +88,7 @@ def build_app(cfg: EngineConfig, log_startup: bool = True) -> App:
         if cfg.decode_defect:  # said only when planted: a log without it reads as before
             logger.info("Planted decode-only defect: on")
         paths.log_paths(cfg)  # attention, router, top-k kernels, reduction path
+        logger.info("Router tie share: %g", cfg.router_tie_share)
     tuner = Autotuner(
         cfg.autotune_cache_dir, cfg.moe_backend, cfg.resolved_backend, cfg.fused_finalize,
         desc, cfg.autotune_legacy_key,
