@@ -16,7 +16,8 @@ import threading
 from collections.abc import Iterator
 from typing import Any
 
-KINDS = ("process", "stream")
+BUSY_PROCESS, BUSY_STREAM = "process", "stream"  # what contends: not a runtime's kind
+KINDS = (BUSY_PROCESS, BUSY_STREAM)
 SIZE = 1024  # the busy matmul's side on the CPU: long enough to occupy the cores, short enough to stop at once
 GPU_SIZE = 4096  # on a GPU: a few ms of fp32 per matmul, every SM busy
 
@@ -56,7 +57,7 @@ def check(kind: str | None, device: str) -> str | None:
         return None
     if kind not in KINDS:
         return f"contend {kind!r} is not one of {list(KINDS)} (or null)"
-    if kind == "stream" and not device.startswith("cuda"):
+    if kind == BUSY_STREAM and not device.startswith("cuda"):
         return f"contend 'stream' needs a CUDA device (device is {device}): use contend 'process' on the CPU"
     return None
 
@@ -68,7 +69,7 @@ def running(kind: str | None, device: str) -> Iterator[dict[str, Any]]:
     facts: dict[str, Any] = {"contend": kind, "contend_matmuls": None}
     if kind is None:
         yield facts
-    elif kind == "process":
+    elif kind == BUSY_PROCESS:
         with _process(device, facts):
             yield facts
     else:

@@ -5,13 +5,16 @@ with RUN/script.md; 4 when it exited non-zero. docs/probes.md"""
 
 from __future__ import annotations
 
-import argparse
 import json
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from orchestrator.console import Outcome, answer, note
 from orchestrator.errors import ExitStatus
 from orchestrator.verbs.arguments import parser
+
+if TYPE_CHECKING:
+    from argparse import Namespace
 
 
 def main(argv: list[str]) -> Outcome:
@@ -54,7 +57,7 @@ def main(argv: list[str]) -> Outcome:
             + note(*(f"GATE: {line}" for line in failed), status=ExitStatus.GATE_FAILED if failed else ExitStatus.OK))
 
 
-def script(a: argparse.Namespace, dirs: list[Path]) -> Outcome:
+def script(a: Namespace, dirs: list[Path]) -> Outcome:
     """`--script FILE`: the script run unmodified where the arm (or --image, or this interpreter) runs."""
     from orchestrator.config.probe import load_probe_config
     from orchestrator.report.script_probe import render_script

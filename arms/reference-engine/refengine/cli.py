@@ -203,6 +203,9 @@ def setup_logging(level: str = "INFO", name: str = "refengine") -> None:
     root.handlers[:] = [handler]
     root.setLevel(level.upper())
     root.propagate = False
+    for child, found in logging.root.manager.loggerDict.items():  # a dictConfig before (Hydra's) disables them
+        if child.startswith(f"{name}.") and isinstance(found, logging.Logger):
+            found.disabled = False
 
 
 def main(argv: list[str] | None = None) -> int:
