@@ -46,7 +46,8 @@ class Reference:
             else:
                 inp = [None] * 3
             record = [step_of(self.layout, tgt), call, name, kind, start, stop, total,
-                      list(x.shape) if x is not None else None, list(y.shape), *inp, *digest(out_rows.clone(), self.head)]
+                      list(x.shape) if x is not None else None, list(y.shape), *inp,
+                      *digest(out_rows.clone(), self.head)]
             self.calls.append(record)
             self.outputs[id(y)] = (y, y._version, record)
 

@@ -22,7 +22,7 @@ import torch
 
 from hookedengine.bulk import block_digests, to_host
 from hookedengine.plan import Plan, Slot, Taken, make_plan, signature
-from hookedengine.rows import StepLayout, Target, step_of
+from hookedengine.rows import StepLayout, step_of
 
 STORE_REQUESTS = 512  # requests whose digests are kept; the oldest go first
 logger = logging.getLogger(__name__)

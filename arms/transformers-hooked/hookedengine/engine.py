@@ -11,7 +11,8 @@ import torch
 from refengine.engine import GenRequest, GenResult, OnToken, TokenLogprobs, generator, position_logprobs, sample
 
 from hookedengine.config import HookedConfig
-from hookedengine.digests import DigestStore, Recorder, StepLayout, Target
+from hookedengine.digests import DigestStore, Recorder
+from hookedengine.rows import StepLayout, Target
 
 
 class HookedEngine:
