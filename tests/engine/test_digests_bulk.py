@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 import torch
-from hookedengine.bulk import SERIAL_MAX, block_digests, digest
+from hookedengine.bulk import SERIAL_MAX, block_digests, digest, to_host
 from hookedengine.digests import DigestStore, Recorder, _first_tensor
 from hookedengine.rows import StepLayout, Target, rows, step_of
 
@@ -129,3 +129,13 @@ def test_a_block_s_rows_are_digested_as_each_row_alone() -> None:
     for m in (0, 1, 7, 300, SERIAL_MAX, SERIAL_MAX + 1):
         block = torch.randn(3, m, generator=gen) * torch.logspace(-6, 3, max(m, 1))[:m]
         assert block_digests(block, 5) == [digest(block[i], 5) for i in range(3)]
+
+
+def test_blocks_packed_for_one_transfer_come_back_as_they_were() -> None:
+    """An accelerator's blocks travel as one buffer of bytes (each block's place aligned for its dtype)."""
+    blocks = [torch.randn(3, 5), torch.arange(7).reshape(1, 7), torch.randn(2, 3).to(torch.bfloat16),
+              torch.zeros(1, 0), torch.tensor([[True, False, True]])]
+    back = to_host(blocks, packed=True)
+    assert [(b.dtype, b.shape) for b in back] == [(b.dtype, b.shape) for b in blocks]
+    assert all(torch.equal(a, b) for a, b in zip(back, blocks, strict=True))
+    assert [block_digests(b, 2) for b in back] == [block_digests(b, 2) for b in blocks]

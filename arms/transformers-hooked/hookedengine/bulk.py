@@ -26,10 +26,10 @@ def digest(rows: torch.Tensor, head: int) -> Digest:
             float(wide.norm()), wide[:head].tolist())
 
 
-def to_host(blocks: list[torch.Tensor]) -> list[torch.Tensor]:
-    """Blocks ([k, m], any dtypes) on one device -> the same on the host: on an accelerator, their bytes in one
-    buffer and one transfer."""
-    if not blocks or blocks[0].device.type == "cpu":
+def to_host(blocks: list[torch.Tensor], packed: bool | None = None) -> list[torch.Tensor]:
+    """Blocks ([k, m], any dtypes) on one device -> the same on the host: on an accelerator (or `packed`), their
+    bytes in one buffer and one transfer."""
+    if not blocks or not (blocks[0].device.type != "cpu" if packed is None else packed):
         return [b.contiguous() for b in blocks]
     parts: list[torch.Tensor] = []
     places: list[tuple[int, int]] = []
