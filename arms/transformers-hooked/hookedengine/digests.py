@@ -25,6 +25,7 @@ from hookedengine.plan import Plan, Slot, Taken, make_plan, signature
 from hookedengine.rows import StepLayout, step_of
 
 STORE_REQUESTS = 512  # requests whose digests are kept; the oldest go first
+PLANS = 256  # step plans kept for reuse
 logger = logging.getLogger(__name__)
 PENDING_WAIT_S = 60.0  # how long a GET waits for a finished request's digests still being computed
 
@@ -166,7 +167,7 @@ class Recorder:
     def _hook(self, name: str, kind: str) -> Any:
         def hook(module: torch.nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any], output: Any) -> None:
             layout = self.layout
-            if layout is None:
+            if layout is None or not layout.targets:
                 return
             y = output if type(output) is torch.Tensor else _first_tensor(output)
             if y is None:  # the model's own output object: nothing per row
@@ -197,6 +198,8 @@ class Recorder:
                            sorted(lost))
         self._copied = (self._copied or set()) | changed
         rids = [rid for rid in layout.targets if rid in self.open]
+        if not rids:
+            return
         targets = [layout.targets[rid] for rid in rids]
         key = (layout.batch, layout.seq_len, *((t.row, t.start, t.stop) for t in targets))
         sig = signature(taken)
@@ -204,6 +207,8 @@ class Recorder:
         if plan is None or plan.signature != sig or lost:
             plan = make_plan(taken, layout, targets, lost, sig)
             if not lost:
+                if len(self._plans) >= PLANS:  # geometries seen (prompt widths, packed spans): a bounded cache
+                    self._plans.clear()
                 self._plans[key] = plan
         self._work.put(_Step(plan.blocks(taken, rids),
                              [(self.open[rid], step_of(layout, t)) for rid, t in zip(rids, targets, strict=True)],
