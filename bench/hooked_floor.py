@@ -47,7 +47,7 @@ def main() -> int:
     engine = HookedEngine(HookedConfig(model=str(args.base_model)), model, None, 0, torch.device("cpu"), store)
     digested = engine.recorder
 
-    class Floor(Recorder):
+    class Floor(Recorder):  # type: ignore[misc]  # imported here, from the engine's venv
         """Hooks that do nothing."""
 
         def _hook(self, name: str, kind: str) -> Any:
@@ -75,7 +75,9 @@ def main() -> int:
         print(f"round {r + 1}: none flagged {plain[-1] * 1e3:.1f} ms CPU; one flagged, hooks doing nothing "
               f"{hooked[-1] * 1e3:.1f} ms (x{plain[-1] / hooked[-1]:.3f}); digested {full[-1] * 1e3:.1f} ms "
               f"(x{plain[-1] / full[-1]:.3f})", flush=True)
-    ratio = lambda xs: statistics.median(p / x for p, x in zip(plain, xs, strict=True))  # noqa: E731
+    def ratio(xs: list[float]) -> float:
+        return statistics.median(p / x for p, x in zip(plain, xs, strict=True))
+
     print(f"a batch-mate's speed per CPU second (median of {args.rounds} rounds): hooks doing nothing "
           f"x{ratio(hooked):.3f}, digested x{ratio(full):.3f}")
     return 0

@@ -1,10 +1,10 @@
 """Digests of a flagged request's own rows at every module call: forward hooks, attached only while a batch holds
 a flagged request, digest the target's rows of each module's first tensor argument and of its output as the
 module returned them (a later in-place kernel cannot change them: plan.py): an exact byte hash, float64 sum,
-abs-max and norm, and the first values, taken a step at a time in blocks (plan.py, bulk.py). Every module, not only the leaves: attention and fused MoE experts compute in
-the parent module itself (a function, 3-D weights), so their own call is where their split shows; calls come
-in the order modules return (a parent after its children). Each request's digests are kept (a bounded store) for
-GET /v1/digests/{id}; the wire format is docs/locate.md's."""
+abs-max and norm, and the first values, taken a step at a time in blocks (plan.py, bulk.py). Every module, not
+only the leaves: attention and fused MoE experts compute in the parent module itself (a function, 3-D weights), so
+their own call is where their split shows; calls come in the order modules return (a parent after its children).
+Each request's digests are kept (a bounded store) for GET /v1/digests/{id}; the wire format is docs/locate.md's."""
 
 from __future__ import annotations
 
