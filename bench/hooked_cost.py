@@ -1,8 +1,11 @@
-"""What the hooked engine's digests cost (issue 39), alternated round by round in one process:
+"""What the hooked engine's digests cost (issues 39 and 48), alternated round by round in one process:
 - requests that are not flagged, on the hooked engine, against the same engine started with `--no-digests` (no
   hooks can ever be attached): the same load, none flagged (the goal: at least 0.95);
-- the price of looking: with one request in every FLAG_EVERY flagged, the throughput of the others (a batch that
-  holds a flagged request runs every module's hook and digests its rows);
+- the price of looking: with one request in every FLAG_EVERY flagged, the speed of its batch-mates (the batch's
+  tokens a second: every request of a static batch runs at the batch's pace; the goal: at least 0.9), and the
+  others' share of the throughput (at most 1 - 1/FLAG_EVERY: the flagged requests' own tokens are not counted);
+- each figure also per second of the engine process's CPU time (user + system, from /proc): on a shared machine
+  whose other work slows the engine down, the CPU it spends on the same tokens is the steadier measure;
 - the size of one flagged request's digests as the record stores them (Parquet, zstd), 64 tokens of an 8-layer
   model (the goal: under 1 MB).
 
@@ -31,6 +34,7 @@ import sys
 import tempfile
 import threading
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import pyarrow as pa
@@ -48,6 +52,7 @@ PROMPTS = ["The capital of France is", "Count from one to ten: one, two,", "hell
 
 MAKE_MODEL = r'''
 import sys, shutil, torch
+from dataclasses import dataclass
 from pathlib import Path
 from transformers import AutoConfig, AutoModelForCausalLM
 src, out = Path(sys.argv[1]), Path(sys.argv[2])
@@ -89,13 +94,31 @@ def post(conn: http.client.HTTPConnection, body: dict[str, object]) -> dict[str,
     return json.loads(conn.getresponse().read())  # type: ignore[no-any-return]
 
 
-def load_round(port: int, clients: int, requests: int, tokens: int, flag_every: int) -> tuple[float, int]:
-    """(tokens a second of the requests that were not flagged, how many were flagged): `clients` threads send
-    `requests` requests in all, every `flag_every`-th flagged (0: none)."""
+@dataclass
+class Round:
+    tokens: int  # every request's
+    others: int  # the tokens of the requests that were not flagged
+    flagged: int
+    elapsed_s: float
+    cpu_s: float  # the engine process's
+
+    def speed(self, per_cpu: bool) -> float:
+        """Tokens a second (of wall time, or of the engine's CPU time)."""
+        return self.tokens / (self.cpu_s if per_cpu else self.elapsed_s)
+
+
+def cpu_s(pid: int) -> float:
+    """A process's CPU time so far, user + system (Linux's /proc)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def load_round(engine: subprocess.Popen[bytes], port: int, clients: int, requests: int, tokens: int,
+               flag_every: int) -> Round:
+    """`clients` threads send `requests` requests in all, every `flag_every`-th flagged (0: none)."""
     counter = iter(range(requests))
     lock = threading.Lock()
-    done_tokens: list[int] = []
-    flagged = [0]
+    done_tokens: list[tuple[bool, int]] = []
 
     def client() -> None:
         conn = http.client.HTTPConnection("127.0.0.1", port, timeout=600)
@@ -108,18 +131,17 @@ def load_round(port: int, clients: int, requests: int, tokens: int, flag_every: 
             answer = post(conn, {"prompt": PROMPTS[i % len(PROMPTS)], "max_tokens": tokens, "temperature": 0,
                                  "ignore_eos": True, "logprobs": 5, "digest": flag})
             with lock:
-                if flag:
-                    flagged[0] += 1
-                else:
-                    done_tokens.append(answer["usage"]["completion_tokens"])  # type: ignore[index]
+                done_tokens.append((flag, answer["usage"]["completion_tokens"]))  # type: ignore[index]
 
     threads = [threading.Thread(target=client) for _ in range(clients)]
-    start = time.perf_counter()
+    cpu0, start = cpu_s(engine.pid), time.perf_counter()
     for t in threads:
         t.start()
     for t in threads:
         t.join()
-    return sum(done_tokens) / (time.perf_counter() - start), flagged[0]
+    elapsed, cpu = time.perf_counter() - start, cpu_s(engine.pid) - cpu0
+    return Round(sum(n for _f, n in done_tokens), sum(n for f, n in done_tokens if not f),
+                 sum(f for f, _n in done_tokens), elapsed, cpu)
 
 
 def digest_size(port: int, tokens: int) -> tuple[int, int, int]:
@@ -151,6 +173,7 @@ def main() -> int:
     if not python.is_file() or not args.base_model.exists():
         print(f"needs {args.engine_python} and {args.base_model}: run `make transformers-serve` first", file=sys.stderr)
         return 2
+    print(f"load average at the start: {' '.join(f'{x:.2f}' for x in os.getloadavg())}", flush=True)
     with tempfile.TemporaryDirectory() as tmp:
         model = Path(tmp) / "llama-8-layers"
         subprocess.run([str(python), "-c", MAKE_MODEL, str(args.base_model), str(model)], check=True,
@@ -159,31 +182,35 @@ def main() -> int:
         proc = start_engine(python, args.device, model, port)
         bare = start_engine(python, args.device, model, bare_port, "--no-digests")
         try:
-            for p in (port, bare_port):
-                load_round(p, args.clients, args.clients, 8, 0)  # warm-up
-            plain, unflagged, mixed = [], [], []
+            for e, p in ((proc, port), (bare, bare_port)):
+                load_round(e, p, args.clients, args.clients, 8, 0)  # warm-up
+            rounds: list[tuple[Round, Round, Round]] = []
             for r in range(args.rounds):
-                a, _ = load_round(bare_port, args.clients, args.requests, args.tokens, 0)
-                b, _ = load_round(port, args.clients, args.requests, args.tokens, 0)
-                c, n = load_round(port, args.clients, args.requests, args.tokens, args.flag_every)
-                plain.append(a)
-                unflagged.append(b)
-                mixed.append(c)
-                print(f"round {r + 1}: --no-digests {a:.1f} tok/s; hooked engine, none flagged {b:.1f} tok/s "
-                      f"(x{b / a:.3f}); 1 in {args.flag_every} flagged ({n}): the others {c:.1f} tok/s (x{c / a:.3f})",
-                      flush=True)
+                a = load_round(bare, bare_port, args.clients, args.requests, args.tokens, 0)
+                b = load_round(proc, port, args.clients, args.requests, args.tokens, 0)
+                c = load_round(proc, port, args.clients, args.requests, args.tokens, args.flag_every)
+                rounds.append((a, b, c))
+                print(f"round {r + 1}: --no-digests {a.speed(False):.1f} tok/s ({a.speed(True):.1f} per CPU s); "
+                      f"hooked engine, none flagged {b.speed(False):.1f} (x{b.speed(False) / a.speed(False):.3f}; "
+                      f"per CPU s x{b.speed(True) / a.speed(True):.3f}); 1 in {args.flag_every} flagged "
+                      f"({c.flagged}): all {c.speed(False):.1f} tok/s (x{c.speed(False) / a.speed(False):.3f}; "
+                      f"per CPU s x{c.speed(True) / a.speed(True):.3f}), the others' share "
+                      f"x{c.others / c.elapsed_s / a.speed(False):.3f}", flush=True)
             size, rows, raw = digest_size(port, args.tokens)
         finally:
-            for p in (proc, bare):
-                p.terminate()
-                p.wait(30)
-    def median_ratio(xs: list[float]) -> float:
-        return statistics.median(x / p for x, p in zip(xs, plain, strict=True))
+            for e in (proc, bare):
+                e.terminate()
+                e.wait(30)
 
+    def median(which: int, per_cpu: bool) -> float:
+        return statistics.median(r[which].speed(per_cpu) / r[0].speed(per_cpu) for r in rounds)
+
+    print(f"load average at the end: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     print(f"requests not flagged, against the engine with --no-digests (median of {args.rounds} rounds): "
-          f"x{median_ratio(unflagged):.3f} (goal: at least 0.95)")
-    print(f"with 1 in {args.flag_every} flagged, the others: x{median_ratio(mixed):.3f} (a batch holding a flagged "
-          "request pays for its digests)")
+          f"x{median(1, False):.3f}, per CPU second x{median(1, True):.3f} (goal: at least 0.95)")
+    print(f"with 1 in {args.flag_every} flagged, a flagged request's batch-mates (the batch's tokens a second): "
+          f"x{median(2, False):.3f}, per CPU second x{median(2, True):.3f} (goal: at least 0.9); the others' share "
+          f"of the throughput x{statistics.median(c.others / c.elapsed_s / a.speed(False) for a, _b, c in rounds):.3f}")
     print(f"one flagged request, {args.tokens} tokens, 8 layers: {rows} digest rows, {size / 1e6:.3f} MB in Parquet "
           f"(zstd; goal: under 1 MB), {raw / 1e6:.2f} MB as the engine's JSON")
     return 0

@@ -7,23 +7,25 @@ from __future__ import annotations
 import pytest
 import torch
 from hookedengine.app import plant_batch_variant
-from hookedengine.digests import DigestStore, Recorder, RequestDigests, StepLayout, Target, _digest, _rows
+from hookedengine.bulk import digest
+from hookedengine.digests import DigestStore, Recorder, RequestDigests
+from hookedengine.rows import StepLayout, Target, rows
 
 
 def test_rows_of_a_batched_a_flattened_and_a_shared_tensor() -> None:
     layout = StepLayout(0, batch=2, seq_len=3, window_ids=["a", "b"], targets={})
     tgt = Target(row=1, start=1, stop=3, context_tokens=2)
     batched = torch.arange(2 * 3 * 4.0).reshape(2, 3, 4)
-    rows, start, stop, total = _rows(batched, layout, tgt)
-    assert (start, stop, total) == (4, 6, 6) and torch.equal(rows, batched[1, 1:])
+    got, start, stop, total = rows(batched, layout, tgt)
+    assert (start, stop, total) == (4, 6, 6) and torch.equal(got, batched[1, 1:])
     flat = batched.reshape(6, 4)
-    rows, start, stop, total = _rows(flat, layout, tgt)
-    assert (start, stop, total) == (4, 6, 6) and torch.equal(rows, batched[1, 1:])
+    got, start, stop, total = rows(flat, layout, tgt)
+    assert (start, stop, total) == (4, 6, 6) and torch.equal(got, batched[1, 1:])
     mixed = torch.ones(5, 4)  # e.g. MoE experts' rows, grouped by expert: the batch's tokens mixed
-    rows, start, stop, total = _rows(mixed, layout, tgt)
-    assert (start, stop, total) == (None, None, 5) and rows is mixed
+    got, start, stop, total = rows(mixed, layout, tgt)
+    assert (start, stop, total) == (None, None, 5) and got is mixed
     alone = StepLayout(0, batch=1, seq_len=3, window_ids=["b"], targets={})
-    rows, start, stop, total = _rows(mixed, alone, Target(row=0, start=0, stop=3, context_tokens=3))
+    got, start, stop, total = rows(mixed, alone, Target(row=0, start=0, stop=3, context_tokens=3))
     assert (start, stop, total) == (0, 5, 5)  # the forward holds only its tokens: its own
 
 
@@ -66,8 +68,8 @@ def test_a_target_rows_digest_is_its_own_whatever_else_is_in_the_batch() -> None
     assert got.steps == [{"step": 0, "batch_size": 2, "batch_request_ids": ["o", "t"], "context_tokens": 3}]
     first = got.calls[0]
     assert first[4:7] == [3, 6, 6] and first[7] == [2, 3, 4] and first[8] == [2, 3, 8]
-    assert first[9] == _digest(x[1], 0)[0]  # the input's own rows
-    assert first[12] == _digest(model[0](x)[1], 3)[0] and len(first[16]) == 3
+    assert first[9] == digest(x[1], 0)[0]  # the input's own rows
+    assert first[12] == digest(model[0](x)[1], 3)[0] and len(first[16]) == 3
     assert got.calls[1][9] == first[12]  # the next module's input is this one's output: the same digest
     other = x.clone()
     other[0] += 1  # another request's rows change; the target's digests do not (row-wise ops)

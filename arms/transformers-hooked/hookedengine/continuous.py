@@ -23,8 +23,9 @@ from refengine.metrics import Metrics
 from refengine.scheduler import Job
 
 from hookedengine.config import HookedConfig
-from hookedengine.digests import DigestStore, Recorder, StepLayout, Target
+from hookedengine.digests import DigestStore, Recorder
 from hookedengine.engine import prompt_logprobs
+from hookedengine.rows import StepLayout, Target
 
 logger = logging.getLogger(__name__)
 

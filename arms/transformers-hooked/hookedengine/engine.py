@@ -13,7 +13,8 @@ from refengine.engine import GenRequest, GenResult, OnToken, TokenLogprobs, gene
 
 from hookedengine import compiled
 from hookedengine.config import HookedConfig
-from hookedengine.digests import DigestStore, Recorder, StepLayout, Target
+from hookedengine.digests import DigestStore, Recorder
+from hookedengine.rows import StepLayout, Target
 
 logger = logging.getLogger(__name__)
 
