@@ -34,14 +34,16 @@ import statistics
 import subprocess
 import sys
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "bench"))
 import planted_recording  # noqa: E402
 
+T = TypeVar("T")
 PLANTED_MS = 11.0  # conf/study/load_calibration.yaml: slow's --step-delay-ms less the baseline's
 AA_METRICS = ("request_throughput_per_s", "latency_s", "time_to_first_token_s")
 PLANTED_METRIC = "inter_token_latency_s"
@@ -247,18 +249,21 @@ def main(argv: list[str] | None = None) -> int:
         print(*unmatched_lines(work_dir, args.trials, _run, args.reuse), sep="\n")
         return 0
     if args.planted == "recording":
-        planted = []
-        for seed in range(args.trials):
-            planted.append(run_planted(seed, work_dir, reuse=args.reuse))
-            print(_planted_line(planted[-1]), flush=True)
+        planted = _each(args.trials, lambda seed: run_planted(seed, work_dir, reuse=args.reuse), _planted_line)
         print(*planted_coverage(planted), sep="\n")
         return 0
-    trials = []
-    for seed in range(args.trials):
-        trials.append(run_trial(seed, work_dir, reuse=args.reuse))
-        print(_line(trials[-1]), flush=True)
+    trials = _each(args.trials, lambda seed: run_trial(seed, work_dir, reuse=args.reuse), _line)
     print(*coverage(trials), sep="\n")
     return 0
+
+
+def _each(trials: int, run: Callable[[int], T], line: Callable[[T], str]) -> list[T]:
+    """Every trial run in turn, its line printed as it ends."""
+    done: list[T] = []
+    for seed in range(trials):
+        done.append(run(seed))
+        print(line(done[-1]), flush=True)
+    return done
 
 
 if __name__ == "__main__":
