@@ -1,0 +1,184 @@
+"""The support matrix (issue 49): the seed's cell (model and revision, engine and version, runtime,
+quantization, topology, hardware, flags, load point) of each arm and phase of a run, read from the record alone
+(the arms table's config and fingerprint, report.json's cells, starts and load phases), and the cells of
+several runs merged: a cell measured in several runs keeps each measurement and says whether they agree."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from orchestrator.analysis.stats import divergence_bound
+from orchestrator.engines import profile_for
+from orchestrator.record.recorded import ArmStart, RecordedRun
+
+# Where the engine listens and what it serves are the cell's own columns, not flags; the interpreter's plumbing
+# (a module path, buffering) differs from host to host and sets nothing of the engine.
+NOT_FLAGS = frozenset({"host", "port", "model", "served-model-name"})
+NOT_ENV_FLAGS = frozenset({"PYTHONPATH", "PYTHONDONTWRITEBYTECODE", "PYTHONUNBUFFERED"})
+KEY_FIELDS = ("model", "model_revision", "engine", "engine_version", "runtime", "quantization", "topology",
+              "hardware", "flags", "load_point")
+
+
+@dataclass(frozen=True, order=True)
+class CellKey:
+    """The seed's cell; every field a string ("-": not recorded) so that keys sort and compare."""
+
+    model: str
+    model_revision: str
+    engine: str
+    engine_version: str
+    runtime: str  # docker, process, ssh or slurm
+    quantization: str
+    topology: str  # tp=N pp=N dp=N, 1 where the arm's flags say none
+    hardware: str  # the fingerprint's GPU name, else its CPU's
+    flags: str  # the arm's engine_args and env as recorded, sorted
+    load_point: str  # a load phase's label; else the phase and its batch size
+
+    def fields(self) -> dict[str, str]:
+        return {name: getattr(self, name) for name in KEY_FIELDS}
+
+
+@dataclass(frozen=True)
+class Measurement:
+    """One run's answer for one cell: starts, divergence with its 95 % bound, cost where it has load phases."""
+
+    key: CellKey
+    run_id: str
+    run_dir: str  # as given on the command line
+    arm: str
+    phase: str
+    starts: int | None  # None: the run's report has no starts summary
+    start_failures: int | None
+    start_failure_upper_95: float | None
+    n: int  # measured requests over the cell's prompts
+    divergent: int
+    divergence_lower_95: float
+    divergence_upper_95: float
+    output_tokens_per_s: float | None  # mean over the phase's windows
+    output_tokens_per_s_min: float | None  # its windows' least and most
+    output_tokens_per_s_max: float | None
+    latency_p50_s: float | None
+    latency_p90_s: float | None
+
+
+@dataclass(frozen=True)
+class MatrixRow:
+    """A cell and every run that measured it, sorted by run id; `agreement` says whether they agree."""
+
+    key: CellKey
+    measurements: tuple[Measurement, ...]
+    agreement: str  # "one run", "agree" (divergence intervals overlap) or "differ"
+
+
+def _text(value: Any) -> str:
+    return "-" if value is None or value == "" else str(value)
+
+
+def _flags(config: dict[str, Any]) -> str:
+    args = {k: v for k, v in (config.get("engine_args") or {}).items() if k not in NOT_FLAGS and v is not None}
+    env = {k: v for k, v in (config.get("env") or {}).items() if k not in NOT_ENV_FLAGS}
+    parts = [f"{k}={json.dumps(v) if not isinstance(v, str) else v}" for k, v in sorted(args.items())]
+    parts += [f"env.{k}={v}" for k, v in sorted(env.items())]
+    return " ".join(parts) or "-"
+
+
+def _runtime(arm: ArmStart) -> str:
+    ran_on = (arm.fingerprint or {}).get("ran_on") or {}
+    if ran_on.get("slurm_job"):
+        return "slurm"
+    if (arm.image_id or "").startswith("process:") or arm.image_ref == "process":
+        return "process"
+    host = str((arm.fingerprint or {}).get("docker_host") or arm.config.get("docker_host") or "")
+    return "ssh" if host.startswith("ssh://") else "docker"
+
+
+def _topology(cell: dict[str, Any]) -> str:
+    topology = cell.get("topology") or {}
+    return " ".join(f"{short}={topology.get(name) or 1}" for short, name in
+                    (("tp", "tensor_parallel"), ("pp", "pipeline_parallel"), ("dp", "data_parallel")))
+
+
+def _engine_version(arm: ArmStart) -> str:
+    fingerprint = arm.fingerprint or {}
+    stated = (fingerprint.get("version") or {}).get("version") if isinstance(fingerprint.get("version"), dict) \
+        else None
+    if stated:
+        return str(stated)
+    packages = (fingerprint.get("probe") or {}).get("packages") or {}
+    own = [f"{name} {packages[name]}" for name in profile_for(arm.engine).packages if packages.get(name)]
+    return ", ".join(own) or "-"
+
+
+def _hardware(arm: ArmStart) -> str:
+    probe = (arm.fingerprint or {}).get("probe") or {}
+    return _text((probe.get("gpu") or {}).get("name") or probe.get("cpu"))
+
+
+def arm_key(arm: ArmStart, load_point: str) -> CellKey:
+    """The cell of `arm` at `load_point`, from its recorded config and fingerprint."""
+    cell = (arm.fingerprint or {}).get("cell") or {}
+    return CellKey(model=_text(arm.model or cell.get("model")),
+                   model_revision=_text(arm.model_revision or cell.get("model_revision")),
+                   engine=_text(arm.engine or arm.config.get("engine")), engine_version=_engine_version(arm),
+                   runtime=_runtime(arm), quantization=_text(cell.get("quantization")), topology=_topology(cell),
+                   hardware=_hardware(arm), flags=_flags(arm.config), load_point=load_point)
+
+
+def _load_point(cell: dict[str, Any], labels: dict[tuple[str, str], str]) -> str:
+    label = labels.get((cell["arm"], cell["phase"]))
+    if label:
+        return label
+    size = cell.get("batch_size")
+    return f"{cell['phase']} batch {size}" if size else str(cell["phase"])
+
+
+def measurements(run: RecordedRun, run_dir: str, report: dict[str, Any]) -> list[Measurement]:
+    """Each arm and phase of one run as a cell (its prompts pooled), from its arms table and report.json."""
+    arms = {arm.arm: arm for arm in run.arms}
+    cost = report.get("cost") or {}
+    phases = {(p["arm"], p["phase"]): p for p in cost.get("phases") or []}
+    labels = {where: str(p.get("load_point") or "") for where, p in phases.items()}
+    starts = {s["arm"]: s for s in cost.get("starts") or []}
+    pooled: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for cell in report.get("cells") or []:
+        if cell.get("arm") in arms and cell.get("n"):
+            pooled.setdefault((cell["arm"], cell["phase"]), []).append(cell)
+    found = []
+    for (arm, phase), cells in sorted(pooled.items()):
+        n, k = sum(int(c["n"]) for c in cells), sum(int(c["divergent"]) for c in cells)
+        low, high = divergence_bound(k, n)
+        start, load = starts.get(arm) or {}, phases.get((arm, phase)) or {}
+        rate = load.get("output_tokens_per_s") or {}
+        latency = load.get("latency_s") or {}
+        found.append(Measurement(
+            key=arm_key(arms[arm], _load_point(cells[0], labels)), run_id=run.meta.run_id, run_dir=run_dir,
+            arm=arm, phase=phase, starts=start.get("starts"),
+            start_failures=None if not start else int(start["starts"]) - int(start.get("ready") or 0),
+            start_failure_upper_95=start.get("failure_upper_95"), n=n, divergent=k, divergence_lower_95=low,
+            divergence_upper_95=high, output_tokens_per_s=rate.get("avg"), output_tokens_per_s_min=rate.get("min"),
+            output_tokens_per_s_max=rate.get("max"), latency_p50_s=latency.get("p50"),
+            latency_p90_s=latency.get("p90")))
+    return found
+
+
+def agreement(found: list[Measurement]) -> str:
+    """"agree" when every two measurements' divergence intervals overlap, else "differ"; one: "one run"."""
+    if len(found) < 2:
+        return "one run"
+    overlap = max(m.divergence_lower_95 for m in found) <= min(m.divergence_upper_95 for m in found)
+    return "agree" if overlap else "differ"
+
+
+def merge(found: list[Measurement]) -> list[MatrixRow]:
+    """The cells of every run, each with all its measurements, sorted by cell and run: the order of the runs
+    given changes nothing."""
+    cells: dict[CellKey, list[Measurement]] = {}
+    for measurement in found:
+        cells.setdefault(measurement.key, []).append(measurement)
+    rows = []
+    for key in sorted(cells):
+        ordered = sorted(cells[key], key=lambda m: (m.run_id, m.run_dir, m.arm, m.phase))
+        rows.append(MatrixRow(key, tuple(ordered), agreement(ordered)))
+    return rows

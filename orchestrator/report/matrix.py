@@ -1,0 +1,102 @@
+"""`orchestrator matrix`'s outputs: the run dirs read once each (run.json, the arms table, report.json), their
+cells merged (analysis/matrix.py) and written as matrix.md, matrix.json and matrix.csv (a row per cell and run,
+sorted, so that the same runs give the same bytes in any order) and matrix.html (report/matrix_html.py)."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from orchestrator.analysis.matrix import KEY_FIELDS, MatrixRow, Measurement, measurements, merge
+from orchestrator.errors import RecordError
+from orchestrator.record.paths import atomic_write_text, read_json
+from orchestrator.report.build import read_sources
+from orchestrator.report.matrix_html import to_html
+
+MEASURED = ("run_id", "arm", "phase", "agreement", "starts", "start_failures", "start_failure_upper_95", "n",
+            "divergent", "divergence_lower_95", "divergence_upper_95", "output_tokens_per_s",
+            "output_tokens_per_s_min", "output_tokens_per_s_max", "latency_p50_s", "latency_p90_s", "evidence",
+            "rerun")
+COLUMNS = (*KEY_FIELDS, *MEASURED)
+
+
+def gather(run_dirs: list[Path]) -> list[MatrixRow]:
+    """Every cell of the run dirs, merged; a dir that is no run dir or has no report.json: RecordError."""
+    if not run_dirs:
+        raise RecordError("no run dir given: pass one or more folders `orchestrator run` printed")
+    found: list[Measurement] = []
+    for run in read_sources(run_dirs):
+        if not run.paths.report_json.is_file():
+            raise RecordError(f"{run.paths.root} has no report.json: run `orchestrator compare {run.paths.root}` "
+                              "to make it from the record, then again")
+        found += measurements(run, str(run.paths.root), read_json(run.paths.report_json))
+    return merge(found)
+
+
+def _number(value: float | None) -> str:
+    return "" if value is None else (f"{value:.4g}" if isinstance(value, float) else str(value))
+
+
+def records(rows: list[MatrixRow], out: Path) -> list[dict[str, str]]:
+    """A row per cell and run: the cell's key, the run's measurement, its evidence relative to `out` and the
+    command that re-runs it."""
+    flat = []
+    for row in rows:
+        for m in row.measurements:
+            where = Path(os.path.relpath(Path(m.run_dir).resolve(), out.resolve())).as_posix()
+            measured: dict[str, Any] = {name: getattr(m, name, None) for name in MEASURED}
+            flat.append({**row.key.fields(),
+                         **{k: _number(v) if not isinstance(v, str) else v for k, v in measured.items()},
+                         "agreement": row.agreement, "evidence": f"{where}/report.md",
+                         "rerun": f"orchestrator reproduce {m.run_dir}"})
+    return flat
+
+
+def to_csv(flat: list[dict[str, str]]) -> str:
+    text = io.StringIO()
+    writer = csv.DictWriter(text, fieldnames=COLUMNS, lineterminator="\n")
+    writer.writeheader()
+    writer.writerows(flat)
+    return text.getvalue()
+
+
+def to_markdown(rows: list[MatrixRow], flat: list[dict[str, str]]) -> str:
+    differ = sum(row.agreement == "differ" for row in rows)
+    twice = sum(len(row.measurements) > 1 for row in rows)
+    lines = ["# Support matrix", "",
+             f"{len(rows)} cells from {len({f['run_id'] for f in flat})} runs; {twice} measured more than once, "
+             f"{differ} of those with measurements that differ (their 95 % divergence intervals do not overlap).",
+             "", "Divergence: divergent of n measured requests, with its 95 % interval; throughput: output tokens/s, "
+             "mean (least-most window); latency: p50/p90 s.", "",
+             "| model | engine | runtime | quant | topology | hardware | flags | load point | run | arm | starts "
+             "(failed, bound) | divergent/n [95 %] | agreement | tokens/s | latency | evidence | re-run |",
+             "|" + "---|" * 17]
+    for f in flat:
+        starts = f"{f['starts']} ({f['start_failures']}, ≤{f['start_failure_upper_95']})" if f["starts"] else "-"
+        rate = f"{f['divergent']}/{f['n']} [{f['divergence_lower_95']}, {f['divergence_upper_95']}]"
+        tokens = f"{f['output_tokens_per_s']} ({f['output_tokens_per_s_min']}-{f['output_tokens_per_s_max']})" \
+            if f["output_tokens_per_s"] else "-"
+        latency = f"{f['latency_p50_s']}/{f['latency_p90_s']}" if f["latency_p50_s"] else "-"
+        cells = [f"{f['model']}@{f['model_revision'][:19]}", f"{f['engine']} {f['engine_version']}", f["runtime"],
+                 f["quantization"], f["topology"], f["hardware"], f"`{f['flags']}`", f["load_point"], f["run_id"],
+                 f["arm"], starts, rate, f["agreement"], tokens, latency, f"[report.md]({f['evidence']})",
+                 f"`{f['rerun']}`"]
+        lines.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def write(run_dirs: list[Path], out: Path) -> list[MatrixRow]:
+    """matrix.md, .html, .json and .csv of the run dirs into `out`."""
+    rows = gather(run_dirs)
+    out.mkdir(parents=True, exist_ok=True)
+    flat = records(rows, out)
+    atomic_write_text(out / "matrix.csv", to_csv(flat))
+    atomic_write_text(out / "matrix.md", to_markdown(rows, flat))
+    atomic_write_text(out / "matrix.html", to_html(COLUMNS, flat))
+    atomic_write_text(out / "matrix.json", json.dumps({"columns": list(COLUMNS), "rows": flat}, indent=2,
+                                                      sort_keys=True) + "\n")
+    return rows
