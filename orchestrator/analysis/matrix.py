@@ -9,7 +9,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from orchestrator.analysis.stats import divergence_bound
+from orchestrator.analysis.stats import divergence_bound, t_quantile
 from orchestrator.engines import profile_for
 from orchestrator.record.recorded import ArmStart, RecordedRun
 
@@ -56,9 +56,9 @@ class Measurement:
     divergent: int
     divergence_lower_95: float
     divergence_upper_95: float
-    output_tokens_per_s: float | None  # mean over the phase's windows
-    output_tokens_per_s_min: float | None  # its windows' least and most
-    output_tokens_per_s_max: float | None
+    output_tokens_per_s: float | None  # the phase's, as its report gives it
+    output_tokens_per_s_lower_95: float | None  # Student's t interval of the mean over its windows (2 or more)
+    output_tokens_per_s_upper_95: float | None
     latency_p50_s: float | None
     latency_p90_s: float | None
 
@@ -151,16 +151,28 @@ def measurements(run: RecordedRun, run_dir: str, report: dict[str, Any]) -> list
         low, high = divergence_bound(k, n)
         start, load = starts.get(arm) or {}, phases.get((arm, phase)) or {}
         rate = load.get("output_tokens_per_s") or {}
+        windows = (load.get("per_window") or {}).get("output_tokens_per_s") or []
+        low_rate, high_rate = mean_interval([v for v in windows if v is not None])
         latency = load.get("latency_s") or {}
         found.append(Measurement(
             key=arm_key(arms[arm], _load_point(cells[0], labels)), run_id=run.meta.run_id, run_dir=run_dir,
             arm=arm, phase=phase, starts=start.get("starts"),
             start_failures=None if not start else int(start["starts"]) - int(start.get("ready") or 0),
             start_failure_upper_95=start.get("failure_upper_95"), n=n, divergent=k, divergence_lower_95=low,
-            divergence_upper_95=high, output_tokens_per_s=rate.get("avg"), output_tokens_per_s_min=rate.get("min"),
-            output_tokens_per_s_max=rate.get("max"), latency_p50_s=latency.get("p50"),
+            divergence_upper_95=high, output_tokens_per_s=rate.get("avg"), output_tokens_per_s_lower_95=low_rate,
+            output_tokens_per_s_upper_95=high_rate, latency_p50_s=latency.get("p50"),
             latency_p90_s=latency.get("p90")))
     return found
+
+
+def mean_interval(values: list[float]) -> tuple[float | None, float | None]:
+    """95 % Student's t interval of the mean of `values`; (None, None) under two values."""
+    if len(values) < 2:
+        return None, None
+    mean = sum(values) / len(values)
+    spread = (sum((v - mean) ** 2 for v in values) / (len(values) - 1)) ** 0.5
+    half = t_quantile(0.975, len(values) - 1) * spread / len(values) ** 0.5
+    return mean - half, mean + half
 
 
 def agreement(found: list[Measurement]) -> str:

@@ -19,8 +19,8 @@ from orchestrator.report.matrix_html import to_html
 
 MEASURED = ("run_id", "arm", "phase", "agreement", "starts", "start_failures", "start_failure_upper_95", "n",
             "divergent", "divergence_lower_95", "divergence_upper_95", "output_tokens_per_s",
-            "output_tokens_per_s_min", "output_tokens_per_s_max", "latency_p50_s", "latency_p90_s", "evidence",
-            "rerun")
+            "output_tokens_per_s_lower_95", "output_tokens_per_s_upper_95", "latency_p50_s", "latency_p90_s",
+            "evidence", "rerun")
 COLUMNS = (*KEY_FIELDS, *MEASURED)
 
 
@@ -71,15 +71,15 @@ def to_markdown(rows: list[MatrixRow], flat: list[dict[str, str]]) -> str:
              f"{len(rows)} cells from {len({f['run_id'] for f in flat})} runs; {twice} measured more than once, "
              f"{differ} of those with measurements that differ (their 95 % divergence intervals do not overlap).",
              "", "Divergence: divergent of n measured requests, with its 95 % interval; throughput: output tokens/s, "
-             "mean (least-most window); latency: p50/p90 s.", "",
+             "with the 95 % interval of its windows' mean; latency: p50/p90 s.", "",
              "| model | engine | runtime | quant | topology | hardware | flags | load point | run | arm | starts "
              "(failed, bound) | divergent/n [95 %] | agreement | tokens/s | latency | evidence | re-run |",
              "|" + "---|" * 17]
     for f in flat:
         starts = f"{f['starts']} ({f['start_failures']}, ≤{f['start_failure_upper_95']})" if f["starts"] else "-"
         rate = f"{f['divergent']}/{f['n']} [{f['divergence_lower_95']}, {f['divergence_upper_95']}]"
-        tokens = f"{f['output_tokens_per_s']} ({f['output_tokens_per_s_min']}-{f['output_tokens_per_s_max']})" \
-            if f["output_tokens_per_s"] else "-"
+        interval = f"[{f['output_tokens_per_s_lower_95']}, {f['output_tokens_per_s_upper_95']}]"
+        tokens = f"{f['output_tokens_per_s']} {interval}" if f["output_tokens_per_s"] else "-"
         latency = f"{f['latency_p50_s']}/{f['latency_p90_s']}" if f["latency_p50_s"] else "-"
         cells = [f"{f['model']}@{f['model_revision'][:19]}", f"{f['engine']} {f['engine_version']}", f["runtime"],
                  f["quantization"], f["topology"], f["hardware"], f"`{f['flags']}`", f["load_point"], f["run_id"],
