@@ -17,7 +17,8 @@ from tests.hosts import Hosts, hosts_fixture, nothing_left_remote_fixture  # noq
 
 pytestmark = pytest.mark.browser
 RESULTS = ROOT / "docs" / "probe-results"
-COMMITTED = [RESULTS / "cpu-2026-12-06" / "control_precision", RESULTS / "h100-load-extended" / "transformers_load_cost"]
+COMMITTED = [RESULTS / "cpu-2026-12-06" / "control_precision",
+             RESULTS / "h100-load-extended" / "transformers_load_cost"]
 SMALL = ["protocol=probe", "protocol.phases.sequential.repeats=2"]
 
 
