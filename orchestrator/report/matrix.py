@@ -1,19 +1,24 @@
-"""`orchestrator matrix`'s outputs: the run dirs read once each (run.json, the arms table, report.json), their
+"""`orchestrator matrix`'s outputs: the run dirs read once each (run.json, the arms table, report.json, or the
+comparison and cost re-made from the record where a run has none), their
 cells merged (analysis/matrix.py) and written as matrix.md, matrix.json and matrix.csv (a row per cell and run,
 sorted, so that the same runs give the same bytes in any order) and matrix.html (report/matrix_html.py)."""
 
 from __future__ import annotations
 
 import csv
+import dataclasses
 import io
 import json
 import os
 from pathlib import Path
 from typing import Any
 
+from orchestrator.analysis.compare import NEAR_TIE_GAP, compare
+from orchestrator.analysis.cost import cost
 from orchestrator.analysis.matrix import KEY_FIELDS, MatrixRow, Measurement, measurements, merge
 from orchestrator.errors import RecordError
 from orchestrator.record.paths import atomic_write_text, read_json
+from orchestrator.record.recorded import Recorded, RecordedRun
 from orchestrator.report.build import read_sources
 from orchestrator.report.matrix_html import to_html
 
@@ -25,16 +30,30 @@ COLUMNS = (*KEY_FIELDS, *MEASURED)
 
 
 def gather(run_dirs: list[Path]) -> list[MatrixRow]:
-    """Every cell of the run dirs, merged; a dir that is no run dir or has no report.json: RecordError."""
+    """Every cell of the run dirs, merged; a dir that is no run dir: RecordError."""
     if not run_dirs:
         raise RecordError("no run dir given: pass one or more folders `orchestrator run` printed")
     found: list[Measurement] = []
     for run in read_sources(run_dirs):
-        if not run.paths.report_json.is_file():
-            raise RecordError(f"{run.paths.root} has no report.json: run `orchestrator compare {run.paths.root}` "
-                              "to make it from the record, then again")
-        found += measurements(run, str(run.paths.root), read_json(run.paths.report_json))
+        found += measurements(run, str(run.paths.root), _report(run))
     return merge(found)
+
+
+def _report(run: RecordedRun) -> dict[str, Any]:
+    """report.json's cells and cost; where the run has none, re-made from its record as `build` makes them
+    (nothing written into the run dir)."""
+    if run.paths.report_json.is_file():
+        report: dict[str, Any] = read_json(run.paths.report_json)
+        return report
+    meta = run.meta
+    recorded = Recorded.of([run])
+    run.reads.gather()
+    comparison = compare(recorded, meta.baseline, meta.expectations,
+                         NEAR_TIE_GAP if meta.near_tie_gap is None else meta.near_tie_gap, arm_pairs=meta.arm_pairs,
+                         stop_after_divergences=(meta.sample_size or {}).get("stop_after_divergences"),
+                         control=meta.control)
+    costs = cost(recorded, comparison, meta.arm_pairs, [*([meta.baseline] if meta.baseline else [])])
+    return {**comparison.to_json(), "cost": dataclasses.asdict(costs)}
 
 
 def _number(value: float | None) -> str:
@@ -47,11 +66,13 @@ def records(rows: list[MatrixRow], out: Path) -> list[dict[str, str]]:
     flat = []
     for row in rows:
         for m in row.measurements:
-            where = Path(os.path.relpath(Path(m.run_dir).resolve(), out.resolve())).as_posix()
+            report = Path(m.run_dir) / "report.md"  # a run without reports: its folder
+            evidence = Path(os.path.relpath((report if report.is_file() else Path(m.run_dir)).resolve(),
+                                            out.resolve())).as_posix()
             measured: dict[str, Any] = {name: getattr(m, name, None) for name in MEASURED}
             flat.append({**row.key.fields(),
                          **{k: _number(v) if not isinstance(v, str) else v for k, v in measured.items()},
-                         "agreement": row.agreement, "evidence": f"{where}/report.md",
+                         "agreement": row.agreement, "evidence": evidence,
                          "rerun": f"orchestrator reproduce {m.run_dir}"})
     return flat
 

@@ -7,12 +7,13 @@ from __future__ import annotations
 import csv
 import dataclasses
 import itertools
+import shutil
 from pathlib import Path
 
 import pytest
 
 from orchestrator import cli
-from orchestrator.analysis.matrix import agreement
+from orchestrator.analysis.matrix import Measurement, agreement
 from orchestrator.report.matrix import gather, write
 from tests.conftest import ROOT
 
@@ -88,3 +89,17 @@ def test_bad_input_is_one_line_and_exit_2(argv: list[str], said: str, tmp_path: 
     status = cli.main(["matrix", *[a.format(tmp=tmp_path) for a in argv], "--out", str(tmp_path / "out")])
     err = capsys.readouterr().err.strip()
     assert status == 2 and said in err and len(err.splitlines()) == 1
+
+
+def test_a_run_without_report_json_is_re_made_from_its_record_alike(tmp_path: Path) -> None:
+    bare = tmp_path / "control_precision"
+    shutil.copytree(CPU, bare, ignore=shutil.ignore_patterns("report.*"))
+
+    def counts(found: list[Measurement]) -> list[tuple[str, str, str, int, int]]:
+        return sorted((m.key.load_point, m.arm, m.phase, m.n, m.divergent) for m in found)
+
+    committed, remade = (counts([m for row in gather([d]) for m in row.measurements]) for d in (CPU, bare))
+    assert remade == committed and len(remade) == 6
+    assert not (bare / "report.json").exists()  # nothing written into the run dir
+    write([bare], tmp_path / "out")
+    assert {r["evidence"] for r in _rows(tmp_path / "out")} == {"../control_precision"}
