@@ -11,6 +11,7 @@ from typing import Any
 
 from orchestrator.analysis.stats import divergence_bound, t_quantile
 from orchestrator.engines import profile_for
+from orchestrator.record.identity import CODE
 from orchestrator.record.recorded import ArmStart, RecordedRun
 
 # Where the engine listens and what it serves are the cell's own columns, not flags; the interpreter's plumbing
@@ -88,7 +89,7 @@ def _runtime(arm: ArmStart) -> str:
     ran_on = (arm.fingerprint or {}).get("ran_on") or {}
     if ran_on.get("slurm_job"):
         return "slurm"
-    if (arm.image_id or "").startswith("process:") or arm.image_ref == "process":
+    if arm.identity is not None and arm.identity.kind == CODE:  # its code ran as a process, not an image
         return "process"
     host = str((arm.fingerprint or {}).get("docker_host") or arm.config.get("docker_host") or "")
     return "ssh" if host.startswith("ssh://") else "docker"
