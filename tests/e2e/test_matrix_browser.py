@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from tests.conftest import ROOT, orchestrator
-from tests.e2e.test_report_browser import launched_browser
+from tests.e2e.test_report_browser import launched_browser, open_offline
 from tests.hosts import Hosts, hosts_fixture, nothing_left_remote_fixture  # noqa: F401 (fixtures)
 
 pytestmark = pytest.mark.browser
@@ -47,22 +47,7 @@ def built(run_dirs: list[Path], out: Path) -> Path:
 
 
 def opened(browser: Any, page_path: Path) -> tuple[Any, list[str], list[str]]:
-    page = browser.new_page(viewport={"width": 1600, "height": 900})
-    errors: list[str] = []
-    requests: list[str] = []
-    page.on("console", lambda message: errors.append(message.text) if message.type == "error" else None)
-    page.on("pageerror", lambda error: errors.append(str(error)))
-
-    def refuse(route: Any) -> None:  # self-contained: nothing but the file itself may load
-        if not route.request.url.startswith("file://"):
-            requests.append(route.request.url)
-            route.abort()
-        else:
-            route.continue_()
-
-    page.route("**/*", refuse)
-    page.goto(page_path.as_uri())
-    return page, errors, requests
+    return open_offline(browser, page_path, viewport={"width": 1600, "height": 900})
 
 
 def visible(page: Any, column: str) -> list[str]:

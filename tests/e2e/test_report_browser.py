@@ -57,7 +57,12 @@ def run_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def open_report(browser: Any, run_dir: Path, scheme: str, width: int = 1280) -> tuple[Any, list[str], list[str]]:
-    page = browser.new_page(color_scheme=scheme, viewport={"width": width, "height": 900})
+    return open_offline(browser, run_dir / "report.html", color_scheme=scheme, viewport={"width": width, "height": 900})
+
+
+def open_offline(browser: Any, path: Path, **options: Any) -> tuple[Any, list[str], list[str]]:
+    """The page of a file, its console errors, and every request that would leave the file (each refused)."""
+    page = browser.new_page(**options)
     errors: list[str] = []
     requests: list[str] = []
     page.on("console", lambda message: errors.append(message.text) if message.type == "error" else None)
@@ -71,7 +76,7 @@ def open_report(browser: Any, run_dir: Path, scheme: str, width: int = 1280) -> 
             route.continue_()
 
     page.route("**/*", refuse)
-    page.goto((run_dir / "report.html").as_uri())
+    page.goto(path.as_uri())
     return page, errors, requests
 
 
