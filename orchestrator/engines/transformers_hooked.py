@@ -16,7 +16,8 @@ from orchestrator.engines.profile import EngineProfile
 
 # Its startup lines: "hookedengine version V, torch T, transformers X, device D, dtype P", "Model M, max model
 # len N", "Batch invariant: on|off", "Batch invariant kernels: on|off", "Attention implementation: eager|invariant"
-# (model.config._attn_implementation, as Transformers resolved it), "Planted batch-variant module: NAME|none".
+# (model.config._attn_implementation, as Transformers resolved it), "Planted batch-variant module: NAME|none",
+# "KV cache: static|dynamic".
 LOG_PATTERNS: dict[str, str] = {
     "engine_version": r"hookedengine version ([0-9][^,\s]*)",
     "device": r"hookedengine version .*, device (\w+)",
@@ -28,6 +29,7 @@ LOG_PATTERNS: dict[str, str] = {
     # Transformers' continuous batching runs its own (paged) attention: "Continuous batching runs attention X, ..."
     "cb_attention": r"Continuous batching runs attention ([^,\s]+)",
     "planted_module": r"Planted batch-variant module: (\S+)",
+    "kv_cache": r"KV cache: (static|dynamic)",
 }
 
 PROFILE = EngineProfile(

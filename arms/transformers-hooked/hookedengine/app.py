@@ -56,7 +56,7 @@ def build_app(cfg: HookedConfig) -> App:
 
     device, dtype, desc = resolve_device(cfg)
     if refused := compiled.refusal(cfg.cuda_graphs, cfg.compile, device, cfg.digests,
-                                   cfg.continuous_batching):
+                                   cfg.continuous_batching, cfg.static_cache):
         raise ValueError(refused)
     if cfg.invariant_kernels:  # before the model: its attention is ours, and every op from here on
         from hookedengine import invariant
@@ -87,7 +87,8 @@ def build_app(cfg: HookedConfig) -> App:
         scheduler = Scheduler(engine, metrics, cfg.max_num_seqs, cfg.batch_window_ms)
     if cfg.plant_batch_variant:
         plant_batch_variant(model, cfg.plant_batch_variant, lambda: engine.window)
-    compiled.compile_forward(model, cfg.cuda_graphs, cfg.compile)  # after the plant: it is compiled in
+    if isinstance(engine, HookedEngine):  # after the plant: it is compiled in
+        engine.forwards = compiled.forwards(model, cfg.cuda_graphs, cfg.compile)
     scheduler.start()
     return App(cfg, engine, scheduler, metrics, tokenizer=tokenizer, owner="hookedengine", version=__version__,
                routes={"/v1/digests/": store.route(cfg.digest_head)})
@@ -105,3 +106,4 @@ def log_startup(cfg: HookedConfig, facts: dict[str, Any]) -> None:
     logger.info("Digests of flagged requests: %s", "on" if cfg.digests else "off")
     logger.info("CUDA graphs: %s, torch.compile: %s", "on" if cfg.cuda_graphs else "off",
                 "on" if cfg.compile else "off")
+    logger.info("KV cache: %s", "static" if cfg.static_cache else "dynamic")

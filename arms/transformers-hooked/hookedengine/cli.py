@@ -46,8 +46,11 @@ def build_parser() -> argparse.ArgumentParser:
                    help="Transformers' continuous batching (paged KV cache, packed forwards) instead of a static batch "
                         "window; with --batch-invariant: one request per forward")
     p.add_argument("--cuda-graphs", action=argparse.BooleanOptionalAction, default=False,
-                   help="the forward captured and replayed as CUDA graphs (a CUDA device; needs --no-digests; "
-                        "default off)")
+                   help="each decode step captured and replayed as CUDA graphs (a CUDA device; needs --no-digests "
+                        "and --static-cache; default off)")
+    p.add_argument("--static-cache", action=argparse.BooleanOptionalAction, default=False,
+                   help="the KV cache preallocated at a fixed length (Transformers' StaticCache), so that a decode "
+                        "step's shapes stay the same (--cuda-graphs needs it; default off: a cache grown each step)")
     p.add_argument("--compile", action=argparse.BooleanOptionalAction, default=False,
                    help="torch.compile of the forward, Inductor's kernels (needs --no-digests; default off)")
     p.add_argument("--digest-head", type=int, default=8, help="first values kept per digest")
@@ -69,7 +72,7 @@ def config_from_args(ns: argparse.Namespace) -> HookedConfig:
         batch_invariant=ns.batch_invariant, invariant_kernels=ns.invariant_kernels, batch_window_ms=ns.batch_window_ms,
         attn_implementation=ns.attn_implementation, plant_batch_variant=ns.plant_batch_variant,
         digest_head=ns.digest_head, digests=ns.digests, continuous_batching=ns.continuous_batching,
-        cuda_graphs=ns.cuda_graphs, compile=ns.compile,
+        cuda_graphs=ns.cuda_graphs, compile=ns.compile, static_cache=ns.static_cache,
     )
 
 

@@ -17,5 +17,6 @@ class HookedConfig(EngineConfig):
     invariant_kernels: bool = False  # on: batch-invariant kernels (invariant.py): a batch's rows as if alone
     continuous_batching: bool = False  # on: Transformers' continuous batching (continuous.py), not a static window
     compile: bool = False  # on: torch.compile of the model's forward, Inductor's kernels (compiled.py)
+    static_cache: bool = False  # on: the KV cache preallocated at a fixed length (kv.py); --cuda-graphs needs it
     # cuda_graphs, EngineConfig's field: on, the forward captured and replayed as CUDA graphs (compiled.py), with
     # no simulated defect (the reference engine's); graph_sync_fix is the reference engine's only

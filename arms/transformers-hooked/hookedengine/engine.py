@@ -14,6 +14,7 @@ from refengine.engine import GenRequest, GenResult, OnToken, TokenLogprobs, gene
 from hookedengine import compiled
 from hookedengine.config import HookedConfig
 from hookedengine.digests import DigestStore, Recorder
+from hookedengine.kv import KVWindow
 from hookedengine.rows import StepLayout, Target
 
 logger = logging.getLogger(__name__)
@@ -27,6 +28,7 @@ class HookedEngine:
         self.recorder = Recorder(model, cfg.digest_head, store)
         self.window = 1  # requests in the current window: what a planted batch-variant module splits by
         self.skips_said = False  # --cuda-graphs: whether the log said that torch ran a graph without them
+        self.forwards = compiled.Forwards(model, model)  # the prefill's and a decode step's (compiled.forwards)
 
     @torch.no_grad()  # not inference_mode: the hooks tell an unchanged tensor by its version counter
     def run_batch(self, reqs: list[GenRequest], on_token: OnToken | None = None) -> list[GenResult]:
@@ -39,21 +41,20 @@ class HookedEngine:
                 self._run_group(reqs, group, results, on_token)
         return results
 
-    def _forward(self, ids: torch.Tensor, mask: torch.Tensor, pos: torch.Tensor, cache: Any) -> torch.Tensor:
-        out = self.model(input_ids=ids.to(self.device), attention_mask=mask.to(self.device),
-                         position_ids=pos.to(self.device), past_key_values=cache, use_cache=True)
-        if self.cfg.cuda_graphs:  # out of the graphs' pool, which the next replay overwrites
+    def _forward(self, ids: torch.Tensor, kv: KVWindow, pos: torch.Tensor, decode: bool) -> torch.Tensor:
+        forward = self.forwards.decode if decode else self.forwards.prefill
+        out = forward(input_ids=ids.to(self.device), attention_mask=kv.mask.to(self.device),
+                      position_ids=pos.to(self.device), past_key_values=kv.cache, use_cache=True)
+        if self.cfg.cuda_graphs and decode:  # out of the graphs' pool, which the next replay overwrites
             if not self.skips_said and (skips := compiled.graph_skips()):
                 self.skips_said = True
                 logger.warning("CUDA graphs skipped for %d compiled graph(s): part of the forward runs without them "
                                "(TORCH_LOGS=perf_hints says why)", skips)
-            return compiled.keep(out.logits, cache)
+            return compiled.keep(out.logits, kv.cache, kv.static)
         return out.logits  # type: ignore[no-any-return]
 
     def _run_group(self, reqs: list[GenRequest], group: list[int], results: list[GenResult],
                    on_token: OnToken | None) -> None:
-        from transformers import DynamicCache
-
         rs = [reqs[i] for i in group]
         window_ids = [r.request_id for r in reqs]
         lens = [len(r.prompt_ids) for r in rs]
@@ -68,8 +69,8 @@ class HookedEngine:
         targets = {r.request_id: Target(j, pads[j], width, lens[j]) for j, r in enumerate(rs)
                    if self._digested(r)}
         self.recorder.begin_step(StepLayout(0, len(rs), width, window_ids, targets))
-        cache = DynamicCache()
-        logits = self._forward(ids, mask, pos, cache)
+        kv = KVWindow(self.model.config, mask, max(r.max_tokens for r in rs), self.cfg.static_cache)
+        logits = self._forward(ids, kv, pos, decode=False)
         for j, r in enumerate(rs):
             if r.prompt_logprobs is not None:
                 lp = logits[j, pads[j]:].float().log_softmax(-1)
@@ -105,12 +106,12 @@ class HookedEngine:
             nxt = torch.full((len(rs), 1), self.pad_id, dtype=torch.long)
             for j in active:
                 nxt[j, 0] = results[group[j]].output_ids[-1]
-            mask = torch.cat([mask, torch.ones((len(rs), 1), dtype=torch.long)], dim=1)
+            kv.grow()
             pos = pos[:, -1:] + 1
             targets = {rs[j].request_id: Target(j, 0, 1, lens[j] + len(results[group[j]].output_ids))
                        for j in active if self._digested(rs[j])}
             self.recorder.begin_step(StepLayout(step, len(rs), 1, window_ids, targets))
-            last = self._forward(nxt, mask, pos, cache)[:, -1].float().log_softmax(-1)
+            last = self._forward(nxt, kv, pos, decode=True)[:, -1].float().log_softmax(-1)
 
     def _digested(self, r: GenRequest) -> bool:
         return r.digest and self.cfg.digests
