@@ -50,7 +50,9 @@ PROFILE = dataclasses.replace(
     reset_prefix_cache_env={},  # its /reset_prefix_cache is always served (0 blocks dropped with the cache off)
     cached_tokens_flag=None,  # its usage always says the prompt tokens its prefix cache served (0 with it off)
     log_patterns={**vllm.LOG_PATTERNS, **PATH_PATTERNS,
-                  "decode_defect": r"Planted decode-only defect: (on)"},  # --decode-defect
+                  "decode_defect": r"Planted decode-only defect: (on)",  # --decode-defect
+                  "deterministic": r"Deterministic mode: (on)",  # --deterministic
+                  "batch_window_ms": r"Batch window: ([0-9.]+) ms"},
     packages=("refengine",),
     known_issues=(),  # vLLM's defects are not its own: it models them, and reads no such version
     modules=("refengine",),
