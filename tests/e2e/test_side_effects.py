@@ -38,7 +38,7 @@ def _check(tmp_path: Path, *runtime: str) -> None:
         {m["name"] for m in audits["deterministic"]["explained"]}
     assert audits["invariant"]["moved"] == [] and audits["invariant"]["unknown"] == []
     page = (tmp_path / "report.md").read_text()
-    assert "| deterministic vs variant | engine_args.deterministic | **observed: log_facts.batch_window_ms (20 -> 50)**" \
-        in page
+    assert ("| deterministic vs variant | engine_args.deterministic | "
+            "**observed: log_facts.batch_window_ms (20 -> 50)**") in page
     assert "| invariant vs variant | engine_args.batch-invariant | nothing |" in page
     assert "What else it changed" in (tmp_path / "report.html").read_text()
