@@ -39,7 +39,7 @@ def test_a_flag_at_its_engines_default_is_left_out_and_one_that_differs_says_the
 def test_the_cells_flags_are_shown_against_the_defaults(tmp_path: Path) -> None:
     write([CPU], tmp_path)
     flags = {r["arm"]: r["flags"] for r in _rows(tmp_path)}
-    assert flags["fp32"] == "dtype=float32 (default auto)"  # its seed 0, max-num-seqs 16 and max-model-len 8192 left out
+    assert flags["fp32"] == "dtype=float32 (default auto)"  # seed 0, max-num-seqs 16, max-model-len 8192 left out
 
 
 def _search(tmp_path: Path, jobs: dict[str, float]) -> Path:
