@@ -76,11 +76,6 @@ class SideEffects:
     def to_json(self) -> dict[str, Any]:
         return {**asdict(self), "names": self.names}
 
-    @classmethod
-    def from_json(cls, doc: Mapping[str, Any]) -> SideEffects:
-        return cls(doc["arm_a"], doc["arm_b"], list(doc["declared"]), [Moved(**m) for m in doc["moved"]],
-                   [Moved(**m) for m in doc["explained"]], list(doc["unknown"]))
-
 
 @dataclass(frozen=True)
 class StudyRules:
@@ -116,7 +111,11 @@ def side_effects(run: RecordedRun | RunPaths | Path | str, arm_a: str, arm_b: st
     """What else arm B changed against arm A, in a run dir (its path, or as `record.recorded.read_run` read it):
     the A/B's declared leaves are the two arms' study.variables (the baseline declares none: the other arm's).
     Raises ConfigError naming the arms the run has when one of the two is not among them, RecordError when the
-    run dir has no .hydra/config.yaml."""
+    run dir has no .hydra/config.yaml.
+
+    For a caller (triage's switch steps): `audit = side_effects(run_dir, "off", "on")`; `audit.names` lists what
+    else moved (['log_facts.batch_window_ms']; [] for a clean switch), `audit.moved` the same typed (kind, name,
+    each arm's value), `audit.sentence()` says it in one line, `audit.to_json()` is report.json's entry."""
     recorded = run if isinstance(run, RecordedRun) else read_run(run if isinstance(run, RunPaths)
                                                                  else RunPaths(Path(run)))
     rules = StudyRules.of(recorded.paths)

@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 from orchestrator.errors import ConfigError, RecordError
-from orchestrator.guard.side_effects import CONFIG, HELD, MEMORY, OBSERVED, SideEffects, side_effects
+from orchestrator.guard.side_effects import CONFIG, HELD, MEMORY, OBSERVED, side_effects
 from orchestrator.record.ledger import Reads
 from orchestrator.record.paths import RunPaths
 from orchestrator.record.recorded import ArmStart, RecordedRun, RunMeta
@@ -55,7 +55,7 @@ def test_a_switch_that_also_widens_the_batch_window_names_the_window(tmp_path: P
     assert {m.name for m in audit.explained} == {"engine_args.deterministic", "log_facts.deterministic",
                                                  "log_facts.batch_invariant", "log_facts.reduction"}
     assert "also changed log_facts.batch_window_ms (20 -> 50)" in audit.sentence()
-    assert SideEffects.from_json(json.loads(json.dumps(audit.to_json()))) == audit
+    assert json.loads(json.dumps(audit.to_json()))["names"] == ["log_facts.batch_window_ms"]
 
 
 def test_a_clean_switch_names_nothing(tmp_path: Path) -> None:
