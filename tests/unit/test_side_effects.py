@@ -13,7 +13,9 @@ import pytest
 import yaml
 
 from orchestrator.errors import ConfigError, RecordError
-from orchestrator.guard.side_effects import CONFIG, HELD, MEMORY, OBSERVED, side_effects
+from orchestrator.guard.observed import write as write_guard
+from orchestrator.guard.results import GuardResult, KnobCheck
+from orchestrator.guard.side_effects import CONFIG, HELD, KNOBS, MEMORY, OBSERVED, side_effects
 from orchestrator.record.ledger import Reads
 from orchestrator.record.paths import RunPaths
 from orchestrator.record.recorded import ArmStart, RecordedRun, RunMeta
@@ -112,3 +114,13 @@ def test_bad_arms_and_a_run_dir_without_its_config_are_refused(tmp_path: Path) -
     (run.paths.hydra / "config.yaml").unlink()
     with pytest.raises(RecordError, match=re.escape("no .hydra/config.yaml")):
         side_effects(run, "a", "b")
+
+
+def test_what_the_knob_listings_say_is_installed_is_compared(tmp_path: Path) -> None:
+    run = _run(tmp_path, [_start("a", {}, VARIANT), _start("b", {"prefix": 1}, VARIANT)], {"b": ["engine_args.prefix"]})
+    listed = {"checked": True, "listed_from": "refengine 0.1.0", "versions": {"refengine": "0.1.0", "torch": "2.13.0"}}
+    guard = GuardResult(knobs={"a": KnobCheck(**listed), "b": KnobCheck(**{**listed, "versions": {
+        "refengine": "0.1.0", "torch": "2.14.0"}})})
+    write_guard(run.paths, guard)
+    assert [(m.kind, m.name, m.a, m.b) for m in side_effects(run, "a", "b").moved] == [
+        (KNOBS, "knobs.versions.torch", "2.13.0", "2.14.0")]
