@@ -6,6 +6,7 @@ several runs merged: a cell measured in several runs keeps each measurement and 
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -34,7 +35,7 @@ class CellKey:
     quantization: str
     topology: str  # tp=N pp=N dp=N, 1 where the arm's flags say none
     hardware: str  # the fingerprint's GPU name, else its CPU's
-    flags: str  # the arm's engine_args and env as recorded, sorted
+    flags: str  # the arm's engine_args that differ from its engine's defaults, and its env, sorted
     load_point: str  # a load phase's label; else the phase and its batch size
 
     def fields(self) -> dict[str, str]:
@@ -62,6 +63,8 @@ class Measurement:
     output_tokens_per_s_upper_95: float | None
     latency_p50_s: float | None
     latency_p90_s: float | None
+    onset: str = "-"  # where an onset search found this arm's divergence begins, its answer; "-": none searched
+    side_effects: str = "-"  # what else its A/B against the baseline changed (guard/side_effects.py); "-": no A/B
 
 
 @dataclass(frozen=True)
@@ -77,10 +80,18 @@ def _text(value: Any) -> str:
     return "-" if value is None or value == "" else str(value)
 
 
-def _flags(config: dict[str, Any]) -> str:
+def _value(value: Any) -> str:
+    return value if isinstance(value, str) else json.dumps(value)
+
+
+def _flags(config: dict[str, Any], engine: str | None) -> str:
+    """The arm's flags against its engine's defaults (engines/ `defaults`): a flag set to its known default is left
+    out, one that differs says the default beside it (`max-num-seqs=8 (default 16)`), one whose default the
+    profile does not know is shown as set; then its env."""
     args = {k: v for k, v in (config.get("engine_args") or {}).items() if k not in NOT_FLAGS and v is not None}
     env = {k: v for k, v in (config.get("env") or {}).items() if k not in NOT_ENV_FLAGS}
-    parts = [f"{k}={json.dumps(v) if not isinstance(v, str) else v}" for k, v in sorted(args.items())]
+    parts = [f"{k}={_value(v)}" + ("" if default is None else f" (default {_value(default)})")
+             for k, (v, default) in sorted(profile_for(engine).non_default(args).items())]
     parts += [f"env.{k}={v}" for k, v in sorted(env.items())]
     return " ".join(parts) or "-"
 
@@ -124,7 +135,8 @@ def arm_key(arm: ArmStart, load_point: str) -> CellKey:
                    model_revision=_text(arm.model_revision or cell.get("model_revision")),
                    engine=_text(arm.engine or arm.config.get("engine")), engine_version=_engine_version(arm),
                    runtime=_runtime(arm), quantization=_text(cell.get("quantization")), topology=_topology(cell),
-                   hardware=_hardware(arm), flags=_flags(arm.config), load_point=load_point)
+                   hardware=_hardware(arm), flags=_flags(arm.config, arm.engine or arm.config.get("engine")),
+                   load_point=load_point)
 
 
 def _load_point(cell: dict[str, Any], labels: dict[tuple[str, str], str]) -> str:
@@ -135,8 +147,12 @@ def _load_point(cell: dict[str, Any], labels: dict[tuple[str, str], str]) -> str
     return f"{cell['phase']} batch {size}" if size else str(cell["phase"])
 
 
-def measurements(run: RecordedRun, run_dir: str, report: dict[str, Any]) -> list[Measurement]:
-    """Each arm and phase of one run as a cell (its prompts pooled), from its arms table and report.json."""
+def measurements(run: RecordedRun, run_dir: str, report: dict[str, Any], at: str = "",
+                 onset: Mapping[str, str] | None = None, side_effects: Mapping[str, str] | None = None,
+                 ) -> list[Measurement]:
+    """Each arm and phase of one run as a cell (its prompts pooled), from its arms table and report.json; `at`: an
+    onset job's point on its axis, added to each load point; `onset` and `side_effects`: per arm, its search's
+    answer and what else its A/B changed."""
     arms = {arm.arm: arm for arm in run.arms}
     cost = report.get("cost") or {}
     phases = {(p["arm"], p["phase"]): p for p in cost.get("phases") or []}
@@ -156,13 +172,15 @@ def measurements(run: RecordedRun, run_dir: str, report: dict[str, Any]) -> list
         low_rate, high_rate = mean_interval([v for v in windows if v is not None])
         latency = load.get("latency_s") or {}
         found.append(Measurement(
-            key=arm_key(arms[arm], _load_point(cells[0], labels)), run_id=run.meta.run_id, run_dir=run_dir,
+            key=arm_key(arms[arm], _load_point(cells[0], labels) + (f" at {at}" if at else "")),
+            run_id=run.meta.run_id, run_dir=run_dir,
             arm=arm, phase=phase, starts=start.get("starts"),
             start_failures=None if not start else int(start["starts"]) - int(start.get("ready") or 0),
             start_failure_upper_95=start.get("failure_upper_95"), n=n, divergent=k, divergence_lower_95=low,
             divergence_upper_95=high, output_tokens_per_s=rate.get("avg"), output_tokens_per_s_lower_95=low_rate,
             output_tokens_per_s_upper_95=high_rate, latency_p50_s=latency.get("p50"),
-            latency_p90_s=latency.get("p90")))
+            latency_p90_s=latency.get("p90"), onset=(onset or {}).get(arm, "-"),
+            side_effects=(side_effects or {}).get(arm, "-")))
     return found
 
 

@@ -118,6 +118,9 @@ class EngineProfile:
     running_metric: str | None = None  # Prometheus gauge of running requests on its metrics endpoint; None: none
     max_logprobs_flag: str | None = None  # the most logprobs a request may ask for
     default_max_logprobs: int | None = None  # when the arm does not set that flag
+    # Flag (canonical name) -> the engine's default value, where known: the support matrix shows an arm's flags
+    # against them, leaving out those set to the default (`non_default`)
+    defaults: Mapping[str, Any] = field(default_factory=dict)
     # capabilities.digests: the flag whose false value turns the recording off (`--no-digests`), and how many
     # flagged requests' digests it keeps (the oldest go first): fetched after each phase (run/send/digests.py)
     digests_flag: str | None = None
@@ -200,6 +203,30 @@ class EngineProfile:
                     return False
         return None
 
+    def default_of(self, name: str) -> tuple[str, Any] | None:
+        """(the canonical flag, its default) for an `engine_args` name, an alias or a negated name ('no-X': X's
+        default negated); None where the profile does not know its default."""
+        negated = self.switch_of(name)
+        canonical = next((flag for flag, aliases in self.flag_aliases.items() if name in aliases), negated or name)
+        defaults = {**self.defaults, **({self.max_logprobs_flag: self.default_max_logprobs}
+                                        if self.max_logprobs_flag and self.default_max_logprobs is not None else {})}
+        if canonical not in defaults:
+            return None
+        value = defaults[canonical]
+        return canonical, (not value if negated and isinstance(value, bool) else value)
+
+    def non_default(self, engine_args: Mapping[str, Any]) -> dict[str, tuple[Any, Any]]:
+        """The arm's flags that differ from the engine's defaults: name -> (value, default; None: not known);
+        a flag set to its known default is left out."""
+        found: dict[str, tuple[Any, Any]] = {}
+        for name, value in engine_args.items():
+            known = self.default_of(name)
+            if known is None:
+                found[name] = (value, None)
+            elif not _same(value, known[1]):
+                found[name] = (value, known[1])
+        return found
+
     def setting(self, engine_args: Mapping[str, Any], neutral: str) -> Any:
         """A neutral setting's value as the arm's flags set it (a "FLAG.KEY" setting: that key of the flag's map or
         JSON text); None: not set, or no such flag here."""
@@ -279,6 +306,16 @@ class EngineProfile:
         values = [float(line.rsplit(" ", 1)[1]) for line in metrics_text.splitlines()
                   if line.startswith(metric) and line[len(metric):][:1] in ("{", " ")]
         return int(sum(values)) if values else None
+
+
+def _same(value: Any, default: Any) -> bool:
+    """A flag's value against its default, numbers by value (16 and 16.0) and text as written ("16")."""
+    if isinstance(value, bool) or isinstance(default, bool):
+        return value is default
+    try:
+        return float(value) == float(default)
+    except (TypeError, ValueError):
+        return str(value) == str(default)
 
 
 def _flag(name: str) -> str:

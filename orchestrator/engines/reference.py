@@ -50,7 +50,16 @@ PROFILE = dataclasses.replace(
     reset_prefix_cache_env={},  # its /reset_prefix_cache is always served (0 blocks dropped with the cache off)
     cached_tokens_flag=None,  # its usage always says the prompt tokens its prefix cache served (0 with it off)
     log_patterns={**vllm.LOG_PATTERNS, **PATH_PATTERNS,
-                  "decode_defect": r"Planted decode-only defect: (on)"},  # --decode-defect
+                  "decode_defect": r"Planted decode-only defect: (on)",  # --decode-defect
+                  "deterministic": r"Deterministic mode: (on)",  # --deterministic
+                  "batch_window_ms": r"Batch window: ([0-9.]+) ms"},
+    # its parser's defaults (refengine/cli.py; tests/engine/test_cli.py holds them equal)
+    defaults={"max-model-len": 8192, "max-num-seqs": 16, "seed": 0, "dtype": "auto",
+              "device": "auto", "fused-finalize": False, "batch-invariant": True, "enable-prefix-caching": False,
+              "indexer-budget": 2048, "topk-tiebreak": "stable", "router-tie-share": 0, "moe-backend": "auto",
+              "autotune-legacy-key": False, "step-delay-ms": 0, "warmup-slow-requests": 0,
+              "warmup-delay-ms": 0, "decode-defect": False, "cuda-graphs": False, "graph-sync-fix": False,
+              "deterministic": False},
     packages=("refengine",),
     known_issues=(),  # vLLM's defects are not its own: it models them, and reads no such version
     modules=("refengine",),

@@ -93,6 +93,8 @@ PROFILE = EngineProfile(
     request_extra={"return_token_ids": True, "return_tokens_as_token_ids": True},
     log_patterns=LOG_PATTERNS,
     running_metric="vllm:num_requests_running",
+    # vLLM's EngineArgs (vllm/engine/arg_utils.py), the few stable across its versions
+    defaults={"dtype": "auto", "enforce-eager": False, "trust-remote-code": False},
     max_logprobs_flag="max-logprobs",
     default_max_logprobs=20,
     # its /reset_prefix_cache is served only in its dev mode (vllm/entrypoints: VLLM_SERVER_DEV_MODE)

@@ -23,7 +23,7 @@ from orchestrator.guard.observed import read as read_guard
 from orchestrator.record.ledger import Reads
 from orchestrator.record.paths import RunPaths, atomic_write_text
 from orchestrator.record.recorded import ArmStart, Recorded, RecordedRun, RunMeta, read_run
-from orchestrator.report import headline
+from orchestrator.report import headline, side_effects_md
 from orchestrator.report.environment import environment
 from orchestrator.report.headline import gate_verdict, sentences
 from orchestrator.report.html import to_html
@@ -50,8 +50,9 @@ def build(recorded: Recorded) -> StudyReport:
     own = _own(recorded)
     probes = own.table("probes").to_pylist()  # recorded in the run dir (orchestrator probe --out RUN_DIR)
     why = {arm: profile.unobserved() for arm, (profile, _) in arm_engines(recorded).items()}
+    guard = read_guard(own.paths)
     report = StudyReport(study=meta.study, run_id=meta.run_id, baseline=meta.baseline, arms=arms,
-                         comparison=comparison, guard=read_guard(own.paths), sweep=meta.sweep or None, failures=failed,
+                         comparison=comparison, guard=guard, sweep=meta.sweep or None, failures=failed,
                          probes=probes, attribution=attribute(comparison, arms, probes),
                          headline=[*missing, *sentences(comparison, [f.arm for f in failed  # interrupted: in missing
                                                                      if f.status != "interrupted"], near_tie_gap,
@@ -61,7 +62,7 @@ def build(recorded: Recorded) -> StudyReport:
                          gate=gate_verdict(comparison, meta.gate), environment=environment(recorded),
                          timings_s=meta.timings_s or {}, waves=wave_times(recorded), incomplete=missing,
                          unobserved=why, cost=costs, decode_prefill=decode_prefill(recorded),
-                         prefix_cache=prefix_served(recorded))
+                         prefix_cache=prefix_served(recorded), side_effects=side_effects_md.audits(recorded, guard))
     shown = {**report.to_json(), "front": front(report)}  # report.md's first lines, for `show`
     atomic_write_text(paths.report_json, json.dumps(shown, indent=2, sort_keys=True, allow_nan=False) + "\n")
     atomic_write_text(paths.report_md, markdown(report))

@@ -22,6 +22,7 @@ from orchestrator.report import (
     frontier_md,
     locate,
     prefix_cache_md,
+    side_effects_md,
 )
 from orchestrator.report.environment import markdown_section as environment_section
 from orchestrator.report.guard import markdown_section
@@ -219,6 +220,7 @@ def details(report: StudyReport) -> list[str]:
     out += _table(["arm", "status", "image", "image id", "error"], [
         [a.arm, a.status, a.image_ref, (a.image_id or "")[:19],
          (a.error or "").splitlines()[0] if a.error else ""] for a in report.arms])
+    out += side_effects_md.section(report.side_effects)
     out += ["## Repeatability per cell (warm requests)", "",
             f"{signature_sentence(result.cells)} Bounds are 95%: one-sided when nothing diverged, Clopper-Pearson "
             "otherwise. A first divergence whose top1-top2 gap is tiny is a near-tie flip, not by itself a kernel "

@@ -21,11 +21,12 @@ from orchestrator.record.paths import atomic_write_text, read_json
 from orchestrator.record.recorded import Recorded, RecordedRun
 from orchestrator.report.build import read_sources
 from orchestrator.report.matrix_html import to_html
+from orchestrator.report.matrix_sources import side_effects_of, sources
 
 MEASURED = ("run_id", "arm", "phase", "agreement", "starts", "start_failures", "start_failure_upper_95", "n",
             "divergent", "divergence_lower_95", "divergence_upper_95", "output_tokens_per_s",
             "output_tokens_per_s_lower_95", "output_tokens_per_s_upper_95", "latency_p50_s", "latency_p90_s",
-            "evidence", "rerun")
+            "onset", "side_effects", "evidence", "rerun")
 COLUMNS = (*KEY_FIELDS, *MEASURED)
 
 
@@ -34,8 +35,9 @@ def gather(run_dirs: list[Path]) -> list[MatrixRow]:
     if not run_dirs:
         raise RecordError("no run dir given: pass one or more folders `orchestrator run` printed")
     found: list[Measurement] = []
-    for run in read_sources(run_dirs):
-        found += measurements(run, str(run.paths.root), _report(run))
+    given = sources(run_dirs)
+    for source, run in zip(given, read_sources([s.run_dir for s in given]), strict=True):
+        found += measurements(run, str(run.paths.root), _report(run), source.at, source.onset, side_effects_of(run))
     return merge(found)
 
 
@@ -94,8 +96,9 @@ def to_markdown(rows: list[MatrixRow], flat: list[dict[str, str]]) -> str:
              "", "Divergence: divergent of n measured requests, with its 95 % interval; throughput: output tokens/s, "
              "with the 95 % interval of its windows' mean; latency: p50/p90 s.", "",
              "| model | engine | runtime | quant | topology | hardware | flags | load point | run | arm | starts "
-             "(failed, bound) | divergent/n [95 %] | agreement | tokens/s | latency | evidence | re-run |",
-             "|" + "---|" * 17]
+             "(failed, bound) | divergent/n [95 %] | agreement | onset | tokens/s | latency | "
+             "what else its A/B changed | evidence | re-run |",
+             "|" + "---|" * 19]
     for f in flat:
         starts = f"{f['starts']} ({f['start_failures']}, ≤{f['start_failure_upper_95']})" if f["starts"] else "-"
         rate = f"{f['divergent']}/{f['n']} [{f['divergence_lower_95']}, {f['divergence_upper_95']}]"
@@ -104,7 +107,8 @@ def to_markdown(rows: list[MatrixRow], flat: list[dict[str, str]]) -> str:
         latency = f"{f['latency_p50_s']}/{f['latency_p90_s']}" if f["latency_p50_s"] else "-"
         cells = [f"{f['model']}@{f['model_revision'][:19]}", f"{f['engine']} {f['engine_version']}", f["runtime"],
                  f["quantization"], f["topology"], f["hardware"], f"`{f['flags']}`", f["load_point"], f["run_id"],
-                 f["arm"], starts, rate, f["agreement"], tokens, latency, f"[report.md]({f['evidence']})",
+                 f["arm"], starts, rate, f["agreement"], f["onset"], tokens, latency, f["side_effects"],
+                 f"[report.md]({f['evidence']})",
                  f"`{f['rerun']}`"]
         lines.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
     return "\n".join(lines) + "\n"

@@ -12,6 +12,7 @@ from orchestrator.analysis.failures import ArmFailure
 from orchestrator.analysis.prefix_served import PrefixServed
 from orchestrator.analysis.results import ArmSummary, Comparison, WaveTime
 from orchestrator.guard.results import GuardResult
+from orchestrator.guard.side_effects import SideEffects
 from orchestrator.report.environment import Environment
 from orchestrator.report.headline import GateVerdict
 
@@ -40,6 +41,7 @@ class StudyReport:
     cost: CostReport | None = None  # analysis/cost.py: starts, cost per load point, ratios, rates compared
     decode_prefill: DecodePrefill | None = None  # protocol.rescore: each cell's decode against its prefill
     prefix_cache: list[PrefixServed] = field(default_factory=list)  # analysis/prefix_served.py; [] where none said
+    side_effects: list[SideEffects] = field(default_factory=list)  # per declared A/B: what else it changed
 
     def to_json(self) -> dict[str, Any]:
         """report.json: the comparison's lists at the top level, the rest only where present."""
@@ -67,4 +69,6 @@ class StudyReport:
             out["decode_prefill"] = self.decode_prefill.to_json()
         if self.prefix_cache:
             out["prefix_cache"] = [{**asdict(p), "off_held": p.off_held} for p in self.prefix_cache]
+        if self.side_effects:
+            out["side_effects"] = [audit.to_json() for audit in self.side_effects]
         return out

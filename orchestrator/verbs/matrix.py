@@ -1,6 +1,6 @@
 """`orchestrator matrix RUN_DIR... [--out OUT]`: the support matrix of run dirs from any machines, merged by the
-seed's cell (report/matrix.py): matrix.md, matrix.html, matrix.json, matrix.csv. A folder that is no run dir:
-RecordError, exit 2."""
+seed's cell (report/matrix.py): matrix.md, matrix.html, matrix.json, matrix.csv; an onset search's sweep dir gives
+its jobs' run dirs (report/matrix_sources.py). A folder that is no run dir: RecordError, exit 2."""
 
 from __future__ import annotations
 
@@ -15,7 +15,8 @@ def main(argv: list[str]) -> Outcome:
 
     made = parser("matrix", "Merge run dirs (from any machines) into one support matrix: a row per cell "
                   "(model, engine, runtime, quantization, topology, hardware, flags, load point) and run.")
-    made.add_argument("run_dirs", type=Path, nargs="*", metavar="RUN_DIR", help="run dirs, in any order")
+    made.add_argument("run_dirs", type=Path, nargs="*", metavar="RUN_DIR",
+                      help="run dirs, or onset searches' sweep dirs (their jobs), in any order")
     made.add_argument("--out", type=Path, default=Path("matrix"), help="where the pages go (default: ./matrix)")
     args = made.parse_args(argv)
     rows = write(args.run_dirs, args.out)

@@ -98,7 +98,7 @@ def test_tokenize_and_version_answer_where_the_profile_says_they_do(profile: Eng
 
 
 @pytest.mark.parametrize("profile", PROFILES)
-def test_neutral_settings_and_the_port_and_host_flags_are_flags_the_engines_listing_knows(
+def test_neutral_settings_the_port_and_host_flags_and_the_defaults_are_flags_the_engines_listing_knows(
         profile: EngineProfile) -> None:
     assert set(profile.settings) <= set(SETTINGS)
     assert all(set(moved) <= set(SETTINGS) and len(moved) > 1 for moved in profile.coupled.values())
@@ -108,7 +108,7 @@ def test_neutral_settings_and_the_port_and_host_flags_are_flags_the_engines_list
     if flags is None:  # nothing assumed of its flags
         assert not profile.settings and not profile.coupled and profile.port_flag is None and profile.host_flag is None
         return
-    unknown = [flag for flag in named if flag is not None and f"--{flag}" not in flags]
+    unknown = [flag for flag in [*named, *profile.defaults] if flag is not None and f"--{flag}" not in flags]
     assert not unknown, f"{profile.name}: {unknown} are not in its listing"
 
 

@@ -65,3 +65,24 @@ def test_list_knobs(capsys) -> None:
 def test_bad_choice_is_rejected() -> None:
     with pytest.raises(SystemExit):
         _cfg(["--moe-backend", "marlin"])
+
+
+def test_deterministic_turns_invariance_on_and_widens_the_batch_window(monkeypatch) -> None:
+    monkeypatch.setenv("VLLM_BATCH_INVARIANT", "0")
+    plain, _, _, _ = _cfg([])
+    assert (plain.batch_invariant, plain.batch_window_ms, plain.deterministic) == (False, 20.0, False)
+    cfg, _, _, _ = _cfg(["--deterministic", "--no-batch-invariant"])
+    assert (cfg.batch_invariant, cfg.batch_window_ms, cfg.deterministic) == (True, 50.0, True)
+    told, _, _, _ = _cfg(["--deterministic", "--batch-window-ms", "5"])
+    assert told.batch_window_ms == 5.0  # a window given is kept
+
+
+def test_the_orchestrators_profile_knows_the_parsers_defaults() -> None:
+    from orchestrator.engines.reference import PROFILE
+
+    defaults = {a.option_strings[0].lstrip("-"): a.default for a in cli.build_parser()._actions if a.option_strings}
+    known = {**PROFILE.defaults, "max-logprobs": PROFILE.default_max_logprobs}
+    assert len(known) > 15
+    for flag, value in known.items():
+        parsed = defaults[flag] if flag != "batch-invariant" else True  # None there: on, unless its env says off
+        assert parsed == value or (flag == "fused-finalize" and parsed is None and value is False), flag

@@ -154,6 +154,7 @@ def test_process_startup_logs_and_sigterm(tmp_path) -> None:
         r"MoE backend requested: auto",
         r"Fused finalize: off",
         r"Batch invariant: on",
+        r"Batch window: 20 ms",
         r"Indexer budget: 2048, top-k tie-break: stable",
         r"Autotune cache key: [0-9a-f]{16} \(legacy key: no\)",
         r"Autotune cache miss: will tune on first request",

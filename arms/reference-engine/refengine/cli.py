@@ -10,7 +10,7 @@ import os
 import sys
 from typing import Any
 
-from refengine.config import MOE_BACKENDS, EngineConfig
+from refengine.config import BATCH_WINDOW_MS, DETERMINISTIC_BATCH_WINDOW_MS, MOE_BACKENDS, EngineConfig
 
 logger = logging.getLogger("refengine.cli")
 
@@ -90,7 +90,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--moe-backend", choices=MOE_BACKENDS, default="auto")
     p.add_argument("--autotune-cache-dir", default=None, help="env VLLM_FLASHINFER_AUTOTUNE_CACHE_DIR")
     p.add_argument("--autotune-legacy-key", action="store_true", help="omit finalize mode from the cache key")
-    p.add_argument("--batch-window-ms", type=float, default=20.0)
+    p.add_argument("--batch-window-ms", type=float, default=None,
+                   help=f"how long a batch waits for more requests (default {BATCH_WINDOW_MS:g}; "
+                        f"{DETERMINISTIC_BATCH_WINDOW_MS:g} with --deterministic)")
+    p.add_argument("--deterministic", action="store_true",
+                   help="batch invariance on, whatever --batch-invariant says, and (a second change) the batch "
+                        f"window {DETERMINISTIC_BATCH_WINDOW_MS:g} ms unless --batch-window-ms is given (default off)")
     p.add_argument("--step-delay-ms", type=_non_negative_ms, default=0.0,
                    help="a planted cost: every engine step (prefill, decode) sleeps this much more; answers unchanged")
     p.add_argument("--warmup-slow-requests", type=int, default=0,
@@ -152,6 +157,9 @@ def config_from_args(ns: argparse.Namespace) -> EngineConfig:
     if inv is None:
         env = _env_bool("VLLM_BATCH_INVARIANT")
         inv = True if env is None else env
+    window = ns.batch_window_ms
+    if window is None:
+        window = DETERMINISTIC_BATCH_WINDOW_MS if ns.deterministic else BATCH_WINDOW_MS
     cache_dir = ns.autotune_cache_dir or os.environ.get("VLLM_FLASHINFER_AUTOTUNE_CACHE_DIR") or None
     return EngineConfig(
         model=ns.model or ns.model_tag or EngineConfig.model,
@@ -163,14 +171,15 @@ def config_from_args(ns: argparse.Namespace) -> EngineConfig:
         device=ns.device,
         dtype=ns.dtype,
         fused_finalize=fused,
-        batch_invariant=inv,
+        batch_invariant=inv or ns.deterministic,
         indexer_budget=ns.indexer_budget,
         topk_tiebreak=ns.topk_tiebreak,
         router_tie_share=ns.router_tie_share,
         moe_backend=ns.moe_backend,
         autotune_cache_dir=cache_dir,
         autotune_legacy_key=ns.autotune_legacy_key,
-        batch_window_ms=ns.batch_window_ms,
+        batch_window_ms=window,
+        deterministic=ns.deterministic,
         step_delay_ms=ns.step_delay_ms,
         warmup_slow_requests=ns.warmup_slow_requests,
         warmup_delay_ms=ns.warmup_delay_ms,

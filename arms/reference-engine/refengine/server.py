@@ -81,6 +81,9 @@ def build_app(cfg: EngineConfig, log_startup: bool = True) -> App:
         )
         logger.info("Fused finalize: %s", "on" if cfg.fused_finalize else "off")
         logger.info("Batch invariant: %s", "on" if cfg.batch_invariant else "off")
+        if cfg.deterministic:  # said only when set: a log without it reads as before
+            logger.info("Deterministic mode: on")
+        logger.info("Batch window: %g ms", cfg.batch_window_ms)
         logger.info("CUDA graphs: %s, graph sync fix: %s", "on (simulated capture of the decode step)"
                     if cfg.cuda_graphs else "off", "on" if cfg.graph_sync_fix else "off")
         logger.info("Prefix caching: %s", "on" if cfg.prefix_cache else "off")
