@@ -30,6 +30,7 @@ def write(evidence: Evidence, source: Path, out: Path) -> RunPaths:
     paths = RunPaths(out).make()
     run_id = f"{out.name}-{secrets.token_hex(3)}"
     kept = out / SOURCE_DIR / source.name
+    kept.parent.mkdir()
     (shutil.copytree if source.is_dir() else shutil.copy2)(source, kept)
     try:
         with TableWriter(paths, "responses", "imported", flush_rows=4096) as responses:
