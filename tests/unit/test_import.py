@@ -46,7 +46,9 @@ def test_a_detllm_repro_pack_becomes_a_run_dir_with_its_provenance(tmp_path: Pat
     # detLLM's scores differ from run to run under the fused finalize: 5 runs, 5 signatures per prompt
     assert {c: v for c, v in _cells(tmp_path / "run").items() if c[0] == "detllm"} == {
         ("detllm", "90b7b16408b9"): (5, 5, "top_logprobs"), ("detllm", "bbaff4d2ecd5"): (5, 5, "top_logprobs")}
-    assert "Imported from detLLM 0.1.1" in (tmp_path / "run" / "report.md").read_text()
+    page = (tmp_path / "run" / "report.md").read_text()
+    assert "Imported from detLLM 0.1.1" in page and "imported:detllm = not recorded" in page
+    assert "orchestrator run --from" not in page and "orchestrator reproduce" not in page  # nothing to re-run
     rows = read_table(RunPaths(tmp_path / "run"), "responses")
     assert rows.num_rows == 12 and set(rows.column("arm").to_pylist()) == {"detllm", "batch_4"}
 
