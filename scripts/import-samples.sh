@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # The committed samples of `orchestrator import` (tests/data/import/), made by the real tools against the reference
 # engine: detLLM's own `check` (scripts/detllm_openai.py) with the fused finalize off and on, and curl's answers
-# saved one file each (with the request beside them, and without: grouped by their prompt_token_ids). docs/import.md, docs/alternatives.md.
-#   scripts/import-samples.sh [OUT]      (default tests/data/import)
+# saved one file each (with the request beside them, and without: grouped by their prompt_token_ids); with
+# VPP_COLLECTOR=/path/to/vllm-position-parity/collect_client.py (ZC502's collector, not shipped here), its evidence,
+# sequential and concurrent, from an engine whose indexer budget (16) the prompt exceeds. docs/import.md.
+#   [VPP_COLLECTOR=...] scripts/import-samples.sh [OUT]      (default tests/data/import)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out=${1:-tests/data/import}
@@ -40,3 +42,11 @@ for p in 0 1; do
       -o "$out/openai/token_ids/answer_p${p}_r$r.json"
   done
 done
+if [[ -n "${VPP_COLLECTOR:-}" ]]; then
+  serve 18443 --indexer-budget 16 --topk-tiebreak random
+  for mode in sequential concurrent; do
+    "$py" "$VPP_COLLECTOR" --base-url http://127.0.0.1:18443 --model reference --arm budget16 --execution-mode "$mode" \
+      --prompt "Count from one to ten: one, two, three, four, five," --repeats 4 --max-tokens 8 --prompt-logprobs 3 \
+      --out "$out/parity/$mode.json" >/dev/null
+  done
+fi

@@ -11,7 +11,7 @@ from typing import Any
 from orchestrator.engines import ParsedCompletion
 from orchestrator.errors import UsageError
 
-KINDS = ("detllm", "openai-json")
+KINDS = ("detllm", "openai-json", "position-parity")
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,7 @@ def main(argv: list[str]) -> Outcome:
     from orchestrator.record.recorded import RunMeta
     from orchestrator.report.verdict import recompare
 
-    made = parser("import", "Make another tool's output a run dir: detLLM's traces, OpenAI answers.")
+    made = parser("import", "Make another tool's output a run dir: detLLM's traces, OpenAI answers, position parity.")
     made.add_argument("source", type=Path, metavar="SOURCE", help="the other tool's file or folder")
     made.add_argument("--out", type=Path, required=True, help="the new run dir")
     made.add_argument("--kind", choices=KINDS, help="what wrote SOURCE (default: told by its files)")

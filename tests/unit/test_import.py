@@ -99,6 +99,32 @@ def test_a_map_names_the_prompts_of_answers_saved_alone(tmp_path: Path, capsys: 
     assert set(_cells(tmp_path / "run")) == {("mine", "p0"), ("mine", "p1")}
 
 
+@pytest.mark.parametrize("mode", ["sequential", "concurrent"])
+def test_position_parity_evidence_keeps_its_prompt_positions(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                            mode: str) -> None:
+    """ZC502's collector against an engine whose indexer budget (16 keys) the 51-token prompt exceeds, random ties:
+    the forced tokens' logprobs agree up to the budget and spread after it."""
+    status, err = _import(capsys, SAMPLES / "parity" / f"{mode}.json", tmp_path / "run")
+    assert status == 0, err
+    assert "Imported from vllm-position-parity 0.1.1: no completion text, no generated-token logprobs" in err
+    [cell] = json.loads((tmp_path / "run" / "report.json").read_text())["cells"]
+    assert (cell["arm"], cell["phase"], cell["n"], cell["signature_basis"]) == ("budget16", mode, 4, "token_ids")
+    assert cell["first_prompt_position_with_spread"] == 17 and cell["max_prompt_spread"] > 0.1
+
+
+def _newer_parity(tmp: Path) -> Path:
+    doc = json.loads((SAMPLES / "parity" / "sequential.json").read_text())
+    (tmp / "p.json").write_text(json.dumps({**doc, "schema_version": "0.2"}))
+    return tmp / "p.json"
+
+
+def _parity_without_positions(tmp: Path) -> Path:
+    doc = json.loads((SAMPLES / "parity" / "sequential.json").read_text())
+    del doc["samples"][1]["positions"]
+    (tmp / "p.json").write_text(json.dumps(doc))
+    return tmp / "p.json"
+
+
 def _malformed_trace(tmp: Path) -> Path:
     pack = tmp / "pack"
     shutil.copytree(SAMPLES / "detllm" / "fused_off_tier1", pack)
@@ -126,6 +152,8 @@ def _not_json(tmp: Path) -> Path:
     (_alone, "a.json: its prompt is unknown (no request beside it, no prompt or prompt_token_ids in it); save the "
              "request body beside it as NAME.request.json, or pass --prompts MAP.json"),
     (_not_json, "a.json: not JSON ("),
+    (_newer_parity, "p.json: schema_version '0.2', this reader knows '0.1'"),
+    (_parity_without_positions, "p.json: samples[1]: malformed (KeyError: 'positions')"),
 ])
 def test_a_malformed_source_is_one_line_and_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str],
                                                     make: object, said: str) -> None:
@@ -146,4 +174,4 @@ def test_an_existing_run_dir_is_not_written_over(tmp_path: Path, capsys: pytest.
 def test_a_source_of_no_known_kind_names_the_kinds(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     (tmp_path / "notes.txt").write_text("hello")
     status, err = _import(capsys, tmp_path / "notes.txt", tmp_path / "run")
-    assert status == 2 and "name it with --kind (detllm, openai-json)" in err
+    assert status == 2 and "name it with --kind (detllm, openai-json, position-parity)" in err
