@@ -110,7 +110,16 @@ class RunMeta:
     explorer_branches: int | None = None
     sample_size: dict[str, Any] | None = None
     rescore: bool | None = None  # protocol.rescore: answers re-scored as prompts (analysis/decode_prefill.py)
+    imported: dict[str, Any] | None = None  # `orchestrator import`: the source's tool, version, digest, lacks
     written: dict[str, Any] = field(default_factory=dict, repr=False)  # run.json whole, to merge several's
+
+    @property
+    def provenance(self) -> str | None:
+        """An imported run's line: which tool wrote the source and what it lacks (imports/write.py); None: a run."""
+        if not self.imported:
+            return None
+        tool = " ".join(str(w) for w in (self.imported.get("tool"), self.imported.get("version")) if w)
+        return f"Imported from {tool}: {', '.join(self.imported.get('lacks') or ['nothing missing'])}"
 
     @classmethod
     def of(cls, data: dict[str, Any]) -> RunMeta:

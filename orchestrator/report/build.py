@@ -54,7 +54,8 @@ def build(recorded: Recorded) -> StudyReport:
     report = StudyReport(study=meta.study, run_id=meta.run_id, baseline=meta.baseline, arms=arms,
                          comparison=comparison, guard=guard, sweep=meta.sweep or None, failures=failed,
                          probes=probes, attribution=attribute(comparison, arms, probes),
-                         headline=[*missing, *sentences(comparison, [f.arm for f in failed  # interrupted: in missing
+                         headline=[*filter(None, [meta.provenance]),  # an imported run: what its source lacks
+                                   *missing, *sentences(comparison, [f.arm for f in failed  # interrupted: in missing
                                                                      if f.status != "interrupted"], near_tie_gap,
                                              why),
                                    *headline.sample_size(comparison, meta.sample_size)],

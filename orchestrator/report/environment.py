@@ -69,7 +69,8 @@ def arm_environment(arm: ArmStart, label: str = "") -> ArmEnvironment:
         capability = f" (sm {gpu['capability']})" if gpu.get("capability") else ""
         driver = f", driver {gpu['driver']}" if gpu.get("driver") else ""
         gpu_text = f"{gpu['count']} x {gpu.get('name') or 'GPU'}{capability}{driver}"
-    identity = arm.image_id or fingerprint.get("image_id") or "unknown (the arm did not start)"
+    identity = arm.image_id or fingerprint.get("image_id") or (  # completed with none: imported (docs/import.md)
+        "not recorded" if arm.status == "completed" else "unknown (the arm did not start)")
     host = fingerprint.get("docker_host") or "local"
     return ArmEnvironment(
         arm=label + arm.arm, status=arm.status or "unknown", identity=identity,
@@ -112,6 +113,8 @@ def environment(recorded: Recorded) -> Environment:
     several = len(recorded.runs) > 1
     commands = {}
     for run in recorded.runs:
+        if run.meta.imported:  # another tool's output (docs/import.md): nothing here can run it again
+            continue
         where = f" ({run.paths.root.name})" if several else ""
         run_dir = shlex.quote(_shown(run.paths.root))
         commands[f"re-run the study{where}"] = f"orchestrator run --from {run_dir}"
