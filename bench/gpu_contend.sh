@@ -4,8 +4,8 @@
 # attention at 8k context), 200 repeats each with the allocator perturbed, three ways: alone, with a second
 # process busy on the same GPU (a 4096^2 fp32 matmul loop), and with a second CUDA stream of the probe's own
 # process busy the same way. Then one line per cell and way: distinct digests over the repeats, the row-0
-# check against M=1, seconds per call. Runs as local processes (no Docker; stdlib + torch + pyarrow), under
-# 3 minutes on an H100. From the repository root:
+# check against M=1, seconds per call. Runs as local processes (no Docker; stdlib + torch + pyarrow),
+# more than 250 s on an H100 (docs/gpu-validation.md: its last probe did not fit). From the repository root:
 #   bash bench/gpu_contend.sh OUT_DIR        (DEVICE=cpu tries it on a CPU: alone and process only)
 set -uo pipefail
 out=${1:?usage: gpu_contend.sh OUT_DIR}
