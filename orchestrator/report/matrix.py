@@ -35,11 +35,11 @@ def gather(run_dirs: list[Path]) -> list[MatrixRow]:
         raise RecordError("no run dir given: pass one or more folders `orchestrator run` printed")
     found: list[Measurement] = []
     for run in read_sources(run_dirs):
-        found += measurements(run, str(run.paths.root), _report(run))
+        found += measurements(run, str(run.paths.root), report_of(run))
     return merge(found)
 
 
-def _report(run: RecordedRun) -> dict[str, Any]:
+def report_of(run: RecordedRun) -> dict[str, Any]:
     """report.json's cells and cost; where the run has none, re-made from its record as `build` makes them
     (nothing written into the run dir)."""
     if run.paths.report_json.is_file():

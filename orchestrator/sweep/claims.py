@@ -1,0 +1,175 @@
+"""`orchestrator claims FILE`: each claim of a claims file (config/claims.py) checked on the cells of run dirs
+(`--run`), of a study run here (`--study`, through `run`'s own path: sweep/app.py `run_with_hydra`, with each
+claim's phase given the requests its sized n needs beyond what the run dirs hold), or both; answered by
+analysis/claims.py and written by report/claims.py. Exit 3 when a claim is contradicted (docs/claims.md)."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from orchestrator.analysis import claims as rates
+from orchestrator.analysis.claims import ClaimResult, Evidence, RateClaim, Selector
+from orchestrator.config.catalog import line
+from orchestrator.config.claims import ClaimConfig, ClaimsConfig, load
+from orchestrator.config.schema import Config, PhaseKind
+from orchestrator.config.search import CommandLine
+from orchestrator.console import Outcome, answer, note
+from orchestrator.errors import ConfigError, ExitStatus
+from orchestrator.run.send.protocol import cell_requests
+
+
+@dataclass
+class Cells:
+    """The run dirs' cells (report.json's, or re-made from the record) and arms, pooled; the dirs they came from."""
+
+    cells: list[dict[str, Any]]
+    arms: list[dict[str, Any]]
+    runs: list[Path]
+
+    @classmethod
+    def read(cls, run_dirs: list[Path]) -> Cells:
+        from orchestrator.report.build import read_sources
+        from orchestrator.report.matrix import report_of
+
+        cells: list[dict[str, Any]] = []
+        arms: list[dict[str, Any]] = []
+        for run in read_sources(run_dirs):
+            report = report_of(run)
+            cells += report.get("cells") or []
+            arms += report.get("arms") or []
+        return cls(cells, arms, list(run_dirs))
+
+
+def _selector(claim: ClaimConfig) -> Selector:
+    return claim.arm, claim.phase, claim.prompt
+
+
+def _test(claim: ClaimConfig, claims: ClaimsConfig) -> tuple[RateClaim, str]:
+    """The claim as a rate: its test and its words."""
+    margin = claims.margin if claim.margin is None else claim.margin
+    if claim.kind == "divergence_rate":
+        at_least = claim.at_least is not None
+        claimed = float(claim.at_least if at_least else claim.at_most)  # type: ignore[arg-type]  # checked: one set
+        return (RateClaim(claimed, at_least, margin, claims.confidence),
+                f"divergence rate {'>=' if at_least else '<='} {claimed:g}")
+    if claim.kind == "distinct":
+        what = "all identical" if claim.distinct == 1 else "all distinct"
+        return RateClaim(0.0, False, margin, claims.confidence), f"{claim.distinct} distinct in {claim.of} ({what})"
+    return RateClaim(0.0, False, margin, claims.confidence), "no request or start fails"
+
+
+def _evidence(claim: ClaimConfig, found: Cells) -> Evidence:
+    if claim.kind == "divergence_rate" or (claim.kind == "distinct" and claim.distinct == 1):
+        return rates.divergence(found.cells, _selector(claim))
+    if claim.kind == "distinct":
+        return rates.sharing(found.cells, _selector(claim))
+    return rates.crashes(found.cells, found.arms, _selector(claim))
+
+
+def answers(claims: ClaimsConfig, found: Cells) -> list[ClaimResult]:
+    """Every claim answered on the cells found; a claim that names no cell of them is bad input."""
+    problems = []
+    for i, claim in enumerate(claims.claims):
+        for key, value, values in (("arm", claim.arm, {c["arm"] for c in found.cells} | {a["arm"] for a in found.arms}),
+                                   ("phase", claim.phase, {c["phase"] for c in found.cells}),
+                                   ("prompt", claim.prompt, {c["prompt_id"] for c in found.cells})):
+            if value is not None and value not in values:
+                problems.append(line("unknown-name", f"claims[{i}].{key}", value, sorted(values),
+                                     f"one of the {key}s of {', '.join(map(str, found.runs)) or 'the runs'}"))
+    if problems:
+        raise ConfigError(problems)
+    out = []
+    for claim in claims.claims:
+        test, words = _test(claim, claims)
+        out.append(rates.answer(claim.name, claim.kind, words, claim.source, test, _evidence(claim, found),
+                                claims.power))
+    return out
+
+
+def sizing(typed: Config, claims: ClaimsConfig, results: list[ClaimResult]) -> list[str]:
+    """The overrides that give each claim's phases the requests its n still lacks (beyond the run dirs'), spread
+    over its cells (prompts x phases): a sequential phase's repeats, a concurrent phase's batches (its batch size
+    kept). A claim sized past max_n gets max_n. A phase that already sends as many keeps its config."""
+    per_cell: dict[str, int] = {}
+    for claim, result in zip(claims.claims, results, strict=True):
+        if claim.arm not in typed.arms:
+            raise ConfigError(line("unknown-name", f"claim '{claim.name}': arm", claim.arm, sorted(typed.arms),
+                                   "an arm of the study"))
+        if claim.phase is not None and claim.phase not in typed.protocol.phases:
+            raise ConfigError(line("unknown-name", f"claim '{claim.name}': phase", claim.phase,
+                                   sorted(typed.protocol.phases), "a phase of the study's protocol"))
+        phases = [name for name, phase in typed.protocol.phases.items() if phase.kind is not PhaseKind.load
+                  and claim.phase in (None, name)]
+        if not phases:
+            raise ConfigError(f"claim '{claim.name}': its phase is a load phase; claims size sequential and "
+                              "concurrent phases (name one)")
+        lacking = min(result.n_needed or claims.max_n, claims.max_n) - result.n
+        prompts = 1 if claim.prompt is not None else max(1, len(typed.prompts.prompts))
+        for name in phases:
+            per_cell[name] = max(per_cell.get(name, 0), math.ceil(lacking / (prompts * len(phases))))
+    overrides = []
+    for name, n in per_cell.items():
+        phase = typed.protocol.phases[name]
+        if n <= cell_requests(phase):  # the study already sends as many
+            continue
+        overrides.append(f"protocol.phases.{name}.repeats={n}" if phase.kind is PhaseKind.sequential
+                         else f"protocol.phases.{name}.batches={math.ceil(n / phase.repeats)}")
+    return overrides
+
+
+def _free(out: Path) -> Path:
+    number = 1
+    while (out / f"run-{number}").exists():
+        number += 1
+    return out / f"run-{number}"
+
+
+def check_claims(file: Path, study: str | None, line_: CommandLine, run_dirs: list[Path], out: Path | None
+                 ) -> Outcome:
+    """The claims answered (after a run sized for what the run dirs lack, where a study is named), the page
+    written; exit 3 when one is contradicted, the run's own status where it failed."""
+    from orchestrator.report.claims import write
+
+    claims = load(file)
+    study = study or (claims.study if not run_dirs else None)
+    if study is None and not run_dirs:
+        raise ConfigError(f"{file}: name the evidence: --study NAME (runs what is missing) and/or --run RUN_DIR...")
+    if line_.overrides and study is None:
+        raise ConfigError(f"overrides ({' '.join(line_.overrides)}) are for a study run here: add --study NAME")
+    out = out or Path("claims") / file.stem
+    found = Cells.read(run_dirs) if run_dirs else Cells([], [], [])
+    ran = Outcome()
+    if study is not None:
+        ran, found = _run_missing(claims, study, line_, found, out)
+        if ran.status not in (ExitStatus.OK, ExitStatus.GATE_FAILED):  # the measurement failed: its lines say why
+            return ran
+    results = answers(claims, found)
+    pages = write(results, claims, found.runs, out)
+    contradicted = [r for r in results if r.verdict == rates.CONTRADICTED]
+    return ran + answer(*pages.summary, f"\nClaims: {pages.markdown}, {pages.html.name}, {pages.json.name}",
+                        status=ExitStatus.GATE_FAILED if contradicted else ExitStatus.OK)
+
+
+def _run_missing(claims: ClaimsConfig, study: str, line_: CommandLine, found: Cells, out: Path
+                 ) -> tuple[Outcome, Cells]:
+    """The study run, as `run` runs it, with what the cells found lack; nothing run where they lack nothing."""
+    from orchestrator import config
+    from orchestrator.sweep.app import run_with_hydra
+
+    overrides = [f"study={study}", *line_.overrides]
+    typed = config.to_typed(config.compose(overrides, line_.dirs))
+    so_far = (answers(claims, found) if found.runs else
+              [rates.answer(c.name, c.kind, "", "", _test(c, claims)[0], Evidence(0, 0, [], []), claims.power)
+               for c in claims.claims])
+    sized = sizing(typed, claims, so_far)
+    if not sized and found.runs:
+        return note("the run dirs hold the n each claim needs: nothing run"), found
+    run_dir = _free(out)
+    dirs = [arg for d in line_.dirs for arg in ("--config-dir", str(d))]
+    ran = run_with_hydra(CommandLine.parse([*dirs, *overrides, *sized, f"hydra.run.dir={run_dir}"]))
+    if ran.status not in (ExitStatus.OK, ExitStatus.GATE_FAILED):
+        return ran, found
+    return note(f"ran {run_dir}" + (f" with {' '.join(sized)}" if sized else "")), Cells.read([*found.runs, run_dir])
