@@ -18,6 +18,8 @@ from typing import Any
 from orchestrator.analysis.stats import POOLED_ASSUMPTION, beta_cdf, divergence_bound
 
 REPLICATED, CONTRADICTED, INCONCLUSIVE = "replicated", "contradicted", "inconclusive"
+BATCHED = ("requests released together are counted as if independent: where a batch diverges as one (its "
+           "shape), the interval is narrower than the batches alone would give")
 LIMIT_N = 1_000_000  # the n that settles a claim is searched up to this; beyond it: None
 
 
@@ -51,33 +53,35 @@ class RateClaim:
     def power(self, n: int) -> float:
         """The chance that n requests contradict the claim, were the rate the alternative."""
         if self.at_least:  # contradicted for k up to the last k whose upper bound is below the claim
-            return 1.0 - _tail(_first(n, lambda k: not self.contradicts(k, n)), n, self.alternative)
-        return _tail(_first(n, lambda k: self.contradicts(k, n)), n, self.alternative)
+            return 1.0 - tail(first(n, lambda k: not self.contradicts(k, n)), n, self.alternative)
+        return tail(first(n, lambda k: self.contradicts(k, n)), n, self.alternative)
 
     def assurance(self, n: int) -> float:
         """The chance that n requests replicate the claim, were the rate the claimed one."""
         if self.at_least:
-            return _tail(_first(n, lambda k: self.replicates(k, n)), n, self.claimed)
-        return 1.0 - _tail(_first(n, lambda k: not self.replicates(k, n)), n, self.claimed)
+            return tail(first(n, lambda k: self.replicates(k, n)), n, self.claimed)
+        return 1.0 - tail(first(n, lambda k: not self.replicates(k, n)), n, self.claimed)
 
-    def n_needed(self, target: float, max_n: int) -> int | None:
-        """The fewest requests (doubling, then halving the gap) at which power and assurance both reach `target`;
-        None: not within max_n."""
-        def enough(n: int) -> bool:
-            return self.power(n) >= target and self.assurance(n) >= target
-
-        low, high = 0, 1
-        while not enough(high):
-            if high >= max_n:
-                return None
-            low, high = high, min(max_n, 2 * high)
-        while high - low > 1:
-            middle = (low + high) // 2
-            low, high = (low, middle) if enough(middle) else (middle, high)
-        return high
+    def n_needed(self, target: float, limit: int = 0) -> int | None:
+        """The fewest requests at which power and assurance both reach `target` (fewest)."""
+        return fewest(lambda n: self.power(n) >= target and self.assurance(n) >= target, limit or LIMIT_N)
 
 
-def _first(n: int, holds: Callable[[int], bool]) -> int:
+def fewest(enough: Callable[[int], bool], limit: int) -> int | None:
+    """The fewest n where `enough`, by doubling, then halving the gap (power rises with n, in a sawtooth: this
+    finds one n past which it holds, near the least); None: not within `limit`."""
+    low, high = 0, 1
+    while not enough(high):
+        if high >= limit:
+            return None
+        low, high = high, min(limit, 2 * high)
+    while high - low > 1:
+        middle = (low + high) // 2
+        low, high = (low, middle) if enough(middle) else (middle, high)
+    return high
+
+
+def first(n: int, holds: Callable[[int], bool]) -> int:
     """The first k in 0..n where `holds` (false, then true as k rises), n + 1 if none: by halving."""
     low, high = -1, n + 1
     while high - low > 1:
@@ -86,7 +90,7 @@ def _first(n: int, holds: Callable[[int], bool]) -> int:
     return high
 
 
-def _tail(k: int, n: int, p: float) -> float:
+def tail(k: int, n: int, p: float) -> float:
     """P(X >= k) for X ~ Binomial(n, p): the regularised incomplete beta I_p(k, n - k + 1)."""
     return 1.0 if k <= 0 else 0.0 if k > n else beta_cdf(p, k, n - k + 1)
 
@@ -120,8 +124,9 @@ def divergence(cells: list[dict[str, Any]], selector: Selector) -> Evidence:
     kept = [c for c in chosen if c.get("divergent") is not None and c.get("stopped_after") is None]
     notes = [f"left out: {_label(c)} ({'stopped at a divergence' if c.get('stopped_after') else 'no signatures'})"
              for c in chosen if c not in kept]
+    batched = [c for c in kept if c.get("batch_size")]
     return Evidence(sum(c["divergent"] for c in kept), sum(c["n"] for c in kept), [_label(c) for c in kept],
-                    [*notes, *([POOLED_ASSUMPTION] if len(kept) > 1 else [])])
+                    [*notes, *([POOLED_ASSUMPTION] if len(kept) > 1 else []), *([BATCHED] if batched else [])])
 
 
 def sharing(cells: list[dict[str, Any]], selector: Selector) -> Evidence:
@@ -132,6 +137,18 @@ def sharing(cells: list[dict[str, Any]], selector: Selector) -> Evidence:
     k = sum(0 if c["distinct_signatures"] == c["n"] else c["n"] - c["distinct_signatures"] + 1 for c in chosen)
     return Evidence(k, sum(c["n"] for c in chosen), [_label(c) for c in chosen],
                     ["requests sharing an answer counted at their fewest (n - distinct + 1)",
+                     *([POOLED_ASSUMPTION] if len(chosen) > 1 else [])])
+
+
+def flipped(cells: list[dict[str, Any]], selector: Selector) -> Evidence:
+    """Requests with a top-1 flip (a generated token other than the modal request's). A cell records the flips
+    at its first positions, not per request: none gives 0, else the most flips at one listed position (each a
+    request of its own), the fewest the flips allow, so a contradiction on it holds for the true count."""
+    chosen = [c for c in cells_of(cells, selector) if c.get("top1_flips") is not None]
+    k = sum(max([flips for _, flips in c.get("top1_flip_positions") or []] or [1]) if c["top1_flips"] else 0
+            for c in chosen)
+    return Evidence(k, sum(c["n"] for c in chosen), [_label(c) for c in chosen],
+                    ["requests with a flip counted at their fewest (the most flips at one position)",
                      *([POOLED_ASSUMPTION] if len(chosen) > 1 else [])])
 
 
@@ -164,6 +181,8 @@ class ClaimResult:
     n_needed: int | None
     cells: list[str]
     notes: list[str]
+    baseline_k: int | None = None  # an A/B claim's: the baseline's (A's) k of n; lower/upper bound B - A
+    baseline_n: int | None = None
 
 
 def answer(name: str, kind: str, claimed: str, source: str, test: RateClaim, evidence: Evidence, target: float
@@ -171,5 +190,5 @@ def answer(name: str, kind: str, claimed: str, source: str, test: RateClaim, evi
     lower, upper = test.bounds(evidence.k, evidence.n)
     return ClaimResult(name, kind, claimed, source, evidence.k, evidence.n, lower, upper,
                        test.verdict(evidence.k, evidence.n) if evidence.n else INCONCLUSIVE, test.power(evidence.n),
-                       test.assurance(evidence.n), test.alternative, test.n_needed(target, LIMIT_N), evidence.cells,
+                       test.assurance(evidence.n), test.alternative, test.n_needed(target), evidence.cells,
                        evidence.notes)

@@ -16,7 +16,8 @@ from orchestrator.config.catalog import line
 from orchestrator.config.keys import unknown
 from orchestrator.errors import ConfigError
 
-KINDS = ("divergence_rate", "distinct", "no_crash")
+KINDS = ("divergence_rate", "distinct", "ab_difference", "no_top1_flip", "no_crash")
+BOUNDED = ("divergence_rate", "ab_difference")  # the kinds that take at_most or at_least
 
 
 @dataclass
@@ -29,8 +30,10 @@ class ClaimConfig:
     arm: str = ""
     phase: str | None = None
     prompt: str | None = None
-    at_most: float | None = None  # divergence_rate: the claimed rate is at most this
-    at_least: float | None = None  # divergence_rate: at least this
+    at_most: float | None = None  # divergence_rate: the claimed rate is at most this; ab_difference: B's less A's
+    at_least: float | None = None  # the same, at least this
+    baseline: str | None = None  # ab_difference: arm A (`arm` is B)
+    baseline_rate: float = 0.0  # ab_difference: A's rate at which the power is computed
     distinct: int | None = None  # distinct: `distinct` in `of` ("1 in 6": all identical; "6 in 6": all distinct)
     of: int | None = None
     margin: float | None = None  # the alternative: the claim is false by this much (default: the file's)
@@ -74,10 +77,11 @@ def load(path: Path) -> ClaimsConfig:
     return typed
 
 
-def _share(name: str, value: float | None, open_low: bool = False) -> list[str]:
-    ok = value is None or (0 < value < 1 if open_low else 0 <= value <= 1)
-    return [] if ok else [line("range", name, value, "in (0, 1)" if open_low else "in [0, 1]", "give a share, "
-                               "e.g. 0.1 for 10 %")]
+def _share(name: str, value: float | None, open_low: bool = False, signed: bool = False) -> list[str]:
+    low = -1 if signed else 0
+    ok = value is None or (0 < value < 1 if open_low else low <= value <= 1)
+    valid = "in (0, 1)" if open_low else f"in [{low}, 1]"
+    return [] if ok else [line("range", name, value, valid, "give a share, e.g. 0.1 for 10 %")]
 
 
 def check(claims: ClaimsConfig) -> list[str]:
@@ -96,11 +100,14 @@ def check(claims: ClaimsConfig) -> list[str]:
         elif names.count(claim.name) > 1:
             problems.append(f"{where}.name={claim.name!r}: two claims have this name; give each its own")
         if claim.kind not in KINDS:
-            problems.append(line("unknown-name", f"{where}.kind", claim.kind, KINDS, f"one of {', '.join(KINDS)}"))
+            problems.append(line("unknown-name", f"{where}.kind", claim.kind, KINDS))
+            continue
         if not claim.arm:
             problems.append(line("empty", f"{where}.arm", "", "an arm of the study", "name the arm it is about"))
-        problems += [*_share(f"{where}.margin", claim.margin, True), *_share(f"{where}.at_most", claim.at_most),
-                     *_share(f"{where}.at_least", claim.at_least)]
+        signed = claim.kind == "ab_difference"  # a difference of rates: in [-1, 1]
+        problems += [*_share(f"{where}.margin", claim.margin, True), *_share(f"{where}.baseline_rate",
+                     claim.baseline_rate), *_share(f"{where}.at_most", claim.at_most, signed=signed),
+                     *_share(f"{where}.at_least", claim.at_least, signed=signed)]
         problems += _fields(where, claim)
     return problems
 
@@ -108,14 +115,16 @@ def check(claims: ClaimsConfig) -> list[str]:
 def _fields(where: str, claim: ClaimConfig) -> list[str]:
     """What each kind takes, and nothing it does not."""
     bounds = (claim.at_most is not None) + (claim.at_least is not None)
-    if claim.kind == "divergence_rate" and bounds != 1:
-        return [f"{where}: a divergence_rate claim takes one of at_most or at_least (the claimed rate), "
-                f"got {bounds}; e.g. `at_most: 0` for \"never diverges\""]
-    if claim.at_least == 0 or claim.at_most == 1:
-        return [f"{where}: at_least 0 or at_most 1 claims nothing that could be contradicted; state a rate "
-                "inside (0, 1) for at_least, [0, 1) for at_most"]
-    if claim.kind != "divergence_rate" and bounds:
-        return [f"{where}: at_most/at_least are a divergence_rate claim's; a {claim.kind} claim takes none"]
+    if claim.kind in BOUNDED and bounds != 1:
+        return [f"{where}: a {claim.kind} claim takes one of at_most or at_least (the claimed "
+                f"{'difference' if claim.kind == 'ab_difference' else 'rate'}), got {bounds}; e.g. `at_most: 0`"]
+    if claim.kind not in BOUNDED and bounds:
+        return [f"{where}: at_most/at_least are for {' and '.join(BOUNDED)} claims; a {claim.kind} claim takes none"]
+    if claim.kind == "divergence_rate" and (claim.at_least == 0 or claim.at_most == 1):
+        return [f"{where}: at_least 0 or at_most 1 claims nothing that could be contradicted; state a rate inside "
+                "(0, 1] for at_least, [0, 1) for at_most"]
+    if (claim.kind == "ab_difference") != (claim.baseline is not None):
+        return [f"{where}: `baseline` (arm A) is an ab_difference claim's, and one needs it"]
     if claim.kind != "distinct":
         return ([f"{where}: distinct/of are a distinct claim's; a {claim.kind} claim takes none"]
                 if claim.distinct is not None or claim.of is not None else [])

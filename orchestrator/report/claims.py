@@ -34,29 +34,51 @@ def settles(result: ClaimResult) -> str:
     return f"> {LIMIT_N}" if result.n_needed is None else str(result.n_needed)
 
 
+def counts(result: ClaimResult) -> str:
+    """k of n; an A/B claim's: B's, then A's."""
+    if result.baseline_n is None:
+        return f"{result.k} of {result.n}"
+    return f"B {result.k} of {result.n}, A {result.baseline_k} of {result.baseline_n}"
+
+
+def interval(result: ClaimResult) -> str:
+    return f"{signed(result.lower)} to {signed(result.upper)}" if result.baseline_n is not None \
+        else f"{pct(result.lower)} to {pct(result.upper)}"
+
+
+def alternative(result: ClaimResult) -> str:
+    return signed(result.alternative) if result.baseline_n is not None else pct(result.alternative)
+
+
+def signed(value: float) -> str:
+    """A difference of rates in points: -3.1 %, +12 %."""
+    return ("-" if value < 0 else "+") + pct(abs(value))
+
+
 def sentence(result: ClaimResult, claims: ClaimsConfig) -> str:
     """What the verdict rests on, in one sentence."""
-    interval = f"{pct(result.lower)} to {pct(result.upper)}"
-    head = f"{result.k} of {result.n}: rate {interval} ({pct(claims.confidence)})"
+    head = f"{counts(result)}: {'B - A' if result.baseline_n is not None else 'rate'} {interval(result)} " \
+           f"({pct(claims.confidence)})"
     if result.verdict == CONTRADICTED:
         return f"{head}, an interval that excludes the claim ({result.claimed})."
     if result.verdict == REPLICATED:
-        return f"{head}, an interval that excludes the alternative ({pct(result.alternative)})."
-    return (f"{head}: it holds both the claim and its alternative ({pct(result.alternative)}); n = "
+        return f"{head}, an interval that excludes the alternative ({alternative(result)})."
+    return (f"{head}: it holds both the claim and its alternative ({alternative(result)}); n = "
             f"{settles(result)} would settle it (power {pct(claims.power)}).")
 
 
 def markdown(results: list[ClaimResult], claims: ClaimsConfig, runs: list[Path]) -> str:
-    rows = [[r.name, r.claimed, r.verdict.upper() if r.verdict == CONTRADICTED else r.verdict, f"{r.k} of {r.n}",
-             f"{pct(r.lower)} to {pct(r.upper)}", pct(r.alternative), pct(r.power), settles(r)]
+    rows = [[r.name, r.claimed, r.verdict.upper() if r.verdict == CONTRADICTED else r.verdict, counts(r), interval(r),
+             alternative(r), pct(r.power), settles(r)]
             for r in results]
     lines = ["# Claims checked", "", f"**{verdict_line(results)}.**", "",
              *markdown_table(["claim", "claimed", "verdict", "k of n", f"interval ({pct(claims.confidence)})",
                               "alternative", "power at n", "n that settles it"], rows),
              "## How each was checked", ""]
     for r in results:
+        truth = "B - A" if r.baseline_n is not None else "the rate"
         lines += [f"- **{r.name}**: {sentence(r, claims)} Power at n = {r.n}: {pct(r.power)} to contradict it were "
-                  f"the rate {pct(r.alternative)}; {pct(r.assurance)} to replicate it were it true."
+                  f"{truth} {alternative(r)}; {pct(r.assurance)} to replicate it were it true."
                   + (f" Source: {r.source}." if r.source else ""),
                   f"  - cells: {', '.join(r.cells) or 'none'}", *(f"  - {n}" for n in r.notes)]
     lines += ["", "## Method", "",

@@ -11,7 +11,9 @@ from pathlib import Path
 from typing import Any
 
 from orchestrator.analysis import claims as rates
+from orchestrator.analysis import claims_ab
 from orchestrator.analysis.claims import ClaimResult, Evidence, RateClaim, Selector
+from orchestrator.analysis.claims_ab import DifferenceClaim
 from orchestrator.config.catalog import line
 from orchestrator.config.claims import ClaimConfig, ClaimsConfig, load
 from orchestrator.config.schema import Config, PhaseKind
@@ -47,33 +49,54 @@ def _selector(claim: ClaimConfig) -> Selector:
     return claim.arm, claim.phase, claim.prompt
 
 
+def _bound(claim: ClaimConfig) -> tuple[float, bool]:
+    """The claimed value and whether it is a lower one (at_least); the config checked one is set."""
+    return float(claim.at_least if claim.at_least is not None else claim.at_most or 0.0), claim.at_least is not None
+
+
 def _test(claim: ClaimConfig, claims: ClaimsConfig) -> tuple[RateClaim, str]:
     """The claim as a rate: its test and its words."""
     margin = claims.margin if claim.margin is None else claim.margin
     if claim.kind == "divergence_rate":
-        at_least = claim.at_least is not None
-        claimed = float(claim.at_least if at_least else claim.at_most)  # type: ignore[arg-type]  # checked: one set
+        claimed, at_least = _bound(claim)
         return (RateClaim(claimed, at_least, margin, claims.confidence),
                 f"divergence rate {'>=' if at_least else '<='} {claimed:g}")
-    if claim.kind == "distinct":
-        what = "all identical" if claim.distinct == 1 else "all distinct"
-        return RateClaim(0.0, False, margin, claims.confidence), f"{claim.distinct} distinct in {claim.of} ({what})"
-    return RateClaim(0.0, False, margin, claims.confidence), "no request or start fails"
+    words = {"distinct": f"{claim.distinct} distinct in {claim.of} "
+                         f"({'all identical' if claim.distinct == 1 else 'all distinct'})",
+             "no_top1_flip": "no request flips a top-1 token", "no_crash": "no request or start fails"}
+    return RateClaim(0.0, False, margin, claims.confidence), words[claim.kind]
+
+
+EVIDENCE = {"divergence_rate": rates.divergence, "no_top1_flip": rates.flipped}
 
 
 def _evidence(claim: ClaimConfig, found: Cells) -> Evidence:
-    if claim.kind == "divergence_rate" or (claim.kind == "distinct" and claim.distinct == 1):
-        return rates.divergence(found.cells, _selector(claim))
+    if claim.kind == "no_crash":
+        return rates.crashes(found.cells, found.arms, _selector(claim))
     if claim.kind == "distinct":
-        return rates.sharing(found.cells, _selector(claim))
-    return rates.crashes(found.cells, found.arms, _selector(claim))
+        return (rates.divergence if claim.distinct == 1 else rates.sharing)(found.cells, _selector(claim))
+    return EVIDENCE[claim.kind](found.cells, _selector(claim))
+
+
+def _answer(claim: ClaimConfig, claims: ClaimsConfig, found: Cells) -> ClaimResult:
+    if claim.kind != "ab_difference":
+        test, words = _test(claim, claims)
+        return rates.answer(claim.name, claim.kind, words, claim.source, test, _evidence(claim, found), claims.power)
+    claimed, at_least = _bound(claim)
+    difference = DifferenceClaim(claimed, at_least, claims.margin if claim.margin is None else claim.margin,
+                                 claims.confidence, claim.baseline_rate)
+    a = rates.divergence(found.cells, (str(claim.baseline), claim.phase, claim.prompt))
+    words = f"{claim.arm}'s divergence rate less {claim.baseline}'s {'>=' if at_least else '<='} {claimed:g}"
+    return claims_ab.answer(claim.name, words, claim.source, difference, a, rates.divergence(
+        found.cells, _selector(claim)), claims.power)
 
 
 def answers(claims: ClaimsConfig, found: Cells) -> list[ClaimResult]:
     """Every claim answered on the cells found; a claim that names no cell of them is bad input."""
     problems = []
     for i, claim in enumerate(claims.claims):
-        for key, value, values in (("arm", claim.arm, {c["arm"] for c in found.cells} | {a["arm"] for a in found.arms}),
+        arms = {c["arm"] for c in found.cells} | {a["arm"] for a in found.arms}
+        for key, value, values in (("arm", claim.arm, arms), ("baseline", claim.baseline, arms),
                                    ("phase", claim.phase, {c["phase"] for c in found.cells}),
                                    ("prompt", claim.prompt, {c["prompt_id"] for c in found.cells})):
             if value is not None and value not in values:
@@ -81,12 +104,7 @@ def answers(claims: ClaimsConfig, found: Cells) -> list[ClaimResult]:
                                      f"one of the {key}s of {', '.join(map(str, found.runs)) or 'the runs'}"))
     if problems:
         raise ConfigError(problems)
-    out = []
-    for claim in claims.claims:
-        test, words = _test(claim, claims)
-        out.append(rates.answer(claim.name, claim.kind, words, claim.source, test, _evidence(claim, found),
-                                claims.power))
-    return out
+    return [_answer(claim, claims, found) for claim in claims.claims]
 
 
 def sizing(typed: Config, claims: ClaimsConfig, results: list[ClaimResult]) -> list[str]:
@@ -161,9 +179,7 @@ def _run_missing(claims: ClaimsConfig, study: str, line_: CommandLine, found: Ce
 
     overrides = [f"study={study}", *line_.overrides]
     typed = config.to_typed(config.compose(overrides, line_.dirs))
-    so_far = (answers(claims, found) if found.runs else
-              [rates.answer(c.name, c.kind, "", "", _test(c, claims)[0], Evidence(0, 0, [], []), claims.power)
-               for c in claims.claims])
+    so_far = [_answer(claim, claims, found) for claim in claims.claims]  # what each lacks (all of it: no runs)
     sized = sizing(typed, claims, so_far)
     if not sized and found.runs:
         return note("the run dirs hold the n each claim needs: nothing run"), found
