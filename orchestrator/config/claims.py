@@ -32,7 +32,8 @@ class ClaimConfig:
     prompt: str | None = None
     at_most: float | None = None  # divergence_rate: the claimed rate is at most this; ab_difference: B's less A's
     at_least: float | None = None  # the same, at least this
-    baseline: str | None = None  # ab_difference: arm A (`arm` is B)
+    baseline: str | None = None  # ab_difference: arm A (`arm` is B); left out: the same arm
+    baseline_phase: str | None = None  # ab_difference: A's phase; left out: the same phase
     baseline_rate: float = 0.0  # ab_difference: A's rate at which the power is computed
     distinct: int | None = None  # distinct: `distinct` in `of` ("1 in 6": all identical; "6 in 6": all distinct)
     of: int | None = None
@@ -123,8 +124,10 @@ def _fields(where: str, claim: ClaimConfig) -> list[str]:
     if claim.kind == "divergence_rate" and (claim.at_least == 0 or claim.at_most == 1):
         return [f"{where}: at_least 0 or at_most 1 claims nothing that could be contradicted; state a rate inside "
                 "(0, 1] for at_least, [0, 1) for at_most"]
-    if (claim.kind == "ab_difference") != (claim.baseline is not None):
-        return [f"{where}: `baseline` (arm A) is an ab_difference claim's, and one needs it"]
+    sides = claim.baseline is not None or claim.baseline_phase is not None
+    if (claim.kind == "ab_difference") != sides:
+        return [f"{where}: `baseline` (arm A) and `baseline_phase` (A's phase) are an ab_difference claim's, and "
+                "one needs at least one of them"]
     if claim.kind != "distinct":
         return ([f"{where}: distinct/of are a distinct claim's; a {claim.kind} claim takes none"]
                 if claim.distinct is not None or claim.of is not None else [])

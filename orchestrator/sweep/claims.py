@@ -85,8 +85,10 @@ def _answer(claim: ClaimConfig, claims: ClaimsConfig, found: Cells) -> ClaimResu
     claimed, at_least = _bound(claim)
     difference = DifferenceClaim(claimed, at_least, claims.margin if claim.margin is None else claim.margin,
                                  claims.confidence, claim.baseline_rate)
-    a = rates.divergence(found.cells, (str(claim.baseline), claim.phase, claim.prompt))
-    words = f"{claim.arm}'s divergence rate less {claim.baseline}'s {'>=' if at_least else '<='} {claimed:g}"
+    a_side = (claim.baseline or claim.arm, claim.baseline_phase or claim.phase, claim.prompt)
+    words = (f"{'/'.join(filter(None, _selector(claim)[:2]))}'s divergence rate less "
+             f"{'/'.join(filter(None, a_side[:2]))}'s {'>=' if at_least else '<='} {claimed:g}")
+    a = rates.divergence(found.cells, a_side)
     return claims_ab.answer(claim.name, words, claim.source, difference, a, rates.divergence(
         found.cells, _selector(claim)), claims.power)
 
@@ -98,6 +100,7 @@ def answers(claims: ClaimsConfig, found: Cells) -> list[ClaimResult]:
         arms = {c["arm"] for c in found.cells} | {a["arm"] for a in found.arms}
         for key, value, values in (("arm", claim.arm, arms), ("baseline", claim.baseline, arms),
                                    ("phase", claim.phase, {c["phase"] for c in found.cells}),
+                                   ("baseline_phase", claim.baseline_phase, {c["phase"] for c in found.cells}),
                                    ("prompt", claim.prompt, {c["prompt_id"] for c in found.cells})):
             if value is not None and value not in values:
                 problems.append(line("unknown-name", f"claims[{i}].{key}", value, sorted(values),
@@ -107,27 +110,36 @@ def answers(claims: ClaimsConfig, found: Cells) -> list[ClaimResult]:
     return [_answer(claim, claims, found) for claim in claims.claims]
 
 
+def _phases(typed: Config, claim: ClaimConfig, arm: str | None, phase: str | None) -> list[str]:
+    """The phases a side of a claim takes its cells from (every phase but load phases where it names none)."""
+    for key, value, names in (("arm", arm, typed.arms), ("phase", phase, typed.protocol.phases)):
+        if value is not None and value not in names:
+            raise ConfigError(line("unknown-name", f"claim '{claim.name}': {key}", value, sorted(names),
+                                   f"a {key} of the study"))
+    phases = [name for name, kind in typed.protocol.phases.items() if kind.kind is not PhaseKind.load
+              and phase in (None, name)]
+    if not phases:
+        raise ConfigError(f"claim '{claim.name}': its phase is a load phase; claims size sequential and concurrent "
+                          "phases (name one)")
+    return phases
+
+
 def sizing(typed: Config, claims: ClaimsConfig, results: list[ClaimResult]) -> list[str]:
     """The overrides that give each claim's phases the requests its n still lacks (beyond the run dirs'), spread
-    over its cells (prompts x phases): a sequential phase's repeats, a concurrent phase's batches (its batch size
-    kept). A claim sized past max_n gets max_n. A phase that already sends as many keeps its config."""
+    over its cells (prompts x phases; an A/B claim: each side's): a sequential phase's repeats, a concurrent
+    phase's batches (its batch size kept). A claim sized past max_n gets max_n. A phase that already sends as
+    many keeps its config."""
     per_cell: dict[str, int] = {}
     for claim, result in zip(claims.claims, results, strict=True):
-        if claim.arm not in typed.arms:
-            raise ConfigError(line("unknown-name", f"claim '{claim.name}': arm", claim.arm, sorted(typed.arms),
-                                   "an arm of the study"))
-        if claim.phase is not None and claim.phase not in typed.protocol.phases:
-            raise ConfigError(line("unknown-name", f"claim '{claim.name}': phase", claim.phase,
-                                   sorted(typed.protocol.phases), "a phase of the study's protocol"))
-        phases = [name for name, phase in typed.protocol.phases.items() if phase.kind is not PhaseKind.load
-                  and claim.phase in (None, name)]
-        if not phases:
-            raise ConfigError(f"claim '{claim.name}': its phase is a load phase; claims size sequential and "
-                              "concurrent phases (name one)")
-        lacking = min(result.n_needed or claims.max_n, claims.max_n) - result.n
+        wanted = min(result.n_needed or claims.max_n, claims.max_n)
+        sides = [(_phases(typed, claim, claim.arm, claim.phase), result.n)]
+        if claim.kind == "ab_difference":
+            sides.append((_phases(typed, claim, claim.baseline or claim.arm, claim.baseline_phase or claim.phase),
+                          result.baseline_n or 0))
         prompts = 1 if claim.prompt is not None else max(1, len(typed.prompts.prompts))
-        for name in phases:
-            per_cell[name] = max(per_cell.get(name, 0), math.ceil(lacking / (prompts * len(phases))))
+        for phases, held in sides:
+            for name in phases:
+                per_cell[name] = max(per_cell.get(name, 0), math.ceil((wanted - held) / (prompts * len(phases))))
     overrides = []
     for name, n in per_cell.items():
         phase = typed.protocol.phases[name]

@@ -176,3 +176,31 @@ def load_text(text: str) -> ClaimsConfig:
 
     with tempfile.TemporaryDirectory() as folder:
         return load(_file(Path(folder), text))
+
+
+@pytest.mark.parametrize("path", sorted((config.CONF_DIR / "claims").glob("*.yaml")), ids=lambda p: p.name)
+def test_every_shipped_claims_file_names_cells_of_its_study(path: Path) -> None:
+    """The examples a user runs: each loads, and each claim's arms and phases are its study's (sizing refuses
+    any other), so `orchestrator claims FILE` starts the run it sizes."""
+    claims = load(path)
+    assert claims.study is not None
+    typed = config.to_typed(config.compose([f"study={claims.study}"]))
+    empty = Cells([], [], [])
+    assert sizing(typed, claims, answers_on_nothing(claims, empty))  # nothing held: every claim lacks its n
+
+
+def answers_on_nothing(claims: ClaimsConfig, empty: Cells) -> list[rates.ClaimResult]:
+    from orchestrator.sweep.claims import _answer
+
+    return [_answer(claim, claims, empty) for claim in claims.claims]
+
+
+def test_an_ab_claim_across_phases_sizes_both() -> None:
+    """Concurrent against sequential in one arm (the seed's batch-shape question): A is the sequential phase."""
+    claims = load_text("claims:\n  - {name: shape, kind: ab_difference, arm: variant, phase: over_capacity, "
+                       "baseline_phase: sequential, at_least: 0.1}")
+    [shape] = answers(claims, _cells(20))
+    assert (shape.verdict, shape.baseline_k, shape.baseline_n, shape.k, shape.n) == ("replicated", 0, 40, 8, 40)
+    typed = config.to_typed(config.compose(["study=batch_invariance"]))
+    # 66 a side: A (sequential, 8 a cell in the study) lacks 26, 13 a cell; B's 20 a cell already give them
+    assert sizing(typed, claims, [shape]) == ["protocol.phases.sequential.repeats=13"]
