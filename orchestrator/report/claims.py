@@ -114,4 +114,3 @@ def write(results: list[ClaimResult], claims: ClaimsConfig, runs: list[Path], ou
          "max_n": claims.max_n, "runs": [str(r) for r in runs],
          "claims": [dataclasses.asdict(r) for r in results]}, indent=2) + "\n")
     return pages
-
