@@ -16,7 +16,8 @@ def main(argv: list[str]) -> Outcome:
 
     made = parser("claims", "Check a claims file's claims on a study run here (sized so each could be "
                   "contradicted) and/or on run dirs: replicated, contradicted or inconclusive, with the power.")
-    made.add_argument("file", type=Path, metavar="FILE", help="the claims file (YAML, docs/claims.md)")
+    made.add_argument("given", nargs="+", metavar="FILE", help="the claims file (YAML, docs/claims.md), "
+                      "then any Hydra overrides of the study, as `run`'s")
     made.add_argument("--study", default=None, help="the study preset to run for what the run dirs lack "
                       "(default: the file's `study:` when no --run is given)")
     made.add_argument("--run", dest="run_dirs", type=Path, nargs="+", default=[], metavar="RUN_DIR",
@@ -24,7 +25,8 @@ def main(argv: list[str]) -> Outcome:
     made.add_argument("--out", type=Path, default=None, help="where the page and any run go (default: "
                       "./claims/FILE_STEM)")
     made.add_argument("--config-dir", action="append", default=[], help="a config dir of your own (as `run`'s)")
-    made.add_argument("overrides", nargs="*", metavar="OVERRIDE", help="Hydra overrides of the study, as `run`'s")
+    made.usage = ("orchestrator claims FILE [--study NAME] [--run RUN_DIR...] [--out DIR] [--config-dir DIR] "
+                  "[OVERRIDE...]")
     args = made.parse_intermixed_args(argv)
-    line = CommandLine.parse([*(arg for d in args.config_dir for arg in ("--config-dir", d)), *args.overrides])
-    return check_claims(args.file, args.study, line, args.run_dirs, args.out)
+    line = CommandLine.parse([*(arg for d in args.config_dir for arg in ("--config-dir", d)), *args.given[1:]])
+    return check_claims(Path(args.given[0]), args.study, line, args.run_dirs, args.out)
