@@ -112,7 +112,8 @@ def answers(claims: ClaimsConfig, found: Cells) -> list[ClaimResult]:
 
 def _phases(typed: Config, claim: ClaimConfig, arm: str | None, phase: str | None) -> list[str]:
     """The phases a side of a claim takes its cells from (every phase but load phases where it names none)."""
-    for key, value, names in (("arm", arm, typed.arms), ("phase", phase, typed.protocol.phases)):
+    for key, value, names in (("arm", arm, typed.arms), ("phase", phase, typed.protocol.phases),
+                              ("prompt", claim.prompt, typed.prompts.prompts)):
         if value is not None and value not in names:
             raise ConfigError(line("unknown-name", f"claim '{claim.name}': {key}", value, sorted(names),
                                    f"a {key} of the study"))

@@ -204,3 +204,11 @@ def test_an_ab_claim_across_phases_sizes_both() -> None:
     typed = config.to_typed(config.compose(["study=batch_invariance"]))
     # 66 a side: A (sequential, 8 a cell in the study) lacks 26, 13 a cell; B's 20 a cell already give them
     assert sizing(typed, claims, [shape]) == ["protocol.phases.sequential.repeats=13"]
+
+
+def test_a_claim_on_a_prompt_the_study_lacks_is_refused_before_it_runs() -> None:
+    typed = config.to_typed(config.compose(["study=batch_invariance"]))
+    claims = load_text("claims:\n  - {name: a, kind: no_crash, arm: variant, prompt: capitol}")
+    with pytest.raises(ConfigError, match="claim 'a': prompt='capitol' names nothing that exists. Did you mean "
+                                          "'capital'"):
+        sizing(typed, claims, answers_on_nothing(claims, Cells([], [], [])))
