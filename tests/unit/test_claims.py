@@ -209,6 +209,6 @@ def test_an_ab_claim_across_phases_sizes_both() -> None:
 def test_a_claim_on_a_prompt_the_study_lacks_is_refused_before_it_runs() -> None:
     typed = config.to_typed(config.compose(["study=batch_invariance"]))
     claims = load_text("claims:\n  - {name: a, kind: no_crash, arm: variant, prompt: capitol}")
-    with pytest.raises(ConfigError, match="claim 'a': prompt='capitol' names nothing that exists. Did you mean "
-                                          "'capital'"):
+    with pytest.raises(ConfigError, match=r"claim 'a': prompt='capitol' names nothing that exists\. Did you mean "
+                                          r"'capital'"):
         sizing(typed, claims, answers_on_nothing(claims, Cells([], [], [])))
