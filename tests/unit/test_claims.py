@@ -212,3 +212,20 @@ def test_a_claim_on_a_prompt_the_study_lacks_is_refused_before_it_runs() -> None
     with pytest.raises(ConfigError, match=r"claim 'a': prompt='capitol' names nothing that exists\. Did you mean "
                                           r"'capital'"):
         sizing(typed, claims, answers_on_nothing(claims, Cells([], [], [])))
+
+
+def test_a_run_dir_without_reports_is_read_from_its_record(tmp_path: Path) -> None:
+    """A run dir with no report.json (an imported one, an interrupted one): its cells re-made from the record, the
+    same verdicts as the page made beside it (docs/probe-results/claims-2026-12-06)."""
+    import shutil
+
+    committed = config.CONF_DIR.parent / "docs" / "probe-results" / "claims-2026-12-06"
+    run_dir = tmp_path / "run"
+    shutil.copytree(committed / "run-1", run_dir)
+    for name in ("report.json", "report.md", "report.html"):
+        (run_dir / name).unlink()
+    claims = load(config.CONF_DIR / "claims" / "reference.yaml")
+    again = {r.name: (r.verdict, r.k, r.n) for r in answers(claims, Cells.read([run_dir]))}
+    page = json.loads((committed / "claims.json").read_text())["claims"]
+    assert again == {c["name"]: (c["verdict"], c["k"], c["n"]) for c in page}
+    assert not (run_dir / "report.json").exists()  # nothing written into it
