@@ -16,6 +16,7 @@ arguments and calls the stage that does the work; here only the dispatch, and th
     orchestrator locate RUN_DIR --cell CELL    the first module where a cell's two requests split (digests)
     orchestrator matrix RUN_DIR... [--out OUT] the support matrix of run dirs from any machines (md/html/json/csv)
     orchestrator import SOURCE --out RUN_DIR   detLLM, OpenAI answers, position parity: a run dir
+    orchestrator claims FILE [--study NAME] [--run RUN_DIR...]  claims replicated, contradicted or inconclusive
 
 `orchestrator VERB --help` for a verb's options; --debug shows a traceback. Exit statuses: 0 ok, 1 internal
 error, 2 bad input, 3 gate failed, 4 measurement failed, 130 interrupted (docs/errors.md).
@@ -35,7 +36,7 @@ from orchestrator.interrupts import interruptible, noted_after
 
 USAGE = __doc__ or ""
 VERBS = ("run", "check", "plan", "compare", "reproduce", "clean", "fingerprint", "probe", "ls", "show", "locate",
-         "matrix", "import")
+         "matrix", "import", "claims")
 
 
 def main(argv: list[str] | None = None) -> int:

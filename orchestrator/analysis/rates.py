@@ -73,11 +73,15 @@ def fisher(k_a: int, n_a: int, k_b: int, n_b: int) -> tuple[float, float]:
 def compare_rates(k_a: int, n_a: int, k_b: int, n_b: int, confidence: float = CONFIDENCE) -> RateDifference:
     """B against A: "lower" when the whole interval of p_B - p_A lies below 0, "higher" when above, else "not
     shown lower" (the data do not show B lower; it may still be, with more requests)."""
-    z = Z_95 if confidence == CONFIDENCE else _normal_quantile(0.5 + confidence / 2)
-    d, low, high = newcombe(k_b, n_b, k_a, n_a, z)
+    d, low, high = newcombe(k_b, n_b, k_a, n_a, z_of(confidence))
     p_lower, p_two = fisher(k_a, n_a, k_b, n_b)
     verdict = LOWER if high < 0 else HIGHER if low > 0 else NOT_SHOWN
     return RateDifference(k_a, n_a, k_b, n_b, d, low, high, p_lower, p_two, verdict)
+
+
+def z_of(confidence: float) -> float:
+    """The two-sided interval's normal quantile for a confidence (0.95 -> 1.96)."""
+    return Z_95 if confidence == CONFIDENCE else _normal_quantile(0.5 + confidence / 2)
 
 
 def _normal_quantile(q: float) -> float:

@@ -37,11 +37,11 @@ def gather(run_dirs: list[Path]) -> list[MatrixRow]:
     found: list[Measurement] = []
     given = sources(run_dirs)
     for source, run in zip(given, read_sources([s.run_dir for s in given]), strict=True):
-        found += measurements(run, str(run.paths.root), _report(run), source.at, source.onset, side_effects_of(run))
+        found += measurements(run, str(run.paths.root), report_of(run), source.at, source.onset, side_effects_of(run))
     return merge(found)
 
 
-def _report(run: RecordedRun) -> dict[str, Any]:
+def report_of(run: RecordedRun) -> dict[str, Any]:
     """report.json's cells and cost; where the run has none, re-made from its record as `build` makes them
     (nothing written into the run dir)."""
     if run.paths.report_json.is_file():

@@ -1,0 +1,116 @@
+"""`orchestrator claims`'s page: the verdict first (how many claims were contradicted, replicated, inconclusive),
+then a row per claim (the interval, the power at its n, the n that settles it), then how each was checked; as
+claims.md, claims.html (report.html's page frame) and claims.json."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from orchestrator.analysis.claims import CONTRADICTED, INCONCLUSIVE, LIMIT_N, REPLICATED, ClaimResult
+from orchestrator.config.claims import ClaimsConfig
+from orchestrator.record.paths import atomic_write_text
+from orchestrator.report.html import SCRIPT, STYLE, markdown_to_html
+from orchestrator.report.table import markdown_table, pct
+
+
+@dataclass(frozen=True)
+class Pages:
+    markdown: Path
+    html: Path
+    json: Path
+    summary: list[str]  # the verdict and a line per claim, for the terminal
+
+
+def verdict_line(results: list[ClaimResult]) -> str:
+    counts = {v: sum(r.verdict == v for r in results) for v in (CONTRADICTED, REPLICATED, INCONCLUSIVE)}
+    return (f"{counts[CONTRADICTED]} of {len(results)} claims contradicted, {counts[REPLICATED]} replicated, "
+            f"{counts[INCONCLUSIVE]} inconclusive")
+
+
+def settles(result: ClaimResult) -> str:
+    return f"> {LIMIT_N}" if result.n_needed is None else str(result.n_needed)
+
+
+def counts(result: ClaimResult) -> str:
+    """k of n; an A/B claim's: B's, then A's."""
+    if result.baseline_n is None:
+        return f"{result.k} of {result.n}"
+    return f"B {result.k} of {result.n}, A {result.baseline_k} of {result.baseline_n}"
+
+
+def interval(result: ClaimResult) -> str:
+    return f"{signed(result.lower)} to {signed(result.upper)}" if result.baseline_n is not None \
+        else f"{pct(result.lower)} to {pct(result.upper)}"
+
+
+def alternative(result: ClaimResult) -> str:
+    return signed(result.alternative) if result.baseline_n is not None else pct(result.alternative)
+
+
+def signed(value: float) -> str:
+    """A difference of rates in points: -3.1 %, +12 %."""
+    return ("-" if value < 0 else "+") + pct(abs(value))
+
+
+def sentence(result: ClaimResult, claims: ClaimsConfig) -> str:
+    """What the verdict rests on, in one sentence."""
+    head = f"{counts(result)}: {'B - A' if result.baseline_n is not None else 'rate'} {interval(result)} " \
+           f"({pct(claims.confidence)})"
+    if result.verdict == CONTRADICTED:
+        return f"{head}, an interval that excludes the claim ({result.claimed})."
+    if result.verdict == REPLICATED:
+        return f"{head}, an interval that excludes the alternative ({alternative(result)})."
+    return (f"{head}: it holds both the claim and its alternative ({alternative(result)}); n = "
+            f"{settles(result)} would settle it (power {pct(claims.power)}).")
+
+
+def markdown(results: list[ClaimResult], claims: ClaimsConfig, runs: list[Path]) -> str:
+    rows = [[r.name, r.claimed, r.verdict.upper() if r.verdict == CONTRADICTED else r.verdict, counts(r), interval(r),
+             alternative(r), pct(r.power), settles(r)]
+            for r in results]
+    lines = ["# Claims checked", "", f"**{verdict_line(results)}.**", "",
+             *markdown_table(["claim", "claimed", "verdict", "k of n", f"interval ({pct(claims.confidence)})",
+                              "alternative", "power at n", "n that settles it"], rows),
+             "## How each was checked", ""]
+    for r in results:
+        truth = "B - A" if r.baseline_n is not None else "the rate"
+        lines += [f"- **{r.name}**: {sentence(r, claims)} Power at n = {r.n}: {pct(r.power)} to contradict it were "
+                  f"{truth} {alternative(r)}; {pct(r.assurance)} to replicate it were it true."
+                  + (f" Source: {r.source}." if r.source else ""),
+                  f"  - cells: {', '.join(r.cells) or 'none'}", *(f"  - {n}" for n in r.notes)]
+    lines += ["", "## Method", "",
+              f"Each claim is a rate over its cells' measured requests (pooled). The interval is the report's "
+              f"(one-sided upper bound when nothing diverged, else Clopper-Pearson) at {pct(claims.confidence)}. "
+              "Contradicted: the interval lies wholly outside what is claimed. Replicated: it lies wholly short of "
+              "the alternative (the claim off by its margin). Inconclusive: neither. Power: the chance the check "
+              "contradicts the claim were the truth the alternative (exact, binomial). The n that settles it: the "
+              f"fewest requests at which that power and the chance to replicate a true claim both reach "
+              f"{pct(claims.power)}.", "",
+              f"Evidence: {', '.join(f'`{r}`' for r in runs) or 'none'}.", ""]
+    return "\n".join(lines)
+
+
+def to_html(text: str) -> str:
+    return ("<!doctype html><html lang='en'><head><meta charset='utf-8'><meta name='viewport' "
+            "content='width=device-width'><title>Claims checked</title>"
+            f"<style>{STYLE}</style></head><body>\n" + "\n".join(markdown_to_html(text))
+            + f"\n<script>{SCRIPT}</script>\n</body></html>\n")
+
+
+def write(results: list[ClaimResult], claims: ClaimsConfig, runs: list[Path], out: Path) -> Pages:
+    out.mkdir(parents=True, exist_ok=True)
+    pages = Pages(out / "claims.md", out / "claims.html", out / "claims.json",
+                  [f"{verdict_line(results)}.",
+                   *(f"  {r.verdict}: {r.name}: {sentence(r, claims)} Power at n = {r.n}: {pct(r.power)}."
+                     for r in results)])
+    text = markdown(results, claims, runs)
+    atomic_write_text(pages.markdown, text)
+    atomic_write_text(pages.html, to_html(text))
+    atomic_write_text(pages.json, json.dumps(
+        {"verdict": verdict_line(results), "confidence": claims.confidence, "power": claims.power,
+         "max_n": claims.max_n, "runs": [str(r) for r in runs],
+         "claims": [dataclasses.asdict(r) for r in results]}, indent=2) + "\n")
+    return pages

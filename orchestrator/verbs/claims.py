@@ -1,0 +1,32 @@
+"""`orchestrator claims FILE [--study NAME [OVERRIDES...]] [--run RUN_DIR...] [--out DIR]`: each claim of a claims
+file answered replicated, contradicted or inconclusive, with its power (sweep/claims.py); exit 3 when one is
+contradicted (docs/claims.md)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from orchestrator.config.search import CommandLine
+from orchestrator.console import Outcome
+from orchestrator.verbs.arguments import parser
+
+
+def main(argv: list[str]) -> Outcome:
+    from orchestrator.sweep.claims import check_claims
+
+    made = parser("claims", "Check a claims file's claims on a study run here (sized so each could be "
+                  "contradicted) and/or on run dirs: replicated, contradicted or inconclusive, with the power.")
+    made.add_argument("given", nargs="+", metavar="FILE", help="the claims file (YAML, docs/claims.md), "
+                      "then any Hydra overrides of the study, as `run`'s")
+    made.add_argument("--study", default=None, help="the study preset to run for what the run dirs lack "
+                      "(default: the file's `study:` when no --run is given)")
+    made.add_argument("--run", dest="run_dirs", type=Path, nargs="+", default=[], metavar="RUN_DIR",
+                      help="run dirs to check the claims on (any the record reader reads)")
+    made.add_argument("--out", type=Path, default=None, help="where the page and any run go (default: "
+                      "./claims/FILE_STEM)")
+    made.add_argument("--config-dir", action="append", default=[], help="a config dir of your own (as `run`'s)")
+    made.usage = ("orchestrator claims FILE [--study NAME] [--run RUN_DIR...] [--out DIR] [--config-dir DIR] "
+                  "[OVERRIDE...]")
+    args = made.parse_intermixed_args(argv)
+    line = CommandLine.parse([*(arg for d in args.config_dir for arg in ("--config-dir", d)), *args.given[1:]])
+    return check_claims(Path(args.given[0]), args.study, line, args.run_dirs, args.out)
