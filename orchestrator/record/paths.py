@@ -63,6 +63,28 @@ class RunPaths:
     def meta(self) -> Path:
         return self.root / "run.json"  # study name, run id, baseline: what `compare` needs
 
+    @property
+    def bundle(self) -> Path:
+        """What `orchestrator bundle` adds to the run dir in its bundle (record/bundle.py); in the run dir
+        unpacked from one, never in the original."""
+        return self.root / "bundle"
+
+    @property
+    def bundle_json(self) -> Path:
+        return self.bundle / "bundle.json"  # the commands, each arm's identity and fingerprint, the contexts' digests
+
+    def bundle_context(self, arm: str) -> Path:
+        """An arm's build context as it was bundled: a Docker arm's Dockerfile and patches, a process arm's code."""
+        return self.bundle / "contexts" / arm
+
+    @property
+    def manifest(self) -> Path:
+        return self.bundle / "MANIFEST.sha256"  # sha256 per member, `sha256sum -c` from the run dir
+
+    @property
+    def manifest_digest(self) -> Path:
+        return self.bundle / "MANIFEST.sha256.sha256"  # the manifest's own sha256
+
     def make(self) -> RunPaths:
         for name in TABLES:
             self.table(name).mkdir(parents=True, exist_ok=True)
