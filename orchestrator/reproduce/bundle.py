@@ -95,7 +95,8 @@ def _refuse_secrets(paths: RunPaths, members: dict[str, Path | bytes], secrets: 
         data = source if isinstance(source, bytes) else source.read_bytes()
         for value, env in secrets.items():
             if value.encode() in data:
-                raise ConfigError(f"{source if isinstance(source, Path) else paths.root / name} holds the value of {env}, which the record redacts: a bundle never holds "
+                where = source if isinstance(source, Path) else paths.root / name
+                raise ConfigError(f"{where} holds the value of {env}, which the record redacts: a bundle never holds "
                                   f"a secret; give it to the arm through its secret_env (arms.ARM.secret_env=[{env}]), "
                                   "not its env, run again and bundle that run")
 
