@@ -6,7 +6,9 @@ fails one is refused in one line (RecordError, exit 2). The stdlib's zipfile: no
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import io
 import os
 import shutil
 import stat
@@ -14,9 +16,10 @@ import tempfile
 import zipfile
 from collections.abc import Mapping
 from pathlib import Path, PurePosixPath
+from typing import BinaryIO
 
 from orchestrator.errors import RecordError
-from orchestrator.record.paths import RunPaths, atomic_write_bytes
+from orchestrator.record.paths import RunPaths, atomic_write
 
 AGAIN = "copy it again from its source (or ask its sender to make it again with `orchestrator bundle RUN`)"
 
@@ -31,22 +34,26 @@ def _manifest_names(paths: RunPaths) -> tuple[str, str]:
 
 def write(paths: RunPaths, members: Mapping[str, Path | bytes], dest: Path) -> int:
     """Zip `members` (a path relative to the run dir -> a file, or bytes) into `dest` under the run dir's name,
-    with the manifest and its checksum; written whole to a temporary name, then renamed. Returns the member count,
-    the manifest's two included."""
+    each hashed as it streams in, then the manifest and its checksum; written to a temporary name, then renamed.
+    Returns the member count, the manifest's two included."""
     manifest_name, digest_name = _manifest_names(paths)
-    lines = []
-    with tempfile.SpooledTemporaryFile(max_size=64 << 20) as spool:
-        with zipfile.ZipFile(spool, "w", compression=zipfile.ZIP_DEFLATED) as archive:
+
+    def zipped(handle: BinaryIO) -> None:
+        lines = []
+        with zipfile.ZipFile(handle, "w", compression=zipfile.ZIP_DEFLATED) as archive:
             for name in sorted(members):
-                source = members[name]
-                data = source if isinstance(source, bytes) else source.read_bytes()
-                lines.append(f"{_sha256(data)}  {name}\n")
-                archive.writestr(f"{paths.root.name}/{name}", data)
+                source, digest = members[name], hashlib.sha256()
+                read = io.BytesIO(source) if isinstance(source, bytes) else source.open("rb")
+                with read, archive.open(f"{paths.root.name}/{name}", "w", force_zip64=True) as sink:
+                    while chunk := read.read(1 << 20):
+                        digest.update(chunk)
+                        sink.write(chunk)
+                lines.append(f"{digest.hexdigest()}  {name}\n")
             manifest = "".join(lines).encode()
             archive.writestr(f"{paths.root.name}/{manifest_name}", manifest)
             archive.writestr(f"{paths.root.name}/{digest_name}", f"{_sha256(manifest)}  {manifest_name}\n")
-        spool.seek(0)
-        atomic_write_bytes(dest, spool.read())
+
+    atomic_write(dest, zipped)
     return len(members) + 2
 
 
@@ -76,67 +83,79 @@ def _checked_names(file: Path, archive: zipfile.ZipFile) -> tuple[str, dict[str,
     return top, found
 
 
-def verified(file: Path) -> tuple[str, dict[str, bytes], str]:
-    """The bundle's folder name, every member's bytes (the manifest's two left out) and the manifest's checksum,
-    once every check passed."""
+def _listed(file: Path, top: str, archive: zipfile.ZipFile, infos: dict[str, zipfile.ZipInfo]) -> dict[str, str]:
+    """{member: sha256} as the manifest lists them, once the manifest's own checksum matched and the members are
+    exactly those it lists."""
+    manifest_name, digest_name = _manifest_names(RunPaths(Path(top)))
+    if manifest_name not in infos or digest_name not in infos:
+        raise RecordError(f"{file}: {top}/{manifest_name if manifest_name not in infos else digest_name} is missing: "
+                          f"not a bundle `orchestrator bundle` wrote, or a damaged one; {AGAIN}")
+    manifest = archive.read(infos[manifest_name])
+    if archive.read(infos[digest_name]).decode(errors="replace").split(" ")[0] != _sha256(manifest):
+        raise RecordError(f"{file}: the manifest's checksum fails ({top}/{manifest_name}): the bundle is damaged; "
+                          f"{AGAIN}")
+    listed = {}
+    for line in manifest.decode().splitlines():
+        want, _, name = line.partition("  ")
+        listed[name] = want
+    if missing := sorted(set(listed) - set(infos)):
+        raise RecordError(f"{file}: member '{top}/{missing[0]}' is in the manifest but not in the bundle "
+                          f"({len(missing)} missing): the bundle is incomplete; {AGAIN}")
+    if extra := sorted(set(infos) - set(listed) - {manifest_name, digest_name}):
+        raise RecordError(f"{file}: member '{top}/{extra[0]}' is not in the manifest ({len(extra)} extra): it was "
+                          f"added after the bundle was made; {AGAIN}")
+    return {**listed, manifest_name: _sha256(manifest), digest_name: _sha256(archive.read(infos[digest_name]))}
+
+
+def _copy(file: Path, top: str, archive: zipfile.ZipFile, info: zipfile.ZipInfo, want: str,
+          sink: BinaryIO | None) -> None:
+    """A member read a megabyte at a time, into `sink` if given, and refused unless its sha256 is `want`."""
+    digest = hashlib.sha256()
+    with archive.open(info) as member:
+        while chunk := member.read(1 << 20):
+            digest.update(chunk)
+            if sink is not None:
+                sink.write(chunk)
+    if (got := digest.hexdigest()) != want:
+        name = info.filename.removeprefix(f"{top}/")
+        raise RecordError(f"{file}: member '{top}/{name}' fails its checksum (sha256 {got[:12]}..., the manifest "
+                          f"says {want[:12]}...): the bundle is damaged; {AGAIN}")
+
+
+def unpack(file: Path, cache: Path) -> RunPaths:
+    """The bundle checked, member by member as it is unpacked into `cache`/KEY/NAME (KEY: the manifest's checksum,
+    so the same bundle is unpacked once, and a changed one never lands on an older copy; an unpacked copy is
+    taken again only after every member of the file matched again): a run dir like the one it was made of.
+    Nothing is left in the cache by a bundle that fails a check."""
     try:
         with zipfile.ZipFile(file) as archive:
             top, infos = _checked_names(file, archive)
-            paths = RunPaths(Path(top))
-            manifest_name, digest_name = _manifest_names(paths)
-            if manifest_name not in infos or digest_name not in infos:
-                raise RecordError(f"{file}: {top}/{manifest_name if manifest_name not in infos else digest_name} is "
-                                  f"missing: not a bundle `orchestrator bundle` wrote, or a damaged one; {AGAIN}")
-            manifest = archive.read(infos[manifest_name])
-            if archive.read(infos[digest_name]).decode(errors="replace").split(" ")[0] != _sha256(manifest):
-                raise RecordError(f"{file}: the manifest's checksum fails ({top}/{manifest_name}): the bundle is "
-                                  f"damaged; {AGAIN}")
-            listed = {}
-            for line in manifest.decode().splitlines():
-                want, _, name = line.partition("  ")
-                listed[name] = want
-            if missing := sorted(set(listed) - set(infos)):
-                raise RecordError(f"{file}: member '{top}/{missing[0]}' is in the manifest but not in the bundle "
-                                  f"({len(missing)} missing): the bundle is incomplete; {AGAIN}")
-            if extra := sorted(set(infos) - set(listed) - {manifest_name, digest_name}):
-                raise RecordError(f"{file}: member '{top}/{extra[0]}' is not in the manifest ({len(extra)} extra): "
-                                  f"it was added after the bundle was made; {AGAIN}")
-            members = {}
-            for name, want in listed.items():
-                data = archive.read(infos[name])
-                if (got := _sha256(data)) != want:
-                    raise RecordError(f"{file}: member '{top}/{name}' fails its checksum (sha256 {got[:12]}..., the "
-                                      f"manifest says {want[:12]}...): the bundle is damaged; {AGAIN}")
-                members[name] = data
+            listed = _listed(file, top, archive, infos)
+            key = listed[_manifest_names(RunPaths(Path(top)))[0]][:20]
+            target = RunPaths(cache / key / top)
+            if target.meta.is_file():
+                for name, want in listed.items():
+                    _copy(file, top, archive, infos[name], want, None)
+                return target
+            cache.mkdir(parents=True, exist_ok=True)
+            building = Path(tempfile.mkdtemp(prefix=f".{key}.", dir=cache))
+            try:
+                for name, want in listed.items():
+                    path = building / top / name
+                    path.parent.mkdir(parents=True, exist_ok=True)
+                    with path.open("wb") as sink:
+                        _copy(file, top, archive, infos[name], want, sink)
+                with contextlib.suppress(OSError):  # another process unpacked the same bundle first: as good
+                    os.replace(building, cache / key)
+            finally:
+                shutil.rmtree(building, ignore_errors=True)
     except (zipfile.BadZipFile, zipfile.LargeZipFile, EOFError, ValueError, UnicodeDecodeError) as exc:
         raise RecordError(f"{file} is not a bundle, or a damaged one ({exc}): pass a file `orchestrator bundle RUN` "
                           f"wrote; {AGAIN}") from None
     except OSError as exc:
-        raise RecordError(f"{file} cannot be read ({exc.strerror or exc}): pass a file `orchestrator bundle RUN` "
-                          "wrote") from None
-    return top, members, _sha256(manifest)
-
-
-def unpack(file: Path, cache: Path) -> RunPaths:
-    """The bundle verified, then unpacked into `cache`/KEY/NAME (KEY: the manifest's checksum, so the same bundle
-    is unpacked once, and a changed one never lands on an older copy): a run dir like the one it was made of."""
-    top, members, manifest_sha256 = verified(file)
-    key = manifest_sha256[:20]
-    target = RunPaths(cache / key / top)
-    if target.meta.is_file():
-        return target
-    cache.mkdir(parents=True, exist_ok=True)
-    building = Path(tempfile.mkdtemp(prefix=f".{key}.", dir=cache))
-    try:
-        for name, data in members.items():
-            path = building / top / name
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_bytes(data)
-        os.replace(building, cache / key)
-    except OSError as exc:
-        if not target.meta.is_file():  # another process unpacked the same bundle first: that copy is as good
-            raise RecordError(f"{file} cannot be unpacked into {cache} ({exc.strerror or exc}): free space there, or "
-                              "set ORCHESTRATOR_CACHE_DIR to another folder") from None
-    finally:
-        shutil.rmtree(building, ignore_errors=True)
+        raise RecordError(f"{file} cannot be read, or unpacked into {cache} ({exc.strerror or exc}): pass a file "
+                          "`orchestrator bundle RUN` wrote; free space there, or set ORCHESTRATOR_CACHE_DIR to another "
+                          "folder") from None
+    if not target.meta.is_file():
+        raise RecordError(f"{file} holds no run.json: not a run's bundle; {AGAIN}")
     return target

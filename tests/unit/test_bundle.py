@@ -81,6 +81,11 @@ def test_an_unpacked_bundle_is_the_run_dir_again_once_per_content(run: RunPaths,
             assert (first.root / path.relative_to(run.root)).read_bytes() == path.read_bytes()
     assert archive.unpack(made, tmp_path / "cache") == first
     assert [p.name for p in (tmp_path / "cache").iterdir()] == [first.root.parent.name]  # no temporary left
+    assert (first.manifest.read_bytes(), first.manifest_digest.is_file()) == (
+        zipfile.ZipFile(made).read("run/bundle/MANIFEST.sha256"), True)  # the unpacked copy checks as the zip does
+    forged = _rewrite(made, tmp_path / "forged.zip", {"run/run.json": b"{}"})  # the same manifest, a member changed
+    with pytest.raises(RecordError, match=r"member 'run/run\.json' fails its checksum"):
+        archive.unpack(forged, tmp_path / "cache")  # an unpacked copy is taken only for a bundle that checks
 
 
 @pytest.mark.parametrize(("change", "add", "words"), [
@@ -107,7 +112,7 @@ def test_a_bundle_that_fails_a_check_is_refused_in_one_line_and_nothing_is_unpac
     message = str(refused.value)
     assert message.startswith(f"{broken}: ") and words in message and "\n" not in message
     assert "copy it again from its source" in message and refused.value.exit_status == 2
-    assert not (tmp_path / "cache").exists() and not (tmp_path / "evil.txt").exists()
+    assert not any((tmp_path / "cache").rglob("*")) and not (tmp_path / "evil.txt").exists()
 
 
 def test_a_link_and_a_file_that_is_no_zip_are_refused(run: RunPaths, tmp_path: Path) -> None:
