@@ -96,3 +96,38 @@ def test_a_corrupted_bundle_is_refused_in_one_line(sent: tuple[Path, Path]) -> N
             f"error: {corrupted}: member 'run/prompts.json' fails its checksum (sha256 "
             + refused.stderr.split("(sha256 ", 1)[1].strip()]
         assert "the bundle is damaged; copy it again from its source" in refused.stderr
+
+
+@pytest.mark.docker
+@pytest.mark.usefixtures("docker_client", "no_leftover_containers")
+def test_a_docker_arms_patch_travels_and_reproduce_pins_the_image(tmp_path: Path) -> None:
+    """The seed's fused-finalize A/B with the reference engine's image standing in for vLLM's: the non-fused arm's
+    build context (its Dockerfile and patch_fused_finalize.py) goes in the bundle; `reproduce BUNDLE` elsewhere
+    pins the image id the run used, and `run --from BUNDLE` names the bundled context as the arm's build context."""
+    made = _orchestrator(ROOT, tmp_path, "run", "study=vllm_fused_finalize",
+                         "stand_in=orchestrator/reference-engine:0.1.0", f"hydra.run.dir={tmp_path / 'run'}",
+                         "protocol.request.max_tokens=4", "protocol.phases.sequential.repeats=3")
+    assert made.returncode == 0, made.stderr[-3000:]
+    (tmp_path / "fresh").mkdir()
+    bundle = tmp_path / "fresh" / "ab.zip"
+    bundled = _orchestrator(tmp_path, tmp_path, "bundle", "run", "--out", str(bundle))
+    assert bundled.returncode == 0, bundled.stderr[-3000:]
+    assert "arm 'nonfused': build context " in bundled.stderr and "(2 files)" in bundled.stderr
+    image_id = pq.read_table(tmp_path / "run" / "data" / "arms").column("image_id")[0].as_py()
+    shutil.rmtree(tmp_path / "run")
+    with zipfile.ZipFile(bundle) as zipped:
+        patch = zipped.read("run/bundle/contexts/nonfused/patch_fused_finalize.py")
+        assert "run/bundle/contexts/nonfused/Dockerfile" in zipped.namelist()
+    assert patch == (ROOT / "arms" / "vllm-nonfused" / "patch_fused_finalize.py").read_bytes()
+    (tmp_path / "elsewhere").mkdir()
+    reproduced = _orchestrator(tmp_path / "elsewhere", tmp_path, "reproduce", str(bundle), "--out", "again")
+    assert reproduced.returncode == 0, reproduced.stderr[-3000:]
+    assert "verdict: reproduced (4 cells)" in reproduced.stdout
+    again = pq.read_table(tmp_path / "elsewhere" / "again" / "data" / "arms").to_pylist()
+    assert {arm["image_ref"] for arm in again} == {image_id}  # pinned by id, as reproduce does
+    rerun = _orchestrator(tmp_path / "elsewhere", tmp_path, "run", "--from", str(bundle), "--out", "rerun")
+    assert rerun.returncode == 0, rerun.stderr[-3000:]
+    arms = {arm["arm"]: json.loads(arm["config_json"]) for arm in
+            pq.read_table(tmp_path / "elsewhere" / "rerun" / "data" / "arms").to_pylist()}
+    context = Path(arms["nonfused"]["build"]["context"])
+    assert context.is_relative_to(tmp_path / "cache") and (context / "patch_fused_finalize.py").read_bytes() == patch
