@@ -60,6 +60,8 @@ def _context(paths: RunPaths, start: ArmStart) -> tuple[Path | None, dict[str, A
     if not recorded:
         return None, {"recorded": None}
     source = Path(recorded)
+    if not source.is_dir() and paths.bundle_context(start.arm).is_dir():  # a bundle's run dir, bundled again
+        source = paths.bundle_context(start.arm)
     if not source.is_dir():
         return None, {"recorded": recorded, "bundled": False,
                       "why": "not on the machine that made the bundle (moved or removed since the run)"}

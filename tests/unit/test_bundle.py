@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import shutil
 import stat
 import subprocess
 import zipfile
@@ -168,6 +169,10 @@ def test_bundle_holds_the_run_each_arms_build_context_and_bundle_json(
     patch = RunPaths(unpacked).bundle_context("baseline") / "patch_fused_finalize.py"
     assert patch.read_text() == "print('patched')\n"
     assert opened(paths.root) == (paths.root, None)  # a run dir stays as it is
+    shutil.rmtree(docker_context)  # handed on again, where the context the run used is not
+    assert bundle(unpacked, tmp_path / "again.zip").status == 0
+    with zipfile.ZipFile(tmp_path / "again.zip") as zipped:
+        assert zipped.read("run/bundle/contexts/baseline/patch_fused_finalize.py") == b"print('patched')\n"
 
 
 def test_bundle_refuses_a_secret_an_existing_file_and_a_folder_that_is_no_run(
