@@ -17,6 +17,8 @@ arguments and calls the stage that does the work; here only the dispatch, and th
     orchestrator matrix RUN_DIR... [--out OUT] the support matrix of run dirs from any machines (md/html/json/csv)
     orchestrator import SOURCE --out RUN_DIR   detLLM, OpenAI answers, position parity: a run dir
     orchestrator claims FILE [--study NAME] [--run RUN_DIR...]  claims replicated, contradicted or inconclusive
+    orchestrator bundle RUN_DIR [--out FILE]   the run, its arms' build contexts and checksums in one file; run
+                                               --from, reproduce and compare take it for RUN_DIR
 
 `orchestrator VERB --help` for a verb's options; --debug shows a traceback. Exit statuses: 0 ok, 1 internal
 error, 2 bad input, 3 gate failed, 4 measurement failed, 130 interrupted (docs/errors.md).
@@ -36,7 +38,7 @@ from orchestrator.interrupts import interruptible, noted_after
 
 USAGE = __doc__ or ""
 VERBS = ("run", "check", "plan", "compare", "reproduce", "clean", "fingerprint", "probe", "ls", "show", "locate",
-         "matrix", "import", "claims")
+         "matrix", "import", "claims", "bundle")
 
 
 def main(argv: list[str] | None = None) -> int:

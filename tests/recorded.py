@@ -4,10 +4,12 @@ Parquet, real reports, no container), its second arm noisy (its logprobs move ev
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from orchestrator import config
+from orchestrator.config.schema import ArmConfig
 from orchestrator.record.paths import RunPaths
 from orchestrator.record.recorded import Recorded, read_run
 from orchestrator.report.build import build
@@ -15,11 +17,15 @@ from orchestrator.run.study import StudyRunner
 from tests.fake_engine import fake_runtime
 
 
-def noisy_study_run(root: Path, run_id: str, gate: dict[str, Any] | None = None, host: str = "test-host") -> RunPaths:
+def noisy_study_run(root: Path, run_id: str, gate: dict[str, Any] | None = None, host: str = "test-host",
+                    arm_config: Callable[[ArmConfig], None] | None = None) -> RunPaths:
+    """`arm_config`: changes every arm's config before it runs (its build context, its secret_env)."""
     typed = config.to_typed(config.compose(["protocol=smoke"]))
     for name, arm in typed.arms.items():
         arm.image = "fake-noisy" if name == "wide_batch" else "fake-engine"
         arm.build.context = None
+        if arm_config is not None:
+            arm_config(arm)
     paths = RunPaths(root)
     runner = StudyRunner(typed, paths, run_id, fake_runtime(), say=lambda _: None)
     runner.run()

@@ -63,6 +63,10 @@ CATALOG: dict[str, Entry] = {
                           "choose a new dir, or finish that run with `orchestrator run --resume DIR`"),
     "record": Entry("a run dir is missing, incomplete, or its Parquet record is unreadable",
                     "name a run dir that `orchestrator run` wrote (it holds run.json and data/)"),
+    "bundle": Entry("a bundle fails a check: a member changed, missing or added against its manifest, a path "
+                    "outside its folder, or no zip at all; or, making one, a member would hold a secret",
+                    "copy it again from its source, or make it again with `orchestrator bundle RUN` (a secret: "
+                    "pass it through the arm's secret_env, run again, bundle that run); docs/bundle.md"),
     "command-line": Entry("a verb or flag the command does not take", "see `orchestrator VERB --help`"),
     "port": Entry("a port the study needs is taken", "stop what holds it, or choose another port"),
     "disk": Entry("not enough free disk for the expected record", "free space, or write the run elsewhere"),

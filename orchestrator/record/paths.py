@@ -5,9 +5,10 @@ from __future__ import annotations
 import json
 import os
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from orchestrator.errors import RecordError, RecordWriteError
 
@@ -63,6 +64,28 @@ class RunPaths:
     def meta(self) -> Path:
         return self.root / "run.json"  # study name, run id, baseline: what `compare` needs
 
+    @property
+    def bundle(self) -> Path:
+        """What `orchestrator bundle` adds to the run dir in its bundle (record/bundle.py); in the run dir
+        unpacked from one, never in the original."""
+        return self.root / "bundle"
+
+    @property
+    def bundle_json(self) -> Path:
+        return self.bundle / "bundle.json"  # the commands, each arm's identity and fingerprint, the contexts' digests
+
+    def bundle_context(self, arm: str) -> Path:
+        """An arm's build context as it was bundled: a Docker arm's Dockerfile and patches, a process arm's code."""
+        return self.bundle / "contexts" / arm
+
+    @property
+    def manifest(self) -> Path:
+        return self.bundle / "MANIFEST.sha256"  # sha256 per member, `sha256sum -c` from the run dir
+
+    @property
+    def manifest_digest(self) -> Path:
+        return self.bundle / "MANIFEST.sha256.sha256"  # the manifest's own sha256
+
     def make(self) -> RunPaths:
         for name in TABLES:
             self.table(name).mkdir(parents=True, exist_ok=True)
@@ -97,6 +120,11 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
     """Write to a temporary name in the same folder, then rename: readers never see half a file. The file
     gets the mode open() would give it (0666 less the umask), not mkstemp's 0600: a colleague on the
     machine can read a run unless the run asked for private files (`private_files`, docs/record.md)."""
+    atomic_write(path, lambda handle: handle.write(data))
+
+
+def atomic_write(path: Path, write: Callable[[BinaryIO], object]) -> None:
+    """atomic_write_bytes of what `write` writes into the open file (a bundle's zip, written as it streams)."""
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
@@ -105,7 +133,7 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
     try:
         os.fchmod(fd, 0o666 & ~umask())
         with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
+            write(handle)
             handle.flush()
             os.fsync(handle.fileno())
         os.replace(tmp, path)

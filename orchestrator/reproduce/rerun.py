@@ -29,6 +29,7 @@ from orchestrator.record.identity import CODE
 from orchestrator.record.paths import RunPaths, atomic_write_text, read_json
 from orchestrator.record.recorded import Identity, RecordedRun, read_run
 from orchestrator.record.tables import read_table
+from orchestrator.reproduce.bundle import opened
 from orchestrator.runtime.spec import BuildSpec
 
 REPRODUCE_ALLOW = "--allow {kind} to `orchestrator reproduce`"
@@ -68,6 +69,10 @@ def load_config(original: RunPaths, allow: list[str], how_to_allow: str) -> Conf
                     typed.prompts.prompts[prompt_id] = dataclasses.replace(
                         prompt, text=recorded[prompt_id]["text"], file=None, repeat_to_chars=None)
             typed.config_dirs = []
+        for name, arm in typed.arms.items():  # unpacked from a bundle: each arm built from the context it holds
+            if original.bundle_context(name).is_dir():
+                typed.arms[name] = dataclasses.replace(arm, build=dataclasses.replace(
+                    arm.build, context=str(original.bundle_context(name))))
         if problems := validate(typed, allow, how_to_allow):
             raise ConfigError(problems)
     except ConfigError as exc:
@@ -198,9 +203,9 @@ def _hydra_dirs(study: str, output: list[str]) -> dict[str, dict[str, str]]:
     return {key: {k: str(v) for k, v in value.items()} for key, value in resolved["hydra"].items() if key != "job"}
 
 
-def default_out(original: RunPaths) -> Path:
-    """Beside the original, never inside it: a run dir someone sent stays as it came."""
-    return original.root.parent / f"{original.root.name}-reproduce-{datetime.now():%Y-%m-%d_%H-%M-%S}"
+def default_out(original: RunPaths, sent: Path) -> Path:
+    """Beside what was sent (the run dir, or the bundle), never inside it: it stays as it came."""
+    return sent.parent / f"{original.root.name}-reproduce-{datetime.now():%Y-%m-%d_%H-%M-%S}"
 
 
 def write_verdict(new: RunPaths, original: RunPaths, cells: list[dict[str, Any]]) -> bool:
@@ -225,13 +230,14 @@ def run_from(run_dir: Path, out: Path | None, allow: list[str], output: list[str
     or `output`: Hydra's output overrides, any other refused; by default where `run` puts the study)."""
     from orchestrator.run.execute import execute_study
 
+    run_dir, sent = opened(run_dir)
     original = RunPaths(run_dir)
     output = output_overrides(original, output or [])
     how_to_allow = REPRODUCE_ALLOW.replace("reproduce", "run --from")
     typed = load_config(original, allow, how_to_allow)
     new = new_run(output, out, typed.study.name, default_run_dir(typed.study.name))
     print(f"running the study recorded in {original.root} into {new.root}", file=sys.stderr)  # before it starts
-    return execute_study(typed, new, allow, how_to_allow, extra_meta={"from": str(original.root)})
+    return execute_study(typed, new, allow, how_to_allow, extra_meta={"from": str(sent or original.root)})
 
 
 def reproduce(run_dir: Path, out: Path | None, allow: list[str], by_tag: bool,
@@ -239,14 +245,15 @@ def reproduce(run_dir: Path, out: Path | None, allow: list[str], by_tag: bool,
     """`orchestrator reproduce`: the re-run, a verdict line per cell, then the overall verdict."""
     from orchestrator.run.execute import execute_study
 
+    run_dir, sent = opened(run_dir)
     original = RunPaths(run_dir)
     output = output_overrides(original, output or [])
     typed = load_config(original, allow, REPRODUCE_ALLOW)
     if not by_tag:
         recorded = read_run(original)
         check_images_present(typed, pin_images(typed, recorded), recorded)
-    new = new_run(output, out, typed.study.name, default_out(original))
-    outcome = execute_study(typed, new, allow, REPRODUCE_ALLOW, extra_meta={"reproduces": str(original.root)})
+    new = new_run(output, out, typed.study.name, default_out(original, sent or original.root))
+    outcome = execute_study(typed, new, allow, REPRODUCE_ALLOW, extra_meta={"reproduces": str(sent or original.root)})
     cells = verdicts(original, new)
     outcome += answer(*(f"{cell['verdict']:10s} {cell['arm']}/{cell['prompt_id']}/{cell['phase']}: {cell['detail']}"
                         + (f", first differing token {cell['first_differing_token']}"

@@ -84,13 +84,20 @@ def owner_alive(labels: Mapping[str, str]) -> bool | None:
 MAX_HASHED_BYTES = 64 << 20
 
 
-def tree_hash(root: Path, max_bytes: int = MAX_HASHED_BYTES) -> str:
-    """sha256 over the relative paths and contents of every file under root (caches skipped)."""
+def tree_files(root: Path) -> list[tuple[Path, Path]]:
+    """(relative path, path) of every file under root, caches and .git skipped: what identifies a process arm's
+    code (tree_hash), and what a bundle holds of an arm's build context."""
     files = []
     for path in sorted(p for p in root.rglob("*") if p.is_file()):
         rel = path.relative_to(root)
         if not ("__pycache__" in rel.parts or path.suffix in (".pyc", ".pyo") or rel.parts[0] == ".git"):
             files.append((rel, path))
+    return files
+
+
+def tree_hash(root: Path, max_bytes: int = MAX_HASHED_BYTES) -> str:
+    """sha256 over the relative paths and contents of every file under root (tree_files)."""
+    files = tree_files(root)
     total = sum(path.stat().st_size for _, path in files)
     if total > max_bytes:
         raise ImageError(f"build.context {root} holds {total >> 20} MiB: the process runtime hashes it to identify "

@@ -1,6 +1,6 @@
 """`orchestrator compare RUN_DIR... [--gate] [--export aiperf]`: the reports re-made from the record
-(report/verdict.py), and the load phases as AIPerf's profile export if asked (report/aiperf_export.py); exit 3
-on a failed gate."""
+(report/verdict.py; a bundle is checked and unpacked first, reproduce/bundle.py), and the load phases as AIPerf's
+profile export if asked (report/aiperf_export.py); exit 3 on a failed gate."""
 
 from __future__ import annotations
 
@@ -13,9 +13,11 @@ from orchestrator.verbs.arguments import parser
 def main(argv: list[str]) -> Outcome:
     from orchestrator.report.aiperf_export import FORMATS
     from orchestrator.report.verdict import recompare
+    from orchestrator.reproduce.bundle import opened
 
     made = parser("compare", "Re-make a run's report.")
-    made.add_argument("run_dirs", type=Path, nargs="+", metavar="RUN_DIR", help="one run, or several as one study")
+    made.add_argument("run_dirs", type=Path, nargs="+", metavar="RUN_DIR",
+                      help="one run (or its bundle), or several as one study")
     made.add_argument("--out", type=Path, default=None, help="where the reports go (needed for several runs)")
     made.add_argument("--baseline", default=None, help="baseline arm (several runs: RUN_DIR_NAME/ARM)")
     made.add_argument("--json", action="store_true", help="print report.json instead of the table")
@@ -28,5 +30,6 @@ def main(argv: list[str]) -> Outcome:
     made.add_argument("--export", choices=FORMATS, help="also write the load phases in this tool's format: aiperf, "
                       "AIPerf's profile export per arm and load point under OUT/aiperf/ (docs/load.md)")
     a = made.parse_args(argv)
+    a.run_dirs = [opened(path)[0] for path in a.run_dirs]  # a bundle: its run dir, checked and unpacked
     return recompare(a.run_dirs, a.out, a.baseline, a.json, a.gate, a.max_divergence_rate, a.expect_pair,
                      a.expect_schedule, a.branches, a.export)

@@ -23,5 +23,8 @@ def main(argv: list[str]) -> Outcome:
     args = rerun_options(made).parse_intermixed_args(argv)
     if argv[0] == "--resume" and (args.output or args.out):
         made.error(f"--resume finishes {args.run_dir} in place: it takes no --out, no hydra.run.dir")
+    if argv[0] == "--resume" and args.run_dir.is_file():
+        made.error(f"--resume finishes a run dir in place, and {args.run_dir} is a file (a bundle?): re-run it with "
+                   "--from")
     return (resume(args.run_dir, args.allow) if argv[0] == "--resume"
             else run_from(args.run_dir, args.out, args.allow, args.output))
