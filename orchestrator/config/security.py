@@ -7,6 +7,8 @@ instantiated or executed on the host (no `_target_`): configs are data.
 
 from __future__ import annotations
 
+import re
+
 from orchestrator.config.catalog import line
 from orchestrator.config.schema import Config
 from orchestrator.errors import ConfigError
@@ -14,6 +16,9 @@ from orchestrator.errors import ConfigError
 # How a config of one's own accepts a dangerous option.
 OWN_CONFIG_ALLOW = "runtime.allow=[{kind}] (in the config, or on the command line as '+runtime.allow=[{kind}]')"
 KINDS = ("privileged", "cap_add", "host_network", "host_ipc", "host_root_mount", "docker_socket_mount")
+# A name that says it holds a credential (HF_TOKEN, OPENAI_API_KEY, DB_PASSWORD; not TOKENIZERS_PARALLELISM)
+SECRET_NAME = re.compile(r"(^|[_-])(TOKEN|SECRET|PASSWORD|PASSWD|API[_-]KEY|ACCESS[_-]KEY|PRIVATE[_-]KEY|CREDENTIALS?)"
+                         r"($|[_-])")
 
 
 def findings(config: Config) -> list[tuple[str, str]]:
@@ -36,9 +41,29 @@ def findings(config: Config) -> list[tuple[str, str]]:
     return found
 
 
+def secrets_in_config(config: Config) -> list[str]:
+    """A credential's value written in an arm's env or engine args, which the record stores as written (the
+    composed config, the arms table, the reports): one line each, naming secret_env, which keeps values out."""
+    found = []
+    for name, arm in config.arms.items():
+        for key, value in {**{f"env.{k}": v for k, v in arm.env.items()},
+                           **{f"engine_args.{k}": v for k, v in arm.engine_args.items()}}.items():
+            if SECRET_NAME.search(key.split(".", 1)[1].upper()) and value not in (None, "", False):
+                env = key.split(".", 1)[1] if key.startswith("env.") else "THE_ENGINES_VARIABLE"
+                how = "" if key.startswith("env.") else (" (an engine flag: give the engine the credential "
+                                                         "through an env var it reads instead, e.g. vLLM's "
+                                                         "--api-key through VLLM_API_KEY)")
+                found.append(f"arms.{name}.{key} looks like a credential, and an arm's config is stored as written "
+                             f"(the composed config, the arms table, the reports): remove it, set {env} in your "
+                             f"environment and pass its name, arms.{name}.secret_env=[{env}] (its value then "
+                             f"reaches the engine and is never stored){how}")
+    return found
+
+
 def problems(config: Config, allowed: list[str], how_to_allow: str = OWN_CONFIG_ALLOW) -> list[str]:
     """`how_to_allow` formats with {kind}: e.g. "runtime.allow=[{kind}]" or "--allow {kind}"."""
     found = [line("unknown-name", "allow", kind, KINDS) for kind in allowed if kind not in KINDS]
+    found += secrets_in_config(config)
     return found + [f"{where} is a dangerous container option ({kind}), refused; to accept it, pass "
                     + how_to_allow.format(kind=kind) for kind, where in findings(config) if kind not in allowed]
 

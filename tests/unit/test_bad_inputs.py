@@ -103,6 +103,10 @@ CASES: list[tuple[str, dict[str, str | bytes], list[str], int, str]] = [
         "+arms.baseline.env.TRITON_CACHE_DIR=/tmp/t", "+arms.wide_batch.env.TRITON_CACHE_DIR=/tmp/t/x"], 2,
      "share a cache (triton) at /tmp/t"),
     ("dangerous option", {}, ["plan", "arms.baseline.privileged=true"], 2, "dangerous container option"),
+    ("a credential typed into an arm's env", {}, ["plan", "+arms.baseline.env.HF_TOKEN=hf_abc123"], 2,
+     "arms.baseline.env.HF_TOKEN looks like a credential"),
+    ("a credential in engine args", {}, ["plan", "+arms.baseline.engine_args.api-key=sk-1"], 2,
+     "through an env var it reads instead, e.g. vLLM's --api-key through VLLM_API_KEY"),
     ("docker socket", {}, ["plan", "arms.baseline.volumes=[{host: /var/run/docker.sock, container: /s}]"], 2,
      "docker_socket_mount"),
     ("prompt file missing", {}, ["plan", "prompts.prompts.capital.text=null", "+prompts.prompts.capital.file=no.txt"],
@@ -350,3 +354,14 @@ def test_a_gate_on_an_arm_the_run_lacks_is_bad_input_and_changes_nothing(recorde
     assert capsys.readouterr().err == ("error: --expect-pair='wide_btach' names nothing that exists. Did you mean "
                                        "'wide_batch'? Available: baseline, wide_batch\n")
     assert sorted(p.relative_to(run) for p in run.rglob("*")) == before  # no report made with a gate it cannot apply
+
+
+@pytest.mark.parametrize(("name", "credential"), [
+    ("HF_TOKEN", True), ("OPENAI_API_KEY", True), ("DB_PASSWORD", True), ("AWS_SECRET_ACCESS_KEY", True),
+    ("api-key", True), ("TOKENIZERS_PARALLELISM", False), ("MAX_TOKENS", False), ("VLLM_ATTENTION_BACKEND", False),
+    ("KEYPATH", False),
+])
+def test_a_name_is_taken_for_a_credential_only_where_it_says_so(name: str, credential: bool) -> None:
+    from orchestrator.config.security import SECRET_NAME
+
+    assert bool(SECRET_NAME.search(name.upper())) is credential
