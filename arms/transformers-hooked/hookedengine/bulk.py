@@ -49,10 +49,11 @@ def block_digests(block: torch.Tensor, head: int) -> list[Digest]:
     k, m = block.shape
     if m > SERIAL_MAX:
         return [digest(block[i], head) for i in range(k)]
-    raw = block.view(torch.uint8).numpy()
-    hexes = [hashlib.blake2b(raw[i], digest_size=16).hexdigest() for i in range(k)]
-    if m == 0:
-        return [(h, 0.0, 0.0, 0.0, []) for h in hexes]
+    if m == 0 or k == 0:
+        return [(hashlib.blake2b(b"", digest_size=16).hexdigest(), 0.0, 0.0, 0.0, []) for _ in range(k)]
+    raw = memoryview(block.view(torch.uint8).numpy()).cast("B")  # the rows' bytes, sliced without a copy
+    n, blake = len(raw) // k, hashlib.blake2b
+    hexes = [blake(raw[i * n:(i + 1) * n], digest_size=16).hexdigest() for i in range(k)]
     wide = block.double()
     heads = wide[:, :head].tolist() if head else [[] for _ in range(k)]
     return list(zip(hexes, wide.sum(1).tolist(), wide.abs().amax(1).tolist(), wide.norm(dim=1).tolist(), heads,

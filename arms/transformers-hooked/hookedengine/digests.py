@@ -21,7 +21,7 @@ from typing import Any
 import torch
 
 from hookedengine.bulk import block_digests, to_host
-from hookedengine.plan import Plan, Slot, Taken, make_plan, signature
+from hookedengine.plan import Plan, Slot, Taken, make_plan, resolve
 from hookedengine.rows import StepLayout, step_of
 
 STORE_REQUESTS = 512  # requests whose digests are kept; the oldest go first
@@ -116,9 +116,6 @@ class Recorder:
         self.layout: StepLayout | None = None
         self.open: dict[str, RequestDigests] = {}
         self._taken: list[Taken] = []
-        # The step's outputs by tensor identity: a module whose input is an earlier call's unchanged output
-        # (most are) reuses that call's digest instead of taking the rows again.
-        self._outputs: dict[int, tuple[torch.Tensor, int, int]] = {}
         self._copied: set[str] | None = None  # modules copied as they return; None: all (the first step)
         self._plans: dict[tuple[int, ...], Plan] = {}  # by the step's geometry and its targets' rows
         self._work: queue.Queue[_Step | tuple[str, RequestDigests | None]] = queue.Queue()
@@ -173,13 +170,9 @@ class Recorder:
             if y is None:  # the model's own output object: nothing per row
                 return
             x = _first_tensor(args) if args else _first_tensor(list(kwargs.values()))
-            earlier = self._outputs.get(id(x)) if x is not None else None
-            if earlier is not None and (earlier[0] is not x or earlier[1] != x._version):  # type: ignore[union-attr]
-                earlier = None  # another tensor at a reused id, or changed in place since
-            taken = Taken(name, kind, x, None if earlier is None else earlier[2], y)
+            taken = Taken(name, kind, x, y)
             if self._copied is None or name in self._copied:
                 taken.copy(layout, {rid: t for rid, t in layout.targets.items() if rid in self.open})
-            self._outputs[id(y)] = (y, taken.y_version, len(self._taken))
             self._taken.append(taken)
 
         return hook
@@ -187,10 +180,10 @@ class Recorder:
     def _end_step(self) -> None:
         """The step's calls: each target's rows taken in blocks (its plan's), for the worker."""
         taken, layout = self._taken, self.layout
-        self._taken, self._outputs = [], {}
+        self._taken = []
         if not taken or layout is None:
             return
-        changed = {t.name for t in taken if t.changed()}
+        changed, sig = resolve(taken)
         lost = {t.name for t in taken if t.copies is None and t.name in changed}
         if lost:
             logger.warning("digests: modules %s changed their tensors in place after returning: their digests of "
@@ -202,7 +195,6 @@ class Recorder:
             return
         targets = [layout.targets[rid] for rid in rids]
         key = (layout.batch, layout.seq_len, *((t.row, t.start, t.stop) for t in targets))
-        sig = signature(taken)
         plan = self._plans.get(key)
         if plan is None or plan.signature != sig or lost:
             plan = make_plan(taken, layout, targets, lost, sig)
@@ -215,15 +207,18 @@ class Recorder:
                              plan.calls))
 
     def _worker(self) -> None:
-        none: tuple[None, ...] = (None,) * 5
         while True:
             work = self._work.get()
             if isinstance(work, tuple):
                 self.store.put(*work)
-                continue
-            done = [block_digests(b, self.head_values) for b in to_host(work.blocks)]
-            for target, fields, out, inp in work.calls:
-                digests, step = work.targets[target]
-                y = done[out[0]][out[1]] if out is not None else none
-                x = done[inp[0]][inp[1]][:3] if inp is not None else none[:3]
-                digests.calls.append([step, *fields, *x, *y])
+            else:
+                self._digest_step(work)
+
+    def _digest_step(self, work: _Step) -> None:
+        none: tuple[None, ...] = (None,) * 5
+        done = [block_digests(b, self.head_values) for b in to_host(work.blocks)]
+        for target, fields, out, inp in work.calls:
+            digests, step = work.targets[target]
+            y = done[out[0]][out[1]] if out is not None else none
+            x = done[inp[0]][inp[1]][:3] if inp is not None else none[:3]
+            digests.calls.append([step, *fields, *x, *y])
