@@ -55,8 +55,8 @@ class Reference:
 
 
 class Block(torch.nn.Module):
-    """Kwargs calls, a tuple output, an input that is no module's output (a view), an output its parent changes in
-    place after it returns, rows of the batch mixed (grouped by expert)."""
+    """Kwargs calls, a tuple output, an input that is no module's output (a view), outputs their parent changes in
+    place after they return (one the next module's input), rows of the batch mixed (grouped by expert)."""
 
     def __init__(self, width: int) -> None:
         super().__init__()
@@ -68,6 +68,7 @@ class Block(torch.nn.Module):
 
     def forward(self, hidden: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         h = self.norm(input=hidden)
+        h.add_(0.25)  # `up`'s input is `norm`'s output changed since it returned: digested on its own
         u = self.act(self.up(h))
         u.mul_(0.5)  # the parent changes `act`'s output in place: its digest is of the rows as they were
         d = self.down(u[..., :])
@@ -102,14 +103,15 @@ def _steps(batch: int) -> list[tuple[StepLayout, torch.Tensor]]:
 
 @pytest.mark.parametrize("vocab", [48, SERIAL_MAX + 100])  # the head's rows reduced in bulk, and one by one
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
-def test_the_bulk_digests_are_the_per_call_digests_bit_for_bit(vocab: int, dtype: torch.dtype) -> None:
+@pytest.mark.parametrize("worker", [False, True])  # digested on the forward's thread (the CPU's way), or a worker's
+def test_the_bulk_digests_are_the_per_call_digests_bit_for_bit(vocab: int, dtype: torch.dtype, worker: bool) -> None:
     torch.manual_seed(0)
     model = Toy(vocab, 16).to(dtype)
     reference = Toy(vocab, 16).to(dtype)
     reference.load_state_dict(model.state_dict())
     ref = Reference(reference, head=4)
     store = DigestStore()
-    rec = Recorder(model, head_values=4, store=store)
+    rec = Recorder(model, head_values=4, store=store, worker=worker)
     with torch.no_grad(), rec.attached(["t"]):
         for layout, ids in _steps(batch=3):
             rec.begin_step(layout)

@@ -104,12 +104,13 @@ class _Step:
 class Recorder:
     """Hooks on every module of a model but the model itself, recording the current step's targets while
     attached. A hook only keeps the call's tensors (no copy, no op); when the step ends, its targets' rows of
-    every call are taken at once, stacked by shape (a few device ops a step), and a worker thread moves them to
-    the host in one transfer, digests them block by block (bulk.py) and hands each finished request to the
-    store. A module whose tensors change in place after it returns (seen by their version counters, from the
+    every call are taken at once, stacked by shape (a few device ops a step), moved to the host in one transfer
+    and digested block by block (bulk.py), each finished request handed to the store: by a worker thread on an
+    accelerator, on the forward's own thread on the CPU. A module whose tensors change in place after it returns (seen by their version counters, from the
     first step on, when every call is also copied at once) has its rows copied as it returns from then on."""
 
-    def __init__(self, model: torch.nn.Module, head_values: int, store: DigestStore) -> None:
+    def __init__(self, model: torch.nn.Module, head_values: int, store: DigestStore,
+                 worker: bool | None = None) -> None:
         self.modules = [(name, m) for name, m in model.named_modules() if name]
         self.head_values = head_values
         self.store = store
@@ -118,8 +119,15 @@ class Recorder:
         self._taken: list[Taken] = []
         self._copied: set[str] | None = None  # modules copied as they return; None: all (the first step)
         self._plans: dict[tuple[int, ...], Plan] = {}  # by the step's geometry and its targets' rows
-        self._work: queue.Queue[_Step | tuple[str, RequestDigests | None]] = queue.Queue()
-        threading.Thread(target=self._worker, name="hookedengine-digests", daemon=True).start()
+        # The worker thread (None: on an accelerator, whose forward waits for the device without the interpreter's
+        # lock, time the worker can use). On the CPU the forward's thread is busy throughout: a worker would only
+        # contend with it for the lock, so each step is digested as it ends, on the forward's own thread.
+        if worker is None:
+            worker = next((p.device.type != "cpu" for p in model.parameters()), False)
+        self._work: queue.Queue[_Step | tuple[str, RequestDigests | None]] | None = None
+        if worker:
+            self._work = queue.Queue()
+            threading.Thread(target=self._worker, name="hookedengine-digests", daemon=True).start()
 
     @contextmanager
     def attached(self, request_ids: list[str]) -> Iterator[None]:
@@ -138,7 +146,7 @@ class Recorder:
             self.layout = None
             for rid in list(self.open):
                 self.open.pop(rid)
-                self._work.put((rid, None))
+                self._hand((rid, None))
 
     def add(self, request_ids: list[str]) -> None:
         """More flagged requests while attached: continuous batching's requests join a running batch."""
@@ -159,7 +167,7 @@ class Recorder:
         """A target whose sequence ended: no longer recorded; its digests go to the store once computed."""
         if request_id in self.open:
             self._end_step()  # its last step's calls first
-            self._work.put((request_id, self.open.pop(request_id)))
+            self._hand((request_id, self.open.pop(request_id)))
 
     def _hook(self, name: str, kind: str) -> Any:
         def hook(module: torch.nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any], output: Any) -> None:
@@ -178,7 +186,7 @@ class Recorder:
         return hook
 
     def _end_step(self) -> None:
-        """The step's calls: each target's rows taken in blocks (its plan's), for the worker."""
+        """The step's calls: each target's rows taken in blocks (its plan's), to digest."""
         taken, layout = self._taken, self.layout
         self._taken = []
         if not taken or layout is None:
@@ -202,13 +210,24 @@ class Recorder:
                 if len(self._plans) >= PLANS:  # geometries seen (prompt widths, packed spans): a bounded cache
                     self._plans.clear()
                 self._plans[key] = plan
-        self._work.put(_Step(plan.blocks(taken, rids),
+        self._hand(_Step(plan.blocks(taken, rids),
                              [(self.open[rid], step_of(layout, t)) for rid, t in zip(rids, targets, strict=True)],
                              plan.calls))
 
+    def _hand(self, work: _Step | tuple[str, RequestDigests | None]) -> None:
+        """A step's rows to digest, or a finished request for the store: to the worker, else done now."""
+        if self._work is not None:
+            self._work.put(work)
+        elif isinstance(work, tuple):
+            self.store.put(*work)
+        else:
+            self._digest_step(work)
+
     def _worker(self) -> None:
+        work_queue = self._work
+        assert work_queue is not None
         while True:
-            work = self._work.get()
+            work = work_queue.get()
             if isinstance(work, tuple):
                 self.store.put(*work)
             else:
