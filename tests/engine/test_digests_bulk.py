@@ -103,15 +103,14 @@ def _steps(batch: int) -> list[tuple[StepLayout, torch.Tensor]]:
 
 @pytest.mark.parametrize("vocab", [48, SERIAL_MAX + 100])  # the head's rows reduced in bulk, and one by one
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
-@pytest.mark.parametrize("worker", [False, True])  # digested on the forward's thread (the CPU's way), or a worker's
-def test_the_bulk_digests_are_the_per_call_digests_bit_for_bit(vocab: int, dtype: torch.dtype, worker: bool) -> None:
+def test_the_bulk_digests_are_the_per_call_digests_bit_for_bit(vocab: int, dtype: torch.dtype) -> None:
     torch.manual_seed(0)
     model = Toy(vocab, 16).to(dtype)
     reference = Toy(vocab, 16).to(dtype)
     reference.load_state_dict(model.state_dict())
     ref = Reference(reference, head=4)
     store = DigestStore()
-    rec = Recorder(model, head_values=4, store=store, worker=worker)
+    rec = Recorder(model, head_values=4, store=store)
     with torch.no_grad(), rec.attached(["t"]):
         for layout, ids in _steps(batch=3):
             rec.begin_step(layout)

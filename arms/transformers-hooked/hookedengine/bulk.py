@@ -56,5 +56,6 @@ def block_digests(block: torch.Tensor, head: int) -> list[Digest]:
     hexes = [blake(raw[i * n:(i + 1) * n], digest_size=16).hexdigest() for i in range(k)]
     wide = block.double()
     heads = wide[:, :head].tolist() if head else [[] for _ in range(k)]
-    return list(zip(hexes, wide.sum(1).tolist(), wide.abs().amax(1).tolist(), wide.norm(dim=1).tolist(), heads,
-                    strict=True))
+    norms = torch.linalg.vector_norm(wide, dim=1)  # Tensor.norm's own op, without its Python wrapper
+    return list(zip(hexes, wide.sum(1).tolist(), wide.abs().amax(1).tolist(), norms.tolist(), heads, strict=True))
+

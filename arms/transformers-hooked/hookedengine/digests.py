@@ -9,7 +9,6 @@ Each request's digests are kept (a bounded store) for GET /v1/digests/{id}; the 
 from __future__ import annotations
 
 import logging
-import queue
 import threading
 import time
 from collections import OrderedDict
@@ -21,7 +20,7 @@ from typing import Any
 import torch
 
 from hookedengine.bulk import block_digests, to_host
-from hookedengine.plan import Plan, Slot, Taken, make_plan, resolve
+from hookedengine.plan import Plan, Taken, make_plan, resolve
 from hookedengine.rows import StepLayout, step_of
 
 STORE_REQUESTS = 512  # requests whose digests are kept; the oldest go first
@@ -47,7 +46,7 @@ def _first_tensor(value: Any) -> torch.Tensor | None:
 
 
 class DigestStore:
-    """Finished requests' digests, for the server's GET route (thread-safe: the digest worker writes, handlers
+    """Finished requests' digests, for the server's GET route (thread-safe: the forward's thread writes, handlers
     read). A request whose digests are still being computed is `pending`: a GET waits for it."""
 
     def __init__(self, capacity: int = STORE_REQUESTS) -> None:
@@ -91,26 +90,17 @@ class DigestStore:
         return get
 
 
-@dataclass
-class _Step:
-    """A step's rows to digest, for the worker: its blocks, its targets (their digests and step) and its plan's
-    calls."""
-
-    blocks: list[torch.Tensor]
-    targets: list[tuple[RequestDigests, int]]
-    calls: list[tuple[int, list[Any], Slot, Slot]]
-
-
 class Recorder:
     """Hooks on every module of a model but the model itself, recording the current step's targets while
     attached. A hook only keeps the call's tensors (no copy, no op); when the step ends, its targets' rows of
     every call are taken at once, stacked by shape (a few device ops a step), moved to the host in one transfer
-    and digested block by block (bulk.py), each finished request handed to the store: by a worker thread on an
-    accelerator, on the forward's own thread on the CPU. A module whose tensors change in place after it returns (seen by their version counters, from the
-    first step on, when every call is also copied at once) has its rows copied as it returns from then on."""
+    and digested block by block (bulk.py), on the forward's own thread: a worker thread would contend with the
+    forward for the interpreter's lock, which its Python (hooks, modules, kernel launches) holds most of a step
+    (docs/benchmarks.md, "Looking costs little"). A module whose tensors change in place after it returns (seen by
+    their version counters, from the first step on, when every call is also copied at once) has its rows copied
+    as it returns from then on."""
 
-    def __init__(self, model: torch.nn.Module, head_values: int, store: DigestStore,
-                 worker: bool | None = None) -> None:
+    def __init__(self, model: torch.nn.Module, head_values: int, store: DigestStore) -> None:
         self.modules = [(name, m) for name, m in model.named_modules() if name]
         self.head_values = head_values
         self.store = store
@@ -119,15 +109,6 @@ class Recorder:
         self._taken: list[Taken] = []
         self._copied: set[str] | None = None  # modules copied as they return; None: all (the first step)
         self._plans: dict[tuple[int, ...], Plan] = {}  # by the step's geometry and its targets' rows
-        # The worker thread (None: on an accelerator, whose forward waits for the device without the interpreter's
-        # lock, time the worker can use). On the CPU the forward's thread is busy throughout: a worker would only
-        # contend with it for the lock, so each step is digested as it ends, on the forward's own thread.
-        if worker is None:
-            worker = next((p.device.type != "cpu" for p in model.parameters()), False)
-        self._work: queue.Queue[_Step | tuple[str, RequestDigests | None]] | None = None
-        if worker:
-            self._work = queue.Queue()
-            threading.Thread(target=self._worker, name="hookedengine-digests", daemon=True).start()
 
     @contextmanager
     def attached(self, request_ids: list[str]) -> Iterator[None]:
@@ -146,7 +127,7 @@ class Recorder:
             self.layout = None
             for rid in list(self.open):
                 self.open.pop(rid)
-                self._hand((rid, None))
+                self.store.put(rid, None)
 
     def add(self, request_ids: list[str]) -> None:
         """More flagged requests while attached: continuous batching's requests join a running batch."""
@@ -167,7 +148,7 @@ class Recorder:
         """A target whose sequence ended: no longer recorded; its digests go to the store once computed."""
         if request_id in self.open:
             self._end_step()  # its last step's calls first
-            self._hand((request_id, self.open.pop(request_id)))
+            self.store.put(request_id, self.open.pop(request_id))
 
     def _hook(self, name: str, kind: str) -> Any:
         def hook(module: torch.nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any], output: Any) -> None:
@@ -186,7 +167,7 @@ class Recorder:
         return hook
 
     def _end_step(self) -> None:
-        """The step's calls: each target's rows taken in blocks (its plan's), to digest."""
+        """The step's calls: each target's rows taken in blocks (its plan's) and digested."""
         taken, layout = self._taken, self.layout
         self._taken = []
         if not taken or layout is None:
@@ -210,34 +191,11 @@ class Recorder:
                 if len(self._plans) >= PLANS:  # geometries seen (prompt widths, packed spans): a bounded cache
                     self._plans.clear()
                 self._plans[key] = plan
-        self._hand(_Step(plan.blocks(taken, rids),
-                             [(self.open[rid], step_of(layout, t)) for rid, t in zip(rids, targets, strict=True)],
-                             plan.calls))
-
-    def _hand(self, work: _Step | tuple[str, RequestDigests | None]) -> None:
-        """A step's rows to digest, or a finished request for the store: to the worker, else done now."""
-        if self._work is not None:
-            self._work.put(work)
-        elif isinstance(work, tuple):
-            self.store.put(*work)
-        else:
-            self._digest_step(work)
-
-    def _worker(self) -> None:
-        work_queue = self._work
-        assert work_queue is not None
-        while True:
-            work = work_queue.get()
-            if isinstance(work, tuple):
-                self.store.put(*work)
-            else:
-                self._digest_step(work)
-
-    def _digest_step(self, work: _Step) -> None:
+        steps = [(self.open[rid], step_of(layout, t)) for rid, t in zip(rids, targets, strict=True)]
         none: tuple[None, ...] = (None,) * 5
-        done = [block_digests(b, self.head_values) for b in to_host(work.blocks)]
-        for target, fields, out, inp in work.calls:
-            digests, step = work.targets[target]
+        done = [block_digests(b, self.head_values) for b in to_host(plan.blocks(taken, rids))]
+        for target, fields, out, inp in plan.calls:
+            digests, step = steps[target]
             y = done[out[0]][out[1]] if out is not None else none
             x = done[inp[0]][inp[1]][:3] if inp is not None else none[:3]
             digests.calls.append([step, *fields, *x, *y])
