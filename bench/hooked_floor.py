@@ -3,7 +3,7 @@ clients): the CPU time of one static batch of 8 requests of 64 tokens on an 8-la
 weights from a fixed seed, one intra-op thread), alternated round by round:
 - none flagged (the model's own code);
 - one flagged, its hooks doing nothing (the floor: what calling a Python hook on every module call costs);
-- one flagged, digested (the hooks, the step's blocks, the worker's hashes and reductions, until its digests are
+- one flagged, digested (the hooks, the step's blocks, their hashes and reductions, until its digests are
   in the store).
 Run it in the transformers-serve venv, from the project root:
 
