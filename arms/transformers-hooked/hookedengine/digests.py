@@ -32,7 +32,7 @@ PENDING_WAIT_S = 60.0  # how long a GET waits for a finished request's digests s
 @dataclass
 class RequestDigests:
     steps: list[dict[str, Any]] = field(default_factory=list)
-    calls: list[list[Any]] = field(default_factory=list)
+    calls: list[tuple[Any, ...]] = field(default_factory=list)
 
 
 def _first_tensor(value: Any) -> torch.Tensor | None:
@@ -198,4 +198,4 @@ class Recorder:
             digests, step = steps[target]
             y = done[out[0]][out[1]] if out is not None else none
             x = done[inp[0]][inp[1]][:3] if inp is not None else none[:3]
-            digests.calls.append([step, *fields, *x, *y])
+            digests.calls.append((step, *fields, *x, *y))  # a tuple, as bulk.Digest says why

@@ -103,8 +103,8 @@ def make_plan(taken: list[Taken], layout: StepLayout, targets: list[Target], los
         mine: list[tuple[dict[str, Any], int | None]] = []
         for call, t in enumerate(taken):
             select, start, stop, total = place(t.y.shape, layout, tgt)
-            fields = [call, t.name, t.kind, start, stop, total, list(t.x.shape) if t.x is not None else None,
-                      list(t.y.shape)]
+            fields = [call, t.name, t.kind, start, stop, total, tuple(t.x.shape) if t.x is not None else None,
+                      tuple(t.y.shape)]
             slots: dict[str, Any] = {}
             x_select = input_select(t, layout, tgt)
             if t.copies is not None:
