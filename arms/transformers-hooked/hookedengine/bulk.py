@@ -53,7 +53,7 @@ def block_digests(block: torch.Tensor, head: int) -> list[Digest]:
         return [digest(block[i], head) for i in range(k)]
     if m == 0 or k == 0:
         return [(hashlib.blake2b(b"", digest_size=16).hexdigest(), 0.0, 0.0, 0.0, ())] * k
-    raw = memoryview(block.view(torch.uint8).numpy()).cast("B")  # the rows' bytes, sliced without a copy
+    raw = block.view(torch.uint8).numpy().data.cast("B")  # the rows' bytes, sliced without a copy
     n, blake = len(raw) // k, hashlib.blake2b
     hexes = [blake(raw[i * n:(i + 1) * n], digest_size=16).hexdigest() for i in range(k)]
     wide = block.double()
