@@ -4,6 +4,8 @@ tests/e2e/test_locate.py."""
 
 from __future__ import annotations
 
+import gc
+
 import pytest
 import torch
 from hookedengine.app import plant_batch_variant
@@ -116,6 +118,23 @@ def test_hooks_come_off_after_the_batch_and_an_unfinished_request_has_no_digests
         pass
     assert not model[0]._forward_hooks
     assert store.get("t", wait_s=5) is None  # not left pending: a GET is answered 404 at once
+
+
+def test_stored_digests_leave_the_garbage_collector_nothing_to_traverse() -> None:
+    """A store of many requests' records costs every full collection nothing (docs/benchmarks.md, "Looking costs
+    little, second pass"): once collected, no record, shape or first values is a tracked container."""
+    model = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.ReLU())
+    store = DigestStore()
+    rec = Recorder(model, head_values=3, store=store)
+    with rec.attached(["t"]):
+        rec.begin_step(StepLayout(0, 2, 3, ["o", "t"], {"t": Target(1, 0, 3, 3)}))
+        model(torch.randn(2, 3, 4))
+        rec.finish("t")
+    got = store.get("t")
+    assert got is not None and len(got.calls) == 2
+    gc.collect()  # a collection untracks a tuple whose items it found untracked: its inner tuples first, then it
+    gc.collect()
+    assert not any(gc.is_tracked(c) or any(gc.is_tracked(v) for v in c) for c in got.calls)
 
 
 def test_the_store_answers_404_for_unknown_ids_and_evicts_the_oldest() -> None:
