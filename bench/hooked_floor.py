@@ -3,8 +3,8 @@ clients): the CPU time of one static batch of 8 requests of 64 tokens on an 8-la
 weights from a fixed seed, one intra-op thread), alternated round by round:
 - none flagged (the model's own code);
 - one flagged, its hooks doing nothing (the floor: what calling a Python hook on every module call costs);
-- one flagged, digested (the hooks, the step's blocks, the worker's hashes and reductions, until its digests are
-  in the store).
+- one flagged, digested (the hooks, the step's blocks, their hashes and reductions, until its digests are
+  in the store, which keeps every flagged request's as a server's does), and the garbage collector's share of it.
 Run it in the transformers-serve venv, from the project root:
 
     ~/.cache/orchestrator/transformers-serve-5.25.0/venv/bin/python bench/hooked_floor.py --rounds 5
@@ -13,6 +13,8 @@ Run it in the transformers-serve venv, from the project root:
 from __future__ import annotations
 
 import argparse
+import gc
+import itertools
 import os
 import statistics
 import sys
@@ -55,26 +57,34 @@ def main() -> int:
 
     floor = Floor(model, 8, store)
 
-    def batch(flag: bool, recorder: Recorder, n: int) -> float:
-        engine.recorder = recorder
+    gc_s = [0.0, 0.0]  # the garbage collector's CPU time so far, and when its current collection started
+    gc.callbacks.append(lambda phase, _info: gc_s.__setitem__(*((1, time.process_time()) if phase == "start" else
+                                                               (0, gc_s[0] + time.process_time() - gc_s[1]))))
+    serial = itertools.count()
+
+    def batch(flag: bool, recorder: Recorder, n: int) -> tuple[float, float]:
+        """(CPU s, of which garbage collection): each flagged request its own id, kept in the store as a server's."""
+        engine.recorder, k = recorder, next(serial)
         reqs = [GenRequest(prompt_ids=[1, 2 + i, 3, 4, 5 + i][: 3 + i % 3], max_tokens=n, ignore_eos=True,
-                           logprobs=5, digest=flag and i == 0, request_id=f"r{i}") for i in range(8)]
-        start = time.process_time()
+                           logprobs=5, digest=flag and i == 0, request_id=f"b{k}r{i}") for i in range(8)]
+        start, gc0 = time.process_time(), gc_s[0]
         engine.run_batch(reqs)
         if flag:
-            store.get("r0")
-        return time.process_time() - start
+            store.get(f"b{k}r0")
+        return time.process_time() - start, gc_s[0] - gc0
 
     for flag, rec in ((False, digested), (True, floor), (True, digested)):
         batch(flag, rec, 8)  # warm-up
     plain, hooked, full = [], [], []
     for r in range(args.rounds):
-        plain.append(batch(False, digested, args.tokens))
-        hooked.append(batch(True, floor, args.tokens))
-        full.append(batch(True, digested, args.tokens))
+        plain.append(batch(False, digested, args.tokens)[0])
+        hooked.append(batch(True, floor, args.tokens)[0])
+        full_s, full_gc_s = batch(True, digested, args.tokens)
+        full.append(full_s)
         print(f"round {r + 1}: none flagged {plain[-1] * 1e3:.1f} ms CPU; one flagged, hooks doing nothing "
               f"{hooked[-1] * 1e3:.1f} ms (x{plain[-1] / hooked[-1]:.3f}); digested {full[-1] * 1e3:.1f} ms "
-              f"(x{plain[-1] / full[-1]:.3f})", flush=True)
+              f"(x{plain[-1] / full[-1]:.3f}; garbage collection {full_gc_s * 1e3:.1f} ms of it)", flush=True)
+
     def ratio(xs: list[float]) -> float:
         return statistics.median(p / x for p, x in zip(plain, xs, strict=True))
 

@@ -4,6 +4,8 @@ tests/e2e/test_locate.py."""
 
 from __future__ import annotations
 
+import gc
+
 import pytest
 import torch
 from hookedengine.app import plant_batch_variant
@@ -49,8 +51,8 @@ def test_a_call_on_mixed_rows_gives_no_input_digest_to_the_next() -> None:
     got = store.get("t")
     assert got is not None
     act, out = got.calls
-    assert act[2] == "act" and act[4:7] == [None, None, 5]
-    assert out[2] == "out" and out[4:7] == [None, None, 5] and out[9:12] == [None, None, None]
+    assert act[2] == "act" and act[4:7] == (None, None, 5)
+    assert out[2] == "out" and out[4:7] == (None, None, 5) and out[9:12] == (None, None, None)
 
 
 def test_a_target_rows_digest_is_its_own_whatever_else_is_in_the_batch() -> None:
@@ -67,7 +69,7 @@ def test_a_target_rows_digest_is_its_own_whatever_else_is_in_the_batch() -> None
     assert got is not None and [c[2] for c in got.calls] == ["0", "1", "2"]
     assert got.steps == [{"step": 0, "batch_size": 2, "batch_request_ids": ["o", "t"], "context_tokens": 3}]
     first = got.calls[0]
-    assert first[4:7] == [3, 6, 6] and first[7] == [2, 3, 4] and first[8] == [2, 3, 8]
+    assert first[4:7] == (3, 6, 6) and first[7] == (2, 3, 4) and first[8] == (2, 3, 8)
     assert first[9] == digest(x[1], 0)[0]  # the input's own rows
     assert first[12] == digest(model[0](x)[1], 3)[0] and len(first[16]) == 3
     assert got.calls[1][9] == first[12]  # the next module's input is this one's output: the same digest
@@ -104,7 +106,7 @@ def test_a_packed_forward_gives_each_target_its_span_and_its_own_step() -> None:
     assert a is not None and b is not None
     assert [s["step"] for s in a.steps] == [0, 1] and [c[0] for c in a.calls] == [0, 1]
     assert b.steps == [{"step": 0, "batch_size": 2, "batch_request_ids": ["a", "b"], "context_tokens": 3}]
-    assert b.calls[0][:7] == [0, 0, "0", "Linear", 1, 4, 4]
+    assert b.calls[0][:7] == (0, 0, "0", "Linear", 1, 4, 4)
     assert b.calls[0][9] == a.calls[0][9]  # the same prompt rows, packed after another request's: the same input
 
 
@@ -116,6 +118,23 @@ def test_hooks_come_off_after_the_batch_and_an_unfinished_request_has_no_digests
         pass
     assert not model[0]._forward_hooks
     assert store.get("t", wait_s=5) is None  # not left pending: a GET is answered 404 at once
+
+
+def test_stored_digests_leave_the_garbage_collector_nothing_to_traverse() -> None:
+    """A store of many requests' records costs every full collection nothing (docs/benchmarks.md, "Looking costs
+    little, second pass"): once collected, no record, shape or first values is a tracked container."""
+    model = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.ReLU())
+    store = DigestStore()
+    rec = Recorder(model, head_values=3, store=store)
+    with rec.attached(["t"]):
+        rec.begin_step(StepLayout(0, 2, 3, ["o", "t"], {"t": Target(1, 0, 3, 3)}))
+        model(torch.randn(2, 3, 4))
+        rec.finish("t")
+    got = store.get("t")
+    assert got is not None and len(got.calls) == 2
+    gc.collect()  # a collection untracks a tuple whose items it found untracked: its inner tuples first, then it
+    gc.collect()
+    assert not any(gc.is_tracked(c) or any(gc.is_tracked(v) for v in c) for c in got.calls)
 
 
 def test_the_store_answers_404_for_unknown_ids_and_evicts_the_oldest() -> None:

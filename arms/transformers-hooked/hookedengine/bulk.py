@@ -10,7 +10,9 @@ import hashlib
 
 import torch
 
-Digest = tuple[str, float, float, float, list[float]]  # (blake2b-128 hex, sum, abs-max, norm, first values)
+# (blake2b-128 hex, sum, abs-max, norm, first values): tuples of numbers and strings only, which the garbage collector
+# stops tracking (a store of lists would be traversed by every full collection: docs/benchmarks.md)
+Digest = tuple[str, float, float, float, tuple[float, ...]]
 SERIAL_MAX = 32768  # ATen's GRAIN_SIZE: a 1-D reduction up to this many elements runs in one thread, in order
 _ALIGN = 16  # bytes: each block's place in the step's buffer, so that it can be viewed in its own dtype
 
@@ -21,9 +23,9 @@ def digest(rows: torch.Tensor, head: int) -> Digest:
     raw = host.reshape(-1).view(torch.uint8).numpy().tobytes()
     wide = host.double().reshape(-1)
     if wide.numel() == 0:
-        return hashlib.blake2b(raw, digest_size=16).hexdigest(), 0.0, 0.0, 0.0, []
+        return hashlib.blake2b(raw, digest_size=16).hexdigest(), 0.0, 0.0, 0.0, ()
     return (hashlib.blake2b(raw, digest_size=16).hexdigest(), float(wide.sum()), float(wide.abs().max()),
-            float(wide.norm()), wide[:head].tolist())
+            float(wide.norm()), tuple(wide[:head].tolist()))
 
 
 def to_host(blocks: list[torch.Tensor], packed: bool | None = None) -> list[torch.Tensor]:
@@ -49,11 +51,13 @@ def block_digests(block: torch.Tensor, head: int) -> list[Digest]:
     k, m = block.shape
     if m > SERIAL_MAX:
         return [digest(block[i], head) for i in range(k)]
-    raw = block.view(torch.uint8).numpy()
-    hexes = [hashlib.blake2b(raw[i], digest_size=16).hexdigest() for i in range(k)]
-    if m == 0:
-        return [(h, 0.0, 0.0, 0.0, []) for h in hexes]
+    if m == 0 or k == 0:
+        return [(hashlib.blake2b(b"", digest_size=16).hexdigest(), 0.0, 0.0, 0.0, ())] * k
+    raw = block.view(torch.uint8).numpy().data.cast("B")  # the rows' bytes, sliced without a copy
+    n, blake = len(raw) // k, hashlib.blake2b
+    hexes = [blake(raw[i * n:(i + 1) * n], digest_size=16).hexdigest() for i in range(k)]
     wide = block.double()
-    heads = wide[:, :head].tolist() if head else [[] for _ in range(k)]
-    return list(zip(hexes, wide.sum(1).tolist(), wide.abs().amax(1).tolist(), wide.norm(dim=1).tolist(), heads,
-                    strict=True))
+    heads = [tuple(h) for h in wide[:, :head].tolist()] if head else [()] * k
+    norms = torch.linalg.vector_norm(wide, dim=1)  # Tensor.norm's own op, without its Python wrapper
+    return list(zip(hexes, wide.sum(1).tolist(), wide.abs().amax(1).tolist(), norms.tolist(), heads, strict=True))
+

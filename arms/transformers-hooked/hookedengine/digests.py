@@ -9,7 +9,6 @@ Each request's digests are kept (a bounded store) for GET /v1/digests/{id}; the 
 from __future__ import annotations
 
 import logging
-import queue
 import threading
 import time
 from collections import OrderedDict
@@ -21,7 +20,7 @@ from typing import Any
 import torch
 
 from hookedengine.bulk import block_digests, to_host
-from hookedengine.plan import Plan, Slot, Taken, make_plan, signature
+from hookedengine.plan import Plan, Taken, make_plan, resolve
 from hookedengine.rows import StepLayout, step_of
 
 STORE_REQUESTS = 512  # requests whose digests are kept; the oldest go first
@@ -33,7 +32,7 @@ PENDING_WAIT_S = 60.0  # how long a GET waits for a finished request's digests s
 @dataclass
 class RequestDigests:
     steps: list[dict[str, Any]] = field(default_factory=list)
-    calls: list[list[Any]] = field(default_factory=list)
+    calls: list[tuple[Any, ...]] = field(default_factory=list)
 
 
 def _first_tensor(value: Any) -> torch.Tensor | None:
@@ -47,7 +46,7 @@ def _first_tensor(value: Any) -> torch.Tensor | None:
 
 
 class DigestStore:
-    """Finished requests' digests, for the server's GET route (thread-safe: the digest worker writes, handlers
+    """Finished requests' digests, for the server's GET route (thread-safe: the forward's thread writes, handlers
     read). A request whose digests are still being computed is `pending`: a GET waits for it."""
 
     def __init__(self, capacity: int = STORE_REQUESTS) -> None:
@@ -91,23 +90,15 @@ class DigestStore:
         return get
 
 
-@dataclass
-class _Step:
-    """A step's rows to digest, for the worker: its blocks, its targets (their digests and step) and its plan's
-    calls."""
-
-    blocks: list[torch.Tensor]
-    targets: list[tuple[RequestDigests, int]]
-    calls: list[tuple[int, list[Any], Slot, Slot]]
-
-
 class Recorder:
     """Hooks on every module of a model but the model itself, recording the current step's targets while
     attached. A hook only keeps the call's tensors (no copy, no op); when the step ends, its targets' rows of
-    every call are taken at once, stacked by shape (a few device ops a step), and a worker thread moves them to
-    the host in one transfer, digests them block by block (bulk.py) and hands each finished request to the
-    store. A module whose tensors change in place after it returns (seen by their version counters, from the
-    first step on, when every call is also copied at once) has its rows copied as it returns from then on."""
+    every call are taken at once, stacked by shape (a few device ops a step), moved to the host in one transfer
+    and digested block by block (bulk.py), on the forward's own thread: a worker thread would contend with the
+    forward for the interpreter's lock, which its Python (hooks, modules, kernel launches) holds most of a step
+    (docs/benchmarks.md, "Looking costs little"). A module whose tensors change in place after it returns (seen by
+    their version counters, from the first step on, when every call is also copied at once) has its rows copied
+    as it returns from then on."""
 
     def __init__(self, model: torch.nn.Module, head_values: int, store: DigestStore) -> None:
         self.modules = [(name, m) for name, m in model.named_modules() if name]
@@ -116,13 +107,8 @@ class Recorder:
         self.layout: StepLayout | None = None
         self.open: dict[str, RequestDigests] = {}
         self._taken: list[Taken] = []
-        # The step's outputs by tensor identity: a module whose input is an earlier call's unchanged output
-        # (most are) reuses that call's digest instead of taking the rows again.
-        self._outputs: dict[int, tuple[torch.Tensor, int, int]] = {}
         self._copied: set[str] | None = None  # modules copied as they return; None: all (the first step)
         self._plans: dict[tuple[int, ...], Plan] = {}  # by the step's geometry and its targets' rows
-        self._work: queue.Queue[_Step | tuple[str, RequestDigests | None]] = queue.Queue()
-        threading.Thread(target=self._worker, name="hookedengine-digests", daemon=True).start()
 
     @contextmanager
     def attached(self, request_ids: list[str]) -> Iterator[None]:
@@ -141,7 +127,7 @@ class Recorder:
             self.layout = None
             for rid in list(self.open):
                 self.open.pop(rid)
-                self._work.put((rid, None))
+                self.store.put(rid, None)
 
     def add(self, request_ids: list[str]) -> None:
         """More flagged requests while attached: continuous batching's requests join a running batch."""
@@ -162,7 +148,7 @@ class Recorder:
         """A target whose sequence ended: no longer recorded; its digests go to the store once computed."""
         if request_id in self.open:
             self._end_step()  # its last step's calls first
-            self._work.put((request_id, self.open.pop(request_id)))
+            self.store.put(request_id, self.open.pop(request_id))
 
     def _hook(self, name: str, kind: str) -> Any:
         def hook(module: torch.nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any], output: Any) -> None:
@@ -173,24 +159,20 @@ class Recorder:
             if y is None:  # the model's own output object: nothing per row
                 return
             x = _first_tensor(args) if args else _first_tensor(list(kwargs.values()))
-            earlier = self._outputs.get(id(x)) if x is not None else None
-            if earlier is not None and (earlier[0] is not x or earlier[1] != x._version):  # type: ignore[union-attr]
-                earlier = None  # another tensor at a reused id, or changed in place since
-            taken = Taken(name, kind, x, None if earlier is None else earlier[2], y)
+            taken = Taken(name, kind, x, y)
             if self._copied is None or name in self._copied:
                 taken.copy(layout, {rid: t for rid, t in layout.targets.items() if rid in self.open})
-            self._outputs[id(y)] = (y, taken.y_version, len(self._taken))
             self._taken.append(taken)
 
         return hook
 
     def _end_step(self) -> None:
-        """The step's calls: each target's rows taken in blocks (its plan's), for the worker."""
+        """The step's calls: each target's rows taken in blocks (its plan's) and digested."""
         taken, layout = self._taken, self.layout
-        self._taken, self._outputs = [], {}
+        self._taken = []
         if not taken or layout is None:
             return
-        changed = {t.name for t in taken if t.changed()}
+        changed, sig = resolve(taken)
         lost = {t.name for t in taken if t.copies is None and t.name in changed}
         if lost:
             logger.warning("digests: modules %s changed their tensors in place after returning: their digests of "
@@ -202,7 +184,6 @@ class Recorder:
             return
         targets = [layout.targets[rid] for rid in rids]
         key = (layout.batch, layout.seq_len, *((t.row, t.start, t.stop) for t in targets))
-        sig = signature(taken)
         plan = self._plans.get(key)
         if plan is None or plan.signature != sig or lost:
             plan = make_plan(taken, layout, targets, lost, sig)
@@ -210,20 +191,11 @@ class Recorder:
                 if len(self._plans) >= PLANS:  # geometries seen (prompt widths, packed spans): a bounded cache
                     self._plans.clear()
                 self._plans[key] = plan
-        self._work.put(_Step(plan.blocks(taken, rids),
-                             [(self.open[rid], step_of(layout, t)) for rid, t in zip(rids, targets, strict=True)],
-                             plan.calls))
-
-    def _worker(self) -> None:
+        steps = [(self.open[rid], step_of(layout, t)) for rid, t in zip(rids, targets, strict=True)]
         none: tuple[None, ...] = (None,) * 5
-        while True:
-            work = self._work.get()
-            if isinstance(work, tuple):
-                self.store.put(*work)
-                continue
-            done = [block_digests(b, self.head_values) for b in to_host(work.blocks)]
-            for target, fields, out, inp in work.calls:
-                digests, step = work.targets[target]
-                y = done[out[0]][out[1]] if out is not None else none
-                x = done[inp[0]][inp[1]][:3] if inp is not None else none[:3]
-                digests.calls.append([step, *fields, *x, *y])
+        done = [block_digests(b, self.head_values) for b in to_host(plan.blocks(taken, rids))]
+        for target, fields, out, inp in plan.calls:
+            digests, step = steps[target]
+            y = done[out[0]][out[1]] if out is not None else none
+            x = done[inp[0]][inp[1]][:3] if inp is not None else none[:3]
+            digests.calls.append((step, *fields, *x, *y))  # a tuple, as bulk.Digest says why

@@ -22,14 +22,12 @@ class Taken:
 
     __slots__ = ("copies", "earlier", "kind", "name", "x", "x_version", "y", "y_version")
 
-    def __init__(self, name: str, kind: str, x: torch.Tensor | None, earlier: int | None, y: torch.Tensor) -> None:
-        self.name, self.kind, self.x, self.earlier, self.y = name, kind, x, earlier, y
+    def __init__(self, name: str, kind: str, x: torch.Tensor | None, y: torch.Tensor) -> None:
+        self.name, self.kind, self.x, self.y = name, kind, x, y
         self.x_version = x._version if x is not None else 0
         self.y_version = y._version
+        self.earlier: int | None = None  # set when the step ends (`resolve`)
         self.copies: dict[str, tuple[torch.Tensor | None, torch.Tensor]] | None = None
-
-    def changed(self) -> bool:
-        return self.y._version != self.y_version or (self.x is not None and self.x._version != self.x_version)
 
     def copy(self, layout: StepLayout, targets: dict[str, Target]) -> None:
         self.copies = {}
@@ -48,10 +46,28 @@ def input_select(t: Taken, layout: StepLayout, tgt: Target) -> Select | None:
     return select if start is not None else None
 
 
-def signature(taken: list[Taken]) -> list[Any]:
-    """What a plan depends on, call by call."""
-    return [(t.name, t.y.shape, t.y.dtype, None if t.x is None else (t.x.shape, t.x.dtype), t.earlier,
-             t.copies is None) for t in taken]
+def resolve(taken: list[Taken]) -> tuple[set[str], list[Any]]:
+    """When the step ends, in one pass over its calls: each call's `earlier` (the earlier call whose output is its
+    input, unchanged between the two calls, by the versions the hooks saw), the modules whose tensors changed
+    after they returned, and what a plan depends on, call by call (its signature)."""
+    outputs: dict[int, tuple[torch.Tensor, int, int]] = {}  # the latest call's output by tensor identity
+    changed: set[str] = set()
+    sig: list[Any] = []
+    for i, t in enumerate(taken):
+        x, y = t.x, t.y
+        if x is not None:
+            before = outputs.get(id(x))
+            if before is not None and before[0] is x and before[1] == t.x_version:
+                t.earlier = before[2]
+            if x._version != t.x_version:
+                changed.add(t.name)
+            sig.append((t.name, y.shape, y.dtype, x.shape, x.dtype, t.earlier, t.copies is None))
+        else:
+            sig.append((t.name, y.shape, y.dtype, None, None, None, t.copies is None))
+        if y._version != t.y_version:
+            changed.add(t.name)
+        outputs[id(y)] = (y, t.y_version, i)
+    return changed, sig
 
 
 @dataclass
@@ -87,8 +103,8 @@ def make_plan(taken: list[Taken], layout: StepLayout, targets: list[Target], los
         mine: list[tuple[dict[str, Any], int | None]] = []
         for call, t in enumerate(taken):
             select, start, stop, total = place(t.y.shape, layout, tgt)
-            fields = [call, t.name, t.kind, start, stop, total, list(t.x.shape) if t.x is not None else None,
-                      list(t.y.shape)]
+            fields = [call, t.name, t.kind, start, stop, total, tuple(t.x.shape) if t.x is not None else None,
+                      tuple(t.y.shape)]
             slots: dict[str, Any] = {}
             x_select = input_select(t, layout, tgt)
             if t.copies is not None:
