@@ -132,6 +132,9 @@ ALLOWED = {
     ("guard/caches.py", "transformers"): "Hugging Face's TRANSFORMERS_CACHE, the library's cache env",
     ("runtime/host.py", "refengine"): "an example source folder in a fix hint",
     ("runtime/process.py", "refengine"): "an example command in a fix hint",
+    ("config/security.py", "vllm"): "an example engine flag and its env var in a fix hint",
+    ("imports/openai_json.py", "openai"): "the default arm of imported OpenAI-style answers (the API, not an engine)",
+    ("imports/parity.py", "vllm"): "the name of the tool whose files it reads (ZC502's vllm-position-parity)",
 }
 
 
