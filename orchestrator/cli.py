@@ -15,6 +15,7 @@ arguments and calls the stage that does the work; here only the dispatch, and th
     orchestrator show RUN_DIR [--cell CELL]    a run's verdict, environment and the cells that diverged
     orchestrator locate RUN_DIR --cell CELL    the first module where a cell's two requests split (digests)
     orchestrator matrix RUN_DIR... [--out OUT] the support matrix of run dirs from any machines (md/html/json/csv)
+    orchestrator triage [OVERRIDES...] [--plan]  the seed's checks on one arm as a procedure; findings ranked
 
 `orchestrator VERB --help` for a verb's options; --debug shows a traceback. Exit statuses: 0 ok, 1 internal
 error, 2 bad input, 3 gate failed, 4 measurement failed, 130 interrupted (docs/errors.md).
@@ -34,7 +35,7 @@ from orchestrator.interrupts import interruptible, noted_after
 
 USAGE = __doc__ or ""
 VERBS = ("run", "check", "plan", "compare", "reproduce", "clean", "fingerprint", "probe", "ls", "show", "locate",
-         "matrix")
+         "matrix", "triage")
 
 
 def main(argv: list[str] | None = None) -> int:
