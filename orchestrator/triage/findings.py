@@ -62,6 +62,15 @@ def where(step: StepOutcome, arm: str = AS_GIVEN) -> list[str]:
     return said
 
 
+def summary(step: StepOutcome) -> str:
+    """A repeatable step in words: what it showed."""
+    if step.starts > 1:
+        return (f"{step.name}: {step.starts_ready} of {step.starts} started (failures <= "
+                f"{step.start_failure_upper_95 or 1:.0%} at 95 %), first answers alike across starts")
+    k, n = step.divergent(AS_GIVEN)
+    return f"{step.name} repeatable ({_rate(k, n)})"
+
+
 def _cost(step: StepOutcome, fixed: str) -> str:
     parts = []
     for label, values, unit in (("peak memory", step.peak_memory_bytes, 2**20), ("time to ready",
@@ -87,6 +96,8 @@ def _switch_finding(switch: Switch, step: StepOutcome, others: list[str]) -> Fin
                 f"{_rate(k_b, n_b)}; difference {rate.difference:+.1%} ({rate.lower_95:+.1%} to {rate.upper_95:+.1%} "
                 f"at 95 %, Fisher p {rate.p_lower:.2g})", *where(step),
                 *(f"with the switch repeatable: {w}" for w in where(step, fixed)),
+                *(["with the switch repeatable: no variation (one signature a cell, the cold first request like the "
+                   "warm ones, sequential like concurrent)"] if removes else []),
                 *(f"side effect: {s}" for s in step.side_effects))
     return Finding(0, f"switch ({verb})", switch.name, f"{switch.name}: {switch.mechanism}; setting {switch.key} to "
                    f"{switch.repeatable!r} {verb} the variation", evidence,
@@ -98,8 +109,8 @@ def rank(state: TriageState, engine: str) -> Findings:
     """The findings of a triage's state, ranked."""
     done = [s for s in state.steps.values() if s.status == DONE]
     switches = {f"switch_{s.name}": s for s in profile_for(engine).switches}
-    first = [s for s in done if s.name not in switches]
-    repeatable = [f"{s.name} repeatable ({_rate(*s.divergent(AS_GIVEN))})" for s in first if not s.varies(AS_GIVEN)]
+    first = [s for s in done if s.name not in switches and not s.answer]  # the steps of cells (no onset)
+    repeatable = [summary(s) for s in first if not s.varies(AS_GIVEN)]
     found: list[Finding] = []
     for step in done:
         if step.name in switches:
@@ -123,7 +134,10 @@ def rank(state: TriageState, engine: str) -> Findings:
     for step in [s for s in done if s.known_issues][:1]:  # every step's guard judges the same versions
         found += [Finding(0, "known issue", "known issue", line, (f"{step.name}: the guard's versions check",), "",
                           "see the issue's fix", step.command, step.run_dir, 0.5) for line in step.known_issues]
-    ranked = tuple(replace(f, rank=i + 1) for i, f in enumerate(sorted(found, key=lambda f: -f.score)))
+    onset = state.steps.get("onset")
+    along = tuple(f"onset ({onset.command}): {line}" for line in onset.answer) if onset and onset.status == DONE else ()
+    ranked = tuple(replace(f, rank=i + 1, evidence=f.evidence + (along if f.kind != "known issue" else ()))
+                   for i, f in enumerate(sorted(found, key=lambda f: -f.score)))
     k = sum(s.divergent(AS_GIVEN)[0] for s in first)
     n = sum(s.divergent(AS_GIVEN)[1] for s in first)
     high = divergence_bound(k, n)[1]

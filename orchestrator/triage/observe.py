@@ -4,6 +4,7 @@ each arm cost, the known issues by version that affect it."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +18,15 @@ DIFFERS = "differ"  # a schedule pair whose answers were shown to differ (analys
 def _read(path: Path) -> dict[str, Any]:
     doc = read_json(path) if path.is_file() else {}
     return doc if isinstance(doc, dict) else {}
+
+
+def observe_onset(name: str, run_dir: Path, command: str, status: int, answer: tuple[str, ...]) -> StepOutcome:
+    """An onset search's outcome: its answer, and the requests its jobs sent (said in the answer)."""
+    spent = sum(int(m) for line in answer for m in re.findall(r"(\d+) requests", line))
+    ok = status == 0 and bool(answer)
+    return StepOutcome(name=name, status=DONE if ok else FAILED, run_dir=str(run_dir), command=command,
+                       reason="" if ok else f"its search ended with exit status {status}; see {run_dir}",
+                       requests=spent, answer=answer)
 
 
 def observe(name: str, run_dir: Path, command: str, status: int) -> StepOutcome:

@@ -29,7 +29,7 @@ def to_markdown(found: Findings) -> str:
     rows = []
     for step in found.steps:
         k, n = step.divergent(AS_GIVEN)
-        what = step.reason if step.status == SKIPPED else (
+        what = step.reason if step.status == SKIPPED else "; ".join(step.answer) if step.answer else (
             ("varies" if step.varies(AS_GIVEN) else "repeatable") + f", {k} divergent of {n}")
         rows.append([step.name, step.status, what, str(step.requests), step.run_dir or "-"])
     lines += ["## Steps", "", *markdown_table(["step", "status", "as given", "requests", "run dir"], rows), ""]

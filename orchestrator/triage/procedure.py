@@ -11,11 +11,12 @@ from collections.abc import Callable
 from pathlib import Path
 
 from orchestrator.triage import runner, steps
-from orchestrator.triage.observe import observe
+from orchestrator.triage.observe import observe, observe_onset
 from orchestrator.triage.state import DONE, SKIPPED, StepOutcome, TriageState, save
 from orchestrator.triage.steps import AS_GIVEN, Planned, Sizing
 
-Run = Callable[[Path], int]  # a step's study run from its dir; its exit status (runner.run_step)
+# a step's study run from its dir (an onset search or not): its exit status and answer (runner.run_step)
+Run = Callable[[Path, bool], tuple[int, tuple[str, ...]]]
 
 
 def _skipped(planned: Planned, reason: str) -> StepOutcome:
@@ -25,6 +26,10 @@ def _skipped(planned: Planned, reason: str) -> StepOutcome:
 def _say(outcome: StepOutcome) -> None:
     if outcome.status == SKIPPED:
         print(f"[triage] {outcome.name}: skipped ({outcome.reason})", file=sys.stderr, flush=True)
+        return
+    if outcome.answer:
+        print(f"[triage] {outcome.name}: {outcome.status}, {'; '.join(outcome.answer)}, {outcome.run_dir}",
+              file=sys.stderr, flush=True)
         return
     k, n = outcome.divergent(AS_GIVEN)
     varies = "varies" if outcome.varies(AS_GIVEN) else "repeatable"
@@ -42,10 +47,12 @@ def _step(out: Path, state: TriageState, planned: Planned, run: Run, moot: str =
         outcome = _skipped(planned, moot or f"the budget's {state.budget_requests - state.spent} requests left "
                            f"are fewer than its {planned.requests}")
     else:
-        step_dir = out / planned.name
+        step_dir, onset = out / planned.name, fitted.spec.onset is not None
         runner.write_step(step_dir, fitted.spec)
-        status = run(step_dir)
-        outcome = observe(planned.name, step_dir / "run", shlex.join(runner.command(step_dir)), status)
+        status, answer = run(step_dir, onset)
+        command = shlex.join(runner.command(step_dir, onset))
+        outcome = (observe_onset(planned.name, step_dir / "run", command, status, answer) if onset
+                   else observe(planned.name, step_dir / "run", command, status))
     state.steps[planned.name] = outcome
     save(out, state)
     _say(outcome)
@@ -66,6 +73,15 @@ def triage(source: runner.Source, sizing: Sizing, out: Path, state: TriageState,
         # the A/Bs run on the first step that varied, a step of requests rather than of starts where one varied
         if outcome.status == DONE and outcome.varies(AS_GIVEN) and (witness is None or witness.name == "starts"):
             witness = step
+    varied = [name for name in ("floor", "concurrent", "length") if name in state.steps
+              and state.steps[name].status == DONE and state.steps[name].varies(AS_GIVEN)]
+    onset = steps.onset_step(varied[0] if varied else "", planned, sizing)
+    if onset is not None:
+        _step(out, state, onset, run, "" if started else "the arm did not start")
+    elif "onset" not in state.steps:  # said, so the findings show it was not left out by the budget
+        state.steps["onset"] = StepOutcome("onset", SKIPPED, reason="no variation to find an onset of" if not varied
+                                           else f"it varied already one request at a time ({varied[0]})")
+        save(out, state)
     explained = ""
     for switch in steps.open_switches(source):
         ab = steps.switch_step(switch, witness or planned[1])

@@ -50,6 +50,7 @@ class StepSpec:
     runtime: dict[str, Any]
     variables: dict[str, list[str]] = field(default_factory=dict)
     starts: int = 1
+    onset: dict[str, Any] | None = None  # the onset sweeper's settings (hydra.sweeper.*): the step is its search
 
 
 def _plain(node: Any) -> dict[str, Any]:
@@ -90,9 +91,10 @@ def source_from_run(run_dir: Path, arm: str | None) -> Source:
     return _pick(loaded, arm, str(run_dir))
 
 
-def command(step_dir: Path) -> list[str]:
+def command(step_dir: Path, onset: bool = False) -> list[str]:
+    """The step's `run` (an onset search: its sweep dir)."""
     return ["orchestrator", "run", "--config-dir", str(step_dir / "config"), f"study={STUDY}",
-            f"hydra.run.dir={step_dir / 'run'}"]
+            f"hydra.{'sweep' if onset else 'run'}.dir={step_dir / 'run'}"]
 
 
 def write_step(step_dir: Path, spec: StepSpec) -> None:
@@ -103,12 +105,16 @@ def write_step(step_dir: Path, spec: StepSpec) -> None:
     for arm, body in spec.arms.items():
         _yaml(config / "arm" / f"{STUDY}_{arm}.yaml", body)
     baseline = next(iter(spec.arms))
-    study = {"defaults": [*({f"/arm@arms.{arm}": f"{STUDY}_{arm}"} for arm in spec.arms),
-                          *({f"override /{group}": STUDY} for group in ("runtime", "protocol", "prompts"))],
-             "study": {"name": f"triage_{spec.name}", "description": f"triage step {spec.name}",
-                       "baseline": baseline, "variables": spec.variables, "starts": spec.starts}}
+    study: dict[str, Any] = {
+        "defaults": [*({f"/arm@arms.{arm}": f"{STUDY}_{arm}"} for arm in spec.arms),
+                     *({f"override /{group}": STUDY} for group in ("runtime", "protocol", "prompts"))],
+        "study": {"name": f"triage_{spec.name}", "description": f"triage step {spec.name}", "baseline": baseline,
+                  "variables": spec.variables, "starts": spec.starts}}
+    if spec.onset is not None:  # the study makes itself an onset search (docs/onset.md)
+        study["defaults"].append({"override /hydra/sweeper": "onset"})
+        study["hydra"] = {"mode": "MULTIRUN", "sweeper": spec.onset}
     _yaml(config / "study" / f"{STUDY}.yaml", study, "# @package _global_\n")
-    atomic_write_text(step_dir / "COMMAND.txt", shlex.join(command(step_dir)) + "\n")
+    atomic_write_text(step_dir / "COMMAND.txt", shlex.join(command(step_dir, spec.onset is not None)) + "\n")
 
 
 def _yaml(path: Path, body: dict[str, Any], head: str = "") -> None:
@@ -116,16 +122,17 @@ def _yaml(path: Path, body: dict[str, Any], head: str = "") -> None:
     atomic_write_text(path, head + OmegaConf.to_yaml(OmegaConf.create(body)))
 
 
-def run_step(step_dir: Path) -> int:
+def run_step(step_dir: Path, onset: bool = False) -> tuple[int, tuple[str, ...]]:
     """Run the step's study; a run dir left by an interrupted try is kept aside (run.interrupted-N) and the step
-    run again whole. Returns the study's exit status (4: its measurement failed)."""
+    run again whole. Returns the study's exit status (4: its measurement failed) and its answer's lines (an
+    onset search's answer)."""
     from orchestrator.sweep.app import run_with_hydra
 
     run_dir = step_dir / "run"
     if run_dir.exists():
         tries = len(list(step_dir.glob("run.interrupted-*")))
         shutil.move(str(run_dir), str(step_dir / f"run.interrupted-{tries + 1}"))
-    outcome = run_with_hydra(CommandLine.parse(command(step_dir)[2:]))
+    outcome = run_with_hydra(CommandLine.parse(command(step_dir, onset)[2:]))
     for text in outcome.notes:  # the study's own warnings, where the triage's progress goes
         print(f"  {text}", file=sys.stderr)
-    return outcome.status
+    return outcome.status, tuple(line for line in outcome.out if onset and not line.startswith("Report:"))

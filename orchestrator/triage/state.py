@@ -49,6 +49,7 @@ class StepOutcome:
     starts_ready: int = 0
     start_failure_upper_95: float | None = None
     signatures_across_starts: int = 0  # the most distinct first answers of one prompt across starts
+    answer: tuple[str, ...] = ()  # an onset search's answer (sweep/onset_run.py's lines)
     known_issues: tuple[str, ...] = ()  # lines of the guard's known issues that affect the arm
     side_effects: tuple[str, ...] = ()  # what else the switch moved (the side-effect audit), where it ran
     # what each arm cost, from its starts: arm -> peak memory (bytes), time to ready (s)
@@ -70,8 +71,8 @@ class StepOutcome:
     @classmethod
     def from_json(cls, doc: dict[str, Any]) -> StepOutcome:
         return cls(**{**doc, "cells": tuple(Cell(**c) for c in doc.get("cells") or ()),
-                      **{k: tuple(doc.get(k) or ()) for k in ("cold_differs", "schedule_differs", "known_issues",
-                                                               "side_effects")}})
+                      **{k: tuple(doc.get(k) or ()) for k in ("cold_differs", "schedule_differs", "answer",
+                                                               "known_issues", "side_effects")}})
 
 
 @dataclass

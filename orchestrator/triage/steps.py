@@ -101,6 +101,38 @@ def first_steps(source: Source, sizing: Sizing) -> list[Planned]:
     ]
 
 
+ONSET_JOBS = 8  # an onset search's jobs: its interval then within about an eighth of the axis (bisection)
+ONSET_REPEATS = 4  # requests per cell of each job
+
+
+def onset_step(varied: str, first: list[Planned], sizing: Sizing) -> Planned | None:
+    """The onset along the axis the variation appeared on (the onset sweeper): along the batch size where only
+    concurrent batches varied, along the prompt's length where only the long prompt did; None where the arm varied
+    already at one request at a time on the study's prompts (there is no onset to find on these axes)."""
+    by_name = {p.name: p for p in first}
+    if varied == "concurrent":
+        spec, batch = by_name["concurrent"].spec, by_name["concurrent"].spec.protocol["phases"]["concurrent"]["repeats"]
+        if batch < 2:
+            return None
+        phases = {"sequential": {"kind": "sequential", "repeats": 2},
+                  "concurrent": {"kind": "concurrent", "repeats": batch, "batches": 1}}
+        axis = {"key": "protocol.phases.concurrent.repeats", "low": 1, "high": batch, "type": "int", "scale": "log"}
+        target = {"arm": AS_GIVEN, "phase": "concurrent", "prompt": next(iter(spec.prompts["prompts"]))}
+        shows, per_job = f"the onset along the batch size, 1 to {batch}", (2 + batch) * len(spec.prompts["prompts"])
+    elif varied == "length":
+        spec, high = by_name["length"].spec, sizing.long_prompt_tokens
+        phases = {"sequential": {"kind": "sequential", "repeats": ONSET_REPEATS}}
+        axis = {"key": "prompts.prompts.long.length_tokens", "low": 16, "high": high, "type": "int", "scale": "log"}
+        target = {"arm": AS_GIVEN, "phase": "sequential", "prompt": "long"}
+        shows, per_job = f"the onset along the prompt's length, 16 to {high} tokens", ONSET_REPEATS + 1
+    else:
+        return None
+    protocol = {**{k: v for k, v in spec.protocol.items() if k != "stop_after_divergences"}, "phases": phases}
+    settings = {"axis": axis, "target": target, "max_jobs": ONSET_JOBS, "width": 2 if axis["scale"] == "log" else None}
+    return Planned("onset", f"{shows} ({ONSET_JOBS} jobs at most)", ONSET_JOBS * per_job,
+                   replace(spec, name="onset", protocol=protocol, onset=settings))
+
+
 def open_switches(source: Source) -> list[Switch]:
     """The engine's determinism switches the arm has at a setting other than the repeatable one."""
     return [s for s in profile_for(source.engine).switches if not s.is_repeatable(source.arm)]

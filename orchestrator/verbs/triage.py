@@ -92,7 +92,11 @@ def _plan(source: Any, sizing: Any) -> list[str]:
     planned = [*first, *(steps.switch_step(s, first[1]) for s in steps.open_switches(source))]
     lines = [f"triage of arm '{source.arm_name}' ({source.engine}): {len(planned)} steps, budget "
              f"{sizing.budget_requests} requests"]
-    lines += [f"  {p.name}: up to {p.requests} requests: {p.shows}" for p in planned]
+    lines += [f"  {p.name}: up to {p.requests} requests: {p.shows}" for p in planned[:len(first)]]
+    onsets = [o for o in (steps.onset_step(v, first, sizing) for v in ("concurrent", "length")) if o]
+    lines += [f"  onset (where only concurrent batches, or only the long prompt, varied): up to "
+              f"{max(o.requests for o in onsets)} requests: {' or '.join(o.shows for o in onsets)}"] if onsets else []
+    lines += [f"  {p.name} (where a step varied): up to {p.requests} requests: {p.shows}" for p in planned[len(first):]]
     total = sum(p.requests for p in planned)
     lines.append(f"  all steps: up to {total} requests" + (" (more than the budget: the later steps are cut or "
                                                           "skipped)" if total > sizing.budget_requests else ""))
