@@ -60,7 +60,8 @@ def main() -> int:
     tally: dict[str, list[bool]] = {}
     for i in range(args.trials):
         mechanism = draw.choice(pool)
-        verdict, passed, seconds, spent = trial(mechanism, args.out / f"trial-{i:02d}-{mechanism}", args.budget_requests)
+        out = args.out / f"trial-{i:02d}-{mechanism}"
+        verdict, passed, seconds, spent = trial(mechanism, out, args.budget_requests)
         tally.setdefault(mechanism, []).append(passed)
         print(f"| {i} | {mechanism} | {'yes' if passed else 'NO'} | {spent} | {seconds:.0f} | {verdict} |", flush=True)
     print()

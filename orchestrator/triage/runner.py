@@ -92,9 +92,9 @@ def source_from_run(run_dir: Path, arm: str | None) -> Source:
 
 
 def command(step_dir: Path, onset: bool = False) -> list[str]:
-    """The step's `run` (an onset search: its sweep dir)."""
-    return ["orchestrator", "run", "--config-dir", str(step_dir / "config"), f"study={STUDY}",
-            f"hydra.{'sweep' if onset else 'run'}.dir={step_dir / 'run'}"]
+    """The step's `run` (an onset search: a sweep, -m, into its sweep dir)."""
+    return ["orchestrator", "run", *(["-m"] if onset else []), "--config-dir", str(step_dir / "config"),
+            f"study={STUDY}", f"hydra.{'sweep' if onset else 'run'}.dir={step_dir / 'run'}"]
 
 
 def write_step(step_dir: Path, spec: StepSpec) -> None:
@@ -110,9 +110,9 @@ def write_step(step_dir: Path, spec: StepSpec) -> None:
                      *({f"override /{group}": STUDY} for group in ("runtime", "protocol", "prompts"))],
         "study": {"name": f"triage_{spec.name}", "description": f"triage step {spec.name}", "baseline": baseline,
                   "variables": spec.variables, "starts": spec.starts}}
-    if spec.onset is not None:  # the study makes itself an onset search (docs/onset.md)
+    if spec.onset is not None:  # an onset search, run with -m (docs/onset.md)
         study["defaults"].append({"override /hydra/sweeper": "onset"})
-        study["hydra"] = {"mode": "MULTIRUN", "sweeper": spec.onset}
+        study["hydra"] = {"sweeper": spec.onset}
     _yaml(config / "study" / f"{STUDY}.yaml", study, "# @package _global_\n")
     atomic_write_text(step_dir / "COMMAND.txt", shlex.join(command(step_dir, spec.onset is not None)) + "\n")
 
