@@ -16,6 +16,7 @@ from orchestrator.triage.state import DONE, SKIPPED, StepOutcome, TriageState
 from orchestrator.triage.steps import AS_GIVEN
 
 REPEATABLE = "repeatable in everything tried"
+BUDGET = "the budget"  # how a step skipped for the budget says so (triage/procedure.py)
 
 
 @dataclass(frozen=True)
@@ -141,7 +142,7 @@ def rank(state: TriageState, engine: str) -> Findings:
     k = sum(s.divergent(AS_GIVEN)[0] for s in first)
     n = sum(s.divergent(AS_GIVEN)[1] for s in first)
     high = divergence_bound(k, n)[1]
-    skipped = [s.name for s in state.steps.values() if s.status == SKIPPED]
+    skipped = [s.name for s in state.steps.values() if s.status == SKIPPED and s.reason.startswith(BUDGET)]
     if ranked:
         verdict = f"most likely cause: {ranked[0].title}"
     elif varied:

@@ -11,6 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from orchestrator.triage import runner, steps
+from orchestrator.triage.findings import BUDGET
 from orchestrator.triage.observe import observe, observe_onset
 from orchestrator.triage.state import DONE, SKIPPED, StepOutcome, TriageState, save
 from orchestrator.triage.steps import AS_GIVEN, Planned, Sizing
@@ -44,7 +45,7 @@ def _step(out: Path, state: TriageState, planned: Planned, run: Run, moot: str =
         return done
     fitted = None if moot else steps.scaled(planned, state.budget_requests - state.spent)
     if moot or fitted is None:
-        outcome = _skipped(planned, moot or f"the budget's {state.budget_requests - state.spent} requests left "
+        outcome = _skipped(planned, moot or f"{BUDGET}'s {state.budget_requests - state.spent} requests left "
                            f"are fewer than its {planned.requests}")
     else:
         step_dir, onset = out / planned.name, fitted.spec.onset is not None
