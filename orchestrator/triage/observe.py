@@ -46,8 +46,10 @@ def observe(name: str, run_dir: Path, command: str, status: int) -> StepOutcome:
     memory = {s["arm"]: s["peak_memory_bytes"]["avg"] for s in starts if s["peak_memory_bytes"].get("avg")}
     ready = {s["arm"]: s["time_to_ready_s"]["avg"] for s in starts if s["time_to_ready_s"].get("avg")}
     guard = GuardResult.from_json(_read(paths.guard_json)) if paths.guard_json.is_file() else GuardResult()
-    # The side-effect audit (issue 49: analysis/side_effects.py, built beside this) fills `side_effects` here from
-    # the step's run dir, once it has landed: what the switch moved besides its declared variable.
+    # HOOK (side-effect audit): issue 49's audit is built on another branch (guard/side_effects.py there, not yet in
+    # main). Once merged, a switch step (two arms) fills `side_effects` here with what the switch moved besides its
+    # declared variable: `tuple(m.text() for m in side_effects(run_dir, "as_given", OTHER_ARM).moved)`; the findings
+    # already print each as "side effect: ..." under the switch's evidence (triage/findings.py).
     return StepOutcome(
         name=name, status=FAILED if status == 4 or not report else DONE, run_dir=str(run_dir), command=command,
         reason="" if report and status != 4 else f"its study ended with exit status {status}; see {run_dir}",

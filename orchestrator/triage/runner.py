@@ -5,6 +5,7 @@ is an ordinary run dir with the exact command that re-runs it (STEP_DIR/COMMAND.
 
 from __future__ import annotations
 
+import contextlib
 import shlex
 import shutil
 import sys
@@ -132,7 +133,8 @@ def run_step(step_dir: Path, onset: bool = False) -> tuple[int, tuple[str, ...]]
     if run_dir.exists():
         tries = len(list(step_dir.glob("run.interrupted-*")))
         shutil.move(str(run_dir), str(step_dir / f"run.interrupted-{tries + 1}"))
-    outcome = run_with_hydra(CommandLine.parse(command(step_dir, onset)[2:]))
+    with contextlib.redirect_stdout(sys.stderr):  # a sweep's jobs print their tables: progress, not the answer
+        outcome = run_with_hydra(CommandLine.parse(command(step_dir, onset)[2:]))
     for text in outcome.notes:  # the study's own warnings, where the triage's progress goes
         print(f"  {text}", file=sys.stderr)
     return outcome.status, tuple(line for line in outcome.out if onset and not line.startswith("Report:"))
