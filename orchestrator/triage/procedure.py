@@ -38,14 +38,17 @@ def _say(outcome: StepOutcome) -> None:
           file=sys.stderr, flush=True)
 
 
-def _step(out: Path, state: TriageState, planned: Planned, run: Run, moot: str = "") -> StepOutcome:
-    """Run one step (or take it from the state, or skip it), save the state, and say what it found."""
+def _step(out: Path, state: TriageState, planned: Planned, run: Run, moot: str = "", reserve: int = 0
+          ) -> StepOutcome:
+    """Run one step (or take it from the state, or skip it), save the state, and say what it found; `reserve`:
+    requests kept for the steps after it."""
     done = state.steps.get(planned.name)
     if done is not None:
         return done
-    fitted = None if moot else steps.scaled(planned, state.budget_requests - state.spent)
+    left = state.budget_requests - state.spent - reserve
+    fitted = None if moot else steps.scaled(planned, left)
     if moot or fitted is None:
-        outcome = _skipped(planned, moot or f"{BUDGET}'s {state.budget_requests - state.spent} requests left "
+        outcome = _skipped(planned, moot or f"{BUDGET}'s {left} requests left "
                            f"are fewer than its {planned.requests}")
     else:
         step_dir, onset = out / planned.name, fitted.spec.onset is not None
@@ -77,15 +80,16 @@ def triage(source: runner.Source, sizing: Sizing, out: Path, state: TriageState,
     varied = [name for name in ("floor", "concurrent", "length") if name in state.steps
               and state.steps[name].status == DONE and state.steps[name].varies(AS_GIVEN)]
     onset = steps.onset_step(varied[0] if varied else "", planned, sizing)
-    if onset is not None:
-        _step(out, state, onset, run, "" if started else "the arm did not start")
+    switches = [steps.switch_step(switch, witness or planned[1]) for switch in steps.open_switches(source)]
+    if onset is not None:  # within what the switches' A/Bs leave: they say why, the onset says where
+        _step(out, state, onset, run, "" if started else "the arm did not start",
+              reserve=sum(s.requests for s in switches if s.name not in state.steps))
     elif "onset" not in state.steps:  # said, so the findings show it was not left out by the budget
         state.steps["onset"] = StepOutcome("onset", SKIPPED, reason="no variation to find an onset of" if not varied
                                            else f"it varied already one request at a time ({varied[0]})")
         save(out, state)
     explained = ""
-    for switch in steps.open_switches(source):
-        ab = steps.switch_step(switch, witness or planned[1])
+    for switch, ab in zip(steps.open_switches(source), switches, strict=True):
         moot = ("the arm did not start" if not started else "no step showed variation for it to remove"
                 if witness is None else f"the variation is explained by {explained}" if explained else "")
         outcome = _step(out, state, ab, run, moot)

@@ -64,8 +64,7 @@ def _pick(composed: DictConfig, arm: str | None, where: str) -> Source:
     arms = list(composed.arms.keys())
     name = arm or str(composed.study.baseline or arms[0])
     if name not in arms:
-        raise ConfigError(f"{where} has no arm '{name}'{did_you_mean(name, arms)}; its arms: {', '.join(arms)} "
-                          "(name one with --arm)")
+        raise ConfigError(f"{where} has no arm '{name}' to triage (name one with --arm).{did_you_mean(name, arms)}")
     dirs = [Path(d) for d in composed.get("config_dirs") or []]
     prompts = _plain(composed.prompts)
     folders = [*(d / "prompts" for d in dirs), CONF_DIR / "prompts"]

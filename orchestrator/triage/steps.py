@@ -81,7 +81,7 @@ def first_steps(source: Source, sizing: Sizing) -> list[Planned]:
     batches = max(1, math.ceil(sizing.floor_requests / (batch * max(1, len(prompts)))))
     long = {"long": {"file": str(CONF_DIR / "prompts" / "budget_text.txt"),
                      "length_tokens": sizing.long_prompt_tokens}}
-    bound = f"<= {upper_bound_zero(sizing.floor_requests):.1%} at 95 % when none diverges"
+    bound = f"<= {upper_bound_zero(per_prompt * len(prompts)):.1%} at 95 % when none diverges"
     return [
         Planned("starts", f"{sizing.starts} starts: start failures <= {upper_bound_zero(sizing.starts):.0%} at 95 % "
                 "when all start; the first answers alike across starts", (sizing.starts + 1) * len(prompts),
@@ -157,6 +157,11 @@ def scaled(planned: Planned, left: int) -> Planned | None:
         return planned
     if planned.spec.starts > 1:  # its starts are what it shows: fewer would not show its bound
         return None
+    if planned.spec.onset is not None:  # an onset search stops at the requests it may send (hydra.sweeper)
+        if left < 2 * planned.requests // ONSET_JOBS:
+            return None
+        return replace(planned, shows=f"{planned.shows} (at most {left} requests: the budget)", requests=left,
+                       spec=replace(planned.spec, onset={**planned.spec.onset, "max_requests": left}))
     share = left / planned.requests
     phases = {}
     for name, phase in planned.spec.protocol["phases"].items():

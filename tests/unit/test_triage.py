@@ -78,18 +78,25 @@ def test_nothing_found_is_repeatable_in_everything_tried_with_its_bound() -> Non
     assert f"<= {upper_bound_zero(30):.1%}" in found.verdict and found.verdict.endswith("not tried: length")
 
 
-def _fake_run(ran: list[str], stop_at: str | None = None) -> procedure.Run:
+def _fake_run(ran: list[str], stop_at: str | None = None, varies: str = "") -> procedure.Run:
+    """Each step's run dir with a report.json as a study writes it: repeatable, but sequential and concurrent
+    answers differ for the arm as given in the step named `varies` (and in every A/B, where the switch removes
+    it); an onset search answers one line."""
     def run(step_dir: Path, onset: bool) -> tuple[int, tuple[str, ...]]:
         if step_dir.name == stop_at:
             raise KeyboardInterrupt
         ran.append(step_dir.name)
         (step_dir / "run").mkdir(parents=True)
+        if onset:
+            return 0, ("onset in [1, 2] at 95 % (6 jobs, 52 requests)",)
         cells = [{"arm": "as_given", "phase": "sequential", "prompt_id": "capital", "n": 6, "divergent": 0,
                   "distinct_signatures": 1, "lower_bound_95": 0.0, "upper_bound_95": 0.39}]
         starts = [{"arm": "as_given", "starts": 5, "ready": 5, "failure_upper_95": 0.45, "peak_memory_bytes": {},
                    "time_to_ready_s": {}}]
-        (step_dir / "run" / "report.json").write_text(json.dumps({"cells": cells, "cost": {"starts": starts}}),
-                                                      encoding="utf-8")
+        schedules = [{"arm": "as_given", "prompt_id": "capital", "verdict": "differ"}] if step_dir.name in (
+            varies, f"switch_{varies}") or step_dir.name.startswith("switch_") else []
+        (step_dir / "run" / "report.json").write_text(json.dumps({"cells": cells, "cost": {"starts": starts},
+                                                                  "schedules": schedules}), encoding="utf-8")
         return 0, ()
     return run
 
@@ -105,3 +112,19 @@ def test_an_interrupted_triage_resumes_with_the_first_step_not_done(tmp_path: Pa
     procedure.triage(source(), SIZING, tmp_path, kept, _fake_run(ran))
     assert ran == ["starts", "floor", "concurrent", "length"]  # nothing done twice
     assert rank(kept, "reference").verdict.startswith(REPEATABLE)
+
+
+def test_the_onset_leaves_the_switches_their_budget_and_the_switch_that_removes_it_is_found(tmp_path: Path) -> None:
+    ran: list[str] = []
+    arm = source(**{"fused-finalize": True})
+    budget = 200  # less than the onset and the A/B would want
+    state = procedure.triage(arm, SIZING, tmp_path, TriageState("baseline", [], budget),
+                             _fake_run(ran, varies="concurrent"))
+    assert ran == ["starts", "floor", "concurrent", "length", "onset", "switch_fused_finalize"]
+    study = (tmp_path / "onset" / "config" / "study" / "triage_step.yaml").read_text(encoding="utf-8")
+    ab = steps.switch_step(steps.open_switches(arm)[0], steps.first_steps(arm, SIZING)[2])
+    spent = sum(state.steps[name].requests for name in ("starts", "floor", "concurrent", "length"))
+    assert f"max_requests: {budget - spent - ab.requests}" in study  # what the A/B needs kept back
+    found = rank(state, "reference")
+    assert found.findings[0].cause == "fused_finalize"
+    assert any("onset in [1, 2]" in e for e in found.findings[0].evidence)
