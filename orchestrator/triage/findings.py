@@ -16,6 +16,7 @@ from orchestrator.triage.state import DONE, SKIPPED, StepOutcome, TriageState
 from orchestrator.triage.steps import AS_GIVEN
 
 REPEATABLE = "repeatable in everything tried"
+KNOWN = "known issue"
 BUDGET = "the budget"  # how a step skipped for the budget says so (triage/procedure.py)
 
 
@@ -133,21 +134,21 @@ def rank(state: TriageState, engine: str) -> Findings:
                              "starts failed", (f"start failures <= {starts.start_failure_upper_95:.0%} at 95 %",),
                              "", "unknown", starts.command, starts.run_dir, 1.5))
     for step in [s for s in done if s.known_issues][:1]:  # every step's guard judges the same versions
-        found += [Finding(0, "known issue", "known issue", line, (f"{step.name}: the guard's versions check",), "",
+        found += [Finding(0, KNOWN, KNOWN, line, (f"{step.name}: the guard's versions check",), "",
                           "see the issue's fix", step.command, step.run_dir, 0.5) for line in step.known_issues]
     onset = state.steps.get("onset")
     along = tuple(f"onset ({onset.command}): {line}" for line in onset.answer) if onset and onset.status == DONE else ()
-    ranked = tuple(replace(f, rank=i + 1, evidence=f.evidence + (along if f.kind != "known issue" else ()))
+    ranked = tuple(replace(f, rank=i + 1, evidence=f.evidence + (along if f.kind != KNOWN else ()))
                    for i, f in enumerate(sorted(found, key=lambda f: -f.score)))
     k = sum(s.divergent(AS_GIVEN)[0] for s in first)
     n = sum(s.divergent(AS_GIVEN)[1] for s in first)
     high = divergence_bound(k, n)[1]
     skipped = [s.name for s in state.steps.values() if s.status == SKIPPED and s.reason.startswith(BUDGET)]
-    if ranked:
+    known = [f for f in ranked if f.kind == KNOWN]
+    if len(ranked) > len(known):
         verdict = f"most likely cause: {ranked[0].title}"
-    elif varied:
-        verdict = "varies; no cause found"
     else:
         verdict = (f"{REPEATABLE}: {k} divergent of {n} requests over {len(first)} steps (<= {high:.1%} at 95 %)"
-                   + (f"; not tried: {', '.join(skipped)}" if skipped else ""))
+                   + (f"; not tried: {', '.join(skipped)}" if skipped else "")
+                   + (f"; {len(known)} known issue(s) of its versions" if known else ""))
     return Findings(state.arm, verdict, ranked, tuple(state.steps.values()), k, n, high)

@@ -128,3 +128,13 @@ def test_the_onset_leaves_the_switches_their_budget_and_the_switch_that_removes_
     found = rank(state, "reference")
     assert found.findings[0].cause == "fused_finalize"
     assert any("onset in [1, 2]" in e for e in found.findings[0].evidence)
+
+
+def test_a_known_issue_of_the_arm_s_versions_is_a_finding_once_after_the_causes() -> None:
+    line = "vllm 0.11.0 is in the range of a known issue: fused finalize atomics (fixed in 0.12)"
+    state = TriageState("baseline", [], 400, {
+        name: StepOutcome(name, DONE, cells=(_cell("as_given", 0, 30),), known_issues=(line,))
+        for name in ("floor", "concurrent")})
+    found = rank(state, "reference")
+    assert [(f.kind, f.title) for f in found.findings] == [("known issue", line)]
+    assert found.verdict.startswith(REPEATABLE) and found.verdict.endswith("1 known issue(s) of its versions")
