@@ -138,3 +138,11 @@ def test_a_known_issue_of_the_arm_s_versions_is_a_finding_once_after_the_causes(
     found = rank(state, "reference")
     assert [(f.kind, f.title) for f in found.findings] == [("known issue", line)]
     assert found.verdict.startswith(REPEATABLE) and found.verdict.endswith("1 known issue(s) of its versions")
+
+
+def test_a_step_whose_study_failed_to_measure_is_failed_and_says_where(tmp_path: Path) -> None:
+    from orchestrator.triage.observe import observe
+    from orchestrator.triage.state import FAILED
+
+    failed = observe("floor", tmp_path / "run", "cmd", 4)
+    assert failed.status == FAILED and str(tmp_path / "run") in failed.reason and "exit status 4" in failed.reason
