@@ -53,7 +53,9 @@ def observe(name: str, run_dir: Path, command: str, status: int) -> StepOutcome:
     return StepOutcome(
         name=name, status=FAILED if status == 4 or not report else DONE, run_dir=str(run_dir), command=command,
         reason="" if report and status != 4 else f"its study ended with exit status {status}; see {run_dir}",
-        requests=sum(c.n for c in cells) + len(report.get("cold") or []), cells=cells, cold_differs=cold,
+        # measured, cold, and each later start's one request a prompt (analysis/starts.py)
+        requests=sum(c.n for c in cells) + len(report.get("cold") or [])
+        + max(0, int(first.get("starts") or 1) - 1) * len({c.prompt for c in cells}), cells=cells, cold_differs=cold,
         schedule_differs=schedules, starts=int(first.get("starts") or 0), starts_ready=int(first.get("ready") or 0),
         start_failure_upper_95=first.get("failure_upper_95"),
         signatures_across_starts=max((first.get("signatures_across_starts") or {}).values(), default=0),
