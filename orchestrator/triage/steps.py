@@ -101,7 +101,7 @@ def first_steps(source: Source, sizing: Sizing) -> list[Planned]:
     ]
 
 
-ONSET_JOBS = 8  # an onset search's jobs: its interval then within about an eighth of the axis (bisection)
+ONSET_JOBS = 8  # the most jobs an onset search runs (its width: a factor 2 on its log axis)
 ONSET_REPEATS = 4  # requests per cell of each job
 
 

@@ -58,7 +58,7 @@ def main(argv: list[str]) -> Outcome:
     for name in ("target_bound", "start_bound"):
         if not 0 < getattr(args, name) < 1:
             made.error(f"--{name.replace('_', '-')} must be between 0 and 1")
-    asked = [a for a in argv if a != "--plan"]
+    asked = [a for a in argv if a != "--plan" and not a.startswith("--out=")]
     if "--out" in asked:
         at = asked.index("--out")
         asked = asked[:at] + asked[at + 2:]

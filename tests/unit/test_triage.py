@@ -146,3 +146,15 @@ def test_a_step_whose_study_failed_to_measure_is_failed_and_says_where(tmp_path:
 
     failed = observe("floor", tmp_path / "run", "cmd", 4)
     assert failed.status == FAILED and str(tmp_path / "run") in failed.reason and "exit status 4" in failed.reason
+
+
+def test_the_same_out_with_other_arguments_is_refused_and_a_resume_needs_a_triage(tmp_path: Path) -> None:
+    from orchestrator.errors import UsageError
+    from orchestrator.triage.state import save
+    from orchestrator.verbs import triage as verb
+
+    save(tmp_path, TriageState("baseline", ["study=other"], 400))
+    with pytest.raises(UsageError, match="a triage of other arguments \\(study=other\\)"):
+        verb.main(["runtime=process", "arm@arms.baseline=reference_process", "--out", str(tmp_path)])
+    with pytest.raises(UsageError, match="holds no triage"):
+        verb.main(["--resume", str(tmp_path / "nothing")])
