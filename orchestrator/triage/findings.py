@@ -16,6 +16,10 @@ from orchestrator.triage.state import DONE, SKIPPED, StepOutcome, TriageState
 from orchestrator.triage.steps import AS_GIVEN
 
 REPEATABLE = "repeatable in everything tried"
+# The seed's checks this triage does not run (docs/triage.md, "Not yet"): every page says so
+NOT_RUN = ("load points to saturation (a switch's cost under load: `orchestrator run study=load_saturation`, "
+           "docs/load.md)", "op probes at the engine's shapes (`orchestrator probe`)",
+           "`orchestrator locate` on a hooked engine")
 KNOWN = "known issue"
 BUDGET = "the budget"  # how a step skipped for the budget says so (triage/procedure.py)
 
@@ -43,6 +47,7 @@ class Findings:
     divergent: int  # over every step's cells of the arm as given
     n: int
     upper_95: float
+    not_run: tuple[str, ...] = NOT_RUN
 
 
 def _rate(k: int, n: int) -> str:

@@ -76,6 +76,11 @@ def test_nothing_found_is_repeatable_in_everything_tried_with_its_bound() -> Non
     found = rank(state, "reference")
     assert found.findings == () and found.verdict.startswith(REPEATABLE)
     assert f"<= {upper_bound_zero(30):.1%}" in found.verdict and found.verdict.endswith("not tried: length")
+    from orchestrator.triage.page import to_markdown
+
+    page = to_markdown(found)
+    assert page.splitlines()[2] == f"**{found.verdict}**"  # the verdict first
+    assert "## Not run by triage" in page and "load points to saturation" in page  # said, not left out silently
 
 
 def _fake_run(ran: list[str], stop_at: str | None = None, varies: str = "") -> procedure.Run:
