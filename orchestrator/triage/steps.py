@@ -60,11 +60,11 @@ def _protocol(source: Source, phases: dict[str, Any]) -> dict[str, Any]:
             "stop_after_divergences": SETTLED_AFTER}
 
 
-def batch_size(source: Source) -> int:
-    """The engine's batch size: the arm's value of its profile's max_batch setting."""
+def batch_size(source: Source) -> tuple[int, str]:
+    """The engine's batch size (the arm's value of its profile's max_batch setting), and where it came from."""
     flag = profile_for(source.engine).settings.get("max_batch")
     value = (source.arm.get("engine_args") or {}).get(flag) if flag else None
-    return int(value) if value else DEFAULT_BATCH
+    return (int(value), "the engine's batch size") if value else (DEFAULT_BATCH, "the arm sets no batch size")
 
 
 def _spec(name: str, source: Source, phases: dict[str, Any], prompts: dict[str, Any], starts: int = 1
@@ -77,7 +77,7 @@ def first_steps(source: Source, sizing: Sizing) -> list[Planned]:
     """starts, the floor (cold first apart from warm), sequential against concurrent, a long prompt."""
     prompts = _prompts(source)
     per_prompt = math.ceil(sizing.floor_requests / max(1, len(prompts)))
-    batch = batch_size(source)
+    batch, where = batch_size(source)
     batches = max(1, math.ceil(sizing.floor_requests / (batch * max(1, len(prompts)))))
     long = {"long": {"file": str(CONF_DIR / "prompts" / "budget_text.txt"),
                      "length_tokens": sizing.long_prompt_tokens}}
@@ -90,8 +90,8 @@ def first_steps(source: Source, sizing: Sizing) -> list[Planned]:
         Planned("floor", f"{per_prompt} sequential repeats per prompt, the cold first apart from warm: {bound}",
                 per_prompt * len(prompts) + 1,
                 _spec("floor", source, {"sequential": {"kind": "sequential", "repeats": per_prompt}}, prompts)),
-        Planned("concurrent", f"sequential against {batches} concurrent batch(es) of {batch} (the engine's batch "
-                "size) per prompt", (SCHEDULE_SEQUENTIAL + batches * batch) * len(prompts) + 1,
+        Planned("concurrent", f"sequential against {batches} concurrent batch(es) of {batch} ({where}) per prompt",
+                (SCHEDULE_SEQUENTIAL + batches * batch) * len(prompts) + 1,
                 _spec("concurrent", source, {
                     "sequential": {"kind": "sequential", "repeats": SCHEDULE_SEQUENTIAL},
                     "concurrent": {"kind": "concurrent", "repeats": batch, "batches": batches}}, prompts)),
