@@ -19,6 +19,7 @@ arguments and calls the stage that does the work; here only the dispatch, and th
     orchestrator claims FILE [--study NAME] [--run RUN_DIR...]  claims replicated, contradicted or inconclusive
     orchestrator bundle RUN_DIR [--out FILE]   the run, its arms' build contexts and checksums in one file; run
                                                --from, reproduce and compare take it for RUN_DIR
+    orchestrator triage [OVERRIDES...] [--plan]  the seed's checks on one arm as a procedure; findings ranked
 
 `orchestrator VERB --help` for a verb's options; --debug shows a traceback. Exit statuses: 0 ok, 1 internal
 error, 2 bad input, 3 gate failed, 4 measurement failed, 130 interrupted (docs/errors.md).
@@ -38,7 +39,7 @@ from orchestrator.interrupts import interruptible, noted_after
 
 USAGE = __doc__ or ""
 VERBS = ("run", "check", "plan", "compare", "reproduce", "clean", "fingerprint", "probe", "ls", "show", "locate",
-         "matrix", "import", "claims", "bundle")
+         "matrix", "import", "claims", "bundle", "triage")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -23,6 +23,7 @@ from typing import Any
 from orchestrator.engines import stream
 from orchestrator.engines.dialect import Dialect, ParsedCompletion
 from orchestrator.engines.known_issues import KnownIssue
+from orchestrator.engines.switches import Switch
 
 # The settings the guard and the report compare across engines, by neutral name; each profile maps the ones
 # it has to its own flag (`settings`), as a launcher maps neutral resources to each scheduler's options.
@@ -136,6 +137,8 @@ class EngineProfile:
     # Known defects by version of its stack (engines/known_issues.py), judged against each arm's recorded
     # versions by `check` and the report (guard/versions.py)
     known_issues: tuple[KnownIssue, ...] = ()
+    # Its determinism switches (engines/switches.py), in the order `triage` tries them
+    switches: tuple[Switch, ...] = ()
     # What the engine's own command runs: its top-level modules (`python -m vllm.entrypoints...`) and programs
     # (`vllm serve`). Only an arm whose command runs one of them must be able to import the engine.
     modules: tuple[str, ...] = ()

@@ -11,6 +11,7 @@ from typing import Any
 
 from orchestrator.engines import vllm
 from orchestrator.engines.dialect import ParsedCompletion, int64
+from orchestrator.engines.switches import Switch
 
 # The path it takes, beside vLLM's lines it prints (arms/reference-engine/refengine/paths.py): its router and
 # that router's top-k kernel, its indexer's top-k kernel, its linear layers' reduction path
@@ -20,6 +21,28 @@ PATH_PATTERNS: dict[str, str] = {
     "indexer_topk": r"Indexer top-k kernel: (\w+)",
     "reduction": r"Reduction path: (\w+)",
 }
+
+# Its mechanisms (docs/mechanisms.md) as determinism switches, each with the value that turns it off
+SWITCHES = (
+    Switch("batch_invariant", "env.VLLM_BATCH_INVARIANT", "1", "1",
+           "batch-shape dependent reductions: a request's numerics depend on how many ran beside it",
+           "per-sequence linear layers: a batch's rows computed one at a time"),
+    Switch("fused_finalize", "engine_args.fused-finalize", False, False,
+           "a fused MoE finalize reducing expert outputs in an atomics-like order",
+           "the unfused finalize: one more pass over the expert outputs"),
+    Switch("topk_tiebreak", "engine_args.topk-tiebreak", "stable", "stable",
+           "a top-k breaking ties at the k-th place in an unstable order (above the indexer budget)",
+           "a stable sort in the top-k"),
+    Switch("prefix_cache", "engine_args.enable-prefix-caching", False, False,
+           "a prefix cache serving repeats a cached prefix, prefilled on another path than the first request's",
+           "the prompt prefilled whole on every request"),
+    Switch("cuda_graphs", "engine_args.cuda-graphs", False, False,
+           "graph capture of the decode step with a stale buffer: a replay reads the previous step's tokens",
+           "eager decode steps (or --graph-sync-fix: a replay waits for its step's tokens)"),
+    Switch("autotune_cache", "env.VLLM_FLASHINFER_AUTOTUNE_CACHE_DIR", None, None,
+           "an autotune cache: the first request tunes the kernel, later ones run the tuned tile",
+           "no tuned tile (the default tile), or the cache filled before the first measured request"),
+)
 
 
 class TracedDialect(vllm.VllmDialect):
@@ -61,6 +84,7 @@ PROFILE = dataclasses.replace(
               "warmup-delay-ms": 0, "decode-defect": False, "cuda-graphs": False, "graph-sync-fix": False,
               "deterministic": False},
     packages=("refengine",),
+    switches=SWITCHES,
     known_issues=(),  # vLLM's defects are not its own: it models them, and reads no such version
     modules=("refengine",),
     programs=(),

@@ -13,6 +13,7 @@ import dataclasses
 
 from orchestrator.engines import reference, vllm
 from orchestrator.engines.profile import EngineProfile
+from orchestrator.engines.switches import Switch
 
 # Its startup lines: "hookedengine version V, torch T, transformers X, device D, dtype P", "Model M, max model
 # len N", "Batch invariant: on|off", "Batch invariant kernels: on|off", "Attention implementation: eager|invariant"
@@ -53,6 +54,17 @@ PROFILE = EngineProfile(
     digests_flag="digests",
     digest_capacity=512,  # hookedengine/digests.py STORE_REQUESTS
     packages=("transformers", "hookedengine"),  # torch is under every engine (guard/fingerprint.py)
+    switches=(  # triage's A/Bs (engines/switches.py), hookedengine/cli.py's flags
+        Switch("continuous_batching", "engine_args.continuous-batching", False, False,
+               "Transformers' continuous batching: packed forwards whose shape changes with what else runs",
+               "the static batch window"),
+        Switch("cuda_graphs", "engine_args.cuda-graphs", False, False, "the forward captured and replayed as CUDA "
+               "graphs", "eager forwards"),
+        Switch("compile", "engine_args.compile", False, False, "torch.compile of the forward (Inductor's kernels)",
+               "eager kernels"),
+        Switch("batch_invariant", "engine_args.batch-invariant", True, False, "batch-shape dependent reductions: a "
+               "request's rows depend on the others in its window", "each request of a window run alone"),
+    ),
     modules=("hookedengine",),
     programs=(),
 )

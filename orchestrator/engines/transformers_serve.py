@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from orchestrator.engines.profile import Capabilities, Endpoints, EngineProfile
+from orchestrator.engines.switches import Switch
 
 # engine_args key rendered as the positional FORCE_MODEL, first (the serve command's one argument).
 MODEL_ARG = "model"
@@ -53,6 +54,11 @@ PROFILE = TransformersServeProfile(
         "ignored_fields": r"Ignoring unsupported fields in the request: (\{[^}]*\})",
     },
     packages=("transformers",),
+    # triage's A/B (engines/switches.py): continuous batching off, requests generated one at a time
+    switches=(Switch("continuous_batching", "engine_args.continuous-batching", False, False,
+                     "continuous batching: requests join and leave a running batch, so each step's batch shape and "
+                     "the kernels' splits change with what else runs",
+                     "requests generated one at a time: throughput"),),
     modules=("transformers",),
     programs=("transformers",),  # `transformers serve`
 )

@@ -3,5 +3,5 @@
 config/search.py's `CommandLine`) and calls the stage that does the work; what it returns is an `Outcome`
 (console.py) that cli.py prints and turns into the exit status. A verb computes nothing of its own.
 
-May import: sweep, reproduce, imports, run, report, guard, analysis, record, config, runtime, console, errors.
+May import: triage, sweep, reproduce, imports, run, report, guard, analysis, record, config, runtime, console, errors.
 """

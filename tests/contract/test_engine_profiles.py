@@ -198,3 +198,19 @@ def test_a_recorded_stream_parses_as_the_same_request_unstreamed(profile: Engine
         assert not streamed["problems"] and streamed["completion_text"] and streamed["finish_reason"]
         assert streamed.pop("server_arrival_ns") == unstreamed.pop("server_arrival_ns") or profile.capabilities.trace
         assert streamed == unstreamed, kind
+
+
+@pytest.mark.parametrize("profile", PROFILES)
+def test_every_determinism_switch_is_a_flag_the_engine_lists_or_an_env_var_of_its_own(profile: EngineProfile) -> None:
+    """`triage` sets a switch to its repeatable value in an A/B (engines/switches.py): a flag the engine does not
+    know would fail the arm, an env var outside its prefixes would do nothing."""
+    flags = listing(profile)
+    for switch in profile.switches:
+        section, _, name = switch.key.partition(".")
+        assert section in ("engine_args", "env"), switch.key
+        if section == "env":
+            assert name.startswith(profile.env_prefixes), switch.key
+        elif flags is not None:
+            assert f"--{name}" in flags, switch.key
+            if isinstance(switch.repeatable, bool) and switch.repeatable is False:
+                assert f"--{profile.negated_prefix}{name}" in flags, switch.key  # how false is passed

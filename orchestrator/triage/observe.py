@@ -1,0 +1,63 @@
+"""What a step's study found, read from its run dir as `compare` left it (report.json, guard.json): the cells
+with their divergence and bounds, cold first against warm, sequential against concurrent, the starts and what
+each arm cost, the known issues by version that affect it."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+from orchestrator.guard.results import GuardResult
+from orchestrator.record.paths import RunPaths, read_json
+from orchestrator.triage.state import DONE, FAILED, Cell, StepOutcome
+
+DIFFERS = "differ"  # a schedule pair whose answers were shown to differ (analysis/compare.py)
+
+
+def _read(path: Path) -> dict[str, Any]:
+    doc = read_json(path) if path.is_file() else {}
+    return doc if isinstance(doc, dict) else {}
+
+
+def observe_onset(name: str, run_dir: Path, command: str, status: int, answer: tuple[str, ...]) -> StepOutcome:
+    """An onset search's outcome: its answer, and the requests its jobs sent (said in the answer)."""
+    spent = sum(int(m) for line in answer for m in re.findall(r"(\d+) requests", line))
+    ok = status == 0 and bool(answer)
+    return StepOutcome(name=name, status=DONE if ok else FAILED, run_dir=str(run_dir), command=command,
+                       reason="" if ok else f"its search ended with exit status {status}; see {run_dir}",
+                       requests=spent, answer=answer)
+
+
+def observe(name: str, run_dir: Path, command: str, status: int) -> StepOutcome:
+    """The step's outcome from its run dir; `status`: the study's exit status (4: the measurement failed)."""
+    paths = RunPaths(run_dir)
+    report = _read(paths.report_json)
+    cells = tuple(Cell(arm=c["arm"], phase=c["phase"], prompt=c["prompt_id"], n=int(c["n"]),
+                       divergent=int(c["divergent"]), distinct=int(c["distinct_signatures"] or 0),
+                       lower_95=float(c["lower_bound_95"] or 0.0),  # a cell stopped early: a lower bound only
+                       upper_95=float(1.0 if c["upper_bound_95"] is None else c["upper_bound_95"]))
+                  for c in report.get("cells") or [] if c.get("n"))
+    cold = tuple(f"{c['arm']}/{c['prompt_id']}" for c in report.get("cold") or [] if c.get("matches_warm") is False)
+    schedules = tuple(f"{s['arm']}/{s['prompt_id']}" for s in report.get("schedules") or []
+                      if s.get("verdict") == DIFFERS)
+    starts = (report.get("cost") or {}).get("starts") or []
+    first = next((s for s in starts if s["arm"] == "as_given"), starts[0] if starts else {})
+    memory = {s["arm"]: s["peak_memory_bytes"]["avg"] for s in starts if s["peak_memory_bytes"].get("avg")}
+    ready = {s["arm"]: s["time_to_ready_s"]["avg"] for s in starts if s["time_to_ready_s"].get("avg")}
+    guard = GuardResult.from_json(_read(paths.guard_json)) if paths.guard_json.is_file() else GuardResult()
+    # HOOK (side-effect audit): issue 49's audit is built on another branch (guard/side_effects.py there, not yet in
+    # main). Once merged, a switch step (two arms) fills `side_effects` here with what the switch moved besides its
+    # declared variable: `tuple(m.text() for m in side_effects(run_dir, "as_given", OTHER_ARM).moved)`; the findings
+    # already print each as "side effect: ..." under the switch's evidence (triage/findings.py).
+    return StepOutcome(
+        name=name, status=FAILED if status == 4 or not report else DONE, run_dir=str(run_dir), command=command,
+        reason="" if report and status != 4 else f"its study ended with exit status {status}; see {run_dir}",
+        # measured, cold, and each later start's one request a prompt (analysis/starts.py)
+        requests=sum(c.n for c in cells) + len(report.get("cold") or [])
+        + max(0, int(first.get("starts") or 1) - 1) * len({c.prompt for c in cells}), cells=cells, cold_differs=cold,
+        schedule_differs=schedules, starts=int(first.get("starts") or 0), starts_ready=int(first.get("ready") or 0),
+        start_failure_upper_95=first.get("failure_upper_95"),
+        signatures_across_starts=max((first.get("signatures_across_starts") or {}).values(), default=0),
+        known_issues=tuple(note.line for note in guard.known_issues if note.affected),
+        peak_memory_bytes=memory, time_to_ready_s=ready)

@@ -1,0 +1,176 @@
+"""The triage's steps, in the seed's order ("Checks you can run"), each a study (triage/runner.py) sized from what
+it must be able to show: `n` requests with none divergent give a one-sided 95 % upper bound of
+analysis/stats.py's `upper_bound_zero(n)` (3/n roughly), so the floor takes `repeats_for_bound(target)`; the
+starts take `repeats_for_bound(start_bound)` starts. Each cell stops once it has shown variation
+(protocol.stop_after_divergences): a step is settled as soon as it varies."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+from typing import Any
+
+from orchestrator.analysis.stats import repeats_for_bound, upper_bound_zero
+from orchestrator.config.locations import CONF_DIR
+from orchestrator.engines import profile_for
+from orchestrator.engines.switches import Switch
+from orchestrator.triage.runner import Source, StepSpec
+
+AS_GIVEN = "as_given"  # the arm as the triage was given it, in every step
+SETTLED_AFTER = 2  # divergent requests after which a cell has shown what it varies by
+SCHEDULE_SEQUENTIAL = 4  # sequential requests per prompt beside the concurrent batches
+DEFAULT_BATCH = 8  # the batch size where the arm sets no max_batch
+START_STEPS = ("starts", "floor", "concurrent", "length")
+
+
+@dataclass(frozen=True)
+class Sizing:
+    """What the triage must be able to show, and what it may spend."""
+
+    target_bound: float  # the divergence rate a clean step bounds (95 %, one-sided)
+    start_bound: float  # the start failure rate clean starts bound
+    budget_requests: int
+    long_prompt_tokens: int
+
+    @property
+    def floor_requests(self) -> int:
+        return repeats_for_bound(self.target_bound)
+
+    @property
+    def starts(self) -> int:
+        return repeats_for_bound(self.start_bound)
+
+
+@dataclass(frozen=True)
+class Planned:
+    """A step as `--plan` shows it: its name, what it shows, and the requests it may send."""
+
+    name: str
+    shows: str
+    requests: int
+    spec: StepSpec
+
+
+def _prompts(source: Source) -> dict[str, Any]:
+    return dict(source.prompts.get("prompts") or {})
+
+
+def _protocol(source: Source, phases: dict[str, Any]) -> dict[str, Any]:
+    return {"name": "triage", "endpoint": source.endpoint, "request": source.request, "phases": phases,
+            "stop_after_divergences": SETTLED_AFTER}
+
+
+def batch_size(source: Source) -> tuple[int, str]:
+    """The engine's batch size (the arm's value of its profile's max_batch setting), and where it came from."""
+    flag = profile_for(source.engine).settings.get("max_batch")
+    value = (source.arm.get("engine_args") or {}).get(flag) if flag else None
+    return (int(value), "the engine's batch size") if value else (DEFAULT_BATCH, "the arm sets no batch size")
+
+
+def _spec(name: str, source: Source, phases: dict[str, Any], prompts: dict[str, Any], starts: int = 1
+          ) -> StepSpec:
+    return StepSpec(name, {AS_GIVEN: source.arm}, _protocol(source, phases),
+                    {"name": f"triage_{name}", "prompts": prompts}, source.runtime, starts=starts)
+
+
+def first_steps(source: Source, sizing: Sizing) -> list[Planned]:
+    """starts, the floor (cold first apart from warm), sequential against concurrent, a long prompt."""
+    prompts = _prompts(source)
+    per_prompt = math.ceil(sizing.floor_requests / max(1, len(prompts)))
+    batch, where = batch_size(source)
+    batches = max(1, math.ceil(sizing.floor_requests / (batch * max(1, len(prompts)))))
+    long = {"long": {"file": str(CONF_DIR / "prompts" / "budget_text.txt"),
+                     "length_tokens": sizing.long_prompt_tokens}}
+    bound = f"<= {upper_bound_zero(per_prompt * len(prompts)):.1%} at 95 % when none diverges"
+    return [
+        Planned("starts", f"{sizing.starts} starts: start failures <= {upper_bound_zero(sizing.starts):.0%} at 95 % "
+                "when all start; the first answers alike across starts", (sizing.starts + 1) * len(prompts),
+                _spec("starts", source, {"sequential": {"kind": "sequential", "repeats": 1}}, prompts,
+                      sizing.starts)),
+        Planned("floor", f"{per_prompt} sequential repeats per prompt, the cold first apart from warm: {bound}",
+                per_prompt * len(prompts) + 1,
+                _spec("floor", source, {"sequential": {"kind": "sequential", "repeats": per_prompt}}, prompts)),
+        Planned("concurrent", f"sequential against {batches} concurrent batch(es) of {batch} ({where}) per prompt",
+                (SCHEDULE_SEQUENTIAL + batches * batch) * len(prompts) + 1,
+                _spec("concurrent", source, {
+                    "sequential": {"kind": "sequential", "repeats": SCHEDULE_SEQUENTIAL},
+                    "concurrent": {"kind": "concurrent", "repeats": batch, "batches": batches}}, prompts)),
+        Planned("length", f"a prompt of {sizing.long_prompt_tokens} tokens, {per_prompt} sequential repeats",
+                per_prompt + 1, _spec("length", source, {"sequential": {"kind": "sequential", "repeats": per_prompt}},
+                                      long)),
+    ]
+
+
+ONSET_JOBS = 8  # the most jobs an onset search runs (its width: a factor 2 on its log axis)
+ONSET_REPEATS = 4  # requests per cell of each job
+
+
+def onset_step(varied: str, first: list[Planned], sizing: Sizing) -> Planned | None:
+    """The onset along the axis the variation appeared on (the onset sweeper): along the batch size where only
+    concurrent batches varied, along the prompt's length where only the long prompt did; None where the arm varied
+    already at one request at a time on the study's prompts (there is no onset to find on these axes)."""
+    by_name = {p.name: p for p in first}
+    if varied == "concurrent":
+        spec, batch = by_name["concurrent"].spec, by_name["concurrent"].spec.protocol["phases"]["concurrent"]["repeats"]
+        if batch < 2:
+            return None
+        phases = {"sequential": {"kind": "sequential", "repeats": 2},
+                  "concurrent": {"kind": "concurrent", "repeats": batch, "batches": 1}}
+        axis = {"key": "protocol.phases.concurrent.repeats", "low": 1, "high": batch, "type": "int", "scale": "log"}
+        target = {"arm": AS_GIVEN, "phase": "concurrent", "prompt": next(iter(spec.prompts["prompts"]))}
+        shows, per_job = f"the onset along the batch size, 1 to {batch}", (2 + batch) * len(spec.prompts["prompts"])
+    elif varied == "length":
+        spec, high = by_name["length"].spec, sizing.long_prompt_tokens
+        phases = {"sequential": {"kind": "sequential", "repeats": ONSET_REPEATS}}
+        axis = {"key": "prompts.prompts.long.length_tokens", "low": 16, "high": high, "type": "int", "scale": "log"}
+        target = {"arm": AS_GIVEN, "phase": "sequential", "prompt": "long"}
+        shows, per_job = f"the onset along the prompt's length, 16 to {high} tokens", ONSET_REPEATS + 1
+    else:
+        return None
+    protocol = {**{k: v for k, v in spec.protocol.items() if k != "stop_after_divergences"}, "phases": phases}
+    settings = {"axis": axis, "target": target, "max_jobs": ONSET_JOBS, "width": 2 if axis["scale"] == "log" else None}
+    return Planned("onset", f"{shows} ({ONSET_JOBS} jobs at most)", ONSET_JOBS * per_job,
+                   replace(spec, name="onset", protocol=protocol, onset=settings))
+
+
+def open_switches(source: Source) -> list[Switch]:
+    """The engine's determinism switches the arm has at a setting other than the repeatable one."""
+    return [s for s in profile_for(source.engine).switches if not s.is_repeatable(source.arm)]
+
+
+def switch_step(switch: Switch, witness: Planned) -> Planned:
+    """The A/B of one switch with everything else pinned: the arm as given against the arm with the switch at its
+    repeatable value, on the protocol and prompts of the step that showed the variation (its witness)."""
+    fixed = f"{switch.name}_repeatable"
+    arm = witness.spec.arms[AS_GIVEN]
+    spec = StepSpec(f"switch_{switch.name}", {AS_GIVEN: arm, fixed: switch.set_repeatable(arm)},
+                    witness.spec.protocol, witness.spec.prompts, witness.spec.runtime, {fixed: [switch.key]},
+                    witness.spec.starts)
+    return Planned(spec.name, f"{switch.key} at {switch.repeatable!r} against the arm as given, on the "
+                   f"{witness.name} step's protocol", 2 * witness.requests, spec)
+
+
+def scaled(planned: Planned, left: int) -> Planned | None:
+    """The step within `left` requests: its repeats cut in proportion (its bound then weaker, as it says), or None
+    where not even two repeats a cell fit."""
+    if planned.requests <= left:
+        return planned
+    if planned.spec.starts > 1:  # its starts are what it shows: fewer would not show its bound
+        return None
+    if planned.spec.onset is not None:  # an onset search stops at the requests it may send (hydra.sweeper)
+        if left < 2 * planned.requests // ONSET_JOBS:
+            return None
+        return replace(planned, shows=f"{planned.shows} (at most {left} requests: the budget)", requests=left,
+                       spec=replace(planned.spec, onset={**planned.spec.onset, "max_requests": left}))
+    share = left / planned.requests
+    phases = {}
+    for name, phase in planned.spec.protocol["phases"].items():
+        key = "batches" if phase["kind"] == "concurrent" else "repeats"
+        phases[name] = {**phase, key: int(phase[key] * share)}
+    if any(p["repeats"] < 2 and p["kind"] == "sequential" for p in phases.values()):
+        return None
+    if any(p.get("batches", 1) < 1 for p in phases.values()):
+        return None
+    protocol = {**planned.spec.protocol, "phases": phases}
+    return replace(planned, shows=f"{planned.shows} (cut to {share:.0%} by the budget)", requests=left,
+                   spec=replace(planned.spec, protocol=protocol))

@@ -1,0 +1,165 @@
+"""`orchestrator triage`'s procedure without an engine: the steps' sizes from their bounds, the budget, which
+switches an arm has on, the findings' ranking, and a triage interrupted and resumed (a fake step runner writes
+each step's report.json as a study would)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from orchestrator.analysis.stats import upper_bound_zero
+from orchestrator.triage import procedure, steps
+from orchestrator.triage.findings import REPEATABLE, rank
+from orchestrator.triage.runner import Source
+from orchestrator.triage.state import DONE, SKIPPED, Cell, StepOutcome, TriageState, load
+
+ARM = {"engine": "reference", "engine_args": {"max-num-seqs": 16}, "env": {}}
+PROMPTS = {"name": "default", "prompts": {"capital": {"text": "a"}, "count": {"text": "b"}}}
+
+
+def source(**engine_args: object) -> Source:
+    arm = {**ARM, "engine_args": {**ARM["engine_args"], **engine_args}}
+    return Source("baseline", arm, {"kind": "process"}, PROMPTS, {"max_tokens": 4}, "completions")
+
+
+SIZING = steps.Sizing(target_bound=0.1, start_bound=0.5, budget_requests=400, long_prompt_tokens=3000)
+
+
+def test_each_step_is_sized_from_the_bound_it_must_show() -> None:
+    planned = {p.name: p for p in steps.first_steps(source(), SIZING)}
+    floor = planned["floor"].spec.protocol["phases"]["sequential"]["repeats"] * 2
+    assert upper_bound_zero(floor) <= 0.1 < upper_bound_zero(floor - 2)  # the fewest per prompt that show it
+    assert planned["starts"].spec.starts == 5 and upper_bound_zero(5) <= 0.5 < upper_bound_zero(4)
+    assert planned["concurrent"].spec.protocol["phases"]["concurrent"]["repeats"] == 16  # the engine's batch size
+
+
+def test_a_step_over_the_budget_is_cut_and_one_that_cannot_show_anything_is_skipped() -> None:
+    floor = steps.first_steps(source(), SIZING)[1]
+    cut = steps.scaled(floor, floor.requests // 2)
+    assert cut is not None and cut.requests < floor.requests and "cut to" in cut.shows
+    assert steps.scaled(floor, 3) is None
+
+
+def test_only_the_switches_the_arm_has_on_are_tried() -> None:
+    assert steps.open_switches(source()) == []
+    assert [s.name for s in steps.open_switches(source(**{"fused-finalize": True}))] == ["fused_finalize"]
+    made = steps.switch_step(steps.open_switches(source(**{"fused-finalize": True}))[0],
+                             steps.first_steps(source(**{"fused-finalize": True}), SIZING)[1])
+    assert made.spec.arms["fused_finalize_repeatable"]["engine_args"]["fused-finalize"] is False
+    assert made.spec.arms["as_given"]["engine_args"]["fused-finalize"] is True
+
+
+def _cell(arm: str, k: int, n: int = 6) -> Cell:
+    return Cell(arm, "sequential", "capital", n, k, k + 1 if k else 1, 0.0, 1.0)
+
+
+def test_a_switch_that_removes_the_variation_ranks_before_what_is_unexplained() -> None:
+    state = TriageState("baseline", [], 400, {
+        "floor": StepOutcome("floor", DONE, cells=(_cell("as_given", 5),), command="floor cmd"),
+        "switch_fused_finalize": StepOutcome("switch_fused_finalize", DONE, command="ab cmd", cells=(
+            _cell("as_given", 5), _cell("fused_finalize_repeatable", 0, 30)))})
+    found = rank(state, "reference")
+    assert [f.cause for f in found.findings] == ["fused_finalize"]
+    assert found.findings[0].command == "ab cmd" and found.verdict.startswith("most likely cause: fused_finalize")
+    state.steps["switch_fused_finalize"] = StepOutcome("switch_fused_finalize", DONE, cells=(
+        _cell("as_given", 5), _cell("fused_finalize_repeatable", 5)))  # no effect: not the cause
+    assert [f.kind for f in rank(state, "reference").findings] == ["unexplained"]
+
+
+def test_nothing_found_is_repeatable_in_everything_tried_with_its_bound() -> None:
+    state = TriageState("baseline", [], 400, {
+        "floor": StepOutcome("floor", DONE, cells=(_cell("as_given", 0, 30),)),
+        "length": StepOutcome("length", SKIPPED, reason="the budget's 3 requests left are fewer than its 16"),
+        "onset": StepOutcome("onset", SKIPPED, reason="no variation to find an onset of")})
+    found = rank(state, "reference")
+    assert found.findings == () and found.verdict.startswith(REPEATABLE)
+    assert f"<= {upper_bound_zero(30):.1%}" in found.verdict and found.verdict.endswith("not tried: length")
+    from orchestrator.triage.page import to_markdown
+
+    page = to_markdown(found)
+    assert page.splitlines()[2] == f"**{found.verdict}**"  # the verdict first
+    assert "## Not run by triage" in page and "load points to saturation" in page  # said, not left out silently
+
+
+def _fake_run(ran: list[str], stop_at: str | None = None, varies: str = "") -> procedure.Run:
+    """Each step's run dir with a report.json as a study writes it: repeatable, but sequential and concurrent
+    answers differ for the arm as given in the step named `varies` (and in every A/B, where the switch removes
+    it); an onset search answers one line."""
+    def run(step_dir: Path, onset: bool) -> tuple[int, tuple[str, ...]]:
+        if step_dir.name == stop_at:
+            raise KeyboardInterrupt
+        ran.append(step_dir.name)
+        (step_dir / "run").mkdir(parents=True)
+        if onset:
+            return 0, ("onset in [1, 2] at 95 % (6 jobs, 52 requests)",)
+        cells = [{"arm": "as_given", "phase": "sequential", "prompt_id": "capital", "n": 6, "divergent": 0,
+                  "distinct_signatures": 1, "lower_bound_95": 0.0, "upper_bound_95": 0.39}]
+        starts = [{"arm": "as_given", "starts": 5, "ready": 5, "failure_upper_95": 0.45, "peak_memory_bytes": {},
+                   "time_to_ready_s": {}}]
+        schedules = [{"arm": "as_given", "prompt_id": "capital", "verdict": "differ"}] if step_dir.name in (
+            varies, f"switch_{varies}") or step_dir.name.startswith("switch_") else []
+        (step_dir / "run" / "report.json").write_text(json.dumps({"cells": cells, "cost": {"starts": starts},
+                                                                  "schedules": schedules}), encoding="utf-8")
+        return 0, ()
+    return run
+
+
+def test_an_interrupted_triage_resumes_with_the_first_step_not_done(tmp_path: Path) -> None:
+    ran: list[str] = []
+    state = TriageState("baseline", ["x"], 400)
+    with pytest.raises(KeyboardInterrupt):
+        procedure.triage(source(), SIZING, tmp_path, state, _fake_run(ran, stop_at="concurrent"))
+    assert ran == ["starts", "floor"]
+    kept = load(tmp_path)
+    assert kept is not None and list(kept.steps) == ["starts", "floor"]
+    procedure.triage(source(), SIZING, tmp_path, kept, _fake_run(ran))
+    assert ran == ["starts", "floor", "concurrent", "length"]  # nothing done twice
+    assert rank(kept, "reference").verdict.startswith(REPEATABLE)
+
+
+def test_the_onset_leaves_the_switches_their_budget_and_the_switch_that_removes_it_is_found(tmp_path: Path) -> None:
+    ran: list[str] = []
+    arm = source(**{"fused-finalize": True})
+    budget = 200  # less than the onset and the A/B would want
+    state = procedure.triage(arm, SIZING, tmp_path, TriageState("baseline", [], budget),
+                             _fake_run(ran, varies="concurrent"))
+    assert ran == ["starts", "floor", "concurrent", "length", "onset", "switch_fused_finalize"]
+    study = (tmp_path / "onset" / "config" / "study" / "triage_step.yaml").read_text(encoding="utf-8")
+    ab = steps.switch_step(steps.open_switches(arm)[0], steps.first_steps(arm, SIZING)[2])
+    spent = sum(state.steps[name].requests for name in ("starts", "floor", "concurrent", "length"))
+    assert f"max_requests: {budget - spent - ab.requests}" in study  # what the A/B needs kept back
+    found = rank(state, "reference")
+    assert found.findings[0].cause == "fused_finalize"
+    assert any("onset in [1, 2]" in e for e in found.findings[0].evidence)
+
+
+def test_a_known_issue_of_the_arm_s_versions_is_a_finding_once_after_the_causes() -> None:
+    line = "vllm 0.11.0 is in the range of a known issue: fused finalize atomics (fixed in 0.12)"
+    state = TriageState("baseline", [], 400, {
+        name: StepOutcome(name, DONE, cells=(_cell("as_given", 0, 30),), known_issues=(line,))
+        for name in ("floor", "concurrent")})
+    found = rank(state, "reference")
+    assert [(f.kind, f.title) for f in found.findings] == [("known issue", line)]
+    assert found.verdict.startswith(REPEATABLE) and found.verdict.endswith("1 known issue(s) of its versions")
+
+
+def test_a_step_whose_study_failed_to_measure_is_failed_and_says_where(tmp_path: Path) -> None:
+    from orchestrator.triage.observe import observe
+    from orchestrator.triage.state import FAILED
+
+    failed = observe("floor", tmp_path / "run", "cmd", 4)
+    assert failed.status == FAILED and str(tmp_path / "run") in failed.reason and "exit status 4" in failed.reason
+
+
+def test_the_same_out_with_other_arguments_is_refused_and_a_resume_needs_a_triage(tmp_path: Path) -> None:
+    from orchestrator.errors import UsageError
+    from orchestrator.triage.state import save
+    from orchestrator.verbs import triage as verb
+
+    save(tmp_path, TriageState("baseline", ["study=other"], 400))
+    with pytest.raises(UsageError, match="a triage of other arguments \\(study=other\\)"):
+        verb.main(["runtime=process", "arm@arms.baseline=reference_process", "--out", str(tmp_path)])
+    with pytest.raises(UsageError, match="holds no triage"):
+        verb.main(["--resume", str(tmp_path / "nothing")])
