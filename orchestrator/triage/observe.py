@@ -9,8 +9,10 @@ from pathlib import Path
 from typing import Any
 
 from orchestrator.guard.results import GuardResult
+from orchestrator.guard.side_effects import side_effects
 from orchestrator.record.paths import RunPaths, read_json
 from orchestrator.triage.state import DONE, FAILED, Cell, StepOutcome
+from orchestrator.triage.steps import AS_GIVEN
 
 DIFFERS = "differ"  # a schedule pair whose answers were shown to differ (analysis/compare.py)
 
@@ -46,10 +48,10 @@ def observe(name: str, run_dir: Path, command: str, status: int) -> StepOutcome:
     memory = {s["arm"]: s["peak_memory_bytes"]["avg"] for s in starts if s["peak_memory_bytes"].get("avg")}
     ready = {s["arm"]: s["time_to_ready_s"]["avg"] for s in starts if s["time_to_ready_s"].get("avg")}
     guard = GuardResult.from_json(_read(paths.guard_json)) if paths.guard_json.is_file() else GuardResult()
-    # HOOK (side-effect audit): issue 49's audit is built on another branch (guard/side_effects.py there, not yet in
-    # main). Once merged, a switch step (two arms) fills `side_effects` here with what the switch moved besides its
-    # declared variable: `tuple(m.text() for m in side_effects(run_dir, "as_given", OTHER_ARM).moved)`; the findings
-    # already print each as "side effect: ..." under the switch's evidence (triage/findings.py).
+    # a switch's A/B (two arms): what the switch moved besides its declared variable (the side-effect audit)
+    others = sorted({c.arm for c in cells} - {AS_GIVEN})
+    moved = (tuple(m.text() for m in side_effects(run_dir, AS_GIVEN, others[0]).moved)
+             if report and len(others) == 1 and paths.guard_json.is_file() else ())
     return StepOutcome(
         name=name, status=FAILED if status == 4 or not report else DONE, run_dir=str(run_dir), command=command,
         reason="" if report and status != 4 else f"its study ended with exit status {status}; see {run_dir}",
@@ -60,4 +62,4 @@ def observe(name: str, run_dir: Path, command: str, status: int) -> StepOutcome:
         start_failure_upper_95=first.get("failure_upper_95"),
         signatures_across_starts=max((first.get("signatures_across_starts") or {}).values(), default=0),
         known_issues=tuple(note.line for note in guard.known_issues if note.affected),
-        peak_memory_bytes=memory, time_to_ready_s=ready)
+        peak_memory_bytes=memory, time_to_ready_s=ready, side_effects=moved)
