@@ -16,8 +16,9 @@ from orchestrator.config.catalog import line
 from orchestrator.config.keys import unknown
 from orchestrator.errors import ConfigError
 
-KINDS = ("divergence_rate", "distinct", "ab_difference", "no_top1_flip", "no_crash")
-BOUNDED = ("divergence_rate", "ab_difference")  # the kinds that take at_most or at_least
+KINDS = ("divergence_rate", "distinct", "ab_difference", "no_top1_flip", "no_crash", "cost_ratio")
+BOUNDED = ("divergence_rate", "ab_difference")  # the kinds that take at_most or at_least (a share)
+SIDED = ("ab_difference", "cost_ratio")  # the kinds that compare arm (B) with a baseline (A)
 
 
 @dataclass
@@ -35,6 +36,8 @@ class ClaimConfig:
     baseline: str | None = None  # ab_difference: arm A (`arm` is B); left out: the same arm
     baseline_phase: str | None = None  # ab_difference: A's phase; left out: the same phase
     baseline_rate: float = 0.0  # ab_difference: A's rate at which the power is computed
+    metric: str | None = None  # cost_ratio: the load point's metric (latency_s, time_to_first_token_s, ...)
+    ratio: float | None = None  # cost_ratio: B costs `ratio` times A, within +-margin of it (or at_most/at_least)
     distinct: int | None = None  # distinct: `distinct` in `of` ("1 in 6": all identical; "6 in 6": all distinct)
     of: int | None = None
     margin: float | None = None  # the alternative: the claim is false by this much (default: the file's)
@@ -107,9 +110,11 @@ def check(claims: ClaimsConfig) -> list[str]:
             problems.append(line("empty", f"{where}.arm", "", "an arm of the study", "name the arm it is about"))
         signed = claim.kind == "ab_difference"  # a difference of rates: in [-1, 1]
         problems += [*_share(f"{where}.margin", claim.margin, True), *_share(f"{where}.baseline_rate",
-                     claim.baseline_rate), *_share(f"{where}.at_most", claim.at_most, signed=signed),
-                     *_share(f"{where}.at_least", claim.at_least, signed=signed)]
-        problems += _fields(where, claim)
+                     claim.baseline_rate)]
+        if claim.kind != "cost_ratio":
+            problems += [*_share(f"{where}.at_most", claim.at_most, signed=signed),
+                         *_share(f"{where}.at_least", claim.at_least, signed=signed)]
+        problems += _cost(where, claim) if claim.kind == "cost_ratio" else _fields(where, claim)
     return problems
 
 
@@ -124,6 +129,8 @@ def _fields(where: str, claim: ClaimConfig) -> list[str]:
     if claim.kind == "divergence_rate" and (claim.at_least == 0 or claim.at_most == 1):
         return [f"{where}: at_least 0 or at_most 1 claims nothing that could be contradicted; state a rate inside "
                 "(0, 1] for at_least, [0, 1) for at_most"]
+    if claim.metric is not None or claim.ratio is not None:
+        return [f"{where}: metric/ratio are a cost_ratio claim's; a {claim.kind} claim takes none"]
     sides = claim.baseline is not None or claim.baseline_phase is not None
     if (claim.kind == "ab_difference") != sides:
         return [f"{where}: `baseline` (arm A) and `baseline_phase` (A's phase) are an ab_difference claim's, and "
@@ -137,3 +144,24 @@ def _fields(where: str, claim: ClaimConfig) -> list[str]:
         return [line("range", f"{where}.distinct", claim.distinct, f"1 or {claim.of} (all identical, or all "
                      "distinct)", "for a share in between, state a divergence_rate claim")]
     return []
+
+
+def _cost(where: str, claim: ClaimConfig) -> list[str]:
+    """A cost ratio: B (arm) against A (baseline) at one load point (phase), a metric, and one of ratio (within
+    +-margin of it), at_most or at_least, each > 0."""
+    problems = [line("empty", f"{where}.{key}", "", valid, fix) for key, valid, fix in (
+        ("baseline", "arm A", "name the arm B's cost is a multiple of"),
+        ("phase", "a load phase", "name the load point"),
+        ("metric", "a load point's metric", "e.g. latency_s, time_to_first_token_s, request_throughput_per_s"))
+        if not getattr(claim, key)]
+    given = [(key, value) for key, value in (("ratio", claim.ratio), ("at_most", claim.at_most),
+                                             ("at_least", claim.at_least)) if value is not None]
+    if len(given) != 1:
+        return [*problems, f"{where}: a cost_ratio claim takes one of ratio, at_most or at_least (B's cost over "
+                f"A's), got {len(given)}; e.g. `ratio: 2` (within +-margin of 2)"]
+    problems += [line("range", f"{where}.{key}", value, "> 0", "a ratio B/A, e.g. 2 for twice A's")
+                 for key, value in given if value <= 0]
+    if claim.baseline_phase is not None or claim.distinct is not None or claim.of is not None:
+        problems.append(f"{where}: baseline_phase and distinct/of are not a cost_ratio claim's (A and B share the "
+                        "load point)")
+    return problems

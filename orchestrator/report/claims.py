@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -24,6 +25,13 @@ class Pages:
     summary: list[str]  # the verdict and a line per claim, for the terminal
 
 
+COST_METHOD = ("A cost ratio B/A is the report's (paired over windows of one schedule, else Welch's t on the "
+               "windows' logs), its interval at the claims' confidence. Contradicted: the interval lies wholly "
+               "outside the claimed band (ratio +- margin, or the side at_most/at_least names); replicated: wholly "
+               "inside it. The windows that would settle it are an estimate from the pilot's variance: its spread "
+               "of log ratios and its ratio taken as the truth's.")
+
+
 def verdict_line(results: list[ClaimResult]) -> str:
     counts = {v: sum(r.verdict == v for r in results) for v in (CONTRADICTED, REPLICATED, INCONCLUSIVE)}
     return (f"{counts[CONTRADICTED]} of {len(results)} claims contradicted, {counts[REPLICATED]} replicated, "
@@ -31,22 +39,30 @@ def verdict_line(results: list[ClaimResult]) -> str:
 
 
 def settles(result: ClaimResult) -> str:
+    if result.scale == "ratio":
+        return "cannot size" if result.n_needed is None else f"{result.n_needed} windows a side (estimate)"
     return f"> {LIMIT_N}" if result.n_needed is None else str(result.n_needed)
 
 
 def counts(result: ClaimResult) -> str:
-    """k of n; an A/B claim's: B's, then A's."""
+    """k of n; an A/B claim's: B's, then A's; a ratio claim's: the windows each side counted."""
+    if result.scale == "ratio":
+        return f"windows B {result.k}, A {result.n}"
     if result.baseline_n is None:
         return f"{result.k} of {result.n}"
     return f"B {result.k} of {result.n}, A {result.baseline_k} of {result.baseline_n}"
 
 
 def interval(result: ClaimResult) -> str:
+    if result.scale == "ratio":
+        return "none" if math.isnan(result.lower) else f"{result.lower:.3g}x to {result.upper:.3g}x"
     return f"{signed(result.lower)} to {signed(result.upper)}" if result.baseline_n is not None \
         else f"{pct(result.lower)} to {pct(result.upper)}"
 
 
 def alternative(result: ClaimResult) -> str:
+    if result.scale == "ratio":
+        return "-"
     return signed(result.alternative) if result.baseline_n is not None else pct(result.alternative)
 
 
@@ -57,6 +73,8 @@ def signed(value: float) -> str:
 
 def sentence(result: ClaimResult, claims: ClaimsConfig) -> str:
     """What the verdict rests on, in one sentence."""
+    if result.scale == "ratio":
+        return ratio_sentence(result, claims)
     head = f"{counts(result)}: {'B - A' if result.baseline_n is not None else 'rate'} {interval(result)} " \
            f"({pct(claims.confidence)})"
     if result.verdict == CONTRADICTED:
@@ -65,6 +83,30 @@ def sentence(result: ClaimResult, claims: ClaimsConfig) -> str:
         return f"{head}, an interval that excludes the alternative ({alternative(result)})."
     return (f"{head}: it holds both the claim and its alternative ({alternative(result)}); n = "
             f"{settles(result)} would settle it (power {pct(claims.power)}).")
+
+
+def ratio_sentence(result: ClaimResult, claims: ClaimsConfig) -> str:
+    """A cost ratio's: B/A and its interval against the claimed band."""
+    if math.isnan(result.lower):
+        seen = "no ratio" if result.estimate is None else f"B/A {result.estimate:.3g}x"
+        return f"{counts(result)}: {seen}, no interval ({'; '.join(result.notes[1:]) or result.notes[0]})."
+    head = (f"{counts(result)}: B/A {result.estimate or 0:.3g}x, {interval(result)} ({pct(claims.confidence)})")
+    if result.verdict == CONTRADICTED:
+        return f"{head}, an interval that excludes the claim ({result.claimed})."
+    if result.verdict == REPLICATED:
+        return f"{head}, an interval inside the claim ({result.claimed})."
+    return (f"{head}: it straddles the claim's edge ({result.claimed}); {settles(result)} would settle it "
+            f"(power {pct(claims.power)}, an estimate from the pilot's variance).")
+
+
+def power_words(result: ClaimResult) -> str:
+    """What the power at n means, for the page."""
+    if result.scale == "ratio":
+        return (f"Chance that {min(result.k, result.n)} windows a side settle it: {pct(result.power)}, were the "
+                "pilot's ratio and spread the truth's.")
+    truth = "B - A" if result.baseline_n is not None else "the rate"
+    return (f"Power at n = {result.n}: {pct(result.power)} to contradict it were {truth} {alternative(result)}; "
+            f"{pct(result.assurance)} to replicate it were it true.")
 
 
 def markdown(results: list[ClaimResult], claims: ClaimsConfig, runs: list[Path]) -> str:
@@ -76,9 +118,7 @@ def markdown(results: list[ClaimResult], claims: ClaimsConfig, runs: list[Path])
                               "alternative", "power at n", "n that settles it"], rows),
              "## How each was checked", ""]
     for r in results:
-        truth = "B - A" if r.baseline_n is not None else "the rate"
-        lines += [f"- **{r.name}**: {sentence(r, claims)} Power at n = {r.n}: {pct(r.power)} to contradict it were "
-                  f"{truth} {alternative(r)}; {pct(r.assurance)} to replicate it were it true."
+        lines += [f"- **{r.name}**: {sentence(r, claims)} {power_words(r)}"
                   + (f" Source: {r.source}." if r.source else ""),
                   f"  - cells: {', '.join(r.cells) or 'none'}", *(f"  - {n}" for n in r.notes)]
     lines += ["", "## Method", "",
@@ -88,7 +128,7 @@ def markdown(results: list[ClaimResult], claims: ClaimsConfig, runs: list[Path])
               "the alternative (the claim off by its margin). Inconclusive: neither. Power: the chance the check "
               "contradicts the claim were the truth the alternative (exact, binomial). The n that settles it: the "
               f"fewest requests at which that power and the chance to replicate a true claim both reach "
-              f"{pct(claims.power)}.", "",
+              f"{pct(claims.power)}.", *(["", COST_METHOD] if any(r.scale == "ratio" for r in results) else []), "",
               f"Evidence: {', '.join(f'`{r}`' for r in runs) or 'none'}.", ""]
     return "\n".join(lines)
 
@@ -104,7 +144,8 @@ def write(results: list[ClaimResult], claims: ClaimsConfig, runs: list[Path], ou
     out.mkdir(parents=True, exist_ok=True)
     pages = Pages(out / "claims.md", out / "claims.html", out / "claims.json",
                   [f"{verdict_line(results)}.",
-                   *(f"  {r.verdict}: {r.name}: {sentence(r, claims)} Power at n = {r.n}: {pct(r.power)}."
+                   *(f"  {r.verdict}: {r.name}: {sentence(r, claims)} " + (
+                       f"Power at n = {r.n}: {pct(r.power)}." if r.scale == "rate" else power_words(r))
                      for r in results)])
     text = markdown(results, claims, runs)
     atomic_write_text(pages.markdown, text)
@@ -112,5 +153,10 @@ def write(results: list[ClaimResult], claims: ClaimsConfig, runs: list[Path], ou
     atomic_write_text(pages.json, json.dumps(
         {"verdict": verdict_line(results), "confidence": claims.confidence, "power": claims.power,
          "max_n": claims.max_n, "runs": [str(r) for r in runs],
-         "claims": [dataclasses.asdict(r) for r in results]}, indent=2) + "\n")
+         "claims": [_finite(dataclasses.asdict(r)) for r in results]}, indent=2) + "\n")
     return pages
+
+
+def _finite(fields: dict[str, object]) -> dict[str, object]:
+    """NaN (a ratio claim without an interval) as null: JSON has no NaN."""
+    return {k: None if isinstance(v, float) and math.isnan(v) else v for k, v in fields.items()}

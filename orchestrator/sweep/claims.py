@@ -6,12 +6,12 @@ analysis/claims.py and written by report/claims.py. Exit 3 when a claim is contr
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from orchestrator.analysis import claims as rates
-from orchestrator.analysis import claims_ab
+from orchestrator.analysis import claims_ab, claims_cost
 from orchestrator.analysis.claims import ClaimResult, Evidence, RateClaim, Selector
 from orchestrator.analysis.claims_ab import DifferenceClaim
 from orchestrator.config.catalog import line
@@ -30,6 +30,7 @@ class Cells:
     cells: list[dict[str, Any]]
     arms: list[dict[str, Any]]
     runs: list[Path]
+    costs: list[list[dict[str, Any]]] = field(default_factory=list)  # each run's cost.phases (load points)
 
     @classmethod
     def read(cls, run_dirs: list[Path]) -> Cells:
@@ -38,11 +39,17 @@ class Cells:
 
         cells: list[dict[str, Any]] = []
         arms: list[dict[str, Any]] = []
+        costs: list[list[dict[str, Any]]] = []
         for run in read_sources(run_dirs):
             report = report_of(run)
             cells += report.get("cells") or []
             arms += report.get("arms") or []
-        return cls(cells, arms, list(run_dirs))
+            costs.append((report.get("cost") or {}).get("phases") or [])
+        return cls(cells, arms, list(run_dirs), costs)
+
+    def load_points(self, arm: str, phase: str | None) -> list[dict[str, Any]]:
+        """The arm's cost at the load point, a PhaseCost dict per run that has it."""
+        return [p for run in self.costs for p in run if p["arm"] == arm and p["phase"] == phase]
 
 
 def _selector(claim: ClaimConfig) -> Selector:
@@ -79,6 +86,12 @@ def _evidence(claim: ClaimConfig, found: Cells) -> Evidence:
 
 
 def _answer(claim: ClaimConfig, claims: ClaimsConfig, found: Cells) -> ClaimResult:
+    margin = claims.margin if claim.margin is None else claim.margin
+    if claim.kind == "cost_ratio":
+        band, words = claims_cost.test_of(claim.ratio, claim.at_most, claim.at_least, margin, claims.confidence)
+        return claims_cost.answer(claim.name, f"{claim.metric}: {words}", claim.source, band, found.load_points(
+            claim.baseline or "", claim.phase), found.load_points(claim.arm, claim.phase), claim.metric or "",
+            claims.power)
     if claim.kind != "ab_difference":
         test, words = _test(claim, claims)
         return rates.answer(claim.name, claim.kind, words, claim.source, test, _evidence(claim, found), claims.power)
@@ -105,9 +118,33 @@ def answers(claims: ClaimsConfig, found: Cells) -> list[ClaimResult]:
             if value is not None and value not in values:
                 problems.append(line("unknown-name", f"claims[{i}].{key}", value, sorted(values),
                                      f"one of the {key}s of {', '.join(map(str, found.runs)) or 'the runs'}"))
+        if claim.kind == "cost_ratio" and not problems:
+            problems += _cost_problems(i, claim, found)
     if problems:
         raise ConfigError(problems)
     return [_answer(claim, claims, found) for claim in claims.claims]
+
+
+def _cost_problems(i: int, claim: ClaimConfig, found: Cells) -> list[str]:
+    """A cost claim's load point and metric, as the runs measured them."""
+    points = found.load_points(claim.arm, claim.phase) + found.load_points(claim.baseline or "", claim.phase)
+    if not points:
+        loads = sorted({p["phase"] for run in found.costs for p in run})
+        return [line("unknown-name", f"claims[{i}].phase", claim.phase, loads, "a load phase both arms ran "
+                     "(a cost ratio is a load point's)")]
+    metrics = sorted(set.intersection(*(set(p["per_window"]) for p in points)))
+    return [] if claim.metric in metrics else [line("unknown-name", f"claims[{i}].metric", claim.metric, metrics,
+                                                    "a metric of the load point")]
+
+
+def _load_phase(typed: Config, claim: ClaimConfig) -> None:
+    """A cost claim's arms and load phase, in the study."""
+    loads = [name for name, kind in typed.protocol.phases.items() if kind.kind is PhaseKind.load]
+    for key, value, names in (("arm", claim.arm, list(typed.arms)), ("baseline", claim.baseline, list(typed.arms)),
+                              ("phase", claim.phase, loads)):
+        if value not in names:
+            raise ConfigError(line("unknown-name", f"claim '{claim.name}': {key}", value, sorted(names),
+                                   f"a {'load phase' if key == 'phase' else 'arm'} of the study"))
 
 
 def _phases(typed: Config, claim: ClaimConfig, arm: str | None, phase: str | None) -> list[str]:
@@ -131,7 +168,14 @@ def sizing(typed: Config, claims: ClaimsConfig, results: list[ClaimResult]) -> l
     phase's batches (its batch size kept). A claim sized past max_n gets max_n. A phase that already sends as
     many keeps its config."""
     per_cell: dict[str, int] = {}
+    windows: dict[str, int] = {}
     for claim, result in zip(claims.claims, results, strict=True):
+        if claim.kind == "cost_ratio":
+            _load_phase(typed, claim)
+            if result.n_needed is not None:  # more windows a side than the run dirs hold (None: cannot size)
+                held = min(result.k, result.n)
+                windows[claim.phase or ""] = max(windows.get(claim.phase or "", 0), result.n_needed - held)
+            continue
         wanted = min(result.n_needed or claims.max_n, claims.max_n)
         sides = [(_phases(typed, claim, claim.arm, claim.phase), result.n)]
         if claim.kind == "ab_difference":
@@ -142,6 +186,11 @@ def sizing(typed: Config, claims: ClaimsConfig, results: list[ClaimResult]) -> l
             for name in phases:
                 per_cell[name] = max(per_cell.get(name, 0), math.ceil((wanted - held) / (prompts * len(phases))))
     overrides = []
+    for name, more in windows.items():
+        load = typed.protocol.phases[name].load
+        cap = max(1, claims.max_n // (load.requests or 1))  # max_n: the most requests a claim's cells are given
+        if min(more, cap) > load.windows:
+            overrides.append(f"protocol.phases.{name}.load.windows={min(more, cap)}")
     for name, n in per_cell.items():
         phase = typed.protocol.phases[name]
         if n <= cell_requests(phase):  # the study already sends as many
