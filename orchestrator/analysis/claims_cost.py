@@ -21,11 +21,13 @@ ESTIMATE = ("an estimate from the pilot's variance: its spread of log ratios and
 
 @dataclass(frozen=True)
 class RatioClaim:
-    """B/A lies in [low, high] (at most: low 0; at least: high infinite)."""
+    """B/A lies in [low, high] (at most: low 0; at least: high infinite); `logs`: its spread is of log ratios
+    (a count claim's, analysis/claims_flips.py: of the counts themselves)."""
 
     low: float
     high: float
     confidence: float
+    logs: bool = True
 
     def verdict(self, lower: float, upper: float) -> str:
         if upper < self.low or lower > self.high:
@@ -33,7 +35,9 @@ class RatioClaim:
         return claims.REPLICATED if self.low <= lower and upper <= self.high else claims.INCONCLUSIVE
 
     def distance(self, ratio: float) -> float:
-        """How far (in log) the ratio lies from the band's nearest finite edge: what an interval must clear."""
+        """How far (in log, or plain) the value lies from the band's nearest finite edge: what to clear."""
+        if not self.logs:
+            return min(abs(ratio - edge) for edge in (self.low, self.high) if edge < math.inf)
         return min(abs(math.log(ratio) - math.log(edge)) for edge in (self.low, self.high) if 0 < edge < math.inf)
 
     def power(self, ratio: float, log_sd: float, windows: int) -> float:

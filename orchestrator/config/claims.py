@@ -16,7 +16,7 @@ from orchestrator.config.catalog import line
 from orchestrator.config.keys import unknown
 from orchestrator.errors import ConfigError
 
-KINDS = ("divergence_rate", "distinct", "ab_difference", "no_top1_flip", "no_crash", "cost_ratio")
+KINDS = ("divergence_rate", "distinct", "ab_difference", "no_top1_flip", "no_crash", "cost_ratio", "flips_at")
 BOUNDED = ("divergence_rate", "ab_difference")  # the kinds that take at_most or at_least (a share)
 SIDED = ("ab_difference", "cost_ratio")  # the kinds that compare arm (B) with a baseline (A)
 
@@ -39,7 +39,9 @@ class ClaimConfig:
     metric: str | None = None  # cost_ratio: the load point's metric (latency_s, time_to_first_token_s, ...)
     ratio: float | None = None  # cost_ratio: B costs `ratio` times A, within +-margin of it (or at_most/at_least)
     distinct: int | None = None  # distinct: `distinct` in `of` ("1 in 6": all identical; "6 in 6": all distinct)
-    of: int | None = None
+    of: int | None = None  # distinct, flips_at: in this many requests
+    flips: int | None = None  # flips_at: top-1 flips in `of` requests (0: none; else F / of a request, +-margin)
+    positions: list[int] | None = None  # flips_at: the generated positions [from, to) counted (left out: all)
     margin: float | None = None  # the alternative: the claim is false by this much (default: the file's)
     source: str = ""  # where the claim was made (a URL, a thread), shown with its verdict
 
@@ -114,7 +116,7 @@ def check(claims: ClaimsConfig) -> list[str]:
         if claim.kind != "cost_ratio":
             problems += [*_share(f"{where}.at_most", claim.at_most, signed=signed),
                          *_share(f"{where}.at_least", claim.at_least, signed=signed)]
-        problems += _cost(where, claim) if claim.kind == "cost_ratio" else _fields(where, claim)
+        problems += {"cost_ratio": _cost, "flips_at": _flips}.get(claim.kind, _fields)(where, claim)
     return problems
 
 
@@ -131,6 +133,8 @@ def _fields(where: str, claim: ClaimConfig) -> list[str]:
                 "(0, 1] for at_least, [0, 1) for at_most"]
     if claim.metric is not None or claim.ratio is not None:
         return [f"{where}: metric/ratio are a cost_ratio claim's; a {claim.kind} claim takes none"]
+    if claim.flips is not None or claim.positions is not None:
+        return [f"{where}: flips/positions are a flips_at claim's; a {claim.kind} claim takes none"]
     sides = claim.baseline is not None or claim.baseline_phase is not None
     if (claim.kind == "ab_difference") != sides:
         return [f"{where}: `baseline` (arm A) and `baseline_phase` (A's phase) are an ab_difference claim's, and "
@@ -161,7 +165,25 @@ def _cost(where: str, claim: ClaimConfig) -> list[str]:
                 f"A's), got {len(given)}; e.g. `ratio: 2` (within +-margin of 2)"]
     problems += [line("range", f"{where}.{key}", value, "> 0", "a ratio B/A, e.g. 2 for twice A's")
                  for key, value in given if value <= 0]
-    if claim.baseline_phase is not None or claim.distinct is not None or claim.of is not None:
-        problems.append(f"{where}: baseline_phase and distinct/of are not a cost_ratio claim's (A and B share the "
-                        "load point)")
+    if any(v is not None for v in (claim.baseline_phase, claim.distinct, claim.of, claim.flips, claim.positions)):
+        problems.append(f"{where}: baseline_phase, distinct/of and flips/positions are not a cost_ratio claim's (A "
+                        "and B share the load point)")
+    return problems
+
+
+def _flips(where: str, claim: ClaimConfig) -> list[str]:
+    """A flip count: `flips: F` (>= 0) in `of: N` requests (>= 1), over positions [from, to) where given."""
+    if claim.flips is None or claim.of is None:
+        return [f"{where}: a flips_at claim takes `flips: F` and `of: N` (F top-1 flips in N requests), e.g. "
+                "`flips: 416, of: 8`"]
+    problems = [line("range", f"{where}.{key}", value, valid, "a count") for key, value, valid in (
+        ("flips", claim.flips, ">= 0"), ("of", claim.of, ">= 1")) if value < (0 if key == "flips" else 1)]
+    span = claim.positions
+    if span is not None and (len(span) != 2 or not 0 <= span[0] < span[1]):
+        problems.append(line("range", f"{where}.positions", span, "[from, to] with 0 <= from < to", "generated "
+                             "positions counted from 0, `to` left out"))
+    if any(v is not None for v in (claim.at_most, claim.at_least, claim.baseline, claim.baseline_phase,
+                                   claim.distinct, claim.metric, claim.ratio)):
+        problems.append(f"{where}: a flips_at claim takes flips, of and positions (and its cells); at_most, "
+                        "at_least, baseline, baseline_phase, distinct, metric and ratio are other kinds'")
     return problems

@@ -32,15 +32,30 @@ COST_METHOD = ("A cost ratio B/A is the report's (paired over windows of one sch
                "of log ratios and its ratio taken as the truth's.")
 
 
+FLIPS_METHOD = ("A flip count is read from the record: each request's generated tokens against its cell's "
+                "reference request (the first of the modal signature), a flip where both have a token and they "
+                "differ. \"0 flips\" is a rate (requests with a flip, at most 0); F flips in N requests a mean of "
+                "F / N a request +- margin, its interval Student's t on the requests' counts, the requests that "
+                "would settle it an estimate from the pilot's spread.")
+
+
 def verdict_line(results: list[ClaimResult]) -> str:
     counts = {v: sum(r.verdict == v for r in results) for v in (CONTRADICTED, REPLICATED, INCONCLUSIVE)}
     return (f"{counts[CONTRADICTED]} of {len(results)} claims contradicted, {counts[REPLICATED]} replicated, "
             f"{counts[INCONCLUSIVE]} inconclusive")
 
 
+BANDED = {"ratio": ("windows a side", "B/A", "{:.3g}x"), "count": ("requests", "mean", "{:.3g} a request")}
+"""Claims against a band, by scale: what the n counts, what the estimate is called, how a value reads."""
+
+
+def value(result: ClaimResult, number: float) -> str:
+    return BANDED[result.scale][2].format(number)
+
+
 def settles(result: ClaimResult) -> str:
-    if result.scale == "ratio":
-        return "cannot size" if result.n_needed is None else f"{result.n_needed} windows a side (estimate)"
+    if result.scale in BANDED:
+        return "cannot size" if result.n_needed is None else f"{result.n_needed} {BANDED[result.scale][0]} (estimate)"
     return f"> {LIMIT_N}" if result.n_needed is None else str(result.n_needed)
 
 
@@ -48,20 +63,22 @@ def counts(result: ClaimResult) -> str:
     """k of n; an A/B claim's: B's, then A's; a ratio claim's: the windows each side counted."""
     if result.scale == "ratio":
         return f"windows B {result.k}, A {result.n}"
+    if result.scale == "count":
+        return f"{result.k} flips in {result.n} requests"
     if result.baseline_n is None:
         return f"{result.k} of {result.n}"
     return f"B {result.k} of {result.n}, A {result.baseline_k} of {result.baseline_n}"
 
 
 def interval(result: ClaimResult) -> str:
-    if result.scale == "ratio":
-        return "none" if math.isnan(result.lower) else f"{result.lower:.3g}x to {result.upper:.3g}x"
+    if result.scale in BANDED:
+        return "none" if math.isnan(result.lower) else f"{value(result, result.lower)} to {value(result, result.upper)}"
     return f"{signed(result.lower)} to {signed(result.upper)}" if result.baseline_n is not None \
         else f"{pct(result.lower)} to {pct(result.upper)}"
 
 
 def alternative(result: ClaimResult) -> str:
-    if result.scale == "ratio":
+    if result.scale in BANDED:
         return "-"
     return signed(result.alternative) if result.baseline_n is not None else pct(result.alternative)
 
@@ -73,8 +90,8 @@ def signed(value: float) -> str:
 
 def sentence(result: ClaimResult, claims: ClaimsConfig) -> str:
     """What the verdict rests on, in one sentence."""
-    if result.scale == "ratio":
-        return ratio_sentence(result, claims)
+    if result.scale in BANDED:
+        return band_sentence(result, claims)
     head = f"{counts(result)}: {'B - A' if result.baseline_n is not None else 'rate'} {interval(result)} " \
            f"({pct(claims.confidence)})"
     if result.verdict == CONTRADICTED:
@@ -85,12 +102,14 @@ def sentence(result: ClaimResult, claims: ClaimsConfig) -> str:
             f"{settles(result)} would settle it (power {pct(claims.power)}).")
 
 
-def ratio_sentence(result: ClaimResult, claims: ClaimsConfig) -> str:
-    """A cost ratio's: B/A and its interval against the claimed band."""
+def band_sentence(result: ClaimResult, claims: ClaimsConfig) -> str:
+    """A cost ratio's or a flip count's: the estimate and its interval against the claimed band."""
+    name = BANDED[result.scale][1]
     if math.isnan(result.lower):
-        seen = "no ratio" if result.estimate is None else f"B/A {result.estimate:.3g}x"
+        seen = f"no {name}" if result.estimate is None else f"{name} {value(result, result.estimate)}"
         return f"{counts(result)}: {seen}, no interval ({'; '.join(result.notes[1:]) or result.notes[0]})."
-    head = (f"{counts(result)}: B/A {result.estimate or 0:.3g}x, {interval(result)} ({pct(claims.confidence)})")
+    head = (f"{counts(result)}: {name} {value(result, result.estimate or 0)}, {interval(result)} "
+            f"({pct(claims.confidence)})")
     if result.verdict == CONTRADICTED:
         return f"{head}, an interval that excludes the claim ({result.claimed})."
     if result.verdict == REPLICATED:
@@ -101,9 +120,10 @@ def ratio_sentence(result: ClaimResult, claims: ClaimsConfig) -> str:
 
 def power_words(result: ClaimResult) -> str:
     """What the power at n means, for the page."""
-    if result.scale == "ratio":
-        return (f"Chance that {min(result.k, result.n)} windows a side settle it: {pct(result.power)}, were the "
-                "pilot's ratio and spread the truth's.")
+    if result.scale in BANDED:
+        n = min(result.k, result.n) if result.scale == "ratio" else result.n
+        return (f"Chance that {n} {BANDED[result.scale][0]} settle it: {pct(result.power)}, were the pilot's "
+                f"{BANDED[result.scale][1]} and spread the truth's.")
     truth = "B - A" if result.baseline_n is not None else "the rate"
     return (f"Power at n = {result.n}: {pct(result.power)} to contradict it were {truth} {alternative(result)}; "
             f"{pct(result.assurance)} to replicate it were it true.")
@@ -128,7 +148,8 @@ def markdown(results: list[ClaimResult], claims: ClaimsConfig, runs: list[Path])
               "the alternative (the claim off by its margin). Inconclusive: neither. Power: the chance the check "
               "contradicts the claim were the truth the alternative (exact, binomial). The n that settles it: the "
               f"fewest requests at which that power and the chance to replicate a true claim both reach "
-              f"{pct(claims.power)}.", *(["", COST_METHOD] if any(r.scale == "ratio" for r in results) else []), "",
+              f"{pct(claims.power)}.", *(["", COST_METHOD] if any(r.scale == "ratio" for r in results) else []),
+              *(["", FLIPS_METHOD] if any(r.kind == "flips_at" for r in results) else []), "",
               f"Evidence: {', '.join(f'`{r}`' for r in runs) or 'none'}.", ""]
     return "\n".join(lines)
 

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from orchestrator.analysis import claims as rates
-from orchestrator.analysis import claims_ab, claims_cost
+from orchestrator.analysis import claims_ab, claims_cost, claims_flips
 from orchestrator.analysis.claims import ClaimResult, Evidence, RateClaim, Selector
 from orchestrator.analysis.claims_ab import DifferenceClaim
 from orchestrator.config.catalog import line
@@ -20,6 +20,7 @@ from orchestrator.config.schema import Config, PhaseKind
 from orchestrator.config.search import CommandLine
 from orchestrator.console import Outcome, answer, note
 from orchestrator.errors import ConfigError, ExitStatus
+from orchestrator.record.recorded import RecordedRun
 from orchestrator.run.send.protocol import cell_requests
 
 
@@ -31,6 +32,7 @@ class Cells:
     arms: list[dict[str, Any]]
     runs: list[Path]
     costs: list[list[dict[str, Any]]] = field(default_factory=list)  # each run's cost.phases (load points)
+    records: list[RecordedRun] = field(default_factory=list)  # each run's record (a flip count reads it)
 
     @classmethod
     def read(cls, run_dirs: list[Path]) -> Cells:
@@ -40,12 +42,13 @@ class Cells:
         cells: list[dict[str, Any]] = []
         arms: list[dict[str, Any]] = []
         costs: list[list[dict[str, Any]]] = []
-        for run in read_sources(run_dirs):
+        runs = read_sources(run_dirs)
+        for run in runs:
             report = report_of(run)
             cells += report.get("cells") or []
             arms += report.get("arms") or []
             costs.append((report.get("cost") or {}).get("phases") or [])
-        return cls(cells, arms, list(run_dirs), costs)
+        return cls(cells, arms, list(run_dirs), costs, runs)
 
     def load_points(self, arm: str, phase: str | None) -> list[dict[str, Any]]:
         """The arm's cost at the load point, a PhaseCost dict per run that has it."""
@@ -92,6 +95,8 @@ def _answer(claim: ClaimConfig, claims: ClaimsConfig, found: Cells) -> ClaimResu
         return claims_cost.answer(claim.name, f"{claim.metric}: {words}", claim.source, band, found.load_points(
             claim.baseline or "", claim.phase), found.load_points(claim.arm, claim.phase), claim.metric or "",
             claims.power)
+    if claim.kind == "flips_at":
+        return _flips(claim, claims, found)
     if claim.kind != "ab_difference":
         test, words = _test(claim, claims)
         return rates.answer(claim.name, claim.kind, words, claim.source, test, _evidence(claim, found), claims.power)
@@ -104,6 +109,21 @@ def _answer(claim: ClaimConfig, claims: ClaimsConfig, found: Cells) -> ClaimResu
     a = rates.divergence(found.cells, a_side)
     return claims_ab.answer(claim.name, words, claim.source, difference, a, rates.divergence(
         found.cells, _selector(claim)), claims.power)
+
+
+def _flips(claim: ClaimConfig, claims: ClaimsConfig, found: Cells) -> ClaimResult:
+    """F top-1 flips in N requests (over positions [from, to)), read from the runs' records."""
+    margin = claims.margin if claim.margin is None else claim.margin
+    span = (claim.positions[0], claim.positions[1]) if claim.positions else None
+    counts = claims_flips.flip_counts(found.records, _selector(claim), span)
+    where = f" at positions {span[0]} to {span[1] - 1}" if span else ""
+    flips, of = claim.flips or 0, claim.of or 1
+    if not flips:
+        return claims_flips.answer_none(claim.name, f"no top-1 flip{where} (0 in {of})", claim.source, margin,
+                                        claims.confidence, counts, claims.power)
+    band = claims_cost.RatioClaim(flips / of * (1 - margin), flips / of * (1 + margin), claims.confidence, False)
+    return claims_flips.answer_count(claim.name, f"{flips} flips{where} in {of} requests: {flips / of:.3g} a "
+                                     f"request +- {100 * margin:g} %", claim.source, band, counts, claims.power)
 
 
 def answers(claims: ClaimsConfig, found: Cells) -> list[ClaimResult]:
@@ -175,6 +195,8 @@ def sizing(typed: Config, claims: ClaimsConfig, results: list[ClaimResult]) -> l
             if result.n_needed is not None:  # more windows a side than the run dirs hold (None: cannot size)
                 held = min(result.k, result.n)
                 windows[claim.phase or ""] = max(windows.get(claim.phase or "", 0), result.n_needed - held)
+            continue
+        if result.scale == "count" and result.n_needed is None:  # no pilot to size a mean from: the study's n
             continue
         wanted = min(result.n_needed or claims.max_n, claims.max_n)
         sides = [(_phases(typed, claim, claim.arm, claim.phase), result.n)]

@@ -44,7 +44,7 @@ def _claim(more: str, confidence: float = 0.95) -> str:
     ("ratio: 2, at_most: 3", "claims[0]: a cost_ratio claim takes one of ratio, at_most or at_least (B's cost over "
                              "A's), got 2"),
     ("ratio: 0", "claims[0].ratio=0.0: must be > 0; a ratio B/A, e.g. 2 for twice A's"),
-    ("at_least: 2, baseline_phase: x", "baseline_phase and distinct/of are not a cost_ratio claim's"),
+    ("at_least: 2, baseline_phase: x", "baseline_phase, distinct/of and flips/positions are not a cost_ratio claim's"),
 ])
 def test_a_bad_cost_claim_is_one_line_naming_the_field(more: str, says: str) -> None:
     with pytest.raises(ConfigError) as raised:
