@@ -16,7 +16,8 @@ from orchestrator.config.catalog import line
 from orchestrator.config.keys import unknown
 from orchestrator.errors import ConfigError
 
-KINDS = ("divergence_rate", "distinct", "ab_difference", "no_top1_flip", "no_crash", "cost_ratio", "flips_at")
+KINDS = ("divergence_rate", "distinct", "ab_difference", "no_top1_flip", "no_crash", "cost_ratio", "flips_at",
+         "onset")
 BOUNDED = ("divergence_rate", "ab_difference")  # the kinds that take at_most or at_least (a share)
 SIDED = ("ab_difference", "cost_ratio")  # the kinds that compare arm (B) with a baseline (A)
 
@@ -42,6 +43,9 @@ class ClaimConfig:
     of: int | None = None  # distinct, flips_at: in this many requests
     flips: int | None = None  # flips_at: top-1 flips in `of` requests (0: none; else F / of a request, +-margin)
     positions: list[int] | None = None  # flips_at: the generated positions [from, to) counted (left out: all)
+    onset: float | None = None  # onset: "diverges from this axis value on"
+    search: str | None = None  # onset: the onset search's dir (its hydra.sweep.dir, holding onset.json)
+    per: str | None = None  # onset: the search's configuration (its `per` overrides), where it has several
     margin: float | None = None  # the alternative: the claim is false by this much (default: the file's)
     source: str = ""  # where the claim was made (a URL, a thread), shown with its verdict
 
@@ -116,7 +120,7 @@ def check(claims: ClaimsConfig) -> list[str]:
         if claim.kind != "cost_ratio":
             problems += [*_share(f"{where}.at_most", claim.at_most, signed=signed),
                          *_share(f"{where}.at_least", claim.at_least, signed=signed)]
-        problems += {"cost_ratio": _cost, "flips_at": _flips}.get(claim.kind, _fields)(where, claim)
+        problems += {"cost_ratio": _cost, "flips_at": _flips, "onset": _onset}.get(claim.kind, _fields)(where, claim)
     return problems
 
 
@@ -135,6 +139,8 @@ def _fields(where: str, claim: ClaimConfig) -> list[str]:
         return [f"{where}: metric/ratio are a cost_ratio claim's; a {claim.kind} claim takes none"]
     if claim.flips is not None or claim.positions is not None:
         return [f"{where}: flips/positions are a flips_at claim's; a {claim.kind} claim takes none"]
+    if claim.onset is not None or claim.search is not None or claim.per is not None:
+        return [f"{where}: onset/search/per are an onset claim's; a {claim.kind} claim takes none"]
     sides = claim.baseline is not None or claim.baseline_phase is not None
     if (claim.kind == "ab_difference") != sides:
         return [f"{where}: `baseline` (arm A) and `baseline_phase` (A's phase) are an ab_difference claim's, and "
@@ -187,3 +193,14 @@ def _flips(where: str, claim: ClaimConfig) -> list[str]:
         problems.append(f"{where}: a flips_at claim takes flips, of and positions (and its cells); at_most, "
                         "at_least, baseline, baseline_phase, distinct, metric and ratio are other kinds'")
     return problems
+
+
+def _onset(where: str, claim: ClaimConfig) -> list[str]:
+    """An onset: `onset: N` (an axis value) and `search: DIR` (the onset search's dir); its cells are the search's."""
+    if claim.onset is None or not claim.search:
+        return [f"{where}: an onset claim takes `onset: N` (diverges from N on) and `search: DIR` (an onset "
+                "search's hydra.sweep.dir, docs/onset.md)"]
+    others = [key for key in ("phase", "prompt", "at_most", "at_least", "baseline", "baseline_phase", "distinct",
+                              "of", "metric", "ratio", "flips", "positions") if getattr(claim, key) is not None]
+    return [f"{where}: an onset claim takes onset, search and per (its cells are the search's target); "
+            f"{', '.join(others)} {'is' if len(others) == 1 else 'are'} other kinds'"] if others else []

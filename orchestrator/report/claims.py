@@ -54,6 +54,8 @@ def value(result: ClaimResult, number: float) -> str:
 
 
 def settles(result: ClaimResult) -> str:
+    if result.scale == "onset":
+        return "run the search further" if result.verdict == INCONCLUSIVE else "-"
     if result.scale in BANDED:
         return "cannot size" if result.n_needed is None else f"{result.n_needed} {BANDED[result.scale][0]} (estimate)"
     return f"> {LIMIT_N}" if result.n_needed is None else str(result.n_needed)
@@ -65,12 +67,17 @@ def counts(result: ClaimResult) -> str:
         return f"windows B {result.k}, A {result.n}"
     if result.scale == "count":
         return f"{result.k} flips in {result.n} requests"
+    if result.scale == "onset":
+        return f"{result.k} points, {result.n} requests"
     if result.baseline_n is None:
         return f"{result.k} of {result.n}"
     return f"B {result.k} of {result.n}, A {result.baseline_k} of {result.baseline_n}"
 
 
 def interval(result: ClaimResult) -> str:
+    if result.scale == "onset":
+        return (f"after {'the range' if math.isnan(result.lower) else f'{result.lower:g}'}, at or before "
+                f"{'past the range' if math.isnan(result.upper) else f'{result.upper:g}'}")
     if result.scale in BANDED:
         return "none" if math.isnan(result.lower) else f"{value(result, result.lower)} to {value(result, result.upper)}"
     return f"{signed(result.lower)} to {signed(result.upper)}" if result.baseline_n is not None \
@@ -78,7 +85,7 @@ def interval(result: ClaimResult) -> str:
 
 
 def alternative(result: ClaimResult) -> str:
-    if result.scale in BANDED:
+    if result.scale != "rate":
         return "-"
     return signed(result.alternative) if result.baseline_n is not None else pct(result.alternative)
 
@@ -92,6 +99,10 @@ def sentence(result: ClaimResult, claims: ClaimsConfig) -> str:
     """What the verdict rests on, in one sentence."""
     if result.scale in BANDED:
         return band_sentence(result, claims)
+    if result.scale == "onset":
+        return (f"the search's onset {interval(result)}: "
+                + {CONTRADICTED: "a bracket that excludes the claim", REPLICATED: "the claim inside it",
+                   INCONCLUSIVE: "not settled where the claim lies"}[result.verdict] + f" ({result.claimed}).")
     head = f"{counts(result)}: {'B - A' if result.baseline_n is not None else 'rate'} {interval(result)} " \
            f"({pct(claims.confidence)})"
     if result.verdict == CONTRADICTED:
@@ -120,6 +131,8 @@ def band_sentence(result: ClaimResult, claims: ClaimsConfig) -> str:
 
 def power_words(result: ClaimResult) -> str:
     """What the power at n means, for the page."""
+    if result.scale == "onset":  # no power: the search's own bracket, its lines below
+        return "See the search's line below."
     if result.scale in BANDED:
         n = min(result.k, result.n) if result.scale == "ratio" else result.n
         return (f"Chance that {n} {BANDED[result.scale][0]} settle it: {pct(result.power)}, were the pilot's "
@@ -131,7 +144,7 @@ def power_words(result: ClaimResult) -> str:
 
 def markdown(results: list[ClaimResult], claims: ClaimsConfig, runs: list[Path]) -> str:
     rows = [[r.name, r.claimed, r.verdict.upper() if r.verdict == CONTRADICTED else r.verdict, counts(r), interval(r),
-             alternative(r), pct(r.power), settles(r)]
+             alternative(r), "-" if math.isnan(r.power) else pct(r.power), settles(r)]
             for r in results]
     lines = ["# Claims checked", "", f"**{verdict_line(results)}.**", "",
              *markdown_table(["claim", "claimed", "verdict", "k of n", f"interval ({pct(claims.confidence)})",

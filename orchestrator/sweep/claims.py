@@ -22,6 +22,7 @@ from orchestrator.console import Outcome, answer, note
 from orchestrator.errors import ConfigError, ExitStatus
 from orchestrator.record.recorded import RecordedRun
 from orchestrator.run.send.protocol import cell_requests
+from orchestrator.sweep import claims_onset
 
 
 @dataclass
@@ -97,6 +98,8 @@ def _answer(claim: ClaimConfig, claims: ClaimsConfig, found: Cells) -> ClaimResu
             claims.power)
     if claim.kind == "flips_at":
         return _flips(claim, claims, found)
+    if claim.kind == "onset":
+        return claims_onset.answer(claim, f"claims[{claims.claims.index(claim)}]")
     if claim.kind != "ab_difference":
         test, words = _test(claim, claims)
         return rates.answer(claim.name, claim.kind, words, claim.source, test, _evidence(claim, found), claims.power)
@@ -130,6 +133,8 @@ def answers(claims: ClaimsConfig, found: Cells) -> list[ClaimResult]:
     """Every claim answered on the cells found; a claim that names no cell of them is bad input."""
     problems = []
     for i, claim in enumerate(claims.claims):
+        if claim.kind == "onset":  # its cells are its search's (claims_onset checks the arm against it)
+            continue
         arms = {c["arm"] for c in found.cells} | {a["arm"] for a in found.arms}
         for key, value, values in (("arm", claim.arm, arms), ("baseline", claim.baseline, arms),
                                    ("phase", claim.phase, {c["phase"] for c in found.cells}),
@@ -190,6 +195,8 @@ def sizing(typed: Config, claims: ClaimsConfig, results: list[ClaimResult]) -> l
     per_cell: dict[str, int] = {}
     windows: dict[str, int] = {}
     for claim, result in zip(claims.claims, results, strict=True):
+        if claim.kind == "onset":  # the evidence is its search's: `orchestrator onset` runs more
+            continue
         if claim.kind == "cost_ratio":
             _load_phase(typed, claim)
             if result.n_needed is not None:  # more windows a side than the run dirs hold (None: cannot size)
@@ -237,7 +244,9 @@ def check_claims(file: Path, study: str | None, line_: CommandLine, run_dirs: li
 
     claims = load(file)
     study = study or (claims.study if not run_dirs else None)
-    if study is None and not run_dirs:
+    if all(claim.kind == "onset" for claim in claims.claims):  # their evidence is their searches': nothing to run
+        study = None
+    if study is None and not run_dirs and any(claim.kind != "onset" for claim in claims.claims):
         raise ConfigError(f"{file}: name the evidence: --study NAME (runs what is missing) and/or --run RUN_DIR...")
     if line_.overrides and study is None:
         raise ConfigError(f"overrides ({' '.join(line_.overrides)}) are for a study run here: add --study NAME")
