@@ -142,7 +142,7 @@ def power_words(result: ClaimResult) -> str:
             f"{pct(result.assurance)} to replicate it were it true.")
 
 
-def markdown(results: list[ClaimResult], claims: ClaimsConfig, runs: list[Path]) -> str:
+def markdown(results: list[ClaimResult], claims: ClaimsConfig, runs: list[Path], provenance: list[str]) -> str:
     rows = [[r.name, r.claimed, r.verdict.upper() if r.verdict == CONTRADICTED else r.verdict, counts(r), interval(r),
              alternative(r), "-" if math.isnan(r.power) else pct(r.power), settles(r)]
             for r in results]
@@ -163,7 +163,9 @@ def markdown(results: list[ClaimResult], claims: ClaimsConfig, runs: list[Path])
               f"fewest requests at which that power and the chance to replicate a true claim both reach "
               f"{pct(claims.power)}.", *(["", COST_METHOD] if any(r.scale == "ratio" for r in results) else []),
               *(["", FLIPS_METHOD] if any(r.kind == "flips_at" for r in results) else []), "",
-              f"Evidence: {', '.join(f'`{r}`' for r in runs) or 'none'}.", ""]
+              f"Evidence: {', '.join(f'`{r}`' for r in runs) or 'none'}.", *([""] if provenance else []),
+              *(f"- {line}" for line in provenance),
+              ""]
     return "\n".join(lines)
 
 
@@ -174,14 +176,16 @@ def to_html(text: str) -> str:
             + f"\n<script>{SCRIPT}</script>\n</body></html>\n")
 
 
-def write(results: list[ClaimResult], claims: ClaimsConfig, runs: list[Path], out: Path) -> Pages:
+def write(results: list[ClaimResult], claims: ClaimsConfig, runs: list[Path], out: Path,
+          provenance: list[str] | None = None) -> Pages:
+    """`provenance`: an imported run dir's line each (what its source lacked), on the page and the terminal."""
     out.mkdir(parents=True, exist_ok=True)
     pages = Pages(out / "claims.md", out / "claims.html", out / "claims.json",
                   [f"{verdict_line(results)}.",
                    *(f"  {r.verdict}: {r.name}: {sentence(r, claims)} " + (
                        f"Power at n = {r.n}: {pct(r.power)}." if r.scale == "rate" else power_words(r))
-                     for r in results)])
-    text = markdown(results, claims, runs)
+                     for r in results), *(provenance or [])])
+    text = markdown(results, claims, runs, provenance or [])
     atomic_write_text(pages.markdown, text)
     atomic_write_text(pages.html, to_html(text))
     atomic_write_text(pages.json, json.dumps(

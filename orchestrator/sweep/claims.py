@@ -258,7 +258,8 @@ def check_claims(file: Path, study: str | None, line_: CommandLine, run_dirs: li
         if ran.status not in (ExitStatus.OK, ExitStatus.GATE_FAILED):  # the measurement failed: its lines say why
             return ran
     results = answers(claims, found)
-    pages = write(results, claims, found.runs, out)
+    pages = write(results, claims, found.runs, out, [f"{run.paths.root}: {run.meta.provenance}"
+                                                     for run in found.records if run.meta.provenance])
     contradicted = [r for r in results if r.verdict == rates.CONTRADICTED]
     return ran + answer(*pages.summary, f"\nClaims: {pages.markdown}, {pages.html.name}, {pages.json.name}",
                         status=ExitStatus.GATE_FAILED if contradicted else ExitStatus.OK)
