@@ -204,6 +204,7 @@ def sizing(typed: Config, claims: ClaimsConfig, results: list[ClaimResult]) -> l
                 windows[claim.phase or ""] = max(windows.get(claim.phase or "", 0), result.n_needed - held)
             continue
         if result.scale == "count" and result.n_needed is None:  # no pilot to size a mean from: the study's n
+            _phases(typed, claim, claim.arm, claim.phase)  # its cells, checked all the same
             continue
         wanted = min(result.n_needed or claims.max_n, claims.max_n)
         sides = [(_phases(typed, claim, claim.arm, claim.phase), result.n)]
