@@ -131,8 +131,8 @@ def band_sentence(result: ClaimResult, claims: ClaimsConfig) -> str:
 
 def power_words(result: ClaimResult) -> str:
     """What the power at n means, for the page."""
-    if result.scale == "onset":  # no power: the search's own bracket, its lines below
-        return "See the search's line below."
+    if result.scale == "onset":  # no power: the search's own bracket
+        return f"{result.notes[1].capitalize()}: no power of its own."
     if result.scale in BANDED:
         n = min(result.k, result.n) if result.scale == "ratio" else result.n
         return (f"Chance that {n} {BANDED[result.scale][0]} settle it: {pct(result.power)}, were the pilot's "
