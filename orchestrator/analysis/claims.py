@@ -183,6 +183,8 @@ class ClaimResult:
     notes: list[str]
     baseline_k: int | None = None  # an A/B claim's: the baseline's (A's) k of n; lower/upper bound B - A
     baseline_n: int | None = None
+    scale: str = "rate"  # what lower/upper are: "rate" (a share, or B - A), "ratio" (B/A: k, n are B's, A's windows)
+    estimate: float | None = None  # a ratio claim's observed B/A
 
 
 def answer(name: str, kind: str, claimed: str, source: str, test: RateClaim, evidence: Evidence, target: float

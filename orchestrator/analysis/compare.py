@@ -68,7 +68,8 @@ BASIS_NOTES = {basis: f"signature: {words.removeprefix('the ')}" for basis, word
                if basis != "top_logprobs"}
 
 
-def _basis(warm: pa.Table) -> str:
+def basis_of(warm: pa.Table) -> str:
+    """What the cell's signatures hash: the first basis every row has (SIGNATURE_BASES), else the text."""
     return next((name for name, column in SIGNATURE_BASES.items() if not warm.column(column).null_count), "text")
 
 
@@ -124,7 +125,7 @@ def _analyse(cut: Cut, acc: _Accumulator, expectation: Any, near_tie_gap: float,
     acc.result.batches.extend(found)
     warm = table.take(np.nonzero(ok & keep)[0]) if not (ok & keep).all() else table
     cell.n = warm.num_rows
-    cell.signature_basis = _basis(warm)
+    cell.signature_basis = basis_of(warm)
     sigs = warm.column(SIGNATURE_BASES[cell.signature_basis])
     reference = 0
     if warm.num_rows == 0:

@@ -31,13 +31,15 @@ SETTING = {"window": "load.windows", "start": "study.starts"}
 
 @dataclass(frozen=True)
 class Ratio:
-    """B/A of one metric, its 95 % interval (None: none could be given, `note` says why), and how it was found."""
+    """B/A of one metric, its interval (95 % unless asked; None: none could be given, `note` says why), and how
+    it was found."""
 
     value: float | None
     lower: float | None
     upper: float | None
     note: str
     method: str
+    log_sd: float | None = None  # the sd of one replicate's log ratio (paired: a pair's; Welch: a window a side)
 
 
 def schedules(rows: dict[str, Any], ids: list[int]) -> list[str]:
@@ -54,7 +56,7 @@ def schedules(rows: dict[str, Any], ids: list[int]) -> list[str]:
     return out
 
 
-def paired(a: list[float], b: list[float]) -> Ratio:
+def paired(a: list[float], b: list[float], confidence: float = CONFIDENCE) -> Ratio:
     """B/A from pairs (a[i], b[i]): the geometric mean of b[i]/a[i], Student's t interval on their logs."""
     if not a:
         return Ratio(None, None, None, "no window measured on both sides", PAIRED)
@@ -64,14 +66,14 @@ def paired(a: list[float], b: list[float]) -> Ratio:
     estimate = float(math.exp(logs.mean()))
     if len(logs) < 2:
         return Ratio(estimate, None, None, ONE_REPLICATE.format(what="window", setting=SETTING["window"]), PAIRED)
-    spread = float(logs.std(ddof=1)) / math.sqrt(len(logs))
-    if spread == 0:
-        return Ratio(estimate, estimate, estimate, "every pair gave the same ratio", PAIRED)
-    half = t_quantile(0.5 + CONFIDENCE / 2, len(logs) - 1) * spread
-    return Ratio(estimate, estimate * math.exp(-half), estimate * math.exp(half), "", PAIRED)
+    sd = float(logs.std(ddof=1))
+    if sd == 0:
+        return Ratio(estimate, estimate, estimate, "every pair gave the same ratio", PAIRED, 0.0)
+    half = t_quantile(0.5 + confidence / 2, len(logs) - 1) * sd / math.sqrt(len(logs))
+    return Ratio(estimate, estimate * math.exp(-half), estimate * math.exp(half), "", PAIRED, sd)
 
 
-def welch(a: list[float], b: list[float], what: str = "window") -> Ratio:
+def welch(a: list[float], b: list[float], what: str = "window", confidence: float = CONFIDENCE) -> Ratio:
     """B/A as the geometric means' ratio of the replicates, with Welch's t interval on the logs (df by
     Welch-Satterthwaite); one replicate on a side: the ratio alone, and the note says so."""
     method = WELCH if what == "window" else "Welch's t on the starts' logs"
@@ -83,21 +85,23 @@ def welch(a: list[float], b: list[float], what: str = "window") -> Ratio:
     estimate = float(math.exp(lb.mean() - la.mean()))
     if len(a) < 2 or len(b) < 2:
         return Ratio(estimate, None, None, ONE_REPLICATE.format(what=what, setting=SETTING[what]), method)
+    sd = math.sqrt(float(la.var(ddof=1)) + float(lb.var(ddof=1)))
     va, vb = float(la.var(ddof=1)) / len(a), float(lb.var(ddof=1)) / len(b)
     if va + vb == 0:
-        return Ratio(estimate, estimate, estimate, f"every {what} gave the same value", method)
+        return Ratio(estimate, estimate, estimate, f"every {what} gave the same value", method, 0.0)
     df = (va + vb) ** 2 / (va ** 2 / (len(a) - 1) + vb ** 2 / (len(b) - 1))
-    half = t_quantile(0.5 + CONFIDENCE / 2, df) * math.sqrt(va + vb)
-    return Ratio(estimate, estimate * math.exp(-half), estimate * math.exp(half), "", method)
+    half = t_quantile(0.5 + confidence / 2, df) * math.sqrt(va + vb)
+    return Ratio(estimate, estimate * math.exp(-half), estimate * math.exp(half), "", method, sd)
 
 
 def window_ratio(ids_a: list[int], a: list[float | None], schedules_a: list[str], ids_b: list[int],
-                 b: list[float | None], schedules_b: list[str]) -> Ratio:
+                 b: list[float | None], schedules_b: list[str], confidence: float = CONFIDENCE) -> Ratio:
     """Paired over the windows both sides counted where each such window's schedule is the same on both (and there
     are two or more); else Welch over each side's windows."""
     mine_a = dict(zip(ids_a, zip(a, schedules_a, strict=True), strict=True))
     mine_b = dict(zip(ids_b, zip(b, schedules_b, strict=True), strict=True))
     both = [w for w in mine_a if w in mine_b and mine_a[w][0] is not None and mine_b[w][0] is not None]
     if len(both) >= 2 and all(mine_a[w][1] == mine_b[w][1] for w in both):
-        return paired([float(mine_a[w][0] or 0) for w in both], [float(mine_b[w][0] or 0) for w in both])
-    return welch([v for v in a if v is not None], [v for v in b if v is not None])
+        return paired([float(mine_a[w][0] or 0) for w in both], [float(mine_b[w][0] or 0) for w in both],
+                      confidence)
+    return welch([v for v in a if v is not None], [v for v in b if v is not None], confidence=confidence)

@@ -16,8 +16,10 @@ from orchestrator.config.catalog import line
 from orchestrator.config.keys import unknown
 from orchestrator.errors import ConfigError
 
-KINDS = ("divergence_rate", "distinct", "ab_difference", "no_top1_flip", "no_crash")
-BOUNDED = ("divergence_rate", "ab_difference")  # the kinds that take at_most or at_least
+KINDS = ("divergence_rate", "distinct", "ab_difference", "no_top1_flip", "no_crash", "cost_ratio", "flips_at",
+         "onset")
+BOUNDED = ("divergence_rate", "ab_difference")  # the kinds that take at_most or at_least (a share)
+SIDED = ("ab_difference", "cost_ratio")  # the kinds that compare arm (B) with a baseline (A)
 
 
 @dataclass
@@ -35,8 +37,15 @@ class ClaimConfig:
     baseline: str | None = None  # ab_difference: arm A (`arm` is B); left out: the same arm
     baseline_phase: str | None = None  # ab_difference: A's phase; left out: the same phase
     baseline_rate: float = 0.0  # ab_difference: A's rate at which the power is computed
+    metric: str | None = None  # cost_ratio: the load point's metric (latency_s, time_to_first_token_s, ...)
+    ratio: float | None = None  # cost_ratio: B costs `ratio` times A, within +-margin of it (or at_most/at_least)
     distinct: int | None = None  # distinct: `distinct` in `of` ("1 in 6": all identical; "6 in 6": all distinct)
-    of: int | None = None
+    of: int | None = None  # distinct, flips_at: in this many requests
+    flips: int | None = None  # flips_at: top-1 flips in `of` requests (0: none; else F / of a request, +-margin)
+    positions: list[int] | None = None  # flips_at: the generated positions [from, to) counted (left out: all)
+    onset: float | None = None  # onset: "diverges from this axis value on"
+    search: str | None = None  # onset: the onset search's dir (its hydra.sweep.dir, holding onset.json)
+    per: str | None = None  # onset: the search's configuration (its `per` overrides), where it has several
     margin: float | None = None  # the alternative: the claim is false by this much (default: the file's)
     source: str = ""  # where the claim was made (a URL, a thread), shown with its verdict
 
@@ -107,9 +116,11 @@ def check(claims: ClaimsConfig) -> list[str]:
             problems.append(line("empty", f"{where}.arm", "", "an arm of the study", "name the arm it is about"))
         signed = claim.kind == "ab_difference"  # a difference of rates: in [-1, 1]
         problems += [*_share(f"{where}.margin", claim.margin, True), *_share(f"{where}.baseline_rate",
-                     claim.baseline_rate), *_share(f"{where}.at_most", claim.at_most, signed=signed),
-                     *_share(f"{where}.at_least", claim.at_least, signed=signed)]
-        problems += _fields(where, claim)
+                     claim.baseline_rate)]
+        if claim.kind != "cost_ratio":
+            problems += [*_share(f"{where}.at_most", claim.at_most, signed=signed),
+                         *_share(f"{where}.at_least", claim.at_least, signed=signed)]
+        problems += {"cost_ratio": _cost, "flips_at": _flips, "onset": _onset}.get(claim.kind, _fields)(where, claim)
     return problems
 
 
@@ -124,6 +135,12 @@ def _fields(where: str, claim: ClaimConfig) -> list[str]:
     if claim.kind == "divergence_rate" and (claim.at_least == 0 or claim.at_most == 1):
         return [f"{where}: at_least 0 or at_most 1 claims nothing that could be contradicted; state a rate inside "
                 "(0, 1] for at_least, [0, 1) for at_most"]
+    if claim.metric is not None or claim.ratio is not None:
+        return [f"{where}: metric/ratio are a cost_ratio claim's; a {claim.kind} claim takes none"]
+    if claim.flips is not None or claim.positions is not None:
+        return [f"{where}: flips/positions are a flips_at claim's; a {claim.kind} claim takes none"]
+    if claim.onset is not None or claim.search is not None or claim.per is not None:
+        return [f"{where}: onset/search/per are an onset claim's; a {claim.kind} claim takes none"]
     sides = claim.baseline is not None or claim.baseline_phase is not None
     if (claim.kind == "ab_difference") != sides:
         return [f"{where}: `baseline` (arm A) and `baseline_phase` (A's phase) are an ab_difference claim's, and "
@@ -137,3 +154,53 @@ def _fields(where: str, claim: ClaimConfig) -> list[str]:
         return [line("range", f"{where}.distinct", claim.distinct, f"1 or {claim.of} (all identical, or all "
                      "distinct)", "for a share in between, state a divergence_rate claim")]
     return []
+
+
+def _cost(where: str, claim: ClaimConfig) -> list[str]:
+    """A cost ratio: B (arm) against A (baseline) at one load point (phase), a metric, and one of ratio (within
+    +-margin of it), at_most or at_least, each > 0."""
+    problems = [line("empty", f"{where}.{key}", "", valid, fix) for key, valid, fix in (
+        ("baseline", "arm A", "name the arm B's cost is a multiple of"),
+        ("phase", "a load phase", "name the load point"),
+        ("metric", "a load point's metric", "e.g. latency_s, time_to_first_token_s, request_throughput_per_s"))
+        if not getattr(claim, key)]
+    given = [(key, value) for key, value in (("ratio", claim.ratio), ("at_most", claim.at_most),
+                                             ("at_least", claim.at_least)) if value is not None]
+    if len(given) != 1:
+        return [*problems, f"{where}: a cost_ratio claim takes one of ratio, at_most or at_least (B's cost over "
+                f"A's), got {len(given)}; e.g. `ratio: 2` (within +-margin of 2)"]
+    problems += [line("range", f"{where}.{key}", value, "> 0", "a ratio B/A, e.g. 2 for twice A's")
+                 for key, value in given if value <= 0]
+    if any(v is not None for v in (claim.baseline_phase, claim.distinct, claim.of, claim.flips, claim.positions)):
+        problems.append(f"{where}: baseline_phase, distinct/of and flips/positions are not a cost_ratio claim's (A "
+                        "and B share the load point)")
+    return problems
+
+
+def _flips(where: str, claim: ClaimConfig) -> list[str]:
+    """A flip count: `flips: F` (>= 0) in `of: N` requests (>= 1), over positions [from, to) where given."""
+    if claim.flips is None or claim.of is None:
+        return [f"{where}: a flips_at claim takes `flips: F` and `of: N` (F top-1 flips in N requests), e.g. "
+                "`flips: 416, of: 8`"]
+    problems = [line("range", f"{where}.{key}", value, valid, "a count") for key, value, valid in (
+        ("flips", claim.flips, ">= 0"), ("of", claim.of, ">= 1")) if value < (0 if key == "flips" else 1)]
+    span = claim.positions
+    if span is not None and (len(span) != 2 or not 0 <= span[0] < span[1]):
+        problems.append(line("range", f"{where}.positions", span, "[from, to] with 0 <= from < to", "generated "
+                             "positions counted from 0, `to` left out"))
+    if any(v is not None for v in (claim.at_most, claim.at_least, claim.baseline, claim.baseline_phase,
+                                   claim.distinct, claim.metric, claim.ratio)):
+        problems.append(f"{where}: a flips_at claim takes flips, of and positions (and its cells); at_most, "
+                        "at_least, baseline, baseline_phase, distinct, metric and ratio are other kinds'")
+    return problems
+
+
+def _onset(where: str, claim: ClaimConfig) -> list[str]:
+    """An onset: `onset: N` (an axis value) and `search: DIR` (the onset search's dir); its cells are the search's."""
+    if claim.onset is None or not claim.search:
+        return [f"{where}: an onset claim takes `onset: N` (diverges from N on) and `search: DIR` (an onset "
+                "search's hydra.sweep.dir, docs/onset.md)"]
+    others = [key for key in ("phase", "prompt", "at_most", "at_least", "baseline", "baseline_phase", "distinct",
+                              "of", "metric", "ratio", "flips", "positions") if getattr(claim, key) is not None]
+    return [f"{where}: an onset claim takes onset, search and per (its cells are the search's target); "
+            f"{', '.join(others)} {'is' if len(others) == 1 else 'are'} other kinds'"] if others else []

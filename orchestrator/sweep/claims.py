@@ -6,12 +6,12 @@ analysis/claims.py and written by report/claims.py. Exit 3 when a claim is contr
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from orchestrator.analysis import claims as rates
-from orchestrator.analysis import claims_ab
+from orchestrator.analysis import claims_ab, claims_cost, claims_flips
 from orchestrator.analysis.claims import ClaimResult, Evidence, RateClaim, Selector
 from orchestrator.analysis.claims_ab import DifferenceClaim
 from orchestrator.config.catalog import line
@@ -20,7 +20,9 @@ from orchestrator.config.schema import Config, PhaseKind
 from orchestrator.config.search import CommandLine
 from orchestrator.console import Outcome, answer, note
 from orchestrator.errors import ConfigError, ExitStatus
+from orchestrator.record.recorded import RecordedRun
 from orchestrator.run.send.protocol import cell_requests
+from orchestrator.sweep import claims_onset
 
 
 @dataclass
@@ -30,6 +32,8 @@ class Cells:
     cells: list[dict[str, Any]]
     arms: list[dict[str, Any]]
     runs: list[Path]
+    costs: list[list[dict[str, Any]]] = field(default_factory=list)  # each run's cost.phases (load points)
+    records: list[RecordedRun] = field(default_factory=list)  # each run's record (a flip count reads it)
 
     @classmethod
     def read(cls, run_dirs: list[Path]) -> Cells:
@@ -38,11 +42,18 @@ class Cells:
 
         cells: list[dict[str, Any]] = []
         arms: list[dict[str, Any]] = []
-        for run in read_sources(run_dirs):
+        costs: list[list[dict[str, Any]]] = []
+        runs = read_sources(run_dirs)
+        for run in runs:
             report = report_of(run)
             cells += report.get("cells") or []
             arms += report.get("arms") or []
-        return cls(cells, arms, list(run_dirs))
+            costs.append((report.get("cost") or {}).get("phases") or [])
+        return cls(cells, arms, list(run_dirs), costs, runs)
+
+    def load_points(self, arm: str, phase: str | None) -> list[dict[str, Any]]:
+        """The arm's cost at the load point, a PhaseCost dict per run that has it."""
+        return [p for run in self.costs for p in run if p["arm"] == arm and p["phase"] == phase]
 
 
 def _selector(claim: ClaimConfig) -> Selector:
@@ -79,6 +90,16 @@ def _evidence(claim: ClaimConfig, found: Cells) -> Evidence:
 
 
 def _answer(claim: ClaimConfig, claims: ClaimsConfig, found: Cells) -> ClaimResult:
+    margin = claims.margin if claim.margin is None else claim.margin
+    if claim.kind == "cost_ratio":
+        band, words = claims_cost.test_of(claim.ratio, claim.at_most, claim.at_least, margin, claims.confidence)
+        return claims_cost.answer(claim.name, f"{claim.metric}: {words}", claim.source, band, found.load_points(
+            claim.baseline or "", claim.phase), found.load_points(claim.arm, claim.phase), claim.metric or "",
+            claims.power)
+    if claim.kind == "flips_at":
+        return _flips(claim, claims, found)
+    if claim.kind == "onset":
+        return claims_onset.answer(claim, f"claims[{claims.claims.index(claim)}]")
     if claim.kind != "ab_difference":
         test, words = _test(claim, claims)
         return rates.answer(claim.name, claim.kind, words, claim.source, test, _evidence(claim, found), claims.power)
@@ -93,10 +114,27 @@ def _answer(claim: ClaimConfig, claims: ClaimsConfig, found: Cells) -> ClaimResu
         found.cells, _selector(claim)), claims.power)
 
 
+def _flips(claim: ClaimConfig, claims: ClaimsConfig, found: Cells) -> ClaimResult:
+    """F top-1 flips in N requests (over positions [from, to)), read from the runs' records."""
+    margin = claims.margin if claim.margin is None else claim.margin
+    span = (claim.positions[0], claim.positions[1]) if claim.positions else None
+    counts = claims_flips.flip_counts(found.records, _selector(claim), span)
+    where = f" at positions {span[0]} to {span[1] - 1}" if span else ""
+    flips, of = claim.flips or 0, claim.of or 1
+    if not flips:
+        return claims_flips.answer_none(claim.name, f"no top-1 flip{where} (0 in {of})", claim.source, margin,
+                                        claims.confidence, counts, claims.power)
+    band = claims_cost.RatioClaim(flips / of * (1 - margin), flips / of * (1 + margin), claims.confidence, False)
+    return claims_flips.answer_count(claim.name, f"{flips} flips{where} in {of} requests: {flips / of:.3g} a "
+                                     f"request +- {100 * margin:g} %", claim.source, band, counts, claims.power)
+
+
 def answers(claims: ClaimsConfig, found: Cells) -> list[ClaimResult]:
     """Every claim answered on the cells found; a claim that names no cell of them is bad input."""
     problems = []
     for i, claim in enumerate(claims.claims):
+        if claim.kind == "onset":  # its cells are its search's (claims_onset checks the arm against it)
+            continue
         arms = {c["arm"] for c in found.cells} | {a["arm"] for a in found.arms}
         for key, value, values in (("arm", claim.arm, arms), ("baseline", claim.baseline, arms),
                                    ("phase", claim.phase, {c["phase"] for c in found.cells}),
@@ -105,9 +143,33 @@ def answers(claims: ClaimsConfig, found: Cells) -> list[ClaimResult]:
             if value is not None and value not in values:
                 problems.append(line("unknown-name", f"claims[{i}].{key}", value, sorted(values),
                                      f"one of the {key}s of {', '.join(map(str, found.runs)) or 'the runs'}"))
+        if claim.kind == "cost_ratio" and not problems:
+            problems += _cost_problems(i, claim, found)
     if problems:
         raise ConfigError(problems)
     return [_answer(claim, claims, found) for claim in claims.claims]
+
+
+def _cost_problems(i: int, claim: ClaimConfig, found: Cells) -> list[str]:
+    """A cost claim's load point and metric, as the runs measured them."""
+    points = found.load_points(claim.arm, claim.phase) + found.load_points(claim.baseline or "", claim.phase)
+    if not points:
+        loads = sorted({p["phase"] for run in found.costs for p in run})
+        return [line("unknown-name", f"claims[{i}].phase", claim.phase, loads, "a load phase both arms ran "
+                     "(a cost ratio is a load point's)")]
+    metrics = sorted(set.intersection(*(set(p["per_window"]) for p in points)))
+    return [] if claim.metric in metrics else [line("unknown-name", f"claims[{i}].metric", claim.metric, metrics,
+                                                    "a metric of the load point")]
+
+
+def _load_phase(typed: Config, claim: ClaimConfig) -> None:
+    """A cost claim's arms and load phase, in the study."""
+    loads = [name for name, kind in typed.protocol.phases.items() if kind.kind is PhaseKind.load]
+    for key, value, names in (("arm", claim.arm, list(typed.arms)), ("baseline", claim.baseline, list(typed.arms)),
+                              ("phase", claim.phase, loads)):
+        if value not in names:
+            raise ConfigError(line("unknown-name", f"claim '{claim.name}': {key}", value, sorted(names),
+                                   f"a {'load phase' if key == 'phase' else 'arm'} of the study"))
 
 
 def _phases(typed: Config, claim: ClaimConfig, arm: str | None, phase: str | None) -> list[str]:
@@ -131,7 +193,19 @@ def sizing(typed: Config, claims: ClaimsConfig, results: list[ClaimResult]) -> l
     phase's batches (its batch size kept). A claim sized past max_n gets max_n. A phase that already sends as
     many keeps its config."""
     per_cell: dict[str, int] = {}
+    windows: dict[str, int] = {}
     for claim, result in zip(claims.claims, results, strict=True):
+        if claim.kind == "onset":  # the evidence is its search's: `orchestrator onset` runs more
+            continue
+        if claim.kind == "cost_ratio":
+            _load_phase(typed, claim)
+            if result.n_needed is not None:  # more windows a side than the run dirs hold (None: cannot size)
+                held = min(result.k, result.n)
+                windows[claim.phase or ""] = max(windows.get(claim.phase or "", 0), result.n_needed - held)
+            continue
+        if result.scale == "count" and result.n_needed is None:  # no pilot to size a mean from: the study's n
+            _phases(typed, claim, claim.arm, claim.phase)  # its cells, checked all the same
+            continue
         wanted = min(result.n_needed or claims.max_n, claims.max_n)
         sides = [(_phases(typed, claim, claim.arm, claim.phase), result.n)]
         if claim.kind == "ab_difference":
@@ -142,6 +216,11 @@ def sizing(typed: Config, claims: ClaimsConfig, results: list[ClaimResult]) -> l
             for name in phases:
                 per_cell[name] = max(per_cell.get(name, 0), math.ceil((wanted - held) / (prompts * len(phases))))
     overrides = []
+    for name, more in windows.items():
+        load = typed.protocol.phases[name].load
+        cap = max(1, claims.max_n // (load.requests or 1))  # max_n: the most requests a claim's cells are given
+        if min(more, cap) > load.windows:
+            overrides.append(f"protocol.phases.{name}.load.windows={min(more, cap)}")
     for name, n in per_cell.items():
         phase = typed.protocol.phases[name]
         if n <= cell_requests(phase):  # the study already sends as many
@@ -166,7 +245,9 @@ def check_claims(file: Path, study: str | None, line_: CommandLine, run_dirs: li
 
     claims = load(file)
     study = study or (claims.study if not run_dirs else None)
-    if study is None and not run_dirs:
+    if all(claim.kind == "onset" for claim in claims.claims):  # their evidence is their searches': nothing to run
+        study = None
+    if study is None and not run_dirs and any(claim.kind != "onset" for claim in claims.claims):
         raise ConfigError(f"{file}: name the evidence: --study NAME (runs what is missing) and/or --run RUN_DIR...")
     if line_.overrides and study is None:
         raise ConfigError(f"overrides ({' '.join(line_.overrides)}) are for a study run here: add --study NAME")
@@ -178,7 +259,8 @@ def check_claims(file: Path, study: str | None, line_: CommandLine, run_dirs: li
         if ran.status not in (ExitStatus.OK, ExitStatus.GATE_FAILED):  # the measurement failed: its lines say why
             return ran
     results = answers(claims, found)
-    pages = write(results, claims, found.runs, out)
+    pages = write(results, claims, found.runs, out, [f"{run.paths.root}: {run.meta.provenance}"
+                                                     for run in found.records if run.meta.provenance])
     contradicted = [r for r in results if r.verdict == rates.CONTRADICTED]
     return ran + answer(*pages.summary, f"\nClaims: {pages.markdown}, {pages.html.name}, {pages.json.name}",
                         status=ExitStatus.GATE_FAILED if contradicted else ExitStatus.OK)

@@ -60,7 +60,7 @@ def _cells(n: int) -> Cells:
      "unknown key 'margn' in claims.0. Did you mean 'margin'?"),
     ("claims:\n  - {name: a, kind: divergence, arm: x, at_most: 0}",
      "claims[0].kind='divergence' names nothing that exists. Did you mean 'divergence_rate'? Available: "
-     "ab_difference, distinct, divergence_rate, no_crash, no_top1_flip"),
+     "ab_difference, cost_ratio, distinct, divergence_rate, flips_at, no_crash, no_top1_flip, onset"),
     ("claims:\n  - {name: a, kind: divergence_rate, arm: x, at_most: 2}", "claims[0].at_most=2.0: must be in [0, 1]"),
     ("claims:\n  - {name: a, kind: divergence_rate, arm: x}", "takes one of at_most or at_least"),
     ("claims:\n  - {name: a, kind: distinct, arm: x, distinct: 3, of: 6}",
