@@ -14,7 +14,8 @@ PACKAGE = Path(__file__).resolve().parents[2] / "orchestrator"
 # Who else may print, and why: what is said while a run goes (before the arms start, progress), and programs
 # of their own (the reaper sidecar, the probe files shipped into images).
 PRINTS_OF_THEIR_OWN = {"console.py", "run/study.py", "run/execute.py", "reproduce/rerun.py", "reproduce/resume.py",
-                       "runtime/reaper.py"}
+                       "runtime/reaper.py",
+                       "triage/procedure.py", "triage/runner.py"}  # a triage's steps as they end, on stderr
 
 
 def test_lines_come_out_in_the_order_said_on_their_stream(capsys: pytest.CaptureFixture[str]) -> None:
