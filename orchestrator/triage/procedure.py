@@ -1,7 +1,8 @@
 """The triage as a procedure: the steps in order (triage/steps.py), each run as a study (triage/runner.py) unless
 done already (triage.json: a resumed triage goes on where it stopped), skipped where an earlier step made it moot
-or the budget is spent, and each switch of the engine's profile the arm has on tried as an A/B on the step that
-showed variation. Progress goes to stderr as each step ends."""
+or the budget is spent, each switch of the engine's profile the arm has on tried as an A/B on the step that
+showed variation, and, on an engine that records digests, `locate` where variation remains (triage/inside.py).
+Progress goes to stderr as each step ends."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from orchestrator.triage import runner, steps
+from orchestrator.triage import inside, runner, steps
 from orchestrator.triage.findings import BUDGET
 from orchestrator.triage.observe import observe, observe_onset
 from orchestrator.triage.state import DONE, SKIPPED, StepOutcome, TriageState, save
@@ -96,4 +97,9 @@ def triage(source: runner.Source, sizing: Sizing, out: Path, state: TriageState,
         fixed = f"{switch.name}_repeatable"
         if outcome.status == DONE and outcome.varies(AS_GIVEN) and not outcome.varies(fixed):
             explained = explained or switch.name
+    if inside.records_digests(source.engine) and inside.NAME not in state.steps:  # where it remains: which module
+        state.steps[inside.NAME] = inside.locate_step(state, "the arm did not start" if not started else
+                                                      f"the variation is explained by {explained}" if explained else "")
+        save(out, state)
+        _say(state.steps[inside.NAME])
     return state

@@ -52,6 +52,7 @@ class StepOutcome:
     answer: tuple[str, ...] = ()  # an onset search's answer (sweep/onset_run.py's lines)
     known_issues: tuple[str, ...] = ()  # lines of the guard's known issues that affect the arm
     side_effects: tuple[str, ...] = ()  # what else the switch moved (the side-effect audit), where it ran
+    split: str = ""  # `locate`'s first split, "MODULE (TYPE) at step S" (triage/inside.py)
     # what each arm cost, from its starts: arm -> peak memory (bytes), time to ready (s)
     peak_memory_bytes: dict[str, float] = field(default_factory=dict)
     time_to_ready_s: dict[str, float] = field(default_factory=dict)

@@ -55,9 +55,21 @@ def _prompts(source: Source) -> dict[str, Any]:
     return dict(source.prompts.get("prompts") or {})
 
 
-def _protocol(source: Source, phases: dict[str, Any]) -> dict[str, Any]:
-    return {"name": "triage", "endpoint": source.endpoint, "request": source.request, "phases": phases,
-            "stop_after_divergences": SETTLED_AFTER}
+def _protocol(source: Source, phases: dict[str, Any], prompts: int) -> dict[str, Any]:
+    return {"name": "triage", "endpoint": source.endpoint, "phases": phases, "stop_after_divergences": SETTLED_AFTER,
+            "request": {**source.request, "digests": True} if _digests(source, phases, prompts) else source.request}
+
+
+def _digests(source: Source, phases: dict[str, Any], prompts: int) -> bool:
+    """Whether the step's requests ask for their activation digests, for `locate` where variation remains
+    (triage/inside.py): on an engine that records them, unless the arm turned them off or a phase flags more
+    requests than the engine keeps."""
+    profile = profile_for(source.engine)
+    if not profile.capabilities.digests or profile.digests_flag is None:
+        return False
+    off = (source.arm.get("engine_args") or {}).get(profile.digests_flag) is False
+    flagged = max(p["repeats"] * p.get("batches", 1) * prompts for p in phases.values())
+    return not off and flagged <= (profile.digest_capacity or flagged)
 
 
 def batch_size(source: Source) -> tuple[int, str]:
@@ -69,7 +81,7 @@ def batch_size(source: Source) -> tuple[int, str]:
 
 def _spec(name: str, source: Source, phases: dict[str, Any], prompts: dict[str, Any], starts: int = 1
           ) -> StepSpec:
-    return StepSpec(name, {AS_GIVEN: source.arm}, _protocol(source, phases),
+    return StepSpec(name, {AS_GIVEN: source.arm}, _protocol(source, phases, len(prompts)),
                     {"name": f"triage_{name}", "prompts": prompts}, source.runtime, starts=starts)
 
 

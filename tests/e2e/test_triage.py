@@ -1,6 +1,7 @@
 """`orchestrator triage` from the user's side (issue 49): hidden-mechanism trials in CI size on the reference
 engine as processes (a mechanism switched on and found first; nothing switched on and "repeatable in everything
-tried"), and once on the reference engine's Docker image. docs/triage.md; the benchmark is bench/triage_trials.py."""
+tried"), once on the reference engine's Docker image, and on the hooked engine with a planted batch-variant
+module (`locate` names it). docs/triage.md; the benchmark is bench/triage_trials.py."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import orchestrator
+from tests.conftest import CACHE, orchestrator, require_engine_build
 
 PROCESS = ["runtime=process", "arm@arms.baseline=reference_process"]
 SMALL = ["--target-bound", "0.3", "--start-bound", "0.8", "--long-prompt-tokens", "2400", "--budget-requests", "200"]
@@ -55,3 +56,34 @@ def test_an_arm_the_study_lacks_is_one_line_naming_its_arms() -> None:
 def test_triage_of_the_reference_engine_image_names_its_fused_finalize(tmp_path: Path) -> None:
     found = _triage(tmp_path / "t", "arm@arms.baseline=reference_fused")
     assert found["findings"][0]["cause"] == "fused_finalize"
+
+
+HOOKED = ["study=locate_tiny", "--arm", "planted", "--target-bound", "0.3", "--start-bound", "0.8",
+          "--long-prompt-tokens", "200", "--budget-requests", "100"]
+PLANTED = "model.layers.0.mlp.down_proj"  # conf/study/locate_tiny.yaml's planted batch-variant module
+
+
+@pytest.mark.transformers
+def test_on_the_hooked_engine_locate_names_the_planted_module_where_variation_remains(tmp_path: Path) -> None:
+    """The hooked engine as a process on tiny-llama, batch invariant but for one planted batch-variant module: the
+    concurrent step varies, no switch of its profile is open, so `locate` runs on the concurrent step's first cell
+    that varied and the finding names the planted module (5 engine starts; the budget leaves the onset out; 41 s
+    here)."""
+    require_engine_build(CACHE / "transformers-serve-5.25.0" / "venv" / "bin" / "python", "transformers-serve",
+                         "transformers serve")
+    out = tmp_path / "t"
+    result = orchestrator("triage", *HOOKED, "--out", str(out))
+    assert result.returncode == 0, result.stderr[-3000:]
+    found = json.loads((out / "findings.json").read_text(encoding="utf-8"))
+    [first] = found["findings"]
+    assert first["kind"] == "unexplained" and first["cause"] == PLANTED, first
+    assert f"it first splits in {PLANTED} (Linear) at step 0" in found["verdict"]
+    steps = {s["name"]: s for s in found["steps"]}
+    located = steps["locate"]
+    assert located["status"] == "done" and located["run_dir"] == str(out / "concurrent" / "run")
+    assert first["evidence"][0].startswith(f"locate (`{located['command']}`): as_given/")
+    assert f"first split: step 0 (prefill), {PLANTED} (Linear): input identical, output differs" in first["evidence"][0]
+    assert f"`{located['command']} --probe`" in first["fix_cost"]  # the next command, at the split's shapes
+    assert not any("locate" in line for line in found["not_run"])
+    again = orchestrator("locate", *located["command"].split()[2:])  # the command it names runs as `locate`
+    assert again.returncode == 0 and PLANTED in again.stdout.splitlines()[0], again.stderr[-2000:]
