@@ -18,8 +18,8 @@ from orchestrator.triage.steps import AS_GIVEN
 
 REPEATABLE = "repeatable in everything tried"
 # The seed's checks this triage does not run (docs/triage.md, "Not yet"): every page says so
-NOT_RUN = ("load points to saturation (a switch's cost under load: `orchestrator run study=load_saturation`, "
-           "docs/load.md)", "op probes at the engine's shapes (`orchestrator probe`)",
+NOT_RUN = ("load points to saturation (the triage runs one, at the engine's batch size: `orchestrator run "
+           "study=load_saturation`, docs/load.md)", "op probes at the engine's shapes (`orchestrator probe`)",
            "`orchestrator locate` on a hooked engine")
 KNOWN = "known issue"
 BUDGET = "the budget"  # how a step skipped for the budget says so (triage/procedure.py)
@@ -49,6 +49,7 @@ class Findings:
     n: int
     upper_95: float
     not_run: tuple[str, ...] = NOT_RUN
+    load_cost: tuple[str, ...] = ()  # what the arm as given cost at the triage's load point (its `load` step)
 
 
 def _rate(k: int, n: int) -> str:
@@ -171,4 +172,6 @@ def rank(state: TriageState, engine: str) -> Findings:
                    + (f"; not tried: {', '.join(skipped)}" if skipped else "")
                    + (f"; {len(known)} known issue(s) of its versions" if known else ""))
     not_run = tuple(line for line in NOT_RUN if not (located and "locate" in line))
-    return Findings(state.arm, verdict, ranked, tuple(state.steps.values()), k, n, high, not_run)
+    load = state.steps.get("load")
+    return Findings(state.arm, verdict, ranked, tuple(state.steps.values()), k, n, high, not_run,
+                    load.load_cost if load and load.status == DONE else ())

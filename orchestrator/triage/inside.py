@@ -18,7 +18,7 @@ from orchestrator.triage.state import DONE, SKIPPED, StepOutcome, TriageState
 from orchestrator.triage.steps import AS_GIVEN
 
 NAME = "locate"
-CELL_STEPS = ("floor", "concurrent", "length")  # the steps whose cells carry digests (triage/steps.py)
+CELL_STEPS = ("floor", "concurrent", "length", "load")  # the steps whose cells carry digests (triage/steps.py)
 
 
 def records_digests(engine: str) -> bool:
