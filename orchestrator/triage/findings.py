@@ -12,13 +12,14 @@ from orchestrator.analysis.rates import LOWER, compare_rates
 from orchestrator.analysis.stats import divergence_bound
 from orchestrator.engines import profile_for
 from orchestrator.engines.switches import Switch
+from orchestrator.triage.inside import NAME as LOCATE
 from orchestrator.triage.state import DONE, SKIPPED, StepOutcome, TriageState
 from orchestrator.triage.steps import AS_GIVEN
 
 REPEATABLE = "repeatable in everything tried"
 # The seed's checks this triage does not run (docs/triage.md, "Not yet"): every page says so
-NOT_RUN = ("load points to saturation (a switch's cost under load: `orchestrator run study=load_saturation`, "
-           "docs/load.md)", "op probes at the engine's shapes (`orchestrator probe`)",
+NOT_RUN = ("load points to saturation (the triage runs one, at the engine's batch size: `orchestrator run "
+           "study=load_saturation`, docs/load.md)", "op probes at the engine's shapes (`orchestrator probe`)",
            "`orchestrator locate` on a hooked engine")
 KNOWN = "known issue"
 BUDGET = "the budget"  # how a step skipped for the budget says so (triage/procedure.py)
@@ -48,6 +49,7 @@ class Findings:
     n: int
     upper_95: float
     not_run: tuple[str, ...] = NOT_RUN
+    load_cost: tuple[str, ...] = ()  # what the arm as given cost at the triage's load point (its `load` step)
 
 
 def _rate(k: int, n: int) -> str:
@@ -112,6 +114,24 @@ def _switch_finding(switch: Switch, step: StepOutcome, others: list[str]) -> Fin
                    step.command, step.run_dir, (3.0 if removes else 2.0) + k_a / max(1, n_a) - k_b / max(1, n_b))
 
 
+def _unexplained(varied: list[StepOutcome], located: StepOutcome | None, repeatable: list[str], tried: list[str]
+                 ) -> Finding:
+    """Variation no switch tried removes; where `locate` ran (a hooked engine), the module it first split in."""
+    step, split = varied[0], located.split if located else ""
+    title = f"variation no switch tried removes (first in {step.name})" + (f"; it first splits in {split}" if split
+                                                                            else "")
+    nxt = (f"the op probe at the split's shapes is next (`{located.command} --probe`)" if located and split else
+           "the op probes (`orchestrator probe`) at the engine's shapes are next" if located else
+           "the op probes (`orchestrator probe`) at the engine's shapes and, on a hooked engine, `orchestrator "
+           "locate` are next (not run by triage)")
+    evidence = (*((f"locate (`{located.command}`): {line}" for line in located.answer) if located else ()),
+                *(w for s in varied for w in where(s)))
+    return Finding(0, "unexplained", split.split(" ", 1)[0] if split else "variation", title, evidence,
+                   "; ".join(repeatable) or "nothing",
+                   f"unknown: {nxt}" + (f"; switches tried: {', '.join(tried)}" if tried else ""),
+                   step.command, step.run_dir, 1.0)
+
+
 def rank(state: TriageState, engine: str) -> Findings:
     """The findings of a triage's state, ranked."""
     done = [s for s in state.steps.values() if s.status == DONE]
@@ -124,15 +144,10 @@ def rank(state: TriageState, engine: str) -> Findings:
             made = _switch_finding(switches[step.name], step, repeatable)
             found += [made] if made else []
     varied = [s for s in first if s.varies(AS_GIVEN)]
+    located = state.steps.get(LOCATE)
+    located = located if located and located.status == DONE else None
     if varied and not any(f.kind == "switch (removes)" for f in found):
-        step = varied[0]
-        tried = [s.name for s in done if s.name in switches]
-        found.append(Finding(0, "unexplained", "variation", f"variation no switch tried removes (first in {step.name})",
-                             tuple(w for s in varied for w in where(s)), "; ".join(repeatable) or "nothing",
-                             "unknown: the op probes (`orchestrator probe`) at the engine's shapes and, on a hooked "
-                             "engine, `orchestrator locate` are next (not run by triage)" + (
-                                 f"; switches tried: {', '.join(tried)}" if tried else ""),
-                             step.command, step.run_dir, 1.0))
+        found.append(_unexplained(varied, located, repeatable, [s.name for s in done if s.name in switches]))
     starts = state.steps.get("starts")
     if starts and starts.status == DONE and starts.starts_ready < starts.starts:
         found.append(Finding(0, "starts", "start failure", f"{starts.starts - starts.starts_ready} of {starts.starts} "
@@ -156,4 +171,7 @@ def rank(state: TriageState, engine: str) -> Findings:
         verdict = (f"{REPEATABLE}: {k} divergent of {n} requests over {len(first)} steps (<= {high:.1%} at 95 %)"
                    + (f"; not tried: {', '.join(skipped)}" if skipped else "")
                    + (f"; {len(known)} known issue(s) of its versions" if known else ""))
-    return Findings(state.arm, verdict, ranked, tuple(state.steps.values()), k, n, high)
+    not_run = tuple(line for line in NOT_RUN if not (located and "locate" in line))
+    load = state.steps.get("load")
+    return Findings(state.arm, verdict, ranked, tuple(state.steps.values()), k, n, high, not_run,
+                    load.load_cost if load and load.status == DONE else ())

@@ -8,6 +8,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+from orchestrator.analysis.matrix import mean_interval
 from orchestrator.guard.results import GuardResult
 from orchestrator.guard.side_effects import side_effects
 from orchestrator.record.paths import RunPaths, read_json
@@ -29,6 +30,33 @@ def observe_onset(name: str, run_dir: Path, command: str, status: int, answer: t
     return StepOutcome(name=name, status=DONE if ok else FAILED, run_dir=str(run_dir), command=command,
                        reason="" if ok else f"its search ended with exit status {status}; see {run_dir}",
                        requests=spent, answer=answer)
+
+
+# the load point's metrics the findings give (report.json `cost.phases`, docs/load.md): label, unit, statistic
+LOAD_METRICS = (("request_throughput_per_s", "requests/s", "avg"), ("output_tokens_per_s", "output tokens/s", "avg"),
+                ("latency_s", "s latency p50", "p50"), ("latency_s", "s latency p99", "p99"))
+
+
+def load_cost(report: dict[str, Any]) -> tuple[str, ...]:
+    """What the arm as given cost at its load point, in words: each metric with the 95 % interval of its mean over
+    the windows (Student's t, analysis/matrix.py) where it is a per-window rate, and the error share."""
+    said = []
+    for phase in (report.get("cost") or {}).get("phases") or []:
+        if phase.get("arm") != AS_GIVEN:
+            continue
+        parts = []
+        for metric, unit, stat in LOAD_METRICS:
+            value = (phase.get(metric) or {}).get(stat)
+            if value is None:
+                continue
+            windows = [v for v in (phase.get("per_window") or {}).get(metric) or [] if v is not None]
+            low, high = mean_interval(windows) if stat == "avg" else (None, None)
+            parts.append(f"{value:.3g} {unit}" + (f" ({low:.3g}-{high:.3g} at 95 % over {len(windows)} windows)"
+                                                  if low is not None and high is not None else ""))
+        errors = (phase.get("error_share") or {}).get("avg")
+        said.append(f"at {phase.get('load_point') or phase.get('phase')}: {', '.join(parts) or 'not measured'}"
+                    + (f"; errors {errors:.1%}" if errors else ""))
+    return tuple(said)
 
 
 def observe(name: str, run_dir: Path, command: str, status: int) -> StepOutcome:
@@ -55,11 +83,13 @@ def observe(name: str, run_dir: Path, command: str, status: int) -> StepOutcome:
     return StepOutcome(
         name=name, status=FAILED if status == 4 or not report else DONE, run_dir=str(run_dir), command=command,
         reason="" if report and status != 4 else f"its study ended with exit status {status}; see {run_dir}",
-        # measured, cold, and each later start's one request a prompt (analysis/starts.py)
-        requests=sum(c.n for c in cells) + len(report.get("cold") or [])
+        # measured, kept out of the verdict (batches not co-resident), cold, and each later start's one request a
+        # prompt (analysis/starts.py)
+        requests=sum(c.n for c in cells) + len(report.get("cold") or []) + sum(
+            int(c.get("batches_kept_out") or 0) * int(c.get("batch_size") or 0) for c in report.get("cells") or [])
         + max(0, int(first.get("starts") or 1) - 1) * len({c.prompt for c in cells}), cells=cells, cold_differs=cold,
         schedule_differs=schedules, starts=int(first.get("starts") or 0), starts_ready=int(first.get("ready") or 0),
         start_failure_upper_95=first.get("failure_upper_95"),
         signatures_across_starts=max((first.get("signatures_across_starts") or {}).values(), default=0),
         known_issues=tuple(note.line for note in guard.known_issues if note.affected),
-        peak_memory_bytes=memory, time_to_ready_s=ready, side_effects=moved)
+        peak_memory_bytes=memory, time_to_ready_s=ready, side_effects=moved, load_cost=load_cost(report))

@@ -38,6 +38,8 @@ def to_markdown(found: Findings) -> str:
             *([f"{step.starts_ready} of {step.starts} started, {step.signatures_across_starts or 1} distinct first "
                "answer(s) a prompt across starts"] if step.starts > 1 else [])])
         rows.append([step.name, step.status, what, str(step.requests), step.run_dir or "-"])
+    if found.load_cost:
+        lines += ["## What the arm costs at its load point", "", *(f"- {line}" for line in found.load_cost), ""]
     lines += ["## Steps", "", *markdown_table(["step", "status", "as given", "requests", "run dir"], rows), "",
               "## Not run by triage", "", *(f"- {what}" for what in found.not_run), ""]
     return "\n".join(lines)

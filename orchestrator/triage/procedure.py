@@ -1,16 +1,18 @@
 """The triage as a procedure: the steps in order (triage/steps.py), each run as a study (triage/runner.py) unless
 done already (triage.json: a resumed triage goes on where it stopped), skipped where an earlier step made it moot
-or the budget is spent, and each switch of the engine's profile the arm has on tried as an A/B on the step that
-showed variation. Progress goes to stderr as each step ends."""
+or the budget is spent, each switch of the engine's profile the arm has on tried as an A/B on the step that
+showed variation, and, on an engine that records digests, `locate` where variation remains (triage/inside.py).
+Progress goes to stderr as each step ends."""
 
 from __future__ import annotations
 
 import shlex
 import sys
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
-from orchestrator.triage import runner, steps
+from orchestrator.triage import inside, runner, steps
 from orchestrator.triage.findings import BUDGET
 from orchestrator.triage.observe import observe, observe_onset
 from orchestrator.triage.state import DONE, SKIPPED, StepOutcome, TriageState, save
@@ -57,6 +59,8 @@ def _step(out: Path, state: TriageState, planned: Planned, run: Run, moot: str =
         command = shlex.join(runner.command(step_dir, onset))
         outcome = (observe_onset(planned.name, step_dir / "run", command, status, answer) if onset
                    else observe(planned.name, step_dir / "run", command, status))
+        if any(p["kind"] == "load" for p in fitted.spec.protocol["phases"].values()):  # its background and
+            outcome = replace(outcome, requests=max(outcome.requests, fitted.requests))  # warm-up count too
     state.steps[planned.name] = outcome
     save(out, state)
     _say(outcome)
@@ -88,6 +92,13 @@ def triage(source: runner.Source, sizing: Sizing, out: Path, state: TriageState,
         state.steps["onset"] = StepOutcome("onset", SKIPPED, reason="no variation to find an onset of" if not varied
                                            else f"it varied already one request at a time ({varied[0]})")
         save(out, state)
+    # a load point, within what the switches' A/Bs leave: divergence under load, and what the arm costs there
+    load = steps.load_step(source, sizing)
+    loaded = _step(out, state, load, run, "" if started else "the arm did not start",
+                   reserve=sum(s.requests for s in switches if s.name not in state.steps))
+    if witness is None and loaded.status == DONE and loaded.varies(AS_GIVEN):  # the A/Bs at that load point
+        witness = load
+        switches = [steps.switch_step(switch, load) for switch in steps.open_switches(source)]
     explained = ""
     for switch, ab in zip(steps.open_switches(source), switches, strict=True):
         moot = ("the arm did not start" if not started else "no step showed variation for it to remove"
@@ -96,4 +107,9 @@ def triage(source: runner.Source, sizing: Sizing, out: Path, state: TriageState,
         fixed = f"{switch.name}_repeatable"
         if outcome.status == DONE and outcome.varies(AS_GIVEN) and not outcome.varies(fixed):
             explained = explained or switch.name
+    if inside.records_digests(source.engine) and inside.NAME not in state.steps:  # where it remains: which module
+        state.steps[inside.NAME] = inside.locate_step(state, "the arm did not start" if not started else
+                                                      f"the variation is explained by {explained}" if explained else "")
+        save(out, state)
+        _say(state.steps[inside.NAME])
     return state

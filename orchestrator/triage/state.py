@@ -52,6 +52,8 @@ class StepOutcome:
     answer: tuple[str, ...] = ()  # an onset search's answer (sweep/onset_run.py's lines)
     known_issues: tuple[str, ...] = ()  # lines of the guard's known issues that affect the arm
     side_effects: tuple[str, ...] = ()  # what else the switch moved (the side-effect audit), where it ran
+    load_cost: tuple[str, ...] = ()  # what the arm cost at a load point, with intervals over its windows
+    split: str = ""  # `locate`'s first split, "MODULE (TYPE) at step S" (triage/inside.py)
     # what each arm cost, from its starts: arm -> peak memory (bytes), time to ready (s)
     peak_memory_bytes: dict[str, float] = field(default_factory=dict)
     time_to_ready_s: dict[str, float] = field(default_factory=dict)
@@ -72,7 +74,7 @@ class StepOutcome:
     def from_json(cls, doc: dict[str, Any]) -> StepOutcome:
         return cls(**{**doc, "cells": tuple(Cell(**c) for c in doc.get("cells") or ()),
                       **{k: tuple(doc.get(k) or ()) for k in ("cold_differs", "schedule_differs", "answer",
-                                                               "known_issues", "side_effects")}})
+                                                               "known_issues", "side_effects", "load_cost")}})
 
 
 @dataclass

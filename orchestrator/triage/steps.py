@@ -55,9 +55,22 @@ def _prompts(source: Source) -> dict[str, Any]:
     return dict(source.prompts.get("prompts") or {})
 
 
-def _protocol(source: Source, phases: dict[str, Any]) -> dict[str, Any]:
-    return {"name": "triage", "endpoint": source.endpoint, "request": source.request, "phases": phases,
-            "stop_after_divergences": SETTLED_AFTER}
+def _protocol(source: Source, phases: dict[str, Any], prompts: int) -> dict[str, Any]:
+    return {"name": "triage", "endpoint": source.endpoint, "phases": phases, "stop_after_divergences": SETTLED_AFTER,
+            "request": {**source.request, "digests": True} if _digests(source, phases, prompts) else source.request}
+
+
+def _digests(source: Source, phases: dict[str, Any], prompts: int) -> bool:
+    """Whether the step's requests ask for their activation digests, for `locate` where variation remains
+    (triage/inside.py): on an engine that records them, unless the arm turned them off or a phase flags more
+    requests than the engine keeps."""
+    profile = profile_for(source.engine)
+    if not profile.capabilities.digests or profile.digests_flag is None:
+        return False
+    off = (source.arm.get("engine_args") or {}).get(profile.digests_flag) is False
+    flagged = max(math.ceil(p["load"]["requests"] * p["load"]["windows"] / p["load"]["probe_every"]) if "load" in p
+                  else p["repeats"] * p.get("batches", 1) * prompts for p in phases.values())
+    return not off and flagged <= (profile.digest_capacity or flagged)
 
 
 def batch_size(source: Source) -> tuple[int, str]:
@@ -69,7 +82,7 @@ def batch_size(source: Source) -> tuple[int, str]:
 
 def _spec(name: str, source: Source, phases: dict[str, Any], prompts: dict[str, Any], starts: int = 1
           ) -> StepSpec:
-    return StepSpec(name, {AS_GIVEN: source.arm}, _protocol(source, phases),
+    return StepSpec(name, {AS_GIVEN: source.arm}, _protocol(source, phases, len(prompts)),
                     {"name": f"triage_{name}", "prompts": prompts}, source.runtime, starts=starts)
 
 
@@ -133,6 +146,28 @@ def onset_step(varied: str, first: list[Planned], sizing: Sizing) -> Planned | N
                    replace(spec, name="onset", protocol=protocol, onset=settings))
 
 
+LOAD_WINDOWS = 4  # the load point's windows: the fewest whose cost has a t interval worth reading (3 df)
+LOAD_PROBE_EVERY = 3  # every 3rd request a probe (the study's prompts), the rest background
+LOAD_WARMUP = 4  # requests sent before the first window, never counted
+
+
+def load_step(source: Source, sizing: Sizing) -> Planned:
+    """One load point (docs/load.md): a closed loop of the engine's batch size in flight, LOAD_WINDOWS windows of
+    requests whose every third is a probe, the background the study's own prompts at its max_tokens; as many probes
+    as the floor's requests, so a clean load point bounds divergence as the floor does, and its cost (throughput,
+    latency) has an interval over its windows. No windows added past them (the budget holds)."""
+    batch, where = batch_size(source)
+    per_window = max(batch, math.ceil(sizing.floor_requests * LOAD_PROBE_EVERY / LOAD_WINDOWS))
+    tokens = int(source.request.get("max_tokens") or 16)
+    load = {"rate_per_s": None, "concurrency": batch, "requests": per_window, "windows": LOAD_WINDOWS,
+            "probe_every": LOAD_PROBE_EVERY, "background": "study", "background_max_tokens": [tokens],
+            "warmup": {"requests": LOAD_WARMUP, "extend_windows": 0}}
+    spec = _spec("load", source, {"load": {"kind": "load", "load": load}}, _prompts(source))
+    return Planned("load", f"a load point: {batch} in flight ({where}), {LOAD_WINDOWS} windows of {per_window} "
+                   f"requests, every {LOAD_PROBE_EVERY}rd a probe: divergence under load and what the arm costs there",
+                   per_window * LOAD_WINDOWS + LOAD_WARMUP, spec)
+
+
 def open_switches(source: Source) -> list[Switch]:
     """The engine's determinism switches the arm has at a setting other than the repeatable one."""
     return [s for s in profile_for(source.engine).switches if not s.is_repeatable(source.arm)]
@@ -165,9 +200,16 @@ def scaled(planned: Planned, left: int) -> Planned | None:
     share = left / planned.requests
     phases = {}
     for name, phase in planned.spec.protocol["phases"].items():
+        if phase["kind"] == "load":  # fewer requests a window: fewer probes, the same windows and warm-up
+            load = phase["load"]
+            requests = int((left - LOAD_WARMUP) / load["windows"])
+            if requests < 2 * load["probe_every"]:  # not two probes a window
+                return None
+            phases[name] = {**phase, "load": {**load, "requests": requests}}
+            continue
         key = "batches" if phase["kind"] == "concurrent" else "repeats"
         phases[name] = {**phase, key: int(phase[key] * share)}
-    if any(p["repeats"] < 2 and p["kind"] == "sequential" for p in phases.values()):
+    if any(p["kind"] == "sequential" and p["repeats"] < 2 for p in phases.values()):
         return None
     if any(p.get("batches", 1) < 1 for p in phases.values()):
         return None

@@ -96,8 +96,10 @@ def _plan(source: Any, sizing: Any) -> list[str]:
     onsets = [o for o in (steps.onset_step(v, first, sizing) for v in ("concurrent", "length")) if o]
     lines += [f"  onset (where only concurrent batches, or only the long prompt, varied): up to "
               f"{max(o.requests for o in onsets)} requests: {' or '.join(o.shows for o in onsets)}"] if onsets else []
+    load = steps.load_step(source, sizing)
+    lines.append(f"  load: up to {load.requests} requests: {load.shows}")
     lines += [f"  {p.name} (where a step varied): up to {p.requests} requests: {p.shows}" for p in planned[len(first):]]
-    total = sum(p.requests for p in planned) + max((o.requests for o in onsets), default=0)
+    total = sum(p.requests for p in planned) + max((o.requests for o in onsets), default=0) + load.requests
     lines.append(f"  all steps: up to {total} requests" + (" (more than the budget: the later steps are cut or "
                                                           "skipped)" if total > sizing.budget_requests else ""))
     return lines

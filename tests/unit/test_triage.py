@@ -115,7 +115,7 @@ def test_an_interrupted_triage_resumes_with_the_first_step_not_done(tmp_path: Pa
     kept = load(tmp_path)
     assert kept is not None and list(kept.steps) == ["starts", "floor"]
     procedure.triage(source(), SIZING, tmp_path, kept, _fake_run(ran))
-    assert ran == ["starts", "floor", "concurrent", "length"]  # nothing done twice
+    assert ran == ["starts", "floor", "concurrent", "length", "load"]  # nothing done twice
     assert rank(kept, "reference").verdict.startswith(REPEATABLE)
 
 
@@ -163,3 +163,16 @@ def test_the_same_out_with_other_arguments_is_refused_and_a_resume_needs_a_triag
         verb.main(["runtime=process", "arm@arms.baseline=reference_process", "--out", str(tmp_path)])
     with pytest.raises(UsageError, match="holds no triage"):
         verb.main(["--resume", str(tmp_path / "nothing")])
+
+
+def test_a_batch_kept_out_of_the_verdict_still_counts_against_the_budget(tmp_path: Path) -> None:
+    from orchestrator.triage.observe import observe
+
+    (tmp_path / "run").mkdir()
+    cells = [{"arm": "as_given", "phase": "sequential", "prompt_id": "capital", "n": 4, "divergent": 0,
+              "distinct_signatures": 1, "lower_bound_95": 0.0, "upper_bound_95": 0.5},
+             {"arm": "as_given", "phase": "concurrent", "prompt_id": "capital", "n": 0, "divergent": 0,
+              "distinct_signatures": None, "lower_bound_95": None, "upper_bound_95": None, "batches": 1,
+              "batches_kept_out": 1, "batch_size": 16}]  # not co-resident: sent, but not in n
+    (tmp_path / "run" / "report.json").write_text(json.dumps({"cells": cells, "cold": [{}]}), encoding="utf-8")
+    assert observe("concurrent", tmp_path / "run", "cmd", 0).requests == 4 + 16 + 1
