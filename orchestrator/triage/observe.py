@@ -12,6 +12,7 @@ from orchestrator.analysis.matrix import mean_interval
 from orchestrator.guard.results import GuardResult
 from orchestrator.guard.side_effects import side_effects
 from orchestrator.record.paths import RunPaths, read_json
+from orchestrator.record.tables import read_table
 from orchestrator.triage.state import DONE, FAILED, Cell, StepOutcome
 from orchestrator.triage.steps import AS_GIVEN
 
@@ -59,6 +60,15 @@ def load_cost(report: dict[str, Any]) -> tuple[str, ...]:
     return tuple(said)
 
 
+def failed_because(paths: RunPaths) -> str:
+    """What the step's failed arms said (their record's error), so the page names the cause, not only the dir."""
+    if not paths.data.is_dir():
+        return ""
+    rows = read_table(paths, "arms", ["arm", "status", "error"]).to_pylist()
+    said = [f"{r['arm']}: {r['error']}" for r in rows if r.get("status") == "failed" and r.get("error")]
+    return f": {'; '.join(dict.fromkeys(said))}" if said else ""
+
+
 def observe(name: str, run_dir: Path, command: str, status: int) -> StepOutcome:
     """The step's outcome from its run dir; `status`: the study's exit status (4: the measurement failed)."""
     paths = RunPaths(run_dir)
@@ -82,7 +92,8 @@ def observe(name: str, run_dir: Path, command: str, status: int) -> StepOutcome:
              if report and len(others) == 1 and paths.guard_json.is_file() else ())
     return StepOutcome(
         name=name, status=FAILED if status == 4 or not report else DONE, run_dir=str(run_dir), command=command,
-        reason="" if report and status != 4 else f"its study ended with exit status {status}; see {run_dir}",
+        reason="" if report and status != 4 else (f"its study ended with exit status {status}; see {run_dir}"
+                                                  + failed_because(paths)),
         # measured, kept out of the verdict (batches not co-resident), cold, and each later start's one request a
         # prompt (analysis/starts.py)
         requests=sum(c.n for c in cells) + len(report.get("cold") or []) + sum(

@@ -79,9 +79,9 @@ def main(argv: list[str]) -> Outcome:
         raise
     found = rank(state, source.engine)
     page = write(found, out)
-    failed = [s.name for s in state.steps.values() if s.status == FAILED]
+    failed = [f"{s.name} ({s.reason})" for s in state.steps.values() if s.status == FAILED]
     return (answer(found.verdict, *(f"{f.rank}. {f.title}" for f in found.findings), f"Findings: {page}")
-            + (note(f"triage: the measurement failed in {', '.join(failed)}", status=ExitStatus.MEASUREMENT_FAILED)
+            + (note(f"triage: the measurement failed in {'; '.join(failed)}", status=ExitStatus.MEASUREMENT_FAILED)
                if failed else Outcome()))
 
 

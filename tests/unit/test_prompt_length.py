@@ -43,8 +43,10 @@ def test_the_probe_cuts_the_text_that_the_tokenizer_counts_as_exactly_n() -> Non
         tokenize_prompt.exact(ByteTokenizer(), "abc", 12)
 
 
-def _arm(counted: int | None = None) -> tuple[FakeRuntime, Any, list[list[str]], list[dict[str, Any]]]:
-    """A running fake arm whose exec runs the probe's cut with ByteTokenizer; its server counts bytes + 1."""
+def _arm(counted: int | None = None, refuse: bool = False) -> tuple[FakeRuntime, Any, list[list[str]],
+                                                                   list[dict[str, Any]]]:
+    """A running fake arm whose exec runs the probe's cut with ByteTokenizer; its server counts bytes + 1 (or,
+    `refuse`, answers 400 as a server asked for more than its context)."""
     execs: list[list[str]] = []
     bodies: list[dict[str, Any]] = []
 
@@ -57,6 +59,8 @@ def _arm(counted: int | None = None) -> tuple[FakeRuntime, Any, list[list[str]],
     def handler(request: httpx.Request) -> httpx.Response:
         body = json.loads(request.content)
         bodies.append(body)
+        if refuse:
+            return httpx.Response(400, json={"error": "Input length exceeds the model's maximum length"})
         tokens = len(body["prompt"].encode()) + 1 if counted is None else counted
         return httpx.Response(200, json={"choices": [{"text": "x", "finish_reason": "length", "index": 0}],
                                          "usage": {"prompt_tokens": tokens, "completion_tokens": 1}})
@@ -95,6 +99,15 @@ def test_a_server_counting_otherwise_refuses_the_arm() -> None:
     runtime, handle, _, _ = _arm(counted=7)
     with pytest.raises(EngineFailure, match="server counted 7"):
         _exact(runtime, handle, "python3", "/models/m")
+
+
+def test_a_server_refusing_the_prompt_says_so_and_not_that_the_tokenizers_differ() -> None:
+    runtime, handle, _, _ = _arm(refuse=True)
+    with pytest.raises(EngineFailure) as caught:
+        _exact(runtime, handle, "python3", "/models/m")
+    said = str(caught.value)
+    assert "refused prompt 'p' of 5 tokens (HTTP 400: " in said and "maximum length" in said
+    assert "--long-prompt-tokens" in said and "not the tokenizer" not in said and "\n" not in said
 
 
 def test_an_unknown_interpreter_or_model_or_a_short_text_is_one_line() -> None:

@@ -176,3 +176,18 @@ def test_a_batch_kept_out_of_the_verdict_still_counts_against_the_budget(tmp_pat
               "batches_kept_out": 1, "batch_size": 16}]  # not co-resident: sent, but not in n
     (tmp_path / "run" / "report.json").write_text(json.dumps({"cells": cells, "cold": [{}]}), encoding="utf-8")
     assert observe("concurrent", tmp_path / "run", "cmd", 0).requests == 4 + 16 + 1
+
+
+def test_a_failed_step_says_what_its_arm_said(tmp_path: Path) -> None:
+    from orchestrator.record.paths import RunPaths
+    from orchestrator.record.tables import TableWriter
+    from orchestrator.triage.observe import observe
+
+    paths = RunPaths(tmp_path / "run").make()
+    with TableWriter(paths, "arms", "arms") as writer:
+        writer.append({"study": "s", "run_id": "r", "arm": "as_given", "status": "failed", "attempt": 0, "start": 0,
+                       "error": "length_tokens: arm as_given's server refused prompt 'long' of 3000 tokens"})
+    outcome = observe("length", paths.root, "orchestrator run ...", 4)
+    assert outcome.status == "failed"
+    assert outcome.reason.endswith(": as_given: length_tokens: arm as_given's server refused prompt 'long' of "
+                                   "3000 tokens") and str(paths.root) in outcome.reason

@@ -96,8 +96,13 @@ async def _server_counts(client: CompletionClient, model: str | None, pid: str, 
     if model is not None:
         body["model"] = model
     exchange = await client.complete(body, engine.endpoints.completions or "/v1/completions")
-    counted = engine.parse(exchange.body).prompt_tokens if exchange.status == 200 else None
+    if exchange.status != 200:  # refused: most often longer than the model's context
+        said = exchange.body.decode(errors="replace").strip()[:300] or exchange.error or "no answer"
+        raise EngineFailure(f"length_tokens: arm {arm}'s server refused prompt '{pid}' of {n} tokens (HTTP "
+                            f"{exchange.status}: {said}): if that is more than the model's context, ask for fewer "
+                            "tokens (triage: --long-prompt-tokens N), or drop length_tokens for this arm")
+    counted = engine.parse(exchange.body).prompt_tokens
     if counted != n:
         raise EngineFailure(f"length_tokens: prompt '{pid}' is {n} tokens under arm {arm}'s tokenizer files but "
-                            f"its server counted {counted} (HTTP {exchange.status}): the files are not the "
-                            "tokenizer it serves with; drop length_tokens for this arm")
+                            f"its server counted {counted}: the files are not the tokenizer it serves with; drop "
+                            "length_tokens for this arm")
