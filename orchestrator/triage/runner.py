@@ -18,6 +18,7 @@ from omegaconf import DictConfig, OmegaConf
 from orchestrator.config.compose import compose
 from orchestrator.config.locations import CONF_DIR
 from orchestrator.config.search import CommandLine
+from orchestrator.config.security import secrets_in_arm
 from orchestrator.errors import ConfigError, RecordError, did_you_mean
 from orchestrator.record.paths import atomic_write_text
 
@@ -65,6 +66,9 @@ def _pick(composed: DictConfig, arm: str | None, where: str) -> Source:
     name = arm or str(composed.study.baseline or arms[0])
     if name not in arms:
         raise ConfigError(f"{where} has no arm '{name}' to triage (name one with --arm).{did_you_mean(name, arms)}")
+    arm_config = _plain(composed.arms[name])
+    if found := secrets_in_arm(name, arm_config.get("env") or {}, arm_config.get("engine_args") or {}):
+        raise ConfigError(found)  # before any step's config is written: it would hold the value
     dirs = [Path(d) for d in composed.get("config_dirs") or []]
     prompts = _plain(composed.prompts)
     folders = [*(d / "prompts" for d in dirs), CONF_DIR / "prompts"]
@@ -72,7 +76,7 @@ def _pick(composed: DictConfig, arm: str | None, where: str) -> Source:
         if prompt.get("file") and not Path(prompt["file"]).is_absolute():
             found = next((f / prompt["file"] for f in folders if (f / prompt["file"]).is_file()), None)
             prompt["file"] = str(found or prompt["file"])
-    return Source(name, _plain(composed.arms[name]), _plain(composed.runtime), prompts,
+    return Source(name, arm_config, _plain(composed.runtime), prompts,
                   _plain(composed.protocol.request), str(composed.protocol.endpoint))
 
 
