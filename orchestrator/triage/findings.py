@@ -12,7 +12,7 @@ from orchestrator.analysis.rates import LOWER, compare_rates
 from orchestrator.analysis.stats import divergence_bound
 from orchestrator.engines import profile_for
 from orchestrator.engines.switches import Switch
-from orchestrator.triage.state import DONE, SKIPPED, StepOutcome, TriageState
+from orchestrator.triage.state import DONE, FAILED, SKIPPED, StepOutcome, TriageState
 from orchestrator.triage.steps import AS_GIVEN
 
 REPEATABLE = "repeatable in everything tried"
@@ -134,9 +134,10 @@ def rank(state: TriageState, engine: str) -> Findings:
                                  f"; switches tried: {', '.join(tried)}" if tried else ""),
                              step.command, step.run_dir, 1.0))
     starts = state.steps.get("starts")
-    if starts and starts.status == DONE and starts.starts_ready < starts.starts:
+    if starts and starts.status in (DONE, FAILED) and starts.starts_ready < starts.starts:  # none started: failed
         found.append(Finding(0, "starts", "start failure", f"{starts.starts - starts.starts_ready} of {starts.starts} "
-                             "starts failed", (f"start failures <= {starts.start_failure_upper_95:.0%} at 95 %",),
+                             "starts failed", (f"start failures <= {starts.start_failure_upper_95:.0%} at 95 %",)
+                             if starts.start_failure_upper_95 is not None else (),
                              "", "unknown", starts.command, starts.run_dir, 1.5))
     for step in [s for s in done if s.known_issues][:1]:  # every step's guard judges the same versions
         found += [Finding(0, KNOWN, KNOWN, line, (f"{step.name}: the guard's versions check",), "",
