@@ -67,8 +67,8 @@ def _pick(composed: DictConfig, arm: str | None, where: str) -> Source:
     if name not in arms:
         raise ConfigError(f"{where} has no arm '{name}' to triage (name one with --arm).{did_you_mean(name, arms)}")
     arm_config = _plain(composed.arms[name])
-    if found := secrets_in_arm(name, arm_config.get("env") or {}, arm_config.get("engine_args") or {}):
-        raise ConfigError(found)  # before any step's config is written: it would hold the value
+    if credentials := secrets_in_arm(name, arm_config.get("env") or {}, arm_config.get("engine_args") or {}):
+        raise ConfigError(credentials)  # before any step's config is written: it would hold the value
     dirs = [Path(d) for d in composed.get("config_dirs") or []]
     prompts = _plain(composed.prompts)
     folders = [*(d / "prompts" for d in dirs), CONF_DIR / "prompts"]
