@@ -21,6 +21,7 @@ KINDS = ("privileged", "cap_add", "host_network", "host_ipc", "host_root_mount",
 # A name that says it holds a credential (HF_TOKEN, OPENAI_API_KEY, DB_PASSWORD; not TOKENIZERS_PARALLELISM)
 SECRET_NAME = re.compile(r"(^|[_-])(TOKEN|SECRET|PASSWORD|PASSWD|API[_-]KEY|ACCESS[_-]KEY|PRIVATE[_-]KEY|CREDENTIALS?)"
                          r"($|[_-])")
+FLAG_WORDS = ("", "0", "1", "true", "false", "yes", "no", "on", "off")  # what an on/off setting holds
 
 
 def findings(config: Config) -> list[tuple[str, str]]:
@@ -55,7 +56,7 @@ def secrets_in_arm(name: str, env: Mapping[str, Any], engine_args: Mapping[str, 
     found = []
     for key, value in {**{f"env.{k}": v for k, v in env.items()},
                        **{f"engine_args.{k}": v for k, v in engine_args.items()}}.items():
-        if SECRET_NAME.search(key.split(".", 1)[1].upper()) and value not in (None, "", False):
+        if SECRET_NAME.search(key.split(".", 1)[1].upper()) and not _flag(value):
             var = key.split(".", 1)[1] if key.startswith("env.") else "THE_ENGINES_VARIABLE"
             how = "" if key.startswith("env.") else (" (an engine flag: give the engine the credential "
                                                      "through an env var it reads instead, e.g. vLLM's "
@@ -65,6 +66,11 @@ def secrets_in_arm(name: str, env: Mapping[str, Any], engine_args: Mapping[str, 
                          f"environment and pass its name, arms.{name}.secret_env=[{var}] (its value then "
                          f"reaches the engine and is never stored){how}")
     return found
+
+
+def _flag(value: Any) -> bool:
+    """Empty, or an on/off flag (HF_HUB_DISABLE_IMPLICIT_TOKEN=1 keeps a token from being sent): no credential."""
+    return value is None or isinstance(value, bool) or str(value).strip().lower() in FLAG_WORDS
 
 
 def problems(config: Config, allowed: list[str], how_to_allow: str = OWN_CONFIG_ALLOW) -> list[str]:
