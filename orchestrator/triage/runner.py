@@ -75,7 +75,7 @@ def _pick(composed: DictConfig, arm: str | None, where: str) -> Source:
     for prompt in (prompts.get("prompts") or {}).values():  # a relative file found now: the step's dir is elsewhere
         if prompt.get("file") and not Path(prompt["file"]).is_absolute():
             found = next((f / prompt["file"] for f in folders if (f / prompt["file"]).is_file()), None)
-            prompt["file"] = str(found or prompt["file"])
+            prompt["file"] = str(found.resolve() if found else prompt["file"])
     return Source(name, arm_config, _plain(composed.runtime), prompts,
                   _plain(composed.protocol.request), str(composed.protocol.endpoint))
 
