@@ -20,7 +20,7 @@ from orchestrator.config.locations import CONF_DIR
 from orchestrator.config.search import CommandLine
 from orchestrator.config.security import secrets_in_arm
 from orchestrator.errors import ConfigError, RecordError, did_you_mean
-from orchestrator.record.paths import atomic_write_text
+from orchestrator.record.paths import atomic_write_text, read_json
 
 STUDY = "triage_step"  # the name of every step's files in its config dir
 
@@ -92,6 +92,11 @@ def source_from_run(run_dir: Path, arm: str | None) -> Source:
         raise RecordError(f"{run_dir} is not a run dir ({recorded} missing): give a run dir `run` made")
     loaded = OmegaConf.load(recorded)
     assert isinstance(loaded, DictConfig)
+    texts = run_dir / "prompts.json"  # its prompts by content, as `run --from` takes them: their files may be gone
+    sent = read_json(texts) if texts.is_file() else {}
+    for prompt_id, prompt in (loaded.get("prompts", {}).get("prompts") or {}).items():
+        if prompt_id in sent:
+            prompt.update(text=sent[prompt_id]["text"], file=None, repeat_to_chars=None)
     return _pick(loaded, arm, str(run_dir))
 
 
