@@ -16,3 +16,13 @@ def test_an_arm_that_never_started_is_a_start_failure_not_repeatable() -> None:
     assert not found.verdict.startswith(REPEATABLE)  # before: "repeatable in everything tried: 0 divergent of 0"
     assert found.verdict == "most likely cause: 5 of 5 starts failed"
     assert [f.kind for f in found.findings] == ["starts"]
+
+
+def test_the_step_of_an_arm_that_never_started_says_not_measured() -> None:
+    from orchestrator.triage.page import to_markdown
+
+    state = TriageState("baseline", [], 400, {
+        "starts": StepOutcome("starts", FAILED, run_dir="run", starts=5, starts_ready=0)})
+    row = next(line for line in to_markdown(rank(state, "reference")).splitlines() if line.startswith("| starts"))
+    assert "not measured" in row and "repeatable" not in row  # before: "repeatable, 0 divergent of 0"
+    assert "0 of 5 started" in row and "first answer" not in row  # before: "1 distinct first answer(s)"
