@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from orchestrator.analysis.stats import divergence_bound, t_quantile
@@ -65,6 +65,7 @@ class Measurement:
     latency_p90_s: float | None
     onset: str = "-"  # where an onset search found this arm's divergence begins, its answer; "-": none searched
     side_effects: str = "-"  # what else its A/B against the baseline changed (guard/side_effects.py); "-": no A/B
+    rerun: str = "-"  # the command that re-runs it; "-": an imported run names none
 
 
 @dataclass(frozen=True)
@@ -157,7 +158,9 @@ def measurements(run: RecordedRun, run_dir: str, report: dict[str, Any], at: str
     cost = report.get("cost") or {}
     phases = {(p["arm"], p["phase"]): p for p in cost.get("phases") or []}
     labels = {where: str(p.get("load_point") or "") for where, p in phases.items()}
-    starts = {s["arm"]: s for s in cost.get("starts") or []}
+    # an imported run (docs/import.md): its tool observed no start and no runtime, and it names no re-run
+    imported = bool(run.meta.imported)
+    starts = {} if imported else {s["arm"]: s for s in cost.get("starts") or []}
     pooled: dict[tuple[str, str], list[dict[str, Any]]] = {}
     for cell in report.get("cells") or []:
         if cell.get("arm") in arms and cell.get("n"):
@@ -171,8 +174,10 @@ def measurements(run: RecordedRun, run_dir: str, report: dict[str, Any], at: str
         windows = (load.get("per_window") or {}).get("output_tokens_per_s") or []
         low_rate, high_rate = mean_interval([v for v in windows if v is not None])
         latency = load.get("latency_s") or {}
+        key = arm_key(arms[arm], _load_point(cells[0], labels) + (f" at {at}" if at else ""))
         found.append(Measurement(
-            key=arm_key(arms[arm], _load_point(cells[0], labels) + (f" at {at}" if at else "")),
+            key=replace(key, runtime="-") if imported else key,
+            rerun="-" if imported else f"orchestrator reproduce {run_dir}",
             run_id=run.meta.run_id, run_dir=run_dir,
             arm=arm, phase=phase, starts=start.get("starts"),
             start_failures=None if not start else int(start["starts"]) - int(start.get("ready") or 0),

@@ -34,8 +34,9 @@ def metric(values: list[float] | np.ndarray, unit: str, why_none: str = "") -> M
 
 def arm_rows(recorded: Recorded) -> list[tuple[str, ArmStart]]:
     """Every start of every arm (the latest attempt per arm and start, as read), named as the comparison names
-    the arm, by arm and start."""
-    return sorted(((run.label + arm.arm, arm) for run in recorded.runs for arm in run.starts),
+    the arm, by arm and start; none of an imported run (docs/import.md), whose arms were never started here."""
+    return sorted(((run.label + arm.arm, arm) for run in recorded.runs if not run.meta.imported
+                   for arm in run.starts),
                   key=lambda named: (named[0], named[1].start))
 
 

@@ -21,6 +21,7 @@ from orchestrator.engines import OWN_SERVER_ENGINE, profile_for
 from orchestrator.imports.evidence import Answer, Evidence, bad
 
 REQUEST = ".request.json"
+SENT_FIX = "save the request body exactly as it was sent"
 _FIX = "save the request body beside it as NAME.request.json, or pass --prompts MAP.json ({file name: prompt id})"
 
 
@@ -40,7 +41,7 @@ def read(source: Path, prompts: Path | None = None, arm: str | None = None) -> E
         if "choices" not in doc and "error" not in doc:
             raise bad(path, "not an OpenAI completion or chat answer (no `choices`)", "pass a folder of answers only")
         request = path.with_name(path.name.removesuffix(".json") + REQUEST)
-        sent = _object(request, request.read_bytes()) if request.is_file() else None
+        sent = _object(request, request.read_bytes(), SENT_FIX) if request.is_file() else None
         beside += sent is not None
         text, sha, pid = _prompt(path, doc, sent, mapping)
         name = arm or str(doc.get("model") or "openai")
@@ -78,7 +79,7 @@ def _prompt(path: Path, doc: dict[str, Any], sent: dict[str, Any] | None,
             json.dumps(sent["messages"], sort_keys=True, ensure_ascii=False) if "messages" in sent else None)
         if text is None:
             raise bad(path.with_name(path.name.removesuffix(".json") + REQUEST), "no `prompt` string or `messages`",
-                      "save the request body exactly as it was sent")
+                      SENT_FIX)
     elif isinstance(doc.get("prompt"), str):
         text = doc["prompt"]
     if text is not None:
@@ -93,19 +94,22 @@ def _prompt(path: Path, doc: dict[str, Any], sent: dict[str, Any] | None,
 
 
 def _mapping(path: Path) -> dict[str, str]:
-    loaded = _object(path, path.read_bytes() if path.is_file() else b"")
+    fix = 'pass --prompts a JSON map of answer file name to prompt id: {"a.json": "capital", ...}'
+    if not path.is_file():
+        raise bad(path, "no such file", fix)
+    loaded = _object(path, path.read_bytes(), fix)
     if not all(isinstance(k, str) and isinstance(v, str) for k, v in loaded.items()):
-        raise bad(path, "not a map of file name to prompt id (strings)", 'write {"a.json": "capital", ...}')
+        raise bad(path, "not a map of file name to prompt id (strings)", fix)
     return dict(loaded)
 
 
-def _object(path: Path, body: bytes) -> dict[str, Any]:
+def _object(path: Path, body: bytes, fix: str = "pass the answer exactly as it was received") -> dict[str, Any]:
     try:
         doc = json.loads(body)
     except (ValueError, UnicodeDecodeError) as exc:
-        raise bad(path, f"not JSON ({exc})", "pass the answer exactly as it was received") from None
+        raise bad(path, f"not JSON ({exc})", fix) from None
     if not isinstance(doc, dict):
-        raise bad(path, f"JSON {type(doc).__name__}, not an object", "pass the answer exactly as it was received")
+        raise bad(path, f"JSON {type(doc).__name__}, not an object", fix)
     return doc
 
 

@@ -75,7 +75,7 @@ def records(rows: list[MatrixRow], out: Path) -> list[dict[str, str]]:
             flat.append({**row.key.fields(),
                          **{k: _number(v) if not isinstance(v, str) else v for k, v in measured.items()},
                          "agreement": row.agreement, "evidence": evidence,
-                         "rerun": f"orchestrator reproduce {m.run_dir}"})
+                         "rerun": m.rerun})
     return flat
 
 

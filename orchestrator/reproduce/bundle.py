@@ -112,15 +112,15 @@ def _original_command(paths: RunPaths) -> str | None:
 
 
 def _bundle_json(paths: RunPaths, run: RecordedRun, starts: list[ArmStart], contexts: dict[str, dict[str, Any]],
-                 dest: Path) -> bytes:
+                 dest: Path, rerunnable: bool) -> bytes:
     return (json.dumps({
         "format": FORMAT, "run": paths.root.name, "run_id": run.meta.run_id, "study": run.meta.study,
         "made": datetime.now(UTC).isoformat(timespec="seconds"),
         "made_with": {"orchestrator": __version__, "python": platform.python_version(),
                       "platform": platform.platform()},
         "commands": {"original": _original_command(paths),
-                     "rerun": f"orchestrator run --from {shlex.quote(dest.name)}",
-                     "reproduce": f"orchestrator reproduce {shlex.quote(dest.name)}",
+                     "rerun": f"orchestrator run --from {shlex.quote(dest.name)}" if rerunnable else None,
+                     "reproduce": f"orchestrator reproduce {shlex.quote(dest.name)}" if rerunnable else None,
                      "compare": f"orchestrator compare {shlex.quote(dest.name)}",
                      "verify": f"unzip {shlex.quote(dest.name)} && cd {shlex.quote(paths.root.name)} && sha256sum -c "
                                f"{paths.manifest_digest.relative_to(paths.root)} && sha256sum -c "
@@ -144,6 +144,7 @@ def bundle(run_dir: Path, out: Path | None) -> Outcome:
     if dest.is_relative_to(paths.root):
         raise ConfigError(f"--out {dest} is inside the run dir it bundles: put the bundle outside {paths.root}")
     run = read_run(paths)
+    rerunnable = not run.meta.imported  # an imported run (docs/import.md) names no command to re-run it
     starts = list({start.arm: start for start in run.starts}.values())  # each arm's last start
     members: dict[str, Path | bytes] = dict(_run_files(paths))
     contexts, lines = {}, []
@@ -156,10 +157,13 @@ def bundle(run_dir: Path, out: Path | None) -> Outcome:
         for rel, path in tree_files(source):
             members[(paths.bundle_context(start.arm) / rel).relative_to(paths.root).as_posix()] = path
         lines.append(f"arm '{start.arm}': build context {source} ({counted(contexts[start.arm]['files'], 'file')})")
-    members[paths.bundle_json.relative_to(paths.root).as_posix()] = _bundle_json(paths, run, starts, contexts, dest)
+    about = _bundle_json(paths, run, starts, contexts, dest, rerunnable)
+    members[paths.bundle_json.relative_to(paths.root).as_posix()] = about
     _refuse_secrets(paths, members, _secrets(starts))
     count = archive.write(paths, members, dest)
     manifest = f"{paths.root.name}/{paths.manifest.relative_to(paths.root)}"
+    then = (f"re-run it anywhere: orchestrator run --from {dest}; reproduce it: orchestrator reproduce {dest}"
+            if rerunnable else
+            f"compare it anywhere: orchestrator compare {dest} (an imported run names no command to re-run it)")
     return note(*lines) + answer(f"Bundle: {dest} ({counted(count, 'file')}, {dest.stat().st_size >> 10} KiB, "
-                                 f"checksums in {manifest})") + note(
-        f"re-run it anywhere: orchestrator run --from {dest}; reproduce it: orchestrator reproduce {dest}")
+                                 f"checksums in {manifest})") + note(then)

@@ -69,10 +69,13 @@ def load_config(original: RunPaths, allow: list[str], how_to_allow: str) -> Conf
                     typed.prompts.prompts[prompt_id] = dataclasses.replace(
                         prompt, text=recorded[prompt_id]["text"], file=None, repeat_to_chars=None)
             typed.config_dirs = []
-        for name, arm in typed.arms.items():  # unpacked from a bundle: each arm built from the context it holds
+        # unpacked from a bundle: each arm built from the context it holds; arms that shared one context share
+        # the first one's copy, so the guard sees no difference between them that the run did not have
+        bundled: dict[str | None, str] = {}
+        for name, arm in typed.arms.items():
             if original.bundle_context(name).is_dir():
-                typed.arms[name] = dataclasses.replace(arm, build=dataclasses.replace(
-                    arm.build, context=str(original.bundle_context(name))))
+                context = bundled.setdefault(arm.build.context, str(original.bundle_context(name)))
+                typed.arms[name] = dataclasses.replace(arm, build=dataclasses.replace(arm.build, context=context))
         if problems := validate(typed, allow, how_to_allow):
             raise ConfigError(problems)
     except ConfigError as exc:

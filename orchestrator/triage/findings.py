@@ -13,7 +13,7 @@ from orchestrator.analysis.stats import divergence_bound
 from orchestrator.engines import profile_for
 from orchestrator.engines.switches import Switch
 from orchestrator.triage.inside import NAME as LOCATE
-from orchestrator.triage.state import DONE, SKIPPED, StepOutcome, TriageState
+from orchestrator.triage.state import DONE, FAILED, SKIPPED, StepOutcome, TriageState
 from orchestrator.triage.steps import AS_GIVEN
 
 REPEATABLE = "repeatable in everything tried"
@@ -149,9 +149,10 @@ def rank(state: TriageState, engine: str) -> Findings:
     if varied and not any(f.kind == "switch (removes)" for f in found):
         found.append(_unexplained(varied, located, repeatable, [s.name for s in done if s.name in switches]))
     starts = state.steps.get("starts")
-    if starts and starts.status == DONE and starts.starts_ready < starts.starts:
+    if starts and starts.status in (DONE, FAILED) and starts.starts_ready < starts.starts:  # none started: failed
         found.append(Finding(0, "starts", "start failure", f"{starts.starts - starts.starts_ready} of {starts.starts} "
-                             "starts failed", (f"start failures <= {starts.start_failure_upper_95:.0%} at 95 %",),
+                             "starts failed", (f"start failures <= {starts.start_failure_upper_95:.0%} at 95 %",)
+                             if starts.start_failure_upper_95 is not None else (),
                              "", "unknown", starts.command, starts.run_dir, 1.5))
     for step in [s for s in done if s.known_issues][:1]:  # every step's guard judges the same versions
         found += [Finding(0, KNOWN, KNOWN, line, (f"{step.name}: the guard's versions check",), "",

@@ -30,13 +30,14 @@ def to_markdown(found: Findings) -> str:
     for step in found.steps:
         k, n = step.divergent(AS_GIVEN)
         what = step.reason if step.status == SKIPPED else "; ".join(step.answer) if step.answer else ", ".join([
-            "varies" if step.varies(AS_GIVEN) else "repeatable", f"{k} divergent of {n}",
+            step.shown(), f"{k} divergent of {n}",
             *(["the cold first request unlike the warm ones"] if any(
                 d.startswith(f"{AS_GIVEN}/") for d in step.cold_differs) else []),
             *(["sequential unlike concurrent"] if any(d.startswith(f"{AS_GIVEN}/") for d in step.schedule_differs)
               else []),
-            *([f"{step.starts_ready} of {step.starts} started, {step.signatures_across_starts or 1} distinct first "
-               "answer(s) a prompt across starts"] if step.starts > 1 else [])])
+            *([f"{step.starts_ready} of {step.starts} started"] if step.starts > 1 else []),
+            *([f"{step.signatures_across_starts or 1} distinct first answer(s) a prompt across starts"]
+              if step.starts > 1 and step.starts_ready else [])])
         rows.append([step.name, step.status, what, str(step.requests), step.run_dir or "-"])
     if found.load_cost:
         lines += ["## What the arm costs at its load point", "", *(f"- {line}" for line in found.load_cost), ""]

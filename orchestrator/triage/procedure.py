@@ -35,8 +35,7 @@ def _say(outcome: StepOutcome) -> None:
               file=sys.stderr, flush=True)
         return
     k, n = outcome.divergent(AS_GIVEN)
-    varies = "varies" if outcome.varies(AS_GIVEN) else "repeatable"
-    print(f"[triage] {outcome.name}: {outcome.status}, {varies} ({k} divergent of {n}), {outcome.run_dir}",
+    print(f"[triage] {outcome.name}: {outcome.status}, {outcome.shown()} ({k} divergent of {n}), {outcome.run_dir}",
           file=sys.stderr, flush=True)
 
 

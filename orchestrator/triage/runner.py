@@ -18,8 +18,9 @@ from omegaconf import DictConfig, OmegaConf
 from orchestrator.config.compose import compose
 from orchestrator.config.locations import CONF_DIR
 from orchestrator.config.search import CommandLine
+from orchestrator.config.security import secrets_in_arm
 from orchestrator.errors import ConfigError, RecordError, did_you_mean
-from orchestrator.record.paths import atomic_write_text
+from orchestrator.record.paths import atomic_write_text, read_json
 
 STUDY = "triage_step"  # the name of every step's files in its config dir
 
@@ -65,14 +66,17 @@ def _pick(composed: DictConfig, arm: str | None, where: str) -> Source:
     name = arm or str(composed.study.baseline or arms[0])
     if name not in arms:
         raise ConfigError(f"{where} has no arm '{name}' to triage (name one with --arm).{did_you_mean(name, arms)}")
+    arm_config = _plain(composed.arms[name])
+    if credentials := secrets_in_arm(name, arm_config.get("env") or {}, arm_config.get("engine_args") or {}):
+        raise ConfigError(credentials)  # before any step's config is written: it would hold the value
     dirs = [Path(d) for d in composed.get("config_dirs") or []]
     prompts = _plain(composed.prompts)
     folders = [*(d / "prompts" for d in dirs), CONF_DIR / "prompts"]
     for prompt in (prompts.get("prompts") or {}).values():  # a relative file found now: the step's dir is elsewhere
         if prompt.get("file") and not Path(prompt["file"]).is_absolute():
             found = next((f / prompt["file"] for f in folders if (f / prompt["file"]).is_file()), None)
-            prompt["file"] = str(found or prompt["file"])
-    return Source(name, _plain(composed.arms[name]), _plain(composed.runtime), prompts,
+            prompt["file"] = str(found.resolve() if found else prompt["file"])
+    return Source(name, arm_config, _plain(composed.runtime), prompts,
                   _plain(composed.protocol.request), str(composed.protocol.endpoint))
 
 
@@ -88,6 +92,11 @@ def source_from_run(run_dir: Path, arm: str | None) -> Source:
         raise RecordError(f"{run_dir} is not a run dir ({recorded} missing): give a run dir `run` made")
     loaded = OmegaConf.load(recorded)
     assert isinstance(loaded, DictConfig)
+    texts = run_dir / "prompts.json"  # its prompts by content, as `run --from` takes them: their files may be gone
+    sent = read_json(texts) if texts.is_file() else {}
+    for prompt_id, prompt in (loaded.get("prompts", {}).get("prompts") or {}).items():
+        if prompt_id in sent:
+            prompt.update(text=sent[prompt_id]["text"], file=None, repeat_to_chars=None)
     return _pick(loaded, arm, str(run_dir))
 
 

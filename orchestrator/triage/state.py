@@ -70,6 +70,10 @@ class StepOutcome:
                 or any(d.startswith(f"{arm}/") for d in self.schedule_differs)
                 or (arm == "as_given" and self.signatures_across_starts > 1))
 
+    def shown(self) -> str:
+        """What the arm as given showed, in a word: a step whose study failed to measure showed neither."""
+        return "varies" if self.varies("as_given") else "repeatable" if self.status == DONE else "not measured"
+
     @classmethod
     def from_json(cls, doc: dict[str, Any]) -> StepOutcome:
         return cls(**{**doc, "cells": tuple(Cell(**c) for c in doc.get("cells") or ()),

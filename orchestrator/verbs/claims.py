@@ -20,7 +20,7 @@ def main(argv: list[str]) -> Outcome:
                       "then any Hydra overrides of the study, as `run`'s")
     made.add_argument("--study", default=None, help="the study preset to run for what the run dirs lack "
                       "(default: the file's `study:` when no --run is given)")
-    made.add_argument("--run", dest="run_dirs", type=Path, nargs="+", default=[], metavar="RUN_DIR",
+    made.add_argument("--run", dest="run_dirs", nargs="+", default=[], metavar="RUN_DIR",
                       help="run dirs to check the claims on (any the record reader reads)")
     made.add_argument("--out", type=Path, default=None, help="where the page and any run go (default: "
                       "./claims/FILE_STEM)")
@@ -28,5 +28,14 @@ def main(argv: list[str]) -> Outcome:
     made.usage = ("orchestrator claims FILE [--study NAME] [--run RUN_DIR...] [--out DIR] [--config-dir DIR] "
                   "[OVERRIDE...]")
     args = made.parse_intermixed_args(argv)
-    line = CommandLine.parse([*(arg for d in args.config_dir for arg in ("--config-dir", d)), *args.given[1:]])
-    return check_claims(Path(args.given[0]), args.study, line, args.run_dirs, args.out)
+    # `--run A B key=value`: its nargs takes the overrides after the run dirs too; an override names no folder
+    overrides = [arg for arg in args.run_dirs if _override(arg)]
+    run_dirs = [Path(arg) for arg in args.run_dirs if arg not in overrides]
+    line = CommandLine.parse([*(arg for d in args.config_dir for arg in ("--config-dir", d)), *args.given[1:],
+                              *overrides])
+    return check_claims(Path(args.given[0]), args.study, line, run_dirs, args.out)
+
+
+def _override(arg: str) -> bool:
+    """A Hydra override (key=value, +key=value, ~key) rather than a run dir."""
+    return not Path(arg).exists() and ("=" in arg or arg.startswith("~"))

@@ -51,7 +51,7 @@ def main(argv: list[str]) -> Outcome:
         earlier = load(args.resume)
         if earlier is None:
             raise UsageError(f"{args.resume} holds no triage (no triage.json): give the --out a triage wrote")
-        return main([*earlier.asked, "--out", str(args.resume)])
+        return main([*earlier.asked, *(["--plan"] if args.plan else []), "--out", str(args.resume)])
     for name in ("budget_requests", "long_prompt_tokens"):
         if getattr(args, name) < 1:
             made.error(f"--{name.replace('_', '-')} must be at least 1")
@@ -90,13 +90,13 @@ def _plan(source: Any, sizing: Any) -> list[str]:
 
     first = steps.first_steps(source, sizing)
     planned = [*first, *(steps.switch_step(s, first[1]) for s in steps.open_switches(source))]
-    lines = [f"triage of arm '{source.arm_name}' ({source.engine}): {len(planned)} steps, budget "
+    onsets = [o for o in (steps.onset_step(v, first, sizing) for v in ("concurrent", "length")) if o]
+    lines = [f"triage of arm '{source.arm_name}' ({source.engine}): {len(planned) + bool(onsets) + 1} steps, budget "
              f"{sizing.budget_requests} requests"]
     lines += [f"  {p.name}: up to {p.requests} requests: {p.shows}" for p in planned[:len(first)]]
-    onsets = [o for o in (steps.onset_step(v, first, sizing) for v in ("concurrent", "length")) if o]
     lines += [f"  onset (where only concurrent batches, or only the long prompt, varied): up to "
               f"{max(o.requests for o in onsets)} requests: {' or '.join(o.shows for o in onsets)}"] if onsets else []
-    load = steps.load_step(source, sizing)
+    load = steps.load_step(source, sizing)  # counted in the first line's "+ 1"
     lines.append(f"  load: up to {load.requests} requests: {load.shows}")
     lines += [f"  {p.name} (where a step varied): up to {p.requests} requests: {p.shows}" for p in planned[len(first):]]
     total = sum(p.requests for p in planned) + max((o.requests for o in onsets), default=0) + load.requests
