@@ -200,6 +200,9 @@ def _onset(where: str, claim: ClaimConfig) -> list[str]:
     if claim.onset is None or not claim.search:
         return [f"{where}: an onset claim takes `onset: N` (diverges from N on) and `search: DIR` (an onset "
                 "search's hydra.sweep.dir, docs/onset.md)"]
+    if claim.onset <= 0:  # the searched axes (batch size, prompt length, ...) are positive, on a log scale
+        return [f"{where}.onset={claim.onset:g}: must be above 0 (a value on the search's axis: a batch size, a "
+                "prompt length, ...)"]
     others = [key for key in ("phase", "prompt", "at_most", "at_least", "baseline", "baseline_phase", "distinct",
                               "of", "metric", "ratio", "flips", "positions") if getattr(claim, key) is not None]
     return [f"{where}: an onset claim takes onset, search and per (its cells are the search's target); "

@@ -68,6 +68,7 @@ def _cells(n: int) -> Cells:
     ("claims:\n  - {name: a, kind: ab_difference, arm: x, at_least: 0.1}", "`baseline` (arm A)"),
     ("confidence: 1.5\nclaims:\n  - {name: a, kind: no_crash, arm: x}", "confidence=1.5: must be in (0, 1)"),
     ("power: high\nclaims:\n  - {name: a, kind: no_crash, arm: x}", "power"),
+    ("claims:\n  - {name: a, kind: onset, arm: x, onset: -5, search: s}", "onset=-5: must be above 0"),
     ("claims: []", "claims=[]: must be a list of one or more claims"),
 ])
 def test_a_bad_claims_file_is_one_line_naming_the_field(tmp_path: Path, text: str, says: str) -> None:
