@@ -114,8 +114,8 @@ def _switch_finding(switch: Switch, step: StepOutcome, others: list[str]) -> Fin
                    step.command, step.run_dir, (3.0 if removes else 2.0) + k_a / max(1, n_a) - k_b / max(1, n_b))
 
 
-def _unexplained(varied: list[StepOutcome], located: StepOutcome | None, repeatable: list[str], tried: list[str]
-                 ) -> Finding:
+def _unexplained(varied: list[StepOutcome], located: StepOutcome | None, repeatable: list[str], tried: list[str],
+                 untried: list[str]) -> Finding:
     """Variation no switch tried removes; where `locate` ran (a hooked engine), the module it first split in."""
     step, split = varied[0], located.split if located else ""
     title = f"variation no switch tried removes (first in {step.name})" + (f"; it first splits in {split}" if split
@@ -128,7 +128,9 @@ def _unexplained(varied: list[StepOutcome], located: StepOutcome | None, repeata
                 *(w for s in varied for w in where(s)))
     return Finding(0, "unexplained", split.split(" ", 1)[0] if split else "variation", title, evidence,
                    "; ".join(repeatable) or "nothing",
-                   f"unknown: {nxt}" + (f"; switches tried: {', '.join(tried)}" if tried else ""),
+                   f"unknown: {nxt}" + (f"; switches tried: {', '.join(tried)}" if tried else "")
+                   + (f"; not tried for the budget: {', '.join(untried)} (a larger --budget-requests runs them)"
+                      if untried else ""),
                    step.command, step.run_dir, 1.0)
 
 
@@ -147,7 +149,9 @@ def rank(state: TriageState, engine: str) -> Findings:
     located = state.steps.get(LOCATE)
     located = located if located and located.status == DONE else None
     if varied and not any(f.kind == "switch (removes)" for f in found):
-        found.append(_unexplained(varied, located, repeatable, [s.name for s in done if s.name in switches]))
+        found.append(_unexplained(varied, located, repeatable, [s.name for s in done if s.name in switches],
+                                  [s.name for s in state.steps.values() if s.name in switches and s.status == SKIPPED
+                                   and s.reason.startswith(BUDGET)]))
     starts = state.steps.get("starts")
     if starts and starts.status in (DONE, FAILED) and starts.starts_ready < starts.starts:  # none started: failed
         found.append(Finding(0, "starts", "start failure", f"{starts.starts - starts.starts_ready} of {starts.starts} "

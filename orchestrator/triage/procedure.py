@@ -49,7 +49,8 @@ def _step(out: Path, state: TriageState, planned: Planned, run: Run, moot: str =
     left = state.budget_requests - state.spent - reserve
     fitted = None if moot else steps.scaled(planned, left)
     if moot or fitted is None:
-        outcome = _skipped(planned, moot or f"{BUDGET}'s {left} requests left "
+        kept = f" (kept for the switches' A/Bs: {reserve})" if reserve and left <= 0 else ""
+        outcome = _skipped(planned, moot or f"{BUDGET}'s {max(0, left)} requests left{kept} "
                            f"are fewer than its {planned.requests}")
     else:
         step_dir, onset = out / planned.name, fitted.spec.onset is not None

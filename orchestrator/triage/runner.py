@@ -1,7 +1,7 @@
 """Each triage step run as a study of its own: the step's config (the arm materialised as YAML, its runtime,
 protocol and prompts) written into STEP_DIR/config, then run as `orchestrator run --config-dir STEP_DIR/config
 study=triage_step hydra.run.dir=STEP_DIR/run` runs it (sweep/app.py, in this process), so every step's run dir
-is an ordinary run dir with the exact command that re-runs it (STEP_DIR/COMMAND.txt)."""
+is an ordinary run dir, with the command that re-runs it from anywhere into STEP_DIR/rerun/ (STEP_DIR/COMMAND.txt)."""
 
 from __future__ import annotations
 
@@ -100,10 +100,17 @@ def source_from_run(run_dir: Path, arm: str | None) -> Source:
     return _pick(loaded, arm, str(run_dir))
 
 
+def _args(step_dir: Path, onset: bool, into: str) -> list[str]:
+    """`run`'s arguments for the step (an onset search: a sweep, -m), its run (or sweep) dir `into`."""
+    return [*(["-m"] if onset else []), "--config-dir", str(step_dir / "config"), f"study={STUDY}",
+            f"hydra.{'sweep' if onset else 'run'}.dir={into}"]
+
+
 def command(step_dir: Path, onset: bool = False) -> list[str]:
-    """The step's `run` (an onset search: a sweep, -m, into its sweep dir)."""
-    return ["orchestrator", "run", *(["-m"] if onset else []), "--config-dir", str(step_dir / "config"),
-            f"study={STUDY}", f"hydra.{'sweep' if onset else 'run'}.dir={step_dir / 'run'}"]
+    """The `run` that re-runs the step from any folder: its config dir by absolute path, into a new dir under
+    STEP/rerun/ each time (STEP/run, its first run, stays as it is)."""
+    step = step_dir.resolve()
+    return ["orchestrator", "run", *_args(step, onset, f"{step / 'rerun'}/${{now:%Y-%m-%d_%H-%M-%S}}")]
 
 
 def write_step(step_dir: Path, spec: StepSpec) -> None:
@@ -142,7 +149,7 @@ def run_step(step_dir: Path, onset: bool = False) -> tuple[int, tuple[str, ...]]
         tries = len(list(step_dir.glob("run.interrupted-*")))
         shutil.move(str(run_dir), str(step_dir / f"run.interrupted-{tries + 1}"))
     with contextlib.redirect_stdout(sys.stderr):  # a sweep's jobs print their tables: progress, not the answer
-        outcome = run_with_hydra(CommandLine.parse(command(step_dir, onset)[2:]))
+        outcome = run_with_hydra(CommandLine.parse(_args(step_dir, onset, str(run_dir))))
     for text in outcome.notes:  # the study's own warnings, where the triage's progress goes
         print(f"  {text}", file=sys.stderr)
     return outcome.status, tuple(line for line in outcome.out if onset and not line.startswith("Report:"))

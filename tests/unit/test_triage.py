@@ -66,6 +66,10 @@ def test_a_switch_that_removes_the_variation_ranks_before_what_is_unexplained() 
     state.steps["switch_fused_finalize"] = StepOutcome("switch_fused_finalize", DONE, cells=(
         _cell("as_given", 5), _cell("fused_finalize_repeatable", 5)))  # no effect: not the cause
     assert [f.kind for f in rank(state, "reference").findings] == ["unexplained"]
+    state.steps["switch_fused_finalize"] = StepOutcome("switch_fused_finalize", SKIPPED,
+                                                       reason="the budget's 5 requests left are fewer than its 22")
+    unexplained = rank(state, "reference").findings[0]  # the switch not tried: the finding says why, and the fix
+    assert "not tried for the budget: switch_fused_finalize (a larger --budget-requests" in unexplained.fix_cost
 
 
 def test_nothing_found_is_repeatable_in_everything_tried_with_its_bound() -> None:
@@ -191,3 +195,22 @@ def test_a_failed_step_says_what_its_arm_said(tmp_path: Path) -> None:
     assert outcome.status == "failed"
     assert outcome.reason.endswith(": as_given: length_tokens: arm as_given's server refused prompt 'long' of "
                                    "3000 tokens") and str(paths.root) in outcome.reason
+
+
+def test_a_steps_rerun_command_works_from_any_folder_into_a_new_dir(tmp_path: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    from orchestrator.triage.runner import command
+
+    monkeypatch.chdir(tmp_path)
+    said = command(Path("triage/x/floor"))
+    step = tmp_path / "triage" / "x" / "floor"
+    assert said == ["orchestrator", "run", "--config-dir", str(step / "config"), "study=triage_step",
+                    f"hydra.run.dir={step / 'rerun'}/${{now:%Y-%m-%d_%H-%M-%S}}"]  # not STEP/run, which holds its run
+    assert command(Path("o"), onset=True)[2:3] == ["-m"] and "hydra.sweep.dir=" in command(Path("o"), True)[-1]
+
+
+def test_a_step_left_nothing_by_the_switches_reserve_says_so_with_no_negative_count(tmp_path: Path) -> None:
+    state = TriageState("baseline", [], 60, {"floor": StepOutcome("floor", DONE, requests=55)})
+    planned = steps.load_step(source(), SIZING)
+    said = procedure._step(tmp_path, state, planned, lambda *_: (0, ()), reserve=22).reason
+    assert said.startswith("the budget's 0 requests left (kept for the switches' A/Bs: 22) are fewer than its ")
