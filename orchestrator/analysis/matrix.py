@@ -85,10 +85,16 @@ def _value(value: Any) -> str:
     return value if isinstance(value, str) else json.dumps(value)
 
 
+# What tells an imported run's arms apart where no engine args were recorded: detLLM's batch size and mode
+IMPORTED_FLAGS = ("batch_size", "mode")
+
+
 def _flags(config: dict[str, Any], engine: str | None) -> str:
     """The arm's flags against its engine's defaults (engines/ `defaults`): a flag set to its known default is left
     out, one that differs says the default beside it (`max-num-seqs=8 (default 16)`), one whose default the
     profile does not know is shown as set; then its env."""
+    if "tool" in config and "engine_args" not in config:  # an imported run (imports/): its tool's own settings
+        return " ".join(f"{k}={_value(config[k])}" for k in IMPORTED_FLAGS if config.get(k) is not None) or "-"
     args = {k: v for k, v in (config.get("engine_args") or {}).items() if k not in NOT_FLAGS and v is not None}
     env = {k: v for k, v in (config.get("env") or {}).items() if k not in NOT_ENV_FLAGS}
     parts = [f"{k}={_value(v)}" + ("" if default is None else f" (default {_value(default)})")

@@ -21,3 +21,7 @@ def test_an_imported_run_has_no_start_runtime_or_rerun_in_the_matrix(tmp_path: P
     for row in rows:  # before: runtime docker, 1 start 1 failed (bound 1), `orchestrator reproduce DIR`
         assert (row["runtime"], row["starts"], row["start_failures"], row["rerun"]) == ("-", "", "", "-")
     assert "| 8/10 [" in (tmp_path / "matrix" / "matrix.md").read_text()  # its divergence is still read
+    # detLLM's runs and its batch-4 trace are two cells, told by the tool's own settings (before: one cell, "agree")
+    assert {r["arm"]: r["flags"] for r in rows} == {"detllm": "batch_size=1 mode=best-effort",
+                                                    "batch_4": "batch_size=4 mode=best-effort"}
+    assert made.stdout.startswith("2 cells, 0 measured more than once")
