@@ -214,3 +214,29 @@ def test_a_step_left_nothing_by_the_switches_reserve_says_so_with_no_negative_co
     planned = steps.load_step(source(), SIZING)
     said = procedure._step(tmp_path, state, planned, lambda *_: (0, ()), reserve=22).reason
     assert said.startswith("the budget's 0 requests left (kept for the switches' A/Bs: 22) are fewer than its ")
+
+
+def test_what_else_a_switch_moved_reaches_its_finding(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from types import SimpleNamespace
+
+    from orchestrator.record.paths import RunPaths
+    from orchestrator.triage import observe
+
+    paths = RunPaths(tmp_path / "run").make()
+    cells = [{"arm": arm, "phase": "sequential", "prompt_id": "capital", "n": 6, "divergent": k,
+              "distinct_signatures": k + 1, "lower_bound_95": 0.0, "upper_bound_95": 1.0}
+             for arm, k in (("as_given", 5), ("fused_finalize_repeatable", 0))]
+    paths.report_json.write_text(json.dumps({"cells": cells}))
+    paths.guard_json.write_text("{}")
+    asked: list[tuple[str, str]] = []
+
+    def audit(run_dir: Path, a: str, b: str) -> SimpleNamespace:
+        asked.append((a, b))
+        return SimpleNamespace(moved=[SimpleNamespace(text=lambda: "log_facts.batch_window_ms (20 -> 50)")])
+
+    monkeypatch.setattr(observe, "side_effects", audit)
+    step = observe.observe("switch_fused_finalize", paths.root, "ab cmd", 0)
+    assert asked == [("as_given", "fused_finalize_repeatable")]
+    assert step.side_effects == ("log_facts.batch_window_ms (20 -> 50)",)
+    found = rank(TriageState("baseline", [], 400, {"switch_fused_finalize": step}), "reference").findings[0]
+    assert found.cause == "fused_finalize" and "side effect: log_facts.batch_window_ms (20 -> 50)" in found.evidence
