@@ -75,6 +75,8 @@ def main(argv: list[str]) -> Outcome:
     try:
         state = procedure.triage(source, sizing, out, state)
     except KeyboardInterrupt as exc:
+        # the step's own `run --resume` hint would finish its run dir apart from the triage, which runs it again
+        exc.__notes__ = [n for n in getattr(exc, "__notes__", []) if "--resume" not in n]
         exc.add_note(f"the steps done are kept in {out}; go on with: orchestrator triage --resume {out}")
         raise
     found = rank(state, source.engine)

@@ -240,3 +240,20 @@ def test_what_else_a_switch_moved_reaches_its_finding(tmp_path: Path, monkeypatc
     assert step.side_effects == ("log_facts.batch_window_ms (20 -> 50)",)
     found = rank(TriageState("baseline", [], 400, {"switch_fused_finalize": step}), "reference").findings[0]
     assert found.cause == "fused_finalize" and "side effect: log_facts.batch_window_ms (20 -> 50)" in found.evidence
+
+
+def test_after_ctrl_c_the_one_hint_is_the_triages_own(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from orchestrator.verbs import triage as verb
+
+    def interrupted(*_: object) -> None:
+        exc = KeyboardInterrupt()
+        exc.add_note("this run's containers and processes were stopped and removed")
+        exc.add_note("what it received is kept; `orchestrator run --resume t/floor/run` sends the rest")
+        raise exc
+
+    monkeypatch.setattr(procedure, "triage", interrupted)
+    with pytest.raises(KeyboardInterrupt) as caught:
+        verb.main(["runtime=process", "arm@arms.baseline=reference_process", "--out", str(tmp_path / "t")])
+    assert caught.value.__notes__ == ["this run's containers and processes were stopped and removed",
+                                      f"the steps done are kept in {tmp_path / 't'}; go on with: orchestrator triage "
+                                      f"--resume {tmp_path / 't'}"]
