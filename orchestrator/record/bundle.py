@@ -38,20 +38,25 @@ def write(paths: RunPaths, members: Mapping[str, Path | bytes], dest: Path) -> i
     Returns the member count, the manifest's two included."""
     manifest_name, digest_name = _manifest_names(paths)
 
+    def member(name: str) -> zipfile.ZipInfo:  # no time or owner of this machine: the same run, the same bytes
+        info = zipfile.ZipInfo(f"{paths.root.name}/{name}", date_time=(1980, 1, 1, 0, 0, 0))
+        info.compress_type, info.external_attr = zipfile.ZIP_DEFLATED, 0o644 << 16
+        return info
+
     def zipped(handle: BinaryIO) -> None:
         lines = []
         with zipfile.ZipFile(handle, "w", compression=zipfile.ZIP_DEFLATED) as archive:
             for name in sorted(members):
                 source, digest = members[name], hashlib.sha256()
                 read = io.BytesIO(source) if isinstance(source, bytes) else source.open("rb")
-                with read, archive.open(f"{paths.root.name}/{name}", "w", force_zip64=True) as sink:
+                with read, archive.open(member(name), "w", force_zip64=True) as sink:
                     while chunk := read.read(1 << 20):
                         digest.update(chunk)
                         sink.write(chunk)
                 lines.append(f"{digest.hexdigest()}  {name}\n")
             manifest = "".join(lines).encode()
-            archive.writestr(f"{paths.root.name}/{manifest_name}", manifest)
-            archive.writestr(f"{paths.root.name}/{digest_name}", f"{_sha256(manifest)}  {manifest_name}\n")
+            archive.writestr(member(manifest_name), manifest)
+            archive.writestr(member(digest_name), f"{_sha256(manifest)}  {manifest_name}\n")
 
     atomic_write(dest, zipped)
     return len(members) + 2

@@ -73,6 +73,17 @@ def test_the_manifest_lists_every_member_with_its_sha256_and_itself_is_checked(r
         assert done.returncode == 0, done.stdout + done.stderr
 
 
+def test_the_same_run_bundled_twice_is_the_same_bytes(run: RunPaths, tmp_path: Path,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    import time
+
+    first = _write(run, tmp_path / "one.zip").read_bytes()
+    later = time.time() + 3 * 86400  # days later: no member carries the time it was zipped
+    monkeypatch.setattr(time, "time", lambda: later)
+    monkeypatch.setattr(time, "localtime", lambda *_: time.gmtime(later))
+    assert _write(run, tmp_path / "two.zip").read_bytes() == first
+
+
 def test_an_unpacked_bundle_is_the_run_dir_again_once_per_content(run: RunPaths, tmp_path: Path) -> None:
     made = _write(run, tmp_path / "b.zip")
     first = archive.unpack(made, tmp_path / "cache")
