@@ -143,6 +143,12 @@ def unpack(file: Path, cache: Path) -> RunPaths:
                     _copy(file, top, archive, infos[name], want, None)
                 return target
             cache.mkdir(parents=True, exist_ok=True)
+            # a member is read no further than its stated size: what they state together must fit (a zip bomb)
+            needs, free = sum(infos[name].file_size for name in listed), shutil.disk_usage(cache).free
+            if needs > free:
+                raise RecordError(f"{file}: its members unpack to {needs} bytes and {cache} has {free} free: refused, "
+                                  "nothing unpacked; free space there, or set ORCHESTRATOR_CACHE_DIR to a folder with "
+                                  "room")
             building = Path(tempfile.mkdtemp(prefix=f".{key}.", dir=cache))
             try:
                 for name, want in listed.items():

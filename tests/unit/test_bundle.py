@@ -203,3 +203,12 @@ def test_bundle_refuses_a_secret_an_existing_file_and_a_folder_that_is_no_run(
         bundle(paths.root, tmp_path / "b.zip")
     with pytest.raises(RecordError, match="is not a run directory"):
         bundle(tmp_path, None)
+
+
+def test_a_bundle_that_would_not_fit_is_refused_before_anything_is_unpacked(run: RunPaths, tmp_path: Path,
+                                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    made = _write(run, tmp_path / "b.zip")
+    monkeypatch.setattr(shutil, "disk_usage", lambda _: shutil._ntuple_diskusage(10**9, 10**9 - 100, 100))
+    with pytest.raises(RecordError, match=r"unpack to \d+ bytes and .* has 100 free: refused, nothing unpacked"):
+        archive.unpack(made, tmp_path / "cache")
+    assert list((tmp_path / "cache").iterdir()) == []
