@@ -105,12 +105,16 @@ def sentence(result: ClaimResult, claims: ClaimsConfig) -> str:
                    INCONCLUSIVE: "not settled where the claim lies"}[result.verdict] + f" ({result.claimed}).")
     head = f"{counts(result)}: {'B - A' if result.baseline_n is not None else 'rate'} {interval(result)} " \
            f"({pct(claims.confidence)})"
+    return _against(head, result, f"an interval that excludes the alternative ({alternative(result)})",
+                    f"it holds both the claim and its alternative ({alternative(result)}); n = {settles(result)} "
+                    f"would settle it (power {pct(claims.power)})")
+
+
+def _against(head: str, result: ClaimResult, replicated: str, inconclusive: str) -> str:
+    """The sentence's end by verdict: what the interval excludes, holds, or straddles."""
     if result.verdict == CONTRADICTED:
         return f"{head}, an interval that excludes the claim ({result.claimed})."
-    if result.verdict == REPLICATED:
-        return f"{head}, an interval that excludes the alternative ({alternative(result)})."
-    return (f"{head}: it holds both the claim and its alternative ({alternative(result)}); n = "
-            f"{settles(result)} would settle it (power {pct(claims.power)}).")
+    return f"{head}, {replicated}." if result.verdict == REPLICATED else f"{head}: {inconclusive}."
 
 
 def band_sentence(result: ClaimResult, claims: ClaimsConfig) -> str:
@@ -121,12 +125,9 @@ def band_sentence(result: ClaimResult, claims: ClaimsConfig) -> str:
         return f"{counts(result)}: {seen}, no interval ({'; '.join(result.notes[1:]) or result.notes[0]})."
     head = (f"{counts(result)}: {name} {value(result, result.estimate or 0)}, {interval(result)} "
             f"({pct(claims.confidence)})")
-    if result.verdict == CONTRADICTED:
-        return f"{head}, an interval that excludes the claim ({result.claimed})."
-    if result.verdict == REPLICATED:
-        return f"{head}, an interval inside the claim ({result.claimed})."
-    return (f"{head}: it straddles the claim's edge ({result.claimed}); {settles(result)} would settle it "
-            f"(power {pct(claims.power)}, an estimate from the pilot's variance).")
+    return _against(head, result, f"an interval inside the claim ({result.claimed})",
+                    f"it straddles the claim's edge ({result.claimed}); {settles(result)} would settle it (power "
+                    f"{pct(claims.power)}, an estimate from the pilot's variance)")
 
 
 def power_words(result: ClaimResult) -> str:
