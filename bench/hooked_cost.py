@@ -12,6 +12,8 @@
     .venv/bin/python bench/hooked_cost.py                 # 3 rounds, 8 clients, 64 tokens
     .venv/bin/python bench/hooked_cost.py --rounds 5 --flag-every 4
     python3 bench/hooked_cost.py --engine-python python3 --device cuda --base-model DIR/tiny-llama   # on a GPU box
+    .venv/bin/python bench/hooked_cost.py --digest-depth 3     # the decoder layers only (docs/locate.md)
+    .venv/bin/python bench/hooked_cost.py --digest-under model.layers.0     # one layer's modules
 
 The engine runs as a process in the transformers-serve venv (`make transformers-serve`), on an 8-layer copy of
 tiny-llama's config (hidden 256, random weights from a fixed seed) made in a temporary folder; the clients are
@@ -168,18 +170,26 @@ def main() -> int:
     ap.add_argument("--engine-python", type=Path, default=PYTHON, help="the engine's interpreter (%(default)s)")
     ap.add_argument("--device", choices=("cpu", "cuda"), default="cpu", help="the engine's device (cuda: bf16)")
     ap.add_argument("--base-model", type=Path, default=TINY, help="config and tokenizer copied (default: %(default)s)")
+    ap.add_argument("--digest-depth", type=int, default=0,
+                    help="the digested engine's --digest-depth (3: the decoder layers; default 0: every module)")
+    ap.add_argument("--digest-under", default=None, metavar="MODULE",
+                    help="the digested engine's --digest-under (e.g. model.layers.0; default: the whole model)")
     args = ap.parse_args()
     python = args.engine_python if "/" in str(args.engine_python) else Path(shutil.which(args.engine_python) or "")
     if not python.is_file() or not args.base_model.exists():
         print(f"needs {args.engine_python} and {args.base_model}: run `make transformers-serve` first", file=sys.stderr)
         return 2
-    print(f"load average at the start: {' '.join(f'{x:.2f}' for x in os.getloadavg())}", flush=True)
+    limits = (f"modules of depth {args.digest_depth} at most" if args.digest_depth else "",
+              f"modules in {args.digest_under}" if args.digest_under else "")
+    scope = ", ".join(s for s in limits if s) or "every module"
+    print(f"digests of {scope}; load average at the start: {' '.join(f'{x:.2f}' for x in os.getloadavg())}", flush=True)
     with tempfile.TemporaryDirectory() as tmp:
         model = Path(tmp) / "llama-8-layers"
         subprocess.run([str(python), "-c", MAKE_MODEL, str(args.base_model), str(model)], check=True,
                        capture_output=True)
         port, bare_port = free_port(), free_port()
-        proc = start_engine(python, args.device, model, port)
+        scoped = ("--digest-under", args.digest_under) if args.digest_under else ()
+        proc = start_engine(python, args.device, model, port, "--digest-depth", str(args.digest_depth), *scoped)
         bare = start_engine(python, args.device, model, bare_port, "--no-digests")
         try:
             for e, p in ((proc, port), (bare, bare_port)):
@@ -211,8 +221,8 @@ def main() -> int:
     print(f"with 1 in {args.flag_every} flagged, a flagged request's batch-mates (the batch's tokens a second): "
           f"x{median(2, False):.3f}, per CPU second x{median(2, True):.3f} (goal: at least 0.9); the others' share "
           f"of the throughput x{statistics.median(c.others / c.elapsed_s / a.speed(False) for a, _b, c in rounds):.3f}")
-    print(f"one flagged request, {args.tokens} tokens, 8 layers: {rows} digest rows, {size / 1e6:.3f} MB in Parquet "
-          f"(zstd; goal: under 1 MB), {raw / 1e6:.2f} MB as the engine's JSON")
+    print(f"one flagged request, {args.tokens} tokens, 8 layers, {scope}: {rows} digest rows, {size / 1e6:.3f} MB in "
+          f"Parquet (zstd; goal: under 1 MB), {raw / 1e6:.2f} MB as the engine's JSON")
     return 0
 
 

@@ -9,7 +9,8 @@ processes on tiny-llama (fp32, CPU), through `orchestrator run study=locate_tiny
 In its image (Docker), the planted module is named the same way.
 tiny-moe batched: the experts' mixed rows skipped, their own call named. Under continuous batching (packed rows):
 a split named inside a layer, the packed row said.
-CI time: six engine starts and seven `locate` calls (about 70 s here)."""
+The planted arm digested at the decoder layers, then inside the layer named.
+CI time: eight engine starts and nine `locate` calls (about 90 s here)."""
 
 from __future__ import annotations
 
@@ -98,6 +99,27 @@ def test_on_a_continuous_batching_run_the_split_is_named_in_the_packed_row(tmp_p
     first = lines[0]
     assert first.startswith("first split: step ") and "model.layers." in first, lines
     assert "differs" in first and "(packed in one row)" in first, lines  # a split found, in a packed forward
+
+
+def test_a_scoped_run_names_the_layer_and_a_run_inside_it_names_the_module(tmp_path: Path) -> None:
+    """Inside a realistic load (docs/locate.md): the planted arm digested at the decoder layers only
+    (`digest-depth: 3`), then inside the layer named (`digest-under`): `locate` names the planted module's layer,
+    then the module; the first run records no call inside a layer."""
+    require_engine_build(VENV_PYTHON, "transformers-serve", "transformers serve")
+    one_arm = ["study=locate_tiny", "~arms.invariant", "~arms.variant", "~study.variables.planted",
+               "~study.variables.variant", "study.baseline=planted"]
+    layers, inside = tmp_path / "layers", tmp_path / "inside"
+    for run_dir, scope in ((layers, "+arms.planted.engine_args.digest-depth=3"),
+                           (inside, "+arms.planted.engine_args.digest-under=model.layers.0")):
+        result = orchestrator("run", *one_arm, scope, f"hydra.run.dir={run_dir}", timeout_s=600)
+        assert result.returncode == 0, result.stderr[-3000:]
+    modules = set(pq.read_table(layers / "data" / "digests", columns=["module"]).column("module").to_pylist())
+    assert "model.layers.0" in modules and all(m.count(".") < 3 for m in modules), sorted(modules)
+    first = _locate(layers, "planted/count/concurrent")[0]
+    assert first.startswith("first split: step 0 (prefill), model.layers.0 (LlamaDecoderLayer): input identical, "
+                            "output differs"), first
+    first = _locate(inside, "planted/count/concurrent")[0]
+    assert first.startswith(f"first split: step 0 (prefill), {PLANTED} (Linear): input identical"), first
 
 
 @pytest.mark.docker

@@ -5,6 +5,7 @@ tests/e2e/test_locate.py."""
 from __future__ import annotations
 
 import gc
+import re
 
 import pytest
 import torch
@@ -82,6 +83,53 @@ def test_a_target_rows_digest_is_its_own_whatever_else_is_in_the_batch() -> None
     again = store.get("t2")
     assert again is not None
     assert [c[12] for c in again.calls] == [c[12] for c in got.calls]
+
+
+class Nested(torch.nn.Module):
+    """Two layers of two Linears each, named as a decoder's are: layers.0.up, layers.0.down, layers.0, ..."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.layers = torch.nn.ModuleList(torch.nn.Sequential() for _ in range(2))
+        for layer in self.layers:
+            layer.add_module("up", torch.nn.Linear(4, 8))
+            layer.add_module("down", torch.nn.Linear(8, 4))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        for layer in self.layers:
+            x = x + layer(x)
+        return x
+
+
+def _digested(model: torch.nn.Module, x: torch.Tensor, **scope: object) -> list[tuple[object, ...]]:
+    store = DigestStore()
+    rec = Recorder(model, 3, store, **scope)  # type: ignore[arg-type]
+    with rec.attached(["t"]):
+        rec.begin_step(StepLayout(0, 2, 3, ["o", "t"], {"t": Target(1, 0, 3, 3)}))
+        model(x)
+        rec.finish("t")
+    got = store.get("t")
+    assert got is not None
+    return [(c[2], *c[3:]) for c in got.calls]  # without the call's index, which counts the digested calls
+
+
+def test_a_scope_digests_only_its_modules_with_the_digests_of_every_module_s_run() -> None:
+    """--digest-depth and --digest-under: fewer hooks, the same digests for the modules they keep, bit for bit
+    (docs/locate.md, "Inside a realistic load")."""
+    torch.manual_seed(0)
+    model, x = Nested(), torch.randn(2, 3, 4)
+    every = {c[0]: c for c in _digested(model, x)}
+    assert list(every) == ["layers.0.up", "layers.0.down", "layers.0", "layers.1.up", "layers.1.down", "layers.1"]
+    layers = _digested(model, x, depth=2)
+    assert [c[0] for c in layers] == ["layers.0", "layers.1"]
+    inside = _digested(model, x, under="layers.1")
+    assert [c[0] for c in inside] == ["layers.1.up", "layers.1.down", "layers.1"]
+    for c in (*layers, *inside):
+        assert c == every[c[0]], c[0]  # inputs digested from their own rows equal an earlier output's digest
+    assert [c[0] for c in _digested(model, x, depth=2, under="layers.1")] == ["layers.1"]  # both limits
+    with pytest.raises(ValueError, match=re.escape("--digest-under layers.7: no module of the model is in that scope; "
+                                                   "its modules include layers, layers.0, layers.0.up")):
+        Recorder(model, 3, DigestStore(), under="layers.7")
 
 
 def test_a_packed_forward_gives_each_target_its_span_and_its_own_step() -> None:

@@ -103,7 +103,9 @@ def log_startup(cfg: HookedConfig, facts: dict[str, Any]) -> None:
     logger.info("Continuous batching: %s", "on" if cfg.continuous_batching else "off")
     logger.info("Attention implementation: %s", facts.get("attention", cfg.attn_implementation))
     logger.info("Planted batch-variant module: %s", cfg.plant_batch_variant or "none")
-    logger.info("Digests of flagged requests: %s", "on" if cfg.digests else "off")
+    scope = "".join(s for s in (f", modules of depth {cfg.digest_depth} at most" if cfg.digest_depth else "",
+                                f", modules in {cfg.digest_under}" if cfg.digest_under else "") if s)
+    logger.info("Digests of flagged requests: %s", f"on{scope}" if cfg.digests else "off")
     logger.info("CUDA graphs: %s, torch.compile: %s", "on" if cfg.cuda_graphs else "off",
                 "on" if cfg.compile else "off")
     logger.info("KV cache: %s", "static" if cfg.static_cache else "dynamic")

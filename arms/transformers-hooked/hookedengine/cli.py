@@ -54,6 +54,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--compile", action=argparse.BooleanOptionalAction, default=False,
                    help="torch.compile of the forward, Inductor's kernels (needs --no-digests; default off)")
     p.add_argument("--digest-head", type=int, default=8, help="first values kept per digest")
+    p.add_argument("--digest-depth", type=int, default=0, metavar="N",
+                   help="digest only modules whose name has at most N dotted parts (3: model.layers.K, the decoder "
+                        "layers; default 0: every module)")
+    p.add_argument("--digest-under", default=None, metavar="MODULE",
+                   help="digest only that module and the modules inside it (default: the whole model)")
     p.add_argument("--digests", action=argparse.BooleanOptionalAction, default=True,
                    help="digest flagged requests (default on; off: no hooks ever, flagged requests served as others)")
     p.add_argument("--log-level", default="INFO")
@@ -71,7 +76,8 @@ def config_from_args(ns: argparse.Namespace) -> HookedConfig:
         max_num_seqs=ns.max_num_seqs, max_logprobs=ns.max_logprobs, seed=ns.seed, device=ns.device, dtype=ns.dtype,
         batch_invariant=ns.batch_invariant, invariant_kernels=ns.invariant_kernels, batch_window_ms=ns.batch_window_ms,
         attn_implementation=ns.attn_implementation, plant_batch_variant=ns.plant_batch_variant,
-        digest_head=ns.digest_head, digests=ns.digests, continuous_batching=ns.continuous_batching,
+        digest_head=ns.digest_head, digests=ns.digests, digest_depth=ns.digest_depth, digest_under=ns.digest_under,
+        continuous_batching=ns.continuous_batching,
         cuda_graphs=ns.cuda_graphs, compile=ns.compile, static_cache=ns.static_cache,
     )
 
@@ -84,6 +90,8 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if not (ns.model or ns.model_tag):
         parser.error("give the model's folder: --model PATH")
+    if ns.digest_depth < 0:
+        parser.error(f"--digest-depth {ns.digest_depth}: give 0 (every module) or a depth of 1 or more")
     for name in ("refengine", "hookedengine"):
         setup_logging(ns.log_level, name)
     if ns.invariant_kernels and ns.continuous_batching:

@@ -13,6 +13,8 @@ class HookedConfig(EngineConfig):
     plant_batch_variant: str | None = None  # a test switch: this Linear's reduction split by the window's size
     digest_head: int = 8  # first values kept per digest
     digests: bool = True  # off: flagged requests are served as any other, with no digests (no hooks ever)
+    digest_depth: int = 0  # hooks only on modules whose name has at most this many dotted parts (0: every depth)
+    digest_under: str | None = None  # hooks only on this module and the modules inside it (None: the whole model)
     batch_invariant: bool = False  # on: each request of a window runs alone (its rows as if alone)
     invariant_kernels: bool = False  # on: batch-invariant kernels (invariant.py): a batch's rows as if alone
     continuous_batching: bool = False  # on: Transformers' continuous batching (continuous.py), not a static window

@@ -74,7 +74,7 @@ class ContinuousRunner:
         from transformers.generation.continuous_batching.scheduler import SCHEDULER_MAPPING
 
         self.cfg, self.eos_id, self.metrics = cfg, eos_id, metrics
-        self.recorder = Recorder(model, cfg.digest_head, store)
+        self.recorder = Recorder(model, cfg.digest_head, store, cfg.digest_depth, cfg.digest_under)
         self.window = 1  # requests in the current forward: what a planted batch-variant module splits by
         self._live: dict[str, _Live] = {}
         self._lock = threading.Lock()

@@ -90,6 +90,22 @@ class DigestStore:
         return get
 
 
+def scoped(model: torch.nn.Module, depth: int = 0, under: str | None = None) -> list[tuple[str, torch.nn.Module]]:
+    """The modules digested: every one but the model itself, or those of at most `depth` dotted parts, or
+    `under` and those inside it (both: either limit). Fewer modules, less Python a step (docs/locate.md, "Inside
+    a realistic load"). A scope that leaves none raises ValueError naming modules it could take."""
+    every = [(name, m) for name, m in model.named_modules() if name]
+    kept = [(name, m) for name, m in every
+            if (not depth or name.count(".") < depth) and (under is None or name == under
+                                                           or name.startswith(f"{under}."))]
+    if not kept:
+        tops = ", ".join(name for name, _m in every if name.count(".") < 3)[:300]
+        said = " and ".join(s for s in (f"--digest-depth {depth}" if depth else "",
+                                        f"--digest-under {under}" if under else "") if s)
+        raise ValueError(f"{said}: no module of the model is in that scope; its modules include {tops}")
+    return kept
+
+
 class Recorder:
     """Hooks on every module of a model but the model itself, recording the current step's targets while
     attached. A hook only keeps the call's tensors (no copy, no op); when the step ends, its targets' rows of
@@ -100,8 +116,9 @@ class Recorder:
     their version counters, from the first step on, when every call is also copied at once) has its rows copied
     as it returns from then on."""
 
-    def __init__(self, model: torch.nn.Module, head_values: int, store: DigestStore) -> None:
-        self.modules = [(name, m) for name, m in model.named_modules() if name]
+    def __init__(self, model: torch.nn.Module, head_values: int, store: DigestStore, depth: int = 0,
+                 under: str | None = None) -> None:
+        self.modules = scoped(model, depth, under)
         self.head_values = head_values
         self.store = store
         self.layout: StepLayout | None = None

@@ -25,7 +25,7 @@ class HookedEngine:
                  store: DigestStore) -> None:
         self.cfg, self.model, self.eos_id, self.pad_id, self.device = cfg, model, eos_id, pad_id, device
         self.store = store
-        self.recorder = Recorder(model, cfg.digest_head, store)
+        self.recorder = Recorder(model, cfg.digest_head, store, cfg.digest_depth, cfg.digest_under)
         self.window = 1  # requests in the current window: what a planted batch-variant module splits by
         self.skips_said = False  # --cuda-graphs: whether the log said that torch ran a graph without them
         self.forwards = compiled.Forwards(model, model)  # the prefill's and a decode step's (compiled.forwards)
