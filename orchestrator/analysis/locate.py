@@ -19,10 +19,10 @@ from typing import Any, NoReturn
 
 from orchestrator.analysis import locate_read
 from orchestrator.analysis.locate_probe import not_applicable, probe_ask
-from orchestrator.analysis.locate_results import CellInside, Located, Margin, Side, TopTwo
+from orchestrator.analysis.locate_results import KERNEL, CellInside, Difference, Located, Margin, Side, TopTwo
 from orchestrator.analysis.locate_walk import by_step, walk
 from orchestrator.analysis.results import SIGNATURE_BASES, Explored
-from orchestrator.engines import ENGINES
+from orchestrator.engines import ENGINES, profile_for
 from orchestrator.errors import ConfigError, RecordError, did_you_mean
 from orchestrator.record.paths import RunPaths
 from orchestrator.record.recorded import Recorded, RecordedRun, read_run
@@ -204,12 +204,29 @@ def _located(run: RecordedRun, label: str, pair: _Pair) -> Located:
                       found.one_sided_calls, found.one_sided_steps, found.mixed_calls, found.difference)
     located.margin = margin(locate_read.tokens(run, attempts), a.request_id, b.request_id)
     if found.difference is not None:
+        located.look_inside = _look_inside(run, label.split("/")[0], found.difference, rows)
+    if found.difference is not None:
         located.no_probe = not_applicable(found.difference)
     if found.difference is not None and located.no_probe is None:
         device = locate_read.device_and_dtype(run, label.split("/")[0])
         located.probe = probe_ask(found.difference, steps[a.request_id][found.difference.step],
                                   label.split("/")[0], str(run.paths.root), device)
     return located
+
+
+def _look_inside(run: RecordedRun, arm: str, diff: Difference, rows: dict[str, list[dict[str, Any]]]) -> str | None:
+    """An arm whose engine digested modules down to a depth only (its scope flags), split at a module of that depth
+    with no call recorded inside it: the overrides of a run that digests that module and those inside it."""
+    start = next((s for s in run.arms if s.arm == arm), None)
+    if start is None or diff.kind != KERNEL or (scope := profile_for(start.engine).digest_scope_flags) is None:
+        return None
+    depth_flag, under_flag = scope
+    depth = (start.config.get("engine_args") or {}).get(depth_flag)
+    if not isinstance(depth, int) or depth < 1 or diff.module.count(".") + 1 < depth:
+        return None
+    if any(r["module"].startswith(f"{diff.module}.") for side in rows.values() for r in side):
+        return None
+    return f"++arms.{arm}.engine_args.{depth_flag}=0 ++arms.{arm}.engine_args.{under_flag}={diff.module}"
 
 
 def margin(answers: dict[str, dict[str, Any]], a: str, b: str) -> Margin | None:

@@ -123,6 +123,7 @@ class Located:
     probe: ProbeAsk | None = None
     no_probe: str | None = None  # why the op probe does not apply to this split (e.g. M equal on both sides)
     verdict: ProbeVerdict | None = None
+    look_inside: str | None = None  # a scoped arm's split at a module not digested inside: the next run's overrides
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Located:

@@ -126,6 +126,9 @@ class EngineProfile:
     # flagged requests' digests it keeps (the oldest go first): fetched after each phase (run/send/digests.py)
     digests_flag: str | None = None
     digest_capacity: int | None = None
+    # Its flags that digest a part of the model only (a depth of module names, and a module with those inside it),
+    # whose `locate` answer at a module not digested inside says how to look inside (docs/locate.md)
+    digest_scope_flags: tuple[str, str] | None = None
     # The switch under which its usage says how many prompt tokens its prefix cache served, and says it only where
     # some were (vLLM's enable-prompt-tokens-details): with it on, an answer that says nothing had none. None: it
     # says so always (the reference engine), or never

@@ -53,6 +53,7 @@ PROFILE = EngineProfile(
     default_max_logprobs=20,
     digests_flag="digests",
     digest_capacity=512,  # hookedengine/digests.py STORE_REQUESTS
+    digest_scope_flags=("digest-depth", "digest-under"),
     packages=("transformers", "hookedengine"),  # torch is under every engine (guard/fingerprint.py)
     switches=(  # triage's A/Bs (engines/switches.py), hookedengine/cli.py's flags
         Switch("continuous_batching", "engine_args.continuous-batching", False, False,

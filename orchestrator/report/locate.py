@@ -127,6 +127,9 @@ def inside_lines(located: Located) -> list[str]:
     out = [headline(located), f"pair: {located.pair}", _side("a", located.a), _side("b", located.b), _walk(located)]
     if located.difference is not None:
         out += _difference(located.difference)
+    if located.look_inside is not None and located.difference is not None:
+        out.append(f"look inside: the arm digested modules down to {located.difference.module}'s depth only: to "
+                   f"name the module inside it, run the study again with {located.look_inside}")
     return [*out, _margin(located.margin), *_probe(located)]
 
 

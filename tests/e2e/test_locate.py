@@ -101,25 +101,32 @@ def test_on_a_continuous_batching_run_the_split_is_named_in_the_packed_row(tmp_p
     assert "differs" in first and "(packed in one row)" in first, lines  # a split found, in a packed forward
 
 
-def test_a_scoped_run_names_the_layer_and_a_run_inside_it_names_the_module(tmp_path: Path) -> None:
+def test_a_scoped_run_names_the_layer_and_the_run_it_proposes_names_the_module(tmp_path: Path) -> None:
     """Inside a realistic load (docs/locate.md): the planted arm digested at the decoder layers only
-    (`digest-depth: 3`), then inside the layer named (`digest-under`): `locate` names the planted module's layer,
-    then the module; the first run records no call inside a layer."""
+    (`digest-depth: 3`); `locate` names the planted module's layer and the overrides of a run that digests inside
+    it; that run, with them, names the module and proposes nothing more."""
     require_engine_build(VENV_PYTHON, "transformers-serve", "transformers serve")
     one_arm = ["study=locate_tiny", "~arms.invariant", "~arms.variant", "~study.variables.planted",
                "~study.variables.variant", "study.baseline=planted"]
     layers, inside = tmp_path / "layers", tmp_path / "inside"
-    for run_dir, scope in ((layers, "+arms.planted.engine_args.digest-depth=3"),
-                           (inside, "+arms.planted.engine_args.digest-under=model.layers.0")):
-        result = orchestrator("run", *one_arm, scope, f"hydra.run.dir={run_dir}", timeout_s=600)
-        assert result.returncode == 0, result.stderr[-3000:]
+    result = orchestrator("run", *one_arm, "+arms.planted.engine_args.digest-depth=3", f"hydra.run.dir={layers}",
+                          timeout_s=600)
+    assert result.returncode == 0, result.stderr[-3000:]
     modules = set(pq.read_table(layers / "data" / "digests", columns=["module"]).column("module").to_pylist())
     assert "model.layers.0" in modules and all(m.count(".") < 3 for m in modules), sorted(modules)
-    first = _locate(layers, "planted/count/concurrent")[0]
-    assert first.startswith("first split: step 0 (prefill), model.layers.0 (LlamaDecoderLayer): input identical, "
-                            "output differs"), first
-    first = _locate(inside, "planted/count/concurrent")[0]
-    assert first.startswith(f"first split: step 0 (prefill), {PLANTED} (Linear): input identical"), first
+    lines = _locate(layers, "planted/count/concurrent")
+    assert lines[0].startswith("first split: step 0 (prefill), model.layers.0 (LlamaDecoderLayer): input "
+                               "identical, output differs"), lines
+    proposed = [line for line in lines if line.startswith("look inside: ")]
+    assert len(proposed) == 1, lines
+    overrides = proposed[0].split(" run the study again with ")[1].split()
+    assert overrides == ["++arms.planted.engine_args.digest-depth=0",
+                         "++arms.planted.engine_args.digest-under=model.layers.0"], proposed
+    result = orchestrator("run", *one_arm, *overrides, f"hydra.run.dir={inside}", timeout_s=600)
+    assert result.returncode == 0, result.stderr[-3000:]
+    lines = _locate(inside, "planted/count/concurrent")
+    assert lines[0].startswith(f"first split: step 0 (prefill), {PLANTED} (Linear): input identical"), lines
+    assert not any(line.startswith("look inside: ") for line in lines), lines
 
 
 @pytest.mark.docker
