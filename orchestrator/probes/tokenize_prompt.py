@@ -1,7 +1,8 @@
 """`length_tokens: N` where the engine serves no tokenize endpoint (run/send/prompt_length.py): run inside the arm
-as `python -c SOURCE PAYLOAD` with its own interpreter, offline. PAYLOAD is base64 of zlib of JSON
-{"model": folder, "prompts": {id: [text, N]}} (compressed: an argument holds at most 128 KiB, and the texts
-are repeats). For each prompt it prints the text of its first tokens that the model's tokenizer, called as a
+as `python -c SOURCE PAYLOAD MODEL` with its own interpreter, offline. PAYLOAD is base64 of zlib of JSON
+{"prompts": {id: [text, N]}} (compressed: an argument holds at most 128 KiB, and the texts are repeats); MODEL the
+folder, an argument of its own, which a process arm's runtime maps as it maps the arm's argv (/models/x: the host
+folder). For each prompt it prints the text of its first tokens that the model's tokenizer, called as a
 server calls it (special tokens added), counts as exactly N, with those ids:
 {"prompts": {id: {"text": ..., "ids": [...]}}}; {"error": ...} when it cannot.
 
@@ -49,13 +50,13 @@ def answer(tokenizer: Any, prompts: dict[str, list[Any]]) -> dict[str, Any]:
 def main() -> int:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
-    request = json.loads(zlib.decompress(base64.b64decode(sys.argv[1])))
+    request, model = json.loads(zlib.decompress(base64.b64decode(sys.argv[1]))), sys.argv[2]
     try:
         from transformers import AutoTokenizer
 
-        tokenizer = AutoTokenizer.from_pretrained(request["model"], local_files_only=True)
+        tokenizer = AutoTokenizer.from_pretrained(model, local_files_only=True)
     except Exception as exc:  # an image without transformers, or no tokenizer files in the folder
-        print(json.dumps({"error": f"no tokenizer from {request['model']}: {type(exc).__name__}: {exc}"}))
+        print(json.dumps({"error": f"no tokenizer from {model}: {type(exc).__name__}: {exc}"}))
         return 0
     print(json.dumps(answer(tokenizer, request["prompts"])))
     return 0

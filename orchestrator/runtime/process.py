@@ -85,6 +85,7 @@ class _Proc:
     dir: Path
     env: dict[str, str]
     cpuset: str | None = None  # an exec next to it runs on the same cores (the probe sees what it sees)
+    mounts: list[Mount] = field(default_factory=list)  # an exec's argv is mapped as the arm's (map_mounts)
     readers: list[threading.Thread] = field(default_factory=list)
 
 
@@ -195,7 +196,7 @@ class ProcessRuntime:
         except OSError as exc:
             remove_folder(folder)
             raise ArmStartError(f"could not start '{spec.name}' ({argv[0]}): {exc}") from exc
-        proc = _Proc(popen, spec.name, folder, env, spec.cpuset)
+        proc = _Proc(popen, spec.name, folder, env, spec.cpuset, list(spec.mounts))
         self._procs[handle_id] = proc
         write_record(folder, popen.pid, spec.name, spec.labels, argv, port)
         for stream, pipe in (("stdout", popen.stdout), ("stderr", popen.stderr)):
@@ -244,7 +245,8 @@ class ProcessRuntime:
         if proc.popen.poll() is not None:
             raise RuntimeFailure(f"process '{handle.name}' is not running (exit {_status(proc.popen.returncode)})")
         try:
-            done = subprocess.run(pinned_argv(argv, proc.cpuset, sys.executable), cwd=self.workdir, env=proc.env,
+            done = subprocess.run(pinned_argv(map_mounts(argv, proc.mounts), proc.cpuset, sys.executable),
+                                  cwd=self.workdir, env=proc.env,
                                   stdin=subprocess.DEVNULL,
                                   stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=600)
         except FileNotFoundError as exc:

@@ -72,8 +72,8 @@ async def _from_files(client: CompletionClient, model: str | None, sent: Mapping
         missing = "its interpreter (set the arm's `python`)" if files is None or files.python is None \
             else "its model (the arm's engine_args name none)"
         raise ConfigError(f"{where}, but {missing} is not known: set it, or drop length_tokens for this arm")
-    payload = base64.b64encode(zlib.compress(json.dumps({"model": files.model, "prompts": texts}).encode()))
-    argv = [files.python, "-c", probes.source("tokenize_prompt"), payload.decode()]
+    payload = base64.b64encode(zlib.compress(json.dumps({"prompts": texts}).encode()))
+    argv = [files.python, "-c", probes.source("tokenize_prompt"), payload.decode(), files.model]
     import asyncio  # here: the checks import this module, and asyncio costs their start (test_startup_imports)
 
     result = await asyncio.to_thread(files.runtime.exec, files.handle, argv)
