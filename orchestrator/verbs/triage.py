@@ -88,19 +88,25 @@ def main(argv: list[str]) -> Outcome:
 
 
 def _plan(source: Any, sizing: Any) -> list[str]:
-    from orchestrator.triage import steps
+    from orchestrator.triage import inside, steps
 
     first = steps.first_steps(source, sizing)
     planned = [*first, *(steps.switch_step(s, first[1]) for s in steps.open_switches(source))]
     onsets = [o for o in (steps.onset_step(v, first, sizing) for v in ("concurrent", "length")) if o]
-    lines = [f"triage of arm '{source.arm_name}' ({source.engine}): {len(planned) + bool(onsets) + 1} steps, budget "
-             f"{sizing.budget_requests} requests"]
+    # `locate` where variation remains, from the digests the steps' requests asked for: no requests of its own
+    load = steps.load_step(source, sizing)  # counted in the first line's "+ 1"
+    digested = [p.name for p in (*first, load) if p.name in inside.CELL_STEPS
+                and (p.spec.protocol.get("request") or {}).get("digests")]
+    lines = [f"triage of arm '{source.arm_name}' ({source.engine}): "
+             f"{len(planned) + bool(onsets) + 1 + bool(digested)} steps, budget {sizing.budget_requests} requests"]
     lines += [f"  {p.name}: up to {p.requests} requests: {p.shows}" for p in planned[:len(first)]]
     lines += [f"  onset (where only concurrent batches, or only the long prompt, varied): up to "
               f"{max(o.requests for o in onsets)} requests: {' or '.join(o.shows for o in onsets)}"] if onsets else []
-    load = steps.load_step(source, sizing)  # counted in the first line's "+ 1"
     lines.append(f"  load: up to {load.requests} requests: {load.shows}")
     lines += [f"  {p.name} (where a step varied): up to {p.requests} requests: {p.shows}" for p in planned[len(first):]]
+    lines += [f"  {inside.NAME} (where variation remains): no requests of its own: `orchestrator {inside.NAME}` on "
+              f"the first cell that varied, from the digests of the {', '.join(digested)} steps' requests"
+              ] if digested else []
     total = sum(p.requests for p in planned) + max((o.requests for o in onsets), default=0) + load.requests
     lines.append(f"  all steps: up to {total} requests" + (" (more than the budget: the later steps are cut or "
                                                           "skipped)" if total > sizing.budget_requests else ""))
