@@ -73,18 +73,31 @@ def load(path: Path) -> ClaimsConfig:
         raise ConfigError(f"{path}: not a readable YAML file ({' '.join(str(exc).split())})") from None
     if not isinstance(node, dict):
         raise ConfigError(f"{path}: a claims file is a map with a `claims:` list (docs/claims.md)")
-    problems = [f"{path}: {text}" for _, text in unknown(node, ClaimsConfig, "")]
-    if problems:
+    strays = unknown(node, ClaimsConfig, "")
+    problems = [f"{path}: {text}" for _, text in strays]
+    if not all(_drop(node, where.split(".")) for where, _ in strays):  # a key it cannot find again: said alone
         raise ConfigError(problems)
-    try:
+    try:  # the rest checked as well, with the unknown keys left out: every problem in one go
         typed: Any = OmegaConf.to_object(OmegaConf.merge(OmegaConf.structured(ClaimsConfig), node))
     except OmegaConfBaseException as exc:  # a wrong type: its key and value are in the message's first line
-        raise ConfigError(f"{path}: {str(exc).splitlines()[0]} (full key: {exc.full_key})") from None
-    problems = [f"{path}: {p}" for p in check(typed)]
+        raise ConfigError([*problems, f"{path}: {str(exc).splitlines()[0]} (full key: {exc.full_key})"]) from None
+    problems += [f"{path}: {p}" for p in check(typed)]
     if problems:
         raise ConfigError(problems)
     assert isinstance(typed, ClaimsConfig)
     return typed
+
+
+def _drop(node: Any, parts: list[str]) -> bool:
+    """Removes the key at a dotted path of `unknown`'s (list items by index); False where it is not there."""
+    *parents, last = parts
+    try:
+        for part in parents:
+            node = node[int(part)] if isinstance(node, list) else node[part]
+        del node[last]
+    except (KeyError, IndexError, ValueError, TypeError):
+        return False
+    return True
 
 
 def _share(name: str, value: float | None, open_low: bool = False, signed: bool = False) -> list[str]:

@@ -77,6 +77,16 @@ def test_a_bad_claims_file_is_one_line_naming_the_field(tmp_path: Path, text: st
     assert says in str(caught.value) and "\n" not in str(caught.value)
 
 
+def test_an_unknown_key_does_not_hide_the_file_s_other_problems(tmp_path: Path) -> None:
+    """Every problem in one go: before, an unknown key stopped the check, and a typo fixed showed the next."""
+    text = "claims:\n  - {name: a, kind: divergence_rate, arm: x, at_most: 2, margn: 0.1}\n  - {name: b, kind: nope}"
+    with pytest.raises(ConfigError) as caught:
+        load(_file(tmp_path, text))
+    said = str(caught.value)
+    assert "unknown key 'margn' in claims.0" in said and "claims[0].at_most=2.0: must be in [0, 1]" in said
+    assert "claims[1].kind='nope'" in said
+
+
 def test_a_bad_claims_file_exits_2_in_one_line(tmp_path: Path) -> None:
     result = orchestrator("claims", str(_file(tmp_path, "claims:\n  - {name: a, kind: nope, arm: x}")),
                           "--run", str(tmp_path))
