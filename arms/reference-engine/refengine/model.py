@@ -125,7 +125,7 @@ class TinyMoE:
 
         if stacked and len(rows) > 1:
             out = head(torch.cat(rows))
-            return list(out.split([r.shape[0] for r in rows]))
+            return list(torch.split(out, [r.shape[0] for r in rows]))
         return [head(r) for r in rows]
 
     def decode_logits(self, rows: list[torch.Tensor]) -> list[torch.Tensor]:
@@ -139,7 +139,7 @@ class TinyMoE:
             part = x[:, s * step : (s + 1) * step] @ self.lm_head[:, s * step : (s + 1) * step].T
             acc = acc + part.to(torch.bfloat16)
         out = torch.log_softmax(acc.float() + self.lm_bias, dim=-1)
-        return list(out.split([r.shape[0] for r in rows]))
+        return list(torch.split(out, [r.shape[0] for r in rows]))
 
     def _forward_packed(
         self, caches: list[SeqCache], tokens: list[torch.Tensor], kp: KernelParams
@@ -160,7 +160,7 @@ class TinyMoE:
             x = x + self._moe(_rmsnorm(x, p["norm2"]), p, kp)
         for c, n in zip(caches, sizes, strict=True):
             c.length += n
-        return list(_rmsnorm(x, self.norm_f).split(sizes))
+        return list(torch.split(_rmsnorm(x, self.norm_f), sizes))
 
     def _attention(
         self, c: SeqCache, li: int, qkv: torch.Tensor, idx: torch.Tensor, kp: KernelParams
@@ -172,7 +172,7 @@ class TinyMoE:
         q = self._rope(q.transpose(0, 1), pos)
         c.k[li][:, p0 : p0 + n] = self._rope(k.transpose(0, 1), pos)
         c.v[li][:, p0 : p0 + n] = v.transpose(0, 1)
-        iq, ik = idx.float().split(INDEXER_DIM, dim=1)
+        iq, ik = torch.split(idx.float(), INDEXER_DIM, dim=1)
         c.ik[li][p0 : p0 + n] = ik
         total = p0 + n
         keys, vals, ikeys = c.k[li][:, :total], c.v[li][:, :total], c.ik[li][:total]

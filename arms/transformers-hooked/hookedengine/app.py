@@ -47,7 +47,7 @@ def plant_batch_variant(model: torch.nn.Module, name: str, window: Callable[[], 
         assert isinstance(out, torch.Tensor)
         return out if linear.bias is None else out + linear.bias
 
-    linear.forward = forward  # type: ignore[method-assign]
+    linear.forward = forward  # type: ignore[method-assign,assignment]
 
 
 def build_app(cfg: HookedConfig) -> App:
@@ -78,6 +78,7 @@ def build_app(cfg: HookedConfig) -> App:
     store = DigestStore()
     metrics = Metrics(cfg.served_name)
     engine: Any
+    scheduler: Any
     if cfg.continuous_batching:  # Transformers' own scheduler: the server's submit() goes to it
         from hookedengine.continuous import ContinuousRunner
 

@@ -52,7 +52,8 @@ def _whole_prompts_scheduler() -> type:
 
     class WholePrompts(FIFOScheduler):  # type: ignore[misc]
         def _process_candidates(self, candidates: list[Any], token_budget: int, *args: Any) -> Any:
-            fitting, left = [], token_budget
+            fitting: list[Any] = []
+            left = token_budget
             for state in candidates:
                 n = 1 if state.status == RequestStatus.DECODING else len(state.remaining_prefill_tokens)
                 if n > left and fitting:

@@ -125,7 +125,7 @@ class Recorder:
         self.open: dict[str, RequestDigests] = {}
         self._taken: list[Taken] = []
         self._copied: set[str] | None = None  # modules copied as they return; None: all (the first step)
-        self._plans: dict[tuple[int, ...], Plan] = {}  # by the step's geometry and its targets' rows
+        self._plans: dict[tuple[object, ...], Plan] = {}  # by the step's geometry and its targets' rows
 
     @contextmanager
     def attached(self, request_ids: list[str]) -> Iterator[None]:

@@ -170,12 +170,12 @@ _KERNELS = {"mm": mm, "addmm": addmm, "bmm": bmm, "mean.dim": mean_dim, "_softma
 
 def register(devices: tuple[str, ...] = ("CPU", "CUDA")) -> torch.library.Library:
     """The kernels over aten's for these devices, until the returned library is destroyed (`kernels`)."""
-    lib = torch.library.Library("aten", "IMPL")
+    lib = torch.library.Library("aten", "IMPL")  # type: ignore[no-untyped-call]
     with warnings.catch_warnings():  # "Overriding a previously registered kernel": what is meant
         warnings.filterwarnings("ignore", message=r"(?s).*Overriding a previously registered kernel")
         for op in OPS:
             for device in devices:
-                lib.impl(op, _KERNELS[op], device)
+                lib.impl(op, _KERNELS[op], device)  # type: ignore[no-untyped-call]
     return lib
 
 
@@ -197,7 +197,7 @@ def kernels() -> Iterator[None]:
     try:
         yield
     finally:
-        lib._destroy()
+        lib._destroy()  # type: ignore[no-untyped-call]
 
 
 def register_attention() -> str:

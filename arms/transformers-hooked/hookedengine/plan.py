@@ -136,5 +136,5 @@ def make_plan(taken: list[Taken], layout: StepLayout, targets: list[Target], los
 def _input_slot(slots: dict[str, Any]) -> Slot:
     if "in_from" in slots:
         before = slots["in_from"]
-        return None if before is None else before.get("out")  # type: ignore[no-any-return]
-    return slots.get("in")  # type: ignore[no-any-return]
+        return None if before is None else before.get("out")
+    return slots.get("in")
