@@ -45,15 +45,22 @@ def test_a_call_on_mixed_rows_gives_no_input_digest_to_the_next() -> None:
 
     store, model = DigestStore(), Routed()
     rec = Recorder(model, head_values=2, store=store)
-    with rec.attached(["t"]):
-        rec.begin_step(StepLayout(0, 2, 3, ["o", "t"], {"t": Target(1, 0, 3, 3)}))
-        model(torch.randn(2, 3, 4))
-        rec.finish("t")
-    got = store.get("t")
-    assert got is not None
+    got = _one_step(rec, store, model, torch.randn(2, 3, 4))
     act, out = got.calls
     assert act[2] == "act" and act[4:7] == (None, None, 5)
     assert out[2] == "out" and out[4:7] == (None, None, 5) and out[9:12] == (None, None, None)
+
+
+def _one_step(rec: Recorder, store: DigestStore, model: torch.nn.Module, x: torch.Tensor,
+              rid: str = "t") -> RequestDigests:
+    """One prefill of a batch of 2 whose second row is the flagged request `rid`, and its digests."""
+    with rec.attached([rid]):
+        rec.begin_step(StepLayout(0, 2, 3, ["o", rid], {rid: Target(1, 0, 3, 3)}))
+        model(x)
+        rec.finish(rid)
+    got = store.get(rid)
+    assert got is not None
+    return got
 
 
 def test_a_target_rows_digest_is_its_own_whatever_else_is_in_the_batch() -> None:
@@ -62,12 +69,8 @@ def test_a_target_rows_digest_is_its_own_whatever_else_is_in_the_batch() -> None
     x = torch.randn(2, 3, 4)
     store = DigestStore()
     rec = Recorder(model, head_values=3, store=store)
-    with rec.attached(["t"]):
-        rec.begin_step(StepLayout(0, 2, 3, ["o", "t"], {"t": Target(1, 0, 3, 3)}))
-        model(x)
-        rec.finish("t")
-    got = store.get("t")
-    assert got is not None and [c[2] for c in got.calls] == ["0", "1", "2"]
+    got = _one_step(rec, store, model, x)
+    assert [c[2] for c in got.calls] == ["0", "1", "2"]
     assert got.steps == [{"step": 0, "batch_size": 2, "batch_request_ids": ["o", "t"], "context_tokens": 3}]
     first = got.calls[0]
     assert first[4:7] == (3, 6, 6) and first[7] == (2, 3, 4) and first[8] == (2, 3, 8)
@@ -76,12 +79,7 @@ def test_a_target_rows_digest_is_its_own_whatever_else_is_in_the_batch() -> None
     assert got.calls[1][9] == first[12]  # the next module's input is this one's output: the same digest
     other = x.clone()
     other[0] += 1  # another request's rows change; the target's digests do not (row-wise ops)
-    with rec.attached(["t2"]):
-        rec.begin_step(StepLayout(0, 2, 3, ["o", "t2"], {"t2": Target(1, 0, 3, 3)}))
-        model(other)
-        rec.finish("t2")
-    again = store.get("t2")
-    assert again is not None
+    again = _one_step(rec, store, model, other, "t2")
     assert [c[12] for c in again.calls] == [c[12] for c in got.calls]
 
 
@@ -103,13 +101,7 @@ class Nested(torch.nn.Module):
 
 def _digested(model: torch.nn.Module, x: torch.Tensor, **scope: object) -> list[tuple[object, ...]]:
     store = DigestStore()
-    rec = Recorder(model, 3, store, **scope)  # type: ignore[arg-type]
-    with rec.attached(["t"]):
-        rec.begin_step(StepLayout(0, 2, 3, ["o", "t"], {"t": Target(1, 0, 3, 3)}))
-        model(x)
-        rec.finish("t")
-    got = store.get("t")
-    assert got is not None
+    got = _one_step(Recorder(model, 3, store, **scope), store, model, x)  # type: ignore[arg-type]
     return [(c[2], *c[3:]) for c in got.calls]  # without the call's index, which counts the digested calls
 
 
@@ -174,12 +166,8 @@ def test_stored_digests_leave_the_garbage_collector_nothing_to_traverse() -> Non
     model = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.ReLU())
     store = DigestStore()
     rec = Recorder(model, head_values=3, store=store)
-    with rec.attached(["t"]):
-        rec.begin_step(StepLayout(0, 2, 3, ["o", "t"], {"t": Target(1, 0, 3, 3)}))
-        model(torch.randn(2, 3, 4))
-        rec.finish("t")
-    got = store.get("t")
-    assert got is not None and len(got.calls) == 2
+    got = _one_step(rec, store, model, torch.randn(2, 3, 4))
+    assert len(got.calls) == 2
     gc.collect()  # a collection untracks a tuple whose items it found untracked: its inner tuples first, then it
     gc.collect()
     assert not any(gc.is_tracked(c) or any(gc.is_tracked(v) for v in c) for c in got.calls)
