@@ -12,6 +12,7 @@ from orchestrator.verbs.arguments import parser
 
 
 def main(argv: list[str]) -> Outcome:
+    from orchestrator.reproduce.bundle import opened
     from orchestrator.sweep.claims import check_claims
 
     made = parser("claims", "Check a claims file's claims on a study run here (sized so each could be "
@@ -30,7 +31,7 @@ def main(argv: list[str]) -> Outcome:
     args = made.parse_intermixed_args(argv)
     # `--run A B key=value`: its nargs takes the overrides after the run dirs too; an override names no folder
     overrides = [arg for arg in args.run_dirs if _override(arg)]
-    run_dirs = [Path(arg) for arg in args.run_dirs if arg not in overrides]
+    run_dirs = [opened(Path(arg))[0] for arg in args.run_dirs if arg not in overrides]  # a bundle: unpacked
     line = CommandLine.parse([*(arg for d in args.config_dir for arg in ("--config-dir", d)), *args.given[1:],
                               *overrides])
     return check_claims(Path(args.given[0]), args.study, line, run_dirs, args.out)

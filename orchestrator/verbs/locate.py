@@ -18,6 +18,7 @@ def main(argv: list[str]) -> Outcome:
     from orchestrator.analysis.locate import locate
     from orchestrator.analysis.locate_probe import probe_verdict
     from orchestrator.report.locate import render
+    from orchestrator.reproduce.bundle import opened
     from orchestrator.run.kernel_probes import probe, probe_config, probe_runtime
 
     made = parser("locate", docker_host=True, description="Where inside the model a cell's two requests first "
@@ -30,6 +31,7 @@ def main(argv: list[str]) -> Outcome:
     made.add_argument("--probe", action="store_true", help="run the op probe at the split's shapes in the arm's "
                       "image or interpreter and add its verdict (its rows go to RUN's probes table)")
     args = made.parse_args(argv)
+    args.run_dir = opened(args.run_dir)[0]  # a bundle: its run dir, checked and unpacked (--probe's rows go there)
     if not RunPaths(args.run_dir).meta.is_file():
         raise RecordError(f"{args.run_dir} is not a run directory (no run.json): pass a folder that `orchestrator "
                           "run` wrote; `orchestrator ls` lists them")

@@ -12,6 +12,7 @@ from orchestrator.verbs.arguments import parser
 
 def main(argv: list[str]) -> Outcome:
     from orchestrator.report.matrix import write
+    from orchestrator.reproduce.bundle import opened
 
     made = parser("matrix", "Merge run dirs (from any machines) into one support matrix: a row per cell "
                   "(model, engine, runtime, quantization, topology, hardware, flags, load point) and run.")
@@ -19,7 +20,7 @@ def main(argv: list[str]) -> Outcome:
                       help="run dirs, or onset searches' sweep dirs (their jobs), in any order")
     made.add_argument("--out", type=Path, default=Path("matrix"), help="where the pages go (default: ./matrix)")
     args = made.parse_args(argv)
-    rows = write(args.run_dirs, args.out)
+    rows = write([opened(path)[0] for path in args.run_dirs], args.out)  # a bundle: its run dir, unpacked
     twice = sum(len(row.measurements) > 1 for row in rows)
     differ = sum(row.agreement == "differ" for row in rows)
     return answer(f"{len(rows)} cells, {twice} measured more than once ({differ} differ): "

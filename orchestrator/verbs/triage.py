@@ -40,6 +40,7 @@ def _parser() -> Any:
 
 
 def main(argv: list[str]) -> Outcome:
+    from orchestrator.reproduce.bundle import opened
     from orchestrator.triage import procedure, runner, steps
     from orchestrator.triage.findings import rank
     from orchestrator.triage.page import write
@@ -62,7 +63,7 @@ def main(argv: list[str]) -> Outcome:
     if "--out" in asked:
         at = asked.index("--out")
         asked = asked[:at] + asked[at + 2:]
-    source = (runner.source_from_run(args.from_run, args.arm) if args.from_run is not None
+    source = (runner.source_from_run(opened(args.from_run)[0], args.arm) if args.from_run is not None
               else runner.source_from_overrides(args.overrides, args.config_dir, args.arm))
     sizing = steps.Sizing(args.target_bound, args.start_bound, args.budget_requests, args.long_prompt_tokens)
     if args.plan:

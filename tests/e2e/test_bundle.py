@@ -1,6 +1,7 @@
 """A bundle handed on (docs/bundle.md): a run made through the process runtime, bundled, the run dir gone and the
 bundle moved to a fresh folder; from another working directory with no config dirs of the user's on the search
-path, `compare BUNDLE`, `run --from BUNDLE` and `reproduce BUNDLE` work, and a corrupted bundle is refused."""
+path, `compare BUNDLE`, `run --from BUNDLE` and `reproduce BUNDLE` work, so do the verbs that read a run (show,
+matrix, claims --run, triage --from, locate), and a corrupted bundle is refused."""
 
 from __future__ import annotations
 
@@ -80,6 +81,25 @@ def test_compare_run_from_and_reproduce_take_the_bundle_elsewhere(sent: tuple[Pa
     assert "verdict: reproduced (4 cells)" in reproduced.stdout
     beside = [p.name for p in bundle.parent.iterdir() if p.name.startswith("run-reproduce-")]
     assert len(beside) == 1  # written beside the bundle, not into the cache
+
+
+def test_the_reading_verbs_take_the_bundle_too(sent: tuple[Path, Path]) -> None:
+    """show, matrix, claims --run, triage --from and locate: before, each wanted the folder compare unpacked."""
+    bundle, elsewhere = sent
+    base = elsewhere.parent
+    shown = _orchestrator(elsewhere, base, "show", str(bundle))
+    assert shown.returncode == 0 and "baseline" in shown.stdout, shown.stderr[-3000:]
+    merged = _orchestrator(elsewhere, base, "matrix", str(bundle), "--out", "matrix")
+    assert merged.returncode == 0 and merged.stdout.startswith("2 cells, "), merged.stderr[-3000:]
+    claims = elsewhere / "claims.yaml"
+    claims.write_text("claims:\n  - {name: never, kind: no_crash, arm: baseline}\n")
+    checked = _orchestrator(elsewhere, base, "claims", str(claims), "--run", str(bundle))
+    assert checked.returncode == 0 and "never" in checked.stdout, checked.stderr[-3000:]
+    planned = _orchestrator(elsewhere, base, "triage", "--from", str(bundle), "--plan")
+    assert planned.returncode == 0, planned.stderr[-3000:]
+    assert planned.stdout.startswith("triage of arm 'baseline' (reference): ")
+    located = _orchestrator(elsewhere, base, "locate", str(bundle), "--cell", "baseline/capital/concurrent")
+    assert located.returncode == 2 and "has no digests for cell baseline/capital/concurrent" in located.stderr
 
 
 def test_a_corrupted_bundle_is_refused_in_one_line(sent: tuple[Path, Path]) -> None:
