@@ -82,8 +82,9 @@ def summary(step: StepOutcome) -> str:
 
 def _cost(step: StepOutcome, fixed: str) -> str:
     parts = []
-    for label, values, unit in (("peak memory", step.peak_memory_bytes, 2**20), ("time to ready",
-                                                                                  step.time_to_ready_s, 1)):
+    for label, values, unit in (("peak memory", step.peak_memory_bytes, 2**20),
+                                ("peak GPU memory", step.peak_gpu_memory_bytes, 2**20),
+                                ("time to ready", step.time_to_ready_s, 1)):
         a, b = values.get(AS_GIVEN), values.get(fixed)
         if a and b:
             parts.append(f"{label} {b / unit:.3g} against {a / unit:.3g}{' MiB' if unit > 1 else ' s'} "

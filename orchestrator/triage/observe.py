@@ -83,7 +83,8 @@ def observe(name: str, run_dir: Path, command: str, status: int) -> StepOutcome:
                       if s.get("verdict") == DIFFERS)
     starts = (report.get("cost") or {}).get("starts") or []
     first = next((s for s in starts if s["arm"] == "as_given"), starts[0] if starts else {})
-    memory = {s["arm"]: s["peak_memory_bytes"]["avg"] for s in starts if s["peak_memory_bytes"].get("avg")}
+    memory, gpu_memory = ({s["arm"]: s[key]["avg"] for s in starts if (s.get(key) or {}).get("avg")}
+                          for key in ("peak_memory_bytes", "peak_gpu_memory_bytes"))
     ready = {s["arm"]: s["time_to_ready_s"]["avg"] for s in starts if s["time_to_ready_s"].get("avg")}
     guard = GuardResult.from_json(_read(paths.guard_json)) if paths.guard_json.is_file() else GuardResult()
     # a switch's A/B (two arms): what the switch moved besides its declared variable (the side-effect audit)
@@ -103,4 +104,5 @@ def observe(name: str, run_dir: Path, command: str, status: int) -> StepOutcome:
         start_failure_upper_95=first.get("failure_upper_95"),
         signatures_across_starts=max((first.get("signatures_across_starts") or {}).values(), default=0),
         known_issues=tuple(note.line for note in guard.known_issues if note.affected),
-        peak_memory_bytes=memory, time_to_ready_s=ready, side_effects=moved, load_cost=load_cost(report))
+        peak_memory_bytes=memory, peak_gpu_memory_bytes=gpu_memory, time_to_ready_s=ready, side_effects=moved,
+        load_cost=load_cost(report))

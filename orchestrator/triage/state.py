@@ -54,8 +54,9 @@ class StepOutcome:
     side_effects: tuple[str, ...] = ()  # what else the switch moved (the side-effect audit), where it ran
     load_cost: tuple[str, ...] = ()  # what the arm cost at a load point, with intervals over its windows
     split: str = ""  # `locate`'s first split, "MODULE (TYPE) at step S" (triage/inside.py)
-    # what each arm cost, from its starts: arm -> peak memory (bytes), time to ready (s)
+    # what each arm cost, from its starts: arm -> peak memory, host and GPU (bytes), time to ready (s)
     peak_memory_bytes: dict[str, float] = field(default_factory=dict)
+    peak_gpu_memory_bytes: dict[str, float] = field(default_factory=dict)
     time_to_ready_s: dict[str, float] = field(default_factory=dict)
 
     def divergent(self, arm: str) -> tuple[int, int]:

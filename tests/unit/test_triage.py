@@ -242,6 +242,26 @@ def test_what_else_a_switch_moved_reaches_its_finding(tmp_path: Path, monkeypatc
     assert found.cause == "fused_finalize" and "side effect: log_facts.batch_window_ms (20 -> 50)" in found.evidence
 
 
+def test_the_fix_s_cost_says_the_gpu_memory_where_the_starts_measured_it(tmp_path: Path) -> None:
+    """On the H100, continuous batching's paged cache held 67827 MiB of the GPU and the fix 1461 MiB, while the
+    host memory was the same: before, the cost line said only "peak memory ... (1.00x)"."""
+    from orchestrator.record.paths import RunPaths
+    from orchestrator.triage import observe
+
+    paths = RunPaths(tmp_path / "run").make()
+    cells = [{"arm": arm, "phase": "concurrent", "prompt_id": "capital", "n": 8, "divergent": k,
+              "distinct_signatures": k + 1, "lower_bound_95": 0.0, "upper_bound_95": 1.0}
+             for arm, k in (("as_given", 6), ("continuous_batching_repeatable", 0))]
+    starts = [{"arm": arm, "starts": 1, "ready": 1, "peak_memory_bytes": {"avg": 1769 * 2**20},
+               "peak_gpu_memory_bytes": {"avg": gpu * 2**20}, "time_to_ready_s": {"avg": 5.9}}
+              for arm, gpu in (("as_given", 67827), ("continuous_batching_repeatable", 1461))]
+    paths.report_json.write_text(json.dumps({"cells": cells, "cost": {"starts": starts}}))
+    step = observe.observe("switch_continuous_batching", paths.root, "ab cmd", 0)
+    found = rank(TriageState("cb", [], 400, {"switch_continuous_batching": step}), "transformers_serve").findings[0]
+    assert "peak memory 1.77e+03 against 1.77e+03 MiB (1.00x); peak GPU memory 1.46e+03 against 6.78e+04 MiB " \
+           "(0.02x); time to ready 5.9 against 5.9 s (1.00x)" in found.fix_cost, found.fix_cost
+
+
 def test_after_ctrl_c_the_one_hint_is_the_triages_own(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from orchestrator.verbs import triage as verb
 
