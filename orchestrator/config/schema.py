@@ -330,8 +330,11 @@ class Config:
 
 def register_configs() -> None:
     """The top-level schema types every node below it (arms, protocol, prompts, runtime, study); `${on_off:X}`
-    says a switch in words in a description (conf/arm/transformers_serve.yaml), where `${X}` says True."""
+    says a switch in words in a description (conf/arm/transformers_serve.yaml), where `${X}` says True;
+    `${batches_of:B,A}` is how many batches of B requests fit in A, at least one (triage's onset)."""
     ConfigStore.instance().store(name="config_schema", node=Config)
     if not OmegaConf.has_resolver("on_off"):
         OmegaConf.register_new_resolver("on_off", lambda value: "on" if value is True else "off" if value is False
                                         else value)
+    if not OmegaConf.has_resolver("batches_of"):
+        OmegaConf.register_new_resolver("batches_of", lambda size, requests: max(1, int(requests) // max(1, int(size))))

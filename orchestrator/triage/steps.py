@@ -127,8 +127,11 @@ def onset_step(varied: str, first: list[Planned], sizing: Sizing) -> Planned | N
         spec, batch = by_name["concurrent"].spec, by_name["concurrent"].spec.protocol["phases"]["concurrent"]["repeats"]
         if batch < 2:
             return None
+        # as many batches as fit in `batch` requests at each size: a job at batch size 1 holds `batch` requests, not
+        # one (one batch a job left the H100's onset open: docs/triage.md); never more than `batch` a job
+        batches = f"${{batches_of:${{.repeats}},{batch}}}"
         phases = {"sequential": {"kind": "sequential", "repeats": 2},
-                  "concurrent": {"kind": "concurrent", "repeats": batch, "batches": 1}}
+                  "concurrent": {"kind": "concurrent", "repeats": batch, "batches": batches}}
         axis = {"key": "protocol.phases.concurrent.repeats", "low": 1, "high": batch, "type": "int", "scale": "log"}
         target = {"arm": AS_GIVEN, "phase": "concurrent", "prompt": next(iter(spec.prompts["prompts"]))}
         shows, per_job = f"the onset along the batch size, 1 to {batch}", (2 + batch) * len(spec.prompts["prompts"])

@@ -139,6 +139,25 @@ def test_the_onset_leaves_the_switches_their_budget_and_the_switch_that_removes_
     assert any("onset in [1, 2]" in e for e in found.findings[0].evidence)
 
 
+def test_the_onset_along_the_batch_size_holds_as_many_requests_at_each_size() -> None:
+    """One batch a job held 1 request at batch size 1 (the H100's onset stayed open, docs/triage.md): now as many
+    batches of each size as fit in the engine's batch size of requests (over half of it), never more."""
+    from omegaconf import OmegaConf
+
+    from orchestrator.config import schema
+
+    schema.register_configs()
+    first = steps.first_steps(source(), SIZING)
+    onset = steps.onset_step("concurrent", first, SIZING)
+    assert onset is not None
+    concurrent = OmegaConf.create(onset.spec.protocol).phases.concurrent
+    batch = concurrent.repeats
+    for size in range(1, batch + 1):
+        concurrent.repeats = size
+        assert batch / 2 < concurrent.batches * size <= batch and concurrent.batches == batch // size
+    assert onset.requests == steps.ONSET_JOBS * (2 + batch) * len(onset.spec.prompts["prompts"])  # as before
+
+
 def test_a_known_issue_of_the_arm_s_versions_is_a_finding_once_after_the_causes() -> None:
     line = "vllm 0.11.0 is in the range of a known issue: fused finalize atomics (fixed in 0.12)"
     state = TriageState("baseline", [], 400, {
