@@ -43,6 +43,7 @@ class HeldRuntime:
 
     http_transport = None  # the job is on this node: its servers listen on this host's loopback
     traits = PROCESS
+    host = "local"
 
     def __init__(self, state_dir: Path, env: Mapping[str, str]) -> None:
         """`env`: the environment srun is given (SLURM_CONF, and what the job's orchestrator has in its env)."""

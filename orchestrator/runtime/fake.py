@@ -74,6 +74,7 @@ def _now() -> str:
 
 class FakeRuntime:
     traits = FAKE
+    host = "local"
 
     def __init__(self, images: Mapping[str, ImageFactory], commands: Commands | None = None,
                  inventory: Inventory | None = None) -> None:

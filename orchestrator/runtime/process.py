@@ -92,6 +92,7 @@ class _Proc:
 class ProcessRuntime:
     http_transport: httpx.MockTransport | None = None  # servers are reached over the real loopback network
     traits = PROCESS
+    host = "local"
 
     def __init__(self, inherit_env: Iterable[str], venv_on_path: bool = True, state_dir: str | Path | None = None,
                  host_env: Mapping[str, str] | None = None, workdir: Path | None = None) -> None:

@@ -258,6 +258,7 @@ class Runtime(Protocol):
     # the fake runtime hands out an httpx transport that routes to its in-process handlers.
     http_transport: httpx.MockTransport | None
     traits: Traits  # what it can do (runtime/traits.py): asked instead of its kind
+    host: str  # the Docker host it talks to (its URL), or "local": this machine's processes
 
     def resolve_image(self, ref: str, build: BuildSpec) -> ImageInfo: ...
 
