@@ -17,7 +17,7 @@ from refengine.server import App, resolve_device
 
 from hookedengine import __version__, compiled
 from hookedengine.config import HookedConfig
-from hookedengine.digests import DigestStore
+from hookedengine.digests import DigestStore, scoped
 from hookedengine.engine import HookedEngine
 from hookedengine.tokenizer import HFTokenizer
 
@@ -67,6 +67,8 @@ def build_app(cfg: HookedConfig) -> App:
                                                  attn_implementation=cfg.attn_implementation).to(device).eval()
     if not cfg.max_model_len:
         cfg = dataclasses.replace(cfg, max_model_len=int(getattr(model.config, "max_position_embeddings", 2048)))
+    if cfg.digests:  # a scope that leaves no module: refused before the startup log says it
+        scoped(model, cfg.digest_depth, cfg.digest_under)
     facts: dict[str, Any] = {"torch": torch.__version__, "transformers": transformers.__version__, "device": desc,
                              "dtype": str(dtype).removeprefix("torch."),
                              # what Transformers resolved the requested implementation to, as it runs
