@@ -7,6 +7,7 @@ readers never see a half-written file. pandas, polars and duckdb read each folde
 
 from __future__ import annotations
 
+import hashlib
 import io
 import itertools
 import time
@@ -296,7 +297,10 @@ def _dictionary_type(kind: pa.DataType) -> pa.DataType:
 
 
 def _safe(name: str) -> str:
-    return "".join(c if c.isalnum() or c in "-_" else "_" for c in name)
+    """A file-name-safe prefix, one per name: where a character had to be replaced, a hash of the name follows,
+    so arms `a.b` and `a_b` never write (and number) the same part files."""
+    safe = "".join(c if c.isalnum() or c in "-_" else "_" for c in name)
+    return safe if safe == name else f"{safe}_{hashlib.sha256(name.encode()).hexdigest()[:8]}"
 
 
 def _next_part(folder: Path, prefix: str) -> int:

@@ -93,6 +93,16 @@ def test_writer_continues_numbering_after_existing_parts(tmp_path) -> None:  # t
     assert read_table(paths, "arms").num_rows == 2
 
 
+def test_two_names_that_sanitize_alike_never_share_part_files(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """Arms `a.b` and `a_b` writing at once: before, both wrote a_b-00000.parquet, and one replaced the other."""
+    paths = RunPaths(tmp_path).make()
+    with TableWriter(paths, "arms", "a.b") as dotted, TableWriter(paths, "arms", "a_b") as plain:
+        dotted.append({"arm": "a.b"})
+        plain.append({"arm": "a_b"})
+    assert sorted(read_table(paths, "arms").column("arm").to_pylist()) == ["a.b", "a_b"]
+    assert len(list(paths.table("arms").glob("*.parquet"))) == 2
+
+
 def test_bounds_known_values() -> None:
     assert upper_bound_zero(30) == pytest.approx(0.0950, abs=5e-5)
     assert upper_bound_zero(1080) == pytest.approx(0.00277, abs=5e-6)
