@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The committed samples of `orchestrator import` (tests/data/import/), made by the real tools against the reference
 # engine: detLLM's own `check` (scripts/detllm_openai.py) with the fused finalize off and on, and curl's answers
-# saved one file each (with the request beside them, and without: grouped by their prompt_token_ids); with
+# saved one file each (with the request beside them, and without: grouped by their prompt_token_ids); chat answers
+# of `transformers serve` where `make transformers-serve` installed it; with
 # VPP_COLLECTOR=/path/to/vllm-position-parity/collect_client.py (ZC502's collector, not shipped here), its evidence,
 # sequential and concurrent, from an engine whose indexer budget (16) the prompt exceeds. docs/import.md.
 #   [VPP_COLLECTOR=...] scripts/import-samples.sh [OUT]      (default tests/data/import)
@@ -42,6 +43,25 @@ for p in 0 1; do
       -o "$out/openai/token_ids/answer_p${p}_r$r.json"
   done
 done
+# chat answers, from `transformers serve` (make transformers-serve) on tiny-llama: its chat answers carry no logprobs
+tserve=${TRANSFORMERS_PYTHON:-$HOME/.cache/orchestrator/transformers-serve-5.25.0/venv/bin/python}
+model=${ORCHESTRATOR_CACHE_DIR:-$HOME/.cache/orchestrator}/models/tiny-llama
+if [[ -x "$tserve" && -d "$model" ]]; then
+  HF_HUB_OFFLINE=1 "$tserve" -m transformers.cli.transformers serve --host 127.0.0.1 --port 18444 >/dev/null 2>&1 &
+  pids+=($!)
+  for _ in $(seq 300); do curl -sf http://127.0.0.1:18444/v1/models >/dev/null && break; sleep 0.2; done
+  mkdir -p "$out/openai/chat"
+  for p in 0 1; do
+    for r in 0 1 2; do
+      body=$("$py" -c 'import json,sys; print(json.dumps({"model": sys.argv[1], "messages": [{"role": "user",
+        "content": sys.argv[2]}], "max_tokens": 8, "temperature": 0, "logprobs": True, "top_logprobs": 5}))' \
+        "$model" "${prompts[$p]}")
+      echo "$body" > "$out/openai/chat/p${p}_r$r.request.json"
+      curl -sf http://127.0.0.1:18444/v1/chat/completions -H 'Content-Type: application/json' -d "$body" \
+        -o "$out/openai/chat/p${p}_r$r.json"
+    done
+  done
+fi
 if [[ -n "${VPP_COLLECTOR:-}" ]]; then
   serve 18443 --indexer-budget 16 --topk-tiebreak random
   for mode in sequential concurrent; do

@@ -79,6 +79,22 @@ def test_openai_answers_are_grouped_by_the_requests_beside_them(tmp_path: Path,
     assert set(_cells(tmp_path / "run").values()) == {(3, 3, "top_logprobs")}
 
 
+def test_chat_answers_are_grouped_by_their_messages_and_compared_on_their_text(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`transformers serve`'s chat answers (scripts/import-samples.sh): no logprobs, no token ids; the request's
+    messages are the prompt (their JSON), the model the answers name the arm, and the text is what cells compare."""
+    status, err = _import(capsys, SAMPLES / "openai" / "chat", tmp_path / "run")
+    assert status == 0, err
+    prompts = json.loads((tmp_path / "run" / "prompts.json").read_text())  # the messages, exactly as sent
+    assert {p["text"] for p in prompts.values()} == {json.dumps([{"content": text, "role": "user"}]) for text in
+                                                     ("The capital of France is", "Count from one to ten: one, two,")}
+    cells = _cells(tmp_path / "run")
+    assert {arm for arm, _ in cells} == {"/root/.cache/orchestrator/models/tiny-llama"}
+    assert {(n, basis) for n, _distinct, basis in cells.values()} == {(3, "text")}
+    texts = read_table(RunPaths(tmp_path / "run"), "responses").column("completion_text").to_pylist()
+    assert len(texts) == 6 and all(texts)
+
+
 def test_openai_answers_without_requests_are_grouped_by_their_prompt_token_ids(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     status, err = _import(capsys, SAMPLES / "openai" / "token_ids", tmp_path / "run")
