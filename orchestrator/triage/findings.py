@@ -14,7 +14,7 @@ from orchestrator.engines import profile_for
 from orchestrator.engines.switches import Switch
 from orchestrator.triage.inside import NAME as LOCATE
 from orchestrator.triage.state import DONE, FAILED, SKIPPED, StepOutcome, TriageState
-from orchestrator.triage.steps import AS_GIVEN
+from orchestrator.triage.steps import AS_GIVEN, COST
 
 REPEATABLE = "repeatable in everything tried"
 # The seed's checks this triage does not run (docs/triage.md, "Not yet"): every page says so
@@ -92,7 +92,19 @@ def _cost(step: StepOutcome, fixed: str) -> str:
     return "; ".join(parts) or "not measured"
 
 
-def _switch_finding(switch: Switch, step: StepOutcome, others: list[str]) -> Finding | None:
+def _under_load(step: StepOutcome, cost: StepOutcome | None) -> str:
+    """The fix's cost under load: its A/B's ratios where that A/B ran at the load point, else its cost step's."""
+    if step.load_ratios:
+        return f"; under load, with the switch against as given: {'; '.join(step.load_ratios)}"
+    if cost is None:
+        return ""
+    if cost.status == DONE and cost.load_ratios:
+        return f"; under load ({cost.name}), with the switch against as given: {'; '.join(cost.load_ratios)}"
+    return f"; under load: not measured ({cost.name}: {cost.reason or 'no load phase answered'})"
+
+
+def _switch_finding(switch: Switch, step: StepOutcome, others: list[str], cost: StepOutcome | None = None
+                    ) -> Finding | None:
     fixed = f"{switch.name}_repeatable"
     if not step.varies(AS_GIVEN):
         return None  # not reproduced in its A/B: no evidence either way (the step says so)
@@ -111,7 +123,8 @@ def _switch_finding(switch: Switch, step: StepOutcome, others: list[str]) -> Fin
                 *(f"side effect: {s}" for s in step.side_effects))
     return Finding(0, f"switch ({verb})", switch.name, f"{switch.name}: {switch.mechanism}; setting {switch.key} to "
                    f"{switch.repeatable!r} {verb} the variation", evidence,
-                   "; ".join(others) or "nothing else was tried", f"{switch.fix_cost}; measured: {_cost(step, fixed)}",
+                   "; ".join(others) or "nothing else was tried",
+                   f"{switch.fix_cost}; measured: {_cost(step, fixed)}{_under_load(step, cost)}",
                    step.command, step.run_dir, (3.0 if removes else 2.0) + k_a / max(1, n_a) - k_b / max(1, n_b))
 
 
@@ -139,12 +152,14 @@ def rank(state: TriageState, engine: str) -> Findings:
     """The findings of a triage's state, ranked."""
     done = [s for s in state.steps.values() if s.status == DONE]
     switches = {f"switch_{s.name}": s for s in profile_for(engine).switches}
-    first = [s for s in done if s.name not in switches and not s.answer]  # the steps of cells (no onset)
+    # the steps of cells: no onset, no A/B (a switch's, or its cost at the load point)
+    first = [s for s in done if s.name not in switches and not s.name.startswith(COST) and not s.answer]
     repeatable = [summary(s) for s in first if not s.varies(AS_GIVEN)]
     found: list[Finding] = []
     for step in done:
         if step.name in switches:
-            made = _switch_finding(switches[step.name], step, repeatable)
+            made = _switch_finding(switches[step.name], step, repeatable,
+                                   state.steps.get(f"{COST}{switches[step.name].name}"))
             found += [made] if made else []
     varied = [s for s in first if s.varies(AS_GIVEN)]
     located = state.steps.get(LOCATE)

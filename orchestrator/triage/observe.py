@@ -60,6 +60,29 @@ def load_cost(report: dict[str, Any]) -> tuple[str, ...]:
     return tuple(said)
 
 
+# the A/B's paired ratios at a load point the findings give (report.json `cost.ratios`): metric, label
+LOAD_RATIOS = (("request_throughput_per_s", "throughput"), ("latency_s", "latency"),
+               ("time_to_first_token_s", "time to first token"))
+
+
+def load_ratios(report: dict[str, Any]) -> tuple[str, ...]:
+    """An A/B at a load point: each load phase's other arm against the arm as given, paired over its windows, in
+    words ("at closed loop of 8: throughput x0.52 [0.49, 0.56], ..."); a ratio without an interval says why."""
+    cost = report.get("cost") or {}
+    points = {p.get("phase"): p.get("load_point") or p.get("phase") for p in cost.get("phases") or []}
+    said: dict[str, list[str]] = {}
+    for ratio in cost.get("ratios") or []:
+        label = dict(LOAD_RATIOS).get(ratio.get("metric"))
+        if ratio.get("arm_a") != AS_GIVEN or ratio.get("phase") not in points or label is None \
+                or ratio.get("ratio") is None:
+            continue
+        low, high = ratio.get("lower_95"), ratio.get("upper_95")
+        said.setdefault(points[ratio["phase"]], []).append(
+            f"{label} x{ratio['ratio']:.2f}" + (f" [{low:.2f}, {high:.2f}]" if low is not None and high is not None
+                                                else f" ({ratio.get('note') or 'no interval'})"))
+    return tuple(f"at {point}: {', '.join(parts)}" for point, parts in said.items())
+
+
 def failed_because(paths: RunPaths) -> str:
     """What the step's failed arms said (their record's error), so the page names the cause, not only the dir."""
     if not paths.data.is_dir():
@@ -105,4 +128,4 @@ def observe(name: str, run_dir: Path, command: str, status: int) -> StepOutcome:
         signatures_across_starts=max((first.get("signatures_across_starts") or {}).values(), default=0),
         known_issues=tuple(note.line for note in guard.known_issues if note.affected),
         peak_memory_bytes=memory, peak_gpu_memory_bytes=gpu_memory, time_to_ready_s=ready, side_effects=moved,
-        load_cost=load_cost(report))
+        load_cost=load_cost(report), load_ratios=load_ratios(report))

@@ -107,6 +107,11 @@ def triage(source: runner.Source, sizing: Sizing, out: Path, state: TriageState,
         fixed = f"{switch.name}_repeatable"
         if outcome.status == DONE and outcome.varies(AS_GIVEN) and not outcome.varies(fixed):
             explained = explained or switch.name
+    # what the fix costs under load: the switch that removed the variation, its A/B again at the load point (unless
+    # its A/B ran there: the load point was its witness), within what the budget leaves
+    fixer = next((s for s in steps.open_switches(source) if s.name == explained), None)
+    if fixer is not None and witness is not load:
+        _step(out, state, steps.cost_step(fixer, load), run, "" if started else "the arm did not start")
     if inside.records_digests(source.engine) and inside.NAME not in state.steps:  # where it remains: which module
         state.steps[inside.NAME] = inside.locate_step(state, "the arm did not start" if not started else
                                                       f"the variation is explained by {explained}" if explained else "")

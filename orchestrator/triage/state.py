@@ -53,6 +53,7 @@ class StepOutcome:
     known_issues: tuple[str, ...] = ()  # lines of the guard's known issues that affect the arm
     side_effects: tuple[str, ...] = ()  # what else the switch moved (the side-effect audit), where it ran
     load_cost: tuple[str, ...] = ()  # what the arm cost at a load point, with intervals over its windows
+    load_ratios: tuple[str, ...] = ()  # an A/B at a load point: the other arm against the arm as given, paired
     split: str = ""  # `locate`'s first split, "MODULE (TYPE) at step S" (triage/inside.py)
     # what each arm cost, from its starts: arm -> peak memory, host and GPU (bytes), time to ready (s)
     peak_memory_bytes: dict[str, float] = field(default_factory=dict)
@@ -79,7 +80,8 @@ class StepOutcome:
     def from_json(cls, doc: dict[str, Any]) -> StepOutcome:
         return cls(**{**doc, "cells": tuple(Cell(**c) for c in doc.get("cells") or ()),
                       **{k: tuple(doc.get(k) or ()) for k in ("cold_differs", "schedule_differs", "answer",
-                                                               "known_issues", "side_effects", "load_cost")}})
+                                                               "known_issues", "side_effects", "load_cost",
+                                                               "load_ratios")}})
 
 
 @dataclass

@@ -188,6 +188,18 @@ def switch_step(switch: Switch, witness: Planned) -> Planned:
                    f"{witness.name} step's protocol", 2 * witness.requests, spec)
 
 
+COST = "cost_"  # the cost step of a switch: cost_SWITCH
+
+
+def cost_step(switch: Switch, load: Planned) -> Planned:
+    """What the fix costs under load: the switch's A/B on the load point's protocol (both arms, paired windows),
+    run where the switch removed the variation on another step's protocol."""
+    ab = switch_step(switch, load)
+    return replace(ab, name=f"{COST}{switch.name}", spec=replace(ab.spec, name=f"{COST}{switch.name}"),
+                   shows=f"{switch.key} at {switch.repeatable!r} against the arm as given, at the load point: what "
+                   "the fix costs under load")
+
+
 def scaled(planned: Planned, left: int) -> Planned | None:
     """The step within `left` requests: its repeats cut in proportion (its bound then weaker, as it says), or None
     where not even two repeats a cell fit."""

@@ -98,17 +98,23 @@ def _plan(source: Any, sizing: Any) -> list[str]:
     load = steps.load_step(source, sizing)  # counted in the first line's "+ 1"
     digested = [p.name for p in (*first, load) if p.name in inside.CELL_STEPS
                 and (p.spec.protocol.get("request") or {}).get("digests")]
+    costs = [steps.cost_step(s, load) for s in steps.open_switches(source)]  # one runs: the switch that explains
     lines = [f"triage of arm '{source.arm_name}' ({source.engine}): "
-             f"{len(planned) + bool(onsets) + 1 + bool(digested)} steps, budget {sizing.budget_requests} requests"]
+             f"{len(planned) + bool(onsets) + 1 + bool(costs) + bool(digested)} steps, budget "
+             f"{sizing.budget_requests} requests"]
     lines += [f"  {p.name}: up to {p.requests} requests: {p.shows}" for p in planned[:len(first)]]
     lines += [f"  onset (where only concurrent batches, or only the long prompt, varied): up to "
               f"{max(o.requests for o in onsets)} requests: {' or '.join(o.shows for o in onsets)}"] if onsets else []
     lines.append(f"  load: up to {load.requests} requests: {load.shows}")
     lines += [f"  {p.name} (where a step varied): up to {p.requests} requests: {p.shows}" for p in planned[len(first):]]
+    lines += [f"  {steps.COST}SWITCH (where a switch removed the variation on another step): up to "
+              f"{max(c.requests for c in costs)} requests: its A/B at the load point, what the fix costs under load"
+              ] if costs else []
     lines += [f"  {inside.NAME} (where variation remains): no requests of its own: `orchestrator {inside.NAME}` on "
               f"the first cell that varied, from the digests of the {', '.join(digested)} steps' requests"
               ] if digested else []
-    total = sum(p.requests for p in planned) + max((o.requests for o in onsets), default=0) + load.requests
+    total = (sum(p.requests for p in planned) + max((o.requests for o in onsets), default=0) + load.requests
+             + max((c.requests for c in costs), default=0))
     lines.append(f"  all steps: up to {total} requests" + (" (more than the budget: the later steps are cut or "
                                                           "skipped)" if total > sizing.budget_requests else ""))
     return lines

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -104,7 +105,15 @@ def _fake_run(ran: list[str], stop_at: str | None = None, varies: str = "") -> p
                    "time_to_ready_s": {}}]
         schedules = [{"arm": "as_given", "prompt_id": "capital", "verdict": "differ"}] if step_dir.name in (
             varies, f"switch_{varies}") or step_dir.name.startswith("switch_") else []
-        (step_dir / "run" / "report.json").write_text(json.dumps({"cells": cells, "cost": {"starts": starts},
+        cost: dict[str, Any] = {"starts": starts}
+        if step_dir.name.startswith("cost_"):  # the fix at the load point: paired ratios over its windows
+            cost["phases"] = [{"arm": "as_given", "phase": "load", "load_point": "closed loop of 16"}]
+            cost["ratios"] = [{"arm_a": "as_given", "arm_b": "x", "phase": "load", "metric": metric, "ratio": r,
+                               "lower_95": low, "upper_95": high, "note": ""}
+                              for metric, r, low, high in (("request_throughput_per_s", 0.523, 0.487, 0.561),
+                                                           ("latency_s", 1.825, None, None),
+                                                           ("output_tokens_per_s", 0.5, 0.4, 0.6))]
+        (step_dir / "run" / "report.json").write_text(json.dumps({"cells": cells, "cost": cost,
                                                                   "schedules": schedules}), encoding="utf-8")
         return 0, ()
     return run
@@ -129,7 +138,7 @@ def test_the_onset_leaves_the_switches_their_budget_and_the_switch_that_removes_
     budget = 200  # less than the onset and the A/B would want
     state = procedure.triage(arm, SIZING, tmp_path, TriageState("baseline", [], budget),
                              _fake_run(ran, varies="concurrent"))
-    assert ran == ["starts", "floor", "concurrent", "length", "onset", "switch_fused_finalize"]
+    assert ran == ["starts", "floor", "concurrent", "length", "onset", "switch_fused_finalize", "cost_fused_finalize"]
     study = (tmp_path / "onset" / "config" / "study" / "triage_step.yaml").read_text(encoding="utf-8")
     ab = steps.switch_step(steps.open_switches(arm)[0], steps.first_steps(arm, SIZING)[2])
     spent = sum(state.steps[name].requests for name in ("starts", "floor", "concurrent", "length"))
@@ -156,6 +165,26 @@ def test_the_onset_along_the_batch_size_holds_as_many_requests_at_each_size() ->
         concurrent.repeats = size
         assert batch / 2 < concurrent.batches * size <= batch and concurrent.batches == batch // size
     assert onset.requests == steps.ONSET_JOBS * (2 + batch) * len(onset.spec.prompts["prompts"])  # as before
+
+
+def test_the_fix_s_cost_under_load_is_its_a_b_at_the_load_point_and_said_where_the_budget_left_none(
+        tmp_path: Path) -> None:
+    """The switch removed the variation on the concurrent step's protocol: its A/B runs again at the load point,
+    and the finding's cost gives the paired ratios; where the budget leaves none, it says so."""
+    arm = source(**{"fused-finalize": True})
+    state = procedure.triage(arm, SIZING, tmp_path / "a", TriageState("baseline", [], 2000),
+                             _fake_run([], varies="concurrent"))
+    found = rank(state, "reference").findings[0]
+    assert found.cause == "fused_finalize" and "cost_fused_finalize" in state.steps
+    assert "; under load (cost_fused_finalize), with the switch against as given: at closed loop of 16: throughput " \
+           "x0.52 [0.49, 0.56], latency x1.82 (no interval)" in found.fix_cost, found.fix_cost
+    without = TriageState("baseline", [], 2000, {k: v for k, v in state.steps.items() if k != "cost_fused_finalize"})
+    with_cost, alone = rank(state, "reference"), rank(without, "reference")
+    assert (with_cost.divergent, with_cost.n) == (alone.divergent, alone.n)  # not one of the steps of cells
+    skipped = StepOutcome("cost_fused_finalize", SKIPPED, reason="the budget's 12 requests left are fewer than its 184")
+    state.steps["cost_fused_finalize"] = skipped
+    said = rank(state, "reference").findings[0].fix_cost
+    assert said.endswith(f"; under load: not measured (cost_fused_finalize: {skipped.reason})"), said
 
 
 def test_a_known_issue_of_the_arm_s_versions_is_a_finding_once_after_the_causes() -> None:
