@@ -1,7 +1,8 @@
 """The triage as a procedure: the steps in order (triage/steps.py), each run as a study (triage/runner.py) unless
 done already (triage.json: a resumed triage goes on where it stopped), skipped where an earlier step made it moot
 or the budget is spent, each switch of the engine's profile the arm has on tried as an A/B on the step that
-showed variation, and, on an engine that records digests, `locate` where variation remains (triage/inside.py).
+showed variation (the one that removed it, again at the load point: what the fix costs under load), and, on an
+engine that records digests, `locate` where variation remains (triage/inside.py).
 Progress goes to stderr as each step ends."""
 
 from __future__ import annotations
