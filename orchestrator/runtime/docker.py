@@ -251,13 +251,15 @@ class DockerRuntime:
 
         api = self.client.api  # by id: no inspect first
         try:
-            with contextlib.suppress(self._errors.APIError):  # not running (it exited), or gone: wait says which
-                api.kill(handle.id, signal="SIGTERM")
-            try:
-                return int(api.wait(handle.id, timeout=timeout_s)["StatusCode"])
-            except requests.exceptions.RequestException:  # the transport's timeout: the grace is over
-                with contextlib.suppress(self._errors.APIError):
-                    api.kill(handle.id)
+            if timeout_s > 0:  # no grace (0: a start cut short): SIGKILL at once; the transport takes no 0 timeout
+                with contextlib.suppress(self._errors.APIError):  # not running (it exited), or gone: wait says which
+                    api.kill(handle.id, signal="SIGTERM")
+                try:
+                    return int(api.wait(handle.id, timeout=timeout_s)["StatusCode"])
+                except requests.exceptions.RequestException:  # the transport's timeout: the grace is over
+                    pass
+            with contextlib.suppress(self._errors.APIError):
+                api.kill(handle.id)
             return int(api.wait(handle.id, timeout=30)["StatusCode"])
         except self._errors.NotFound:
             return None

@@ -312,6 +312,18 @@ def test_stop_returns_the_exit_code_and_remove_leaves_nothing(kind: Kind) -> Non
     assert kind.runtime.stop(handle, 1) is None
 
 
+def test_stop_with_no_grace_kills_at_once(kind: Kind) -> None:
+    """stop(handle, 0), as a start cut short calls it: killed, its status said. Before, Docker's took the 0 as
+    its transport's connect timeout and raised ValueError (a cancelled SLURM job reported it as a bug)."""
+    spec = kind.spec(kind.arm(), f"contract-{secrets.token_hex(3)}")
+    handle = kind.runtime.start(spec)
+    try:
+        code = kind.runtime.stop(handle, 0)
+        assert code is not None and kind.runtime.exit_code(handle) == code
+    finally:
+        kind.runtime.remove(handle)
+
+
 def test_server_that_exits_at_once_reports_status_and_log(kind: Kind) -> None:
     crash = "import sys, time; print('boom: no model', flush=True); time.sleep(1); sys.exit(3)"
     arm = kind.arm(command=["python3", "-c", crash], engine_args={}, image=kind.crash_image)
