@@ -205,7 +205,6 @@ def _located(run: RecordedRun, label: str, pair: _Pair) -> Located:
     located.margin = margin(locate_read.tokens(run, attempts), a.request_id, b.request_id)
     if found.difference is not None:
         located.look_inside = _look_inside(run, label.split("/")[0], found.difference, rows)
-    if found.difference is not None:
         located.no_probe = not_applicable(found.difference)
     if found.difference is not None and located.no_probe is None:
         device = locate_read.device_and_dtype(run, label.split("/")[0])
