@@ -106,8 +106,11 @@ def correct_lines(cells: list[Cell], arm: str, phases: list[PhaseCost], co: list
         if not n:
             return ["Stays correct: not measured: no successful response"]
         flipped = flips([c for c in cells if c.arm == arm])
+        # cells stopped once they diverged (stop_after_divergences) are left out of the pooled rate, not unsaid
+        stopped = sum(c.arm == arm and c.stopped_after is not None for c in cells)
         return [f"Stays correct: {k} of {n} warm requests diverged over {count} cells ({bound(k, n, low, high)})"
-                + (f"; {flipped}" if flipped else "")]
+                + (f"; {counted(stopped, 'more cell')} diverged and stopped early, left out of this rate"
+                   if stopped else "") + (f"; {flipped}" if flipped else "")]
     parts, divergent, probes = [], 0, 0
     for phase in phases:
         k, n, low, high, _ = stays_correct(cells, arm, phase.phase)

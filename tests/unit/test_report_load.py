@@ -178,3 +178,21 @@ def test_a_load_point_with_fewer_prompts_than_requests_in_flight_is_warned(tmp_p
     workloads = json.loads(paths.report_json.read_text())["cost"]["workloads"]
     assert [(w["arm"], w["distinct_prompts"], round(w["in_flight"], 1), w["warning"] is not None)
             for w in workloads] == [("base", 2, 0.8, False), ("slow", 2, 6.2, True)]
+
+
+def test_cells_stopped_after_diverging_are_said_beside_the_rate_they_are_left_out_of() -> None:
+    """A triage A/B's arm as given: 2 sequential cells repeatable, 2 concurrent cells stopped after 2 divergences.
+    Before, its line said "0 of 6 warm requests diverged" and nothing of the two cells that did."""
+    from orchestrator.analysis.results import Cell
+    from orchestrator.report.cost_md import correct_lines
+
+    def cell(phase: str, n: int, divergent: int, stopped: int | None) -> Cell:
+        made = Cell("as_given", "capital", phase, n, 0, 1 + divergent, 1 + divergent, divergent, 0.5, 0.0)
+        made.stopped_after = stopped
+        return made
+
+    cells = [cell("sequential", 3, 0, None), cell("sequential", 3, 0, None), cell("concurrent", 8, 6, 2),
+             cell("concurrent", 8, 5, 2)]
+    assert correct_lines(cells, "as_given", [], []) == [
+        "Stays correct: 0 of 6 warm requests diverged over 2 cells (at most 39 %); 2 more cells diverged and stopped "
+        "early, left out of this rate"]
